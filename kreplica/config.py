@@ -1,0 +1,134 @@
+"""Configuration: Kafka's key names and defaults, validated once, loudly.
+
+Configs are plain dicts of dotted Kafka names.  :func:`validate` checks every key
+against :data:`SPEC` and returns a complete, typed dict with defaults filled in.
+An unknown key or a value of the wrong type or out of range raises
+:class:`~kreplica.errors.InvalidConfig` naming the key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .errors import InvalidConfig
+
+LONG_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    name: str
+    kind: str  # "int", "bool", "str"
+    default: Any
+    check: Callable[[Any], bool] = lambda v: True
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+
+
+def _at_least(n: int) -> Callable[[int], bool]:
+    return lambda v: v >= n
+
+
+SPEC: dict[str, Key] = {
+    k.name: k
+    for k in (
+        # Log (topic-level) keys.
+        Key("segment.bytes", "int", 1 << 30, _at_least(14), "segment file size before a roll"),
+        Key("segment.ms", "int", 7 * 24 * 3600 * 1000, _at_least(1), "segment age before a roll"),
+        Key("segment.index.bytes", "int", 10 * 1024 * 1024, _at_least(8), "max size of each index"),
+        Key("index.interval.bytes", "int", 4096, _at_least(0), "bytes between index entries"),
+        Key("retention.bytes", "int", -1, _at_least(-1), "log size before deleting old segments"),
+        Key("retention.ms", "int", 7 * 24 * 3600 * 1000, _at_least(-1), "segment age before deletion"),
+        Key("flush.messages", "int", LONG_MAX, _at_least(1), "messages between forced fsyncs"),
+        Key("flush.ms", "int", LONG_MAX, _at_least(0), "ms between forced fsyncs"),
+        Key("max.message.bytes", "int", 1048588, _at_least(0), "largest record batch accepted"),
+        Key("message.timestamp.type", "str", "CreateTime", doc="CreateTime or LogAppendTime",
+            choices=("CreateTime", "LogAppendTime")),
+        Key("min.insync.replicas", "int", 1, _at_least(1), "ISR size needed for acks=all"),
+        Key("unclean.leader.election.enable", "bool", False, doc="allow out-of-sync leaders"),
+        # Replication (broker-level) keys.
+        Key("replica.lag.time.max.ms", "int", 30000, _at_least(1), "lag before ISR removal"),
+        Key("replica.fetch.max.bytes", "int", 1048576, _at_least(1), "per-partition fetch size"),
+        Key("replica.fetch.response.max.bytes", "int", 10485760, _at_least(1), "fetch response size"),
+        Key("replica.fetch.wait.max.ms", "int", 500, _at_least(0), "follower long-poll wait"),
+        Key("replica.fetch.min.bytes", "int", 1, _at_least(1), "follower long-poll min bytes"),
+        Key("replica.fetch.backoff.ms", "int", 1000, _at_least(0), "backoff after a fetch error"),
+        Key("replica.high.watermark.checkpoint.interval.ms", "int", 5000, _at_least(1),
+            "HW checkpoint period"),
+        Key("replica.truncation.strategy", "str", "high-watermark",
+            doc="high-watermark (the seeds' design) or leader-epoch (KIP-101/KIP-279)",
+            choices=("high-watermark", "leader-epoch")),
+        Key("request.timeout.ms", "int", 30000, _at_least(1), "produce purgatory timeout"),
+        Key("acks", "str", "all", doc="0, 1 or all", choices=("0", "1", "all", "-1")),
+        # Controller keys.
+        Key("auto.leader.rebalance.enable", "bool", True, doc="periodic preferred elections"),
+        Key("leader.imbalance.per.broker.percentage", "int", 10, _at_least(0),
+            "imbalance that triggers a rebalance"),
+        Key("leader.imbalance.check.interval.seconds", "int", 300, _at_least(1),
+            "rebalance check period"),
+        Key("controlled.shutdown.max.retries", "int", 3, _at_least(0), "shutdown attempts"),
+        Key("controlled.shutdown.retry.backoff.ms", "int", 5000, _at_least(0), "shutdown backoff"),
+        Key("delete.topic.enable", "bool", True, doc="allow topic deletion"),
+        Key("zookeeper.session.timeout.ms", "int", 18000, _at_least(1), "metadata session timeout"),
+        Key("default.replication.factor", "int", 1, _at_least(1), "RF when none is given"),
+        Key("num.partitions", "int", 1, _at_least(1), "partitions when none are given"),
+    )
+}
+
+LOG_KEYS = frozenset(
+    {
+        "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes",
+        "retention.bytes", "retention.ms", "flush.messages", "flush.ms", "max.message.bytes",
+        "message.timestamp.type", "min.insync.replicas", "unclean.leader.election.enable",
+    }
+)
+
+
+def _coerce(key: Key, value: Any) -> Any:
+    if key.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise InvalidConfig(f"{key.name}={value!r}: expected true or false")
+    if key.kind == "int":
+        if isinstance(value, bool):
+            raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
+        try:
+            v = int(value)
+        except (TypeError, ValueError):
+            raise InvalidConfig(f"{key.name}={value!r}: expected an integer") from None
+        if isinstance(value, float) and v != value:
+            raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
+        if not key.check(v):
+            raise InvalidConfig(f"{key.name}={value!r}: out of range")
+        return v
+    v = str(value)
+    if key.choices and v not in key.choices:
+        raise InvalidConfig(f"{key.name}={value!r}: expected one of {', '.join(key.choices)}")
+    return v
+
+
+def validate(config: Mapping[str, Any] | None, allowed: frozenset[str] | None = None) -> dict[str, Any]:
+    """Return ``config`` complete with defaults, or raise InvalidConfig naming the bad key."""
+    config = dict(config or {})
+    names = allowed if allowed is not None else frozenset(SPEC)
+    out: dict[str, Any] = {}
+    for name in names:
+        out[name] = SPEC[name].default
+    for name, value in config.items():
+        if name not in names:
+            raise InvalidConfig(f"unknown config key {name!r}")
+        out[name] = _coerce(SPEC[name], value)
+    if out.get("acks") == "-1":
+        out["acks"] = "all"
+    return out
+
+
+def parse_acks(acks: Any) -> int:
+    """Kafka's acks as an int: 0, 1 or -1 (all)."""
+    if acks in ("all", "-1", -1):
+        return -1
+    if acks in (0, 1, "0", "1"):
+        return int(acks)
+    raise InvalidConfig(f"acks={acks!r}: expected 0, 1 or all")

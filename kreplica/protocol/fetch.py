@@ -1,0 +1,44 @@
+"""Fetch: followers (replica_id >= 0) and consumers (replica_id = -1)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .common import TopicPartition
+
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    tp: TopicPartition
+    fetch_offset: int
+    current_leader_epoch: int = -1  # -1: unchecked
+    log_start_offset: int = -1
+    max_bytes: int = 1048576
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int
+    partitions: tuple[FetchPartition, ...]
+    max_wait_ms: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 10485760
+    # Consumers: "committed" (below the HW) or "uncommitted" (below the LEO).
+    isolation: str = "committed"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionData:
+    tp: TopicPartition
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    records: bytes | memoryview = b""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: int
+    partitions: tuple[FetchPartitionData, ...] = ()

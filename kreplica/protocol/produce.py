@@ -1,0 +1,36 @@
+"""Produce: one v2 record batch per partition, acks 0, 1 or -1 (all)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .common import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartition:
+    tp: TopicPartition
+    records: bytes | memoryview  # one or more v2 batches; offsets are assigned by the leader
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    acks: int
+    timeout_ms: int
+    partitions: tuple[ProducePartition, ...]
+
+    def __post_init__(self) -> None:
+        if self.acks not in (0, 1, -1):
+            raise ValueError(f"acks must be 0, 1 or -1, not {self.acks}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartitionResult:
+    tp: TopicPartition
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    partitions: tuple[ProducePartitionResult, ...]

@@ -1,0 +1,47 @@
+import pytest
+
+from kreplica import config, errors
+
+
+def test_defaults_are_kafkas():
+    c = config.validate({})
+    assert c["segment.bytes"] == 1 << 30
+    assert c["index.interval.bytes"] == 4096
+    assert c["min.insync.replicas"] == 1
+    assert c["unclean.leader.election.enable"] is False
+    assert c["replica.truncation.strategy"] == "high-watermark"
+
+
+def test_strings_are_coerced():
+    c = config.validate({"segment.bytes": "2048", "unclean.leader.election.enable": "true", "acks": "-1"})
+    assert c["segment.bytes"] == 2048
+    assert c["unclean.leader.election.enable"] is True
+    assert c["acks"] == "all"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"segment.byte": 1},
+        {"segment.bytes": 1},
+        {"segment.bytes": "lots"},
+        {"min.insync.replicas": 0},
+        {"acks": "2"},
+        {"unclean.leader.election.enable": "maybe"},
+        {"replica.truncation.strategy": "magic"},
+    ],
+)
+def test_bad_keys_and_values_name_the_key(bad):
+    with pytest.raises(errors.InvalidConfig) as e:
+        config.validate(bad)
+    assert next(iter(bad)) in str(e.value)
+    assert e.value.code == 40
+
+
+def test_error_codes_round_trip():
+    assert errors.error_for_code(1) is errors.OffsetOutOfRange
+    assert errors.NotEnoughReplicasAfterAppend.code == 20
+    assert errors.error_for_name("FENCED_LEADER_EPOCH").code == 74
+    with pytest.raises(errors.NotLeaderOrFollower):
+        errors.raise_for_code(6, "x")
+    errors.raise_for_code(0)
