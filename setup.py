@@ -4,6 +4,7 @@ Every ``kreplica/**/*.pyx`` becomes an extension module, linked with all of
 ``csrc/*.c``.  The extension is mandatory: there is no pure-Python fallback,
 so a failed compile fails the install.
 """
+import os
 from glob import glob
 from pathlib import Path
 
@@ -17,8 +18,12 @@ CFLAGS = ["-O3", "-std=c11", "-Wall", "-Wno-unused-function"]
 
 
 def _extensions():
+    # KREPLICA_BUILD_ONLY=path.pyx[,path.pyx] limits a developer build to some modules.
+    only = {p for p in os.environ.get("KREPLICA_BUILD_ONLY", "").split(",") if p}
     exts = []
     for pyx in sorted(glob("kreplica/**/*.pyx", recursive=True)):
+        if only and pyx not in only:
+            continue
         module = pyx[:-4].replace("/", ".")
         exts.append(
             Extension(
