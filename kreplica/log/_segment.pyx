@@ -1,0 +1,189 @@
+# cython: language_level=3
+"""Hot paths of the segment: walk batch headers, search indexes, plan index entries.
+
+Everything here reads only the fixed 61-byte v2 batch header (big-endian):
+baseOffset @0 i64, batchLength @8 i32, lastOffsetDelta @23 i32, maxTimestamp @35 i64.
+The batches were validated (CRC, framing) when they entered the log, so a walk
+trusts them; it stops at a zero or impossible length, which is how a preallocated
+tail ends.  Python calls these once per read or append, never once per record.
+"""
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uint8_t
+from libc.string cimport memset
+
+import numpy as np
+
+cdef enum:
+    HEADER_SIZE = 61
+    LOG_OVERHEAD = 12
+
+
+cdef inline int64_t _be64(const uint8_t* p) noexcept nogil:
+    return <int64_t>(
+        (<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40)
+        | (<uint64_t>p[3] << 32) | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16)
+        | (<uint64_t>p[6] << 8) | <uint64_t>p[7]
+    )
+
+
+cdef inline int64_t _be32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int64_t _beu32(const uint8_t* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+
+
+
+cdef inline int64_t _batch_size(const uint8_t* p, int64_t pos, int64_t end) noexcept nogil:
+    """Total bytes of the batch at ``pos``, or 0 if no whole batch starts there."""
+    if end - pos < HEADER_SIZE:
+        return 0
+    cdef int64_t length = _be32(p + pos + 8)
+    if length < HEADER_SIZE - LOG_OVERHEAD or pos + LOG_OVERHEAD + length > end:
+        return 0
+    return LOG_OVERHEAD + length
+
+
+def index_slot(const uint8_t[::1] buf, Py_ssize_t entries, int entry_bytes, int key_bytes,
+               int64_t target, Py_ssize_t warm_entries):
+    """The largest slot whose key (first field, big-endian) is <= ``target``; -1 if none.
+
+    Kafka's lookup: the newest ``warm_entries`` are searched first, because
+    followers and consumers near the tail ask about them, so their pages stay hot.
+    """
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
+    cdef Py_ssize_t lo, hi, mid, first_hot
+    cdef int64_t key
+    if entries <= 0 or p == NULL:
+        return -1
+    with nogil:
+        first_hot = entries - warm_entries if entries > warm_entries else 0
+        key = _be64(p + first_hot * entry_bytes) if key_bytes == 8 else _beu32(p + first_hot * entry_bytes)
+        if key <= target:
+            lo = first_hot
+            hi = entries - 1
+        else:
+            lo = 0
+            hi = first_hot - 1
+        key = _be64(p) if key_bytes == 8 else _beu32(p)
+        if key > target:
+            lo = -1
+            hi = -1
+        while lo < hi:
+            mid = hi - (hi - lo) // 2
+            key = _be64(p + mid * entry_bytes) if key_bytes == 8 else _beu32(p + mid * entry_bytes)
+            if key <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+    return lo
+
+
+def find_batch(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t target_offset):
+    """``(position, base_offset)`` of the first batch from ``pos`` whose last offset is
+    >= ``target_offset``; ``(end_of_batches, -1)`` when there is none."""
+    cdef const uint8_t* p = &buf[0]
+    cdef int64_t size, base = -1
+    with nogil:
+        while True:
+            size = _batch_size(p, pos, end)
+            if size == 0:
+                base = -1
+                break
+            base = _be64(p + pos)
+            if base + _be32(p + pos + 23) >= target_offset:
+                break
+            pos += size
+    return pos, base
+
+
+def span_batches(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t max_bytes,
+                 int64_t max_offset):
+    """End position of the whole batches from ``pos`` that fit ``max_bytes`` and start
+    below ``max_offset``.  The first batch is always included, however large (KIP-74),
+    so a consumer can never be stuck behind one batch bigger than its limit."""
+    cdef const uint8_t* p = &buf[0]
+    cdef int64_t start = pos, size
+    with nogil:
+        while True:
+            size = _batch_size(p, pos, end)
+            if size == 0 or _be64(p + pos) >= max_offset:
+                break
+            if pos > start and pos + size - start > max_bytes:
+                break
+            pos += size
+    return pos
+
+
+def find_timestamp(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t timestamp):
+    """``(position, base_offset, last_offset)`` of the first batch from ``pos`` whose max
+    timestamp is >= ``timestamp``; base_offset -1 when there is none."""
+    cdef const uint8_t* p = &buf[0]
+    cdef int64_t size, base = -1, last = -1
+    with nogil:
+        while True:
+            size = _batch_size(p, pos, end)
+            if size == 0:
+                break
+            if _be64(p + pos + 35) >= timestamp:
+                base = _be64(p + pos)
+                last = base + _be32(p + pos + 23)
+                break
+            pos += size
+    return pos, base, last
+
+
+def walk_to_end(const uint8_t[::1] buf, int64_t pos, int64_t end):
+    """From a batch boundary, walk every header: ``(end_position, last_offset, max_timestamp,
+    offset_of_max_timestamp)``; last_offset -1 and timestamps -1 when no batch follows."""
+    cdef const uint8_t* p = &buf[0]
+    cdef int64_t size, last = -1, ts, max_ts = -1, off_max = -1
+    with nogil:
+        while True:
+            size = _batch_size(p, pos, end)
+            if size == 0:
+                break
+            last = _be64(p + pos) + _be32(p + pos + 23)
+            ts = _be64(p + pos + 35)
+            if ts > max_ts:
+                max_ts = ts
+                off_max = last
+            pos += size
+    return pos, last, max_ts, off_max
+
+
+def zero_range(uint8_t[::1] buf, int64_t start, int64_t stop):
+    """Zero ``buf[start:stop]`` so a crash can never resurrect truncated batches."""
+    if stop > start:
+        with nogil:
+            memset(&buf[start], 0, stop - start)
+
+
+def plan_index(const int64_t[::1] positions, const int64_t[::1] sizes,
+               const int64_t[::1] last_offsets, const int64_t[::1] max_timestamps,
+               int64_t bytes_since, int64_t interval, int64_t max_ts, int64_t offset_of_max_ts):
+    """Which appended batches get index entries (Kafka's LogSegment.append rule).
+
+    A batch is indexed when more than ``interval`` bytes were appended since the
+    last entry.  Returns ``(slots, max_ts_at_slot, offset_of_max_ts_at_slot,
+    bytes_since, max_ts, offset_of_max_ts)``: the running values after the batches.
+    """
+    cdef Py_ssize_t n = positions.shape[0], i, k = 0
+    slots = np.empty(n, dtype=np.int64)
+    ts_at = np.empty(n, dtype=np.int64)
+    off_at = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] s = slots, t = ts_at, o = off_at
+    with nogil:
+        for i in range(n):
+            if max_timestamps[i] > max_ts:
+                max_ts = max_timestamps[i]
+                offset_of_max_ts = last_offsets[i]
+            if bytes_since > interval:
+                s[k] = i
+                t[k] = max_ts
+                o[k] = offset_of_max_ts
+                k += 1
+                bytes_since = 0
+            bytes_since += sizes[i]
+    return slots[:k], ts_at[:k], off_at[:k], bytes_since, max_ts, offset_of_max_ts

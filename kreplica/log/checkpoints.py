@@ -1,0 +1,125 @@
+"""Checkpoint files in Kafka's text format, replaced atomically.
+
+Format (Kafka's ``CheckpointFile``): a version line ``0``, a count line, then one
+entry per line.  Offset checkpoints (``replication-offset-checkpoint``,
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``) hold
+``topic partition offset``; ``leader-epoch-checkpoint`` holds ``epoch start_offset``.
+
+A write goes to ``<name>.tmp``, is fsynced, renamed over the old file and the
+directory is fsynced, so a crash leaves either the old or the new file, never a
+mix.  A malformed file raises :class:`~kreplica.errors.KafkaStorageError`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Generic, Iterable, TypeVar
+
+from ..errors import KafkaStorageError
+from ..protocol.common import TopicPartition
+
+VERSION = 0
+T = TypeVar("T")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` so that a crash leaves the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as e:
+        raise KafkaStorageError(f"writing {path}: {e}") from e
+
+
+class CheckpointFile(Generic[T]):
+    """Lines ``version``, ``count``, then ``count`` entries formatted by the codec pair."""
+
+    def __init__(self, path: str | os.PathLike[str], fmt: Callable[[T], str],
+                 parse: Callable[[list[str]], T]) -> None:
+        self.path = Path(path)
+        self._fmt = fmt
+        self._parse = parse
+
+    def write_entries(self, entries: Iterable[T]) -> None:
+        lines = [self._fmt(e) for e in entries]
+        write_atomically(self.path, "".join(f"{line}\n" for line in [str(VERSION), str(len(lines)), *lines]))
+
+    def read_entries(self) -> list[T]:
+        """The entries, or ``[]`` when the file does not exist yet."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise KafkaStorageError(f"reading {self.path}: {e}") from e
+        lines = text.splitlines()
+        try:
+            if int(lines[0]) != VERSION:
+                raise ValueError(f"unrecognised version {lines[0]!r}")
+            count = int(lines[1])
+            body = lines[2:]
+            if len(body) != count:
+                raise ValueError(f"expected {count} entries, found {len(body)}")
+            return [self._parse(line.split()) for line in body]
+        except (IndexError, ValueError) as e:
+            raise KafkaStorageError(f"malformed checkpoint file {self.path}: {e}") from None
+
+
+def _parse_offset_line(parts: list[str]) -> tuple[TopicPartition, int]:
+    if len(parts) != 3:
+        raise ValueError(f"malformed line {' '.join(parts)!r}")
+    return TopicPartition(parts[0], int(parts[1])), int(parts[2])
+
+
+class OffsetCheckpointFile:
+    """``{TopicPartition: offset}`` in a data dir (HW, recovery point, log start offset)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._file: CheckpointFile[tuple[TopicPartition, int]] = CheckpointFile(
+            path, lambda e: f"{e[0].topic} {e[0].partition} {e[1]}", _parse_offset_line
+        )
+        self.path = self._file.path
+
+    def write(self, offsets: dict[TopicPartition, int]) -> None:
+        for tp in offsets:
+            if " " in tp.topic or not tp.topic:
+                raise ValueError(f"topic name {tp.topic!r} cannot be checkpointed")
+        self._file.write_entries(sorted(offsets.items()))
+
+    def read(self) -> dict[TopicPartition, int]:
+        return dict(self._file.read_entries())
+
+
+def _parse_epoch_line(parts: list[str]) -> tuple[int, int]:
+    if len(parts) != 2:
+        raise ValueError(f"malformed line {' '.join(parts)!r}")
+    return int(parts[0]), int(parts[1])
+
+
+class LeaderEpochCheckpointFile:
+    """``[(epoch, start_offset), ...]`` for one partition (``leader-epoch-checkpoint``)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._file: CheckpointFile[tuple[int, int]] = CheckpointFile(
+            path, lambda e: f"{e[0]} {e[1]}", _parse_epoch_line
+        )
+        self.path = self._file.path
+
+    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+        self._file.write_entries(entries)
+
+    def read(self) -> list[tuple[int, int]]:
+        return self._file.read_entries()

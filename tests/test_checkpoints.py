@@ -1,0 +1,49 @@
+import os
+
+import pytest
+
+from kreplica.errors import KafkaStorageError
+from kreplica.log.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from kreplica.protocol.common import TopicPartition
+
+
+def test_offset_checkpoint_is_kafkas_text_format(tmp_path):
+    f = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint")
+    f.write({TopicPartition("bar", 1): 42, TopicPartition("bar", 0): 7, TopicPartition("foo", 3): 0})
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n3\nbar 0 7\nbar 1 42\nfoo 3 0\n"
+    assert f.read() == {TopicPartition("bar", 0): 7, TopicPartition("bar", 1): 42, TopicPartition("foo", 3): 0}
+
+
+def test_missing_file_reads_empty(tmp_path):
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {}
+    assert LeaderEpochCheckpointFile(tmp_path / "leader-epoch-checkpoint").read() == []
+
+
+def test_rewrite_replaces_atomically_and_leaves_no_temp(tmp_path):
+    f = OffsetCheckpointFile(tmp_path / "log-start-offset-checkpoint")
+    f.write({TopicPartition("t", 0): 1})
+    f.write({TopicPartition("t", 0): 2})
+    assert f.read() == {TopicPartition("t", 0): 2}
+    assert sorted(os.listdir(tmp_path)) == ["log-start-offset-checkpoint"]
+
+
+def test_leader_epoch_file_format(tmp_path):
+    f = LeaderEpochCheckpointFile(tmp_path / "leader-epoch-checkpoint")
+    f.write([(0, 0), (3, 120)])
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 120\n"
+    assert f.read() == [(0, 0), (3, 120)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "1\n0\n", "0\n2\nt 0 1\n", "0\n1\nt 0\n", "0\n1\nt x 1\n", "zero\n0\n"],
+)
+def test_malformed_file_is_a_storage_error(tmp_path, text):
+    (tmp_path / "cp").write_text(text)
+    with pytest.raises(KafkaStorageError, match="malformed"):
+        OffsetCheckpointFile(tmp_path / "cp").read()
+
+
+def test_write_into_missing_dir_is_a_storage_error(tmp_path):
+    with pytest.raises(KafkaStorageError):
+        OffsetCheckpointFile(tmp_path / "nope" / "cp").write({TopicPartition("t", 0): 1})

@@ -1,0 +1,78 @@
+from hypothesis import given, strategies as st
+
+from kreplica.log.checkpoints import LeaderEpochCheckpointFile
+from kreplica.log.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
+
+
+def make(tmp_path, leo=100):
+    state = {"leo": leo}
+    cp = LeaderEpochCheckpointFile(tmp_path / "leader-epoch-checkpoint")
+    return LeaderEpochCache(cp, lambda: state["leo"]), state, cp
+
+
+def test_assign_and_end_offsets(tmp_path):
+    c, state, _ = make(tmp_path)
+    assert c.latest_epoch == UNDEFINED_EPOCH
+    assert c.end_offset_for(0) == (-1, -1)
+    assert c.assign(1, 0)
+    assert not c.assign(1, 5)  # the same leader appending again
+    c.assign(2, 10)
+    c.assign(4, 30)
+    assert c.entries == [(1, 0), (2, 10), (4, 30)]
+    assert c.latest_epoch == 4
+    assert c.end_offset_for(1) == (1, 10)
+    assert c.end_offset_for(2) == (2, 30)
+    assert c.end_offset_for(3) == (2, 30)  # epoch 3 never wrote: answer from the floor epoch
+    assert c.end_offset_for(4) == (4, 100)  # the latest epoch runs to the LEO
+    assert c.end_offset_for(0) == (0, 0)  # older than everything known
+    assert c.end_offset_for(5) == (-1, -1)
+    assert c.end_offset_for(-1) == (-1, -1)
+
+
+def test_assign_drops_conflicting_entries(tmp_path):
+    c, _, _ = make(tmp_path)
+    c.assign(1, 0)
+    c.assign(2, 10)
+    c.assign(3, 20)
+    c.assign(2, 15)  # a lower epoch re-assigned: everything from epoch 2 on is replaced
+    assert c.entries == [(1, 0), (2, 15)]
+    c.assign(5, 12)  # an earlier start offset: entries starting at/after it go
+    assert c.entries == [(1, 0), (5, 12)]
+
+
+def test_truncation_from_end_and_start(tmp_path):
+    c, _, cp = make(tmp_path)
+    for e, s in [(0, 0), (1, 10), (2, 20), (3, 30)]:
+        c.assign(e, s)
+    c.truncate_from_end(20)
+    assert c.entries == [(0, 0), (1, 10)]
+    c.truncate_from_end(50)  # beyond the last start: nothing to drop
+    assert c.entries == [(0, 0), (1, 10)]
+    c.truncate_from_start(15)
+    assert c.entries == [(1, 15)]
+    c.truncate_from_start(5)  # below the first start: nothing to drop
+    assert c.entries == [(1, 15)]
+    assert cp.read() == [(1, 15)]
+    c.clear()
+    assert cp.read() == [] and c.latest_epoch == -1
+
+
+def test_persisted_and_reloaded(tmp_path):
+    c, _, _ = make(tmp_path)
+    c.assign(0, 0)
+    c.assign(7, 99)
+    reloaded, _, _ = make(tmp_path)
+    assert reloaded.entries == [(0, 0), (7, 99)]
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n7 99\n"
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 1000)), max_size=30))
+def test_entries_stay_strictly_increasing(tmp_path_factory, ops):
+    c, _, _ = make(tmp_path_factory.mktemp("lec"))
+    for epoch, start in ops:
+        c.assign(epoch, start)
+        epochs = [e for e, _ in c.entries]
+        starts = [s for _, s in c.entries]
+        assert epochs == sorted(set(epochs)) and starts == sorted(set(starts))
+        # either the new entry is last, or it was the same leader appending later
+        assert c.entries[-1] == (epoch, start) or (c.latest_epoch == epoch and c.start_offset_for(epoch) <= start)

@@ -1,0 +1,78 @@
+import bisect
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kreplica.errors import KafkaStorageError
+from kreplica.log import _segment
+from kreplica.log.offset_index import OffsetIndex
+
+
+def test_extension_is_compiled():
+    assert _segment.__file__.endswith(".so")
+
+
+def test_preallocated_then_trimmed_on_seal(tmp_path):
+    idx = OffsetIndex(tmp_path / "00000000000000000100.index", 100, 1000, writable=True)
+    assert os.path.getsize(idx.path) == 1000
+    idx.append(105, 0)
+    idx.append(130, 4200)
+    idx.seal()
+    assert os.path.getsize(idx.path) == 16
+    assert idx.path.read_bytes() == bytes.fromhex("00000005 00000000 0000001e 00001068".replace(" ", ""))
+    reopened = OffsetIndex(idx.path, 100, 1000, writable=False)
+    assert reopened.entries == 2 and reopened.lookup(131) == (130, 4200)
+
+
+def test_lookup_edges(tmp_path):
+    idx = OffsetIndex(tmp_path / "i", 50, 800, writable=True)
+    assert idx.lookup(70) == (50, 0)  # empty: start of the segment
+    idx.append(60, 100)
+    assert idx.lookup(59) == (50, 0)
+    assert idx.lookup(60) == (60, 100)
+    assert idx.lookup(10**12) == (60, 100)
+    assert idx.lookup(3) == (50, 0)
+
+
+def test_full_and_ordering_enforced(tmp_path):
+    idx = OffsetIndex(tmp_path / "i", 0, 16, writable=True)
+    idx.append(1, 10)
+    with pytest.raises(KafkaStorageError):
+        idx.append(1, 20)  # offsets must increase
+    idx.append(2, 20)
+    assert idx.is_full
+    with pytest.raises(KafkaStorageError, match="full"):
+        idx.append(3, 30)
+
+
+def test_truncate_to(tmp_path):
+    idx = OffsetIndex(tmp_path / "i", 0, 800, writable=True)
+    idx.append_many(np.array([10, 20, 30, 40]), np.array([1, 2, 3, 4]))
+    idx.truncate_to(30)
+    assert idx.last_entry() == (20, 2)
+    idx.truncate_to(25)
+    assert idx.last_entry() == (20, 2)
+    idx.truncate_to(0)
+    assert idx.entries == 0
+    idx.append(5, 9)  # appending again after truncation
+    assert idx.lookup(100) == (5, 9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 5000), min_size=0, max_size=3000, unique=True),
+    st.lists(st.integers(0, 200_000), min_size=1, max_size=50),
+)
+def test_random_lookups_match_a_sorted_map(tmp_path_factory, rels, targets):
+    base = 1_000_000
+    rels.sort()
+    idx = OffsetIndex(tmp_path_factory.mktemp("oi") / "i", base, 8 * 4000, writable=True)
+    offsets = np.array(rels, dtype=np.int64) * 7 + base
+    idx.append_many(offsets, np.arange(len(rels), dtype=np.int64) * 3)
+    for t in targets:
+        target = base + t
+        i = bisect.bisect_right(offsets.tolist(), target) - 1
+        expected = (int(offsets[i]), i * 3) if i >= 0 else (base, 0)
+        assert idx.lookup(target) == expected
