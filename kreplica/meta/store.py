@@ -24,7 +24,13 @@ from ..errors import KReplicaError
 
 
 class StoreError(KReplicaError):
-    """Base of metadata-store failures (named as ZooKeeper's)."""
+    """Base of metadata-store failures (named as ZooKeeper's).
+
+    When raised by :meth:`Session.multi`, ``op_index`` is the index of the op
+    that failed (the whole transaction was rolled back); otherwise ``None``.
+    """
+
+    op_index: int | None = None
 
 
 class NoNode(StoreError):
@@ -49,6 +55,10 @@ class SessionExpired(StoreError):
 
 class ConnectionLoss(StoreError):
     """The store could not be reached (for example, a simulated network partition)."""
+
+
+class NoChildrenForEphemerals(StoreError):
+    """ZooKeeper refuses children under an ephemeral node."""
 
 
 class EventType(enum.Enum):
@@ -77,19 +87,43 @@ class Stat:
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    """One operation of a transaction: kind is check, create, set or delete."""
+    """One operation of a transaction: kind is check, create, set or delete.
+
+    ``multi`` returns, per op: check -> True, create -> the created path,
+    set -> the new :class:`Stat`, delete -> True.
+    """
 
     kind: str
     path: str
     data: bytes = b""
     version: int = -1
     ephemeral: bool = False
+    sequential: bool = False
+
+    @staticmethod
+    def check(path: str, version: int = -1) -> "Op":
+        return Op("check", path, version=version)
+
+    @staticmethod
+    def create(path: str, data: bytes = b"", *, ephemeral: bool = False,
+               sequential: bool = False) -> "Op":
+        return Op("create", path, data, ephemeral=ephemeral, sequential=sequential)
+
+    @staticmethod
+    def set(path: str, data: bytes, version: int = -1) -> "Op":
+        return Op("set", path, data, version)
+
+    @staticmethod
+    def delete(path: str, version: int = -1) -> "Op":
+        return Op("delete", path, version=version)
 
 
 class Session(abc.ABC):
     """One client's connection to the store."""
 
     session_id: int
+    #: how many ops one ``multi``/``get_many`` should carry (ZooKeeper's jute.maxbuffer bounds it)
+    max_batch_ops: int = 1 << 30
 
     @abc.abstractmethod
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
@@ -114,9 +148,27 @@ class Session(abc.ABC):
     def multi(self, ops: Sequence[Op]) -> list[object]:
         """Apply all ops atomically or none; raise the first op's error."""
 
+    def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Read many nodes in one round trip where the store can (None for a missing node).
+
+        Seed 001 step 3 asks for the controller's reads to be batched ("ideally ... ZK
+        multi"); stores override this with a single request.
+        """
+        out: list[tuple[bytes, Stat] | None] = []
+        for path in paths:
+            try:
+                out.append(self.get(path))
+            except NoNode:
+                out.append(None)
+        return out
+
     @abc.abstractmethod
     def close(self) -> None:
         """Close cleanly: ephemeral nodes are removed at once."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Die without closing (a crashed broker): the session expires after its timeout."""
 
     def ensure_path(self, path: str) -> None:
         try:
@@ -126,6 +178,8 @@ class Session(abc.ABC):
 
 
 class MetadataStore(abc.ABC):
+    #: requests sent to the store by all of its sessions (a multi or a batched read is one)
+    round_trips: int = 0
     @abc.abstractmethod
     def session(self, name: str = "", on_expired: Callable[[], None] | None = None) -> Session:
         """Open a new client session."""

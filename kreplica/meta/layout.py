@@ -1,0 +1,196 @@
+"""Kafka's ZooKeeper layout: the paths and the JSON each node holds.
+
+Byte-compatible with what a Kafka broker writes: compact JSON (no spaces), the
+same keys, timestamps as strings of milliseconds, and the partition-state field
+order Kafka's own znodes show (``controller_epoch, leader, version,
+leader_epoch, isr``).  Decoders accept what Kafka writes, including later
+versions of the topic node (``adding_replicas``/``removing_replicas``) and key
+orders other than ours.  Path and codec only: no I/O here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ..protocol.common import LeaderAndIsr, TopicPartition
+
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+ADMIN = "/admin"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+DELETE_TOPICS = "/admin/delete_topics"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+CONFIG = "/config"
+CONFIG_TOPICS = "/config/topics"
+
+#: persistent parents a broker makes sure of at startup (as Kafka's ``createTopLevelPaths``)
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, ISR_CHANGE_NOTIFICATION)
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def isr_change_path(name: str) -> str:
+    return f"{ISR_CHANGE_NOTIFICATION}/{name}"
+
+
+# -- /brokers/ids/<id>
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    endpoints: tuple[str, ...]
+    timestamp_ms: int
+    jmx_port: int = -1
+    rack: str | None = None
+
+
+def encode_broker(broker_id: int, host: str, port: int, timestamp_ms: int,
+                  rack: str | None = None) -> bytes:
+    """Version 4 broker registration with one PLAINTEXT listener."""
+    obj: dict[str, Any] = {
+        "version": 4,
+        "host": host,
+        "port": port,
+        "endpoints": [f"PLAINTEXT://{host}:{port}"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "jmx_port": -1,
+        "timestamp": str(timestamp_ms),
+    }
+    if rack is not None:
+        obj["rack"] = rack
+    return _dumps(obj)
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
+    obj = json.loads(data)
+    return BrokerInfo(broker_id, obj.get("host") or "", int(obj.get("port", -1)),
+                      tuple(obj.get("endpoints", ())), int(obj.get("timestamp", 0)),
+                      int(obj.get("jmx_port", -1)), obj.get("rack"))
+
+
+# -- /brokers/topics/<topic>
+
+def encode_topic_assignment(assignment: Mapping[int, Iterable[int]]) -> bytes:
+    parts = {str(p): [int(r) for r in assignment[p]] for p in sorted(assignment)}
+    return _dumps({"version": 1, "partitions": parts})
+
+
+def decode_topic_assignment(data: bytes) -> dict[int, list[int]]:
+    obj = json.loads(data)
+    return {int(p): list(replicas) for p, replicas in sorted(obj["partitions"].items(), key=lambda kv: int(kv[0]))}
+
+
+# -- /brokers/topics/<t>/partitions/<p>/state
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    # Formatted by hand: the controller writes thousands of these per failover.
+    isr = ",".join(map(str, state.isr))
+    return (f'{{"controller_epoch":{state.controller_epoch},"leader":{state.leader},'
+            f'"version":1,"leader_epoch":{state.leader_epoch},"isr":[{isr}]}}').encode()
+
+
+def decode_partition_state(data: bytes, zk_version: int) -> LeaderAndIsr:
+    obj = json.loads(data)
+    return LeaderAndIsr(obj["leader"], obj["leader_epoch"], tuple(obj["isr"]), zk_version,
+                        obj["controller_epoch"])
+
+
+# -- /controller and /controller_epoch
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes) -> int:
+    obj = json.loads(data)
+    # Kafka 0.8 wrote the bare broker id; later versions the JSON object.
+    return int(obj) if isinstance(obj, int) else int(obj["brokerid"])
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(int(epoch)).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode())
+
+
+# -- /admin paths and ISR change notifications
+
+def encode_reassignment(reassignment: Mapping[TopicPartition, Iterable[int]]) -> bytes:
+    parts = [{"topic": tp[0], "partition": tp[1], "replicas": [int(r) for r in reassignment[tp]]}
+             for tp in sorted(reassignment)]
+    return _dumps({"version": 1, "partitions": parts})
+
+
+def decode_reassignment(data: bytes) -> dict[TopicPartition, list[int]]:
+    obj = json.loads(data)
+    return {TopicPartition(e["topic"], int(e["partition"])): list(e["replicas"]) for e in obj["partitions"]}
+
+
+def encode_partition_list(tps: Iterable[TopicPartition]) -> bytes:
+    """The ``{"version":1,"partitions":[{"topic","partition"}]}`` shape of the preferred
+    replica election and ISR change notification nodes."""
+    parts = [{"topic": tp[0], "partition": tp[1]} for tp in sorted(set(tps))]
+    return _dumps({"version": 1, "partitions": parts})
+
+
+def decode_partition_list(data: bytes) -> set[TopicPartition]:
+    obj = json.loads(data)
+    return {TopicPartition(e["topic"], int(e["partition"])) for e in obj["partitions"]}
+
+
+# -- /config/topics/<topic>
+
+def encode_topic_config(config: Mapping[str, Any] | None) -> bytes:
+    # Kafka keeps every config value as a string.
+    values = {k: _config_str(v) for k, v in sorted((config or {}).items())}
+    return _dumps({"version": 1, "config": values})
+
+
+def _config_str(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    return dict(json.loads(data).get("config") or {})

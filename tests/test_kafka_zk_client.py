@@ -1,0 +1,215 @@
+"""KafkaZkClient over both stores: Kafka's paths and JSON, batched conditional writes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kreplica import errors
+from kreplica.meta import layout
+from kreplica.meta.kafka_zk_client import KafkaZkClient
+from kreplica.meta.store import BadVersion, NodeExists
+from kreplica.protocol.common import LeaderAndIsr, TopicPartition as TP
+from meta_env import Recorder, StoreEnv
+
+
+def _client(env: StoreEnv, name: str = "b") -> KafkaZkClient:
+    return KafkaZkClient(env.store.session(name), env.sched)
+
+
+def _raw(env: StoreEnv, path: str) -> bytes:
+    """The node's bytes as stored: read straight with kazoo against ZooKeeper."""
+    if env.kind == "zookeeper":
+        return env.extras["kazoo"].get(env.chroot + path)[0]
+    return env.store.session("raw").get(path)[0]
+
+
+def test_broker_registration_and_liveness(store_env: StoreEnv) -> None:
+    ctl = _client(store_env, "controller")
+    brokers = {i: _client(store_env, f"b{i}") for i in (1001, 1002, 1003)}
+    for bid, c in brokers.items():
+        c.register_broker(bid, "127.0.0.1", 9000 + bid % 1000)
+    with pytest.raises(NodeExists):
+        _client(store_env).register_broker(1001)
+    seen = Recorder()
+    assert ctl.get_live_broker_ids(seen) == [1001, 1002, 1003]
+    raw = json.loads(_raw(store_env, "/brokers/ids/1002"))
+    assert raw["version"] == 4 and raw["host"] == "127.0.0.1" and raw["port"] == 9002
+    assert raw["endpoints"] == ["PLAINTEXT://127.0.0.1:9002"] and raw["jmx_port"] == -1
+    assert raw["timestamp"] == str(int(raw["timestamp"]))
+    assert ctl.get_broker(1002).port == 9002 and ctl.get_broker(7) is None
+    brokers[1002].session.close()
+    assert store_env.wait(lambda: seen.types() == ["CHILD"])
+    assert ctl.get_live_broker_ids() == [1001, 1003]
+
+
+def test_topic_assignment_and_config(store_env: StoreEnv) -> None:
+    c = _client(store_env)
+    seen = Recorder()
+    assert c.get_all_topics(seen) == []
+    c.create_topic("bar", {0: [1001, 1003, 1002], 1: [1002, 1001, 1003]}, {"retention.ms": 1000})
+    assert _raw(store_env, "/brokers/topics/bar") == \
+        b'{"version":1,"partitions":{"0":[1001,1003,1002],"1":[1002,1001,1003]}}'
+    assert _raw(store_env, "/config/topics/bar") == b'{"version":1,"config":{"retention.ms":"1000"}}'
+    assert store_env.wait(lambda: seen.types() == ["CHILD"])
+    assert c.get_all_topics() == ["bar"] and c.topic_exists("bar") and not c.topic_exists("foo")
+    with pytest.raises(errors.TopicAlreadyExists):
+        c.create_topic("bar", {0: [1]})
+    assignment, version = c.get_topic_assignment_and_version("bar")
+    assert assignment == {0: [1001, 1003, 1002], 1: [1002, 1001, 1003]}
+    assert c.set_topic_assignment("bar", {0: [1], 1: [2]}, expected_version=version) == version + 1
+    with pytest.raises(BadVersion):
+        c.set_topic_assignment("bar", {0: [3]}, expected_version=version)
+    assert c.get_topic_assignments(["bar", "nope"]) == {"bar": {0: [1], 1: [2]}}
+    assert c.get_replica_assignment(["bar"]) == {TP("bar", 0): [1], TP("bar", 1): [2]}
+    assert c.get_topic_config("bar") == {"retention.ms": "1000"}
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        c.get_topic_assignment("nope")
+
+
+def test_partition_states_batched_and_conditional(store_env: StoreEnv) -> None:
+    c = _client(store_env, "controller")
+    leader = _client(store_env, "leader")
+    c.create_topic("bar", {p: [1001, 1002, 1003] for p in range(4)})
+    tps = [TP("bar", p) for p in range(4)]
+    created, failed = c.create_partition_states(
+        {tp: LeaderAndIsr(1001, 0, (1001, 1002, 1003), controller_epoch=1) for tp in tps})
+    assert failed == {} and all(s.zk_version == 0 for s in created.values())
+    assert _raw(store_env, "/brokers/topics/bar/partitions/2/state") == \
+        b'{"controller_epoch":1,"leader":1001,"version":1,"leader_epoch":0,"isr":[1001,1002,1003]}'
+    again, failed = c.create_partition_states({tps[0]: LeaderAndIsr(1002, 0, (1002,))})
+    assert again == {} and isinstance(failed[tps[0]], NodeExists)
+
+    before = store_env.store.round_trips
+    states = c.get_partition_states(tps + [TP("bar", 9)])
+    assert set(states) == set(tps)
+    # The leader of partition 1 shrinks its ISR first (conditional on version 0) ...
+    ok, stale, errs = leader.update_partition_states({tps[1]: states[tps[1]].with_isr((1001,))})
+    assert ok[tps[1]].zk_version == 1 and stale == [] and errs == {}
+    # ... so the controller's batch loses only that partition, and applies the rest.
+    new = {tp: states[tp].with_leader(1002, (1002, 1003)) for tp in tps}
+    updated, stale, errs = c.update_partition_states(new)
+    assert stale == [tps[1]] and errs == {} and set(updated) == set(tps) - {tps[1]}
+    assert all(s.zk_version == 1 and s.leader == 1002 for s in updated.values())
+    reread = c.get_partition_states([tps[1]])[tps[1]]
+    assert reread.isr == (1001,) and reread.zk_version == 1
+    retry, stale, _ = c.update_partition_states({tps[1]: reread.with_leader(1002, (1002,))})
+    assert stale == [] and retry[tps[1]].leader_epoch == 1
+    raw = json.loads(_raw(store_env, "/brokers/topics/bar/partitions/1/state"))
+    assert raw == {"controller_epoch": 1, "leader": 1002, "version": 1, "leader_epoch": 1, "isr": [1002]}
+    # reads and writes were batched: far fewer round trips than partitions touched
+    assert store_env.store.round_trips - before <= 7
+
+
+def test_controller_election_and_epoch(store_env: StoreEnv) -> None:
+    a, b = _client(store_env, "a"), _client(store_env, "b")
+    seen = Recorder()
+    assert b.get_controller_id(seen) is None
+    assert a.get_controller_epoch() is None
+    assert a.try_elect_controller(1001) and not b.try_elect_controller(1002)
+    assert store_env.wait(lambda: seen.types() == ["CREATED"])
+    assert json.loads(_raw(store_env, "/controller"))["brokerid"] == 1001
+    assert a.increment_controller_epoch(None) == (1, 0)
+    with pytest.raises(BadVersion):
+        b.increment_controller_epoch(None)
+    assert _raw(store_env, "/controller_epoch") == b"1"
+    assert a.increment_controller_epoch(0) == (2, 1)
+    with pytest.raises(BadVersion):
+        b.increment_controller_epoch(0)
+    assert b.get_controller_epoch() == (2, 1)
+    assert b.get_controller_id(seen) == 1001
+    a.session.close()
+    assert store_env.wait(lambda: seen.types() == ["CREATED", "DELETED"])
+    assert b.try_elect_controller(1002) and b.get_controller_id() == 1002
+
+
+def test_admin_paths(store_env: StoreEnv) -> None:
+    admin, ctl = _client(store_env, "admin"), _client(store_env, "controller")
+    seen = Recorder()
+    assert ctl.get_partition_reassignment(seen) == {}
+    admin.create_partition_reassignment({TP("bar", 0): [1002, 1003, 1001]})
+    assert _raw(store_env, "/admin/reassign_partitions") == \
+        b'{"version":1,"partitions":[{"topic":"bar","partition":0,"replicas":[1002,1003,1001]}]}'
+    with pytest.raises(NodeExists):
+        admin.create_partition_reassignment({TP("bar", 1): [1]})
+    assert store_env.wait(lambda: seen.types() == ["CREATED"])
+    assert ctl.get_partition_reassignment(seen) == {TP("bar", 0): [1002, 1003, 1001]}
+    assert ctl.reassignment_in_progress()
+    ctl.set_partition_reassignment({})
+    assert not ctl.reassignment_in_progress()
+    assert store_env.wait(lambda: seen.types() == ["CREATED", "DELETED"])
+
+    assert ctl.get_preferred_replica_election(seen) == set()
+    admin.create_preferred_replica_election([TP("bar", 1), TP("bar", 0)])
+    assert _raw(store_env, "/admin/preferred_replica_election") == \
+        b'{"version":1,"partitions":[{"topic":"bar","partition":0},{"topic":"bar","partition":1}]}'
+    assert store_env.wait(lambda: seen.types()[-1] == "CREATED")
+    assert ctl.get_preferred_replica_election() == {TP("bar", 0), TP("bar", 1)}
+    ctl.delete_preferred_replica_election()
+    ctl.delete_preferred_replica_election()
+
+    deletions = Recorder()
+    assert ctl.get_topic_deletions(deletions) == []
+    admin.create_topic_deletion("bar")
+    admin.create_topic_deletion("bar")
+    assert store_env.wait(lambda: deletions.types() == ["CHILD"])
+    assert ctl.get_topic_deletions() == ["bar"]
+    ctl.delete_topic_deletions(["bar", "never-marked"])
+    assert ctl.get_topic_deletions() == []
+
+
+def test_isr_change_notifications_and_topic_deletion(store_env: StoreEnv) -> None:
+    leader, ctl = _client(store_env, "leader"), _client(store_env, "controller")
+    seen = Recorder()
+    assert ctl.get_isr_change_notifications(seen) == []
+    first = leader.create_isr_change_notification([TP("bar", 1), TP("bar", 0)])
+    second = leader.create_isr_change_notification([TP("baz", 0)])
+    assert (first, second) == ("isr_change_0000000000", "isr_change_0000000001")
+    assert _raw(store_env, "/isr_change_notification/" + first) == \
+        b'{"version":1,"partitions":[{"topic":"bar","partition":0},{"topic":"bar","partition":1}]}'
+    assert store_env.wait(lambda: seen.types() == ["CHILD"])
+    names = ctl.get_isr_change_notifications()
+    assert names == [first, second]
+    assert ctl.get_isr_change_partitions(names) == {TP("bar", 0), TP("bar", 1), TP("baz", 0)}
+    ctl.delete_isr_change_notifications(names + ["isr_change_0000000099"])
+    assert ctl.get_isr_change_notifications() == []
+
+    ctl.create_topic("bar", {0: [1]}, {"cleanup.policy": "delete"})
+    ctl.create_partition_states({TP("bar", 0): LeaderAndIsr(1, 0, (1,))})
+    ctl.delete_topic_znodes("bar")
+    assert not ctl.topic_exists("bar") and ctl.get_topic_config("bar") == {}
+    ctl.delete_topic_znodes("bar")
+    ctl.create_topic("bar", {0: [2]})  # a deleted topic can be created again
+    assert ctl.get_topic_assignment("bar") == {0: [2]}
+
+
+def test_batches_are_split_at_the_store_limit(store_env: StoreEnv) -> None:
+    c = _client(store_env)
+    c.session.max_batch_ops = 7
+    n = 40
+    c.create_topic("big", {p: [1] for p in range(n)})
+    tps = [TP("big", p) for p in range(n)]
+    created, failed = c.create_partition_states({tp: LeaderAndIsr(1, 0, (1,)) for tp in tps})
+    assert len(created) == n and not failed
+    states = c.get_partition_states(tps)
+    updated, stale, errs = c.update_partition_states({tp: s.with_isr(()) for tp, s in states.items()})
+    assert len(updated) == n and not stale and not errs
+    assert all(s.isr == () for s in c.get_partition_states(tps).values())
+
+
+def test_layout_decoders_accept_what_kafka_writes() -> None:
+    # Kafka's own key order and later topic versions.
+    kafka_broker = (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":'
+                    b'["PLAINTEXT://h:9092"],"jmx_port":-1,"host":"h","timestamp":"1614570663881",'
+                    b'"port":9092,"version":4}')
+    info = layout.decode_broker(101, kafka_broker)
+    assert (info.host, info.port, info.timestamp_ms) == ("h", 9092, 1614570663881)
+    v2 = b'{"version":2,"partitions":{"1":[101,103],"0":[103,102]},"adding_replicas":{},"removing_replicas":{}}'
+    assert layout.decode_topic_assignment(v2) == {0: [103, 102], 1: [101, 103]}
+    state = layout.decode_partition_state(
+        b'{"controller_epoch":33,"leader":102,"version":1,"leader_epoch":8,"isr":[102,103]}', 5)
+    assert state == LeaderAndIsr(102, 8, (102, 103), 5, 33)
+    assert layout.encode_partition_state(state) == \
+        b'{"controller_epoch":33,"leader":102,"version":1,"leader_epoch":8,"isr":[102,103]}'
+    assert layout.decode_controller(b'{"version":1,"brokerid":101,"timestamp":"1614570663255"}') == 101
+    assert layout.decode_controller(b"101") == 101

@@ -1,0 +1,296 @@
+"""The metadata-store contract, one suite run against MemoryStore and a real ZooKeeper."""
+from __future__ import annotations
+
+import pytest
+
+from kreplica.meta.store import (
+    BadVersion,
+    ConnectionLoss,
+    EventType,
+    NoChildrenForEphemerals,
+    NoNode,
+    NodeExists,
+    NotEmpty,
+    Op,
+    SessionExpired,
+)
+from meta_env import Recorder, StoreEnv
+
+
+def test_create_get_set_versions(store_env: StoreEnv) -> None:
+    s = store_env.store.session("a")
+    assert s.create("/x", b"one") == "/x"
+    data, stat = s.get("/x")
+    assert data == b"one" and stat.version == 0 and stat.ephemeral_owner == 0
+    assert s.set("/x", b"two").version == 1
+    assert s.set("/x", b"three", version=1).version == 2
+    with pytest.raises(BadVersion):
+        s.set("/x", b"stale", version=1)
+    assert s.get("/x")[0] == b"three"
+    with pytest.raises(NodeExists):
+        s.create("/x")
+    with pytest.raises(NoNode):
+        s.create("/missing/child")
+    with pytest.raises(NoNode):
+        s.get("/nope")
+    with pytest.raises(NoNode):
+        s.set("/nope", b"")
+    assert s.exists("/nope") is None
+    assert s.exists("/x").version == 2
+
+
+def test_makepath_children_and_delete(store_env: StoreEnv) -> None:
+    s = store_env.store.session("a")
+    s.create("/a/b/c", b"leaf", makepath=True)
+    s.create("/a/b/d")
+    assert s.get_children("/a/b") == ["c", "d"]
+    assert s.get("/a/b")[1].num_children == 2
+    with pytest.raises(NotEmpty):
+        s.delete("/a/b")
+    with pytest.raises(BadVersion):
+        s.delete("/a/b/c", version=3)
+    s.delete("/a/b/c", version=0)
+    assert s.get_children("/a/b") == ["d"]
+    s.delete("/a", recursive=True)
+    assert s.exists("/a") is None
+    with pytest.raises(NoNode):
+        s.delete("/a")
+    with pytest.raises(NoNode):
+        s.get_children("/a")
+    s.ensure_path("/e/f")
+    s.ensure_path("/e/f")
+    assert s.exists("/e/f") is not None
+
+
+def test_sequential_nodes_have_ten_digit_suffixes(store_env: StoreEnv) -> None:
+    s = store_env.store.session("a")
+    s.create("/q")
+    first = s.create("/q/isr_change_", b"1", sequential=True)
+    second = s.create("/q/isr_change_", b"2", sequential=True)
+    assert first == "/q/isr_change_0000000000"
+    assert second == "/q/isr_change_0000000001"
+    s.delete(second)
+    # The counter is the parent's child version: it never reuses a number.
+    assert s.create("/q/isr_change_", sequential=True) == "/q/isr_change_0000000003"
+
+
+def test_ephemeral_nodes_vanish_on_close_and_take_no_children(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/eph", b"me", ephemeral=True)
+    assert b.get("/eph")[1].ephemeral_owner == a.session_id != 0
+    with pytest.raises(NoChildrenForEphemerals):
+        a.create("/eph/child")
+    seen = Recorder()
+    b.exists("/eph", seen)
+    a.close()
+    assert b.exists("/eph") is None
+    assert store_env.wait(lambda: seen.types() == ["DELETED"])
+
+
+def test_data_watches_are_one_shot(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/w", b"0")
+    seen = Recorder()
+    b.get("/w", seen)
+    a.set("/w", b"1")
+    # Delivered later on the scheduler, never inside the call that changed the node.
+    assert seen.events == []
+    assert store_env.wait(lambda: len(seen.events) == 1)
+    assert seen.events[0].type is EventType.CHANGED and seen.events[0].path == "/w"
+    a.set("/w", b"2")
+    store_env.quiesce()
+    assert len(seen.events) == 1
+    b.get("/w", seen)
+    a.delete("/w")
+    assert store_env.wait(lambda: seen.types() == ["CHANGED", "DELETED"])
+
+
+def test_exists_watch_fires_on_creation(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    seen = Recorder()
+    assert b.exists("/later", seen) is None
+    a.create("/later")
+    assert store_env.wait(lambda: seen.types() == ["CREATED"])
+
+
+def test_child_watches(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/ids")
+    seen = Recorder()
+    assert b.get_children("/ids", seen) == []
+    a.create("/ids/1", ephemeral=True)
+    assert store_env.wait(lambda: seen.types() == ["CHILD"])
+    assert seen.events[0].path == "/ids"
+    assert b.get_children("/ids", seen) == ["1"]
+    a.set("/ids/1", b"data change is not a child change")
+    store_env.quiesce()
+    assert seen.types() == ["CHILD"]
+    a.delete("/ids/1")
+    assert store_env.wait(lambda: seen.types() == ["CHILD", "CHILD"])
+
+
+def test_multi_is_all_or_nothing(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/m", b"v0")
+    a.set("/m", b"v1")
+    seen = Recorder()
+    b.get("/m", seen)
+    with pytest.raises(BadVersion) as info:
+        a.multi([Op.create("/m-new", b"x"), Op.set("/m", b"v2", 1), Op.check("/m", 0)])
+    assert info.value.op_index == 2
+    assert a.exists("/m-new") is None
+    assert a.get("/m") == (b"v1", a.get("/m")[1]) and a.get("/m")[1].version == 1
+    store_env.quiesce()
+    assert seen.events == []
+    results = a.multi([Op.check("/m", 1), Op.create("/m-new", b"x"), Op.create("/m-new/c"),
+                       Op.set("/m", b"v2", 1), Op.delete("/m-new/c")])
+    assert results[0] is True and results[1] == "/m-new" and results[2] == "/m-new/c"
+    assert results[3].version == 2 and results[4] is True
+    assert a.get("/m")[0] == b"v2" and a.get_children("/m-new") == []
+    assert store_env.wait(lambda: seen.types() == ["CHANGED"])
+    with pytest.raises(NodeExists) as info:
+        a.multi([Op.set("/m", b"v3"), Op.create("/m-new")])
+    assert info.value.op_index == 1
+    assert a.get("/m")[0] == b"v2"
+
+
+def test_get_many_is_one_round_trip(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    for i in range(5):
+        a.create(f"/g{i}", str(i).encode())
+    before = store_env.store.round_trips
+    got = a.get_many([f"/g{i}" for i in range(5)] + ["/absent"])
+    assert store_env.store.round_trips - before == 1
+    assert [g[0] for g in got[:5]] == [b"0", b"1", b"2", b"3", b"4"]
+    assert got[5] is None
+
+
+def test_killed_session_expires_after_the_timeout(store_env: StoreEnv) -> None:
+    store = store_env.store
+    broker = store.session("broker")
+    watcher = store.session("controller")
+    broker.create("/ids", b"")
+    broker.create("/ids/1001", b"", ephemeral=True)
+    seen = Recorder()
+    watcher.get_children("/ids", seen)
+    start = store_env.sched.now_ms()
+    broker.kill()
+    assert store_env.wait(lambda: seen.types() == ["CHILD"], timeout_ms=4 * store_env.session_timeout_ms)
+    elapsed = store_env.sched.now_ms() - start
+    # Not before ZooKeeper could have expired it (its ping may have been up to a third
+    # of the timeout before the kill), and within a couple of server ticks after.
+    assert elapsed >= store_env.session_timeout_ms * 2 // 3
+    assert watcher.get_children("/ids") == []
+
+
+# ---- MemoryStore only: the simulator's levers (pauses, partitions, determinism) ----
+
+def _memory(timeout_ms: int = 3000):
+    from kreplica.meta.memory_store import MemoryStore
+    from kreplica.runtime import SimScheduler
+
+    sched = SimScheduler(seed=1)
+    return sched, MemoryStore(sched, session_timeout_ms=timeout_ms)
+
+
+def test_memory_session_lives_while_pinging_and_expires_when_paused() -> None:
+    sched, store = _memory(3000)
+    expired: list[int] = []
+    s = store.session("b1", on_expired=lambda: expired.append(sched.now_ms()))
+    s.create("/e", ephemeral=True)
+    sched.advance(60_000)
+    assert not s.expired and s.exists("/e") is not None
+    lost = Recorder()
+    s.get("/e", lost)
+    paused_at = sched.now_ms()
+    s.pause_heartbeats()
+    sched.advance(1500)
+    s.resume_heartbeats()  # a short pause survives
+    sched.advance(10_000)
+    assert not s.expired
+    s.pause_heartbeats()
+    paused_at = sched.now_ms()
+    assert sched.run_until(lambda: bool(expired), 10_000)
+    assert 2000 <= expired[0] - paused_at <= 3000
+    assert s.expired and lost.types() == ["SESSION_EXPIRED"]
+    other = store.session("b2")
+    assert other.exists("/e") is None
+    with pytest.raises(SessionExpired):
+        s.get("/")
+
+
+def test_memory_partition_gives_connection_loss_and_late_expiry_notice() -> None:
+    sched, store = _memory(3000)
+    expired: list[int] = []
+    s = store.session("b1", on_expired=lambda: expired.append(sched.now_ms()))
+    s.create("/e", ephemeral=True)
+    watch = Recorder()
+    s.get("/e", watch)
+    s.set_reachable(False)
+    with pytest.raises(ConnectionLoss):
+        s.get("/e")
+    sched.advance(1000)
+    s.set_reachable(True)  # healed in time: nothing lost
+    sched.advance(10_000)
+    assert not s.expired and s.get("/e")
+    s.set_reachable(False)
+    sched.advance(10_000)
+    other = store.session("b2")
+    assert other.exists("/e") is None  # the store expired it
+    assert expired == [] and watch.events == []  # but the partitioned client cannot know yet
+    s.set_reachable(True)
+    sched.advance(0)
+    assert expired == [sched.now_ms()] and watch.types() == ["SESSION_EXPIRED"]
+    with pytest.raises(SessionExpired):
+        s.get("/")
+
+
+def test_memory_killed_session_gets_no_callbacks() -> None:
+    sched, store = _memory(3000)
+    called: list[str] = []
+    s = store.session("b1", on_expired=lambda: called.append("expired"))
+    s.create("/e", ephemeral=True)
+    s.exists("/e", lambda ev: called.append(ev.type.value))
+    s.kill()
+    with pytest.raises(ConnectionLoss):
+        s.get("/e")
+    sched.advance(10_000)
+    assert s.expired and called == []
+    assert store.session("b2").exists("/e") is None
+
+
+def test_memory_store_is_deterministic() -> None:
+    def run() -> list[tuple[int, str, str]]:
+        sched, store = _memory(2000)
+        log: list[tuple[int, str, str]] = []
+        sessions = [store.session(f"s{i}") for i in range(3)]
+        sessions[0].create("/ids")
+        for i, s in enumerate(sessions):
+            s.create(f"/ids/{i}", ephemeral=True)
+
+        def rearm(i: int) -> None:
+            def watch(ev) -> None:
+                log.append((sched.now_ms(), f"s{i}", ev.type.value))
+                if ev.type is EventType.CHILD:
+                    rearm(i)
+            sessions[i].get_children("/ids", watch)
+
+        for i in range(3):
+            rearm(i)
+        sessions[1].pause_heartbeats()
+        sessions[2].kill()
+        sched.advance(5000)
+        return log
+
+    first = run()
+    assert first == run()
+    # s1 and s2 fall silent together and expire at the same tick, s1 first (its expiry
+    # check was scheduled first): s1's own watch learns of its expiry, s0's one-shot
+    # watch fires once for both deletions, and the dead s2 hears nothing.
+    assert [(who, t) for _, who, t in first] == [("s0", "CHILD"), ("s1", "SESSION_EXPIRED")]
+    assert first[0][0] == first[1][0] > 0
