@@ -1,0 +1,77 @@
+"""Kafka record batch v2 (magic 2): the public, typed codec API.
+
+Everything here is implemented in the compiled ``kreplica._records`` (Cython over
+``csrc/batch.c`` and ``csrc/crc32c.c``); there is no pure-Python fallback.  The
+format is Kafka's DefaultRecordBatch: a 61-byte big-endian header (base offset,
+batch length, partition leader epoch, magic 2, CRC32C over attributes..end,
+attributes, last offset delta, base/max timestamp, producer id/epoch, base
+sequence, record count) followed by varint-framed records.  Kafka v2 decoders
+(kafka-python's ``DefaultRecordBatch``) read what we write and the reverse; the
+oracle tests check it.
+
+- ``encode_batch(items, *, base_offset=0, leader_epoch=-1, timestamp_ms=None, attributes=0)``
+  builds one uncompressed batch.  Items are values (bytes-like or None),
+  ``(key, value)``, ``(key, value, headers)`` or ``(key, value, headers, timestamp_ms)``
+  tuples, or ``Record`` objects; headers are ``(str, bytes | None)`` pairs.  Offset
+  deltas run 0..n-1.  Time is injected: ``timestamp_ms=None`` writes Kafka's
+  NO_TIMESTAMP (-1) unless an item carries its own timestamp.
+- ``encode_batch_into(buffer, position, items, base_offset, leader_epoch, timestamp_ms)``
+  writes straight into a writable buffer (an mmap) and returns the bytes written, or
+  ``-needed`` when there is not room.  ``batch_size(items, timestamp_ms)`` measures.
+- ``scan_batches(buf, position=0, end=None)`` validates consecutive batches in C
+  (magic, lengths, CRC) and returns a ``ScanResult`` of numpy columns; it stops at the
+  first torn or corrupt batch (``error`` names it and its position) or at zero fill,
+  which is a preallocated tail and not an error.
+- ``restamp_batches(buf, base_offset, leader_epoch)`` assigns offsets and the leader
+  epoch in place (both outside the CRC) and returns the last offset.
+- ``decode_batches(buf)`` iterates zero-copy ``RecordBatch`` views;
+  ``decode_records(buf)`` returns every ``Record`` of every batch, CRCs checked.
+
+Bad input raises ``errors.CorruptMessage`` (framing, CRC) or ``errors.InvalidRecord``
+(record contents), with the byte position in the message.
+"""
+from __future__ import annotations
+
+from kreplica._records import (
+    COMPILED,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    Record,
+    RecordBatch,
+    ScanResult,
+    batch_at,
+    batch_size,
+    crc32c,
+    crc32c_backend,
+    crc32c_hw,
+    crc32c_sw,
+    decode_batches,
+    decode_records,
+    encode_batch,
+    encode_batch_into,
+    restamp_batches,
+    scan_batches,
+)
+
+__all__ = [
+    "COMPILED",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "NO_TIMESTAMP",
+    "Record",
+    "RecordBatch",
+    "ScanResult",
+    "batch_at",
+    "batch_size",
+    "crc32c",
+    "crc32c_backend",
+    "crc32c_hw",
+    "crc32c_sw",
+    "decode_batches",
+    "decode_records",
+    "encode_batch",
+    "encode_batch_into",
+    "restamp_batches",
+    "scan_batches",
+]

@@ -1,0 +1,309 @@
+"""Record batch v2 codec: round trips, layout, scanning, restamping, bad input."""
+import mmap
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kreplica import errors
+from kreplica.records import (
+    HEADER_SIZE,
+    Record,
+    batch_at,
+    batch_size,
+    crc32c,
+    decode_batches,
+    decode_records,
+    encode_batch,
+    encode_batch_into,
+    restamp_batches,
+    scan_batches,
+)
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def header(buf, pos=0):
+    return HEADER.unpack_from(buf, pos)
+
+
+def test_layout_of_a_simple_batch():
+    b = encode_batch([b"v0", (b"k1", b"v1")], base_offset=42, leader_epoch=7, timestamp_ms=1000)
+    (base, length, epoch, magic, crc, attrs, last_delta, first_ts, max_ts,
+     pid, pepoch, seq, count) = header(b)
+    assert (base, length, epoch, magic) == (42, len(b) - 12, 7, 2)
+    assert crc == crc32c(b[21:])
+    assert (attrs, last_delta, first_ts, max_ts) == (0, 1, 1000, 1000)
+    assert (pid, pepoch, seq, count) == (-1, -1, -1, 2)
+    # first record: length 9 = attrs, ts delta 0, offset delta 0, key -1, value len 2 "v0", 0 headers
+    assert b[HEADER_SIZE:HEADER_SIZE + 9] == bytes([16, 0, 0, 0, 1, 4]) + b"v0" + b"\x00"
+
+
+def test_round_trip_of_every_item_shape():
+    items = [
+        b"plain",
+        None,
+        (b"k", b"v"),
+        (None, b"v"),
+        (b"k", None),
+        (b"k", b"v", [("a", b"1"), ("b", None), ("é", b"")]),
+        (b"k", b"v", None, 5000),
+        (bytearray(b"ba"), memoryview(b"mv")),
+    ]
+    b = encode_batch(items, base_offset=10, timestamp_ms=4000)
+    got = decode_records(b)
+    assert [r.offset for r in got] == list(range(10, 18))
+    assert [r.timestamp for r in got] == [4000] * 6 + [5000, 4000]
+    assert [(r.key, r.value) for r in got] == [
+        (None, b"plain"), (None, None), (b"k", b"v"), (None, b"v"), (b"k", None),
+        (b"k", b"v"), (b"k", b"v"), (b"ba", b"mv"),
+    ]
+    assert got[5].headers == (("a", b"1"), ("b", None), ("é", b""))
+    assert got[0].headers == ()
+    rb = next(decode_batches(b))
+    assert (rb.first_timestamp, rb.max_timestamp, rb.record_count) == (4000, 5000, 8)
+
+
+def test_records_can_be_reencoded():
+    first = decode_records(encode_batch([(b"k", b"v", [("h", b"x")], 7)], timestamp_ms=1))
+    again = decode_records(encode_batch(first))
+    assert again == first
+    assert Record(0, 7, b"k", b"v", [("h", b"x")]) == first[0]
+
+
+def test_no_timestamp_means_kafka_minus_one():
+    rb = next(decode_batches(encode_batch([b"x"])))
+    assert rb.first_timestamp == rb.max_timestamp == -1
+    assert decode_records(encode_batch([b"x"]))[0].timestamp == -1
+
+
+def test_negative_timestamp_deltas_use_zigzag():
+    items = [(None, b"a", None, 1000), (None, b"b", None, 10), (None, b"c", None, 2**40)]
+    recs = decode_records(encode_batch(items))
+    assert [r.timestamp for r in recs] == [1000, 10, 2**40]
+    assert next(decode_batches(encode_batch(items))).max_timestamp == 2**40
+
+
+def test_encode_rejects_bad_items():
+    with pytest.raises(ValueError):
+        encode_batch([])
+    with pytest.raises(TypeError, match="record 1: value"):
+        encode_batch([b"ok", "text"])
+    with pytest.raises(TypeError, match="record 0: key"):
+        encode_batch([(1, b"v")])
+    with pytest.raises(TypeError, match="header key"):
+        encode_batch([(None, b"v", [(b"bytes-key", b"x")])])
+    with pytest.raises(TypeError, match="header value"):
+        encode_batch([(None, b"v", [("k", "str")])])
+    with pytest.raises(TypeError, match="tuple item"):
+        encode_batch([(b"only-one",)])
+    with pytest.raises(ValueError, match="compression"):
+        encode_batch([b"x"], attributes=1)
+
+
+def test_encode_into_a_buffer_and_report_the_space_needed():
+    items = [b"a" * 100] * 10
+    need = batch_size(items, 5)
+    buf = bytearray(need + 20)
+    assert encode_batch_into(buf, 20, items, 3, 1, 5) == need
+    assert bytes(buf[20:]) == encode_batch(items, base_offset=3, leader_epoch=1, timestamp_ms=5)
+    untouched = bytes(buf)
+    assert encode_batch_into(buf, 21, items, 3, 1, 5) == -need
+    assert bytes(buf) == untouched
+    with pytest.raises(BufferError):
+        encode_batch_into(b"read-only", 0, items, 0, 0, 0)
+
+
+def test_encode_into_an_mmap(tmp_path):
+    path = tmp_path / "seg"
+    path.write_bytes(bytes(4096))
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 4096) as m:
+        n1 = encode_batch_into(m, 0, [b"x", b"y"], 0, 0, 9)
+        n2 = encode_batch_into(m, n1, [b"z"], 2, 0, 9)
+        res = scan_batches(m)
+        assert (res.count, res.valid_bytes, res.error) == (2, n1 + n2, None)
+        assert [r.value for r in decode_records(m)] == [b"x", b"y", b"z"]
+        del res
+
+
+def three_batches():
+    return b"".join(
+        encode_batch([b"v%d" % i for i in range(n)], base_offset=o, leader_epoch=e,
+                     timestamp_ms=ts)
+        for n, o, e, ts in [(3, 0, 1, 100), (1, 3, 1, 200), (5, 4, 2, 150)]
+    )
+
+
+def test_scan_reports_every_batch():
+    buf = three_batches()
+    res = scan_batches(buf)
+    assert res.count == 3 and res.error is None and res.valid_bytes == len(buf)
+    assert res.base_offsets.tolist() == [0, 3, 4]
+    assert res.last_offsets.tolist() == [2, 3, 8]
+    assert res.max_timestamps.tolist() == [100, 200, 150]
+    assert res.record_counts.tolist() == [3, 1, 5]
+    assert res.leader_epochs.tolist() == [1, 1, 2]
+    assert res.positions.tolist() == [0, res.sizes[0], res.sizes[0] + res.sizes[1]]
+    assert res.sizes.sum() == len(buf)
+    assert res.positions.dtype == np.int64 and res.sizes.dtype == np.int32
+    assert res.next_offset == 9
+
+
+def test_scan_from_a_position_and_to_an_end():
+    buf = three_batches()
+    first = scan_batches(buf).sizes[0]
+    res = scan_batches(buf, position=int(first))
+    assert res.count == 2 and res.valid_bytes == len(buf) - first
+    assert res.positions[0] == first
+    cut = scan_batches(buf, 0, int(first) + 20)
+    assert cut.count == 1 and cut.error.startswith("torn batch at position %d" % first)
+
+
+def test_zero_fill_is_the_end_not_an_error():
+    buf = three_batches()
+    res = scan_batches(buf + bytes(10_000))
+    assert (res.count, res.valid_bytes, res.error) == (3, len(buf), None)
+    assert len(decode_records(buf + bytes(7))) == 9
+    assert len(list(decode_batches(buf + bytes(100)))) == 3
+
+
+def test_scan_stops_at_a_crc_mismatch_and_names_it():
+    buf = bytearray(three_batches())
+    second = scan_batches(buf).positions[1]
+    buf[second + HEADER_SIZE + 1] ^= 0x01
+    res = scan_batches(buf)
+    assert res.count == 1 and res.valid_bytes == second
+    assert res.error.startswith(f"crc mismatch at position {second}")
+    assert res.error_position == second
+    with pytest.raises(errors.CorruptMessage, match=f"crc mismatch at position {second}"):
+        decode_records(buf)
+    batches = list(decode_batches(buf))  # framing is fine, so iteration continues
+    assert [b.valid() for b in batches] == [True, False, True]
+
+
+@pytest.mark.parametrize("offset,value,reason", [
+    (16, 1, "bad magic 1"),
+    (11, 10, "bad batch length 10"),
+    (57, 0x7f, "bad header"),
+])
+def test_scan_names_framing_errors(offset, value, reason):
+    buf = bytearray(three_batches())
+    buf[offset] = value
+    res = scan_batches(buf)
+    assert res.count == 0 and res.error.startswith(reason) and "position 0" in res.error
+    with pytest.raises(errors.CorruptMessage, match=reason):
+        decode_records(buf)
+    with pytest.raises(errors.CorruptMessage, match=reason):
+        list(decode_batches(buf))
+
+
+def test_records_inside_a_crc_valid_batch_are_checked():
+    good = bytearray(encode_batch([b"abc", b"def"], timestamp_ms=1))
+    good[HEADER_SIZE] = 30  # first record claims to be longer than it is
+    good[17:21] = struct.pack(">I", crc32c(bytes(good[21:])))
+    assert scan_batches(good).error is None
+    res = scan_batches(good, check_records=True)
+    assert res.count == 0 and res.error.startswith("bad record 0")
+    with pytest.raises(errors.InvalidRecord, match="position 0"):
+        decode_records(good)
+    assert not next(decode_batches(good)).valid()
+
+
+def test_restamp_assigns_offsets_and_epoch_without_touching_the_crc():
+    buf = bytearray(three_batches())
+    before = scan_batches(buf)
+    assert restamp_batches(buf, 1000, 9) == 1008
+    after = scan_batches(buf)
+    assert after.error is None
+    assert after.base_offsets.tolist() == [1000, 1003, 1004]
+    assert after.leader_epochs.tolist() == [9, 9, 9]
+    assert [r.offset for r in decode_records(buf)] == list(range(1000, 1009))
+    assert after.sizes.tolist() == before.sizes.tolist()
+
+
+def test_restamp_leaves_bad_input_untouched():
+    buf = bytearray(three_batches())
+    buf[-1:] = b""  # torn last batch
+    snapshot = bytes(buf)
+    with pytest.raises(errors.CorruptMessage, match="torn batch at position"):
+        restamp_batches(buf, 50, 1)
+    assert bytes(buf) == snapshot
+    with pytest.raises(BufferError):
+        restamp_batches(bytes(buf), 0, 0)
+
+
+def test_batch_views_are_zero_copy_and_carry_the_header():
+    buf = three_batches()
+    batches = list(decode_batches(buf))
+    assert [b.base_offset for b in batches] == [0, 3, 4]
+    assert [b.last_offset for b in batches] == [2, 3, 8]
+    b = batches[2]
+    assert (b.leader_epoch, b.magic, b.record_count, b.compression) == (2, 2, 5, "none")
+    assert b.crc == header(buf, b.position)[4]
+    assert isinstance(b.data, memoryview) and b.data.obj is buf
+    assert bytes(b.data) == buf[b.position:b.position + b.size]
+    assert [r.value for r in b.records()] == [b"v%d" % i for i in range(5)]
+    assert batch_at(buf, b.position).base_offset == 4
+
+
+def test_decode_reads_gzip_batches_and_refuses_unknown_codecs():
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
+    for i in range(50):
+        builder.append(i, 1000 + i, None, b"payload" * 10, [])
+    buf = bytes(builder.build())
+    assert next(decode_batches(buf)).compression == "gzip"
+    assert [r.offset for r in decode_records(buf)] == list(range(50))
+    snappy = bytearray(buf)
+    snappy[22] = (snappy[22] & ~7) | 2
+    snappy[17:21] = struct.pack(">I", crc32c(bytes(snappy[21:])))
+    with pytest.raises(errors.InvalidRecord, match="snappy"):
+        decode_records(snappy)
+
+
+def _outside_crc(starts, pos):
+    """baseOffset and partitionLeaderEpoch lie outside the CRC by design (restamped in place)."""
+    rel = pos - max(s for s in starts if s <= pos)
+    return rel < 8 or 12 <= rel < 16
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_random_byte_flips_are_detected(data):
+    clean = three_batches()
+    starts = scan_batches(clean).positions.tolist()
+    buf = bytearray(clean)
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(buf) - 1), st.integers(1, 255)),
+                               min_size=1, max_size=4, unique_by=lambda f: f[0]))
+    for pos, mask in flips:
+        buf[pos] ^= mask
+    damaged = [pos for pos, _ in flips if not _outside_crc(starts, pos)]
+    res = scan_batches(buf)
+    if not damaged:
+        assert res.count == 3 and res.error is None
+        return
+    first_bad = max(s for s in starts if s <= min(damaged))
+    assert res.error is not None and res.valid_bytes <= first_bad
+    assert res.count == starts.index(first_bad)
+    with pytest.raises((errors.CorruptMessage, errors.InvalidRecord)):
+        decode_records(buf)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300),
+                          st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)),
+                                   max_size=3)),
+                min_size=1, max_size=30),
+       st.integers(0, 2**40), st.integers(-1, 2**31 - 1), st.integers(-1, 2**45))
+def test_round_trip_property(items, base_offset, epoch, ts):
+    b = encode_batch(items, base_offset=base_offset, leader_epoch=epoch, timestamp_ms=ts)
+    assert len(b) == batch_size(items, ts)
+    res = scan_batches(b, check_records=True)
+    assert res.error is None and res.count == 1
+    recs = decode_records(b)
+    assert [(r.key, r.value, r.headers) for r in recs] == [(k, v, tuple(h)) for k, v, h in items]
+    assert [r.offset for r in recs] == list(range(base_offset, base_offset + len(items)))
+    assert all(r.timestamp == ts for r in recs)
