@@ -70,8 +70,10 @@ def test_sequential_nodes_have_ten_digit_suffixes(store_env: StoreEnv) -> None:
     assert first == "/q/isr_change_0000000000"
     assert second == "/q/isr_change_0000000001"
     s.delete(second)
-    # The counter is the parent's child version: it never reuses a number.
-    assert s.create("/q/isr_change_", sequential=True) == "/q/isr_change_0000000003"
+    # The counter counts the parent's child creations: deleting the newest does not
+    # make its number be handed out again.
+    assert s.create("/q/isr_change_", sequential=True) == "/q/isr_change_0000000002"
+    assert s.create("/q/other-", sequential=True) == "/q/other-0000000003"
 
 
 def test_ephemeral_nodes_vanish_on_close_and_take_no_children(store_env: StoreEnv) -> None:
@@ -294,3 +296,32 @@ def test_memory_store_is_deterministic() -> None:
     # watch fires once for both deletions, and the dead s2 hears nothing.
     assert [(who, t) for _, who, t in first] == [("s0", "CHILD"), ("s1", "SESSION_EXPIRED")]
     assert first[0][0] == first[1][0] > 0
+
+
+# ---- ZooKeeper only: expiry seen by a live client ----
+
+@pytest.mark.zookeeper
+def test_zookeeper_expired_session_tells_its_owner(zk_store_factory, zk_server) -> None:
+    from kazoo.client import KazooClient
+
+    from kreplica.runtime import RealScheduler
+
+    sched = RealScheduler()
+    store = zk_store_factory(sched)
+    expired: list[bool] = []
+    s = store.session("b1", on_expired=lambda: expired.append(True))
+    s.create("/e", ephemeral=True)
+    watch = Recorder()
+    s.exists("/e", watch)
+    # ZooKeeper's own way to expire a session: close it from a second client that
+    # presents the same session id and password.
+    sid, password = s.client.client_id
+    twin = KazooClient(hosts=zk_server.hosts + zk_store_factory.chroot, client_id=(sid, password))
+    twin.start(timeout=15)
+    twin.stop()
+    twin.close()
+    assert sched.run_until(lambda: bool(expired), 20_000)
+    assert "SESSION_EXPIRED" in watch.types() or "DELETED" in watch.types()
+    with pytest.raises(SessionExpired):
+        s.get("/")
+    assert store.session("b2").exists("/e") is None

@@ -65,7 +65,8 @@ class _Node:
         self.version = 0
         self.owner = owner
         self.children: dict[str, None] = {}
-        # ZooKeeper numbers sequential children from the parent's cversion.
+        # ZooKeeper numbers sequential children from the parent's cversion, which
+        # (as a real 3.8 server shows) counts child creations only.
         self.cversion = 0
 
     def stat(self) -> Stat:
@@ -185,7 +186,6 @@ class MemoryStore(MetadataStore):
         name = path[len(ppath):].lstrip("/")
         del self._nodes[path]
         del parent.children[name]
-        parent.cversion += 1
         if node.owner:
             del self._ephemerals[node.owner][path]
         events.append((_DATA, path, EventType.DELETED))
@@ -195,7 +195,6 @@ class MemoryStore(MetadataStore):
             def _undo() -> None:
                 self._nodes[path] = node
                 parent.children[name] = None
-                parent.cversion -= 1
                 if node.owner:
                     self._ephemerals[node.owner][path] = None
             undo.append(_undo)
