@@ -73,6 +73,8 @@ EligibleLeadersNotAvailable = _error(
 ElectionNotNeeded = _error("ElectionNotNeeded", 84, "ELECTION_NOT_NEEDED")
 NoReassignmentInProgress = _error("NoReassignmentInProgress", 85, "NO_REASSIGNMENT_IN_PROGRESS")
 InvalidRecord = _error("InvalidRecord", 87, "INVALID_RECORD")
+# AlterIsr: the conditional write of the partition state lost to a newer version.
+InvalidUpdateVersion = _error("InvalidUpdateVersion", 95, "INVALID_UPDATE_VERSION")
 
 
 class NoReplicaOnline(LeaderNotAvailable):

@@ -1,0 +1,46 @@
+"""Each broker's copy of the cluster metadata, fed by UpdateMetadata (seed 004 section 5).
+
+The controller broadcasts partition states (leader, epoch, ISR, replicas,
+offline replicas) and the live brokers; a broker answers client metadata
+questions from here.  Requests from an older controller epoch are refused by
+the ReplicaManager before they reach the cache.
+"""
+from __future__ import annotations
+
+from ..protocol import TopicPartition, UpdateMetadataPartitionState, UpdateMetadataRequest
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self._partitions: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+        self.live_brokers: frozenset[int] = frozenset()
+        self.controller_id = -1
+        self.controller_epoch = -1
+
+    def update(self, request: UpdateMetadataRequest) -> None:
+        self.controller_id = request.controller_id
+        self.controller_epoch = request.controller_epoch
+        self.live_brokers = frozenset(request.live_brokers)
+        for state in request.partition_states:
+            self._partitions[state.tp] = state
+        for tp in request.deleted:
+            self._partitions.pop(tp, None)
+
+    def partition_state(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
+        return self._partitions.get(tp)
+
+    def leader_for(self, tp: TopicPartition) -> int | None:
+        state = self._partitions.get(tp)
+        return None if state is None else state.leader
+
+    def topics(self) -> set[str]:
+        return {tp.topic for tp in self._partitions}
+
+    def partitions_of(self, topic: str) -> list[UpdateMetadataPartitionState]:
+        return sorted(
+            (s for tp, s in self._partitions.items() if tp.topic == topic),
+            key=lambda s: s.tp.partition,
+        )
+
+    def contains(self, tp: TopicPartition) -> bool:
+        return tp in self._partitions

@@ -1,0 +1,425 @@
+"""ReplicaManager: one per broker; hosts its partitions and answers the data-plane requests.
+
+Theory of operation (seed 001 'C', seed 004).  The controller's LeaderAndIsr
+starts replicas (partition dir ``<data_dir>/<topic>-<partition>``) and makes each
+leader or follower; the INIT flag deletes local partitions it does not list.
+StopReplica stops (and maybe deletes) replicas, UpdateMetadata feeds the
+metadata cache; all three refuse an older controller epoch with
+STALE_CONTROLLER_EPOCH, and a partition state with an older leader epoch is
+ignored.  Produce appends on the leader and, for acks=all, waits in the produce
+purgatory for the HW; fetch serves followers (recording their LEO, which moves
+the HW) and consumers (below the HW only), long-polling in the fetch purgatory.
+Followers replicate through one :class:`ReplicaFetcher` per source broker.
+
+Sans-I/O: time comes from the injected scheduler, requests to other brokers go
+out through ``send(dst, request, on_response)``, ISR proposals through
+``alter_isr(request, on_response)``.  Timers: the ISR shrink check (every half
+``replica.lag.time.max.ms``) and the HW checkpoint
+(``replica.high.watermark.checkpoint.interval.ms``, and at a clean shutdown).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import errors
+from ..config import LOG_KEYS, validate
+from ..log import Log, LogConfig
+from ..log.checkpoints import OffsetCheckpointFile
+from ..protocol import (
+    AlterIsrRequest,
+    AlterIsrResponse,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    ProducePartitionResult,
+    ProduceRequest,
+    ProduceResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from ..protocol.common import NO_LEADER
+from ..runtime import Scheduler
+from .delayed_fetch import DelayedFetch
+from .delayed_produce import DelayedProduce, ProduceStatus
+from .fetcher import ReplicaFetcher
+from .metadata_cache import MetadataCache
+from .partition import Partition, Role
+from .purgatory import Purgatory
+
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+Send = Callable[[int, Any, Callable[[Any], None]], None]
+AlterIsr = Callable[[AlterIsrRequest, Callable[[AlterIsrResponse], None]], None]
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        data_dir: str | os.PathLike[str],
+        scheduler: Scheduler,
+        config: dict[str, Any] | None,
+        send: Send,
+        alter_isr: AlterIsr,
+    ) -> None:
+        self.broker_id = broker_id
+        self.data_dir = Path(data_dir)
+        self.scheduler = scheduler
+        self.config = validate(config)
+        self.log_config = LogConfig.from_dict({k: self.config[k] for k in LOG_KEYS})
+        self._send = send
+        self._alter_isr = alter_isr
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.metadata_cache = MetadataCache()
+        self.controller_epoch = -1
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.produce_purgatory = Purgatory(scheduler, "Produce")
+        self.fetch_purgatory = Purgatory(scheduler, "Fetch")
+        self._hw_checkpoint = OffsetCheckpointFile(self.data_dir / HW_CHECKPOINT_FILE)
+        self._checkpointed_hw: dict[TopicPartition, int] = {}
+        # Partition dirs found at startup but not (yet) named by a LeaderAndIsr.
+        self._unopened: dict[TopicPartition, Path] = {}
+        self._timers: list[Any] = []
+        self.running = False
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def startup(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._hw_checkpoint.path.exists():
+            self._checkpointed_hw = self._hw_checkpoint.read()
+        for entry in sorted(self.data_dir.iterdir()):
+            m = _PARTITION_DIR.match(entry.name)
+            if entry.is_dir() and m:
+                self._unopened[TopicPartition(m["topic"], int(m["partition"]))] = entry
+        self.running = True
+        self._every(self.config["replica.lag.time.max.ms"] // 2 or 1, self.maybe_shrink_isr)
+        self._every(self.config["replica.high.watermark.checkpoint.interval.ms"], self.checkpoint_high_watermarks)
+
+    def _every(self, period_ms: int, fn: Callable[[], Any]) -> None:
+        slot = len(self._timers)
+        self._timers.append(None)
+
+        def tick() -> None:
+            if not self.running:
+                return
+            fn()
+            self._timers[slot] = self.scheduler.call_later(period_ms, tick)
+
+        self._timers[slot] = self.scheduler.call_later(period_ms, tick)
+
+    def shutdown(self, clean: bool = True) -> None:
+        """Stop fetching and timers.  Clean: checkpoint HWs and close logs.
+
+        Unclean models a crash: no final HW checkpoint and no clean-shutdown
+        marker; whatever the logs flushed is what the next start recovers.
+        """
+        if not self.running:
+            return
+        self.running = False
+        for timer in self._timers:
+            if timer is not None:
+                timer.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.shutdown()
+        self.fetchers.clear()
+        self.produce_purgatory.cancel_all()
+        self.fetch_purgatory.cancel_all()
+        if clean:
+            self.checkpoint_high_watermarks()
+        for p in self.partitions.values():
+            if clean:
+                p.log.close()
+            else:
+                p.log.abandon()
+        self.partitions.clear()
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every hosted partition's HW to ``replication-offset-checkpoint``."""
+        hws = dict(self._checkpointed_hw)
+        for tp in self._unopened:
+            hws.setdefault(tp, 0)
+        for tp, p in self.partitions.items():
+            hws[tp] = p.high_watermark
+        self._hw_checkpoint.write(hws)
+        self._checkpointed_hw = hws
+
+    # ---- partitions --------------------------------------------------------------------
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def _start_replica(self, tp: TopicPartition) -> Partition:
+        """startReplica (seed 001 'C'): open or create the partition dir, restore the HW."""
+        p = self.partitions.get(tp)
+        if p is not None:
+            return p
+        self._unopened.pop(tp, None)
+        log = Log.open(self.data_dir / str(tp), self.log_config, clock=self.scheduler)
+        hw = self._checkpointed_hw.get(tp)
+        if hw is not None:
+            log.update_high_watermark(hw)
+        p = Partition(
+            tp, self.broker_id, log, self.config, self.scheduler, self._alter_isr, self._on_high_watermark
+        )
+        self.partitions[tp] = p
+        return p
+
+    def _delete_partition(self, tp: TopicPartition) -> None:
+        self._remove_fetcher(tp)
+        p = self.partitions.pop(tp, None)
+        path = self._unopened.pop(tp, None)
+        if p is not None:
+            p.make_offline()
+            self._complete_delayed(tp)
+            path = Path(p.log.dir) if hasattr(p.log, "dir") else self.data_dir / str(tp)
+            p.log.close()
+        if path is not None and path.exists():
+            shutil.rmtree(path)
+        self._checkpointed_hw.pop(tp, None)
+
+    def _on_high_watermark(self, tp: TopicPartition) -> None:
+        self._complete_delayed(tp)
+
+    def _complete_delayed(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    # ---- fetchers ---------------------------------------------------------------------------
+    def _add_fetcher(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None:
+        self._remove_fetcher(tp)
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(
+                self.broker_id, leader, self.scheduler, self.config, self._send, self.partitions.get
+            )
+            self.fetchers[leader] = fetcher
+        fetcher.add_partition(tp, leader_epoch)
+
+    def _remove_fetcher(self, tp: TopicPartition) -> None:
+        for leader, fetcher in list(self.fetchers.items()):
+            fetcher.remove_partition(tp)
+            if not fetcher.states:
+                fetcher.shutdown()
+                del self.fetchers[leader]
+
+    # ---- controller requests ----------------------------------------------------------
+    def _stale_controller(self, epoch: int) -> bool:
+        if epoch < self.controller_epoch:
+            return True
+        self.controller_epoch = epoch
+        return False
+
+    def handle_leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        """on_LeaderAndISRCommand (seed 001 'C')."""
+        if self._stale_controller(req.controller_epoch):
+            return LeaderAndIsrResponse(errors.StaleControllerEpoch.code)
+        results: list[tuple[TopicPartition, int]] = []
+        for state in req.partition_states:
+            results.append((state.tp, self._apply_partition_state(state)))
+        if req.is_init:
+            listed = {s.tp for s in req.partition_states}
+            for tp in [tp for tp in (*self.partitions, *self._unopened) if tp not in listed]:
+                self._delete_partition(tp)
+        return LeaderAndIsrResponse(errors.NONE, tuple(results))
+
+    def _apply_partition_state(self, state: LeaderAndIsrPartitionState) -> int:
+        if self.broker_id not in state.replicas:
+            return errors.UnknownTopicOrPartition.code
+        current = self.partitions.get(state.tp)
+        if current is not None and (
+            state.leader_epoch < current.leader_epoch
+            or (state.leader_epoch == current.leader_epoch and state.zk_version <= current.zk_version)
+        ):
+            # An older (or replayed) state: Kafka reports the stale epoch and changes nothing.
+            return errors.StaleControllerEpoch.code if state.leader_epoch < current.leader_epoch else errors.NONE
+        try:
+            p = self._start_replica(state.tp)
+        except errors.KReplicaError as e:
+            return e.code
+        if state.leader == self.broker_id:
+            self._remove_fetcher(state.tp)
+            p.make_leader(state)
+        else:
+            if p.make_follower(state):
+                self._remove_fetcher(state.tp)
+                if state.leader != NO_LEADER:
+                    self._add_fetcher(state.tp, state.leader, state.leader_epoch)
+        # Waiting produces learn they lost leadership; parked fetches re-check.
+        self._complete_delayed(state.tp)
+        return errors.NONE
+
+    def handle_stop_replica(self, req: StopReplicaRequest) -> StopReplicaResponse:
+        """on_StopReplicaCommand (seed 001 'C'): stop fetching; delete the dir if asked."""
+        if self._stale_controller(req.controller_epoch):
+            return StopReplicaResponse(errors.StaleControllerEpoch.code)
+        results = []
+        for sp in req.partitions:
+            p = self.partitions.get(sp.tp)
+            if p is not None and 0 <= sp.leader_epoch < p.leader_epoch:
+                results.append((sp.tp, errors.FencedLeaderEpoch.code))
+                continue
+            if sp.delete:
+                self._delete_partition(sp.tp)
+            else:
+                self._remove_fetcher(sp.tp)
+                if p is not None:
+                    p.make_offline()
+                    self._complete_delayed(sp.tp)
+            results.append((sp.tp, errors.NONE))
+        return StopReplicaResponse(errors.NONE, tuple(results))
+
+    def handle_update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        if self._stale_controller(req.controller_epoch):
+            return UpdateMetadataResponse(errors.StaleControllerEpoch.code)
+        self.metadata_cache.update(req)
+        return UpdateMetadataResponse(errors.NONE)
+
+    # ---- produce ------------------------------------------------------------------------------
+    def handle_produce(self, req: ProduceRequest, respond: Callable[[ProduceResponse], None]) -> None:
+        """Append on the leader; acks 0/1 answer at once, acks=all waits for the HW (seed 004)."""
+        statuses = []
+        for pp in req.partitions:
+            p = self.partitions.get(pp.tp)
+            if p is None:
+                statuses.append(ProduceStatus(pp.tp, -1, -1, errors.UnknownTopicOrPartition.code, False))
+                continue
+            try:
+                info = p.append_records_to_leader(pp.records, req.acks)
+            except errors.KReplicaError as e:
+                statuses.append(ProduceStatus(pp.tp, -1, -1, e.code, False))
+                continue
+            statuses.append(ProduceStatus(pp.tp, info.last_offset + 1, info.first_offset, errors.NONE, req.acks == -1))
+            # Parked follower fetches have new data.
+            self.fetch_purgatory.check_and_complete(pp.tp)
+        if req.acks != -1 or not any(s.waiting for s in statuses):
+            for s in statuses:
+                s.waiting = False
+            respond(ProduceResponse(tuple(ProducePartitionResult(s.tp, s.error_code, s.base_offset) for s in statuses)))
+            return
+        op = DelayedProduce(req.timeout_ms, statuses, self.partitions.get, respond)
+        self.produce_purgatory.try_complete_else_watch(op, [s.tp for s in statuses if s.waiting])
+
+    # ---- fetch ----------------------------------------------------------------------------------
+    def handle_fetch(self, req: FetchRequest, respond: Callable[[FetchResponse], None]) -> None:
+        """Serve followers (replica_id >= 0) and consumers; long-poll up to ``max_wait_ms``."""
+        is_follower = req.replica_id >= 0
+        datas = self._read(req)
+        size = sum(len(d.records) for d in datas)
+        if (
+            req.max_wait_ms <= 0
+            or size >= max(req.min_bytes, 1)
+            or any(d.error_code != errors.NONE for d in datas)
+            or (is_follower and self._hw_news(req, datas))
+        ):
+            self._answer_fetch(req, datas, respond)
+            return
+        epochs = {}
+        hw_sent = {}
+        for d in datas:
+            p = self.partitions[d.tp]
+            epochs[d.tp] = p.leader_epoch
+            hw_sent[d.tp] = d.high_watermark
+        op = DelayedFetch(
+            req, epochs, hw_sent, self.partitions.get,
+            lambda: self._answer_fetch(req, self._read(req), respond),
+        )
+        self.fetch_purgatory.try_complete_else_watch(op, [fp.tp for fp in req.partitions])
+
+    def _hw_news(self, req: FetchRequest, datas: list[FetchPartitionData]) -> bool:
+        """Has any partition's HW moved past what this follower was last told?"""
+        for d in datas:
+            r = self.partitions[d.tp].remote_replicas.get(req.replica_id)
+            if r is not None and d.high_watermark > r.high_watermark_sent:
+                return True
+        return False
+
+    def _answer_fetch(
+        self, req: FetchRequest, datas: list[FetchPartitionData], respond: Callable[[FetchResponse], None]
+    ) -> None:
+        if req.replica_id >= 0:
+            for d in datas:
+                p = self.partitions.get(d.tp)
+                r = p.remote_replicas.get(req.replica_id) if p is not None else None
+                if r is not None and d.error_code == errors.NONE:
+                    r.high_watermark_sent = d.high_watermark
+        respond(FetchResponse(errors.NONE, tuple(datas)))
+
+    def _read(self, req: FetchRequest) -> list[FetchPartitionData]:
+        is_follower = req.replica_id >= 0
+        budget = req.max_bytes
+        out = []
+        for fp in req.partitions:
+            d = self._read_partition(req, fp, is_follower, budget)
+            budget = max(0, budget - len(d.records))
+            out.append(d)
+        return out
+
+    def _read_partition(
+        self, req: FetchRequest, fp: FetchPartition, is_follower: bool, budget: int
+    ) -> FetchPartitionData:
+        p = self.partitions.get(fp.tp)
+        if p is None:
+            return FetchPartitionData(fp.tp, errors.UnknownTopicOrPartition.code)
+        if p.role is not Role.LEADER:
+            return FetchPartitionData(fp.tp, errors.NotLeaderOrFollower.code)
+        code = p.check_leader_epoch(fp.current_leader_epoch)
+        if code != errors.NONE:
+            return FetchPartitionData(fp.tp, code)
+        log = p.log
+        leo = log.log_end_offset
+        if fp.fetch_offset > leo or fp.fetch_offset < log.log_start_offset:
+            return FetchPartitionData(
+                fp.tp, errors.OffsetOutOfRange.code, log.high_watermark, log.log_start_offset, leo
+            )
+        if is_follower:
+            # Seed 004: the fetch offset is the follower's LEO; recording it may move the HW.
+            p.update_follower_fetch_state(req.replica_id, fp.fetch_offset, fp.log_start_offset)
+            upper = leo
+        else:
+            upper = log.high_watermark if req.isolation == "committed" else leo
+        records: Any = b""
+        if budget > 0:
+            records = p.read_records(fp.fetch_offset, min(fp.max_bytes, budget), upper)
+        return FetchPartitionData(
+            fp.tp, errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, records
+        )
+
+    # ---- OffsetsForLeaderEpoch ------------------------------------------------------------
+    def handle_offsets_for_leader_epoch(self, req: OffsetsForLeaderEpochRequest) -> OffsetsForLeaderEpochResponse:
+        """KIP-101: where did the requested epoch end in this leader's log?"""
+        out = []
+        for op in req.partitions:
+            p = self.partitions.get(op.tp)
+            if p is None:
+                out.append(EpochEndOffset(op.tp, errors.UnknownTopicOrPartition.code))
+                continue
+            if p.role is not Role.LEADER:
+                out.append(EpochEndOffset(op.tp, errors.NotLeaderOrFollower.code))
+                continue
+            code = p.check_leader_epoch(op.current_leader_epoch)
+            if code != errors.NONE:
+                out.append(EpochEndOffset(op.tp, code))
+                continue
+            epoch, end = p.end_offset_for_epoch(op.leader_epoch)
+            out.append(EpochEndOffset(op.tp, errors.NONE, epoch, end))
+        return OffsetsForLeaderEpochResponse(tuple(out))
+
+    # ---- ISR maintenance ----------------------------------------------------------------------
+    def maybe_shrink_isr(self) -> None:
+        """The periodic check of seed 004 section 5, over every partition this broker leads."""
+        for p in list(self.partitions.values()):
+            p.maybe_shrink_isr()

@@ -1,0 +1,89 @@
+"""In-process transport: typed requests and responses between nodes, through the scheduler.
+
+Theory of operation.  Every node (a broker, a test client) registers a handler
+``handler(src, request, respond)``.  ``send(src, dst, request, on_response)``
+carries the request to ``dst`` and, when the handler calls ``respond(response)``
+(at once or later, as a long-poll does), carries the response back to
+``on_response``.  Both legs go through :meth:`deliver`, the single place where a
+message crosses a link; the default schedules it ``latency_ms`` later on the
+injected scheduler, so delivery is deterministic under :class:`SimScheduler`.
+
+A simulator subclasses this and overrides :meth:`deliver` to draw per-link
+latencies, drop, duplicate or partition: a dropped message simply never arrives
+(the sender's own timeout handles it, as over TCP).  A request to a node that is
+not registered is answered with :data:`DISCONNECTED`, as a refused connection.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .runtime import Scheduler
+
+Respond = Callable[[Any], None]
+Handler = Callable[[int, Any, Respond], None]
+
+
+class _Disconnected:
+    """The response a sender sees when its destination is down (a refused connection)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DISCONNECTED"
+
+
+DISCONNECTED = _Disconnected()
+
+
+class InProcessTransport:
+    def __init__(self, scheduler: Scheduler, latency_ms: int = 0) -> None:
+        self.scheduler = scheduler
+        self.latency_ms = latency_ms
+        self._handlers: dict[int, Handler] = {}
+        # Nodes that were registered and went away: responses to them are lost.
+        # A sender that never registered (a plain client) still gets its answers.
+        self._down: set[int] = set()
+        self.messages_delivered = 0
+
+    def register(self, node_id: int, handler: Handler) -> None:
+        self._handlers[node_id] = handler
+        self._down.discard(node_id)
+
+    def unregister(self, node_id: int) -> None:
+        if self._handlers.pop(node_id, None) is not None:
+            self._down.add(node_id)
+
+    def is_registered(self, node_id: int) -> bool:
+        return node_id in self._handlers
+
+    def send(self, src: int, dst: int, request: Any, on_response: Respond | None) -> None:
+        """Send ``request`` from ``src`` to ``dst``; ``on_response`` gets the response (or DISCONNECTED)."""
+        self.deliver(src, dst, request, lambda req: self._dispatch(src, dst, req, on_response))
+
+    def _dispatch(self, src: int, dst: int, request: Any, on_response: Respond | None) -> None:
+        handler = self._handlers.get(dst)
+        if handler is None:
+            if on_response is not None:
+                self.deliver(dst, src, DISCONNECTED, on_response)
+            return
+        answered = False
+
+        def respond(response: Any) -> None:
+            nonlocal answered
+            # A handler answers once; a late second answer is a bug in the handler.
+            if answered:
+                raise RuntimeError(f"node {dst} answered {type(request).__name__} twice")
+            answered = True
+            if on_response is not None and src not in self._down:
+                self.deliver(dst, src, response, on_response)
+
+        handler(src, request, respond)
+
+    def deliver(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+        """Carry one message across the link ``src -> dst``; ``arrive(message)`` is its arrival.
+
+        The one method a fault-injecting simulator overrides (latency distributions,
+        drops, duplicates, partitions).
+        """
+        self.messages_delivered += 1
+        self.scheduler.call_later(self.latency_ms, arrive, message)
