@@ -83,6 +83,18 @@ def crc32c_backend():
 
 # ---------------------------------------------------------------- records
 
+cdef object _as_bytes(object o, str what):
+    if o is None or PyBytes_CheckExact(o):
+        return o
+    if PyObject_CheckBuffer(o) and not PyUnicode_Check(o):
+        return bytes(o)
+    raise TypeError(f"{what} must be bytes-like or None, not {type(o).__name__}")
+
+
+# no_gc: a Record holds only bytes, str and tuples of them (the constructor enforces it),
+# which cannot form cycles; leaving it out of the cycle collector makes decoding a
+# million records about twice as fast, since gen-0 collections never see them.
+@cython.no_gc
 @cython.freelist(512)
 cdef class Record:
     """One decoded record: ``offset``, ``timestamp``, ``key``, ``value``, ``headers``.
@@ -92,9 +104,15 @@ cdef class Record:
     def __init__(self, int64_t offset, int64_t timestamp, key, value, headers=()):
         self.offset = offset
         self.timestamp = timestamp
-        self.key = key
-        self.value = value
-        self.headers = tuple(headers)
+        self.key = _as_bytes(key, "key")
+        self.value = _as_bytes(value, "value")
+        pairs = []
+        for h in headers:
+            k, v = h
+            if not PyUnicode_Check(k):
+                raise TypeError(f"header key must be str, not {type(k).__name__}")
+            pairs.append((k, _as_bytes(v, "header value")))
+        self.headers = tuple(pairs)
 
     def __eq__(self, other):
         if not isinstance(other, Record):
