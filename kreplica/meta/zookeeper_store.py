@@ -142,6 +142,8 @@ class ZooKeeperStore(MetadataStore):
         self.round_trips = 0
         self._count_lock = threading.Lock()
         self._sessions: list[ZooKeeperSession] = []
+        #: a server this store started itself (``zookeeper+local://``), stopped on close
+        self.owned_server: Any = None
         if self.chroot:
             boot = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000.0)
             try:
@@ -166,6 +168,9 @@ class ZooKeeperStore(MetadataStore):
         for s in self._sessions:
             s.close()
         self._sessions.clear()
+        if self.owned_server is not None:
+            self.owned_server.stop()
+            self.owned_server = None
 
 
 class ZooKeeperSession(Session):

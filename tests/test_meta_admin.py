@@ -1,0 +1,154 @@
+"""Admin validation and Kafka's rack-unaware replica placement, over both stores."""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from kreplica import errors
+from kreplica.meta import admin, open_store, parse_metadata_uri, parse_zookeeper_connect
+from kreplica.meta.kafka_zk_client import KafkaZkClient
+from kreplica.meta.memory_store import MemoryStore
+from kreplica.protocol.common import TopicPartition as TP
+from kreplica.runtime import SimScheduler
+from meta_env import StoreEnv
+
+BROKERS = (1001, 1002, 1003)
+
+
+def _cluster(env: StoreEnv) -> KafkaZkClient:
+    for b in BROKERS:
+        KafkaZkClient(env.store.session(f"b{b}"), env.sched).register_broker(b)
+    return KafkaZkClient(env.store.session("admin"), env.sched)
+
+
+def test_seed_003_assignment_of_bar() -> None:
+    # seeds/003: bar has Replicas 1001,1003,1002 / 1002,1001,1003 / 1003,1002,1001.
+    got = admin.assign_replicas([1003, 1001, 1002], 3, 3, random.Random(0), start_index=0, replica_shift=1)
+    assert got == {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
+
+
+def test_assignment_is_deterministic_and_spreads_evenly() -> None:
+    brokers = list(range(1, 7))
+    a = admin.assign_replicas(brokers, 60, 3, random.Random(42))
+    assert a == admin.assign_replicas(brokers, 60, 3, random.Random(42))
+    assert all(len(set(r)) == 3 for r in a.values())
+    leaders = Counter(r[0] for r in a.values())
+    replicas = Counter(b for r in a.values() for b in r)
+    assert set(leaders.values()) == {10} and set(replicas.values()) == {30}
+    # the shift moves after each round of brokers, so followers rotate too
+    assert a[0][1] != a[6][1] or a[0][2] != a[6][2]
+
+
+def test_create_topic_places_and_writes(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    placed = admin.create_topic(c, "bar", 3, 3, config={"min.insync.replicas": 2}, rng=random.Random(1))
+    assert c.get_topic_assignment("bar") == placed
+    assert c.get_topic_config("bar") == {"min.insync.replicas": "2"}
+    explicit = {0: [1002, 1003], 1: [1003, 1001]}
+    assert admin.create_topic(c, "foo", assignment=explicit) == explicit
+    assert c.get_topic_assignment("foo") == explicit
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad name", "bad/name", "über"])
+def test_invalid_topic_names(name: str) -> None:
+    with pytest.raises(errors.InvalidTopic):
+        admin.validate_topic_name(name)
+
+
+def test_valid_topic_names() -> None:
+    for name in ["bar", "a" * 249, "A.b_c-9", "..."]:
+        admin.validate_topic_name(name)
+
+
+def test_create_topic_errors(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    rng = random.Random(3)
+    admin.create_topic(c, "a.b", 1, 1, rng=rng)
+    cases = [
+        (errors.TopicAlreadyExists, dict(topic="a.b", partitions=1, replication_factor=1)),
+        (errors.InvalidTopic, dict(topic="a_b", partitions=1, replication_factor=1)),
+        (errors.InvalidTopic, dict(topic="no way", partitions=1, replication_factor=1)),
+        (errors.InvalidReplicationFactor, dict(topic="t", partitions=1, replication_factor=4)),
+        (errors.InvalidReplicationFactor, dict(topic="t", partitions=1, replication_factor=0)),
+        (errors.InvalidPartitions, dict(topic="t", partitions=0, replication_factor=1)),
+        (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001, 9999]})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001, 1001]})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001], 1: [1002, 1003]})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001], 2: [1002]})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: []})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", partitions=2, assignment={0: [1001]})),
+        (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1, config={"no.such": 1})),
+        (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1,
+                                    config={"min.insync.replicas": 0})),
+    ]
+    for error, kwargs in cases:
+        with pytest.raises(error):
+            admin.create_topic(c, rng=rng, **kwargs)
+    assert c.get_all_topics() == ["a.b"]
+
+
+def test_delete_reassign_and_elect(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001, 1002, 1003], 1: [1002, 1003, 1001]})
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        admin.delete_topic(c, "nope")
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        admin.reassign_partitions(c, {TP("bar", 5): [1001]})
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        admin.reassign_partitions(c, {TP("bar", 0): [1002, 1002, 1003]})
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        admin.reassign_partitions(c, {TP("bar", 0): [1002, 4242]})
+    admin.reassign_partitions(c, {TP("bar", 0): [1002, 1003, 1001]})
+    assert c.get_partition_reassignment() == {TP("bar", 0): [1002, 1003, 1001]}
+    with pytest.raises(errors.ReassignmentInProgress):
+        admin.reassign_partitions(c, {TP("bar", 1): [1001, 1002, 1003]})
+
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        admin.elect_preferred_leaders(c, [TP("nope", 0)])
+    admin.elect_preferred_leaders(c, [TP("bar", 0), TP("bar", 1)])
+    assert c.get_preferred_replica_election() == {TP("bar", 0), TP("bar", 1)}
+    with pytest.raises(errors.InvalidRequest):
+        admin.elect_preferred_leaders(c, [TP("bar", 0)])
+
+    admin.delete_topic(c, "bar")
+    assert c.get_topic_deletions() == ["bar"]
+
+
+def test_metadata_uris() -> None:
+    assert parse_metadata_uri("memory").kind == "memory"
+    zk = parse_metadata_uri("zookeeper://127.0.0.1:2181,127.0.0.2:2182/kr/x")
+    assert (zk.kind, zk.hosts, zk.chroot) == ("zookeeper", "127.0.0.1:2181,127.0.0.2:2182", "/kr/x")
+    assert parse_metadata_uri("zookeeper://127.0.0.1:2181").chroot == "/kreplica"
+    assert parse_metadata_uri("zookeeper+local:///demo").chroot == "/demo"
+    assert parse_zookeeper_connect("localhost:2181/kreplica") == ("localhost:2181", "/kreplica")
+    for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x"]:
+        with pytest.raises(ValueError):
+            parse_metadata_uri(bad)
+    assert isinstance(open_store("memory", SimScheduler(), 5000), MemoryStore)
+
+
+@pytest.mark.zookeeper
+def test_open_store_on_zookeeper(zk_server) -> None:
+    from kreplica.runtime import RealScheduler
+
+    store = open_store(f"zookeeper://{zk_server.hosts}/uri-test", RealScheduler(), 4000)
+    try:
+        s = store.session("x")
+        s.create("/here", b"1")
+        assert s.get("/here")[0] == b"1"
+    finally:
+        store.close()
+
+
+@pytest.mark.zookeeper
+def test_open_store_with_a_private_zookeeper(zk_server) -> None:
+    from kreplica.runtime import RealScheduler
+
+    store = open_store("zookeeper+local:///demo", RealScheduler(), 4000)
+    server = store.owned_server
+    assert server is not None and server.port != zk_server.port
+    store.session("x").create("/ok")
+    store.close()
+    assert server.data_dir is None and store.owned_server is None
