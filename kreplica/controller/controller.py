@@ -1,0 +1,506 @@
+"""KafkaController: one broker's controller candidate, sans-I/O (seeds 000, 001).
+
+Theory of operation.  Every broker runs a :class:`KafkaController`; the one that
+creates the ephemeral ``/controller`` node is active.  On winning it runs
+:meth:`_on_controller_failover` in seed 000's order: bump ``/controller_epoch``
+conditionally, register the store listeners, load the context, start the
+replica then the partition state machine, resume reassignments and preferred
+elections, send UpdateMetadata to every broker, start the auto-rebalance timer
+and the topic deletion manager.  From then on it only reacts: to store watches
+(broker ids, topics, a topic's assignment, the admin paths, ISR change
+notifications, ``/controller`` itself), to controlled-shutdown requests, to
+StopReplica answers and to its own timers.
+
+It never opens sockets, threads or reads the clock: requests go out through
+``channel.send(broker_id, request, on_response)``, timers through the
+scheduler, and watch callbacks arrive on the scheduler (the store promises
+that).  Each watch belongs to one *term* (``_generation``); a watch of an older
+term is ignored and not re-registered.
+
+Resignation: when ``/controller`` is no longer ours, a write finds the state
+written by a newer controller epoch, or the session is lost, the controller
+stops acting (no writes, no requests), drops its context and, while its
+session lives, stands for election again.  Brokers fence requests that carry a
+stale epoch.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Mapping
+
+from .. import errors
+from ..meta import layout
+from ..meta.kafka_zk_client import KafkaZkClient
+from ..meta.store import BadVersion, ConnectionLoss, SessionExpired, StoreError, WatchEvent
+from ..protocol import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    TopicPartition,
+)
+from ..runtime import Scheduler, Timer
+from . import reassignment
+from .context import ControllerContext, PartitionReplica, ReassignmentContext
+from .leader_selectors import BoundSelectors
+from .partition_state_machine import PartitionState, PartitionStateMachine
+from .replica_state_machine import ReplicaState, ReplicaStateMachine
+from .request_batch import Channel, ControllerBrokerRequestBatch
+from .topic_deletion_manager import TopicDeletionManager
+
+# How long a candidate waits before standing again after losing the store.
+ELECTION_RETRY_MS = 1000
+# Kafka waits this long after failover before the first imbalance check.
+REBALANCE_INITIAL_DELAY_MS = 5000
+
+
+class _GatedChannel:
+    """Sends only while the controller is active: a resigned controller says nothing."""
+
+    def __init__(self, controller: "KafkaController", channel: Channel) -> None:
+        self._controller = controller
+        self._channel = channel
+
+    def send(self, broker_id: int, request: object, on_response: Callable[[object], None]) -> None:
+        if self._controller.is_active:
+            self._channel.send(broker_id, request, on_response)
+
+
+class KafkaController:
+    """The controller candidate of broker ``broker_id``; see the module docstring."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        zk: KafkaZkClient,
+        channel: Channel,
+        scheduler: Scheduler,
+        config: Mapping[str, Any],
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.scheduler = scheduler
+        self.config = config
+        self._channel = _GatedChannel(self, channel)
+        self._active = False
+        self._running = False
+        self._generation = 0
+        self._timers: list[Timer] = []
+        self._unclean_cache: dict[str, bool] = {}
+        # Reassignment fault injection (sim/ and tests): called after each step.
+        self.reassignment_step_hook: Callable[[TopicPartition, int], None] | None = None
+        self.failovers = 0
+        self._build()
+
+    def _build(self) -> None:
+        """Fresh context and state machines for a new term."""
+        self.ctx = ControllerContext()
+        self.batch = ControllerBrokerRequestBatch(self.broker_id, self.ctx, self._channel)
+        self.selectors = BoundSelectors(self.ctx, self._unclean_enabled)
+        self.deletion = TopicDeletionManager(self)
+        self.psm = PartitionStateMachine(self.ctx, self.zk, self.batch, self.selectors.offline,
+                                         self.deletion.is_topic_queued_for_deletion)
+        self.rsm = ReplicaStateMachine(self.ctx, self.zk, self.batch)
+
+    # -- public state ----------------------------------------------------------
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        return self.ctx.epoch
+
+    # -- election --------------------------------------------------------------
+    def startup(self) -> None:
+        """Stand for election; become controller if ``/controller`` is free."""
+        self._running = True
+        self.zk.ensure_persistent_paths()
+        self._elect()
+
+    def shutdown(self) -> None:
+        """Stop standing and stop acting (the broker is going away)."""
+        self._running = False
+        self.resign()
+
+    def _elect(self) -> None:
+        if not self._running or self._active:
+            return
+        try:
+            holder = self.zk.get_controller_id(watch=self._on_controller_event)
+            if holder is None:
+                if not self.zk.try_elect_controller(self.broker_id):
+                    return  # lost the race; the watch tells us when it frees up again
+            elif holder != self.broker_id:
+                return
+            self._on_controller_failover()
+        except SessionExpired:
+            self._running = False
+        except StoreError:
+            self._schedule_election()
+
+    def _on_controller_event(self, event: WatchEvent) -> None:
+        """``/controller`` changed.  One bound method for every term, so the store keeps
+        a single watch however often it is re-registered."""
+        if not self._running:
+            return
+        try:
+            holder = self.zk.get_controller_id(watch=self._on_controller_event)
+        except SessionExpired:
+            self.resign()
+            self._running = False
+            return
+        except StoreError:
+            self.resign()
+            self._schedule_election()
+            return
+        if self._active and holder != self.broker_id:
+            self.resign()
+        if holder is None:
+            self._elect()
+
+    def _schedule_election(self) -> None:
+        if self._running:
+            self.scheduler.call_later(ELECTION_RETRY_MS, self._elect)
+
+    def resign(self) -> None:
+        """onControllerResignation: stop acting at once and forget the term's state."""
+        if not self._active:
+            return
+        self._active = False
+        self._generation += 1
+        for t in self._timers:
+            t.cancel()
+        self._timers.clear()
+        self._unclean_cache.clear()
+        self._build()
+
+    def _abdicate(self) -> None:
+        """Give up after a failed failover: resign and free ``/controller`` for another."""
+        self.resign()
+        try:
+            if self.zk.get_controller_id() == self.broker_id:
+                self.zk.session.delete(layout.CONTROLLER)
+        except StoreError:
+            pass
+        self._schedule_election()
+
+    # -- failover (seed 000 onControllerFailover) --------------------------------
+    def _on_controller_failover(self) -> None:
+        self._generation += 1
+        gen = self._generation
+        try:
+            # 1. increment the controller epoch, conditionally
+            current = self.zk.get_controller_epoch()
+            epoch, version = self.zk.increment_controller_epoch(None if current is None else current[1])
+            self.ctx.epoch, self.ctx.epoch_zk_version = epoch, version
+            self._active = True
+            self.failovers += 1
+            # 2. register listeners; their first reads are the source of truth loaded in 3.
+            reassigning = self.zk.get_partition_reassignment(watch=self._watch(gen, self._on_reassignment_change))
+            preferred = self.zk.get_preferred_replica_election(watch=self._watch(gen, self._on_preferred_change))
+            topics = self.zk.get_all_topics(watch=self._watch(gen, self._on_topic_change))
+            deleting = self.zk.get_topic_deletions(watch=self._watch(gen, self._on_delete_topics_change))
+            live = self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change))
+            isr_changes = self.zk.get_isr_change_notifications(watch=self._watch(gen, self._on_isr_change))
+            # 3. initialize the context
+            self._initialize_context(live, topics, reassigning)
+            self.deletion.initialize(deleting)
+            self.batch.mark_init(self.ctx.live_or_shutting_down_broker_ids)
+            # 4-5. replica state machine, then partition state machine
+            self.rsm.startup()
+            self.psm.startup()
+            # 6. partition change listeners for every topic
+            for topic in sorted(self.ctx.all_topics):
+                self._watch_topic(topic)
+            # 7-8. resume reassignments and preferred elections
+            self._maybe_trigger_partition_reassignment()
+            self._on_preferred_replica_election(preferred)
+            # 9. leadership info to every broker
+            self.send_update_metadata(self.ctx.live_or_shutting_down_broker_ids)
+            # 10. auto leader rebalance
+            if self.config.get("auto.leader.rebalance.enable", True):
+                self._schedule_rebalance(REBALANCE_INITIAL_DELAY_MS)
+            # 11. topic deletion
+            self.deletion.start()
+            # ISR changes announced while no controller was active.
+            self._process_isr_changes(isr_changes)
+        except (errors.NotController, BadVersion):
+            self._abdicate()
+        except (SessionExpired, ConnectionLoss):
+            self.resign()
+            self._schedule_election()
+
+    def _initialize_context(self, live: Iterable[int], topics: Iterable[str],
+                            reassigning: Mapping[TopicPartition, list[int]]) -> None:
+        ctx = self.ctx
+        ctx.set_live_brokers(live)
+        ctx.all_topics = set(topics)
+        for tp, replicas in self.zk.get_replica_assignment(sorted(ctx.all_topics)).items():
+            ctx.set_assignment(tp, replicas)
+        ctx.leadership.update(self.zk.get_partition_states(list(ctx.partition_assignment)))
+        for tp, rar in reassigning.items():
+            if tp in ctx.partition_assignment:
+                ctx.partitions_being_reassigned[tp] = ReassignmentContext(tuple(rar))
+
+    # -- watches -----------------------------------------------------------------
+    def _watch(self, gen: int, handler: Callable[[], None]) -> Callable[[WatchEvent], None]:
+        """A one-shot watch bound to term ``gen``; it does nothing once the term is over."""
+
+        def fire(event: WatchEvent) -> None:
+            if gen != self._generation or not self._active:
+                return
+            self._guarded(handler)
+
+        return fire
+
+    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except errors.NotController:
+            self._abdicate()
+        except SessionExpired:
+            self.resign()
+            self._running = False
+        except ConnectionLoss:
+            self.resign()
+            self._schedule_election()
+
+    def _on_broker_change(self) -> None:
+        gen = self._generation
+        live_now = set(self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change)))
+        before = self.ctx.live_or_shutting_down_broker_ids
+        new, dead = sorted(live_now - before), sorted(before - live_now)
+        self.ctx.set_live_brokers(live_now)
+        if new:
+            self.on_broker_startup(new)
+        if dead:
+            self.on_broker_failure(dead)
+
+    def _on_topic_change(self) -> None:
+        topics = set(self.zk.get_all_topics(watch=self._watch(self._generation, self._on_topic_change)))
+        ctx = self.ctx
+        new, deleted = topics - ctx.all_topics, ctx.all_topics - topics
+        ctx.all_topics = topics
+        for topic in deleted:
+            self._forget_topic(topic)
+        if not new:
+            return
+        assignment = self.zk.get_replica_assignment(sorted(new))
+        for tp, replicas in assignment.items():
+            ctx.set_assignment(tp, replicas)
+        self.on_new_topic_creation(new, set(assignment))
+
+    def _watch_topic(self, topic: str) -> None:
+        gen = self._generation
+        try:
+            self.zk.get_topic_assignment(topic, watch=self._watch(gen, lambda: self._on_partition_change(topic)))
+        except errors.UnknownTopicOrPartition:
+            pass
+
+    def _on_partition_change(self, topic: str) -> None:
+        """A topic's assignment changed: new partitions come online (AddPartitionsListener)."""
+        if topic not in self.ctx.all_topics:
+            return
+        try:
+            assignment = self.zk.get_topic_assignment(
+                topic, watch=self._watch(self._generation, lambda: self._on_partition_change(topic)))
+        except errors.UnknownTopicOrPartition:
+            return
+        if self.deletion.is_topic_queued_for_deletion(topic):
+            return
+        new = {TopicPartition(topic, p) for p in assignment} - set(self.ctx.partition_assignment)
+        if new:
+            for tp in new:
+                self.ctx.set_assignment(tp, assignment[tp.partition])
+            self.on_new_partition_creation(new)
+
+    def _on_delete_topics_change(self) -> None:
+        topics = self.zk.get_topic_deletions(watch=self._watch(self._generation, self._on_delete_topics_change))
+        self.deletion.enqueue(topics)
+
+    def _on_reassignment_change(self) -> None:
+        wanted = self.zk.get_partition_reassignment(
+            watch=self._watch(self._generation, self._on_reassignment_change))
+        for tp, rar in sorted(wanted.items()):
+            if tp not in self.ctx.partitions_being_reassigned:
+                reassignment.initiate(self, tp, rar)
+
+    def _on_preferred_change(self) -> None:
+        tps = self.zk.get_preferred_replica_election(
+            watch=self._watch(self._generation, self._on_preferred_change))
+        self._on_preferred_replica_election(tps)
+
+    def _on_isr_change(self) -> None:
+        """ISR change notifications from leaders: refresh, tell every broker, continue reassignments."""
+        self._process_isr_changes(
+            self.zk.get_isr_change_notifications(watch=self._watch(self._generation, self._on_isr_change)))
+
+    def _process_isr_changes(self, names: list[str]) -> None:
+        if not names:
+            return
+        tps = {tp for tp in self.zk.get_isr_change_partitions(names) if tp in self.ctx.partition_assignment}
+        if tps:
+            self.ctx.leadership.update(self.zk.get_partition_states(sorted(tps)))
+            self.send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, tps)
+        self.zk.delete_isr_change_notifications(names)
+        for tp in sorted(tps):
+            if tp in self.ctx.partitions_being_reassigned and reassignment.new_replicas_in_isr(self, tp):
+                reassignment.on_partition_reassignment(self, tp)
+
+    # -- callbacks (seed 000) ------------------------------------------------------
+    def on_broker_startup(self, new_brokers: list[int]) -> None:
+        """onBrokerStartup: metadata to the new brokers, their replicas online, elections, resumes."""
+        new_set = set(new_brokers)
+        self.send_update_metadata(new_brokers)
+        self.batch.mark_init(new_brokers)
+        replicas = self.ctx.replicas_on_brokers(new_set)
+        self.rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        self.psm.trigger_online_partition_state_change()
+        for tp, rctx in sorted(self.ctx.partitions_being_reassigned.items()):
+            if new_set.intersection(rctx.new_replicas):
+                reassignment.on_partition_reassignment(self, tp)
+        deleting = {pr.tp.topic for pr in replicas if self.deletion.is_topic_queued_for_deletion(pr.tp.topic)}
+        if deleting:
+            self.deletion.resume_deletion_for_topics(deleting)
+
+    def on_broker_failure(self, dead_brokers: list[int]) -> None:
+        """onBrokerFailure: dead leaders' partitions offline, re-elect, dead replicas offline."""
+        ctx = self.ctx
+        dead = set(dead_brokers)
+        ctx.shutting_down_broker_ids -= dead
+        queued = self.deletion.is_topic_queued_for_deletion
+        leaderless = [tp for tp, st in ctx.leadership.items() if st.leader in dead and not queued(tp.topic)]
+        self.psm.handle_state_changes(leaderless, PartitionState.OFFLINE)
+        self.psm.trigger_online_partition_state_change()
+        on_dead = ctx.replicas_on_brokers(dead)
+        self.rsm.handle_state_changes([pr for pr in on_dead if not queued(pr.tp.topic)],
+                                      ReplicaState.OFFLINE)
+        deleting = [pr for pr in on_dead if queued(pr.tp.topic)]
+        if deleting:
+            self.deletion.fail_replica_deletion(deleting)
+
+    def shutdown_broker(self, broker_id: int) -> set[TopicPartition]:
+        """Controlled shutdown (seed 003): move its leaderships away, take it out of every ISR.
+
+        Returns the partitions it still leads; the broker retries until none remain.
+        """
+        if not self._active:
+            raise errors.NotController(f"broker {self.broker_id} is not the controller")
+        ctx = self.ctx
+        if broker_id not in ctx.live_or_shutting_down_broker_ids:
+            raise errors.BrokerNotAvailable(f"broker {broker_id} is not alive")
+        ctx.shutting_down_broker_ids.add(broker_id)
+        led, followed = [], []
+        for tp in sorted(ctx.partitions_on_broker(broker_id)):
+            st = ctx.leadership.get(tp)
+            if st is None or len(ctx.assignment(tp)) <= 1:
+                continue
+            (led if st.leader == broker_id else followed).append(tp)
+        self.psm.handle_state_changes(led, PartitionState.ONLINE, self.selectors.controlled_shutdown)
+        # The OfflineReplica transition sends the StopReplica (no delete) and shrinks the ISR.
+        self.rsm.handle_state_changes([PartitionReplica(tp, broker_id) for tp in followed],
+                                      ReplicaState.OFFLINE)
+        return {tp for tp in ctx.partitions_on_broker(broker_id)
+                if len(ctx.assignment(tp)) > 1 and tp in ctx.leadership
+                and ctx.leadership[tp].leader == broker_id}
+
+    def handle_controlled_shutdown(self, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
+        """The ControlledShutdownRequest handler around :meth:`shutdown_broker`."""
+        try:
+            remaining = self.shutdown_broker(request.broker_id)
+        except errors.KReplicaError as e:
+            return ControlledShutdownResponse(e.code)
+        return ControlledShutdownResponse(0, tuple(sorted(remaining)))
+
+    def on_new_topic_creation(self, topics: Iterable[str], new_partitions: set[TopicPartition]) -> None:
+        """onNewTopicCreation: watch each topic's partitions, then create its partitions."""
+        for topic in sorted(topics):
+            self._watch_topic(topic)
+        self.on_new_partition_creation(new_partitions)
+
+    def on_new_partition_creation(self, new_partitions: set[TopicPartition]) -> None:
+        """onNewPartitionCreation: New, replicas New, Online (offline selector), replicas Online."""
+        self.psm.handle_state_changes(new_partitions, PartitionState.NEW)
+        replicas = self.ctx.replicas_for_partitions(new_partitions)
+        self.rsm.handle_state_changes(replicas, ReplicaState.NEW)
+        self.psm.handle_state_changes(new_partitions, PartitionState.ONLINE, self.selectors.offline)
+        self.rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    def send_update_metadata(self, brokers: Iterable[int], tps: Iterable[TopicPartition] | None = None) -> None:
+        self.batch.add_update_metadata(brokers, tps)
+        self.batch.send(self.ctx.epoch)
+
+    def _forget_topic(self, topic: str) -> None:
+        for tp in self.ctx.partitions_for_topic(topic):
+            self.psm.states.pop(tp, None)
+            for r in self.ctx.assignment(tp):
+                self.rsm.states.pop(PartitionReplica(tp, r), None)
+        self.ctx.remove_topic(topic)
+        self._unclean_cache.pop(topic, None)
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        """unclean.leader.election.enable: the topic's override, else the controller's config."""
+        cached = self._unclean_cache.get(topic)
+        if cached is None:
+            override = self.zk.get_topic_config(topic).get("unclean.leader.election.enable")
+            if override is None:
+                cached = bool(self.config.get("unclean.leader.election.enable", False))
+            else:
+                cached = override.lower() == "true"
+            self._unclean_cache[topic] = cached
+        return cached
+
+    # -- reassignment and preferred election -------------------------------------
+    def _maybe_trigger_partition_reassignment(self) -> None:
+        for tp, rctx in sorted(self.ctx.partitions_being_reassigned.items()):
+            del self.ctx.partitions_being_reassigned[tp]
+            reassignment.initiate(self, tp, list(rctx.new_replicas))
+
+    def _on_preferred_replica_election(self, tps: Iterable[TopicPartition]) -> None:
+        """onPreferredReplicaElection for the admin path's partitions, then clear the path."""
+        tps = {tp for tp in tps if tp in self.ctx.partition_assignment
+               and not self.deletion.is_topic_queued_for_deletion(tp.topic)}
+        if tps:
+            self.elect_preferred_leaders(tps)
+        self.zk.delete_preferred_replica_election()
+
+    def elect_preferred_leaders(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, errors.KReplicaError]:
+        tps = set(tps)
+        self.ctx.partitions_undergoing_preferred_election |= tps
+        try:
+            return self.psm.handle_state_changes(tps, PartitionState.ONLINE, self.selectors.preferred)
+        finally:
+            self.ctx.partitions_undergoing_preferred_election -= tps
+
+    def _schedule_rebalance(self, delay_ms: int) -> None:
+        gen = self._generation
+
+        def tick() -> None:
+            if gen != self._generation or not self._active:
+                return
+            self._guarded(self.check_and_trigger_partition_rebalance)
+            self._schedule_rebalance(int(self.config.get("leader.imbalance.check.interval.seconds", 300)) * 1000)
+
+        self._timers = [t for t in self._timers if not t.cancelled]
+        self._timers.append(self.scheduler.call_later(delay_ms, tick))
+
+    def check_and_trigger_partition_rebalance(self) -> set[TopicPartition]:
+        """Auto leader rebalance: per broker, when more than leader.imbalance.per.broker.percentage
+        of the partitions it prefers are led elsewhere, elect it where it is alive and in sync."""
+        ctx = self.ctx
+        if ctx.partitions_being_reassigned or ctx.partitions_undergoing_preferred_election:
+            return set()
+        by_preferred: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp, ar in ctx.partition_assignment.items():
+            if ar and tp in ctx.leadership and not self.deletion.is_topic_queued_for_deletion(tp.topic):
+                by_preferred[ar[0]].append(tp)
+        limit = int(self.config.get("leader.imbalance.per.broker.percentage", 10)) / 100.0
+        live = ctx.live_broker_ids
+        chosen: set[TopicPartition] = set()
+        for broker, tps in sorted(by_preferred.items()):
+            not_led = [tp for tp in tps if ctx.leadership[tp].leader != broker]
+            if not tps or len(not_led) / len(tps) <= limit or broker not in live:
+                continue
+            chosen.update(tp for tp in not_led if broker in ctx.leadership[tp].isr)
+        if chosen:
+            self.elect_preferred_leaders(chosen)
+        return chosen

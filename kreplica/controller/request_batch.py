@@ -1,0 +1,191 @@
+"""ControllerBrokerRequestBatch: what the controller tells each broker, batched.
+
+Theory of operation.  A state-machine pass (``handle_state_changes``) decides
+many partitions at once; it adds per-broker LeaderAndIsr, UpdateMetadata and
+StopReplica entries to the batch, and :meth:`send` turns them into at most one
+request of each kind per broker (seed 001 A.4: "For efficiency, we can put
+multiple commands in one RPC request").  Every request carries the sending
+controller's epoch so brokers fence a deposed controller (seed 001 'D').
+
+Adding a LeaderAndIsr entry for a partition also queues UpdateMetadata for it
+to every live (or shutting-down) broker, as seed 002 lists for each transition
+that sends LeaderAndIsr.  Requests to brokers that are not alive are dropped:
+the broker will get the full picture when it comes back (onBrokerStartup).
+Sending is sans-I/O: ``channel.send(broker_id, request, on_response)``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Protocol
+
+from ..protocol import (
+    LeaderAndIsr,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+from .context import ControllerContext, PartitionReplica
+
+# Called once per replica whose StopReplica(delete=True) was answered.
+StopReplicaCallback = Callable[[PartitionReplica, int], None]
+
+
+class Channel(Protocol):
+    def send(self, broker_id: int, request: object, on_response: Callable[[object], None]) -> None: ...
+
+
+class ControllerBrokerRequestBatch:
+    def __init__(self, controller_id: int, ctx: ControllerContext, channel: Channel) -> None:
+        self._controller_id = controller_id
+        self._ctx = ctx
+        self._channel = channel
+        self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartition]] = {}
+        self._stop_callbacks: dict[int, dict[TopicPartition, StopReplicaCallback]] = {}
+        self._update_metadata: dict[int, set[TopicPartition]] = {}
+        self._update_metadata_deleted: set[TopicPartition] = set()
+        self._init_brokers: set[int] = set()
+        self.requests_sent = 0
+
+    def new_batch(self) -> None:
+        """Start a batch; a batch left unsent by an exception is discarded."""
+        self._leader_and_isr.clear()
+        self._stop_replica.clear()
+        self._stop_callbacks.clear()
+        self._update_metadata.clear()
+        self._update_metadata_deleted.clear()
+
+    def is_empty(self) -> bool:
+        return not (self._leader_and_isr or self._stop_replica or self._update_metadata)
+
+    def mark_init(self, broker_ids: Iterable[int]) -> None:
+        """The next LeaderAndIsr to these brokers is this controller's first (seed 001 C.3)."""
+        self._init_brokers.update(broker_ids)
+
+    def add_leader_and_isr(
+        self,
+        broker_ids: Iterable[int],
+        tp: TopicPartition,
+        state: LeaderAndIsr,
+        replicas: Iterable[int],
+        is_new: bool = False,
+    ) -> None:
+        entry = LeaderAndIsrPartitionState(
+            tp, state.controller_epoch, state.leader, state.leader_epoch, state.isr,
+            state.zk_version, tuple(replicas), is_new,
+        )
+        for b in broker_ids:
+            if b >= 0:
+                self._leader_and_isr.setdefault(b, {})[tp] = entry
+        self.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids, (tp,))
+
+    def add_stop_replica(
+        self,
+        broker_ids: Iterable[int],
+        tp: TopicPartition,
+        delete: bool,
+        callback: StopReplicaCallback | None = None,
+    ) -> None:
+        leadership = self._ctx.leadership.get(tp)
+        epoch = leadership.leader_epoch if leadership is not None else -1
+        for b in broker_ids:
+            prev = self._stop_replica.setdefault(b, {}).get(tp)
+            # A delete request must not be downgraded by a later non-delete one.
+            self._stop_replica[b][tp] = StopReplicaPartition(tp, delete or (prev is not None and prev.delete), epoch)
+            if callback is not None:
+                self._stop_callbacks.setdefault(b, {})[tp] = callback
+
+    def add_update_metadata(
+        self,
+        broker_ids: Iterable[int],
+        tps: Iterable[TopicPartition] | None = None,
+        deleted: bool = False,
+    ) -> None:
+        """Queue metadata for ``tps`` (all known partitions when None) to the brokers."""
+        chosen = set(self._ctx.leadership) if tps is None else set(tps)
+        if deleted:
+            self._update_metadata_deleted.update(chosen)
+        for b in broker_ids:
+            self._update_metadata.setdefault(b, set()).update(chosen)
+
+    # -- sending -------------------------------------------------------------
+    def send(self, controller_epoch: int) -> None:
+        live = self._ctx.live_or_shutting_down_broker_ids
+        cid = self._controller_id
+        for b, states in sorted(self._leader_and_isr.items()):
+            if b not in live:
+                continue
+            leaders = tuple(sorted({s.leader for s in states.values() if s.leader >= 0}))
+            req = LeaderAndIsrRequest(cid, controller_epoch, tuple(states.values()), leaders,
+                                      is_init=b in self._init_brokers)
+            self._init_brokers.discard(b)
+            self._emit(b, req, _ignore)
+        self._send_update_metadata(controller_epoch, live)
+        for b, parts in sorted(self._stop_replica.items()):
+            if b not in live:
+                continue
+            req = StopReplicaRequest(cid, controller_epoch, tuple(parts.values()))
+            callbacks = self._stop_callbacks.get(b, {})
+            self._emit(b, req, _stop_replica_handler(b, dict(callbacks)))
+        self.new_batch()
+
+    def _send_update_metadata(self, controller_epoch: int, live: frozenset[int]) -> None:
+        if not self._update_metadata:
+            return
+        built: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+        live_brokers = tuple(sorted(live))
+        for b, tps in sorted(self._update_metadata.items()):
+            if b not in live:
+                continue
+            states = []
+            deleted = []
+            for tp in sorted(tps):
+                if tp in self._update_metadata_deleted:
+                    deleted.append(tp)
+                    continue
+                s = built.get(tp)
+                if s is None:
+                    s = self._metadata_state(tp, live)
+                    if s is None:
+                        continue
+                    built[tp] = s
+                states.append(s)
+            req = UpdateMetadataRequest(self._controller_id, controller_epoch, tuple(states),
+                                        live_brokers, tuple(deleted))
+            self._emit(b, req, _ignore)
+
+    def _metadata_state(self, tp: TopicPartition, live: frozenset[int]) -> UpdateMetadataPartitionState | None:
+        st = self._ctx.leadership.get(tp)
+        if st is None:
+            return None
+        replicas = tuple(self._ctx.assignment(tp))
+        offline = tuple(r for r in replicas if r not in live)
+        return UpdateMetadataPartitionState(
+            tp, st.controller_epoch, st.leader, st.leader_epoch, st.isr, st.zk_version, replicas, offline
+        )
+
+    def _emit(self, broker_id: int, request: object, on_response: Callable[[object], None]) -> None:
+        self.requests_sent += 1
+        self._channel.send(broker_id, request, on_response)
+
+
+def _ignore(response: object) -> None:
+    """LeaderAndIsr/UpdateMetadata answers need no controller action (Kafka 0.10)."""
+
+
+def _stop_replica_handler(
+    broker_id: int, callbacks: dict[TopicPartition, StopReplicaCallback]
+) -> Callable[[object], None]:
+    def on_response(response: object) -> None:
+        if not callbacks or not isinstance(response, StopReplicaResponse):
+            return
+        errors_by_tp = dict(response.partition_errors)
+        for tp, cb in callbacks.items():
+            code = response.error_code or errors_by_tp.get(tp, 0)
+            cb(PartitionReplica(tp, broker_id), code)
+
+    return on_response

@@ -1,0 +1,181 @@
+"""ReplicaStateMachine: every table entry of the 7 states, legal and illegal (seeds 000, 002)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kreplica import errors
+from kreplica.controller.context import ControllerContext, PartitionReplica
+from kreplica.controller.replica_state_machine import (
+    VALID_PREVIOUS_STATES,
+    ReplicaState,
+    ReplicaStateMachine,
+)
+from kreplica.controller.request_batch import ControllerBrokerRequestBatch
+from kreplica.meta import KafkaZkClient, MemoryStore
+from kreplica.protocol import (
+    LeaderAndIsr,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataRequest,
+)
+from kreplica.runtime import SimScheduler
+
+R = ReplicaState
+TP = TopicPartition("t", 0)
+EPOCH = 3
+
+
+class Recorder:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, broker_id, request, on_response):
+        self.sent.append((broker_id, request, on_response))
+
+    def of(self, kind):
+        return [(b, r) for b, r, _ in self.sent if isinstance(r, kind)]
+
+
+class Env:
+    def __init__(self):
+        self.sched = SimScheduler()
+        self.store = MemoryStore(self.sched)
+        self.zk = KafkaZkClient(self.store.session("controller"), self.sched)
+        self.zk.ensure_persistent_paths()
+        self.zk.create_topic("t", {0: [1, 2, 3]})
+        self.ctx = ControllerContext()
+        self.ctx.epoch = EPOCH
+        self.ctx.set_live_brokers([1, 2, 3, 4])
+        self.ctx.set_assignment(TP, [1, 2, 3])
+        created, _ = self.zk.create_partition_states({TP: LeaderAndIsr(1, 0, (1, 2, 3), 0, EPOCH)})
+        self.ctx.leadership[TP] = created[TP]
+        self.channel = Recorder()
+        self.batch = ControllerBrokerRequestBatch(99, self.ctx, self.channel)
+        self.rsm = ReplicaStateMachine(self.ctx, self.zk, self.batch)
+
+    def stored(self):
+        return self.zk.get_partition_states([TP])[TP]
+
+
+ALL_PAIRS = list(itertools.product(list(R), list(R)))
+PR3 = PartitionReplica(TP, 3)
+
+
+@pytest.mark.parametrize("current,target", ALL_PAIRS, ids=lambda s: s.value)
+def test_every_table_entry(current, target):
+    env = Env()
+    if current is not R.NON_EXISTENT:
+        env.rsm.states[PR3] = current
+    before = env.stored()
+    if current not in VALID_PREVIOUS_STATES[target]:
+        with pytest.raises(errors.StateChangeFailed):
+            env.rsm.handle_state_change(PR3, target)
+        assert env.rsm.state(PR3) is current
+        assert env.stored() == before and env.channel.sent == []
+        assert env.ctx.assignment(TP) == [1, 2, 3]
+        return
+    env.rsm.handle_state_change(PR3, target)
+    assert env.rsm.state(PR3) is target
+    after = env.stored()
+    lai = env.channel.of(LeaderAndIsrRequest)
+    stop = env.channel.of(StopReplicaRequest)
+    if target is R.NEW or (target is R.ONLINE and current is not R.NEW):
+        # LeaderAndIsr with the current leader/ISR to the replica; UpdateMetadata to all live
+        assert [b for b, _ in lai] == [3]
+        ps = lai[0][1].partition_states[0]
+        assert (ps.leader, ps.isr, ps.replicas) == (1, (1, 2, 3), (1, 2, 3))
+        assert lai[0][1].controller_epoch == EPOCH
+        assert sorted(b for b, _ in env.channel.of(UpdateMetadataRequest)) == [1, 2, 3, 4]
+        assert after == before and not stop
+    elif target is R.ONLINE:  # from New: add to AR if needed, nothing sent
+        assert env.ctx.assignment(TP) == [1, 2, 3] and env.channel.sent == []
+    elif target is R.OFFLINE:
+        # StopReplica (no delete) to the replica; shrink the ISR; tell the leader only
+        assert [(b, [p.delete for p in r.partitions]) for b, r in stop] == [(3, [False])]
+        assert (after.leader, after.isr) == (1, (1, 2))
+        assert after.leader_epoch == before.leader_epoch + 1
+        assert after.zk_version == before.zk_version + 1
+        assert [b for b, _ in lai] == [1]
+        assert lai[0][1].partition_states[0].isr == (1, 2)
+    elif target is R.DELETION_STARTED:
+        assert [(b, [p.delete for p in r.partitions]) for b, r in stop] == [(3, [True])]
+        assert after == before and not lai
+    elif target is R.NON_EXISTENT:
+        assert env.ctx.assignment(TP) == [1, 2] and PR3 not in env.rsm.states
+        assert env.channel.sent == []
+    else:  # DeletionSuccessful, DeletionIneligible: mark only
+        assert env.channel.sent == [] and after == before
+
+
+def test_new_replica_going_online_is_added_to_the_assignment():
+    env = Env()
+    pr4 = PartitionReplica(TP, 4)
+    env.rsm.handle_state_change(pr4, R.NEW)
+    assert [b for b, _ in env.channel.of(LeaderAndIsrRequest)] == [4]
+    env.rsm.handle_state_change(pr4, R.ONLINE)
+    assert env.ctx.assignment(TP) == [1, 2, 3, 4]
+
+
+def test_offline_leader_leaves_partition_leaderless_but_isr_never_empty():
+    env = Env()
+    for r in (1, 2, 3):
+        env.rsm.states[PartitionReplica(TP, r)] = R.ONLINE
+    env.rsm.handle_state_changes([PartitionReplica(TP, 1)], R.OFFLINE)
+    st = env.stored()
+    assert (st.leader, st.isr) == (-1, (2, 3))
+    env.rsm.handle_state_changes([PartitionReplica(TP, 2), PartitionReplica(TP, 3)], R.OFFLINE)
+    st = env.stored()
+    assert st.leader == -1 and len(st.isr) == 1 and st.isr[0] in (2, 3)
+
+
+def test_offline_batch_is_one_conditional_write_and_retries_on_conflict():
+    env = Env()
+    env.rsm.states[PR3] = R.ONLINE
+    cached = env.ctx.leadership[TP]
+    # the leader meanwhile shrinks the ISR to [1, 3] with its own conditional write
+    env.zk.update_partition_states({TP: LeaderAndIsr(1, 0, (1, 3), cached.zk_version, EPOCH)})
+    env.rsm.handle_state_change(PR3, R.OFFLINE)
+    st = env.stored()
+    assert st.isr == (1,) and env.ctx.leadership[TP] == st
+
+
+def test_stop_replica_answers_reach_the_callback():
+    env = Env()
+    env.rsm.states[PR3] = R.OFFLINE
+    seen = []
+    env.rsm.handle_state_change(PR3, R.DELETION_STARTED, callback=lambda pr, code: seen.append((pr, code)))
+    (_, request, on_response), = [s for s in env.channel.sent if isinstance(s[1], StopReplicaRequest)]
+    on_response(StopReplicaResponse(0, ((TP, 56),)))
+    assert seen == [(PR3, 56)]
+
+
+def test_startup_online_for_live_and_offline_for_dead():
+    env = Env()
+    env.ctx.set_live_brokers([1, 2])
+    env.rsm.startup()
+    assert env.rsm.state(PartitionReplica(TP, 1)) is R.ONLINE
+    assert env.rsm.state(PR3) is R.OFFLINE
+    assert env.stored().isr == (1, 2)       # the dead replica left the ISR
+    assert sorted({b for b, _ in env.channel.of(LeaderAndIsrRequest)}) == [1, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(list(R)), min_size=1, max_size=14))
+def test_random_transition_sequences_only_follow_the_table(targets):
+    env = Env()
+    for target in targets:
+        before = env.rsm.state(PR3)
+        failed = env.rsm.handle_state_changes([PR3], target)
+        after = env.rsm.state(PR3)
+        if PR3 in failed:
+            assert after is before
+        else:
+            assert after is target and before in VALID_PREVIOUS_STATES[target]
+        if after is R.NON_EXISTENT:
+            env.ctx.set_assignment(TP, [1, 2, 3])
