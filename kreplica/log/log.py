@@ -1,0 +1,545 @@
+"""Log: an ordered run of segments with LEO, HW, log start offset and recovery point.
+
+Theory of operation (Kafka's LocalLog + UnifiedLog).  Segments are ordered by base
+offset; only the last is mapped for write.  Appends roll to a new segment on
+``segment.bytes``, ``segment.ms`` or a full index.  The leader path encodes records
+straight into the map (``append_as_leader``) or copies ready producer batches and
+restamps their offsets and epoch in place (``append_batches_as_leader``); a follower
+copies the leader's batches after checking CRCs and offset contiguity
+(``append_as_follower``).  A bad batch raises before a byte is appended.
+
+Invariants: log_start_offset <= high_watermark <= log_end_offset, and
+recovery_point <= log_end_offset.  The HW moves only through
+``maybe_increment_high_watermark`` / ``update_high_watermark`` (seed 004: the
+leader's HW is the min LEO of the ISR, never backwards, never above its LEO).
+The flush policy (``flush.messages``, ``flush.ms``) fsyncs and moves the recovery
+point.  ``close`` writes a clean-shutdown marker; opening without one re-validates
+every batch after the recovery point, cuts at the first torn or corrupt batch and
+rebuilds the indexes, so nothing flushed is lost and nothing torn survives.
+"""
+from __future__ import annotations
+
+import bisect
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import CorruptMessage, InvalidRecord, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
+from ..records import batch_size, decode_records, scan_batches
+from ..runtime import Clock, SystemClock
+from .checkpoints import CheckpointFile, LeaderEpochCheckpointFile, fsync_dir
+from .leader_epoch_cache import LeaderEpochCache
+from .log_config import LogConfig
+from .log_dir import (CLEAN_SHUTDOWN, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock,
+                      segment_bases)
+from .log_segment import LogSegment, RecoveryResult
+
+# ListOffsets' special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    num_records: int
+    num_batches: int
+    valid_bytes: int
+    log_start_offset: int
+
+
+class LogSlice:
+    """Whole batches read from a segment: a zero-copy view plus where it starts.
+
+    ``view`` is a memoryview into the segment's map (valid while it is held, even
+    after the segment rolls or is deleted); ``bytes(slice)`` copies.
+    """
+
+    __slots__ = ("view", "first_offset")
+
+    def __init__(self, view: memoryview, first_offset: int) -> None:
+        self.view = view
+        self.first_offset = first_offset
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+    def __bytes__(self) -> bytes:
+        return self.view.tobytes()
+
+    def tobytes(self) -> bytes:
+        return self.view.tobytes()
+
+    @property
+    def nbytes(self) -> int:
+        return self.view.nbytes
+
+    def release(self) -> None:
+        self.view.release()
+
+    def __repr__(self) -> str:
+        return f"LogSlice(first_offset={self.first_offset}, bytes={len(self.view)})"
+
+
+_EMPTY = memoryview(b"")
+
+
+def _buffer(data: Any) -> memoryview:
+    return data.view if isinstance(data, LogSlice) else memoryview(data).cast("B")
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock, lock: DirLock) -> None:
+        self.dir = directory
+        self.config = config
+        self._clock = clock
+        self._lock = lock
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._leo = 0
+        self._log_start = 0
+        self._hw = 0
+        self._recovery_point = 0
+        self._persisted_rp_segment = -1
+        self._unflushed_records = 0
+        self._last_flush_ms = clock.now_ms()
+        self._closed = False
+        self._rp_file: CheckpointFile[int] = CheckpointFile(
+            directory / RECOVERY_POINT_CHECKPOINT, str, lambda parts: int(parts[0])
+        )
+        self.leader_epoch_cache = LeaderEpochCache(
+            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), lambda: self._leo
+        )
+        self.last_recovery: list[RecoveryResult] = []
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, config: LogConfig | dict[str, Any] | None = None,
+             clock: Clock | None = None, *, recovery_point: int | None = None,
+             log_start_offset: int | None = None) -> "Log":
+        """Open (or create) the log in ``path``, recovering it if it was not closed cleanly.
+
+        ``recovery_point`` / ``log_start_offset`` may come from the broker's
+        checkpoint files; otherwise the log's own recovery point and its first
+        segment are used.
+        """
+        if not isinstance(config, LogConfig):
+            config = LogConfig.from_dict(config)
+        directory = Path(path)
+        bases = segment_bases(directory)  # refuses a directory that is not a log
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(f"creating {directory}: {e}") from e
+        log = cls(directory, config, clock or SystemClock(), DirLock(directory))
+        try:
+            log._load(bases, recovery_point, log_start_offset)
+        except BaseException:
+            log._release_all()
+            raise
+        return log
+
+    def _load(self, bases: list[int], recovery_point: int | None, log_start_offset: int | None) -> None:
+        marker = self.dir / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        saved = self._rp_file.read_entries()
+        rp = recovery_point if recovery_point is not None else (saved[0] if saved else 0)
+        first_dirty = bisect.bisect_right(bases, rp) - 1 if not clean else len(bases)
+        for i, base in enumerate(bases):
+            if i < max(first_dirty, 0) or clean:
+                self._add(LogSegment.load(self.dir, base, self.config))
+                continue
+            seg = LogSegment(self.dir, base, self.config, self._clock.now_ms())
+            result = seg.recover()
+            self.last_recovery.append(result)
+            self._add(seg)
+            if result.error is not None:
+                for later in bases[i + 1:]:  # they can no longer follow on contiguously
+                    LogSegment(self.dir, later, self.config, 0).delete()
+                break
+            if i < len(bases) - 1:
+                seg.seal()
+        if not self._segments:
+            start = log_start_offset or 0
+            self._add(LogSegment.create(self.dir, start, self.config, self._clock.now_ms()))
+        self._active().activate()
+        self._leo = self._segments[-1].next_offset
+        self._log_start = min(max(log_start_offset or 0, self._bases[0]), self._leo)
+        self._hw = self._log_start
+        if clean:
+            self._recovery_point = self._leo
+            marker.unlink()
+            fsync_dir(self.dir)
+        else:
+            self._recovery_point = min(rp, self._leo)
+            self.flush()  # what recovery kept is made durable before anything new lands
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.leader_epoch_cache.truncate_from_start(self._log_start)
+
+    def _add(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    # -- offsets -------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log start, LEO] (a follower taking the leader's HW,
+        or a restart restoring the checkpoint); returns the HW set."""
+        self._hw = min(max(offset, self._log_start), self._leo)
+        return self._hw
+
+    def maybe_increment_high_watermark(self, offset: int) -> int | None:
+        """Raise the HW to ``offset`` if that is higher; returns the old HW, or None."""
+        if offset > self._leo:
+            raise ValueError(f"high watermark {offset} would pass the log end offset {self._leo}")
+        if offset <= self._hw:
+            return None
+        old, self._hw = self._hw, offset
+        return old
+
+    # -- appending -----------------------------------------------------------------------
+
+    def append_as_leader(self, items: list, leader_epoch: int = 0,
+                         timestamp_ms: int | None = None) -> LogAppendInfo:
+        """Encode ``items`` (values, or (key, value[, headers]) tuples) as one batch at the
+        LEO, stamped with ``leader_epoch``; the records get ``timestamp_ms`` (default: now)."""
+        self._check_open()
+        if not isinstance(items, list):
+            items = list(items)
+        if not items:
+            raise InvalidRecord("an append needs at least one record")
+        now = self._clock.now_ms()
+        ts = now if timestamp_ms is None else timestamp_ms
+        base, last = self._leo, self._leo + len(items) - 1
+        seg = self._segment_for(0, base, last, now)
+        n = seg.append_items(items, base, leader_epoch, ts, self.config.max_message_bytes)
+        if n < 0:
+            if -n > self.config.max_message_bytes:
+                raise RecordTooLarge(f"batch of {-n} bytes exceeds max.message.bytes={self.config.max_message_bytes}")
+            seg = self._roll(now, -n)
+            n = seg.append_items(items, base, leader_epoch, ts, self.config.max_message_bytes)
+            if n < 0:
+                raise KafkaStorageError(f"a {-n}-byte batch does not fit a fresh segment")
+        return self._appended(base, last, ts, len(items), 1, n, leader_epoch, now)
+
+    def append_batches_as_leader(self, batch_bytes: Any, leader_epoch: int) -> LogAppendInfo:
+        """Append ready producer batches: validated (CRC), then given offsets from the LEO
+        and ``leader_epoch`` in place in the segment, never re-encoded."""
+        self._check_open()
+        data = _buffer(batch_bytes)
+        scan = self._validate(data)
+        counts = scan.last_offsets - scan.base_offsets + 1
+        lasts = self._leo + np.cumsum(counts) - 1
+        bases = lasts - counts + 1
+        return self._append_scanned(data, scan, bases, lasts, leader_epoch)
+
+    def append_as_follower(self, batch_bytes: Any) -> LogAppendInfo:
+        """Append the leader's batches with the leader's offsets and epochs.
+
+        Checks every CRC and that offsets continue the log without gaps or overlap;
+        raises CorruptMessage / InvalidRecord (log unchanged) otherwise.
+        """
+        self._check_open()
+        data = _buffer(batch_bytes)
+        if not len(data):
+            return LogAppendInfo(self._leo, self._leo - 1, -1, 0, 0, 0, self._log_start)
+        scan = self._validate(data)
+        bases, lasts = scan.base_offsets, scan.last_offsets
+        if bases[0] != self._leo:
+            raise InvalidRecord(f"batch at offset {int(bases[0])} does not start at the log end offset {self._leo}")
+        gaps = np.flatnonzero(bases[1:] != lasts[:-1] + 1)
+        if len(gaps):
+            i = int(gaps[0]) + 1
+            raise InvalidRecord(f"batch {i} starts at {int(bases[i])}, expected {int(lasts[i - 1]) + 1}")
+        return self._append_scanned(data, scan, bases, lasts, None)
+
+    def _validate(self, data: memoryview):
+        if not len(data):
+            raise InvalidRecord("no batches to append")
+        scan = scan_batches(data, 0, len(data))
+        if scan.error is not None or scan.valid_bytes != len(data) or not scan.count:
+            raise CorruptMessage(scan.error or f"{len(data) - scan.valid_bytes} trailing bytes are not a batch")
+        too_big = np.flatnonzero(scan.sizes > self.config.max_message_bytes)
+        if len(too_big):
+            raise RecordTooLarge(
+                f"batch of {int(scan.sizes[too_big[0]])} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
+            )
+        return scan
+
+    def _append_scanned(self, data: memoryview, scan, bases: np.ndarray, lasts: np.ndarray,
+                        restamp_epoch: int | None) -> LogAppendInfo:
+        now = self._clock.now_ms()
+        base, last = int(bases[0]), int(lasts[-1])
+        seg = self._segment_for(len(data), base, last, now)
+        seg.append_batches(data, scan.positions, scan.sizes, bases, lasts, scan.max_timestamps, restamp_epoch)
+        if restamp_epoch is None:
+            self._assign_epochs(scan.leader_epochs, bases)
+        num_records = last - base + 1
+        return self._appended(base, last, int(scan.max_timestamps.max()), num_records, scan.count,
+                              len(data), restamp_epoch, now)
+
+    def _assign_epochs(self, epochs: np.ndarray, bases: np.ndarray) -> None:
+        latest = self.leader_epoch_cache.latest_epoch
+        running = np.maximum.accumulate(np.concatenate(([latest], epochs.astype(np.int64))))
+        for i in np.flatnonzero(epochs > running[:-1]):
+            self.leader_epoch_cache.assign(int(epochs[i]), int(bases[i]))
+
+    def _appended(self, base: int, last: int, max_ts: int, records: int, batches: int, nbytes: int,
+                  leader_epoch: int | None, now: int) -> LogAppendInfo:
+        self._leo = last + 1
+        if leader_epoch is not None and leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, base)
+        self._unflushed_records += records
+        if (self._unflushed_records >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms):
+            self.flush()
+        return LogAppendInfo(base, last, max_ts, records, batches, nbytes, self._log_start)
+
+    def _segment_for(self, nbytes: int, base: int, last: int, now: int) -> LogSegment:
+        """The segment to append to, rolling first when Kafka would."""
+        seg = self._active()
+        if not seg.log_file.writable:
+            seg.activate()
+        if seg.size == 0 and not seg.fits(base, last, nbytes) and seg.base_offset == base:
+            return self._replace_empty(seg, now, nbytes)
+        if seg.size and (not seg.fits(base, last, nbytes) or seg.index_is_full()
+                         or now - seg.created_ms >= self.config.segment_ms):
+            return self._roll(now, nbytes)
+        return seg
+
+    def _roll(self, now: int, min_bytes: int = 0) -> LogSegment:
+        old = self._active()
+        if old.size == 0:
+            return self._replace_empty(old, now, min_bytes)
+        old.seal()
+        seg = LogSegment.create(self.dir, self._leo, self.config, now, min_bytes)
+        self._add(seg)
+        return seg
+
+    def _replace_empty(self, seg: LogSegment, now: int, min_bytes: int) -> LogSegment:
+        """An empty active segment too small (or too old) is recreated at the same base."""
+        seg.delete()
+        new = LogSegment.create(self.dir, self._leo, self.config, now, min_bytes)
+        self._segments[-1] = new
+        self._bases[-1] = new.base_offset
+        return new
+
+    def roll(self) -> None:
+        """Start a new segment at the LEO now (the current one is sealed)."""
+        self._check_open()
+        self._roll(self._clock.now_ms())
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> LogSlice:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one
+        batch) and below ``max_offset`` (e.g. the HW for consumers)."""
+        self._check_open()
+        if offset < self._log_start or offset > self._leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self._log_start}, {self._leo}] in {self.dir.name}"
+            )
+        limit = self._leo if max_offset is None else min(max_offset, self._leo)
+        i = bisect.bisect_right(self._bases, offset) - 1
+        while 0 <= i < len(self._segments) and offset < limit:
+            found = self._segments[i].read(offset, max_bytes, limit)
+            if found is not None:
+                return LogSlice(found[0], found[1])
+            i += 1
+        return LogSlice(_EMPTY, offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp`` (Kafka's ListOffsets;
+        -1 means the LEO, -2 the log start offset); None when every record is older."""
+        self._check_open()
+        if timestamp == LATEST_TIMESTAMP:
+            return self._leo
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self._log_start
+        for seg in self._segments:
+            found = seg.find_offset_by_timestamp(timestamp)
+            if found is None:
+                continue
+            pos, _ = found
+            batch = self.read(max(found[1], self._log_start), 1)
+            for record in decode_records(batch.view):  # one batch: its records, in C
+                if record.timestamp >= timestamp and record.offset >= self._log_start:
+                    return record.offset
+        return None
+
+    # -- truncation and retention ---------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after ``offset`` (a follower matching its leader).
+
+        A batch is never split: the one holding ``offset`` goes whole, so the new LEO
+        is its base.  Returns True if anything was removed.
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        if offset < self._bases[0]:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        keep = bisect.bisect_right(self._bases, offset)
+        for seg in self._segments[keep:]:
+            seg.delete()
+        del self._segments[keep:], self._bases[keep:]
+        seg = self._active()
+        seg.truncate_to(offset)
+        self._leo = seg.next_offset
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart empty at ``offset`` (a follower far behind)."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        for seg in self._segments:
+            seg.delete()
+        self._segments.clear()
+        self._bases.clear()
+        self._add(LogSegment.create(self.dir, offset, self.config, self._clock.now_ms()))
+        self._leo = self._log_start = self._hw = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation()
+        self._recovery_point = offset
+        self._persist_recovery_point(force=True)
+
+    def _after_truncation(self) -> None:
+        self._log_start = min(self._log_start, self._leo)
+        self._hw = min(self._hw, self._leo)
+        if self._recovery_point > self._leo:
+            self._recovery_point = self._leo
+            self._persist_recovery_point(force=True)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: delete the oldest segments past ``retention.ms`` or beyond
+        ``retention.bytes``, only below the HW; returns how many went.  The log start
+        offset moves to the first remaining segment."""
+        self._check_open()
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        excess = self.size_in_bytes() - self.config.retention_bytes if self.config.retention_bytes >= 0 else -1
+        doomed = 0
+        for i, seg in enumerate(self._segments):
+            upper = self._bases[i + 1] if i + 1 < len(self._segments) else self._leo
+            if seg.size == 0 or upper > self._hw:
+                break
+            newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
+            expired = 0 <= self.config.retention_ms < now - newest
+            if not (expired or excess - seg.size >= 0):
+                break
+            excess -= seg.size
+            doomed += 1
+        if not doomed:
+            return 0
+        if doomed == len(self._segments):
+            self._roll(now)
+        for seg in self._segments[:doomed]:
+            seg.delete()
+        del self._segments[:doomed], self._bases[:doomed]
+        self._log_start = max(self._log_start, self._bases[0])
+        self._hw = max(self._hw, self._log_start)
+        self._recovery_point = max(self._recovery_point, self._log_start)
+        self.leader_epoch_cache.truncate_from_start(self._log_start)
+        return doomed
+
+    # -- durability ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything up to the LEO and move the recovery point there."""
+        self._check_open()
+        first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+        for seg in self._segments[first:]:
+            seg.flush()
+        self._recovery_point = self._leo
+        self._unflushed_records = 0
+        self._last_flush_ms = self._clock.now_ms()
+        self._persist_recovery_point()
+
+    def _persist_recovery_point(self, force: bool = False) -> None:
+        # Recovery re-scans whole segments, so the file only has to move when the
+        # recovery point enters a new segment (a few writes per segment, not per flush).
+        seg = self._segments[max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)].base_offset
+        if force or seg != self._persisted_rp_segment:
+            self._rp_file.write_entries([self._recovery_point])
+            self._persisted_rp_segment = seg
+
+    def close(self) -> None:
+        """Flush, trim the active segment, and mark the shutdown clean."""
+        if self._closed:
+            return
+        self.flush()
+        self._rp_file.write_entries([self._recovery_point])
+        for seg in self._segments:
+            seg.close()
+        try:
+            (self.dir / CLEAN_SHUTDOWN).touch()
+            fsync_dir(self.dir)
+        except OSError as e:
+            raise KafkaStorageError(f"marking {self.dir} clean: {e}") from e
+        self._release_all()
+
+    def _release_all(self) -> None:
+        for seg in self._segments:
+            seg.log_file.close()
+            seg.offset_index.file.close()
+            seg.time_index.file.close()
+        self._closed = True
+        self._lock.release()
+
+    def delete(self) -> None:
+        """Close without ceremony and remove the partition directory (StopReplica delete)."""
+        if not self._closed:
+            self._release_all()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.dir} is closed")
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir.name}, start={self._log_start}, hw={self._hw}, leo={self._leo}, "
+                f"segments={len(self._segments)})")

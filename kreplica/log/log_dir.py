@@ -1,0 +1,64 @@
+"""The partition directory: which files a log may hold, and the lock that makes it ours.
+
+A directory holding anything else is not a log: opening it raises
+:class:`~kreplica.errors.KafkaStorageError` naming the stranger before a single
+file is created, so a mistyped path never gets overwritten.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from pathlib import Path
+
+from ..errors import KafkaStorageError
+
+SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+LOCK = ".lock"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-checkpoint"
+KNOWN = {CLEAN_SHUTDOWN, LOCK, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT}
+
+
+def segment_bases(path: Path) -> list[int]:
+    """Base offsets of the segments in ``path`` (sorted), after checking it is a log dir.
+
+    Index files whose ``.log`` is missing are leftovers of an interrupted segment
+    creation and are removed; checkpoint temp files of an interrupted write too.
+    """
+    if path.exists() and not path.is_dir():
+        raise KafkaStorageError(f"{path} is not a log directory: it is a file")
+    if not path.exists():
+        return []
+    names = os.listdir(path)
+    for name in names:
+        base = name[:-4] if name.endswith(".tmp") else name
+        if SEGMENT_FILE.match(name) is None and base not in KNOWN:
+            raise KafkaStorageError(f"{path} is not a log directory: it holds {name!r}")
+    logs = {int(m.group(1)) for n in names if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log"}
+    for name in names:
+        m = SEGMENT_FILE.match(name)
+        if (m and int(m.group(1)) not in logs) or name.endswith(".tmp"):
+            (path / name).unlink()
+    return sorted(logs)
+
+
+class DirLock:
+    """An exclusive ``flock`` on ``<dir>/.lock``: one open Log per directory."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self._fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise KafkaStorageError(f"locking {path}: {e}") from e
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            raise KafkaStorageError(f"{path} is already open in another Log") from None
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,363 @@
+"""LogSegment: one ``.log`` file of whole v2 batches plus its ``.index`` and ``.timeindex``.
+
+Theory of operation (Kafka's LogSegment).  Files are named by the segment's base
+offset in 20 digits.  The active segment's ``.log`` is preallocated to
+``segment.bytes`` and mapped for write: the leader encodes batches straight into
+the map and a follower copies ready batches into it.  Every
+``index.interval.bytes`` of batches gets an offset-index entry (the batch's base
+offset and position) and, when the max timestamp grew, a time-index entry.
+Reads go index -> nearest position -> a header walk in Cython to the batch that
+holds the offset, and return a zero-copy view of whole batches.  On roll or close
+the files are trimmed and the write maps dropped; a sealed segment is mapped
+read-only only when read.  Bytes past the data are always zero (truncation zeroes
+them), so a crash can never bring truncated batches back.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import KafkaStorageError, RecordTooLarge
+from ..records import encode_batch_into, restamp_batches, scan_batches
+from ._segment import find_batch, find_timestamp, plan_index, span_batches, walk_to_end, zero_range
+from .log_config import LogConfig
+from .mapped_file import RESERVE_CHUNK, MappedFile
+from .offset_index import OffsetIndex
+from .time_index import TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+HEADER_SIZE = 61
+MAX_RELATIVE_OFFSET = 0xFFFFFFFF
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    valid_bytes: int
+    batches: int
+    error: str | None  # why the scan stopped early (None: clean end of data)
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.created_ms = created_ms
+        self.log_file = MappedFile(directory / file_name(base_offset, LOG_SUFFIX))
+        self.offset_index = OffsetIndex(directory / file_name(base_offset, INDEX_SUFFIX), base_offset,
+                                         config.segment_index_bytes, writable=False)
+        self.time_index = TimeIndex(directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset,
+                                    config.segment_index_bytes, writable=False)
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_index_entry = 0
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int,
+               min_bytes: int = 0) -> "LogSegment":
+        """A new, empty, active segment (its files must not hold data)."""
+        seg = cls(directory, base_offset, config, now_ms)
+        try:
+            seg.activate(min_bytes)
+        except KafkaStorageError:
+            seg.delete()
+            raise
+        return seg
+
+    @classmethod
+    def load(cls, directory: Path, base_offset: int, config: LogConfig) -> "LogSegment":
+        """A segment closed cleanly: its indexes are trusted and its end is found by
+        walking the headers after the last index entry."""
+        seg = cls(directory, base_offset, config, 0)
+        try:
+            seg.created_ms = int(os.path.getmtime(seg.log_file.path) * 1000)
+            length = os.path.getsize(seg.log_file.path)
+        except OSError as e:
+            raise KafkaStorageError(f"opening {seg.log_file.path}: {e}") from e
+        _, position = seg.offset_index.lookup(1 << 62)
+        if position > length:
+            raise KafkaStorageError(f"{seg.offset_index.path}: entry beyond the end of the log")
+        seg._set_tail(length, position)
+        seg.max_timestamp, seg.offset_of_max_timestamp = max(
+            seg.time_index.last_entry(), (seg.max_timestamp, seg.offset_of_max_timestamp)
+        )
+        return seg
+
+    def _set_tail(self, length: int, from_position: int) -> None:
+        mm = self.log_file.map(length)
+        if mm is None:
+            self.size, self.next_offset = 0, self.base_offset
+            return
+        end, last, max_ts, off_max = walk_to_end(mm, from_position, length)
+        self.size = end
+        self.bytes_since_index_entry = end - from_position
+        if last >= 0:
+            self.next_offset = last + 1
+        elif from_position:
+            raise KafkaStorageError(f"{self.log_file.path}: no batch at indexed position {from_position}")
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max
+
+    def activate(self, min_bytes: int = 0) -> None:
+        """Map the segment for append (it becomes the log's active segment)."""
+        if self.log_file.writable:
+            return
+        length = max(self.config.segment_bytes, self.size + min_bytes)
+        self.log_file.open_for_write(self.size, length)
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+
+    def recover(self) -> RecoveryResult:
+        """Re-validate every batch (CRC, offsets), cut the file at the first bad one and
+        rebuild both indexes from what remains."""
+        try:
+            length = os.path.getsize(self.log_file.path)
+        except OSError as e:
+            raise KafkaStorageError(f"recovering {self.log_file.path}: {e}") from e
+        mm = self.log_file.map(length)
+        if mm is None:
+            scan = None
+            count, error = 0, None
+        else:
+            scan = scan_batches(mm, 0, length)
+            count, error = scan.count, scan.error
+            count, bad = self._offsets_in_order(scan.base_offsets[:count], scan.last_offsets[:count])
+            error = bad or error
+        valid = int(scan.positions[count - 1] + scan.sizes[count - 1]) if count else 0
+        del mm
+        self.log_file.close()
+        if valid < length:
+            self.log_file.truncate_file(valid)
+        self.size = valid
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.activate()
+        self.bytes_since_index_entry = 0
+        if count:
+            self._index(scan.positions[:count], scan.sizes[:count].astype(np.int64),
+                        scan.base_offsets[:count], scan.last_offsets[:count],
+                        scan.max_timestamps[:count])
+            self.next_offset = int(scan.last_offsets[count - 1]) + 1
+        return RecoveryResult(valid, count, error)
+
+    def _offsets_in_order(self, bases: np.ndarray, lasts: np.ndarray) -> tuple[int, str | None]:
+        """How many leading batches have increasing offsets inside this segment's range."""
+        ok = (bases >= self.base_offset) & (lasts >= bases) & (lasts - self.base_offset <= MAX_RELATIVE_OFFSET)
+        if len(bases) > 1:
+            ok[1:] &= bases[1:] > lasts[:-1]
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            return int(bad[0]), f"offsets out of order at batch {int(bad[0])}"
+        return len(bases), None
+
+    # -- appending -----------------------------------------------------------------------
+
+    @property
+    def capacity(self) -> int:
+        return self.log_file.length if self.log_file.writable else self.size
+
+    def append_items(self, items: list, base_offset: int, leader_epoch: int, timestamp_ms: int,
+                     max_message_bytes: int) -> int:
+        """Encode one batch straight into the map.  Returns its size, or ``-needed`` when it
+        does not fit in this segment (nothing is written then)."""
+        pos = self.size
+        self.log_file.reserve(min(self.log_file.length, pos + RESERVE_CHUNK))
+        mm = self.log_file.map(self.size)
+        assert mm is not None
+        window = memoryview(mm)[:self.log_file.reserved]
+        try:
+            n = encode_batch_into(window, pos, items, base_offset, leader_epoch, timestamp_ms)
+            if n < 0 and pos - n <= self.log_file.length:
+                self.log_file.reserve(pos - n)
+                window.release()
+                window = memoryview(mm)[:self.log_file.reserved]
+                n = encode_batch_into(window, pos, items, base_offset, leader_epoch, timestamp_ms)
+            if n < 0:
+                return n
+            if n > max_message_bytes:
+                zero_range(window, pos, pos + HEADER_SIZE)  # never recoverable as a batch
+                raise RecordTooLarge(f"batch of {n} bytes exceeds max.message.bytes={max_message_bytes}")
+        finally:
+            window.release()
+        count = len(items)
+        self._commit(pos, n, base_offset, base_offset + count - 1, timestamp_ms)
+        return n
+
+    def _commit(self, pos: int, n: int, base: int, last: int, max_ts: int) -> None:
+        """Account for one batch written at ``pos`` (the common leader path, no arrays)."""
+        self.size = pos + n
+        self.next_offset = last + 1
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
+        if self.bytes_since_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(base, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += n
+
+    def append_batches(self, data, positions: np.ndarray, sizes: np.ndarray, bases: np.ndarray,
+                       lasts: np.ndarray, max_timestamps: np.ndarray,
+                       restamp_epoch: int | None = None) -> int:
+        """Copy validated batches (``data``, scanned) to the end of the segment; returns the
+        position they were written at.  With ``restamp_epoch`` the copies get offsets from
+        ``bases[0]`` and that leader epoch, in place, before they count as appended.
+        The caller checked they fit."""
+        n = len(data)
+        pos = self.size
+        self.log_file.reserve(pos + n)
+        mm = self.log_file.map(self.size)
+        assert mm is not None
+        mm[pos:pos + n] = data
+        if restamp_epoch is not None:
+            with memoryview(mm)[pos:pos + n] as copy:
+                last = restamp_batches(copy, int(bases[0]), restamp_epoch)
+            if last != int(lasts[-1]):
+                zero_range(mm, pos, pos + n)
+                raise KafkaStorageError(f"restamp ended at {last}, expected {int(lasts[-1])}")
+        self._index(positions + pos, sizes, bases, lasts, max_timestamps)
+        self.size = pos + n
+        self.next_offset = int(lasts[-1]) + 1
+        return pos
+
+    def _index(self, positions: np.ndarray, sizes: np.ndarray, bases: np.ndarray, lasts: np.ndarray,
+               max_timestamps: np.ndarray) -> None:
+        slots, ts_at, off_at, self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = plan_index(
+            np.ascontiguousarray(positions, np.int64), np.ascontiguousarray(sizes, np.int64),
+            np.ascontiguousarray(lasts, np.int64), np.ascontiguousarray(max_timestamps, np.int64),
+            self.bytes_since_index_entry, self.config.index_interval_bytes,
+            self.max_timestamp, self.offset_of_max_timestamp,
+        )
+        if len(slots):
+            self.offset_index.append_many(bases[slots], positions[slots])
+            self.time_index.maybe_append_many(ts_at, off_at)
+        self.size = max(self.size, int(positions[-1] + sizes[-1]))
+
+    def view(self, start: int, end: int) -> memoryview:
+        """A zero-copy view of bytes already written (e.g. to restamp them in place)."""
+        mm = self.log_file.map(self.size)
+        assert mm is not None
+        return memoryview(mm)[start:end]
+
+    def index_is_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def fits(self, base_offset: int, last_offset: int, nbytes: int) -> bool:
+        return (self.size + nbytes <= self.capacity
+                and last_offset - self.base_offset <= MAX_RELATIVE_OFFSET and base_offset >= self.base_offset)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int) -> tuple[memoryview, int] | None:
+        """Whole batches from the one holding ``offset``: ``(view, its base offset)``, or None
+        when this segment has nothing at or after ``offset`` (below ``max_offset``)."""
+        mm = self.log_file.map(self.size)
+        if mm is None:
+            return None
+        _, pos = self.offset_index.lookup(offset)
+        pos, base = find_batch(mm, pos, self.size, offset)
+        if base < 0 or base >= max_offset:
+            return None
+        end = span_batches(mm, pos, self.size, max_bytes, max_offset)
+        return memoryview(mm)[pos:end], base
+
+    def position_of(self, offset: int) -> tuple[int, int]:
+        """``(position, base offset)`` of the batch holding ``offset``; base -1 if none."""
+        mm = self.log_file.map(self.size)
+        if mm is None:
+            return 0, -1
+        _, pos = self.offset_index.lookup(offset)
+        return find_batch(mm, pos, self.size, offset)
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(position, base offset)`` of the first batch whose max timestamp >= ``timestamp``."""
+        mm = self.log_file.map(self.size)
+        if mm is None or self.max_timestamp < timestamp:
+            return None
+        _, offset = self.time_index.lookup(timestamp)
+        pos, _ = self.position_of(offset)
+        pos, base, _ = find_timestamp(mm, pos, self.size, timestamp)
+        return (pos, base) if base >= 0 else None
+
+    # -- truncation, flush, close --------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and all after it; returns the bytes dropped.
+
+        Only the active (writable) segment is truncated; the dropped bytes are zeroed.
+        """
+        self.activate()
+        pos, base = self.position_of(offset)
+        if base < 0:
+            return 0
+        dropped = self.size - pos
+        mm = self.log_file.map(self.size)
+        zero_range(mm, pos, self.size)
+        self.offset_index.truncate_to(base)
+        self.time_index.truncate_to(base)
+        self.log_file.flushed = min(self.log_file.flushed, pos)
+        last_indexed = self.offset_index.last_entry()[1] if self.offset_index.entries else 0
+        self.size = pos
+        self.next_offset = base
+        ts, off = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, off
+        self.bytes_since_index_entry = 0
+        self._set_tail(pos, last_indexed)
+        return dropped
+
+    def flush(self) -> None:
+        if self.log_file.writable:
+            self.log_file.flush(self.size)
+            self.offset_index.flush()
+            self.time_index.flush()
+        else:
+            self.log_file.fsync()
+            self.offset_index.file.fsync()
+            self.time_index.file.fsync()
+
+    def drop_cache(self) -> None:
+        """Release the pages of flushed data (the kernel rereads them if needed)."""
+        self.log_file.drop_cache(self.log_file.flushed)
+
+    def seal(self) -> None:
+        """Stop appending: record the final time-index entry, trim, unmap for write.
+
+        No fsync here (Kafka flushes rolled segments later too): durability comes from
+        ``Log.flush``, and recovery re-scans everything after the recovery point."""
+        if not self.log_file.writable:
+            return
+        if self.time_index.writable and self.size:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.log_file.seal(self.size)
+        self.offset_index.seal()
+        self.time_index.seal()
+
+    def close(self) -> None:
+        self.seal()
+        self.log_file.close()
+        self.offset_index.file.close()
+        self.time_index.file.close()
+
+    def delete(self) -> None:
+        self.log_file.delete()
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    @property
+    def largest_timestamp(self) -> int:
+        return self.max_timestamp
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

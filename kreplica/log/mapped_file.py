@@ -1,0 +1,166 @@
+"""MappedFile: one segment file (``.log``, ``.index``, ``.timeindex``) behind an mmap.
+
+Theory of operation.  A writable file is extended (sparsely) to its preallocated
+length and mapped whole for write, so appends are memory copies.  Writing through
+a map into a sparse file would turn a full disk into SIGBUS, so disk space is
+reserved with ``posix_fallocate`` in chunks just ahead of the write position:
+ENOSPC or EFBIG (file-size limit) then surface as
+:class:`~kreplica.errors.KafkaStorageError` before a byte is copied, and what was
+written stays readable.  ``seal`` trims the file to its data, fsyncs it and drops
+the write map; a sealed file is mapped read-only, lazily, only when read.
+A map still exported to a reader (a zero-copy view) cannot be closed; it is then
+left to the garbage collector, which unmaps it when the last view goes.  While such
+a map lives the file is never shortened (a view past the end would SIGBUS): its
+discarded tail is zeroed instead, which readers and recovery take as the end.
+"""
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import weakref
+from pathlib import Path
+
+from ..errors import KafkaStorageError
+
+RESERVE_CHUNK = 1 << 20
+PAGE = mmap.PAGESIZE
+
+
+def _storage_error(what: str, path: Path, e: OSError) -> KafkaStorageError:
+    return KafkaStorageError(f"{what} {path}: {e.strerror or e}")
+
+
+class MappedFile:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._fd = -1
+        self._mm: mmap.mmap | None = None
+        self.length = 0  # mapped length of a writable file
+        self.reserved = 0  # bytes known to be backed by disk blocks
+        self.flushed = 0  # bytes known to be durable
+        self._orphans: list[weakref.ref[mmap.mmap]] = []  # maps readers still hold
+
+    @property
+    def writable(self) -> bool:
+        return self._fd >= 0
+
+    def open_for_write(self, data_size: int, length: int) -> mmap.mmap:
+        """Map the file for write at ``length`` bytes, ``data_size`` of them already data."""
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            length = max(length, data_size, 1)
+            if os.fstat(self._fd).st_size != length:
+                os.ftruncate(self._fd, length)
+            self._release()
+            self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_WRITE)
+        except OSError as e:
+            self._close_fd()
+            raise _storage_error("opening", self.path, e) from e
+        self.length = length
+        self.reserved = data_size
+        self.flushed = data_size
+        return self._mm
+
+    def reserve(self, end: int) -> None:
+        """Make sure bytes ``[0, end)`` have disk blocks (KafkaStorageError when they can't)."""
+        if end <= self.reserved:
+            return
+        if end > self.length:
+            raise KafkaStorageError(f"{self.path}: write past the preallocated {self.length} bytes")
+        new = min(self.length, max(end, self.reserved + RESERVE_CHUNK))
+        try:
+            os.posix_fallocate(self._fd, self.reserved, new - self.reserved)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise _storage_error("reserving space in", self.path, e) from e
+        self.reserved = new
+
+    def map(self, size: int) -> mmap.mmap | None:
+        """The write map, or a read-only map of the first ``size`` bytes (None when empty)."""
+        if self._mm is None and size > 0:
+            try:
+                with open(self.path, "rb") as f:
+                    self._mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+            except OSError as e:
+                raise _storage_error("mapping", self.path, e) from e
+        return self._mm
+
+    def flush(self, end: int) -> None:
+        """Make bytes ``[0, end)`` durable (msync of what changed, then fsync)."""
+        if not self.writable or end <= self.flushed:
+            return
+        start = self.flushed - self.flushed % PAGE
+        try:
+            assert self._mm is not None
+            self._mm.flush(start, min(end, self.length) - start)
+            os.fsync(self._fd)
+        except OSError as e:
+            raise _storage_error("flushing", self.path, e) from e
+        self.flushed = end
+
+    def drop_cache(self, end: int) -> None:
+        """Let the kernel reclaim the durable pages below ``end`` (keeps RSS bounded)."""
+        if self._mm is not None and end > PAGE:
+            self._mm.madvise(mmap.MADV_DONTNEED, 0, end - end % PAGE)
+
+    def seal(self, size: int) -> None:
+        """Trim to ``size`` bytes and drop the write map (dirty pages stay in the page
+        cache; ``flush`` first for durability)."""
+        if not self.writable:
+            return
+        try:
+            self._release()
+            if not self.has_live_views():
+                os.ftruncate(self._fd, size)
+        except OSError as e:
+            raise _storage_error("trimming", self.path, e) from e
+        finally:
+            self._release()
+            self._close_fd()
+
+    def truncate_file(self, size: int) -> None:
+        """Cut a file that is not open for write to ``size`` bytes (no reader holds it)."""
+        self._release()
+        if self.has_live_views():
+            raise KafkaStorageError(f"{self.path}: cannot shorten a file readers still map")
+        try:
+            os.truncate(self.path, size)
+        except OSError as e:
+            raise _storage_error("truncating", self.path, e) from e
+
+    def has_live_views(self) -> bool:
+        self._orphans = [r for r in self._orphans if r() is not None]
+        return bool(self._orphans)
+
+    def fsync(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise _storage_error("flushing", self.path, e) from e
+
+    def _release(self) -> None:
+        mm, self._mm = self._mm, None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                # a reader holds a view: the map lives until the view is dropped
+                self._orphans.append(weakref.ref(mm))
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def close(self) -> None:
+        self._release()
+        self._close_fd()
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)

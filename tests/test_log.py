@@ -1,0 +1,350 @@
+import mmap
+import os
+
+import numpy as np
+import pytest
+
+from kreplica import errors
+from kreplica.log import Log, LogConfig
+from kreplica.records import decode_batches, decode_records, encode_batch, scan_batches
+from kreplica.runtime import ManualClock
+
+SMALL = {"segment.bytes": 16 * 1024, "index.interval.bytes": 512}
+
+
+def values(n, start=0, size=50):
+    return [b"%08d" % i + b"v" * (size - 8) for i in range(start, start + n)]
+
+
+def all_records(log, start=None):
+    out, offset = [], log.log_start_offset if start is None else start
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20)
+        recs = decode_records(data.view)
+        out += [r for r in recs if r.offset >= offset]
+        offset = recs[-1].offset + 1
+    return out
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(1_000_000)
+
+
+@pytest.fixture
+def log(tmp_path, clock):
+    lg = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    yield lg
+    lg.close()
+
+
+def test_append_assigns_offsets_and_reads_back(log):
+    a = log.append_as_leader(values(10), leader_epoch=3)
+    b = log.append_as_leader([(b"k", b"v"), (None, b"w")], leader_epoch=3)
+    assert (a.first_offset, a.last_offset, b.first_offset, b.last_offset) == (0, 9, 10, 11)
+    assert log.log_end_offset == 12
+    recs = all_records(log)
+    assert [r.offset for r in recs] == list(range(12))
+    assert recs[10].key == b"k" and recs[11].key is None and recs[11].value == b"w"
+    assert recs[0].timestamp == 1_000_000  # the injected clock
+    batch = next(decode_batches(log.read(10).view))
+    assert batch.leader_epoch == 3 and batch.base_offset == 10 and batch.valid()
+
+
+def test_read_is_a_zero_copy_view_of_the_segment_map(log):
+    log.append_as_leader(values(5))
+    data = log.read(0)
+    assert isinstance(data.view, memoryview) and isinstance(data.view.obj, mmap.mmap)
+    assert data.first_offset == 0 and len(data) == scan_batches(data.view).valid_bytes
+
+
+def test_read_returns_whole_batches_at_least_one(log):
+    for i in range(5):
+        log.append_as_leader(values(10, 10 * i))
+    one = log.read(13, max_bytes=1)  # smaller than a batch: still the whole batch holding 13
+    assert one.first_offset == 10 and scan_batches(one.view).count == 1
+    two = log.read(13, max_bytes=2 * len(one))
+    assert scan_batches(two.view).count == 2
+    bounded = log.read(0, 1 << 20, max_offset=20)  # e.g. a consumer limited to the HW
+    assert scan_batches(bounded.view).last_offsets.tolist() == [9, 19]
+    assert len(log.read(50)) == 0 and log.read(50).first_offset == 50
+
+
+@pytest.mark.parametrize("offset", [-1, 6, 10**9])
+def test_read_outside_the_log_is_offset_out_of_range(log, offset):
+    log.append_as_leader(values(5))
+    with pytest.raises(errors.OffsetOutOfRange):
+        log.read(offset)
+
+
+def test_rolls_on_size_and_reads_across_segments(log):
+    for i in range(100):
+        log.append_as_leader(values(10, 10 * i))
+    assert len(log.segments) >= 4
+    assert [s.base_offset for s in log.segments] == sorted(s.base_offset for s in log.segments)
+    assert all(s.size <= 16 * 1024 for s in log.segments)
+    assert [r.value[:8] for r in all_records(log)] == [b"%08d" % i for i in range(1000)]
+    sealed = log.segments[0]
+    assert os.path.getsize(sealed.log_file.path) == sealed.size  # trimmed on roll
+    assert os.path.getsize(log.segments[-1].log_file.path) == 16 * 1024  # active: preallocated
+
+
+def test_rolls_on_segment_ms(tmp_path, clock):
+    log = Log.open(tmp_path / "t-0", {"segment.ms": 1000}, clock=clock)
+    log.append_as_leader(values(1))
+    clock.advance(999)
+    log.append_as_leader(values(1))
+    assert len(log.segments) == 1
+    clock.advance(1)
+    log.append_as_leader(values(1))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.close()
+
+
+def test_rolls_when_the_index_is_full(tmp_path):
+    log = Log.open(tmp_path / "t-0", {"segment.index.bytes": 24, "index.interval.bytes": 0})
+    for i in range(10):
+        log.append_as_leader(values(1, i))
+    assert len(log.segments) >= 3
+    assert all(s.offset_index.entries <= 3 for s in log.segments)
+    assert [r.offset for r in all_records(log)] == list(range(10))
+    log.close()
+
+
+def test_a_batch_bigger_than_a_segment_gets_its_own(tmp_path):
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 4096, "max.message.bytes": 1 << 20})
+    log.append_as_leader(values(1))
+    log.append_as_leader(values(100, 1, size=200))  # ~21 KB
+    assert len(all_records(log)) == 101
+    log.close()
+
+
+def test_record_too_large_leaves_the_log_unchanged(log):
+    log.append_as_leader(values(3))
+    size = log.size_in_bytes()
+    with pytest.raises(errors.RecordTooLarge):
+        log.append_as_leader([b"x" * 2_000_000])
+    with pytest.raises(errors.RecordTooLarge):
+        log.append_as_follower(encode_batch([b"x" * 2_000_000], base_offset=3))
+    assert log.log_end_offset == 3 and log.size_in_bytes() == size
+
+
+def test_follower_append_keeps_leader_offsets_and_epochs(log):
+    batches = encode_batch(values(5), base_offset=0, leader_epoch=1) + encode_batch(
+        values(5, 5), base_offset=5, leader_epoch=2
+    )
+    info = log.append_as_follower(batches)
+    assert (info.first_offset, info.last_offset, info.num_batches) == (0, 9, 2)
+    assert bytes(log.read(0, 1 << 20)) == batches
+    assert log.leader_epoch_cache.entries == [(1, 0), (2, 5)]
+
+
+def test_follower_append_rejects_bad_batches_and_leaves_the_log_unchanged(log):
+    log.append_as_follower(encode_batch(values(5), base_offset=0, leader_epoch=1))
+    before = bytes(log.read(0))
+    good = bytearray(encode_batch(values(3), base_offset=5, leader_epoch=1))
+    flipped = bytearray(good)
+    flipped[-1] ^= 0xFF
+    with pytest.raises(errors.CorruptMessage):
+        log.append_as_follower(bytes(flipped))
+    with pytest.raises(errors.CorruptMessage):
+        log.append_as_follower(bytes(good) + b"\x01\x02")
+    with pytest.raises(errors.InvalidRecord):
+        log.append_as_follower(encode_batch(values(3), base_offset=6))  # a gap
+    with pytest.raises(errors.InvalidRecord):
+        log.append_as_follower(encode_batch(values(3), base_offset=4))  # an overlap
+    with pytest.raises(errors.InvalidRecord):
+        log.append_as_follower(bytes(good) + encode_batch(values(1), base_offset=9))
+    assert log.log_end_offset == 5 and bytes(log.read(0)) == before
+    log.append_as_follower(bytes(good))
+    assert log.log_end_offset == 8
+
+
+def test_append_batches_as_leader_restamps_in_place(log):
+    log.append_as_leader(values(2), leader_epoch=4)
+    produced = encode_batch(values(3), base_offset=0, leader_epoch=-1) + encode_batch(values(2), base_offset=0)
+    info = log.append_batches_as_leader(produced, leader_epoch=5)
+    assert (info.first_offset, info.last_offset) == (2, 6)
+    got = list(decode_batches(log.read(2, 1 << 20).view))
+    assert [(b.base_offset, b.last_offset, b.leader_epoch) for b in got] == [(2, 4, 5), (5, 6, 5)]
+    assert all(b.valid() for b in got)
+    assert log.leader_epoch_cache.entries == [(4, 0), (5, 2)]
+    with pytest.raises(errors.CorruptMessage):
+        log.append_batches_as_leader(produced[:-3], leader_epoch=5)
+    assert log.log_end_offset == 7
+
+
+def test_high_watermark_bounds(log):
+    log.append_as_leader(values(10))
+    assert log.high_watermark == 0
+    assert log.maybe_increment_high_watermark(4) == 0
+    assert log.maybe_increment_high_watermark(3) is None  # never backwards
+    with pytest.raises(ValueError):
+        log.maybe_increment_high_watermark(11)  # never above the LEO
+    assert log.update_high_watermark(50) == 10
+    assert log.update_high_watermark(-5) == 0
+
+
+def test_truncate_to_across_segments_then_append(log):
+    for i in range(60):
+        log.append_as_leader(values(10, 10 * i), leader_epoch=i // 20)
+    log.update_high_watermark(600)
+    segs = len(log.segments)
+    assert log.truncate_to(205)  # mid-batch: the whole batch holding 205 goes
+    assert log.log_end_offset == 200 and log.high_watermark == 200
+    assert len(log.segments) < segs
+    assert log.leader_epoch_cache.entries == [(0, 0)]  # epochs starting at or after 200 went
+    assert not log.truncate_to(300)
+    log.append_as_leader(values(5, 9000), leader_epoch=7)
+    recs = all_records(log)
+    assert [r.offset for r in recs] == list(range(205))
+    assert recs[-1].value[:8] == b"00009004"
+    assert log.leader_epoch_cache.entries == [(0, 0), (7, 200)]
+    with pytest.raises(errors.OffsetOutOfRange):
+        log.read(206)
+
+
+def test_truncate_fully_and_start_at(log):
+    log.append_as_leader(values(10), leader_epoch=1)
+    log.truncate_fully_and_start_at(500)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (500, 500, 500)
+    assert log.leader_epoch_cache.entries == []
+    info = log.append_as_leader(values(2), leader_epoch=2)
+    assert info.first_offset == 500
+    assert [s.base_offset for s in log.segments] == [500]
+    with pytest.raises(errors.OffsetOutOfRange):
+        log.read(0)
+
+
+def test_retention_by_bytes_only_below_the_hw(log):
+    for i in range(100):
+        log.append_as_leader(values(10, 10 * i), leader_epoch=i // 50)
+    log_bytes = log.size_in_bytes()
+    log.config = LogConfig.from_dict({**SMALL, "retention.bytes": log_bytes // 2})
+    assert log.delete_old_segments() == 0  # HW is 0: nothing is committed yet
+    log.update_high_watermark(1000)
+    deleted = log.delete_old_segments()
+    assert deleted > 0 and log.size_in_bytes() <= log_bytes // 2 + 16 * 1024
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    with pytest.raises(errors.OffsetOutOfRange):
+        log.read(0)
+    assert all_records(log)[0].offset == log.log_start_offset
+    start = log.log_start_offset
+    expected = [(0, start), (1, 500)] if start < 500 else [(1, start)]
+    assert log.leader_epoch_cache.entries == expected
+
+
+def test_retention_by_time(tmp_path, clock):
+    log = Log.open(tmp_path / "t-0", {**SMALL, "retention.ms": 10_000}, clock=clock)
+    for i in range(30):
+        log.append_as_leader(values(10, 10 * i))
+    clock.advance(20_000)
+    for i in range(30, 60):
+        log.append_as_leader(values(10, 10 * i))
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() > 0
+    assert log.log_start_offset > 0
+    assert all(s.max_timestamp == clock.now_ms() for s in log.segments[1:])
+    clock.advance(20_000)
+    log.delete_old_segments()  # everything expired: the active one is rolled, then deleted
+    assert log.log_start_offset == log.log_end_offset == 600
+    assert log.append_as_leader(values(1)).first_offset == 600
+    log.close()
+
+
+def test_offset_for_timestamp(tmp_path, clock):
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    for i in range(50):
+        log.append_as_leader(values(10, 10 * i), timestamp_ms=1000 + i * 10)
+    assert log.offset_for_timestamp(0) == 0
+    assert log.offset_for_timestamp(1000) == 0
+    assert log.offset_for_timestamp(1001) == 10
+    assert log.offset_for_timestamp(1250) == 250
+    assert log.offset_for_timestamp(1490) == 490
+    assert log.offset_for_timestamp(1491) is None
+    assert log.offset_for_timestamp(-1) == 500 and log.offset_for_timestamp(-2) == 0
+    log.close()
+
+
+def test_flush_messages_moves_the_recovery_point(tmp_path):
+    log = Log.open(tmp_path / "t-0", {"flush.messages": 10})
+    log.append_as_leader(values(5))
+    assert log.recovery_point == 0
+    log.append_as_leader(values(5))
+    assert log.recovery_point == 10
+    log.append_as_leader(values(3))
+    log.flush()
+    assert log.recovery_point == 13
+    log.close()
+
+
+def test_flush_ms(tmp_path, clock):
+    log = Log.open(tmp_path / "t-0", {"flush.ms": 100}, clock=clock)
+    log.append_as_leader(values(1))
+    assert log.recovery_point == 0
+    clock.advance(100)
+    log.append_as_leader(values(1))
+    assert log.recovery_point == 2
+    log.close()
+
+
+def test_clean_reopen_keeps_everything(tmp_path, clock):
+    path = tmp_path / "t-0"
+    log = Log.open(path, SMALL, clock=clock)
+    for i in range(40):
+        log.append_as_leader(values(10, 10 * i), leader_epoch=i // 10)
+    before = all_records(log)
+    log.close()
+    assert (path / ".kafka_cleanshutdown").exists()
+    assert os.path.getsize(log.segments[-1].log_file.path) == log.segments[-1].size  # trimmed
+    log = Log.open(path, SMALL, clock=clock)
+    assert not (path / ".kafka_cleanshutdown").exists()
+    assert log.log_end_offset == 400 and log.recovery_point == 400
+    assert [(r.offset, r.value) for r in all_records(log)] == [(r.offset, r.value) for r in before]
+    assert log.leader_epoch_cache.entries == [(0, 0), (1, 100), (2, 200), (3, 300)]
+    assert log.append_as_leader(values(1), leader_epoch=3).first_offset == 400
+    log.close()
+
+
+def test_config_errors_name_the_key_and_touch_nothing(tmp_path):
+    with pytest.raises(errors.InvalidConfig, match="segment.bytes"):
+        Log.open(tmp_path / "t-0", {"segment.bytes": -1})
+    with pytest.raises(errors.InvalidConfig, match="retention.byte"):
+        Log.open(tmp_path / "t-0", {"retention.byte": 1})
+    assert not (tmp_path / "t-0").exists()
+
+
+def test_one_log_per_directory(tmp_path):
+    log = Log.open(tmp_path / "t-0")
+    with pytest.raises(errors.KafkaStorageError, match="already open"):
+        Log.open(tmp_path / "t-0")
+    log.close()
+    Log.open(tmp_path / "t-0").close()
+
+
+def test_kafka_python_reads_our_segment_files(tmp_path):
+    from kafka.record.default_records import DefaultRecordBatch
+
+    log = Log.open(tmp_path / "t-0", SMALL)
+    for i in range(20):
+        log.append_as_leader([(b"k%d" % j, b"v%d" % (i * 10 + j)) for j in range(10)], leader_epoch=2,
+                             timestamp_ms=5000 + i)
+    log.close()
+    seen = []
+    for seg in sorted(p for p in os.listdir(tmp_path / "t-0") if p.endswith(".log")):
+        buf = (tmp_path / "t-0" / seg).read_bytes()
+        pos = 0
+        while pos < len(buf):
+            size = 12 + int.from_bytes(buf[pos + 8:pos + 12], "big")
+            batch = DefaultRecordBatch(buf[pos:pos + size])
+            assert batch.validate_crc()
+            seen += [(r.offset, r.key, r.value, r.timestamp) for r in batch]
+            pos += size
+    assert seen == [(i, b"k%d" % (i % 10), b"v%d" % i, 5000 + i // 10) for i in range(200)]
+
+
+def test_append_after_close_is_refused(tmp_path):
+    log = Log.open(tmp_path / "t-0")
+    log.close()
+    with pytest.raises(errors.KafkaStorageError, match="closed"):
+        log.append_as_leader([b"x"])
