@@ -112,10 +112,11 @@ class MemoryStore(MetadataStore):
             if s.state is SessionState.ALIVE:
                 s.close()
 
-    # -- tree primitives: each appends watch events; ``undo`` collects inverses for multi
+    # -- tree primitives: each appends watch events; ``undo`` (multi only) records what
+    # to restore, as plain tuples -- a transaction of 10k writes makes no closures.
 
     def _create(self, sid: int, path: str, data: bytes, ephemeral: bool, sequential: bool,
-                events: list[tuple[int, str, EventType]], undo: list[Callable[[], None]] | None) -> str:
+                events: list[tuple[int, str, EventType]], undo: list[tuple[Any, ...]] | None) -> str:
         if not isinstance(data, bytes):
             raise TypeError("node data must be bytes")
         _check_path(path)
@@ -141,13 +142,7 @@ class MemoryStore(MetadataStore):
         events.append((_DATA, path, EventType.CREATED))
         events.append((_CHILD, ppath, EventType.CHILD))
         if undo is not None:
-            def _undo() -> None:
-                del self._nodes[path]
-                del parent.children[name]
-                parent.cversion -= 1
-                if owner:
-                    del self._ephemerals[owner][path]
-            undo.append(_undo)
+            undo.append(("create", path, parent, name, owner))
         return path
 
     def _node_at(self, path: str, version: int) -> _Node:
@@ -159,23 +154,19 @@ class MemoryStore(MetadataStore):
         return node
 
     def _set(self, path: str, data: bytes, version: int,
-             events: list[tuple[int, str, EventType]], undo: list[Callable[[], None]] | None) -> Stat:
+             events: list[tuple[int, str, EventType]], undo: list[tuple[Any, ...]] | None) -> Stat:
         if not isinstance(data, bytes):
             raise TypeError("node data must be bytes")
         node = self._node_at(path, version)
         if undo is not None:
-            old = (node.data, node.version)
-
-            def _undo() -> None:
-                node.data, node.version = old
-            undo.append(_undo)
+            undo.append(("set", node, node.data, node.version))
         node.data = data
         node.version += 1
         events.append((_DATA, path, EventType.CHANGED))
         return Stat(node.version, node.owner, len(node.children))
 
     def _delete(self, path: str, version: int,
-                events: list[tuple[int, str, EventType]], undo: list[Callable[[], None]] | None) -> None:
+                events: list[tuple[int, str, EventType]], undo: list[tuple[Any, ...]] | None) -> None:
         if path == "/":
             raise ValueError("the root cannot be deleted")
         node = self._node_at(path, version)
@@ -192,12 +183,27 @@ class MemoryStore(MetadataStore):
         events.append((_CHILD, path, EventType.DELETED))
         events.append((_CHILD, ppath, EventType.CHILD))
         if undo is not None:
-            def _undo() -> None:
+            undo.append(("delete", path, node, parent, name))
+
+    def _rollback(self, undo: list[tuple[Any, ...]]) -> None:
+        for entry in reversed(undo):
+            kind = entry[0]
+            if kind == "set":
+                _, node, data, version = entry
+                node.data, node.version = data, version
+            elif kind == "create":
+                _, path, parent, name, owner = entry
+                del self._nodes[path]
+                del parent.children[name]
+                parent.cversion -= 1
+                if owner:
+                    del self._ephemerals[owner][path]
+            else:
+                _, path, node, parent, name = entry
                 self._nodes[path] = node
                 parent.children[name] = None
                 if node.owner:
                     self._ephemerals[node.owner][path] = None
-            undo.append(_undo)
 
     # -- watches
 
@@ -426,7 +432,7 @@ class MemorySession(Session):
     def multi(self, ops: Sequence[Op]) -> list[object]:
         store = self._enter()
         events: list[tuple[int, str, EventType]] = []
-        undo: list[Callable[[], None]] = []
+        undo: list[tuple[Any, ...]] = []
         results: list[object] = []
         sid = self.session_id
         for i, op in enumerate(ops):
@@ -445,8 +451,7 @@ class MemorySession(Session):
                 else:
                     raise ValueError(f"unknown op kind {kind!r}")
             except (StoreError, ValueError, TypeError) as exc:
-                for u in reversed(undo):
-                    u()
+                store._rollback(undo)
                 if isinstance(exc, StoreError):
                     exc.op_index = i
                 raise
