@@ -80,10 +80,24 @@ def test_memory_failover_writes(benchmark, n: int) -> None:
     benchmark(one_round)
 
 
+@pytest.fixture(scope="module")
+def bench_zk_server():
+    import os
+
+    from kreplica.meta.zk_server import ZooKeeperServer, zookeeper_available
+
+    if not zookeeper_available():
+        if os.environ.get("KREPLICA_REQUIRE_ZK") == "1":
+            pytest.fail("KREPLICA_REQUIRE_ZK=1 but Debian's zookeeper is not installed", pytrace=False)
+        pytest.skip("Debian's zookeeper package is not installed")
+    with ZooKeeperServer() as server:
+        yield server
+
+
 @pytest.mark.zookeeper
 @pytest.mark.parametrize("n", [1000])
-def test_zookeeper_round_trips_per_partition(zk_server, n: int) -> None:
-    elapsed, per_partition = measure("zookeeper", n, zk_server.hosts)
+def test_zookeeper_round_trips_per_partition(bench_zk_server, n: int) -> None:
+    elapsed, per_partition = measure("zookeeper", n, bench_zk_server.hosts)
     print(f"\nzookeeper n={n}: {elapsed * 1000:.1f} ms, {per_partition:.4f} round trips/partition")
     assert per_partition <= 1
 
