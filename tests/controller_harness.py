@@ -73,12 +73,20 @@ def success(request: Any) -> Any:
 
 
 class ControllerCluster:
-    """Brokers (sessions + controller candidates) over one MemoryStore on virtual time."""
+    """Brokers (sessions + controller candidates) over one store.
+
+    By default a MemoryStore on virtual time; pass ``store`` and ``sched`` (a
+    ZooKeeperStore on a RealScheduler) to run the same scenario on ZooKeeper.
+    """
 
     def __init__(self, broker_ids: list[int], *, candidates: list[int] | None = None,
-                 config: dict[str, Any] | None = None, seed: int = 0) -> None:
-        self.sched = SimScheduler(seed)
-        self.store = MemoryStore(self.sched, SESSION_TIMEOUT_MS)
+                 config: dict[str, Any] | None = None, seed: int = 0,
+                 store: Any = None, sched: Any = None,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+        self.sched = sched if sched is not None else SimScheduler(seed)
+        self.real = store is not None
+        self.session_timeout_ms = session_timeout_ms
+        self.store = store if store is not None else MemoryStore(self.sched, session_timeout_ms)
         self.channel = RecordingChannel(self)
         self.config = validate({"auto.leader.rebalance.enable": False, **(config or {})})
         self.sessions: dict[int, Any] = {}
@@ -86,20 +94,27 @@ class ControllerCluster:
         admin_session = self.store.session("admin")
         self.admin = KafkaZkClient(admin_session, self.sched)
         self.admin.ensure_persistent_paths()
-        self._candidates = set(broker_ids if candidates is None else candidates)
-        for b in broker_ids:
-            self.start(b)
+        self._candidates = None if candidates is None else set(candidates)
+        self.start_all(list(broker_ids))
 
     # -- brokers
     def start(self, broker_id: int) -> None:
-        session = self.store.session(f"broker-{broker_id}")
-        zk = KafkaZkClient(session, self.sched)
-        zk.register_broker(broker_id)
-        self.sessions[broker_id] = session
-        if broker_id in self._candidates:
-            c = KafkaController(broker_id, zk, self.channel, self.sched, self.config)
-            self.controllers[broker_id] = c
-            c.startup()
+        self.start_all([broker_id])
+
+    def start_all(self, broker_ids: list[int]) -> None:
+        """Register every broker first, then start the controller candidates in order
+        (the first one elected sees all of them alive)."""
+        zks = {}
+        for b in broker_ids:
+            session = self.store.session(f"broker-{b}")
+            zks[b] = KafkaZkClient(session, self.sched)
+            zks[b].register_broker(b)
+            self.sessions[b] = session
+        for b in broker_ids:
+            if self._candidates is None or b in self._candidates:
+                c = KafkaController(b, zks[b], self.channel, self.sched, self.config)
+                self.controllers[b] = c
+                c.startup()
         self.settle()
 
     def kill(self, broker_id: int, wait_expiry: bool = True) -> None:
@@ -110,7 +125,8 @@ class ControllerCluster:
         if c is not None:
             c.shutdown()  # memory only: a dead process acts no more
         if wait_expiry:
-            self.sched.advance(SESSION_TIMEOUT_MS + 100)
+            gone = lambda: str(broker_id) not in map(str, self.admin.get_live_broker_ids())
+            assert self.wait_for(gone, 4 * self.session_timeout_ms)
         self.settle()
 
     def stop(self, broker_id: int) -> None:
@@ -122,7 +138,11 @@ class ControllerCluster:
         self.settle()
 
     def settle(self, ms: int = 1) -> None:
-        self.sched.advance(ms)
+        """Let watch deliveries and answers run (virtual: now; real: a short while)."""
+        self.sched.advance(300 if self.real else ms)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout_ms: int = 10_000) -> bool:
+        return self.sched.run_until(predicate, timeout_ms)
 
     @property
     def controller(self) -> KafkaController:

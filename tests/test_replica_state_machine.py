@@ -155,11 +155,14 @@ def test_stop_replica_answers_reach_the_callback():
     assert seen == [(PR3, 56)]
 
 
-def test_startup_online_for_live_and_offline_for_dead():
+def test_startup_online_for_live_then_dead_ones_offline():
     env = Env()
     env.ctx.set_live_brokers([1, 2])
     env.rsm.startup()
     assert env.rsm.state(PartitionReplica(TP, 1)) is R.ONLINE
+    assert env.rsm.state(PR3) is R.DELETION_INELIGIBLE
+    assert env.stored().isr == (1, 2, 3)    # startup itself writes nothing
+    env.rsm.offline_dead_replicas(lambda topic: False)
     assert env.rsm.state(PR3) is R.OFFLINE
     assert env.stored().isr == (1, 2)       # the dead replica left the ISR
     assert sorted({b for b, _ in env.channel.of(LeaderAndIsrRequest)}) == [1, 2]

@@ -208,6 +208,9 @@ class KafkaController:
             # 4-5. replica state machine, then partition state machine
             self.rsm.startup()
             self.psm.startup()
+            # Dead brokers' replicas leave the ISRs only now, after the elections, so
+            # a partition whose leader died is elected once (seed 003: leader_epoch 3).
+            self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
             # 6. partition change listeners for every topic
             for topic in sorted(self.ctx.all_topics):
                 self._watch_topic(topic)

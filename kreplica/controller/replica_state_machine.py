@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .. import errors
 from ..protocol import LeaderAndIsr, TopicPartition
@@ -77,13 +77,12 @@ class ReplicaStateMachine:
 
     # -- lifecycle -------------------------------------------------------------
     def startup(self) -> dict[PartitionReplica, errors.KReplicaError]:
-        """Seed the states: replicas on live brokers Online, the rest DeletionIneligible
-        (Kafka 0.10's choice: not deletable until their broker returns).  Then every
-        live replica is told its state (Online -> Online) and every dead one goes
-        OfflineReplica, which takes it out of any ISR it was left in (as Kafka 2.x)."""
+        """Seed the states as Kafka 0.10: replicas on live brokers Online, the rest
+        DeletionIneligible (not deletable until their broker returns); then tell every
+        live replica its state (Online -> Online).  Moving the dead ones on to
+        OfflineReplica is the controller's call (:meth:`offline_dead_replicas`)."""
         live = self._ctx.live_or_shutting_down_broker_ids
         online: list[PartitionReplica] = []
-        dead: list[PartitionReplica] = []
         for tp, ar in self._ctx.partition_assignment.items():
             for r in ar:
                 pr = PartitionReplica(tp, r)
@@ -92,10 +91,16 @@ class ReplicaStateMachine:
                     online.append(pr)
                 else:
                     self.states[pr] = R.DELETION_INELIGIBLE
-                    dead.append(pr)
-        failed = self.handle_state_changes(online, R.ONLINE)
-        failed.update(self.handle_state_changes(dead, R.OFFLINE))
-        return failed
+        return self.handle_state_changes(online, R.ONLINE)
+
+    def offline_dead_replicas(self, excluded_topic: Callable[[str], bool]) -> dict[PartitionReplica, errors.KReplicaError]:
+        """Replicas seeded DeletionIneligible on dead brokers -> OfflineReplica, which takes
+        them out of the ISRs a dead controller left them in (what onBrokerFailure would
+        have done).  Topics queued for deletion keep theirs Ineligible."""
+        live = self._ctx.live_or_shutting_down_broker_ids
+        dead = [pr for pr, s in self.states.items()
+                if s is R.DELETION_INELIGIBLE and pr.replica not in live and not excluded_topic(pr.tp.topic)]
+        return self.handle_state_changes(dead, R.OFFLINE)
 
     def shutdown(self) -> None:
         self.states.clear()
