@@ -225,13 +225,16 @@ kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *ba
         return KR_OK; /* framing of compressed records is checked when decompressed */
     const uint8_t *p = batch + KR_HEADER_SIZE;
     const uint8_t *end = batch + KR_LOG_OVERHEAD + h->batch_length;
+    int32_t prev = -1;
     for (int32_t i = 0; i < h->record_count; i++) {
         kr_record r;
         p = kr_parse_record(p, end, &r);
-        if (!p || r.offset_delta < 0 || r.offset_delta > h->last_offset_delta) {
+        /* offsets rise strictly inside a batch and end at lastOffsetDelta at the latest */
+        if (!p || r.offset_delta <= prev || r.offset_delta > h->last_offset_delta) {
             *bad_index = i;
             return KR_BAD_RECORD;
         }
+        prev = r.offset_delta;
     }
     if (p != end) {
         *bad_index = h->record_count;

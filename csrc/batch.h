@@ -166,7 +166,8 @@ const uint8_t *kr_parse_record(const uint8_t *p, const uint8_t *end, kr_record *
 const uint8_t *kr_parse_header(const uint8_t *p, const uint8_t *end, const uint8_t **key,
                                int32_t *key_len, const uint8_t **value, int32_t *value_len);
 
-/* Checks the records of an uncompressed batch: count, framing, offset deltas. */
+/* Checks the records of an uncompressed batch: count, framing, and offset deltas that
+ * rise strictly within [0, lastOffsetDelta].  Header keys are not checked for UTF-8. */
 kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index);
 
 /* Sets baseOffset and partitionLeaderEpoch of consecutive batches in place, starting at

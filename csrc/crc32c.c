@@ -90,6 +90,10 @@ void kr_crc32c_init(void)
     ready = 1;
 }
 
+/* Runs when the extension is loaded (under the import lock), so threads that later
+ * checksum without the GIL never race on building the tables. */
+__attribute__((constructor)) static void init_at_load(void) { kr_crc32c_init(); }
+
 int kr_crc32c_hw_available(void)
 {
     kr_crc32c_init();

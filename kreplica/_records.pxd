@@ -135,5 +135,7 @@ cdef Py_ssize_t encode_into(unsigned char *dst, Py_ssize_t cap, list items, int6
 
 # Appends the Records of every batch in buf[0:n] to out, checking CRCs; raises
 # CorruptMessage / InvalidRecord naming the position (base_position + offset in buf).
+# Only records with offsets in [start_offset, stop_offset) are built.
 cdef int decode_into(list out, const unsigned char *buf, Py_ssize_t n,
-                     Py_ssize_t base_position) except -1
+                     Py_ssize_t base_position, int64_t start_offset=*,
+                     int64_t stop_offset=*) except -1

@@ -1,6 +1,8 @@
 """Types of the compiled v2 record-batch codec (see kreplica/records.py)."""
-from collections.abc import Buffer, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final, Union
+
+from typing_extensions import Buffer
 
 import numpy as np
 import numpy.typing as npt
@@ -124,7 +126,9 @@ def encode_batch_into(
     leader_epoch: int = -1, timestamp_ms: int | None = None,
 ) -> int: ...
 def batch_size(items: list[Item], timestamp_ms: int | None = None) -> int: ...
-def decode_records(buf: Buffer) -> list[Record]: ...
+def decode_records(
+    buf: Buffer, *, start_offset: int | None = None, stop_offset: int | None = None,
+) -> list[Record]: ...
 def decode_batches(buf: Buffer, position: int = 0, end: int | None = None) -> Iterator[RecordBatch]: ...
 def batch_at(buf: Buffer, position: int = 0) -> RecordBatch: ...
 def scan_batches(

@@ -16,7 +16,7 @@ from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromS
 from cpython.ref cimport PyObject
 from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
-from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy, memset
 
 import zlib
@@ -456,24 +456,32 @@ cdef tuple _decode_headers(const uint8_t *p, const uint8_t *end, int32_t count,
         try:
             key = PyUnicode_DecodeUTF8(<const char *>k, klen, NULL)
         except UnicodeDecodeError:
-            raise errors.InvalidRecord(f"header key is not UTF-8 in the batch at position {pos}")
+            raise errors.InvalidRecord(
+                f"header key is not UTF-8 in the batch at position {pos}") from None
         out.append((key, None if vlen < 0 else PyBytes_FromStringAndSize(<const char *>v, vlen)))
     return tuple(out)
 
 
 cdef int _decode_run(list out, const uint8_t *p, const uint8_t *end, const kr_header *h,
-                     Py_ssize_t pos) except -1:
-    """Appends the records in p..end (an uncompressed record run) of the batch h."""
+                     Py_ssize_t pos, int64_t start, int64_t stop) except -1:
+    """Appends the records in p..end (an uncompressed record run) of the batch h whose
+    offsets lie in [start, stop); the others are parsed (framing checked) but not built."""
     cdef kr_record r
     cdef Record rec
-    cdef int32_t i
+    cdef int32_t i, prev = -1
+    cdef int64_t offset
     cdef bint append_time = (h.attributes & KR_LOG_APPEND_TIME) != 0
     for i in range(h.record_count):
         p = kr_parse_record(p, end, &r)
-        if p == NULL:
+        # Offsets inside a batch rise strictly and stay within lastOffsetDelta.
+        if p == NULL or r.offset_delta <= prev or r.offset_delta > h.last_offset_delta:
             raise errors.InvalidRecord(_describe(KR_BAD_RECORD, pos, i, 0))
+        prev = r.offset_delta
+        offset = h.base_offset + r.offset_delta
+        if offset < start or offset >= stop:
+            continue
         rec = Record.__new__(Record)
-        rec.offset = h.base_offset + r.offset_delta
+        rec.offset = offset
         rec.timestamp = h.max_timestamp if append_time else h.base_timestamp + r.timestamp_delta
         rec.key = None if r.key_len < 0 else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
         rec.value = (None if r.value_len < 0
@@ -488,12 +496,12 @@ cdef int _decode_run(list out, const uint8_t *p, const uint8_t *end, const kr_he
 
 
 cdef int _decode_batch(list out, const uint8_t *batch, const kr_header *h,
-                       Py_ssize_t pos) except -1:
+                       Py_ssize_t pos, int64_t start=INT64_MIN, int64_t stop=INT64_MAX) except -1:
     cdef const uint8_t *run = batch + KR_HEADER_SIZE
     cdef Py_ssize_t run_len = KR_LOG_OVERHEAD + h.batch_length - KR_HEADER_SIZE
     cdef int codec = h.attributes & KR_COMPRESSION_MASK
     if codec == 0:
-        return _decode_run(out, run, run + run_len, h, pos)
+        return _decode_run(out, run, run + run_len, h, pos, start, stop)
     if codec != 1:
         raise errors.InvalidRecord(f"compression codec {_CODECS.get(codec, codec)} of the batch "
                                    f"at position {pos} is not supported (only gzip)")
@@ -502,11 +510,12 @@ cdef int _decode_batch(list out, const uint8_t *batch, const kr_header *h,
     except zlib.error as e:
         raise errors.CorruptMessage(f"gzip data of the batch at position {pos} is corrupt: {e}")
     run = <const uint8_t *>PyBytes_AS_STRING(plain)
-    return _decode_run(out, run, run + PyBytes_GET_SIZE(plain), h, pos)
+    return _decode_run(out, run, run + PyBytes_GET_SIZE(plain), h, pos, start, stop)
 
 
 cdef int decode_into(list out, const unsigned char *buf, Py_ssize_t n,
-                     Py_ssize_t base_position) except -1:
+                     Py_ssize_t base_position, int64_t start_offset=INT64_MIN,
+                     int64_t stop_offset=INT64_MAX) except -1:
     cdef Py_ssize_t pos = 0
     cdef kr_header h
     cdef kr_status s
@@ -517,18 +526,26 @@ cdef int decode_into(list out, const unsigned char *buf, Py_ssize_t n,
             break
         if s != KR_OK:
             _raise_for(s, base_position + pos, a, b)
-        _decode_batch(out, buf + pos, &h, base_position + pos)
+        # Whole batches outside the range are skipped without parsing their records.
+        if h.base_offset + h.last_offset_delta >= start_offset and h.base_offset < stop_offset:
+            _decode_batch(out, buf + pos, &h, base_position + pos, start_offset, stop_offset)
         pos += KR_LOG_OVERHEAD + h.batch_length
     return 0
 
 
-def decode_records(buf):
-    """Every record of every batch in ``buf``, CRCs checked; stops at zero fill."""
+def decode_records(buf, *, start_offset=None, stop_offset=None):
+    """Every record of every batch in ``buf``, CRCs checked; stops at zero fill.
+
+    ``start_offset``/``stop_offset`` keep only records with offsets in
+    [start_offset, stop_offset) (a fetch from mid-batch, a cap at the high watermark)
+    without building the others."""
     cdef Py_buffer b
+    cdef int64_t lo = INT64_MIN if start_offset is None else <int64_t>start_offset
+    cdef int64_t hi = INT64_MAX if stop_offset is None else <int64_t>stop_offset
     out = []
     PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
     try:
-        decode_into(out, <const unsigned char *>b.buf, b.len, 0)
+        decode_into(out, <const unsigned char *>b.buf, b.len, 0, lo, hi)
     finally:
         PyBuffer_Release(&b)
     return out

@@ -307,3 +307,77 @@ def test_round_trip_property(items, base_offset, epoch, ts):
     assert [(r.key, r.value, r.headers) for r in recs] == [(k, v, tuple(h)) for k, v, h in items]
     assert [r.offset for r in recs] == list(range(base_offset, base_offset + len(items)))
     assert all(r.timestamp == ts for r in recs)
+
+
+def test_decode_records_keeps_an_offset_range():
+    buf = three_batches()  # offsets 0..8 in batches [0-2] [3] [4-8]
+    assert [r.offset for r in decode_records(buf, start_offset=2)] == list(range(2, 9))
+    assert [r.offset for r in decode_records(buf, stop_offset=5)] == list(range(0, 5))
+    assert [r.offset for r in decode_records(buf, start_offset=3, stop_offset=4)] == [3]
+    assert decode_records(buf, start_offset=9) == []
+
+
+def test_record_constructor_checks_types_and_pickles():
+    import pickle
+
+    r = Record(5, 6, bytearray(b"k"), memoryview(b"v"), [("h", bytearray(b"x"))])
+    assert (r.key, r.value, r.headers) == (b"k", b"v", (("h", b"x"),))
+    assert pickle.loads(pickle.dumps(r)) == r
+    assert hash(r) == hash(Record(5, 6, b"k", b"v", (("h", b"x"),)))
+    assert r != Record(5, 6, b"k", b"v")
+    with pytest.raises(TypeError):
+        Record(0, 0, "str key", None)
+    with pytest.raises(TypeError):
+        Record(0, 0, None, None, [(b"bytes header key", b"")])
+    assert "offset=5" in repr(r)
+
+
+def _fix_crcs(buf):
+    """Recomputes each batch's CRC so damage reaches the record parser."""
+    pos = 0
+    while pos + HEADER_SIZE <= len(buf):
+        size = 12 + struct.unpack_from(">i", buf, pos + 8)[0]
+        if size < HEADER_SIZE or pos + size > len(buf):
+            return
+        struct.pack_into(">I", buf, pos + 17, crc32c(bytes(buf[pos + 21:pos + size])))
+        pos += size
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_damaged_records_behind_a_valid_crc_raise_never_crash(data):
+    buf = bytearray(encode_batch(
+        [(b"key", b"value" * 3, [("h", b"hv")]), None, (None, b"x" * 200)], timestamp_ms=9))
+    for _ in range(data.draw(st.integers(1, 6))):
+        pos = data.draw(st.integers(HEADER_SIZE, len(buf) - 1))
+        buf[pos] = data.draw(st.integers(0, 255))
+    _fix_crcs(buf)
+    deep = scan_batches(buf, check_records=True)
+    try:
+        recs = decode_records(buf)
+    except errors.InvalidRecord as e:
+        # The C framing check and the decoder agree, except that only the decoder
+        # (which builds str keys) notices header keys that are not UTF-8.
+        if "UTF-8" not in str(e):
+            assert deep.error is not None and deep.error.startswith("bad record")
+    else:
+        # Damage the parser accepts must still frame exactly: 3 records, offsets 0..2.
+        assert deep.error is None
+        assert [r.offset for r in recs] == [0, 1, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.booleans())
+def test_arbitrary_bytes_raise_kafka_errors_only(blob, with_header):
+    buf = bytearray(blob)
+    if with_header and len(buf) >= 17:
+        struct.pack_into(">i", buf, 8, len(buf) - 12)
+        buf[16] = 2
+        _fix_crcs(buf)
+    res = scan_batches(buf, check_records=True)
+    assert res.valid_bytes <= len(buf)
+    try:
+        decode_records(buf)
+        list(decode_batches(buf))
+    except (errors.CorruptMessage, errors.InvalidRecord) as e:
+        assert "position" in str(e)
