@@ -13,7 +13,11 @@ replica unchanged.  The actions are exactly the seeds':
   leader/ISR to the replica (and UpdateMetadata), if the partition ever had one.
 * New, Online, Offline, DeletionIneligible -> Offline: StopReplica (no delete)
   to the replica; remove it from the ISR with a conditional write and send the
-  shrunk state to the leader only (and UpdateMetadata).
+  shrunk state (and UpdateMetadata).  Seeds 000/002 send it to the leader only;
+  we send it to every remaining assigned replica, as Kafka 2.x does, because the
+  write bumps the leader epoch and our followers fetch with their epoch
+  (FENCED_LEADER_EPOCH, KIP-320): a follower left on the old epoch would be
+  fenced by its leader and fall out of the ISR.
 * Offline -> DeletionStarted: StopReplica with delete to the replica.
 * DeletionStarted -> DeletionSuccessful / DeletionIneligible: mark only.
 * DeletionSuccessful -> NonExistent: drop the replica from the assigned replicas.
@@ -187,7 +191,8 @@ class ReplicaStateMachine:
         result = write_states(self._store, self._ctx, list(leaving), propose)
         for tp, st in result.written.items():
             if st.leader >= 0:
-                self._batch.add_leader_and_isr([st.leader], tp, st, self._ctx.assignment(tp))
+                recipients = [r for r in self._ctx.assignment(tp) if r not in leaving[tp]]
+                self._batch.add_leader_and_isr(recipients, tp, st, self._ctx.assignment(tp))
         for tp, gone in leaving.items():
             for r in gone:
                 pr = PartitionReplica(tp, r)
