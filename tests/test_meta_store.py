@@ -325,3 +325,89 @@ def test_zookeeper_expired_session_tells_its_owner(zk_store_factory, zk_server) 
     with pytest.raises(SessionExpired):
         s.get("/")
     assert store.session("b2").exists("/e") is None
+
+
+# ---- MemoryStore against the oracle: the same random operations on a real ZooKeeper ----
+
+def _differential_ops():
+    from hypothesis import strategies as st
+
+    paths = st.sampled_from(["/a", "/a", "/b", "/a/b", "/a/c", "/b/x", "/a/b/y"])
+    data = st.sampled_from([b"", b"1", b"22"])
+    version = st.sampled_from([-1, 0, 1, 2])
+    create = st.tuples(st.just("create"), paths, data, st.booleans(), st.booleans())
+    set_ = st.tuples(st.just("set"), paths, data, version)
+    delete = st.tuples(st.just("delete"), paths, version)
+    check = st.tuples(st.just("check"), paths, version)
+    read = st.tuples(st.sampled_from(["get", "exists", "get_children"]), paths)
+    multi = st.tuples(st.just("multi"), st.lists(st.one_of(create, set_, delete, check), min_size=1, max_size=4))
+    # Creations weigh more so that trees grow deep enough for the interesting errors.
+    return st.lists(st.one_of(create, create, create, set_, set_, delete, read, multi), min_size=1, max_size=40)
+
+
+def _as_op(prefix: str, step: tuple) -> Op:
+    kind, path = step[0], prefix + step[1]
+    if kind == "create":
+        return Op.create(path, step[2], ephemeral=step[3], sequential=step[4])
+    if kind == "set":
+        return Op.set(path, step[2], step[3])
+    if kind == "delete":
+        return Op.delete(path, step[2])
+    return Op.check(path, step[2])
+
+
+def _apply(session, prefix: str, step: tuple) -> object:
+    def norm(value):
+        if isinstance(value, str) and value.startswith(prefix):
+            return value[len(prefix):]
+        if hasattr(value, "version") and hasattr(value, "num_children"):
+            return ("stat", value.version, value.num_children, value.ephemeral_owner != 0)
+        if isinstance(value, tuple):
+            return tuple(norm(v) for v in value)
+        if isinstance(value, list):
+            return [norm(v) for v in value]
+        return value
+
+    kind = step[0]
+    try:
+        if kind in ("get", "exists", "get_children"):
+            return norm(getattr(session, kind)(prefix + step[1]))
+        if kind == "multi":
+            return norm(session.multi([_as_op(prefix, s) for s in step[1]]))
+        op = _as_op(prefix, step)
+        if kind == "create":
+            return norm(session.create(op.path, op.data, ephemeral=op.ephemeral, sequential=op.sequential))
+        if kind == "set":
+            return norm(session.set(op.path, op.data, op.version))
+        return norm(session.delete(op.path, op.version))
+    except Exception as exc:  # the outcome compared is the error's type and failing op
+        return (type(exc).__name__, getattr(exc, "op_index", None))
+
+
+@pytest.mark.zookeeper
+def test_memory_store_matches_zookeeper(zk_store_factory) -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    from kreplica.meta.memory_store import MemoryStore
+    from kreplica.runtime import RealScheduler, SimScheduler
+
+    zk_store = zk_store_factory(RealScheduler())
+    zk = zk_store.session("oracle")
+    examples = iter(range(10**9))
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(_differential_ops())
+    def check(steps) -> None:
+        prefix = f"/ex{next(examples)}"
+        zk.create(prefix)
+        mem_store = MemoryStore(SimScheduler())
+        mem = mem_store.session("model")
+        mem.create(prefix)
+        for step in steps:
+            expected = _apply(zk, prefix, step)
+            assert _apply(mem, prefix, step) == expected, step
+        for path in ["", "/a", "/b", "/a/b"]:
+            assert _apply(mem, prefix, ("get_children", path)) == _apply(zk, prefix, ("get_children", path))
+
+    check()
