@@ -530,6 +530,14 @@ class Log:
             self._release_all()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    # -- added by the replica engineer (kreplica/replica): a broker crash in tests --------
+
+    def abandon(self) -> None:
+        """Let go of the files as a crashed process would: no flush, no clean-shutdown
+        marker; the next ``open`` recovers whatever reached the files."""
+        if not self._closed:
+            self._release_all()
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir} is closed")

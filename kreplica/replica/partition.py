@@ -17,7 +17,6 @@ Time comes from the injected clock; every HW advance is reported to
 from __future__ import annotations
 
 import enum
-import struct
 from typing import Any, Callable
 
 from .. import errors
@@ -25,39 +24,15 @@ from ..protocol import AlterIsrRequest, AlterIsrResponse, LeaderAndIsrPartitionS
 from ..protocol.common import NO_LEADER
 from ..runtime import Clock
 from .isr_state import IsrState
-from .replica_state import UNKNOWN_OFFSET, ReplicaState
+from .replica_state import NEVER_MS, UNKNOWN_OFFSET, ReplicaState
 
 AlterIsr = Callable[[AlterIsrRequest, Callable[[AlterIsrResponse], None]], None]
-
-# v2 batch header: baseOffset int64 @0, batchLength int32 @8, lastOffsetDelta int32 @23.
-_BASE = struct.Struct(">qi")
-_LAST_DELTA = struct.Struct(">i")
-_LOG_OVERHEAD = 12
-_HEADER_BYTES = 61
 
 
 class Role(enum.Enum):
     NONE = "None"  # hosted but neither leading nor following (new, or stopped without delete)
     LEADER = "Leader"
     FOLLOWER = "Follower"
-
-
-def cut_before_offset(data: Any, end_offset: int) -> Any:
-    """The prefix of ``data`` holding only whole batches that end before ``end_offset``.
-
-    Walks batch headers (one step per batch, never per record); used to keep
-    consumers below the HW when a read runs past it.
-    """
-    view = memoryview(data)
-    pos = 0
-    size = len(view)
-    while pos + _HEADER_BYTES <= size:
-        base, length = _BASE.unpack_from(view, pos)
-        last = base + _LAST_DELTA.unpack_from(view, pos + 23)[0]
-        if last >= end_offset:
-            break
-        pos += _LOG_OVERHEAD + length
-    return view[: min(pos, size)]
 
 
 class Partition:
@@ -151,7 +126,7 @@ class Partition:
             # Followers must fetch again before they count; ISR members keep their
             # standing for one lag period (they were in sync a moment ago).
             self.remote_replicas = {
-                b: ReplicaState(b, now if b in state.isr else 0)
+                b: ReplicaState(b, now if b in state.isr else NEVER_MS)
                 for b in self.assigned_replicas
                 if b != self.broker_id
             }
@@ -318,10 +293,7 @@ class Partition:
             )
         if fetch_offset >= upper_bound:
             return b""
-        data = log.read(fetch_offset, max_bytes)
-        if upper_bound < log.log_end_offset:
-            data = cut_before_offset(data, upper_bound)
-        return data
+        return log.read(fetch_offset, max_bytes, upper_bound).view
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """The leader's answer to OffsetsForLeaderEpoch (KIP-101/279)."""

@@ -185,9 +185,8 @@ class ReplicaManager:
         if p is not None:
             p.make_offline()
             self._complete_delayed(tp)
-            path = Path(p.log.dir) if hasattr(p.log, "dir") else self.data_dir / str(tp)
-            p.log.close()
-        if path is not None and path.exists():
+            p.log.delete()
+        elif path is not None and path.exists():
             shutil.rmtree(path)
         self._checkpointed_hw.pop(tp, None)
 

@@ -11,6 +11,8 @@ was caught up as of that previous fetch.
 from __future__ import annotations
 
 UNKNOWN_OFFSET = -1
+# "Never caught up": far enough in the past for any clock, virtual time 0 included.
+NEVER_MS = -(1 << 62)
 
 
 class ReplicaState:
@@ -24,7 +26,7 @@ class ReplicaState:
         "high_watermark_sent",
     )
 
-    def __init__(self, broker_id: int, last_caught_up_ms: int = 0) -> None:
+    def __init__(self, broker_id: int, last_caught_up_ms: int = NEVER_MS) -> None:
         self.broker_id = broker_id
         self.log_end_offset = UNKNOWN_OFFSET
         self.log_start_offset = UNKNOWN_OFFSET

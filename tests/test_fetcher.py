@@ -1,0 +1,197 @@
+"""The follower fetch loop against a scripted leader, and fetcher batching in a real cluster."""
+import pytest
+
+from kreplica import errors
+from kreplica.protocol import (
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    OffsetsForLeaderEpochRequest,
+    ProducePartition,
+    ProduceRequest,
+    TopicPartition,
+)
+from kreplica.records import encode_batch
+from kreplica.replica.fetcher import FetchPhase, PartitionFetchState
+from replica_harness import Harness
+
+TP = TopicPartition("f", 0)
+LEADER, FOLLOWER = 1, 2
+CONFIG = {"replica.fetch.backoff.ms": 100, "request.timeout.ms": 1000, "replica.fetch.wait.max.ms": 50}
+
+
+class ScriptedLeader:
+    """Broker 1 as a test double: records requests, answers with ``self.answer(request)``."""
+
+    def __init__(self, h: Harness) -> None:
+        self.h = h
+        self.requests: list[tuple[int, object]] = []
+        self.answer = lambda req: None
+        h.transport.register(LEADER, self.handle)
+
+    def handle(self, src, request, respond):
+        self.requests.append((self.h.scheduler.now_ms(), request))
+        response = self.answer(request)
+        if response is not None:
+            respond(response)
+
+    def fetches(self):
+        return [(t, r.partitions[0].fetch_offset) for t, r in self.requests if isinstance(r, FetchRequest)]
+
+
+def _state(epoch, leader, isr=(LEADER, FOLLOWER)):
+    return LeaderAndIsrPartitionState(TP, 1, leader, epoch, isr, epoch, (LEADER, FOLLOWER))
+
+
+def _follower_with_records(tmp_path, n, config=None):
+    """Broker 2 leads epoch 0 alone and appends ``n`` records, then follows broker 1 in epoch 1."""
+    h = Harness(tmp_path, (FOLLOWER,), config={**CONFIG, **(config or {})})
+    rm = h.brokers[FOLLOWER]
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (_state(0, FOLLOWER, (FOLLOWER,)),)))
+    for i in range(n):
+        batch = encode_batch([b"r%d" % i], timestamp_ms=0)
+        rm.handle_produce(ProduceRequest(1, 1000, (ProducePartition(TP, batch),)), lambda r: None)
+    leader = ScriptedLeader(h)
+    return h, rm, leader
+
+
+def _follow(rm, epoch=1):
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (_state(epoch, LEADER),)))
+
+
+def _answer(code, hw=0, leo=0, start=0, records=b""):
+    return lambda req: FetchResponse(errors.NONE, (FetchPartitionData(TP, code, hw, start, leo, records),))
+
+
+def test_fetch_state_table():
+    s = PartitionFetchState(-1, 3)
+    assert s.phase is FetchPhase.TRUNCATING
+    s = s.to(FetchPhase.FETCHING, 7)
+    assert (s.fetch_offset, s.phase) == (7, FetchPhase.FETCHING)
+    with pytest.raises(errors.StateChangeFailed):
+        s.to(FetchPhase.TRUNCATING, 0)
+
+
+def test_appends_whole_batches_and_hw_is_min_of_leader_hw_and_own_leo(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    batch = encode_batch([b"a", b"b"], base_offset=0, leader_epoch=1, timestamp_ms=0)
+    leader.answer = lambda req: (
+        _answer(errors.NONE, hw=100, leo=2, records=batch)(req)
+        if req.partitions[0].fetch_offset == 0 else None
+    )
+    _follow(rm)
+    assert h.run_until(lambda: rm.partitions[TP].log_end_offset == 2, 1000)
+    h.advance(1)
+    p = rm.partitions[TP]
+    assert p.high_watermark == 2
+    assert bytes(p.log.read(0, 1 << 20)) == batch  # the leader's bytes, not re-encoded
+    assert leader.fetches()[-1][1] == 2
+
+
+def test_out_of_range_when_the_leader_has_less_truncates_to_its_leo(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 3)
+    leader.answer = lambda req: (
+        _answer(errors.OffsetOutOfRange.code, hw=1, leo=1)(req)
+        if req.partitions[0].fetch_offset > 1 else None
+    )
+    _follow(rm)
+    assert h.run_until(lambda: any(o == 1 for _, o in leader.fetches()), 1000)
+    assert leader.fetches()[0][1] == 3
+    assert rm.partitions[TP].log_end_offset == 1
+
+
+def test_out_of_range_below_the_leaders_log_start_restarts_there(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 3)
+    leader.answer = lambda req: (
+        _answer(errors.OffsetOutOfRange.code, hw=10, leo=10, start=5)(req)
+        if req.partitions[0].fetch_offset < 5 else None
+    )
+    _follow(rm)
+    assert h.run_until(lambda: any(o == 5 for _, o in leader.fetches()), 1000)
+    p = rm.partitions[TP]
+    assert (p.log_start_offset, p.log_end_offset) == (5, 5)
+
+
+def test_fenced_epoch_stops_fetching_until_a_newer_leader_and_isr(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    leader.answer = _answer(errors.FencedLeaderEpoch.code)
+    _follow(rm)
+    h.advance(2000)
+    assert len(leader.fetches()) == 1
+    assert not any(f.states for f in rm.fetchers.values())
+    leader.answer = lambda req: None
+    _follow(rm, epoch=2)
+    h.advance(10)
+    assert len(leader.fetches()) == 2
+
+
+@pytest.mark.parametrize("code", [errors.NotLeaderOrFollower.code, errors.UnknownLeaderEpoch.code])
+def test_retriable_errors_back_off(tmp_path, code):
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    leader.answer = _answer(code)
+    _follow(rm)
+    h.advance(350)
+    times = [t for t, _ in leader.fetches()]
+    assert times == [0, 100, 200, 300]
+
+
+def test_a_down_leader_is_retried_after_backoff(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    h.transport.unregister(LEADER)
+    _follow(rm)
+    h.advance(250)
+    h.transport.register(LEADER, leader.handle)
+    h.advance(100)
+    assert [t for t, _ in leader.fetches()] == [300]
+
+
+def test_a_lost_request_is_abandoned_after_the_request_timeout(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    _follow(rm)  # the scripted leader never answers
+    h.advance(2500)
+    # timeout = request.timeout.ms + replica.fetch.wait.max.ms, then the backoff
+    assert [t for t, _ in leader.fetches()] == [0, 1150, 2300]
+
+
+def test_corrupt_data_is_not_appended(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    bad = bytearray(encode_batch([b"a"], timestamp_ms=0))
+    bad[-1] ^= 0xFF
+    leader.answer = _answer(errors.NONE, hw=1, leo=1, records=bytes(bad))
+    _follow(rm)
+    h.advance(150)
+    assert rm.partitions[TP].log_end_offset == 0
+    assert [t for t, _ in leader.fetches()] == [0, 100]
+
+
+def test_leader_epoch_strategy_asks_before_fetching(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    from kreplica.protocol import EpochEndOffset, OffsetsForLeaderEpochResponse
+
+    leader.answer = lambda req: (
+        OffsetsForLeaderEpochResponse((EpochEndOffset(TP, errors.NONE, 0, 2),))
+        if isinstance(req, OffsetsForLeaderEpochRequest) else None
+    )
+    _follow(rm)
+    h.advance(1)
+    kinds = [type(r).__name__ for _, r in leader.requests]
+    assert kinds == ["OffsetsForLeaderEpochRequest", "FetchRequest"]
+    assert leader.requests[0][1].partitions[0].leader_epoch == 0
+    assert rm.partitions[TP].log_end_offset == 2 and leader.fetches() == [(0, 2)]
+
+
+def test_one_fetcher_per_source_broker_batching_its_partitions(tmp_path):
+    h = Harness(tmp_path, (1, 2, 3))
+    tps = [TopicPartition("t", i) for i in range(4)]
+    for i, tp in enumerate(tps):
+        h.create_partition(tp, (1, 2, 3), leader=1 if i < 3 else 2)
+    for tp in tps:
+        h.settle(tp)
+    assert sorted(h.brokers[3].fetchers) == [1, 2]
+    assert sorted(h.brokers[2].fetchers) == [1]
+    assert set(h.brokers[3].fetchers[1].states) == set(tps[:3])
+    from_3_to_1 = [m for _, src, dst, m in h.transport.log if (src, dst) == (3, 1) and isinstance(m, FetchRequest)]
+    assert from_3_to_1 and all(len(m.partitions) == 3 for m in from_3_to_1[-2:])
+    h.close()

@@ -1,0 +1,340 @@
+"""ReplicaManager: controller requests, acks and min ISR, ISR shrink/expand, fencing, HW checkpoint."""
+import pytest
+
+from kreplica import errors
+from kreplica.log.checkpoints import OffsetCheckpointFile
+from kreplica.protocol import (
+    FetchPartition,
+    FetchRequest,
+    LeaderAndIsrRequest,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    TopicPartition,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+from kreplica.replica import Role
+from kreplica.replica.isr_state import IsrPhase
+from replica_harness import Harness
+
+TP = TopicPartition("bar", 0)
+FAST_LAG = {"replica.lag.time.max.ms": 1000}
+
+
+def _cluster(tmp_path, config=None, brokers=(1, 2, 3)):
+    h = Harness(tmp_path, brokers, config=dict(config or {}))
+    h.create_partition(TP, brokers)
+    h.settle(TP)
+    return h
+
+
+# ---- acks and min ISR --------------------------------------------------------------------
+def test_acks_all_commits_on_every_replica(tmp_path):
+    h = _cluster(tmp_path)
+    r = h.produce_sync(TP, [b"a", b"b", b"c"])
+    assert (r.error_code, r.base_offset) == (errors.NONE, 0)
+    h.settle(TP)
+    for b in (1, 2, 3):
+        assert h.values(b, TP) == [(0, b"a"), (1, b"b"), (2, b"c")]
+        assert h.partition(b, TP).high_watermark == 3
+    h.close()
+
+
+def test_acks_1_answers_after_the_local_append_only(tmp_path):
+    h = _cluster(tmp_path)
+    h.crash(2)
+    h.crash(3)
+    pending = h.produce(TP, [b"x"], acks=1)
+    assert h.run_until(lambda: pending.done, 100)
+    r = pending.response.partitions[0]
+    assert (r.error_code, r.base_offset) == (errors.NONE, 0)
+    leader = h.partition(1, TP)
+    assert leader.log_end_offset == 1 and leader.high_watermark == 0
+    h.close()
+
+
+def test_acks_0_answers_at_once(tmp_path):
+    h = _cluster(tmp_path)
+    h.crash(3)
+    pending = h.produce(TP, [b"x"], acks=0)
+    assert h.run_until(lambda: pending.done, 1)
+    assert pending.answered_at_ms == 0
+    assert h.partition(1, TP).log_end_offset == 1
+    h.close()
+
+
+def test_acks_all_times_out_when_a_follower_is_gone(tmp_path):
+    h = _cluster(tmp_path)  # lag time 30 s: the dead follower stays in the ISR
+    h.crash(3)
+    pending = h.produce(TP, [b"x"], acks=-1, timeout_ms=200)
+    assert h.run_until(lambda: pending.done, 1000)
+    assert pending.response.partitions[0].error_code == errors.RequestTimedOut.code
+    assert pending.answered_at_ms == 200
+    h.close()
+
+
+def test_min_isr_refuses_before_the_append(tmp_path):
+    h = _cluster(tmp_path, {**FAST_LAG, "min.insync.replicas": 3})
+    h.crash(3)
+    h.produce_sync(TP, [b"first"], acks=1)  # leaves the dead follower behind the LEO
+    h.advance(2000)
+    assert h.states[TP].isr == (1, 2)
+    leader = h.partition(1, TP)
+    leo = leader.log_end_offset
+    r = h.produce_sync(TP, [b"refused"], acks=-1)
+    assert r.error_code == errors.NotEnoughReplicas.code
+    assert leader.log_end_offset == leo  # nothing appended
+    # acks=1 does not care about min ISR.
+    assert h.produce_sync(TP, [b"ok"], acks=1).error_code == errors.NONE
+    h.close()
+
+
+def test_min_isr_after_the_append_when_the_isr_shrinks_meanwhile(tmp_path):
+    h = _cluster(tmp_path, {**FAST_LAG, "min.insync.replicas": 3})
+    h.crash(3)
+    pending = h.produce(TP, [b"appended"], acks=-1, timeout_ms=10_000)
+    assert h.run_until(lambda: pending.done, 10_000)
+    # Appended while the ISR was full; the ISR shrank before the HW covered it.
+    assert h.states[TP].isr == (1, 2)
+    assert pending.response.partitions[0].error_code == errors.NotEnoughReplicasAfterAppend.code
+    assert h.partition(1, TP).high_watermark == 1
+    h.close()
+
+
+def test_produce_to_a_follower_or_unknown_partition(tmp_path):
+    h = _cluster(tmp_path)
+    pending = h.produce(TP, [b"x"], acks=1, to=2)
+    assert h.run_until(lambda: pending.done, 10)
+    assert pending.response.partitions[0].error_code == errors.NotLeaderOrFollower.code
+    other = TopicPartition("nope", 0)
+    h.states[other] = h.states[TP]
+    pending = h.produce(other, [b"x"], acks=1)
+    assert h.run_until(lambda: pending.done, 10)
+    assert pending.response.partitions[0].error_code == errors.UnknownTopicOrPartition.code
+    h.close()
+
+
+# ---- ISR maintenance -------------------------------------------------------------------------
+def test_isr_shrinks_after_the_lag_time_and_expands_on_catch_up(tmp_path):
+    h = _cluster(tmp_path, FAST_LAG)
+    h.crash(3)
+    h.produce_sync(TP, [b"a"], acks=1)
+    leader = h.partition(1, TP)
+    h.advance(900)
+    assert leader.isr == (1, 2, 3)  # within replica.lag.time.max.ms
+    h.advance(700)
+    assert leader.isr == (1, 2) and h.states[TP].isr == (1, 2)
+    assert h.states[TP].zk_version == 1 and leader.zk_version == 1
+    # The HW no longer waits for broker 3.
+    assert h.produce_sync(TP, [b"b"]).error_code == errors.NONE
+    h.start(3)
+    h.send_leader_and_isr(TP, [3])
+    assert h.run_until(lambda: leader.isr == (1, 2, 3), 5000)
+    assert h.states[TP].isr == (1, 2, 3) and h.states[TP].zk_version == 2
+    h.settle(TP)
+    assert h.values(3, TP) == [(0, b"a"), (1, b"b")]
+    h.close()
+
+
+def _held_shrink(tmp_path):
+    """Broker 3 lags past the lag time; the leader's shrink proposal is parked in the store."""
+    h = _cluster(tmp_path, FAST_LAG)
+    h.crash(3)
+    h.produce_sync(TP, [b"a"], acks=1)
+    h.hold_alter_isr = True
+    h.advance(1600)
+    leader = h.partition(1, TP)
+    assert leader.isr_state.phase is IsrPhase.PENDING_SHRINK
+    assert len(h.held) == 1 and h.held[0][0].new_isr == (1, 2)
+    h.hold_alter_isr = False
+    return h, leader
+
+
+def test_a_shrink_that_loses_to_the_controller_is_dropped(tmp_path):
+    """Seed 001 'D': the controller's write wins; the leader's proposal does not apply."""
+    h, leader = _held_shrink(tmp_path)
+    # Meanwhile the controller rewrites the state (new version, same leader epoch).
+    st = h.states[TP]
+    st.isr = (1, 2, 3)
+    st.zk_version += 1
+    h.release_alter_isr()
+    assert h.alter_isr_log[-1][1] == errors.InvalidUpdateVersion.code
+    assert leader.isr == (1, 2, 3) and leader.isr_state.phase is IsrPhase.COMMITTED
+    assert h.states[TP].isr == (1, 2, 3)
+    # The controller's LeaderAndIsr then brings the new version; the next shrink uses it.
+    h.send_leader_and_isr(TP, [1, 2])
+    assert leader.zk_version == st.zk_version
+    h.advance(600)
+    assert h.states[TP].isr == (1, 2) and leader.isr == (1, 2)
+    h.close()
+
+
+def test_one_isr_proposal_at_a_time(tmp_path):
+    h, leader = _held_shrink(tmp_path)
+    assert leader.maybe_shrink_isr() is False
+    # While shrinking, the leaving replica still counts for the HW (maximal ISR).
+    assert leader.isr_state.maximal_isr == {1, 2, 3}
+    h.release_alter_isr()
+    assert leader.isr == (1, 2) and leader.isr_state.maximal_isr == {1, 2}
+    h.close()
+
+
+# ---- leadership and fencing ------------------------------------------------------------------
+def test_new_leader_serves_empty_between_hw_and_leo(tmp_path):
+    """Seed 001 section 7: the new leader's HW may lag; that range reads empty."""
+    h = _cluster(tmp_path, brokers=(1, 2))
+    h.produce_sync(TP, [b"a"])
+    # Stop the follower from learning the next HW: crash the leader once the follower has the data.
+    pending = h.produce(TP, [b"b"], acks=1)
+    follower = h.partition(2, TP)
+    assert h.run_until(lambda: follower.log_end_offset == 2, 1000)
+    h.crash(1)
+    assert follower.high_watermark == 1
+    # Broker 1 stays in the ISR (the controller has not noticed yet): the HW waits for it.
+    h.elect(TP, 2, isr=(2, 1))
+    assert follower.is_leader and follower.high_watermark == 1
+    empty = h.fetch(TP, 1)
+    assert empty.error_code == errors.NONE and len(empty.records) == 0
+    assert h.fetch(TP, 3).error_code == errors.OffsetOutOfRange.code
+    h.close()
+
+
+def test_stale_controller_epoch_and_leader_epoch(tmp_path):
+    h = _cluster(tmp_path)
+    rm = h.brokers[2]
+    state = h.leader_and_isr_state(TP)
+    resp = rm.handle_leader_and_isr(LeaderAndIsrRequest(0, h.controller_epoch - 1, (state,)))
+    assert resp.error_code == errors.StaleControllerEpoch.code
+    h.elect(TP, 2)
+    assert h.partition(2, TP).is_leader and h.partition(2, TP).leader_epoch == 1
+    # An older partition state from a current controller is ignored.
+    resp = rm.handle_leader_and_isr(LeaderAndIsrRequest(0, h.controller_epoch, (state,)))
+    assert resp.partition_errors == ((TP, errors.StaleControllerEpoch.code),)
+    assert h.partition(2, TP).is_leader and h.partition(2, TP).leader_epoch == 1
+    stop = StopReplicaRequest(0, h.controller_epoch - 1, (StopReplicaPartition(TP, True),))
+    assert rm.handle_stop_replica(stop).error_code == errors.StaleControllerEpoch.code
+    um = UpdateMetadataRequest(0, h.controller_epoch - 1, (), (1, 2, 3))
+    assert rm.handle_update_metadata(um).error_code == errors.StaleControllerEpoch.code
+    h.close()
+
+
+def test_fetch_leader_epoch_is_fenced(tmp_path):
+    h = _cluster(tmp_path)
+    h.elect(TP, 1)  # same leader, epoch 1
+    assert h.fetch(TP, 0, current_leader_epoch=0).error_code == errors.FencedLeaderEpoch.code
+    assert h.fetch(TP, 0, current_leader_epoch=2).error_code == errors.UnknownLeaderEpoch.code
+    assert h.fetch(TP, 0, current_leader_epoch=1).error_code == errors.NONE
+    assert h.fetch(TP, 0, to=2).error_code == errors.NotLeaderOrFollower.code
+    h.close()
+
+
+def test_old_leader_stops_accepting_and_waiting_produces_fail(tmp_path):
+    h = _cluster(tmp_path)
+    h.crash(3)
+    pending = h.produce(TP, [b"x"], acks=-1)
+    assert h.run_until(lambda: h.partition(1, TP).log_end_offset == 1, 100)
+    h.elect(TP, 2, isr=(1, 2))
+    assert h.run_until(lambda: pending.done, 100)
+    assert pending.response.partitions[0].error_code == errors.NotLeaderOrFollower.code
+    r = h.produce(TP, [b"y"], acks=1, to=1)
+    assert h.run_until(lambda: r.done, 100)
+    assert r.response.partitions[0].error_code == errors.NotLeaderOrFollower.code
+    h.close()
+
+
+# ---- controller requests --------------------------------------------------------------------
+def test_init_leader_and_isr_deletes_unlisted_partitions(tmp_path):
+    h = _cluster(tmp_path)
+    other = TopicPartition("old", 3)
+    h.create_partition(other, (1, 2, 3))
+    h.settle(other)
+    rm = h.brokers[2]
+    assert (h.data_dir(2) / "old-3").is_dir()
+    req = LeaderAndIsrRequest(0, h.controller_epoch, (h.leader_and_isr_state(TP),), is_init=True)
+    assert rm.handle_leader_and_isr(req).error_code == errors.NONE
+    assert other not in rm.partitions and not (h.data_dir(2) / "old-3").exists()
+    assert TP in rm.partitions
+    h.close()
+
+
+def test_stop_replica_with_and_without_delete(tmp_path):
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    rm = h.brokers[3]
+    keep = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, False),))
+    assert rm.handle_stop_replica(keep).partition_errors == ((TP, errors.NONE),)
+    assert rm.partitions[TP].role is Role.NONE and not rm.fetchers
+    assert (h.data_dir(3) / "bar-0").is_dir()
+    delete = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True),))
+    rm.handle_stop_replica(delete)
+    assert TP not in rm.partitions and not (h.data_dir(3) / "bar-0").exists()
+    h.close()
+
+
+def test_update_metadata_feeds_the_cache(tmp_path):
+    h = _cluster(tmp_path)
+    rm = h.brokers[1]
+    state = UpdateMetadataPartitionState(TP, h.controller_epoch, 1, 0, (1, 2, 3), 0, (1, 2, 3))
+    req = UpdateMetadataRequest(0, h.controller_epoch, (state,), (1, 2, 3))
+    assert rm.handle_update_metadata(req).error_code == errors.NONE
+    assert rm.metadata_cache.leader_for(TP) == 1
+    assert rm.metadata_cache.live_brokers == {1, 2, 3}
+    rm.handle_update_metadata(UpdateMetadataRequest(0, h.controller_epoch, (), (1, 2), deleted=(TP,)))
+    assert rm.metadata_cache.leader_for(TP) is None
+    h.close()
+
+
+def test_leader_and_isr_for_a_partition_not_assigned_here(tmp_path):
+    h = _cluster(tmp_path)
+    state = h.leader_and_isr_state(TP)
+    h2 = Harness(tmp_path / "other", (9,))
+    resp = h2.brokers[9].handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (state,)))
+    assert resp.partition_errors == ((TP, errors.UnknownTopicOrPartition.code),)
+    h.close()
+    h2.close()
+
+
+# ---- HW checkpoint --------------------------------------------------------------------------
+def test_hw_checkpoint_periodic_clean_shutdown_and_restore(tmp_path):
+    h = _cluster(tmp_path, {"replica.high.watermark.checkpoint.interval.ms": 1000})
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    path = h.data_dir(2) / "replication-offset-checkpoint"
+    h.advance(1000)
+    assert OffsetCheckpointFile(path).read() == {TP: 2}
+    h.produce_sync(TP, [b"c"])
+    h.settle(TP)
+    assert OffsetCheckpointFile(path).read() == {TP: 2}  # not yet: the next period
+    h.crash(2, clean=True)
+    assert OffsetCheckpointFile(path).read() == {TP: 3}
+    h.start(2)
+    h.send_leader_and_isr(TP, [2])
+    assert h.partition(2, TP).high_watermark == 3
+    h.close()
+
+
+def test_consumer_fetch_budget_and_partitions(tmp_path):
+    h = _cluster(tmp_path)
+    for i in range(5):
+        h.produce_sync(TP, [b"v%d" % i])
+    leader = h.brokers[1]
+    got = []
+    req = FetchRequest(-1, (FetchPartition(TP, 0, max_bytes=1),), max_wait_ms=0)
+    leader.handle_fetch(req, got.append)
+    # At least one whole batch even when it exceeds max_bytes (progress is guaranteed).
+    assert got and got[0].partitions[0].error_code == errors.NONE and len(got[0].partitions[0].records) > 0
+    h.close()
+
+
+@pytest.mark.parametrize("isolation,visible", [("committed", 1), ("uncommitted", 2)])
+def test_consumer_isolation(tmp_path, isolation, visible):
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.crash(3)
+    pending = h.produce(TP, [b"b"], acks=1)
+    assert h.run_until(lambda: pending.done, 100)
+    d = h.fetch(TP, 0, isolation=isolation)
+    from kreplica.records import decode_records
+
+    assert [r.value for r in decode_records(d.records)] == [b"a", b"b"][:visible]
+    h.close()
