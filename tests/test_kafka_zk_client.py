@@ -123,6 +123,30 @@ def test_controller_election_and_epoch(store_env: StoreEnv) -> None:
     assert b.try_elect_controller(1002) and b.get_controller_id() == 1002
 
 
+def test_atomic_controller_registration(store_env: StoreEnv) -> None:
+    a, b, c = _client(store_env, "a"), _client(store_env, "b"), _client(store_env, "c")
+    assert a.register_controller_and_increment_epoch(1001) == (1, 0)
+    assert b.register_controller_and_increment_epoch(1002) is None
+    assert b.get_controller_epoch() == (1, 0)  # the loser's transaction left nothing behind
+    a.session.close()
+    # The epoch moves between b's read and b's transaction (a dying predecessor's last
+    # bump): the transaction fails whole -- no /controller is left -- and b retries.
+    read_epoch = b.get_controller_epoch
+    raced: list[int] = []
+
+    def read_then_race():
+        got = read_epoch()
+        if not raced:
+            raced.append(c.increment_controller_epoch(got[1])[0])
+        return got
+
+    b.get_controller_epoch = read_then_race
+    assert b.register_controller_and_increment_epoch(1002) == (3, 2)
+    assert raced == [2] and b.get_controller_id() == 1002
+    assert json.loads(_raw(store_env, "/controller"))["brokerid"] == 1002
+    assert _raw(store_env, "/controller_epoch") == b"3"
+
+
 def test_admin_paths(store_env: StoreEnv) -> None:
     admin, ctl = _client(store_env, "admin"), _client(store_env, "controller")
     seen = Recorder()

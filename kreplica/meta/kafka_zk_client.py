@@ -248,6 +248,32 @@ class KafkaZkClient:
             return False
         return True
 
+    def register_controller_and_increment_epoch(self, broker_id: int) -> tuple[int, int] | None:
+        """Win the election and bump ``/controller_epoch`` in one transaction (Kafka 2.x's way).
+
+        Returns (new epoch, its node version), or None when another broker holds
+        ``/controller``.  An epoch moved by someone else between the read and the
+        transaction (a dying predecessor) is re-read and retried.
+        """
+        data = layout.encode_controller(broker_id, self.clock.now_ms())
+        for _ in range(16):
+            current = self.get_controller_epoch()
+            if current is None:
+                epoch, epoch_op = 1, Op.create(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(1))
+            else:
+                epoch = current[0] + 1
+                epoch_op = Op.set(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(epoch), current[1])
+            try:
+                results = self.session.multi([Op.create(layout.CONTROLLER, data, ephemeral=True), epoch_op])
+            except NodeExists as exc:
+                if exc.op_index == 0:
+                    return None
+                continue
+            except BadVersion:
+                continue
+            return epoch, (0 if current is None else results[1].version)  # type: ignore[attr-defined]
+        raise BadVersion(f"{layout.CONTROLLER_EPOCH} kept moving while broker {broker_id} stood for controller")
+
     def get_controller_id(self, watch: Watch | None = None) -> int | None:
         """The current controller's broker id, or None; ``watch`` fires on creation or deletion too."""
         got = self._get_or_watch(layout.CONTROLLER, watch)
