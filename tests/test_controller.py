@@ -1,0 +1,366 @@
+"""KafkaController: election, failover, resignation and each callback (seeds 000, 001)."""
+from __future__ import annotations
+
+import pytest
+
+from controller_harness import ControllerCluster
+from kreplica import errors
+from kreplica.controller import PartitionState, ReplicaState
+from kreplica.controller.context import PartitionReplica
+from kreplica.meta import BadVersion
+from kreplica.meta import layout
+from kreplica.protocol import (
+    ControlledShutdownRequest,
+    LeaderAndIsr,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataRequest,
+)
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+def cluster(brokers=(1, 2, 3), candidates=None, **kw):
+    c = ControllerCluster(list(brokers), candidates=candidates, **kw)
+    return c
+
+
+def with_topic(c, assignment=None, topic="t", config=None):
+    c.create_topic(topic, assignment or {0: [1, 2, 3], 1: [2, 3, 1]}, config)
+    return c
+
+
+def epochs_sent(c):
+    return {r.controller_epoch for s in c.channel.sent for r in [s.request]}
+
+
+# -- election, failover, resignation ---------------------------------------------------
+
+def test_first_candidate_becomes_controller_with_epoch_1():
+    c = cluster()
+    assert c.controller.broker_id == 1 and c.controller.epoch == 1
+    assert [b for b, x in c.controllers.items() if x.is_active] == [1]
+    assert c.admin.get_controller_id() == 1
+    assert c.admin.get_controller_epoch()[0] == 1
+
+
+def test_epoch_increments_on_each_failover_and_requests_carry_it():
+    c = with_topic(cluster(brokers=(4, 5, 1, 2, 3), candidates=[4, 5, 1]))
+    assert c.controller.broker_id == 4 and epochs_sent(c) == {1}
+    c.channel.clear()
+    c.kill(4)
+    assert c.controller.broker_id == 5 and c.controller.epoch == 2
+    assert epochs_sent(c) == {2}
+    # the new controller's first LeaderAndIsr to each broker says so (seed 001 C.3)
+    firsts = {}
+    for s in c.channel.sent:
+        if isinstance(s.request, LeaderAndIsrRequest):
+            firsts.setdefault(s.broker_id, s.request)
+    assert set(firsts) == {1, 2, 3} and all(r.is_init for r in firsts.values())
+    assert {ps.tp for ps in firsts[1].partition_states} == {T0, T1}
+    c.channel.clear()
+    c.kill(5)
+    assert c.controller.broker_id == 1 and c.controller.epoch == 3
+    assert epochs_sent(c) == {3}
+
+
+def test_failover_needs_no_reread_of_states_it_wrote():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    assert ctrl.ctx.leadership[T0] == c.state("t", 0)   # versions kept from its own writes
+
+
+def test_losing_controller_node_resigns_and_stops_acting():
+    c = with_topic(cluster(brokers=(1, 2, 3, 7, 8), candidates=[7, 8]))
+    old = c.controller
+    assert old.broker_id == 7
+    c.sessions[7].set_reachable(False)       # partitioned from the store
+    c.sched.advance(c.session_timeout_ms + 500)
+    c.settle()
+    # the store expired 7's session; 8 took over with a higher epoch
+    assert c.controllers[8].is_active and c.controllers[8].epoch == 2
+    c.channel.clear()
+    c.sessions[7].set_reachable(True)        # 7 learns of its expiry only now
+    c.settle()
+    assert not old.is_active
+    c.kill(2)                                # work for a controller
+    assert c.channel.sent and all(s.request.controller_id == 8 for s in c.channel.sent)
+    assert all(s.request.controller_epoch == 2 for s in c.channel.sent)
+
+
+def test_deleted_controller_node_triggers_reelection():
+    c = cluster(brokers=(1, 2))
+    first = c.controller
+    c.admin.session.delete(layout.CONTROLLER)
+    c.settle()
+    assert c.controller.epoch == 2
+    assert first.failovers + c.controllers[2].failovers == 2
+
+
+def test_failover_resumes_pending_preferred_election_and_isr_notifications():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(1)
+    c.start(1)
+    c.leader_sets_isr(T0, [2, 3, 1])
+    c.kill(9, wait_expiry=False)
+    c.admin.create_preferred_replica_election([T0])
+    c.sched.advance(c.session_timeout_ms + 500)  # no controller meanwhile
+    assert c.state("t", 0).leader != 1
+    c._candidates = None
+    c.start(10)
+    assert c.controller.broker_id == 10
+    assert c.state("t", 0).leader == 1
+    assert c.admin.get_preferred_replica_election() == set()
+
+
+# -- onNewTopicCreation / onNewPartitionCreation ---------------------------------------
+
+def test_new_topic_partitions_come_online_with_first_live_replica_leading():
+    c = cluster()
+    c.kill(2)
+    c.channel.clear()
+    with_topic(c, {0: [2, 1, 3], 1: [3, 1, 2]})
+    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (1, (1, 3))
+    assert (c.state("t", 1).leader, c.state("t", 1).isr) == (3, (3, 1))
+    ctrl = c.controller
+    assert ctrl.psm.state(T0) is PartitionState.ONLINE
+    assert ctrl.rsm.state(PartitionReplica(T0, 1)) is ReplicaState.ONLINE
+    lai = c.channel.requests(LeaderAndIsrRequest, 1)
+    assert {ps.tp for r in lai for ps in r.partition_states if ps.is_new} == {T0, T1}
+    assert not c.channel.requests(LeaderAndIsrRequest, 2)      # dead broker: nothing sent
+
+
+def test_added_partitions_come_online():
+    c = with_topic(cluster())
+    c.admin.set_topic_assignment("t", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    c.settle()
+    st = c.state("t", 2)
+    assert st.leader == 3 and st.isr == (3, 1, 2)
+    assert c.controller.psm.state(TopicPartition("t", 2)) is PartitionState.ONLINE
+
+
+# -- onBrokerFailure / onBrokerStartup ------------------------------------------------------
+
+def test_broker_failure_reelects_and_shrinks_isr():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.clear()
+    c.kill(1)
+    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (2, (2, 3))   # re-elected
+    assert (c.state("t", 1).leader, c.state("t", 1).isr) == (2, (2, 3))   # 1 left the ISR
+    ctrl = c.controller
+    assert ctrl.rsm.state(PartitionReplica(T0, 1)) is ReplicaState.OFFLINE
+    # UpdateMetadata reached every live broker with the new leaders
+    um = c.channel.requests(UpdateMetadataRequest, 3)
+    assert any(ps.tp == T0 and ps.leader == 2 for r in um for ps in r.partition_states)
+
+
+def test_no_live_replica_leaves_partition_offline_until_one_returns():
+    c = with_topic(cluster(brokers=(1, 2, 9), candidates=[9]), {0: [1]})
+    c.kill(1)
+    assert c.controller.psm.state(T0) is PartitionState.OFFLINE
+    st = c.state("t", 0)
+    assert st.leader == -1 and st.isr == (1,)       # leaderless, ISR not emptied
+    c.channel.clear()
+    c.start(1)
+    assert c.state("t", 0).leader == 1 and c.controller.psm.state(T0) is PartitionState.ONLINE
+    um = c.channel.requests(UpdateMetadataRequest, 1)
+    assert um, "the restarted broker gets the metadata first"
+    assert c.channel.requests(LeaderAndIsrRequest, 1)[0].is_init
+
+
+def test_broker_startup_sends_metadata_and_brings_replicas_online():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(3)
+    c.channel.clear()
+    c.start(3)
+    first = c.channel.sent[0]
+    assert first.broker_id == 3 and isinstance(first.request, UpdateMetadataRequest)
+    assert {ps.tp for ps in first.request.partition_states} == {T0, T1}
+    lai = c.channel.requests(LeaderAndIsrRequest, 3)
+    assert lai[0].is_init and {ps.tp for ps in lai[0].partition_states} == {T0, T1}
+    assert c.controller.rsm.state(PartitionReplica(T0, 3)) is ReplicaState.ONLINE
+
+
+def test_unclean_election_follows_the_topic_override():
+    c = cluster(brokers=(1, 2, 9), candidates=[9])
+    with_topic(c, {0: [1, 2]}, topic="t")
+    with_topic(c, {0: [1, 2]}, topic="u", config={"unclean.leader.election.enable": True})
+    for topic in ("t", "u"):
+        c.leader_sets_isr(TopicPartition(topic, 0), [1])   # 2 fell out of sync
+    c.kill(1)
+    assert c.state("t", 0).leader == -1                    # clean: stays leaderless
+    st = c.state("u", 0)
+    assert (st.leader, st.isr) == (2, (2,))                # unclean: the out-of-sync replica
+
+
+# -- controlled shutdown -------------------------------------------------------------------
+
+def test_shutdown_broker_moves_leaders_and_stops_follower_replicas():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.clear()
+    remaining = c.controller.shutdown_broker(1)
+    assert remaining == set()
+    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (2, (2, 3))
+    assert c.state("t", 1).isr == (2, 3)
+    stops = [p for r in c.channel.requests(StopReplicaRequest, 1) for p in r.partitions]
+    assert [(p.tp, p.delete) for p in stops] == [(T1, False)]
+    assert 1 in c.controller.ctx.shutting_down_broker_ids
+    c.stop(1)
+    assert 1 not in c.controller.ctx.shutting_down_broker_ids
+
+
+def test_shutdown_broker_returns_partitions_it_must_still_lead():
+    c = with_topic(cluster(brokers=(1, 2, 9), candidates=[9]), {0: [1, 2], 1: [2, 1], 2: [1]})
+    c.leader_sets_isr(T0, [1])
+    assert c.controller.shutdown_broker(1) == {T0}       # RF 1 partitions are not reported
+    response = c.controller.handle_controlled_shutdown(ControlledShutdownRequest(1))
+    assert response.error_code == 0 and response.partitions_remaining == (T0,)
+    c.leader_sets_isr(T0, [1, 2])                        # the follower caught up: retry works
+    assert c.controller.shutdown_broker(1) == set()
+    assert c.state("t", 0).leader == 2
+
+
+def test_shutdown_broker_errors():
+    c = with_topic(cluster(brokers=(1, 2)))
+    with pytest.raises(errors.NotController):
+        c.controllers[2].shutdown_broker(1)
+    with pytest.raises(errors.BrokerNotAvailable):
+        c.controller.shutdown_broker(42)
+    response = c.controllers[2].handle_controlled_shutdown(ControlledShutdownRequest(1))
+    assert response.error_code == errors.NotController.code
+
+
+# -- ISR changes ------------------------------------------------------------------------------
+
+def test_isr_change_notification_refreshes_and_broadcasts():
+    c = with_topic(cluster())
+    c.channel.clear()
+    new = c.leader_sets_isr(T0, [1, 2])
+    assert c.controller.ctx.leadership[T0] == new
+    for b in (1, 2, 3):
+        um = c.channel.requests(UpdateMetadataRequest, b)
+        assert any(ps.tp == T0 and ps.isr == (1, 2) for r in um for ps in r.partition_states)
+    assert c.admin.get_isr_change_notifications() == []
+
+
+def test_controller_wins_against_a_leader_shrinking_the_isr():
+    """The leader read the state, then the controller changed the leader: the leader's
+    conditional write fails (seed 001 'D')."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    leader_view = c.state("t", 0)                       # leader 1 reads version v
+    c.kill(1)                                           # controller elects 2 (version v+1)
+    shrink = LeaderAndIsr(1, leader_view.leader_epoch, (1,), leader_view.zk_version,
+                          leader_view.controller_epoch)
+    updated, bad, failed = c.admin.update_partition_states({T0: shrink})
+    assert bad == [T0] and not updated
+    assert c.state("t", 0).leader == 2
+
+
+def test_controller_wins_when_the_leader_wrote_first():
+    """The leader's shrink landed first (the controller's cached version is stale):
+    the controller re-reads, decides again, and its decision is what stays."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    before = c.state("t", 0)
+    c.admin.update_partition_states({T0: LeaderAndIsr(1, before.leader_epoch, (1, 3), before.zk_version,
+                                                      before.controller_epoch)})
+    assert c.controller.ctx.leadership[T0].zk_version == before.zk_version   # no notification yet
+    c.kill(1)
+    st = c.state("t", 0)
+    assert (st.leader, st.isr) == (3, (3,))
+    assert st.controller_epoch == c.controller.epoch
+    with pytest.raises(BadVersion):      # and the old leader's next write loses
+        c.admin.session.set(layout.partition_state_path("t", 0), b"{}", before.zk_version + 1)
+
+
+# -- preferred election and auto rebalance -----------------------------------------------------
+
+def test_preferred_replica_election_from_the_admin_path():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(1)
+    c.start(1)
+    c.leader_sets_isr(T0, [2, 3, 1])
+    assert c.state("t", 0).leader == 2
+    c.admin.create_preferred_replica_election([T0])
+    c.settle()
+    assert c.state("t", 0).leader == 1 and c.state("t", 0).isr == (2, 3, 1)
+    assert c.admin.get_preferred_replica_election() == set()
+
+
+def test_auto_leader_rebalance_restores_preferred_leaders():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9], config={
+        "auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 2}))
+    c.kill(1)
+    c.start(1)
+    c.leader_sets_isr(T0, [2, 3, 1])
+    assert c.state("t", 0).leader == 2
+    c.sched.advance(7000)
+    assert c.state("t", 0).leader == 1
+
+
+@pytest.mark.parametrize("percentage,moved", [(10, False), (5, True)])
+def test_rebalance_only_beyond_the_imbalance_percentage(percentage, moved):
+    c = cluster(brokers=(1, 2, 3, 9), candidates=[9],
+                config={"leader.imbalance.per.broker.percentage": percentage})
+    c.create_topic("v", {p: [1, 2, 3] for p in range(10)})
+    tps = [TopicPartition("v", p) for p in range(10)]
+    c.kill(1)
+    c.start(1)
+    for tp in tps:
+        c.leader_sets_isr(tp, [2, 3, 1])
+    c.controller.elect_preferred_leaders(tps[1:])
+    # broker 1 prefers 10 partitions and leads 9: 10% imbalance
+    chosen = c.controller.check_and_trigger_partition_rebalance()
+    assert chosen == ({tps[0]} if moved else set())
+    assert (c.state("v", 0).leader == 1) is moved
+
+
+# -- topic deletion ---------------------------------------------------------------------------
+
+def test_topic_deletion_deletes_replicas_then_znodes():
+    c = with_topic(cluster())
+    c.channel.clear()
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    deletes = {(s.broker_id, p.tp) for s in c.channel.sent if isinstance(s.request, StopReplicaRequest)
+               for p in s.request.partitions if p.delete}
+    assert deletes == {(b, tp) for b in (1, 2, 3) for tp in (T0, T1)}
+    assert not c.admin.topic_exists("t")
+    assert c.admin.get_topic_deletions() == []
+    assert "t" not in c.controller.ctx.all_topics and c.controller.deletion.completed == ["t"]
+
+
+def test_topic_deletion_waits_for_a_dead_broker_and_resumes():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(3)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.admin.topic_exists("t")
+    ctrl = c.controller
+    assert ctrl.rsm.state(PartitionReplica(T0, 3)) is ReplicaState.DELETION_INELIGIBLE
+    assert ctrl.rsm.state(PartitionReplica(T0, 1)) is ReplicaState.DELETION_SUCCESSFUL
+    c.start(3)
+    assert not c.admin.topic_exists("t")
+
+
+def test_topic_deletion_retries_after_an_error_answer():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.responders[2] = lambda req: (StopReplicaResponse(0, tuple((p.tp, 56) for p in req.partitions))
+                                          if isinstance(req, StopReplicaRequest) else None)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.admin.topic_exists("t")
+    assert c.controller.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_INELIGIBLE
+    del c.channel.responders[2]
+    c.stop(2)
+    c.start(2)                               # the broker's return resumes the deletion
+    assert not c.admin.topic_exists("t")
+
+
+def test_topic_deletion_disabled_clears_the_request():
+    c = with_topic(cluster(config={"delete.topic.enable": False}))
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.admin.topic_exists("t") and c.admin.get_topic_deletions() == []
