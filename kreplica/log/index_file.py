@@ -97,6 +97,17 @@ class IndexFile:
         mm[start:end] = rows.tobytes()
         self.entries += len(rows)
 
+    def _write_one(self, *fields: int) -> None:
+        """One entry without numpy (the leader appends one batch at a time)."""
+        if not self.writable:
+            raise KafkaStorageError(f"index {self.path} is not open for append")
+        if self.entries >= self.max_entries:
+            raise KafkaStorageError(f"index {self.path} is full ({self.entries} entries)")
+        start = self.size_bytes()
+        self.file.reserve(start + self.ENTRY_BYTES)
+        struct.pack_into(self.FORMAT, self.file.map(start + self.ENTRY_BYTES), start, *fields)
+        self.entries += 1
+
     def truncate_entries(self, entries: int) -> None:
         entries = min(self.entries, max(0, entries))
         if entries < self.entries and not self.writable:

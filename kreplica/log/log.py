@@ -20,6 +20,7 @@ rebuilds the indexes, so nothing flushed is lost and nothing torn survives.
 from __future__ import annotations
 
 import bisect
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -515,6 +516,34 @@ class Log:
         except OSError as e:
             raise KafkaStorageError(f"marking {self.dir} clean: {e}") from e
         self._release_all()
+
+    def crash(self, lose_unflushed: bool = True, torn_bytes: int = 0) -> None:
+        """Stop as a killed broker would: no flush, no clean-shutdown marker.
+
+        With ``lose_unflushed`` also lose what a power failure may lose: every byte
+        after the recovery point except the first ``torn_bytes`` of it (a torn write).
+        For simulators and tests; reopening runs recovery.
+        """
+        self._check_open()
+        cut: tuple[int, int, int] | None = None
+        if lose_unflushed and self._recovery_point < self._leo:
+            i = bisect.bisect_right(self._bases, self._recovery_point) - 1
+            seg = self._segments[i]
+            pos, _ = seg.position_of(self._recovery_point)
+            cut = (i, pos + max(torn_bytes, 0), seg.size)
+        self._release_all()
+        if cut is None:
+            return
+        i, start, end = cut
+        try:
+            with open(self._segments[i].log_file.path, "r+b") as f:
+                # zeroes, not a shorter file: a reader's view past the end would SIGBUS
+                while start < end:
+                    start += os.pwrite(f.fileno(), bytes(min(end - start, 1 << 20)), start)
+        except OSError as e:
+            raise KafkaStorageError(f"simulating a crash of {self.dir}: {e}") from e
+        for seg in self._segments[i + 1:]:
+            seg.delete()
 
     def _release_all(self) -> None:
         for seg in self._segments:

@@ -37,7 +37,10 @@ class OffsetIndex(IndexFile):
         return self.base_offset + r, pos
 
     def append(self, offset: int, position: int) -> None:
-        self.append_many(np.array([offset], dtype=np.int64), np.array([position], dtype=np.int64))
+        rel = offset - self.base_offset
+        if (self.entries and rel <= self._entry(self.entries - 1)[0]) or not 0 <= rel <= 0xFFFFFFFF:
+            raise KafkaStorageError(f"index {self.path}: offset {offset} does not follow {self.last_entry()[0]}")
+        self._write_one(rel, position)
 
     def append_many(self, offsets: np.ndarray, positions: np.ndarray) -> None:
         """Append entries; offsets must increase past the last entry."""

@@ -36,7 +36,12 @@ class TimeIndex(IndexFile):
 
     def maybe_append(self, timestamp: int, offset: int) -> bool:
         """Append when ``timestamp`` is newer than the last entry's; True if appended."""
-        return self.maybe_append_many(np.array([timestamp], np.int64), np.array([offset], np.int64)) > 0
+        if self.entries:
+            last_ts, last_rel = self._entry(self.entries - 1)
+            if timestamp <= last_ts or offset - self.base_offset < last_rel:
+                return False
+        self._write_one(timestamp, offset - self.base_offset)
+        return True
 
     def maybe_append_many(self, timestamps: np.ndarray, offsets: np.ndarray) -> int:
         if not len(timestamps):

@@ -1,0 +1,169 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from kreplica.log import Log
+from kreplica.records import decode_records, scan_batches
+
+CONFIG = {"segment.bytes": 32 * 1024, "index.interval.bytes": 256}
+
+
+def value(i):
+    return b"%08d" % i + b"." * 40
+
+
+def records(log):
+    out, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        recs = decode_records(log.read(offset, 1 << 20).view)
+        out += [r for r in recs if r.offset >= offset]
+        offset = recs[-1].offset + 1
+    return out
+
+
+def assert_prefix(log, appended_up_to, flushed):
+    """The recovered log holds offsets 0..LEO-1 with the values written, and all flushed."""
+    leo = log.log_end_offset
+    assert flushed <= leo <= appended_up_to
+    recs = records(log)
+    assert [r.offset for r in recs] == list(range(leo))
+    assert [r.value for r in recs] == [value(i) for i in range(leo)]
+    assert log.recovery_point == leo
+
+
+def index_positions_valid(log):
+    for seg in log.segments:
+        arr = seg.offset_index.array()
+        mm = seg.log_file.map(seg.size)
+        for rel, pos in zip(arr["relative_offset"].tolist(), arr["position"].tolist()):
+            assert int.from_bytes(mm[pos:pos + 8], "big") == seg.base_offset + rel
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from kreplica.log import Log
+    log = Log.open(sys.argv[1], {"segment.bytes": 32 * 1024, "index.interval.bytes": 256,
+                                 "flush.messages": 300})
+    i = 0
+    while True:
+        n = 1 + i % 37
+        info = log.append_as_leader([b"%08d" % j + b"." * 40 for j in range(i, i + n)])
+        i += n
+        print(info.last_offset, log.recovery_point, flush=True)
+    """
+)
+
+
+def test_sigkill_mid_append_recovers_a_prefix_with_everything_flushed(tmp_path):
+    path = tmp_path / "t-0"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE)
+    lines = [proc.stdout.readline() for _ in range(400)]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    last_acked, flushed = map(int, lines[-1].split())
+    assert flushed > 0
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset > last_acked  # the page cache survived the kill
+    assert_prefix(log, 1 << 62, flushed)
+    index_positions_valid(log)
+    log.append_as_leader([value(log.log_end_offset)])
+    log.close()
+
+
+def test_flipped_tail_bytes_are_cut_at_the_first_bad_batch(tmp_path):
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    for i in range(0, 300, 10):
+        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    active = log.segments[-1]
+    scan = scan_batches(active.log_file.map(active.size), 0, active.size)
+    victim = int(scan.positions[-3])  # third batch from the end
+    victim_base = int(scan.base_offsets[-3])
+    log.crash(lose_unflushed=False)
+    with open(active.log_file.path, "r+b") as f:
+        f.seek(victim + 70)
+        byte = f.read(1)
+        f.seek(victim + 70)
+        f.write(bytes([byte[0] ^ 0x5A]))
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == victim_base
+    assert log.last_recovery[-1].error is not None
+    assert_prefix(log, 300, 0)
+    index_positions_valid(log)
+    assert log.append_as_leader([value(victim_base)]).first_offset == victim_base
+    log.close()
+
+
+def test_crash_loses_only_unflushed_and_recovery_truncates_the_torn_batch(tmp_path):
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    for i in range(0, 200, 10):
+        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    log.flush()
+    for i in range(200, 260, 10):
+        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    log.crash(lose_unflushed=True, torn_bytes=100)
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == 200
+    assert_prefix(log, 260, 200)
+    log.close()
+
+
+def test_unclean_open_without_loss_keeps_everything(tmp_path):
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    for i in range(0, 500, 10):
+        log.append_as_leader([value(j) for j in range(i, i + 10)], leader_epoch=i // 100)
+    log.crash(lose_unflushed=False)
+    log = Log.open(path, CONFIG)
+    assert_prefix(log, 500, 500)
+    assert log.leader_epoch_cache.entries == [(e, e * 100) for e in range(5)]
+    index_positions_valid(log)
+    log.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batches=st.lists(st.integers(1, 40), min_size=1, max_size=40),
+    flush_after=st.integers(0, 40),
+    cut=st.floats(0, 1),
+    garbage=st.binary(max_size=200),
+)
+def test_any_crash_point_recovers_a_prefix_holding_everything_flushed(tmp_path_factory, batches, flush_after,
+                                                                      cut, garbage):
+    path = tmp_path_factory.mktemp("crash") / "t-0"
+    log = Log.open(path, CONFIG)
+    offset = 0
+    flushed = 0
+    for k, n in enumerate(batches):
+        log.append_as_leader([value(j) for j in range(offset, offset + n)])
+        offset += n
+        if k + 1 == flush_after:
+            log.flush()
+            flushed = offset
+    # The OS kept an arbitrary prefix of the unflushed bytes, then garbage (or zeros).
+    rp_seg = [s for s in log.segments if s.base_offset <= flushed][-1]
+    flushed_pos = rp_seg.position_of(flushed)[0] if flushed < rp_seg.next_offset else rp_seg.size
+    last = log.segments[-1]
+    log.crash(lose_unflushed=False)
+    victim = rp_seg if rp_seg is last else (rp_seg if cut < 0.3 else last)
+    lo = flushed_pos if victim is rp_seg else 0
+    keep = lo + int((os.path.getsize(victim.log_file.path) - lo) * cut)
+    with open(victim.log_file.path, "r+b") as f:
+        f.truncate(keep)
+        f.seek(keep)
+        f.write(garbage)
+    if victim is rp_seg:
+        for seg in log.segments:
+            if seg.base_offset > rp_seg.base_offset:
+                seg.delete()
+    log = Log.open(path, CONFIG)
+    assert_prefix(log, offset, flushed)
+    index_positions_valid(log)
+    log.close()
