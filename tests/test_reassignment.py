@@ -1,0 +1,158 @@
+"""Partition reassignment (seed 000's 12 steps), and a controller killed at every step.
+
+OAR = {1,2,3}, RAR = {4,5,6}; brokers 7 and 8 are controller candidates only,
+so killing a controller does not touch the partition's replicas.  The store's
+(AR, leader, ISR) must go through seed 000's table and nothing else, whatever
+step the first controller dies at.
+"""
+from __future__ import annotations
+
+import pytest
+
+from controller_harness import ControllerCluster
+from kreplica.controller import ReplicaState
+from kreplica.controller.context import PartitionReplica
+from kreplica.protocol import LeaderAndIsrRequest, StopReplicaRequest, TopicPartition
+
+TP = TopicPartition("r", 0)
+OAR, RAR = [1, 2, 3], [4, 5, 6]
+
+# seed 000's table: AR, leader/ISR
+TABLE = [
+    ({1, 2, 3}, 1, {1, 2, 3}),                  # initial
+    ({1, 2, 3, 4, 5, 6}, 1, {1, 2, 3}),         # step 2
+    ({1, 2, 3, 4, 5, 6}, 1, {1, 2, 3, 4, 5, 6}),  # step 4
+    ({1, 2, 3, 4, 5, 6}, 4, {1, 2, 3, 4, 5, 6}),  # step 7
+    ({1, 2, 3, 4, 5, 6}, 4, {4, 5, 6}),         # step 8
+    ({4, 5, 6}, 4, {4, 5, 6}),                  # step 10
+]
+
+
+class Crash(Exception):
+    """The controller process dies here."""
+
+
+class Story:
+    def __init__(self, crash_at=None):
+        self.c = ControllerCluster([7, 8, 1, 2, 3, 4, 5, 6], candidates=[7, 8])
+        self.c.create_topic("r", {0: OAR})
+        self.pictures = [self.picture()]
+        self.steps: list[tuple[int, int]] = []
+        self.crash_at = crash_at
+        for c in self.c.controllers.values():
+            c.reassignment_step_hook = self.hook(c.broker_id)
+
+    def picture(self):
+        st = self.c.state(*TP)
+        return set(self.c.assignment("r")[0]), st.leader, set(st.isr)
+
+    def record(self):
+        p = self.picture()
+        if p != self.pictures[-1]:
+            self.pictures.append(p)
+
+    def hook(self, broker_id):
+        def on_step(tp, step):
+            assert tp == TP
+            self.steps.append((broker_id, step))
+            self.record()
+            if broker_id == 7 and step == self.crash_at:
+                raise Crash(step)
+        return on_step
+
+    def run(self, fn):
+        """Run ``fn``; if the first controller crashes inside, kill it and let 8 take over."""
+        try:
+            fn()
+        except Crash:
+            self.c.kill(7)
+            assert self.c.controller.broker_id == 8
+            self.record()
+            return True
+        return False
+
+    def start_reassignment(self):
+        self.c.admin.create_partition_reassignment({TP: RAR})
+        self.c.settle()
+
+    def catch_up(self):
+        """The leader adds the new replicas to the ISR (seed 000 step 4)."""
+        self.c.leader_sets_isr(TP, [1, 2, 3, 4, 5, 6])
+        self.record()
+
+
+def test_reassignment_goes_through_seed000_table():
+    s = Story()
+    s.start_reassignment()
+    assert [step for _, step in s.steps] == [1, 2, 3]
+    assert s.c.controller.ctx.partitions_being_reassigned[TP].new_replicas == tuple(RAR)
+    # step 2 forced a new leader epoch; step 3 started 4,5,6 as followers of 1
+    for b in RAR:
+        lai = s.c.channel.requests(LeaderAndIsrRequest, b)
+        assert any(ps.tp == TP and ps.leader == 1 and set(ps.replicas) == set(OAR + RAR)
+                   for r in lai for ps in r.partition_states)
+    s.catch_up()
+    assert [step for _, step in s.steps] == list(range(1, 13))
+    assert s.pictures == TABLE
+    assert s.c.assignment("r")[0] == RAR
+    assert s.c.admin.get_partition_reassignment() == {}
+    deleted = {(x.broker_id, p.delete) for x in s.c.channel.sent if isinstance(x.request, StopReplicaRequest)
+               for p in x.request.partitions if p.tp == TP}
+    assert {(b, True) for b in OAR} <= deleted
+    ctrl = s.c.controller
+    assert not ctrl.ctx.partitions_being_reassigned
+    assert ctrl.rsm.state(PartitionReplica(TP, 1)) is ReplicaState.NON_EXISTENT
+    assert ctrl.rsm.state(PartitionReplica(TP, 4)) is ReplicaState.ONLINE
+
+
+@pytest.mark.parametrize("crash_at", [1, 2, 3, "waiting", 4, 5, 6, 7, 8, 9, 10, 11, 12])
+def test_controller_failover_at_every_step_resumes(crash_at):
+    s = Story(crash_at=None if crash_at == "waiting" else crash_at)
+    crashed = s.run(s.start_reassignment)
+    if crash_at == "waiting":
+        s.c.kill(7)
+        crashed = True
+    if not crashed:
+        crashed = s.run(s.catch_up)
+    else:
+        s.catch_up()
+    assert crashed
+    assert s.c.controller.broker_id == 8 and s.c.controller.epoch == 2
+    st = s.c.state(*TP)
+    assert (s.c.assignment("r")[0], st.leader, set(st.isr)) == (RAR, 4, set(RAR))
+    assert s.c.admin.get_partition_reassignment() == {}
+    assert not s.c.controller.ctx.partitions_being_reassigned
+    assert s.pictures == TABLE
+    # the resumed controller's own steps, after the crash
+    resumed = [step for b, step in s.steps if b == 8]
+    if crash_at in (10, 11, 12):
+        assert resumed == []          # nothing left but clearing the admin path / metadata
+    else:
+        assert resumed[-1] == 12
+
+
+def test_invalid_reassignments_are_dropped_from_the_admin_path():
+    c = ControllerCluster([1, 2, 3, 4])
+    c.create_topic("r", {0: [1, 2, 3], 1: [1, 2, 3]})
+    c.kill(4)
+    c.admin.create_partition_reassignment({TP: [4, 1], TopicPartition("r", 1): [1, 2, 3]})
+    c.settle()
+    assert c.admin.get_partition_reassignment() == {}
+    assert c.assignment("r") == {0: [1, 2, 3], 1: [1, 2, 3]}
+    assert not c.controller.ctx.partitions_being_reassigned
+
+
+def test_restarted_new_replica_gets_its_state_again():
+    c = ControllerCluster([9, 1, 2, 3, 4], candidates=[9])
+    c.create_topic("r", {0: [1, 2, 3]})
+    c.admin.create_partition_reassignment({TP: [2, 3, 4]})
+    c.settle()
+    c.kill(4)
+    c.channel.clear()
+    c.start(4)
+    lai = c.channel.requests(LeaderAndIsrRequest, 4)
+    assert any(ps.tp == TP and set(ps.replicas) == {1, 2, 3, 4} for r in lai for ps in r.partition_states)
+    c.leader_sets_isr(TP, [1, 2, 3, 4])
+    assert c.assignment("r")[0] == [2, 3, 4]
+    st = c.state(*TP)
+    assert st.leader == 2 and set(st.isr) == {2, 3, 4}
