@@ -1,0 +1,276 @@
+"""Broker: a ReplicaManager, a controller candidate and a metadata-store session.
+
+Theory of operation.  A broker is the unit that lives and dies.  ``start()``
+opens its store session, recovers its logs from ``data_dir``, registers the
+ephemeral ``/brokers/ids/<id>`` node and stands for controller.  Requests reach
+it through the transport and are dispatched by type: controller requests and
+data-plane requests to the :class:`ReplicaManager`, controlled shutdown to the
+controller when this broker is the active one.
+
+ISR changes proposed by a leader (``AlterIsrRequest``) are carried out here, as
+Kafka 0.10-2.6 brokers do: a write of the partition-state node conditional on
+the version the leader knows, then an ``/isr_change_notification`` so the
+controller learns of it.  A write that lost to a newer state (the controller
+elected someone else meanwhile) is refused and dropped (seed 001 'D').
+
+``kill()`` is a crash: nothing is flushed or closed cleanly, the session is
+abandoned (the store expires it after ``zookeeper.session.timeout.ms``).
+``controlled_shutdown()`` asks the controller to move leadership away first
+and retries while partitions remain (seed 003), then closes everything cleanly.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from . import errors
+from .config import validate
+from .controller.controller import KafkaController
+from .meta.kafka_zk_client import KafkaZkClient
+from .meta.store import ConnectionLoss, MetadataStore, NodeExists, Session, SessionExpired, StoreError
+from .protocol import (
+    AlterIsrRequest,
+    AlterIsrResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    FetchRequest,
+    LeaderAndIsr,
+    LeaderAndIsrRequest,
+    OffsetsForLeaderEpochRequest,
+    ProduceRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from .replica.replica_manager import ReplicaManager
+from .runtime import Scheduler
+from .transport import DISCONNECTED, InProcessTransport
+
+REGISTRATION_RETRY_MS = 500
+
+# Observer of what a broker does: event(kind, broker_id, **details).
+Observer = Callable[..., None]
+
+
+class Broker:
+    def __init__(
+        self,
+        broker_id: int,
+        data_dir: str | os.PathLike[str],
+        store: MetadataStore,
+        transport: InProcessTransport,
+        scheduler: Scheduler,
+        config: dict[str, Any] | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self.store = store
+        self.transport = transport
+        self.scheduler = scheduler
+        self.config = validate(config)
+        self.observer = observer or (lambda *a, **k: None)
+        self.alive = False
+        self.session: Session | None = None
+        self.zk: KafkaZkClient | None = None
+        self.controller: KafkaController | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.shutting_down = False
+
+    # ---- lifecycle -----------------------------------------------------------------
+    def start(self) -> None:
+        """Recover logs, join the cluster, stand for controller."""
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.data_dir, self.scheduler, self.config,
+            send=self._send, alter_isr=self._alter_isr,
+        )
+        self.replica_manager.startup()
+        self.transport.register(self.broker_id, self._handle)
+        self.alive = True
+        self._open_session()
+        self.observer("broker_started", self.broker_id)
+
+    def _open_session(self) -> None:
+        session = self.store.session(f"broker-{self.broker_id}", on_expired=self._on_session_expired)
+        self.session = session
+        self.zk = KafkaZkClient(session, self.scheduler)
+        self.zk.ensure_persistent_paths()
+        self._register()
+
+    def _register(self) -> None:
+        """Register ``/brokers/ids/<id>``, then stand for controller.
+
+        A restart soon after a crash finds the old session's ephemeral node still
+        there; like Kafka since KAFKA-7165 we retry until the old session expires
+        instead of failing the start.
+        """
+        if not self.alive or self.zk is None:
+            return
+        try:
+            self.zk.register_broker(self.broker_id)
+        except NodeExists:
+            self.scheduler.call_later(REGISTRATION_RETRY_MS, self._register)
+            return
+        self.controller = KafkaController(self.broker_id, self.zk, self, self.scheduler, self.config)
+        self.controller.startup()
+        self.observer("broker_registered", self.broker_id)
+
+    def _on_session_expired(self) -> None:
+        """A new session, as Kafka's ZooKeeper client does: re-register and stand again."""
+        if not self.alive or self.shutting_down:
+            return
+        self.observer("session_expired", self.broker_id)
+        if self.controller is not None:
+            self.controller.shutdown()
+        try:
+            self._open_session()
+        except (ConnectionLoss, SessionExpired):
+            # The store is out of reach: try again later.
+            self.scheduler.call_later(1000, self._on_session_expired)
+
+    def kill(self) -> None:
+        """Crash: no flush, no clean close; the store expires the abandoned session."""
+        if not self.alive:
+            return
+        self.alive = False
+        self.transport.unregister(self.broker_id)
+        if self.controller is not None:
+            self.controller.shutdown()
+        if self.session is not None:
+            kill = getattr(self.session, "kill", None)
+            kill() if kill is not None else self.session.close()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown(clean=False)
+        self.observer("broker_killed", self.broker_id)
+
+    def stop(self) -> None:
+        """Clean stop (after a controlled shutdown, or on close)."""
+        if not self.alive:
+            return
+        self.alive = False
+        self.transport.unregister(self.broker_id)
+        if self.controller is not None:
+            self.controller.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown(clean=True)
+        if self.session is not None:
+            try:
+                self.session.close()
+            except StoreError:
+                pass
+        self.observer("broker_stopped", self.broker_id)
+
+    # ---- controlled shutdown (seed 003) ---------------------------------------------
+    def controlled_shutdown(self, on_done: Callable[[bool], None]) -> None:
+        """Ask the controller to move leadership off this broker; retry while any remains.
+
+        ``on_done(True)`` once the controller reports nothing left (then the broker
+        stops cleanly); ``on_done(False)`` after ``controlled.shutdown.max.retries``
+        failed attempts (the broker stops anyway, as Kafka does).
+        """
+        self.shutting_down = True
+        retries = self.config["controlled.shutdown.max.retries"]
+        backoff = self.config["controlled.shutdown.retry.backoff.ms"]
+        attempt = 0
+
+        def finish(ok: bool) -> None:
+            self.observer("controlled_shutdown_done", self.broker_id, ok=ok)
+            self.stop()
+            on_done(ok)
+
+        def try_once() -> None:
+            nonlocal attempt
+            attempt += 1
+            controller_id = None
+            try:
+                controller_id = self.zk.get_controller_id() if self.zk else None
+            except StoreError:
+                pass
+            if controller_id is None:
+                return retry()
+            self.transport.send(self.broker_id, controller_id,
+                                ControlledShutdownRequest(self.broker_id), on_response)
+
+        def on_response(response: Any) -> None:
+            if (isinstance(response, ControlledShutdownResponse) and response.error_code == 0
+                    and not response.partitions_remaining):
+                return finish(True)
+            retry()
+
+        def retry() -> None:
+            if attempt > retries:
+                return finish(False)
+            self.scheduler.call_later(backoff, try_once)
+
+        try_once()
+
+    # ---- requests ------------------------------------------------------------------
+    def send(self, broker_id: int, request: Any, on_response: Callable[[Any], None]) -> None:
+        """The controller's channel to brokers (this broker included)."""
+        self._send(broker_id, request, on_response)
+
+    def _send(self, dst: int, request: Any, on_response: Callable[[Any], None]) -> None:
+        self.transport.send(self.broker_id, dst, request, on_response)
+
+    def _handle(self, src: int, request: Any, respond: Callable[[Any], None]) -> None:
+        rm = self.replica_manager
+        assert rm is not None
+        if isinstance(request, FetchRequest):
+            rm.handle_fetch(request, respond)
+        elif isinstance(request, ProduceRequest):
+            rm.handle_produce(request, respond)
+        elif isinstance(request, LeaderAndIsrRequest):
+            self._observe_leader_and_isr(request)
+            respond(rm.handle_leader_and_isr(request))
+        elif isinstance(request, UpdateMetadataRequest):
+            respond(rm.handle_update_metadata(request))
+        elif isinstance(request, StopReplicaRequest):
+            respond(rm.handle_stop_replica(request))
+        elif isinstance(request, OffsetsForLeaderEpochRequest):
+            respond(rm.handle_offsets_for_leader_epoch(request))
+        elif isinstance(request, ControlledShutdownRequest):
+            c = self.controller
+            if c is None or not c.is_active:
+                respond(ControlledShutdownResponse(errors.NotController.code))
+            else:
+                respond(c.handle_controlled_shutdown(request))
+        else:
+            respond(DISCONNECTED)
+
+    def _observe_leader_and_isr(self, request: LeaderAndIsrRequest) -> None:
+        for s in request.partition_states:
+            if s.leader == self.broker_id:
+                self.observer("leader_and_isr", self.broker_id, tp=s.tp, leader=s.leader,
+                              leader_epoch=s.leader_epoch, isr=s.isr,
+                              controller_epoch=request.controller_epoch)
+
+    # ---- ISR changes (seed 001 'D') ------------------------------------------------
+    def _alter_isr(self, request: AlterIsrRequest, on_response: Callable[[AlterIsrResponse], None]) -> None:
+        # Answer on the scheduler, never re-entrantly inside the partition's call.
+        self.scheduler.call_soon(self._apply_alter_isr, request, on_response)
+
+    def _apply_alter_isr(self, request: AlterIsrRequest,
+                         on_response: Callable[[AlterIsrResponse], None]) -> None:
+        if not self.alive or self.zk is None:
+            return
+        tp = request.tp
+        proposed = LeaderAndIsr(self.broker_id, request.leader_epoch, tuple(request.new_isr),
+                                request.zk_version, request.controller_epoch)
+        try:
+            updated, conflicts, failures = self.zk.update_partition_states({tp: proposed})
+        except StoreError:
+            on_response(AlterIsrResponse(tp, errors.NetworkException.code))
+            return
+        if tp in updated:
+            state = updated[tp]
+            try:
+                self.zk.create_isr_change_notification([tp])
+            except StoreError:
+                pass  # the controller reads the state itself on its next failover
+            self.observer("isr_changed", self.broker_id, tp=tp, leader_epoch=state.leader_epoch,
+                          isr=state.isr, zk_version=state.zk_version)
+            on_response(AlterIsrResponse(tp, errors.NONE, state.leader_epoch, state.isr, state.zk_version))
+        elif tp in conflicts:
+            # Lost to a newer state (the controller's): the proposal is dropped.
+            on_response(AlterIsrResponse(tp, errors.FencedLeaderEpoch.code))
+        else:
+            on_response(AlterIsrResponse(tp, errors.NetworkException.code))

@@ -1,0 +1,371 @@
+"""Cluster: N in-process brokers, one metadata store, one runtime.
+
+Theory of operation.  ``Cluster.embedded()`` builds brokers that talk through an
+:class:`~kreplica.transport.InProcessTransport` on one scheduler.  With the
+default ``metadata="memory"`` the scheduler is a :class:`SimScheduler`: virtual
+time, seeded randomness, nothing moves until a call drives it (``advance``,
+``run_until``, or a blocking convenience call such as ``produce``, which runs
+the scheduler until its answer arrives).  With ``metadata="zookeeper://..."``
+the store is a real ZooKeeper and time is real (:class:`RealScheduler`).
+
+The cluster is also a client: ``produce`` and ``fetch`` find the leader from
+the partition-state nodes, send typed requests and retry retriable errors
+(NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, a dead broker) as Kafka's
+clients do, raising the Kafka-named error otherwise.  Admin calls write the
+admin paths (``/admin/...``, ``/brokers/topics``) that the controller watches,
+exactly as ``kafka-topics.sh`` and ``kafka-reassign-partitions.sh`` do.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from . import errors
+from .broker import Broker
+from .config import parse_acks, validate
+from .meta import admin
+from .meta.kafka_zk_client import KafkaZkClient
+from .meta.uri import open_store, parse_metadata_uri
+from .protocol import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    ProducePartition,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+from .protocol.common import NO_LEADER
+from .records import Record, decode_records, encode_batch
+from .runtime import RealScheduler, SimScheduler
+from .transport import DISCONNECTED, InProcessTransport
+
+CLIENT_ID = -100  # the cluster's own client node on the transport
+_RETRIABLE = {
+    errors.NotLeaderOrFollower.code, errors.LeaderNotAvailable.code,
+    errors.UnknownTopicOrPartition.code, errors.FencedLeaderEpoch.code,
+    errors.NotEnoughReplicas.code, errors.NetworkException.code,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    topic: str
+    partitions: tuple[PartitionDescription, ...]
+    config: dict[str, str]
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    time_ms: int
+    kind: str
+    broker: int
+    details: dict[str, Any]
+
+
+class Cluster:
+    def __init__(self, broker_ids: Sequence[int], data_dir: str | Path | None, metadata: str,
+                 seed: int, config: dict[str, Any] | None,
+                 transport: InProcessTransport | None = None, latency_ms: int = 1) -> None:
+        if not broker_ids or len(set(broker_ids)) != len(broker_ids):
+            raise errors.InvalidRequest(f"broker ids must be distinct and non-empty: {broker_ids!r}")
+        self.config = validate(config)
+        self.metadata = metadata
+        kind = parse_metadata_uri(metadata).kind
+        self.virtual_time = kind == "memory"
+        self.scheduler = SimScheduler(seed) if self.virtual_time else RealScheduler(seed)
+        self._tmp = None
+        if data_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="kreplica-")
+            data_dir = self._tmp
+        self.data_dir = Path(data_dir)
+        self.store = open_store(metadata, self.scheduler, self.config["zookeeper.session.timeout.ms"])
+        self.transport = transport or InProcessTransport(self.scheduler, latency_ms)
+        if transport is not None:
+            transport.scheduler = self.scheduler
+        self.timeline: list[TimelineEvent] = []
+        self.observers: list[Callable[[TimelineEvent], None]] = []
+        self.brokers: dict[int, Broker] = {}
+        self._admin_session = self.store.session("admin")
+        self.zk = KafkaZkClient(self._admin_session, self.scheduler)
+        self.zk.ensure_persistent_paths()
+        for bid in broker_ids:
+            self.brokers[bid] = self._new_broker(bid)
+            self.brokers[bid].start()
+        if not self.run_until(lambda: self.controller_id is not None, 30_000):
+            raise errors.RequestTimedOut("no controller was elected")
+
+    @classmethod
+    def embedded(cls, brokers: Sequence[int] = (1001, 1002, 1003), data_dir: str | Path | None = None,
+                 metadata: str = "memory", seed: int = 0, config: dict[str, Any] | None = None,
+                 transport: InProcessTransport | None = None, latency_ms: int = 1) -> "Cluster":
+        """In-process brokers; ``latency_ms`` is the one-way delay of every message."""
+        return cls(list(brokers), data_dir, metadata, seed, config, transport, latency_ms)
+
+    def _new_broker(self, bid: int) -> Broker:
+        return Broker(bid, self.data_dir / f"broker-{bid}", self.store, self.transport,
+                      self.scheduler, self.config, observer=self._observe)
+
+    def _observe(self, kind: str, broker: int, **details: Any) -> None:
+        event = TimelineEvent(self.scheduler.now_ms(), kind, broker, details)
+        self.timeline.append(event)
+        for fn in self.observers:
+            fn(event)
+
+    # ---- time ----------------------------------------------------------------------
+    def now_ms(self) -> int:
+        return self.scheduler.now_ms()
+
+    def advance(self, ms: int) -> None:
+        self.scheduler.advance(ms)
+
+    def run_until(self, predicate: Callable[[], bool], timeout_ms: int = 30_000) -> bool:
+        return self.scheduler.run_until(predicate, timeout_ms)
+
+    # ---- membership ----------------------------------------------------------------
+    @property
+    def controller_id(self) -> int | None:
+        return self.zk.get_controller_id()
+
+    def live_brokers(self) -> list[int]:
+        return sorted(b for b, broker in self.brokers.items() if broker.alive)
+
+    def _broker(self, broker_id: int) -> Broker:
+        try:
+            return self.brokers[broker_id]
+        except KeyError:
+            raise errors.BrokerNotAvailable(f"no broker {broker_id} in this cluster") from None
+
+    def kill(self, broker_id: int) -> None:
+        """Crash a broker: its session is abandoned and expires after the session timeout."""
+        self._broker(broker_id).kill()
+
+    def start(self, broker_id: int) -> None:
+        """(Re)start a broker, recovering its logs from disk."""
+        if self._broker(broker_id).alive:
+            raise errors.InvalidRequest(f"broker {broker_id} is already running")
+        self.brokers[broker_id] = self._new_broker(broker_id)
+        self.brokers[broker_id].start()
+
+    def controlled_shutdown(self, broker_id: int, timeout_ms: int = 120_000) -> bool:
+        """Move leadership off ``broker_id`` (seed 003), then stop it; True if nothing was left."""
+        broker = self._broker(broker_id)
+        if not broker.alive:
+            raise errors.BrokerNotAvailable(f"broker {broker_id} is not running")
+        result: list[bool] = []
+        broker.controlled_shutdown(result.append)
+        if not self.run_until(lambda: bool(result), timeout_ms):
+            raise errors.RequestTimedOut(f"controlled shutdown of {broker_id} did not finish")
+        return result[0]
+
+    # ---- admin ---------------------------------------------------------------------
+    def create_topic(self, topic: str, partitions: int = 1, replication_factor: int = 1,
+                     assignment: dict[int, Sequence[int]] | None = None,
+                     config: dict[str, Any] | None = None, wait: bool = True) -> None:
+        admin.create_topic(self.zk, topic, partitions, replication_factor,
+                           assignment=assignment, config=config, rng=self.scheduler.rng)
+        if wait and not self.run_until(lambda: self._all_have_leaders(topic), 60_000):
+            raise errors.RequestTimedOut(f"partitions of {topic} got no leader")
+
+    def _all_have_leaders(self, topic: str) -> bool:
+        try:
+            d = self.describe(topic)
+        except errors.UnknownTopicOrPartition:
+            return False
+        return all(p.leader != NO_LEADER and self._leader_ready(topic, p) for p in d.partitions)
+
+    def _leader_ready(self, topic: str, p: PartitionDescription) -> bool:
+        broker = self.brokers.get(p.leader)
+        if broker is None or not broker.alive or broker.replica_manager is None:
+            return False
+        part = broker.replica_manager.partitions.get(TopicPartition(topic, p.partition))
+        return part is not None and part.is_leader and part.leader_epoch >= p.leader_epoch
+
+    def delete_topic(self, topic: str, wait: bool = True) -> None:
+        admin.delete_topic(self.zk, topic)
+        if wait and not self.run_until(lambda: not self.zk.topic_exists(topic), 60_000):
+            raise errors.RequestTimedOut(f"deletion of {topic} did not finish")
+
+    def reassign(self, topic: str, partition: int, replicas: Sequence[int], wait: bool = True,
+                 timeout_ms: int = 120_000) -> None:
+        tp = TopicPartition(topic, partition)
+        admin.reassign_partitions(self.zk, {tp: list(replicas)})
+        if wait and not self.run_until(lambda: not self.zk.reassignment_in_progress(), timeout_ms):
+            raise errors.RequestTimedOut(f"reassignment of {tp} did not finish")
+
+    def elect_preferred_leaders(self, topic: str, wait: bool = True) -> None:
+        d = self.describe(topic)
+        admin.elect_preferred_leaders(self.zk, [TopicPartition(topic, p.partition) for p in d.partitions])
+        if wait:
+            self.run_until(lambda: not self.zk.get_preferred_replica_election(), 60_000)
+
+    # ---- describe ------------------------------------------------------------------
+    def topics(self) -> list[str]:
+        return sorted(self.zk.get_all_topics())
+
+    def describe(self, topic: str) -> TopicDescription:
+        assignment = self.zk.get_topic_assignment(topic) if self.zk.topic_exists(topic) else None
+        if not assignment:
+            raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
+        tps = [TopicPartition(topic, p) for p in sorted(assignment)]
+        states = self.zk.get_partition_states(tps)
+        parts = []
+        for tp in tps:
+            s = states.get(tp)
+            parts.append(PartitionDescription(
+                tp.partition,
+                s.leader if s else NO_LEADER,
+                tuple(assignment[tp.partition]),
+                tuple(s.isr) if s else (),
+                s.leader_epoch if s else -1,
+            ))
+        return TopicDescription(topic, tuple(parts), self.zk.get_topic_config(topic))
+
+    def describe_text(self, topic: str | None = None) -> str:
+        """``kafka-topics.sh --describe`` output, in the 0.10 layout of seed 003."""
+        topics = [topic] if topic is not None else self.topics()
+        return "".join(format_describe(self.describe(t)) for t in topics)
+
+    def offsets(self, topic: str, partition: int) -> dict[int, tuple[int, int]]:
+        """{broker_id: (log_end_offset, high_watermark)} for each live replica."""
+        tp = TopicPartition(topic, partition)
+        out = {}
+        for bid, broker in sorted(self.brokers.items()):
+            rm = broker.replica_manager
+            if broker.alive and rm is not None and tp in rm.partitions:
+                part = rm.partitions[tp]
+                if part.log is not None:
+                    out[bid] = (part.log_end_offset, part.high_watermark)
+        return out
+
+    # ---- client --------------------------------------------------------------------
+    def leader_for(self, topic: str, partition: int) -> int:
+        states = self.zk.get_partition_states([TopicPartition(topic, partition)])
+        if not states:
+            if not self.zk.topic_exists(topic):
+                raise errors.UnknownTopicOrPartition(f"{topic}-{partition}")
+            return NO_LEADER
+        return states[TopicPartition(topic, partition)].leader
+
+    def _request(self, dst: int, request: Any, timeout_ms: int) -> Any:
+        box: list[Any] = []
+        self.transport.send(CLIENT_ID, dst, request, box.append)
+        if not self.run_until(lambda: bool(box), timeout_ms):
+            return None
+        return box[0]
+
+    def _with_retries(self, topic: str, partition: int, attempt: Callable[[int], tuple[int, Any]],
+                      retries: int | None, backoff_ms: int, delivery_timeout_ms: int) -> Any:
+        """Kafka's client loop: find the leader, try, and on a retriable error back off,
+        refresh and try again, until ``retries`` or ``delivery_timeout_ms`` runs out."""
+        last = errors.LeaderNotAvailable.code
+        deadline = self.now_ms() + delivery_timeout_ms
+        tries = 0
+        while True:
+            leader = self.leader_for(topic, partition)
+            if leader != NO_LEADER:
+                tries += 1
+                code, value = attempt(leader)
+                if code == errors.NONE:
+                    return value
+                if code not in _RETRIABLE:
+                    errors.raise_for_code(code, f"{topic}-{partition}")
+                last = code
+            if (retries is not None and tries > retries) or self.now_ms() >= deadline:
+                errors.raise_for_code(last, f"{topic}-{partition}: gave up after {tries} attempts")
+            self.advance(backoff_ms)
+
+    def produce(self, topic: str, partition: int, values: Iterable[Any], acks: Any = None,
+                timeout_ms: int | None = None, retries: int | None = None, backoff_ms: int = 100,
+                delivery_timeout_ms: int = 120_000) -> int:
+        """Append ``values`` (bytes, or (key, value) tuples) to the leader; return the base offset.
+
+        acks=all waits until the whole ISR has the records (HW past them); the
+        Kafka-named error is raised when that cannot happen.
+        """
+        acks_i = parse_acks(self.config["acks"] if acks is None else acks)
+        timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
+        tp = TopicPartition(topic, partition)
+        batch = encode_batch(list(values), timestamp_ms=self.now_ms())
+
+        def attempt(leader: int) -> tuple[int, Any]:
+            req = ProduceRequest(acks_i, timeout, (ProducePartition(tp, batch),))
+            if acks_i == 0:
+                self.transport.send(CLIENT_ID, leader, req, None)
+                return errors.NONE, -1
+            resp = self._request(leader, req, timeout + 1000)
+            if resp is None or resp is DISCONNECTED or not isinstance(resp, ProduceResponse):
+                return errors.NetworkException.code, None
+            r = resp.partitions[0]
+            return r.error_code, r.base_offset
+
+        return self._with_retries(topic, partition, attempt, retries, backoff_ms, delivery_timeout_ms)
+
+    def fetch(self, topic: str, partition: int, offset: int = 0, max_bytes: int = 1 << 20,
+              isolation: str = "committed", retries: int | None = None, backoff_ms: int = 100,
+              delivery_timeout_ms: int = 120_000) -> list[Record]:
+        """Records from ``offset`` up to the leader's HW (committed), each with
+        .offset .timestamp .key .value .headers."""
+        tp = TopicPartition(topic, partition)
+        out: list[Record] = []
+        position = offset
+        while True:
+            def attempt(leader: int) -> tuple[int, Any]:
+                req = FetchRequest(-1, (FetchPartition(tp, position, max_bytes=max_bytes),),
+                                   isolation=isolation)
+                resp = self._request(leader, req, 30_000)
+                if resp is None or resp is DISCONNECTED or not isinstance(resp, FetchResponse):
+                    return errors.NetworkException.code, None
+                return resp.partitions[0].error_code, resp.partitions[0]
+
+            data = self._with_retries(topic, partition, attempt, retries, backoff_ms, delivery_timeout_ms)
+            records = [r for r in decode_records(data.records) if r.offset >= position]
+            if not records:
+                return out
+            out.extend(records)
+            position = records[-1].offset + 1
+
+    # ---- teardown ------------------------------------------------------------------
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            if broker.alive:
+                broker.stop()
+        try:
+            self._admin_session.close()
+        except Exception:  # noqa: BLE001 - best effort on teardown
+            pass
+        self.store.close()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def format_describe(d: TopicDescription) -> str:
+    configs = ",".join(f"{k}={v}" for k, v in sorted(d.config.items()))
+    lines = [f"Topic:{d.topic}\tPartitionCount:{len(d.partitions)}\t"
+             f"ReplicationFactor:{d.replication_factor}\tConfigs:{configs}"]
+    for p in d.partitions:
+        lines.append(f"\tTopic: {d.topic}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,157 @@
+"""The embedded Cluster end to end: real logs on disk, controller, replicas, virtual time."""
+import pytest
+
+from kreplica import Cluster, errors
+from kreplica.protocol import TopicPartition
+
+BAR = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
+CONFIG = {"min.insync.replicas": 2, "zookeeper.session.timeout.ms": 6000,
+          "replica.lag.time.max.ms": 10000, "auto.leader.rebalance.enable": False}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster.embedded(brokers=[1001, 1002, 1003], data_dir=tmp_path, config=CONFIG)
+    c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+    c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("bar").partitions), 60_000)
+    yield c
+    c.close()
+
+
+def isrs(c):
+    return {p.partition: (p.leader, set(p.isr)) for p in c.describe("bar").partitions}
+
+
+def test_brokers_keep_logs_under_their_own_dirs(cluster, tmp_path):
+    cluster.produce("bar", 0, [b"x"])
+    for b in (1001, 1002, 1003):
+        assert (tmp_path / f"broker-{b}" / "bar-0").is_dir()
+
+
+def test_produce_fetch_round_trip_and_offsets(cluster):
+    assert cluster.produce("bar", 1, [b"a", (b"k", b"b")], acks="all") == 0
+    assert cluster.produce("bar", 1, [b"c"], acks=1) == 2
+    cluster.run_until(lambda: all(hw == 3 for _, hw in cluster.offsets("bar", 1).values()), 10_000)
+    recs = cluster.fetch("bar", 1, 0)
+    assert [(r.offset, r.key, r.value) for r in recs] == [(0, None, b"a"), (1, b"k", b"b"), (2, None, b"c")]
+    assert cluster.fetch("bar", 1, 2)[0].value == b"c"
+    assert cluster.offsets("bar", 1) == {1001: (3, 3), 1002: (3, 3), 1003: (3, 3)}
+
+
+def test_acks_all_commits_on_whole_isr_before_answering(cluster):
+    base = cluster.produce("bar", 0, [b"v%d" % i for i in range(100)], acks="all")
+    leader_leo, leader_hw = cluster.offsets("bar", 0)[1001]
+    assert base == 0 and leader_hw == leader_leo == 100
+
+
+def test_seed003_controlled_shutdown_then_kill(cluster):
+    # seed 003, scenario 1: controlled shutdown of 1001.
+    assert cluster.controlled_shutdown(1001) is True
+    assert isrs(cluster) == {0: (1003, {1003, 1002}), 1: (1002, {1002, 1003}), 2: (1003, {1003, 1002})}
+    cluster.start(1001)
+    assert cluster.run_until(lambda: all(len(p.isr) == 3 for p in cluster.describe("bar").partitions), 60_000)
+    # seed 003, scenario 2: kill 1002; 0.10's selector picks 1001 for partition 1.
+    cluster.kill(1002)
+    assert cluster.run_until(lambda: all(p.leader != 1002 and 1002 not in p.isr
+                                         for p in cluster.describe("bar").partitions), 60_000)
+    assert isrs(cluster) == {0: (1003, {1003, 1001}), 1: (1001, {1003, 1001}), 2: (1003, {1003, 1001})}
+
+
+def test_describe_text_layout(cluster):
+    text = cluster.describe_text("bar")
+    lines = text.splitlines()
+    assert lines[0] == "Topic:bar\tPartitionCount:3\tReplicationFactor:3\tConfigs:"
+    assert lines[1].startswith("\tTopic: bar\tPartition: 0\tLeader: 1001\tReplicas: 1001,1003,1002\tIsr: ")
+
+
+def test_nothing_acknowledged_is_lost_across_failures(cluster):
+    acked = []
+    for i in range(5):
+        acked.append((cluster.produce("bar", 2, [b"a%d" % i]), b"a%d" % i))
+    cluster.kill(1003)  # the leader of partition 2
+    for i in range(5):
+        acked.append((cluster.produce("bar", 2, [b"b%d" % i]), b"b%d" % i))
+    cluster.start(1003)
+    cluster.run_until(lambda: len(cluster.describe("bar").partitions[2].isr) == 3, 60_000)
+    got = {r.offset: r.value for r in cluster.fetch("bar", 2, 0)}
+    assert all(got[o] == v for o, v in acked)
+
+
+def test_min_isr_refuses_acks_all_but_not_acks_1(cluster):
+    cluster.kill(1002)
+    cluster.kill(1003)
+    cluster.run_until(lambda: cluster.describe("bar").partitions[0].isr == (1001,), 60_000)
+    with pytest.raises(errors.NotEnoughReplicas):
+        cluster.produce("bar", 0, [b"x"], acks="all", retries=0)
+    assert cluster.produce("bar", 0, [b"y"], acks=1) >= 0
+
+
+def test_reassign_and_preferred_election(cluster):
+    cluster.reassign("bar", 0, [1002, 1003, 1001])
+    d = cluster.describe("bar").partitions[0]
+    assert d.replicas == (1002, 1003, 1001)
+    cluster.elect_preferred_leaders("bar")
+    assert cluster.run_until(lambda: cluster.describe("bar").partitions[0].leader == 1002, 30_000)
+
+
+def test_delete_topic_removes_it_everywhere(cluster, tmp_path):
+    cluster.produce("bar", 0, [b"x"])
+    cluster.delete_topic("bar")
+    assert "bar" not in cluster.topics()
+    assert cluster.run_until(lambda: not any((tmp_path / f"broker-{b}" / "bar-0").exists()
+                                             for b in (1001, 1002, 1003)), 30_000)
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        cluster.describe("bar")
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(topic="bad/name", partitions=1, replication_factor=1), errors.InvalidTopic),
+        (dict(topic="t", partitions=1, replication_factor=4), errors.InvalidReplicationFactor),
+        (dict(topic="t", partitions=0, replication_factor=1), errors.InvalidPartitions),
+        (dict(topic="t", assignment={0: [1001, 9999]}), errors.InvalidReplicaAssignment),
+        (dict(topic="t", assignment={0: [1001, 1001]}), errors.InvalidReplicaAssignment),
+        (dict(topic="bar", partitions=1, replication_factor=1), errors.TopicAlreadyExists),
+    ],
+)
+def test_bad_admin_calls_raise_kafka_errors(cluster, kwargs, error):
+    with pytest.raises(error):
+        cluster.create_topic(**kwargs)
+
+
+def test_bad_client_calls(cluster):
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        cluster.produce("nope", 0, [b"x"], retries=0)
+    with pytest.raises(errors.InvalidReplicaAssignment):
+        cluster.reassign("bar", 0, [1001, 1001, 1002])
+    with pytest.raises(errors.OffsetOutOfRange):
+        cluster.fetch("bar", 0, 10**6)
+    with pytest.raises(errors.BrokerNotAvailable):
+        cluster.kill(42)
+    with pytest.raises(errors.InvalidConfig):
+        Cluster.embedded(config={"no.such.key": 1})
+
+
+def test_restart_recovers_log_and_high_watermark(cluster):
+    for i in range(10):
+        cluster.produce("bar", 1, [b"r%d" % i])
+    cluster.kill(1003)
+    cluster.start(1003)
+    assert cluster.run_until(lambda: cluster.offsets("bar", 1).get(1003) == (10, 10), 60_000)
+    part = cluster.brokers[1003].replica_manager.partitions[TopicPartition("bar", 1)]
+    assert part.log_end_offset == 10
+
+
+def test_same_seed_same_history(tmp_path):
+    def run(d):
+        with Cluster.embedded(data_dir=d, seed=7, config=CONFIG) as c:
+            c.create_topic("t", partitions=2, replication_factor=3)
+            for i in range(3):
+                c.produce("t", i % 2, [b"x"])
+            c.kill(c.describe("t").partitions[0].leader)
+            c.advance(10_000)
+            return [(e.time_ms, e.kind, e.broker, sorted(map(str, e.details.items()))) for e in c.timeline], \
+                c.describe_text("t")
+
+    assert run(tmp_path / "a") == run(tmp_path / "b")
