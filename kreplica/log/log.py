@@ -138,7 +138,12 @@ class Log:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise KafkaStorageError(f"creating {directory}: {e}") from e
-        log = cls(directory, config, clock or SystemClock(), DirLock(directory))
+        lock = DirLock(directory)
+        try:
+            log = cls(directory, config, clock or SystemClock(), lock)
+        except BaseException:
+            lock.release()
+            raise
         try:
             log._load(bases, recovery_point, log_start_offset)
         except BaseException:

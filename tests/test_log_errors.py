@@ -1,0 +1,115 @@
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kreplica import errors
+from kreplica.log import Log
+from kreplica.records import decode_records
+
+
+def test_a_directory_that_is_not_a_log_is_refused_and_left_untouched(tmp_path):
+    d = tmp_path / "home"
+    d.mkdir()
+    (d / "notes.txt").write_text("precious")
+    (d / "00000000000000000000.log").write_bytes(b"")
+    before = sorted(os.listdir(d))
+    with pytest.raises(errors.KafkaStorageError, match="not a log directory.*notes.txt"):
+        Log.open(d)
+    assert sorted(os.listdir(d)) == before
+    assert (d / "notes.txt").read_text() == "precious"
+
+
+def test_a_file_is_not_a_log_directory(tmp_path):
+    f = tmp_path / "t-0"
+    f.write_bytes(b"data")
+    with pytest.raises(errors.KafkaStorageError, match="is a file"):
+        Log.open(f)
+    assert f.read_bytes() == b"data"
+
+
+def test_a_subdirectory_is_a_stranger_too(tmp_path):
+    (tmp_path / "t-0" / "nested").mkdir(parents=True)
+    with pytest.raises(errors.KafkaStorageError, match="nested"):
+        Log.open(tmp_path / "t-0")
+
+
+def test_leftover_index_files_and_temp_checkpoints_are_cleaned(tmp_path):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    (d / "00000000000000000042.index").write_bytes(b"")
+    (d / "leader-epoch-checkpoint.tmp").write_text("0\n")
+    log = Log.open(d)
+    assert not (d / "00000000000000000042.index").exists()
+    assert not (d / "leader-epoch-checkpoint.tmp").exists()
+    log.close()
+
+
+def test_malformed_leader_epoch_checkpoint_is_a_storage_error(tmp_path):
+    d = tmp_path / "t-0"
+    Log.open(d).close()
+    (d / "leader-epoch-checkpoint").write_text("0\n1\nnot numbers\n")
+    with pytest.raises(errors.KafkaStorageError, match="malformed"):
+        Log.open(d)
+    # the failed open released its lock: once the file is fixed the log opens
+    (d / "leader-epoch-checkpoint").write_text("0\n0\n")
+    Log.open(d).close()
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from kreplica import errors
+    from kreplica.log import Log
+    from kreplica.records import decode_records
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
+    log = Log.open(sys.argv[1], {"segment.bytes": 8 << 20, "flush.messages": 1000})
+    value = lambda i: b"%08d" % i + b"x" * 1016
+    acked = 0
+    for _ in range(1000):  # ~1 MiB before the limit
+        acked = log.append_as_leader([value(acked)]).last_offset + 1
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, resource.RLIM_INFINITY))
+    try:
+        while True:
+            acked = log.append_as_leader([value(i) for i in range(acked, acked + 10)]).last_offset + 1
+    except errors.KafkaStorageError as e:
+        print("error", e.name, e, file=sys.stderr)
+    try:  # and it keeps failing cleanly, changing nothing
+        log.append_as_leader([value(acked)])
+        raise AssertionError("append succeeded past the limit")
+    except errors.KafkaStorageError:
+        pass
+    assert log.log_end_offset == acked
+    got, offset = [], 0
+    while offset < acked:  # everything acknowledged is still readable
+        recs = decode_records(log.read(offset, 1 << 20).view)
+        got += [r.value for r in recs if r.offset >= offset]
+        offset = recs[-1].offset + 1
+    assert got == [value(i) for i in range(acked)], "lost or garbled records"
+    log.close()
+    print(acked)
+    """
+)
+
+
+def test_file_size_limit_raises_kafka_storage_error_and_keeps_what_was_acked(tmp_path):
+    path = tmp_path / "t-0"
+    out = subprocess.run([sys.executable, "-c", FULL_DISK, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "KAFKA_STORAGE_ERROR" in out.stderr and "File too large" in out.stderr
+    acked = int(out.stdout.split()[-1])
+    # The limit bites when the next 8 MiB segment is created: one segment of 1 KiB records.
+    assert 7900 < acked < 8200
+    log = Log.open(path)
+    assert log.log_end_offset == acked
+    recs = []
+    offset = 0
+    while offset < acked:
+        batch = decode_records(log.read(offset, 1 << 20).view)
+        recs += [r for r in batch if r.offset >= offset]
+        offset = batch[-1].offset + 1
+    assert [r.value[:8] for r in recs] == [b"%08d" % i for i in range(acked)]
+    log.close()

@@ -1,0 +1,107 @@
+import os
+
+import numpy as np
+import pytest
+
+from kreplica import errors
+from kreplica.log.log_config import LogConfig
+from kreplica.log.log_segment import LogSegment
+from kreplica.records import decode_records, encode_batch, scan_batches
+
+CONFIG = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 300,
+                              "segment.index.bytes": 4096})
+
+
+def fill(seg, batches=20, per=10):
+    for b in range(batches):
+        base = seg.next_offset
+        assert seg.append_items([b"v%06d" % (base + i) for i in range(per)], base, 1, 1000 + b, 1 << 20) > 0
+
+
+def test_files_named_by_base_offset_and_preallocated(tmp_path):
+    seg = LogSegment.create(tmp_path, 1234, CONFIG, 0)
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["00000000000000001234.index", "00000000000000001234.log", "00000000000000001234.timeindex"]
+    assert os.path.getsize(seg.log_file.path) == 64 * 1024
+    assert os.path.getsize(seg.offset_index.path) == 4096
+    seg.close()
+    assert os.path.getsize(seg.log_file.path) == 0
+
+
+def test_append_read_and_sparse_index(tmp_path):
+    seg = LogSegment.create(tmp_path, 100, CONFIG, 0)
+    fill(seg)
+    assert seg.next_offset == 300
+    entries = seg.offset_index.array()
+    assert 0 < len(entries) < 20  # sparse: one per index.interval.bytes
+    view, base = seg.read(155, 1, 1 << 62)
+    assert base == 150 and [r.offset for r in decode_records(view)] == list(range(150, 160))
+    assert seg.read(300, 1, 1 << 62) is None
+    ts = seg.time_index.array()["timestamp"]
+    assert (np.diff(ts) > 0).all()
+    assert seg.find_offset_by_timestamp(1005) == (seg.position_of(150)[0], 150)
+    seg.close()
+
+
+def test_seal_trims_and_load_finds_the_end(tmp_path):
+    seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
+    fill(seg)
+    size, index_entries = seg.size, seg.offset_index.entries
+    seg.close()
+    assert os.path.getsize(seg.log_file.path) == size
+    loaded = LogSegment.load(tmp_path, 0, CONFIG)
+    assert (loaded.size, loaded.next_offset, loaded.offset_index.entries) == (size, 200, index_entries)
+    assert loaded.max_timestamp == 1019
+    assert not loaded.log_file.writable  # a sealed segment is not mapped for write
+    view, base = loaded.read(42, 1 << 20, 1 << 62)
+    assert base == 40 and len(view) == size - loaded.position_of(40)[0]
+
+
+def test_truncate_zeroes_the_dropped_bytes(tmp_path):
+    seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
+    fill(seg)
+    old_size = seg.size
+    pos, _ = seg.position_of(95)
+    assert seg.truncate_to(95) == old_size - pos
+    assert (seg.size, seg.next_offset) == (pos, 90)
+    assert bytes(seg.log_file.map(old_size)[pos:old_size]) == bytes(old_size - pos)
+    assert seg.offset_index.last_entry()[0] < 90
+    fill(seg, 1)
+    assert seg.next_offset == 100
+    seg.close()
+
+
+def test_recover_rebuilds_identical_indexes(tmp_path):
+    seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
+    fill(seg, 40)
+    seg.flush()
+    index, tindex = seg.offset_index.array(), seg.time_index.array()
+    seg.log_file.close()
+    seg.offset_index.file.close()
+    seg.time_index.file.close()
+    again = LogSegment(tmp_path, 0, CONFIG, 0)
+    result = again.recover()
+    assert result.error is None and result.batches == 40
+    assert (again.offset_index.array() == index).all()
+    assert (again.time_index.array() == tindex).all()
+    assert again.next_offset == 400
+    again.close()
+
+
+def test_follower_batches_copied_verbatim(tmp_path):
+    seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
+    data = b"".join(encode_batch([b"x" * 100] * 5, base_offset=i * 5, leader_epoch=2) for i in range(30))
+    scan = scan_batches(data)
+    seg.append_batches(data, scan.positions, scan.sizes, scan.base_offsets, scan.last_offsets, scan.max_timestamps)
+    assert bytes(seg.view(0, seg.size)) == data
+    assert seg.offset_index.entries > 0
+    seg.close()
+
+
+def test_record_too_large_writes_nothing_recoverable(tmp_path):
+    seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
+    with pytest.raises(errors.RecordTooLarge):
+        seg.append_items([b"x" * 5000], 0, 0, 0, 1000)
+    assert seg.size == 0
+    assert scan_batches(seg.log_file.map(1), 0, 4096 * 2).count == 0
+    seg.close()
