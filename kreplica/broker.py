@@ -129,21 +129,13 @@ class Broker:
 
     def kill(self) -> None:
         """Crash: no flush, no clean close; the store expires the abandoned session."""
-        if not self.alive:
-            return
-        self.alive = False
-        self.transport.unregister(self.broker_id)
-        if self.controller is not None:
-            self.controller.shutdown()
-        if self.session is not None:
-            kill = getattr(self.session, "kill", None)
-            kill() if kill is not None else self.session.close()
-        if self.replica_manager is not None:
-            self.replica_manager.shutdown(clean=False)
-        self.observer("broker_killed", self.broker_id)
+        self._leave(clean=False)
 
     def stop(self) -> None:
         """Clean stop (after a controlled shutdown, or on close)."""
+        self._leave(clean=True)
+
+    def _leave(self, clean: bool) -> None:
         if not self.alive:
             return
         self.alive = False
@@ -151,13 +143,14 @@ class Broker:
         if self.controller is not None:
             self.controller.shutdown()
         if self.replica_manager is not None:
-            self.replica_manager.shutdown(clean=True)
+            self.replica_manager.shutdown(clean=clean)
         if self.session is not None:
             try:
-                self.session.close()
+                # A crashed process never says goodbye: its session just stops pinging.
+                self.session.close() if clean else self.session.kill()
             except StoreError:
                 pass
-        self.observer("broker_stopped", self.broker_id)
+        self.observer("broker_stopped" if clean else "broker_killed", self.broker_id)
 
     # ---- controlled shutdown (seed 003) ---------------------------------------------
     def controlled_shutdown(self, on_done: Callable[[bool], None]) -> None:
