@@ -97,9 +97,20 @@ class KafkaZkClient:
 
     def register_broker(self, broker_id: int, host: str = "127.0.0.1", port: int = 9092,
                         rack: str | None = None) -> None:
-        """Create this broker's ephemeral ``/brokers/ids/<id>``; NodeExists if taken."""
+        """Create this broker's ephemeral ``/brokers/ids/<id>``.
+
+        As Kafka's checked ephemeral create: a node this very session already owns
+        (a retry after a lost reply) is success; one held by another session -- a
+        crashed predecessor whose session has not yet expired -- raises NodeExists.
+        """
+        path = layout.broker_path(broker_id)
         data = layout.encode_broker(broker_id, host, port, self.clock.now_ms(), rack)
-        self.session.create(layout.broker_path(broker_id), data, ephemeral=True, makepath=True)
+        try:
+            self.session.create(path, data, ephemeral=True, makepath=True)
+        except NodeExists:
+            stat = self.session.exists(path)
+            if stat is None or stat.ephemeral_owner != self.session.session_id:
+                raise
 
     def get_live_broker_ids(self, watch: Watch | None = None) -> list[int]:
         return sorted(int(n) for n in self._children(layout.BROKER_IDS, watch))

@@ -33,32 +33,38 @@ class StoreError(KReplicaError):
     op_index: int | None = None
 
 
+# ``name`` is ZooKeeper's KeeperException code name (these are not Kafka error codes).
+
 class NoNode(StoreError):
-    pass
+    name = "NONODE"
 
 
 class NodeExists(StoreError):
-    pass
+    name = "NODEEXISTS"
 
 
 class BadVersion(StoreError):
-    pass
+    name = "BADVERSION"
 
 
 class NotEmpty(StoreError):
-    pass
+    name = "NOTEMPTY"
 
 
 class SessionExpired(StoreError):
-    pass
+    name = "SESSIONEXPIRED"
 
 
 class ConnectionLoss(StoreError):
     """The store could not be reached (for example, a simulated network partition)."""
 
+    name = "CONNECTIONLOSS"
+
 
 class NoChildrenForEphemerals(StoreError):
     """ZooKeeper refuses children under an ephemeral node."""
+
+    name = "NOCHILDRENFOREPHEMERALS"
 
 
 class EventType(enum.Enum):
