@@ -21,9 +21,11 @@ from libc.string cimport memcpy, memset
 
 import zlib
 
-import numpy as np
+cimport numpy as cnp
 
 from kreplica import errors
+
+cnp.import_array()
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
@@ -367,6 +369,10 @@ cdef Py_ssize_t encode_into(unsigned char *dst, Py_ssize_t cap, list items, int6
     return _write(dst, size, items, timestamp_ms, &h)
 
 
+cdef inline list _as_list(object items):
+    return <list>items if type(items) is list else list(items)
+
+
 cdef int16_t _check_attributes(int attributes) except -1:
     if attributes < 0 or attributes > 0x7fff:
         raise ValueError(f"attributes {attributes} do not fit in an int16")
@@ -376,7 +382,7 @@ cdef int16_t _check_attributes(int attributes) except -1:
     return <int16_t>attributes
 
 
-def encode_batch(list items, *, int64_t base_offset=0, int32_t leader_epoch=-1,
+def encode_batch(items, *, int64_t base_offset=0, int32_t leader_epoch=-1,
                  timestamp_ms=None, int attributes=0, int64_t producer_id=-1,
                  int16_t producer_epoch=-1, int32_t base_sequence=-1):
     """One v2 batch of ``items`` as bytes (see kreplica.records.encode_batch)."""
@@ -384,15 +390,16 @@ def encode_batch(list items, *, int64_t base_offset=0, int32_t leader_epoch=-1,
     cdef int64_t base_ts, max_ts
     cdef kr_header h
     cdef int16_t attrs = _check_attributes(attributes)
-    cdef Py_ssize_t size = _measure(items, ts, &base_ts, &max_ts)
-    _fill_header(&h, len(items), base_offset, leader_epoch, attrs, base_ts, max_ts,
+    cdef list lst = _as_list(items)
+    cdef Py_ssize_t size = _measure(lst, ts, &base_ts, &max_ts)
+    _fill_header(&h, len(lst), base_offset, leader_epoch, attrs, base_ts, max_ts,
                  producer_id, producer_epoch, base_sequence)
     out = PyBytes_FromStringAndSize(NULL, size)
-    _write(<uint8_t *>PyBytes_AS_STRING(out), size, items, ts, &h)
+    _write(<uint8_t *>PyBytes_AS_STRING(out), size, lst, ts, &h)
     return out
 
 
-def encode_batch_into(buffer, Py_ssize_t position, list items, int64_t base_offset=0,
+def encode_batch_into(buffer, Py_ssize_t position, items, int64_t base_offset=0,
                       int32_t leader_epoch=-1, timestamp_ms=None):
     """Encodes one batch into a writable buffer at ``position``.
 
@@ -404,15 +411,15 @@ def encode_batch_into(buffer, Py_ssize_t position, list items, int64_t base_offs
     try:
         if position < 0 or position > b.len:
             raise ValueError(f"position {position} is outside the buffer of {b.len} bytes")
-        return encode_into(<unsigned char *>b.buf + position, b.len - position, items,
+        return encode_into(<unsigned char *>b.buf + position, b.len - position, _as_list(items),
                            base_offset, leader_epoch, ts)
     finally:
         PyBuffer_Release(&b)
 
 
-def batch_size(list items, timestamp_ms=None):
+def batch_size(items, timestamp_ms=None):
     """Bytes that ``encode_batch(items, timestamp_ms=...)`` would produce."""
-    return encoded_size(items, -1 if timestamp_ms is None else <int64_t>timestamp_ms)
+    return encoded_size(_as_list(items), -1 if timestamp_ms is None else <int64_t>timestamp_ms)
 
 
 # ---------------------------------------------------------------- errors
@@ -741,12 +748,11 @@ cdef class ScanResult:
                 f"error={self.error!r})")
 
 
-cdef object _column(void *src, size_t n, object dtype):
-    cdef Py_buffer b
-    arr = np.empty(n, dtype=dtype)
-    PyObject_GetBuffer(arr, &b, PyBUF_WRITABLE)
-    memcpy(b.buf, src, <size_t>b.len)
-    PyBuffer_Release(&b)
+cdef object _column(const void *src, size_t n, int typenum):
+    cdef cnp.npy_intp dims = <cnp.npy_intp>n
+    arr = cnp.PyArray_SimpleNew(1, &dims, typenum)
+    if n:
+        memcpy(cnp.PyArray_DATA(<cnp.ndarray>arr), src, n * cnp.PyArray_ITEMSIZE(<cnp.ndarray>arr))
     return arr
 
 
@@ -785,13 +791,13 @@ def scan_batches(buf, Py_ssize_t position=0, end=None, *, bint check_crc=True,
         else:
             res.error = _describe(r.status, r.error_pos, r.detail_a, r.detail_b)
             res.error_position = r.error_pos
-        res.positions = _column(r.positions, r.count, np.int64)
-        res.base_offsets = _column(r.base_offsets, r.count, np.int64)
-        res.last_offsets = _column(r.last_offsets, r.count, np.int64)
-        res.max_timestamps = _column(r.max_timestamps, r.count, np.int64)
-        res.sizes = _column(r.sizes, r.count, np.int32)
-        res.record_counts = _column(r.record_counts, r.count, np.int32)
-        res.leader_epochs = _column(r.leader_epochs, r.count, np.int32)
+        res.positions = _column(r.positions, r.count, cnp.NPY_INT64)
+        res.base_offsets = _column(r.base_offsets, r.count, cnp.NPY_INT64)
+        res.last_offsets = _column(r.last_offsets, r.count, cnp.NPY_INT64)
+        res.max_timestamps = _column(r.max_timestamps, r.count, cnp.NPY_INT64)
+        res.sizes = _column(r.sizes, r.count, cnp.NPY_INT32)
+        res.record_counts = _column(r.record_counts, r.count, cnp.NPY_INT32)
+        res.leader_epochs = _column(r.leader_epochs, r.count, cnp.NPY_INT32)
         return res
     finally:
         kr_scan_free(&r)

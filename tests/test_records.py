@@ -381,3 +381,18 @@ def test_arbitrary_bytes_raise_kafka_errors_only(blob, with_header):
         list(decode_batches(buf))
     except (errors.CorruptMessage, errors.InvalidRecord) as e:
         assert "position" in str(e)
+
+
+def test_any_iterable_of_items_encodes_like_a_list():
+    items = [b"a", (b"k", b"b")]
+    expected = encode_batch(items, timestamp_ms=3)
+    assert encode_batch(tuple(items), timestamp_ms=3) == expected
+    assert encode_batch(iter(items), timestamp_ms=3) == expected
+    assert batch_size(iter(items), 3) == len(expected)
+
+
+def test_log_append_time_gives_every_record_the_max_timestamp():
+    b = encode_batch([(None, b"a", None, 5), (None, b"b", None, 9)], attributes=0x08)
+    rb = next(decode_batches(b))
+    assert rb.timestamp_type == 1 and rb.max_timestamp == 9
+    assert [r.timestamp for r in decode_records(b)] == [9, 9]

@@ -89,3 +89,10 @@ def test_memory_records_iterates_our_concatenated_batches(runs):
         got += kafka_view(batch)
     assert got == expected
     assert mem.valid_bytes() == len(buf) == scan_batches(buf).valid_bytes
+
+
+def test_log_append_time_reads_the_same_in_kafka_python():
+    buf = encode_batch([(None, b"a", None, 5), (None, b"b", None, 9)], attributes=0x08)
+    batch = DefaultRecordBatch(buf)
+    assert batch.validate_crc() and batch.timestamp_type == 1
+    assert [m.timestamp for m in batch] == [r.timestamp for r in decode_records(buf)] == [9, 9]
