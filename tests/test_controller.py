@@ -91,6 +91,21 @@ def test_losing_controller_node_resigns_and_stops_acting():
     assert all(s.request.controller_epoch == 2 for s in c.channel.sent)
 
 
+def test_store_lost_mid_action_ends_the_term_then_a_new_term_starts():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    c.sched.advance(1500)
+    c.sessions[9].set_reachable(False)          # briefly cut off (shorter than the timeout)
+    with pytest.raises(errors.NotController):
+        ctrl.shutdown_broker(1)                  # ConnectionLoss inside: the term ends
+    assert not ctrl.is_active
+    c.sessions[9].set_reachable(True)
+    c.sched.advance(1500)                        # the retry finds /controller still ours
+    assert ctrl.is_active and ctrl.epoch == 2 and c.admin.get_controller_epoch()[0] == 2
+    assert ctrl.shutdown_broker(1) == set()
+    assert c.state("t", 0).leader == 2
+
+
 def test_deleted_controller_node_triggers_reelection():
     c = cluster(brokers=(1, 2))
     first = c.controller

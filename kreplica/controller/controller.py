@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .. import errors
 from ..meta import layout
 from ..meta.kafka_zk_client import KafkaZkClient
-from ..meta.store import BadVersion, ConnectionLoss, SessionExpired, StoreError, WatchEvent
+from ..meta.store import BadVersion, SessionExpired, StoreError, WatchEvent
 from ..protocol import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -127,13 +127,22 @@ class KafkaController:
         try:
             holder = self.zk.get_controller_id(watch=self._on_controller_event)
             if holder is None:
-                if not self.zk.try_elect_controller(self.broker_id):
+                # Win /controller and bump /controller_epoch in one transaction, so no
+                # controller ever acts under its predecessor's epoch.
+                won = self.zk.register_controller_and_increment_epoch(self.broker_id)
+                if won is None:
                     return  # lost the race; the watch tells us when it frees up again
-            elif holder != self.broker_id:
+            elif holder == self.broker_id:
+                # Still ours after losing the store for a while: a new term, a new epoch.
+                current = self.zk.get_controller_epoch()
+                won = self.zk.increment_controller_epoch(None if current is None else current[1])
+            else:
                 return
-            self._on_controller_failover()
+            self._on_controller_failover(*won)
         except SessionExpired:
             self._running = False
+        except BadVersion:
+            self._abdicate()
         except StoreError:
             self._schedule_election()
 
@@ -184,53 +193,48 @@ class KafkaController:
         self._schedule_election()
 
     # -- failover (seed 000 onControllerFailover) --------------------------------
-    def _on_controller_failover(self) -> None:
+    def _on_controller_failover(self, epoch: int, epoch_zk_version: int) -> None:
         self._generation += 1
-        gen = self._generation
-        try:
-            # 1. increment the controller epoch, conditionally
-            current = self.zk.get_controller_epoch()
-            epoch, version = self.zk.increment_controller_epoch(None if current is None else current[1])
-            self.ctx.epoch, self.ctx.epoch_zk_version = epoch, version
-            self._active = True
-            self.failovers += 1
-            # 2. register listeners; their first reads are the source of truth loaded in 3.
-            reassigning = self.zk.get_partition_reassignment(watch=self._watch(gen, self._on_reassignment_change))
-            preferred = self.zk.get_preferred_replica_election(watch=self._watch(gen, self._on_preferred_change))
-            topics = self.zk.get_all_topics(watch=self._watch(gen, self._on_topic_change))
-            deleting = self.zk.get_topic_deletions(watch=self._watch(gen, self._on_delete_topics_change))
-            live = self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change))
-            isr_changes = self.zk.get_isr_change_notifications(watch=self._watch(gen, self._on_isr_change))
-            # 3. initialize the context
-            self._initialize_context(live, topics, reassigning)
-            self.deletion.initialize(deleting)
-            self.batch.mark_init(self.ctx.live_or_shutting_down_broker_ids)
-            # 4-5. replica state machine, then partition state machine
-            self.rsm.startup()
-            self.psm.startup()
-            # Dead brokers' replicas leave the ISRs only now, after the elections, so
-            # a partition whose leader died is elected once (seed 003: leader_epoch 3).
-            self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
-            # 6. partition change listeners for every topic
-            for topic in sorted(self.ctx.all_topics):
-                self._watch_topic(topic)
-            # 7-8. resume reassignments and preferred elections
-            self._maybe_trigger_partition_reassignment()
-            self._on_preferred_replica_election(preferred)
-            # 9. leadership info to every broker
-            self.send_update_metadata(self.ctx.live_or_shutting_down_broker_ids)
-            # 10. auto leader rebalance
-            if self.config.get("auto.leader.rebalance.enable", True):
-                self._schedule_rebalance(REBALANCE_INITIAL_DELAY_MS)
-            # 11. topic deletion
-            self.deletion.start()
-            # ISR changes announced while no controller was active.
-            self._process_isr_changes(isr_changes)
-        except (errors.NotController, BadVersion):
-            self._abdicate()
-        except (SessionExpired, ConnectionLoss):
-            self.resign()
-            self._schedule_election()
+        # 1. the controller epoch, incremented conditionally by the election
+        self.ctx.epoch, self.ctx.epoch_zk_version = epoch, epoch_zk_version
+        self._active = True
+        self.failovers += 1
+        self._guarded(self._failover_steps, self._generation)
+
+    def _failover_steps(self, gen: int) -> None:
+        """Steps 2-11 of seed 000's onControllerFailover, in its order."""
+        # 2. register listeners; their first reads are the source of truth loaded in 3.
+        reassigning = self.zk.get_partition_reassignment(watch=self._watch(gen, self._on_reassignment_change))
+        preferred = self.zk.get_preferred_replica_election(watch=self._watch(gen, self._on_preferred_change))
+        topics = self.zk.get_all_topics(watch=self._watch(gen, self._on_topic_change))
+        deleting = self.zk.get_topic_deletions(watch=self._watch(gen, self._on_delete_topics_change))
+        live = self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change))
+        isr_changes = self.zk.get_isr_change_notifications(watch=self._watch(gen, self._on_isr_change))
+        # 3. initialize the context
+        self._initialize_context(live, topics, reassigning)
+        self.deletion.initialize(deleting)
+        self.batch.mark_init(self.ctx.live_or_shutting_down_broker_ids)
+        # 4-5. replica state machine, then partition state machine
+        self.rsm.startup()
+        self.psm.startup()
+        # Dead brokers' replicas leave the ISRs only now, after the elections, so
+        # a partition whose leader died is elected once (seed 003: leader_epoch 3).
+        self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
+        # 6. partition change listeners for every topic
+        for topic in sorted(self.ctx.all_topics):
+            self._watch_topic(topic)
+        # 7-8. resume reassignments and preferred elections
+        self._maybe_trigger_partition_reassignment()
+        self._on_preferred_replica_election(preferred)
+        # 9. leadership info to every broker
+        self.send_update_metadata(self.ctx.live_or_shutting_down_broker_ids)
+        # 10. auto leader rebalance
+        if self.config.get("auto.leader.rebalance.enable", True):
+            self._schedule_rebalance(REBALANCE_INITIAL_DELAY_MS)
+        # 11. topic deletion
+        self.deletion.start()
+        # ISR changes announced while no controller was active.
+        self._process_isr_changes(isr_changes)
 
     def _initialize_context(self, live: Iterable[int], topics: Iterable[str],
                             reassigning: Mapping[TopicPartition, list[int]]) -> None:
@@ -255,17 +259,30 @@ class KafkaController:
 
         return fire
 
-    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+    def _guarded(self, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """Run one action of the term: (True, its result), or (False, None) when the
+        controllership or the store was lost mid-way -- the term then ends (a fresh
+        term reloads everything, so a half-done action leaves nothing stale behind)."""
         try:
-            fn(*args)
+            return True, fn(*args)
         except errors.NotController:
             self._abdicate()
         except SessionExpired:
             self.resign()
             self._running = False
-        except ConnectionLoss:
+        except StoreError:
             self.resign()
             self._schedule_election()
+        return False, None
+
+    def _act(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """An action requested from outside (a broker, an admin API)."""
+        if not self._active:
+            raise errors.NotController(f"broker {self.broker_id} is not the controller")
+        done, result = self._guarded(fn, *args)
+        if not done:
+            raise errors.NotController(f"broker {self.broker_id} stopped being the controller")
+        return result
 
     def _on_broker_change(self) -> None:
         gen = self._generation
@@ -386,8 +403,10 @@ class KafkaController:
 
         Returns the partitions it still leads; the broker retries until none remain.
         """
-        if not self._active:
-            raise errors.NotController(f"broker {self.broker_id} is not the controller")
+        result: set[TopicPartition] = self._act(self._shutdown_broker, broker_id)
+        return result
+
+    def _shutdown_broker(self, broker_id: int) -> set[TopicPartition]:
         ctx = self.ctx
         if broker_id not in ctx.live_or_shutting_down_broker_ids:
             raise errors.BrokerNotAvailable(f"broker {broker_id} is not alive")
@@ -463,10 +482,15 @@ class KafkaController:
         tps = {tp for tp in tps if tp in self.ctx.partition_assignment
                and not self.deletion.is_topic_queued_for_deletion(tp.topic)}
         if tps:
-            self.elect_preferred_leaders(tps)
+            self._elect_preferred(tps)
         self.zk.delete_preferred_replica_election()
 
     def elect_preferred_leaders(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, errors.KReplicaError]:
+        """Preferred replica election for ``tps``; returns the partitions not moved, with why."""
+        result: dict[TopicPartition, errors.KReplicaError] = self._act(self._elect_preferred, tps)
+        return result
+
+    def _elect_preferred(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, errors.KReplicaError]:
         tps = set(tps)
         self.ctx.partitions_undergoing_preferred_election |= tps
         try:
@@ -480,7 +504,7 @@ class KafkaController:
         def tick() -> None:
             if gen != self._generation or not self._active:
                 return
-            self._guarded(self.check_and_trigger_partition_rebalance)
+            self._guarded(self._check_and_trigger_partition_rebalance)
             self._schedule_rebalance(int(self.config.get("leader.imbalance.check.interval.seconds", 300)) * 1000)
 
         self._timers = [t for t in self._timers if not t.cancelled]
@@ -488,7 +512,12 @@ class KafkaController:
 
     def check_and_trigger_partition_rebalance(self) -> set[TopicPartition]:
         """Auto leader rebalance: per broker, when more than leader.imbalance.per.broker.percentage
-        of the partitions it prefers are led elsewhere, elect it where it is alive and in sync."""
+        of the partitions it prefers are led elsewhere, elect it where it is alive and in sync.
+        Returns the partitions it tried to move."""
+        result: set[TopicPartition] = self._act(self._check_and_trigger_partition_rebalance)
+        return result
+
+    def _check_and_trigger_partition_rebalance(self) -> set[TopicPartition]:
         ctx = self.ctx
         if ctx.partitions_being_reassigned or ctx.partitions_undergoing_preferred_election:
             return set()
@@ -505,5 +534,5 @@ class KafkaController:
                 continue
             chosen.update(tp for tp in not_led if broker in ctx.leadership[tp].isr)
         if chosen:
-            self.elect_preferred_leaders(chosen)
+            self._elect_preferred(chosen)
         return chosen
