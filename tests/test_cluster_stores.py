@@ -1,0 +1,94 @@
+"""The same cluster scenarios on the embedded store (virtual time) and a real ZooKeeper (wall clock).
+
+Against ZooKeeper the test also reads the znodes directly with kazoo and checks
+the leaderAndIsr JSON that Kafka's tools would read.
+"""
+import itertools
+import json
+import os
+
+import pytest
+
+from kreplica import Cluster
+from kreplica.protocol import TopicPartition
+
+BAR = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
+CONFIG = {"min.insync.replicas": 2, "zookeeper.session.timeout.ms": 4000,
+          "replica.lag.time.max.ms": 10000, "auto.leader.rebalance.enable": False,
+          "controlled.shutdown.retry.backoff.ms": 200}
+_chroots = itertools.count()
+
+
+@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+def cluster(request, tmp_path):
+    if request.param == "memory":
+        uri = "memory"
+        chroot = None
+    else:
+        server = request.getfixturevalue("zk_server")
+        chroot = f"/cluster-{os.getpid()}-{next(_chroots)}"
+        uri = f"zookeeper://{server.hosts}{chroot}"
+    c = Cluster.embedded(brokers=[1001, 1002, 1003], data_dir=tmp_path, metadata=uri, config=CONFIG)
+    c.chroot = chroot
+    c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+    assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("bar").partitions), 30_000)
+    yield c
+    c.close()
+
+
+def leaders_and_isrs(c):
+    return {p.partition: (p.leader, set(p.isr)) for p in c.describe("bar").partitions}
+
+
+def test_seed003_both_scenarios(cluster):
+    acked = [(cluster.produce("bar", p, [b"before-%d" % p]), p) for p in range(3)]
+    assert cluster.controlled_shutdown(1001)
+    assert leaders_and_isrs(cluster) == {0: (1003, {1003, 1002}), 1: (1002, {1002, 1003}),
+                                         2: (1003, {1003, 1002})}
+    cluster.start(1001)
+    assert cluster.run_until(lambda: all(len(p.isr) == 3 for p in cluster.describe("bar").partitions), 30_000)
+    cluster.kill(1002)
+    assert cluster.run_until(lambda: all(p.leader != 1002 and 1002 not in p.isr
+                                         for p in cluster.describe("bar").partitions), 30_000)
+    assert leaders_and_isrs(cluster) == {0: (1003, {1003, 1001}), 1: (1001, {1003, 1001}),
+                                         2: (1003, {1003, 1001})}
+    for offset, p in acked:
+        assert [r.value for r in cluster.fetch("bar", p, offset)][:1] == [b"before-%d" % p]
+
+
+@pytest.mark.zookeeper
+def test_znodes_hold_kafkas_json(request, tmp_path):
+    server = request.getfixturevalue("zk_server")
+    kazoo = request.getfixturevalue("kazoo_client")
+    chroot = f"/znodes-{os.getpid()}"
+    with Cluster.embedded(data_dir=tmp_path, metadata=f"zookeeper://{server.hosts}{chroot}",
+                          config=CONFIG) as c:
+        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+        c.kill(1002)
+        assert c.run_until(lambda: all(1002 not in p.isr for p in c.describe("bar").partitions), 30_000)
+        state, stat = kazoo.get(f"{chroot}/brokers/topics/bar/partitions/1/state")
+        doc = json.loads(state)
+        assert set(doc) == {"controller_epoch", "leader", "version", "leader_epoch", "isr"}
+        assert doc["leader"] == 1001 and set(doc["isr"]) == {1001, 1003} and doc["leader_epoch"] >= 1
+        assert stat.version >= 1
+        topic = json.loads(kazoo.get(f"{chroot}/brokers/topics/bar")[0])
+        assert topic["partitions"] == {"0": [1001, 1003, 1002], "1": [1002, 1001, 1003], "2": [1003, 1002, 1001]}
+        ids = sorted(int(i) for i in kazoo.get_children(f"{chroot}/brokers/ids"))
+        assert ids == [1001, 1003]
+        controller = json.loads(kazoo.get(f"{chroot}/controller")[0])
+        assert controller["brokerid"] == c.controller_id
+        assert int(kazoo.get(f"{chroot}/controller_epoch")[0]) >= 1
+
+
+def test_controller_failover_keeps_serving(cluster):
+    old = cluster.controller_id
+    cluster.kill(old)
+    assert cluster.run_until(lambda: cluster.controller_id not in (None, old), 30_000)
+    assert cluster.run_until(lambda: all(p.leader not in (old, -1) for p in cluster.describe("bar").partitions),
+                             30_000)
+    offset = cluster.produce("bar", 0, [b"after-failover"])
+    assert cluster.fetch("bar", 0, offset)[0].value == b"after-failover"
+    live = [b for b in (1001, 1002, 1003) if b != old]
+    tp = TopicPartition("bar", 0)
+    assert cluster.run_until(lambda: all(
+        cluster.brokers[b].replica_manager.partitions[tp].high_watermark == offset + 1 for b in live), 30_000)
