@@ -161,7 +161,7 @@ class Partition:
 
     # ---- leader: produce --------------------------------------------------------------
     def append_records_to_leader(self, records: Any, required_acks: int) -> Any:
-        """Append ready producer batches (restamped in place, never re-encoded)."""
+        """Append ready producer batches (offsets and epoch restamped, never re-encoded)."""
         if self.role is not Role.LEADER:
             raise errors.NotLeaderOrFollower(f"{self.tp}: broker {self.broker_id} is not the leader")
         isr_size = len(self.isr_state.isr)
@@ -170,8 +170,8 @@ class Partition:
                 f"{self.tp}: ISR {list(self.isr_state.isr)} is below min.insync.replicas="
                 f"{self.min_insync_replicas}"
             )
-        buf = records if isinstance(records, bytearray) else bytearray(records)
-        info = self.log.append_batches_as_leader(buf, self.leader_epoch)
+        # The log copies the batches into its segment and restamps them there.
+        info = self.log.append_batches_as_leader(records, self.leader_epoch)
         self.maybe_increment_leader_hw()
         return info
 
