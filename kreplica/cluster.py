@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 from . import errors
 from .broker import Broker
 from .config import parse_acks, validate
+from .describe import PartitionDescription, TopicDescription, describe_topic, format_describe
 from .meta import admin
 from .meta.kafka_zk_client import KafkaZkClient
 from .meta.uri import open_store, parse_metadata_uri
@@ -49,26 +50,6 @@ _RETRIABLE = {
     errors.UnknownTopicOrPartition.code, errors.FencedLeaderEpoch.code,
     errors.NotEnoughReplicas.code, errors.NetworkException.code,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    partition: int
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class TopicDescription:
-    topic: str
-    partitions: tuple[PartitionDescription, ...]
-    config: dict[str, str]
-
-    @property
-    def replication_factor(self) -> int:
-        return len(self.partitions[0].replicas) if self.partitions else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,22 +201,7 @@ class Cluster:
         return sorted(self.zk.get_all_topics())
 
     def describe(self, topic: str) -> TopicDescription:
-        assignment = self.zk.get_topic_assignment(topic) if self.zk.topic_exists(topic) else None
-        if not assignment:
-            raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
-        tps = [TopicPartition(topic, p) for p in sorted(assignment)]
-        states = self.zk.get_partition_states(tps)
-        parts = []
-        for tp in tps:
-            s = states.get(tp)
-            parts.append(PartitionDescription(
-                tp.partition,
-                s.leader if s else NO_LEADER,
-                tuple(assignment[tp.partition]),
-                tuple(s.isr) if s else (),
-                s.leader_epoch if s else -1,
-            ))
-        return TopicDescription(topic, tuple(parts), self.zk.get_topic_config(topic))
+        return describe_topic(self.zk, topic)
 
     def describe_text(self, topic: str | None = None) -> str:
         """``kafka-topics.sh --describe`` output, in the 0.10 layout of seed 003."""
@@ -360,12 +326,3 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def format_describe(d: TopicDescription) -> str:
-    configs = ",".join(f"{k}={v}" for k, v in sorted(d.config.items()))
-    lines = [f"Topic:{d.topic}\tPartitionCount:{len(d.partitions)}\t"
-             f"ReplicationFactor:{d.replication_factor}\tConfigs:{configs}"]
-    for p in d.partitions:
-        lines.append(f"\tTopic: {d.topic}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
-    return "\n".join(lines) + "\n"

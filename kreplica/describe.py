@@ -1,0 +1,63 @@
+"""Topic descriptions, and ``kafka-topics.sh --describe``'s text layout (0.10, seed 003).
+
+Read straight from the metadata store (assignment + partition-state nodes), so
+the same code serves the embedded Cluster and ``kreplica topics --describe``
+against a live ZooKeeper.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import errors
+from .meta.kafka_zk_client import KafkaZkClient
+from .protocol import TopicPartition
+from .protocol.common import NO_LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    topic: str
+    partitions: tuple[PartitionDescription, ...]
+    config: dict[str, str]
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+def describe_topic(zk: KafkaZkClient, topic: str) -> TopicDescription:
+    assignment = zk.get_topic_assignment(topic) if zk.topic_exists(topic) else None
+    if not assignment:
+        raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
+    tps = [TopicPartition(topic, p) for p in sorted(assignment)]
+    states = zk.get_partition_states(tps)
+    parts = []
+    for tp in tps:
+        s = states.get(tp)
+        parts.append(PartitionDescription(
+            tp.partition,
+            s.leader if s else NO_LEADER,
+            tuple(assignment[tp.partition]),
+            tuple(s.isr) if s else (),
+            s.leader_epoch if s else -1,
+        ))
+    return TopicDescription(topic, tuple(parts), zk.get_topic_config(topic))
+
+
+def format_describe(d: TopicDescription) -> str:
+    configs = ",".join(f"{k}={v}" for k, v in sorted(d.config.items()))
+    lines = [f"Topic:{d.topic}\tPartitionCount:{len(d.partitions)}\t"
+             f"ReplicationFactor:{d.replication_factor}\tConfigs:{configs}"]
+    for p in d.partitions:
+        lines.append(f"\tTopic: {d.topic}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+    return "\n".join(lines) + "\n"

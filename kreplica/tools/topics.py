@@ -1,0 +1,82 @@
+"""Create, delete, list and describe topics in a ZooKeeper-backed cluster (like kafka-topics.sh)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+HELP = "create, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
+                   help="the cluster's ZooKeeper connect string (chroot defaults to /kreplica)")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true", help="print leader, replicas and ISR per partition")
+    action.add_argument("--list", action="store_true", help="list the topics")
+    action.add_argument("--create", action="store_true", help="create a topic")
+    action.add_argument("--delete", action="store_true", help="mark a topic for deletion")
+    p.add_argument("--topic", help="the topic (all topics for --describe when omitted)")
+    p.add_argument("--partitions", type=int, help="partition count for --create")
+    p.add_argument("--replication-factor", type=int, help="replication factor for --create")
+    p.add_argument("--replica-assignment", metavar="B1:B2,B1:B2",
+                   help="explicit assignment for --create: partitions separated by commas, replicas by colons")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic config for --create (repeatable)")
+
+
+def parse_assignment(text: str) -> dict[int, list[int]]:
+    try:
+        return {p: [int(b) for b in part.split(":")] for p, part in enumerate(text.split(","))}
+    except ValueError:
+        raise SystemExit(f"bad --replica-assignment {text!r}: expected e.g. 1001:1002,1002:1003") from None
+
+
+def open_client(connect: str) -> tuple[Any, Any]:
+    """A KafkaZkClient on its own session to the ZooKeeper at ``connect``; returns (client, store)."""
+    from ..meta.kafka_zk_client import KafkaZkClient
+    from ..meta.uri import parse_zookeeper_connect
+    from ..meta.zookeeper_store import ZooKeeperStore
+    from ..runtime import RealScheduler
+
+    hosts, chroot = parse_zookeeper_connect(connect)
+    scheduler = RealScheduler()
+    store = ZooKeeperStore(hosts, chroot, scheduler)
+    return KafkaZkClient(store.session("kreplica-cli"), scheduler), store
+
+
+def execute(args: argparse.Namespace) -> int:
+    from .. import errors
+    from ..describe import describe_topic, format_describe
+    from ..meta import admin
+
+    client, store = open_client(args.zookeeper)
+    try:
+        if args.list:
+            for t in sorted(client.get_all_topics()):
+                print(t)
+        elif args.describe:
+            topics = [args.topic] if args.topic else sorted(client.get_all_topics())
+            for t in topics:
+                sys.stdout.write(format_describe(describe_topic(client, t)))
+        elif args.create:
+            if not args.topic:
+                raise SystemExit("--create needs --topic")
+            assignment = parse_assignment(args.replica_assignment) if args.replica_assignment else None
+            if assignment is None and (args.partitions is None or args.replication_factor is None):
+                raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
+            config = dict(kv.split("=", 1) for kv in args.config)
+            admin.create_topic(client, args.topic, args.partitions, args.replication_factor,
+                               assignment=assignment, config=config or None)
+            print(f'Created topic "{args.topic}".')
+        elif args.delete:
+            if not args.topic:
+                raise SystemExit("--delete needs --topic")
+            admin.delete_topic(client, args.topic)
+            print(f"Topic {args.topic} is marked for deletion.")
+        return 0
+    except errors.KReplicaError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
