@@ -225,6 +225,10 @@ cdef inline Py_ssize_t _bytes_size(Py_ssize_t n) noexcept:
 
 cdef Py_ssize_t _headers_size(object headers, Py_ssize_t index, Py_ssize_t *count) except -1:
     cdef Py_ssize_t total = 0, klen, n = 0
+    # Both encoding passes walk the headers, so a one-shot iterator cannot serve.
+    if not isinstance(headers, (list, tuple)):
+        raise TypeError(f"record {index}: headers must be a list or tuple of (str, bytes) "
+                        f"pairs, not {type(headers).__name__}")
     for h in headers:
         if not isinstance(h, tuple) or len(<tuple>h) != 2:
             raise TypeError(f"record {index}: a header is a (str, bytes) pair, got {h!r}")

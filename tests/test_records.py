@@ -97,6 +97,8 @@ def test_encode_rejects_bad_items():
         encode_batch([(None, b"v", [(b"bytes-key", b"x")])])
     with pytest.raises(TypeError, match="header value"):
         encode_batch([(None, b"v", [("k", "str")])])
+    with pytest.raises(TypeError, match="headers must be a list or tuple"):
+        encode_batch([(None, b"v", iter([("k", b"x")]))])
     with pytest.raises(TypeError, match="tuple item"):
         encode_batch([(b"only-one",)])
     with pytest.raises(ValueError, match="compression"):
