@@ -222,11 +222,16 @@ class MemoryStore(MetadataStore):
 
     # -- session lifecycle (called by MemorySession)
 
-    def _remove_ephemerals(self, sid: int) -> None:
+    def _end_session(self, sid: int) -> list[tuple[Watch, str]]:
+        """Forget a closed or expired session: its watches (returned) and its ephemerals."""
+        dropped = self._drop_watches(sid)
         events: list[tuple[int, str, EventType]] = []
         for path in list(self._ephemerals[sid]):
             self._delete(path, -1, events, None)
+        del self._ephemerals[sid]
+        del self._sessions[sid]
         self._dispatch(events)
+        return dropped
 
     def _drop_watches(self, sid: int) -> list[tuple[Watch, str]]:
         dropped: list[tuple[Watch, str]] = []
@@ -285,8 +290,7 @@ class MemorySession(Session):
         store = self.store
         self.state = SessionState.EXPIRED
         self._ping_timer.cancel()
-        dropped = store._drop_watches(self.session_id)
-        store._remove_ephemerals(self.session_id)
+        dropped = store._end_session(self.session_id)
         # Like kazoo, outstanding watches learn of the expiry before the owner's callback.
         for watch, path in dropped:
             self._deliver(watch, WatchEvent(EventType.SESSION_EXPIRED, path))
@@ -464,8 +468,7 @@ class MemorySession(Session):
         self.state = SessionState.CLOSED
         self._ping_timer.cancel()
         self._expiry_timer.cancel()
-        self.store._drop_watches(self.session_id)
-        self.store._remove_ephemerals(self.session_id)
+        self.store._end_session(self.session_id)
 
     def __repr__(self) -> str:
         return f"MemorySession(id={self.session_id}, name={self.name!r}, state={self.state.value})"
