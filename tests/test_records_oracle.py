@@ -96,3 +96,57 @@ def test_log_append_time_reads_the_same_in_kafka_python():
     batch = DefaultRecordBatch(buf)
     assert batch.validate_crc() and batch.timestamp_type == 1
     assert [m.timestamp for m in batch] == [r.timestamp for r in decode_records(buf)] == [9, 9]
+
+
+# ---- the Log's segment files, read by kafka-python (the issue's "Independent oracle")
+
+def _kafka_read_dir(directory):
+    """Every record of every .log segment, as kafka-python sees the raw files."""
+    import os
+
+    seen = []
+    for name in sorted(n for n in os.listdir(directory) if n.endswith(".log")):
+        with open(os.path.join(directory, name), "rb") as f:
+            mem = MemoryRecords(f.read())
+        while mem.has_next():
+            batch = mem.next_batch()
+            assert batch.validate_crc()
+            seen += kafka_view(batch)
+    return seen
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), records), min_size=1, max_size=8),
+       st.integers(0, 50))
+def test_kafka_python_reads_our_log_segments_and_we_read_its_batches(runs, epoch):
+    import tempfile
+
+    from kreplica.log import Log
+    from kreplica.runtime import ManualClock
+
+    expected = []
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Log.open(f"{tmp}/t-0", {"segment.bytes": 8 * 1024}, ManualClock(1000))
+        for from_kafka, items in runs:
+            base = log.log_end_offset
+            if from_kafka:
+                # a leader's batch built by kafka-python, replicated with its offsets
+                buf = bytearray(kafka_build(items))
+                struct.pack_into(">q", buf, 0, base)
+                struct.pack_into(">i", buf, 12, epoch)
+                log.append_as_follower(bytes(buf))
+                stamped = items
+            else:
+                log.append_as_leader([(k, v, h) for k, v, h, _ in items], leader_epoch=epoch,
+                                     timestamp_ms=7000)
+                stamped = [(k, v, h, 7000) for k, v, h, _ in items]
+            expected += [(base + i, ts, k, v, list(h)) for i, (k, v, h, ts) in enumerate(stamped)]
+        # a read stops at a segment boundary, so walk the segments
+        offset, ours = 0, []
+        while offset < log.log_end_offset:
+            chunk = decode_records(log.read(offset, 1 << 30).view)
+            ours += our_view(chunk)
+            offset = chunk[-1].offset + 1
+        log.close()
+        assert _kafka_read_dir(f"{tmp}/t-0") == expected
+        assert ours == expected
