@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from typing import Any
 
@@ -66,8 +67,9 @@ def execute(args: argparse.Namespace) -> int:
             if assignment is None and (args.partitions is None or args.replication_factor is None):
                 raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
             config = dict(kv.split("=", 1) for kv in args.config)
+            # The command line is the edge: an unseeded RNG picks the placement, as Kafka's does.
             admin.create_topic(client, args.topic, args.partitions, args.replication_factor,
-                               assignment=assignment, config=config or None)
+                               assignment=assignment, config=config or None, rng=random.Random())
             print(f'Created topic "{args.topic}".')
         elif args.delete:
             if not args.topic:

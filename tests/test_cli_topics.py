@@ -1,0 +1,53 @@
+"""`kreplica topics` and `kreplica reassign` against a live ZooKeeper-backed cluster."""
+import json
+import os
+
+import pytest
+
+from kreplica import Cluster
+from kreplica.cli import main
+
+pytestmark = pytest.mark.zookeeper
+CONFIG = {"zookeeper.session.timeout.ms": 4000, "auto.leader.rebalance.enable": False}
+
+
+@pytest.fixture
+def zk_cluster(request, tmp_path):
+    server = request.getfixturevalue("zk_server")
+    chroot = f"/cli-{os.getpid()}-{request.node.name[:20]}"
+    c = Cluster.embedded(data_dir=tmp_path, metadata=f"zookeeper://{server.hosts}{chroot}", config=CONFIG)
+    c.connect = f"{server.hosts}{chroot}"
+    yield c
+    c.close()
+
+
+def test_create_then_describe_matches_cluster(zk_cluster, capsys):
+    c = zk_cluster
+    assert main(["topics", "--zookeeper", c.connect, "--create", "--topic", "bar",
+                 "--replica-assignment", "1001:1003:1002,1002:1001:1003,1003:1002:1001"]) == 0
+    assert c.run_until(lambda: all(p.leader >= 0 for p in c.describe("bar").partitions), 20_000)
+    capsys.readouterr()
+    assert main(["topics", "--zookeeper", c.connect, "--describe", "--topic", "bar"]) == 0
+    out = capsys.readouterr().out
+    assert out == c.describe_text("bar")
+    assert out.splitlines()[1].startswith("\tTopic: bar\tPartition: 0\tLeader: 1001\tReplicas: 1001,1003,1002")
+    assert main(["topics", "--zookeeper", c.connect, "--list"]) == 0
+    assert capsys.readouterr().out.split() == ["bar"]
+
+
+def test_bad_create_is_a_clear_error(zk_cluster, capsys):
+    assert main(["topics", "--zookeeper", zk_cluster.connect, "--create", "--topic", "t",
+                 "--partitions", "1", "--replication-factor", "9"]) == 1
+    assert "INVALID_REPLICATION_FACTOR" in capsys.readouterr().err
+
+
+def test_reassign_and_delete_through_admin_paths(zk_cluster, tmp_path, capsys):
+    c = zk_cluster
+    c.create_topic("bar", partitions=1, replication_factor=2, assignment={0: [1001, 1002]})
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "bar", "partition": 0,
+                                                              "replicas": [1002, 1003]}]}))
+    assert main(["reassign", "--zookeeper", c.connect, "--reassignment-json-file", str(plan)]) == 0
+    assert c.run_until(lambda: c.describe("bar").partitions[0].replicas == (1002, 1003), 30_000)
+    assert main(["topics", "--zookeeper", c.connect, "--delete", "--topic", "bar"]) == 0
+    assert c.run_until(lambda: "bar" not in c.topics(), 30_000)
