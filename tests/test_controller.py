@@ -379,3 +379,13 @@ def test_topic_deletion_disabled_clears_the_request():
     c.admin.create_topic_deletion("t")
     c.settle()
     assert c.admin.topic_exists("t") and c.admin.get_topic_deletions() == []
+
+
+# -- the failover benchmark's scenario, small (figures come from benchmarks/) ------------------
+
+def test_failover_bench_scenario_reelects_with_batched_writes():
+    from kreplica.tools.bench_failover import run
+
+    r = run(90)
+    assert r.reelected == 30 and r.requests > 0
+    assert r.round_trips <= 4       # broker list read, one election multi, one ISR-shrink multi

@@ -136,26 +136,27 @@ class ControllerBrokerRequestBatch:
     def _send_update_metadata(self, controller_epoch: int, live: frozenset[int]) -> None:
         if not self._update_metadata:
             return
-        built: dict[TopicPartition, UpdateMetadataPartitionState] = {}
         live_brokers = tuple(sorted(live))
+        # Usually every broker gets the same partitions: build each distinct set once.
+        built: dict[frozenset[TopicPartition], UpdateMetadataRequest] = {}
         for b, tps in sorted(self._update_metadata.items()):
             if b not in live:
                 continue
-            states = []
-            deleted = []
-            for tp in sorted(tps):
-                if tp in self._update_metadata_deleted:
-                    deleted.append(tp)
-                    continue
-                s = built.get(tp)
-                if s is None:
-                    s = self._metadata_state(tp, live)
-                    if s is None:
-                        continue
-                    built[tp] = s
-                states.append(s)
-            req = UpdateMetadataRequest(self._controller_id, controller_epoch, tuple(states),
-                                        live_brokers, tuple(deleted))
+            key = frozenset(tps)
+            req = built.get(key)
+            if req is None:
+                states = []
+                deleted = []
+                for tp in sorted(key):
+                    if tp in self._update_metadata_deleted:
+                        deleted.append(tp)
+                    else:
+                        s = self._metadata_state(tp, live)
+                        if s is not None:
+                            states.append(s)
+                req = UpdateMetadataRequest(self._controller_id, controller_epoch, tuple(states),
+                                            live_brokers, tuple(deleted))
+                built[key] = req
             self._emit(b, req, _ignore)
 
     def _metadata_state(self, tp: TopicPartition, live: frozenset[int]) -> UpdateMetadataPartitionState | None:

@@ -1,0 +1,161 @@
+"""``kreplica bench failover``: the controller's work when a broker fails, per store.
+
+Three brokers (1001-1003), each a store session plus a controller candidate;
+N partitions of RF 3 placed round-robin (so 1002 leads N/3 and hosts a replica
+of every partition).  Broker 1002 (not the controller) fails: its session
+closes, ``/brokers/ids/1002`` goes, the controller's watch fires and it runs
+onBrokerFailure -- N/3 offline elections and 2N/3 ISR shrinks, all written
+through batched conditional multis.  Measured from the session close to the
+moment every partition has a live leader in the controller's context:
+
+* MemoryStore (virtual time): wall-clock seconds of that stretch, which is
+  the controller's code plus the in-process store's (target < 0.5 s for 1k,
+  linear in N);
+* ZooKeeper (Debian's, started here when installed): wall-clock seconds and
+  ZooKeeper round trips (requests; a multi is one) per partition with a
+  replica on the failed broker, and per re-elected partition (target <= 1).
+
+Requests to brokers go to a sink that drops them: no data plane is involved.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from dataclasses import dataclass
+from typing import Any
+
+HELP = "controller failover time and store round trips after a broker failure"
+
+BROKERS = (1001, 1002, 1003)
+FAILED = 1002
+PARTITIONS_PER_TOPIC = 1000
+
+
+@dataclass(frozen=True)
+class FailoverResult:
+    store: str
+    partitions: int
+    seconds: float
+    reelected: int
+    round_trips: int
+    requests: int
+
+    @property
+    def trips_per_partition(self) -> float:
+        return self.round_trips / self.partitions
+
+    @property
+    def trips_per_reelected(self) -> float:
+        return self.round_trips / max(1, self.reelected)
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def send(self, broker_id: int, request: object, on_response: Any) -> None:
+        self.sent += 1
+
+
+def _assignment(n: int) -> dict[str, dict[int, list[int]]]:
+    topics: dict[str, dict[int, list[int]]] = {}
+    for i in range(n):
+        first = i % 3
+        replicas = [BROKERS[(first + k) % 3] for k in range(3)]
+        topics.setdefault(f"t{i // PARTITIONS_PER_TOPIC}", {})[i % PARTITIONS_PER_TOPIC] = replicas
+    return topics
+
+
+def run(n: int, store: Any = None, sched: Any = None) -> FailoverResult:
+    """One failover of broker 1002 over ``n`` partitions; MemoryStore unless ``store`` is given."""
+    from ..config import validate
+    from ..controller import KafkaController
+    from ..meta import KafkaZkClient, MemoryStore
+    from ..runtime import SimScheduler
+
+    kind = "zookeeper" if store is not None else "memory"
+    if store is None:
+        sched = SimScheduler(0)
+        store = MemoryStore(sched)
+    real = kind == "zookeeper"
+    config = validate({"auto.leader.rebalance.enable": False})
+    sink = _Sink()
+    sessions, controllers = {}, {}
+    for b in BROKERS:
+        sessions[b] = store.session(f"broker-{b}")
+        KafkaZkClient(sessions[b], sched).register_broker(b)
+    for b in BROKERS:
+        c = KafkaController(b, KafkaZkClient(sessions[b], sched), sink, sched, config)
+        controllers[b] = c
+        c.startup()
+    admin = KafkaZkClient(store.session("admin"), sched)
+    ctrl = controllers[BROKERS[0]]
+    assert ctrl.is_active
+    topics = _assignment(n)
+    for topic, assignment in topics.items():
+        admin.create_topic(topic, assignment)
+    assert sched.run_until(lambda: len(ctrl.ctx.leadership) == n, 600_000), "topics did not come online"
+    reelected = sum(1 for st in ctrl.ctx.leadership.values() if st.leader == FAILED)
+
+    def done() -> bool:
+        live = ctrl.ctx.live_broker_ids
+        return FAILED not in live and all(st.leader in live for st in ctrl.ctx.leadership.values())
+
+    sink.sent = 0
+    controllers.pop(FAILED).shutdown()
+    if real:
+        time.sleep(0.2)  # let in-flight watch traffic settle before counting
+    gc.collect()  # the setup's garbage is not the failover's cost
+    trips0 = store.round_trips
+    t0 = time.perf_counter()
+    sessions.pop(FAILED).close()
+    if real:
+        assert sched.run_until(done, 60_000), "leaders were not re-elected"
+    else:
+        sched.advance(0)  # the watch and the whole callback run now, in virtual time
+    seconds = time.perf_counter() - t0
+    trips = store.round_trips - trips0
+    assert done(), "leaders were not re-elected"
+    for c in controllers.values():
+        c.shutdown()
+    for s in sessions.values():
+        s.close()
+    store.close()
+    return FailoverResult(kind, n, seconds, reelected, trips, sink.sent)
+
+
+def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
+    from ..meta.zk_server import ZooKeeperServer, zookeeper_available
+    from ..meta.zookeeper_store import ZooKeeperStore
+    from ..runtime import RealScheduler
+
+    if not zookeeper_available():
+        return []
+    out = []
+    with ZooKeeperServer() as server:
+        for n in sizes:
+            sched = RealScheduler()
+            store = ZooKeeperStore(server.hosts, f"/bench-failover-{n}-{time.monotonic_ns()}", sched)
+            out.append(run(n, store, sched))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--no-zookeeper", action="store_true", help="MemoryStore only")
+    parser.add_argument("--repeat", type=int, default=3, help="MemoryStore runs per size (best kept)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    rows = [min((run(n) for _ in range(args.repeat)), key=lambda r: r.seconds) for n in args.partitions]
+    if not args.no_zookeeper:
+        rows += run_zookeeper(args.partitions)
+    print(f"broker {FAILED} of {len(BROKERS)} fails; RF 3; every partition has a replica on it")
+    print(f"{'store':<10} {'partitions':>10} {'re-elected':>10} {'seconds':>9} {'us/partition':>13} "
+          f"{'round trips':>11} {'trips/partition':>15} {'trips/re-elected':>16} {'requests':>8}")
+    for r in rows:
+        print(f"{r.store:<10} {r.partitions:>10} {r.reelected:>10} {r.seconds:>9.3f} "
+              f"{r.seconds / r.partitions * 1e6:>13.1f} {r.round_trips:>11} {r.trips_per_partition:>15.4f} "
+              f"{r.trips_per_reelected:>16.4f} {r.requests:>8}")
+    return 0
