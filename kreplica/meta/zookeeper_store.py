@@ -19,6 +19,7 @@ keeps the session (and its ephemeral nodes) until the session timeout passes.
 """
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from collections import namedtuple
@@ -55,6 +56,11 @@ from .store import (
     Watch,
     WatchEvent,
 )
+
+# kazoo's connection warnings (e.g. on kill(), by design) go here; a library stays quiet
+# unless the application configures logging.
+_LOG = logging.getLogger(__name__)
+_LOG.addHandler(logging.NullHandler())
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000
 OP_TIMEOUT_S = 15.0
@@ -145,7 +151,7 @@ class ZooKeeperStore(MetadataStore):
         #: a server this store started itself (``zookeeper+local://``), stopped on close
         self.owned_server: Any = None
         if self.chroot:
-            boot = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000.0)
+            boot = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000.0, logger=_LOG)
             try:
                 boot.start(timeout=connect_timeout_s)
                 boot.ensure_path(self.chroot)
@@ -185,7 +191,8 @@ class ZooKeeperSession(Session):
         self.killed = False
         self._sched = store.scheduler
         self._wrappers: dict[tuple[Watch, str, bool], Callable[[Any], None]] = {}
-        client = KazooClient(hosts=store.hosts + store.chroot, timeout=store.session_timeout_ms / 1000.0)
+        client = KazooClient(hosts=store.hosts + store.chroot, timeout=store.session_timeout_ms / 1000.0,
+                             logger=_LOG)
         self.client = client
         raw_call = client._call
 
