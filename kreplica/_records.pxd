@@ -7,7 +7,7 @@
 csrc/*.c is linked into every extension, so the C functions declared here resolve
 inside the cimporting module too.
 """
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 
 cdef extern from "crc32c.h" nogil:
@@ -23,6 +23,20 @@ cdef extern from "batch.h" nogil:
         KR_HEADER_SIZE
         KR_LOG_OVERHEAD
         KR_CRC_START
+        KR_MIN_RECORD_SIZE
+        KR_OFF_BASE_OFFSET
+        KR_OFF_LENGTH
+        KR_OFF_LEADER_EPOCH
+        KR_OFF_MAGIC
+        KR_OFF_CRC
+        KR_OFF_ATTRIBUTES
+        KR_OFF_LAST_OFFSET_DELTA
+        KR_OFF_BASE_TIMESTAMP
+        KR_OFF_MAX_TIMESTAMP
+        KR_OFF_PRODUCER_ID
+        KR_OFF_PRODUCER_EPOCH
+        KR_OFF_BASE_SEQUENCE
+        KR_OFF_RECORD_COUNT
         KR_COMPRESSION_MASK
         KR_LOG_APPEND_TIME
         KR_TRANSACTIONAL
@@ -81,6 +95,10 @@ cdef extern from "batch.h" nogil:
         int64_t detail_a
         int64_t detail_b
 
+    uint32_t kr_be32(const uint8_t *p)
+    uint64_t kr_be64(const uint8_t *p)
+    void kr_put_be32(uint8_t *p, uint32_t v)
+    void kr_put_be64(uint8_t *p, uint64_t v)
     int kr_varint_size(int64_t v)
     uint8_t *kr_put_varint(uint8_t *p, int64_t v)
     void kr_read_header(const uint8_t *p, kr_header *h)
