@@ -30,6 +30,7 @@ class KafkaZkClient:
     def __init__(self, session: Session, clock: Clock) -> None:
         self.session = session
         self.clock = clock
+        self._persistent_paths_ready = False
 
     # -- helpers
 
@@ -90,8 +91,12 @@ class KafkaZkClient:
         return done
 
     def ensure_persistent_paths(self) -> None:
+        """Kafka's top-level persistent paths (once per client: they are never deleted)."""
+        if self._persistent_paths_ready:
+            return
         for path in layout.PERSISTENT_PATHS:
             self.session.ensure_path(path)
+        self._persistent_paths_ready = True
 
     # -- brokers
 
