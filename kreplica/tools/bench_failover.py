@@ -15,7 +15,11 @@ moment every partition has a live leader in the controller's context:
   ZooKeeper round trips (requests; a multi is one) per partition with a
   replica on the failed broker, and per re-elected partition (target <= 1).
 
-Requests to brokers go to a sink that drops them: no data plane is involved.
+A second row per size kills the controller 1001 instead (it also leads N/3):
+the clock then covers the election of a new controller and its whole
+onControllerFailover, which loads the context for N partitions in batched
+reads before electing.  Requests to brokers go to a sink that drops them: no
+data plane is involved.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ PARTITIONS_PER_TOPIC = 1000
 @dataclass(frozen=True)
 class FailoverResult:
     store: str
+    failed: str  # "broker" or "controller"
     partitions: int
     seconds: float
     reelected: int
@@ -67,8 +72,13 @@ def _assignment(n: int) -> dict[str, dict[int, list[int]]]:
     return topics
 
 
-def run(n: int, store: Any = None, sched: Any = None) -> FailoverResult:
-    """One failover of broker 1002 over ``n`` partitions; MemoryStore unless ``store`` is given."""
+def run(n: int, store: Any = None, sched: Any = None, controller_fails: bool = False) -> FailoverResult:
+    """One failover over ``n`` partitions; MemoryStore unless ``store`` is given.
+
+    The failed broker is 1002, or with ``controller_fails`` the controller 1001
+    itself: then the clock also covers the election of a new controller and its
+    whole onControllerFailover (loading the context for ``n`` partitions).
+    """
     from ..config import validate
     from ..controller import KafkaController
     from ..meta import KafkaZkClient, MemoryStore
@@ -96,20 +106,26 @@ def run(n: int, store: Any = None, sched: Any = None) -> FailoverResult:
     for topic, assignment in topics.items():
         admin.create_topic(topic, assignment)
     assert sched.run_until(lambda: len(ctrl.ctx.leadership) == n, 600_000), "topics did not come online"
-    reelected = sum(1 for st in ctrl.ctx.leadership.values() if st.leader == FAILED)
+    failed = ctrl.broker_id if controller_fails else FAILED
+    reelected = sum(1 for st in ctrl.ctx.leadership.values() if st.leader == failed)
 
     def done() -> bool:
-        live = ctrl.ctx.live_broker_ids
-        return FAILED not in live and all(st.leader in live for st in ctrl.ctx.leadership.values())
+        active = [c for c in controllers.values() if c.is_active]
+        if not active:
+            return False
+        ctx = active[0].ctx
+        live = ctx.live_broker_ids
+        return (failed not in live and len(ctx.leadership) == n
+                and all(st.leader in live for st in ctx.leadership.values()))
 
     sink.sent = 0
-    controllers.pop(FAILED).shutdown()
+    controllers.pop(failed).shutdown()
     if real:
         time.sleep(0.2)  # let in-flight watch traffic settle before counting
     gc.collect()  # the setup's garbage is not the failover's cost
     trips0 = store.round_trips
     t0 = time.perf_counter()
-    sessions.pop(FAILED).close()
+    sessions.pop(failed).close()
     if real:
         assert sched.run_until(done, 60_000), "leaders were not re-elected"
     else:
@@ -122,7 +138,8 @@ def run(n: int, store: Any = None, sched: Any = None) -> FailoverResult:
     for s in sessions.values():
         s.close()
     store.close()
-    return FailoverResult(kind, n, seconds, reelected, trips, sink.sent)
+    return FailoverResult(kind, "controller" if controller_fails else "broker", n, seconds, reelected,
+                          trips, sink.sent)
 
 
 def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
@@ -138,6 +155,9 @@ def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
             sched = RealScheduler()
             store = ZooKeeperStore(server.hosts, f"/bench-failover-{n}-{time.monotonic_ns()}", sched)
             out.append(run(n, store, sched))
+            sched = RealScheduler()
+            store = ZooKeeperStore(server.hosts, f"/bench-failover-c{n}-{time.monotonic_ns()}", sched)
+            out.append(run(n, store, sched, controller_fails=True))
     return out
 
 
@@ -148,14 +168,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    rows = [min((run(n) for _ in range(args.repeat)), key=lambda r: r.seconds) for n in args.partitions]
+    rows = [min((run(n, controller_fails=c) for _ in range(args.repeat)), key=lambda r: r.seconds)
+            for n in args.partitions for c in (False, True)]
     if not args.no_zookeeper:
         rows += run_zookeeper(args.partitions)
-    print(f"broker {FAILED} of {len(BROKERS)} fails; RF 3; every partition has a replica on it")
-    print(f"{'store':<10} {'partitions':>10} {'re-elected':>10} {'seconds':>9} {'us/partition':>13} "
+    print(f"3 brokers, RF 3; 'broker': {FAILED} fails (a replica of every partition, leader of a third);"
+          f" 'controller': the controller {BROKERS[0]} fails (the same, plus a controller failover)")
+    print(f"{'store':<10} {'fails':<10} {'partitions':>10} {'re-elected':>10} {'seconds':>9} {'us/partition':>13} "
           f"{'round trips':>11} {'trips/partition':>15} {'trips/re-elected':>16} {'requests':>8}")
     for r in rows:
-        print(f"{r.store:<10} {r.partitions:>10} {r.reelected:>10} {r.seconds:>9.3f} "
+        print(f"{r.store:<10} {r.failed:<10} {r.partitions:>10} {r.reelected:>10} {r.seconds:>9.3f} "
               f"{r.seconds / r.partitions * 1e6:>13.1f} {r.round_trips:>11} {r.trips_per_partition:>15.4f} "
               f"{r.trips_per_reelected:>16.4f} {r.requests:>8}")
     return 0
