@@ -1,0 +1,201 @@
+"""Partition alone: the HW rule of seed 004, ISR proposals, reads around the HW, role changes."""
+import pytest
+
+from kreplica import errors
+from kreplica.config import validate
+from kreplica.log import Log
+from kreplica.protocol import AlterIsrResponse, LeaderAndIsrPartitionState, TopicPartition
+from kreplica.records import encode_batch
+from kreplica.replica import Partition, Role
+from kreplica.replica.isr_state import IsrPhase, IsrState
+from kreplica.replica.replica_state import ReplicaState
+from kreplica.runtime import ManualClock
+
+TP = TopicPartition("p", 0)
+LAG = 1000
+
+
+class Rig:
+    def __init__(self, tmp_path, min_isr=1):
+        self.clock = ManualClock(10_000)
+        self.log = Log.open(tmp_path / "p-0", {"segment.bytes": 1 << 20}, clock=self.clock)
+        self.proposals = []
+        self.hw_events = []
+        config = validate({"replica.lag.time.max.ms": LAG, "min.insync.replicas": min_isr})
+        self.p = Partition(
+            TP, 1, self.log, config, self.clock,
+            lambda req, cb: self.proposals.append((req, cb)), self.hw_events.append,
+        )
+
+    def lead(self, isr=(1, 2, 3), epoch=0, version=0):
+        return self.p.make_leader(LeaderAndIsrPartitionState(TP, 1, 1, epoch, isr, version, (1, 2, 3)))
+
+    def append(self, n=1):
+        return self.p.append_records_to_leader(encode_batch([b"x"] * n, timestamp_ms=0), 1)
+
+    def fetch(self, replica, offset):
+        return self.p.update_follower_fetch_state(replica, offset, 0)
+
+
+@pytest.fixture
+def rig(tmp_path):
+    r = Rig(tmp_path)
+    yield r
+    r.log.close()
+
+
+def test_hw_is_the_lowest_leo_of_the_isr_and_never_moves_back(rig):
+    rig.lead()
+    rig.append(5)
+    assert rig.p.high_watermark == 0  # no follower has fetched yet
+    rig.fetch(2, 5)
+    assert rig.p.high_watermark == 0  # broker 3 (ISR) still unknown
+    assert rig.fetch(3, 3) is True
+    assert rig.p.high_watermark == 3 and rig.hw_events == [TP]
+    rig.fetch(3, 5)
+    assert rig.p.high_watermark == 5
+    # A follower reporting less (it truncated) never moves the HW back.
+    rig.fetch(3, 2)
+    assert rig.p.high_watermark == 5
+
+
+def test_recently_caught_up_replica_outside_the_isr_holds_the_hw(rig):
+    rig.lead(isr=(1, 2))
+    rig.append(4)
+    rig.fetch(2, 4)
+    assert rig.p.high_watermark == 4
+    rig.append(4)  # LEO 8
+    rig.clock.advance(LAG + 1)
+    assert rig.p.maybe_shrink_isr() is True  # 2 lags; while this is in flight 3 cannot join
+    rig.fetch(3, 8)  # caught up now, outside the (maximal) ISR
+    rig.fetch(3, 6)
+    rig.fetch(2, 8)
+    assert rig.p.isr_state.maximal_isr == {1, 2}
+    assert rig.p.high_watermark == 6  # 3 counts: caught up within the lag time
+    rig.clock.advance(LAG + 1)
+    rig.fetch(2, 8)
+    assert rig.p.high_watermark == 8  # 3 fell out of the window
+
+
+def test_caught_up_time_rules():
+    r = ReplicaState(2)
+    r.update_fetch_state(fetch_offset=5, log_start_offset=0, now_ms=100, leader_leo=5)
+    assert r.last_caught_up_ms == 100  # at the leader's LEO: caught up now
+    r.update_fetch_state(fetch_offset=5, log_start_offset=0, now_ms=200, leader_leo=9)
+    assert r.last_caught_up_ms == 100  # behind, and below the LEO of its previous fetch? no: 5 >= 5
+    r.update_fetch_state(fetch_offset=9, log_start_offset=0, now_ms=300, leader_leo=12)
+    assert r.last_caught_up_ms == 200  # reached the LEO the leader had at the previous fetch
+    assert r.is_caught_up(1200, 1000) and not r.is_caught_up(1201, 1000)
+
+
+def test_check_enough_replicas_reach_offset(tmp_path):
+    rig = Rig(tmp_path, min_isr=2)
+    rig.lead(isr=(1, 2))
+    rig.append(1)
+    assert rig.p.check_enough_replicas_reach_offset(1) == (False, errors.NONE)
+    rig.fetch(2, 1)
+    assert rig.p.check_enough_replicas_reach_offset(1) == (True, errors.NONE)
+    rig.p.isr_state = IsrState((1,))
+    assert rig.p.check_enough_replicas_reach_offset(1) == (True, errors.NotEnoughReplicasAfterAppend.code)
+    rig.p.make_offline()
+    assert rig.p.check_enough_replicas_reach_offset(1) == (True, errors.NotLeaderOrFollower.code)
+    rig.log.close()
+
+
+def test_min_isr_is_checked_before_appending_for_acks_all(tmp_path):
+    rig = Rig(tmp_path, min_isr=2)
+    rig.lead(isr=(1,))
+    with pytest.raises(errors.NotEnoughReplicas):
+        rig.p.append_records_to_leader(encode_batch([b"x"], timestamp_ms=0), -1)
+    assert rig.p.log_end_offset == 0
+    rig.p.append_records_to_leader(encode_batch([b"x"], timestamp_ms=0), 1)
+    assert rig.p.log_end_offset == 1
+    rig.log.close()
+
+
+def test_expand_and_shrink_are_proposals_applied_on_success(rig):
+    rig.lead(isr=(1, 2))
+    rig.append(2)
+    rig.fetch(2, 2)
+    rig.fetch(3, 2)  # at the HW: join
+    req, answer = rig.proposals[-1]
+    assert (req.new_isr, req.zk_version, req.leader_epoch) == ((1, 2, 3), 0, 0)
+    assert rig.p.isr == (1, 2) and rig.p.isr_state.phase is IsrPhase.PENDING_EXPAND
+    assert rig.p.isr_state.maximal_isr == {1, 2, 3}
+    answer(AlterIsrResponse(TP, errors.NONE, 0, (1, 2, 3), 1))
+    assert rig.p.isr == (1, 2, 3) and rig.p.zk_version == 1
+    # Broker 3 stops fetching; the leader moves on; after the lag time it is proposed out.
+    rig.append(1)
+    rig.clock.advance(LAG + 1)
+    rig.fetch(2, 3)
+    assert rig.p.out_of_sync_replicas() == (3,)
+    assert rig.p.maybe_shrink_isr() is True
+    req, answer = rig.proposals[-1]
+    assert req.new_isr == (1, 2) and req.zk_version == 1
+    assert rig.p.high_watermark == 2  # still held by 3 while the shrink is in flight
+    answer(AlterIsrResponse(TP, errors.NONE, 0, (1, 2), 2))
+    assert rig.p.isr == (1, 2) and rig.p.high_watermark == 3
+
+
+def test_a_follower_at_the_leo_is_never_out_of_sync(rig):
+    rig.lead(isr=(1, 2, 3))
+    rig.append(1)
+    rig.fetch(2, 1)
+    rig.fetch(3, 1)
+    rig.clock.advance(10 * LAG)
+    assert rig.p.out_of_sync_replicas() == ()
+
+
+def test_a_refused_proposal_is_dropped_and_a_stale_answer_ignored(rig):
+    rig.lead(isr=(1, 2))
+    rig.append(1)
+    rig.fetch(2, 1)
+    rig.fetch(3, 1)
+    _, answer = rig.proposals[-1]
+    answer(AlterIsrResponse(TP, errors.InvalidUpdateVersion.code))
+    assert rig.p.isr == (1, 2) and not rig.p.isr_state.is_inflight
+    rig.fetch(3, 1)
+    _, late = rig.proposals[-1]
+    rig.lead(isr=(1, 2), epoch=1, version=5)  # a newer LeaderAndIsr overtakes the answer
+    late(AlterIsrResponse(TP, errors.NONE, 0, (1, 2, 3), 1))
+    assert rig.p.isr == (1, 2) and rig.p.zk_version == 5
+
+
+def test_isr_state_table():
+    s = IsrState((1, 2)).pending_shrink((1,))
+    with pytest.raises(errors.StateChangeFailed):
+        s.pending_expand((1, 2, 3))
+    assert s.committed((1,)).phase is IsrPhase.COMMITTED
+
+
+def test_reads_around_the_hw(rig):
+    rig.lead(isr=(1, 2))
+    rig.append(2)
+    rig.append(2)
+    rig.fetch(2, 2)
+    assert (rig.p.high_watermark, rig.p.log_end_offset) == (2, 4)
+    committed = rig.p.read_records(0, 1 << 20, rig.p.high_watermark)
+    from kreplica.records import decode_records
+
+    assert [r.offset for r in decode_records(committed)] == [0, 1]
+    assert len(rig.p.read_records(2, 1 << 20, rig.p.high_watermark)) == 0
+    assert len(rig.p.read_records(4, 1 << 20, rig.p.high_watermark)) == 0
+    with pytest.raises(errors.OffsetOutOfRange):
+        rig.p.read_records(5, 1 << 20, rig.p.high_watermark)
+
+
+def test_make_leader_records_the_epoch_and_make_follower_reports_changes(rig):
+    rig.lead(epoch=0)
+    rig.append(3)
+    assert rig.log.leader_epoch_cache.entries == [(0, 0)]
+    follower = LeaderAndIsrPartitionState(TP, 1, 2, 1, (1, 2, 3), 1, (1, 2, 3))
+    assert rig.p.make_follower(follower) is True and rig.p.role is Role.FOLLOWER
+    assert rig.p.make_follower(follower) is False  # same leader and epoch: the fetcher keeps going
+    assert rig.p.remote_replicas == {}
+    assert rig.p.make_leader(LeaderAndIsrPartitionState(TP, 1, 1, 2, (1, 2, 3), 2, (1, 2, 3))) is True
+    assert rig.log.leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    assert rig.p.leader_epoch_start_offset == 3
+    assert all(r.log_end_offset == -1 for r in rig.p.remote_replicas.values())
+    assert rig.p.check_leader_epoch(1) == errors.FencedLeaderEpoch.code
+    assert rig.p.check_leader_epoch(3) == errors.UnknownLeaderEpoch.code
+    assert rig.p.check_leader_epoch(-1) == rig.p.check_leader_epoch(2) == errors.NONE
