@@ -152,3 +152,4 @@ def test_open_store_with_a_private_zookeeper(zk_server) -> None:
     store.session("x").create("/ok")
     store.close()
     assert server.data_dir is None and store.owned_server is None
+

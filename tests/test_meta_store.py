@@ -411,3 +411,28 @@ def test_memory_store_matches_zookeeper(zk_store_factory) -> None:
             assert _apply(mem, prefix, ("get_children", path)) == _apply(zk, prefix, ("get_children", path))
 
     check()
+
+
+# ---- the server fixture: skipped without ZooKeeper, a failure when CI requires it ----
+
+def _run_zk_test_without_zookeeper(require: bool) -> "subprocess.CompletedProcess[str]":
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, KREPLICA_ZK_JAR="/nonexistent/zookeeper.jar")
+    env.pop("KREPLICA_REQUIRE_ZK", None)
+    if require:
+        env["KREPLICA_REQUIRE_ZK"] = "1"
+    here = os.path.dirname(__file__)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+         os.path.join(here, "test_meta_store.py"), "-k", "test_create_get_set_versions and zookeeper"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=os.path.dirname(here))
+
+
+def test_missing_zookeeper_skips_unless_required() -> None:
+    skipped = _run_zk_test_without_zookeeper(require=False)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout
+    required = _run_zk_test_without_zookeeper(require=True)
+    assert required.returncode != 0 and "KREPLICA_REQUIRE_ZK=1" in required.stdout, required.stdout

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ZK_JAR = "/usr/share/java/zookeeper.jar"
+# KREPLICA_ZK_JAR points elsewhere (another install, or a missing one to test the skip).
+ZK_JAR = os.environ.get("KREPLICA_ZK_JAR", "/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
