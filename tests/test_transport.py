@@ -1,0 +1,79 @@
+"""InProcessTransport: latency through the scheduler, refused connections, one overridable link."""
+import pytest
+
+from kreplica.runtime import SimScheduler
+from kreplica.transport import DISCONNECTED, InProcessTransport
+
+
+def _echo(src, request, respond):
+    respond(("echo", src, request))
+
+
+def test_request_and_response_each_take_the_latency():
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    t.register(1, _echo)
+    got = []
+    t.send(9, 1, "ping", lambda r: got.append((s.now_ms(), r)))
+    s.advance(100)
+    assert got == [(10, ("echo", 9, "ping"))]
+
+
+def test_a_handler_may_answer_later():
+    s = SimScheduler()
+    t = InProcessTransport(s)
+    t.register(1, lambda src, req, respond: s.call_later(50, respond, req * 2))
+    got = []
+    t.send(2, 1, 21, got.append)
+    s.advance(49)
+    assert got == []
+    s.advance(1)
+    assert got == [42]
+
+
+def test_down_nodes_refuse_and_lose_answers():
+    s = SimScheduler()
+    t = InProcessTransport(s)
+    got = []
+    t.send(2, 1, "x", got.append)
+    s.advance(1)
+    assert got == [DISCONNECTED]
+    # A registered sender that went down never sees the answer to its request.
+    t.register(1, lambda src, req, respond: s.call_later(10, respond, "late"))
+    t.register(2, _echo)
+    t.send(2, 1, "x", got.append)
+    s.advance(1)
+    t.unregister(2)
+    s.advance(20)
+    assert got == [DISCONNECTED]
+
+
+def test_answering_twice_is_a_handler_bug():
+    s = SimScheduler()
+    t = InProcessTransport(s)
+
+    def twice(src, req, respond):
+        respond(1)
+        respond(2)
+
+    t.register(1, twice)
+    t.send(2, 1, "x", lambda r: None)
+    with pytest.raises(RuntimeError):
+        s.advance(1)
+
+
+def test_a_simulator_overrides_deliver_for_faults():
+    class Lossy(InProcessTransport):
+        def deliver(self, src, dst, message, arrive):
+            if (src, dst) == (1, 2):
+                return  # the link 1 -> 2 drops everything
+            super().deliver(src, dst, message, arrive)
+
+    s = SimScheduler()
+    t = Lossy(s)
+    t.register(1, _echo)
+    got = []
+    t.send(3, 1, "a", got.append)
+    t.send(2, 1, "b", got.append)  # the request arrives, its answer is dropped
+    s.advance(1)
+    assert got == [("echo", 3, "a")]
