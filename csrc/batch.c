@@ -127,8 +127,17 @@ int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check
         kr_header h;
         kr_status s = kr_check_batch(buf + pos, end - pos, check_crc, &h, &out->detail_a,
                                      &out->detail_b);
-        if (s == KR_OK && check_records)
-            s = kr_check_records(buf + pos, &h, &out->detail_a);
+        if (s == KR_OK && check_records) {
+            /* What Kafka's leader demands of a producer's batch before it assigns
+             * offsets in place: a record count that matches the offset range. */
+            if (h.record_count == 0 || h.record_count != (int64_t)h.last_offset_delta + 1) {
+                s = KR_BAD_HEADER;
+                out->detail_a = h.record_count;
+                out->detail_b = h.last_offset_delta;
+            } else {
+                s = kr_check_records(buf + pos, &h, &out->detail_a);
+            }
+        }
         if (s != KR_OK) {
             out->status = s;
             out->error_pos = pos;

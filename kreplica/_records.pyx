@@ -436,7 +436,7 @@ cdef str _describe(kr_status s, Py_ssize_t pos, int64_t a, int64_t b):
     if s == KR_BAD_MAGIC:
         return f"bad magic {a} at position {pos} (only magic 2 batches are supported)"
     if s == KR_BAD_HEADER:
-        return f"bad header at position {pos}: record count {a}, batch length or offset delta {b}"
+        return f"bad header at position {pos}: record count {a}, batch length or last offset delta {b}"
     if s == KR_CRC_MISMATCH:
         return f"crc mismatch at position {pos}: stored 0x{a:08x}, computed 0x{b:08x}"
     if s == KR_BAD_RECORD:
@@ -764,8 +764,11 @@ def scan_batches(buf, Py_ssize_t position=0, end=None, *, bint check_crc=True,
                  bint check_records=False):
     """Validates consecutive batches from ``position`` (to ``end``) in C, without the GIL.
 
-    Stops at the first torn, corrupt or zero-filled batch.  ``check_records`` also walks
-    every record's framing (as a leader validating a produce request would)."""
+    Stops at the first torn, corrupt or zero-filled batch.  ``check_records`` adds what
+    Kafka's leader checks in a producer's batch before assigning offsets in place: a
+    nonzero record count equal to lastOffsetDelta + 1 and well-framed records whose
+    offset deltas run 0..n-1.
+    """
     cdef Py_buffer b
     cdef kr_scan_result r
     cdef Py_ssize_t stop

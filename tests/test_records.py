@@ -398,3 +398,17 @@ def test_log_append_time_gives_every_record_the_max_timestamp():
     rb = next(decode_batches(b))
     assert rb.timestamp_type == 1 and rb.max_timestamp == 9
     assert [r.timestamp for r in decode_records(b)] == [9, 9]
+
+
+def test_leader_checks_want_the_count_to_match_the_offset_range():
+    # A compacted batch keeps its offset range but fewer records: readable, yet not
+    # something a producer may send (Kafka's leader refuses it).
+    buf = bytearray(encode_batch([b"a", b"b", b"c"], timestamp_ms=1))
+    struct.pack_into(">i", buf, 23, 5)  # lastOffsetDelta 5 for 3 records
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    assert scan_batches(buf).error is None
+    assert scan_batches(buf).last_offsets.tolist() == [5]
+    res = scan_batches(buf, check_records=True)
+    assert res.count == 0 and res.error.startswith("bad header at position 0: record count 3")
+    assert [r.offset for r in decode_records(buf)] == [0, 1, 2]
+    assert next(decode_batches(buf)).valid()
