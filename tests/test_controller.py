@@ -374,6 +374,17 @@ def test_topic_deletion_retries_after_an_error_answer():
     assert not c.admin.topic_exists("t")
 
 
+def test_topic_removed_behind_the_controllers_back_is_forgotten():
+    c = with_topic(cluster())
+    c.admin.session.delete(layout.topic_path("t"), recursive=True)
+    c.settle()
+    ctrl = c.controller
+    assert "t" not in ctrl.ctx.all_topics and T0 not in ctrl.ctx.partition_assignment
+    assert ctrl.psm.state(T0) is PartitionState.NON_EXISTENT
+    c.create_topic("t", {0: [3, 1, 2]})          # the name can be used again
+    assert c.state("t", 0).leader == 3
+
+
 def test_topic_deletion_disabled_clears_the_request():
     c = with_topic(cluster(config={"delete.topic.enable": False}))
     c.admin.create_topic_deletion("t")

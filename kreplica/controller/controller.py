@@ -25,6 +25,7 @@ stale epoch.
 """
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
@@ -199,7 +200,7 @@ class KafkaController:
         self.ctx.epoch, self.ctx.epoch_zk_version = epoch, epoch_zk_version
         self._active = True
         self.failovers += 1
-        self._guarded(self._failover_steps, self._generation)
+        self._react(functools.partial(self._failover_steps, self._generation))
 
     def _failover_steps(self, gen: int) -> None:
         """Steps 2-11 of seed 000's onControllerFailover, in its order."""
@@ -255,7 +256,7 @@ class KafkaController:
         def fire(event: WatchEvent) -> None:
             if gen != self._generation or not self._active:
                 return
-            self._guarded(handler)
+            self._react(handler)
 
         return fire
 
@@ -274,6 +275,16 @@ class KafkaController:
             self.resign()
             self._schedule_election()
         return False, None
+
+    def _react(self, handler: Callable[[], None]) -> None:
+        """Run a watch or timer handler.  Nobody waits for its outcome, so any Kafka
+        error it meets (say, a topic deleted under a reassignment) also ends the term
+        rather than leaving the context half-updated; the next term starts clean."""
+        try:
+            self._guarded(handler)
+        except errors.KReplicaError:
+            self.resign()
+            self._schedule_election()
 
     def _act(self, fn: Callable[..., Any], *args: Any) -> Any:
         """An action requested from outside (a broker, an admin API)."""
@@ -504,7 +515,7 @@ class KafkaController:
         def tick() -> None:
             if gen != self._generation or not self._active:
                 return
-            self._guarded(self._check_and_trigger_partition_rebalance)
+            self._react(self._check_and_trigger_partition_rebalance)
             self._schedule_rebalance(int(self.config.get("leader.imbalance.check.interval.seconds", 300)) * 1000)
 
         self._timers = [t for t in self._timers if not t.cancelled]

@@ -24,7 +24,8 @@ deleted, as Kafka does.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+import functools
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .context import PartitionReplica
 from .partition_state_machine import PartitionState
@@ -138,12 +139,23 @@ class TopicDeletionManager:
         pending = [pr for pr in ctx.replicas_for_topic(topic) if c.rsm.state(pr) is not R.DELETION_SUCCESSFUL]
         live = ctx.live_or_shutting_down_broker_ids
         c.rsm.handle_state_changes(pending, R.OFFLINE)
-        c.rsm.handle_state_changes(pending, R.DELETION_STARTED, callback=self._on_stop_replica_answer)
+        c.rsm.handle_state_changes(pending, R.DELETION_STARTED, callback=self._answer_handler())
         dead = [pr for pr in pending if pr.replica not in live]
         if dead:
             c.rsm.handle_state_changes(dead, R.DELETION_INELIGIBLE)
             self.topics_ineligible.add(topic)
             # Retried from OfflineReplica when the broker returns (resume_deletion_for_topics).
+
+    def _answer_handler(self) -> Callable[[PartitionReplica, int], None]:
+        """StopReplica answers arrive later, outside any watch: run them as the
+        controller runs its watch handlers (a failure ends the term, not the runtime)."""
+        c = self._c
+
+        def on_answer(replica: PartitionReplica, error_code: int) -> None:
+            if c.is_active:
+                c._react(functools.partial(self._on_stop_replica_answer, replica, error_code))
+
+        return on_answer
 
     def _on_stop_replica_answer(self, replica: PartitionReplica, error_code: int) -> None:
         c = self._c
