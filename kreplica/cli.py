@@ -1,0 +1,54 @@
+"""The ``kreplica`` command line: one subcommand per module.
+
+To add a subcommand, write a module with ``add_arguments(parser)`` and
+``execute(args) -> int`` (exit status), an optional ``HELP`` line (else the
+docstring's first line), and add one line to :data:`SUBCOMMANDS`.  Only the
+chosen module is imported, so keep heavy imports inside ``execute``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+
+SUBCOMMANDS: dict[str, str] = {
+    "demo": "kreplica.demo",
+    "topics": "kreplica.tools.topics",
+    "reassign": "kreplica.tools.reassign",
+    "log-demo": "kreplica.tools.log_demo",
+    "dump-log": "kreplica.tools.dump_log",
+    "bench": "kreplica.tools.bench",
+}
+
+
+def _help(module: ModuleType) -> str:
+    return getattr(module, "HELP", None) or (module.__doc__ or "").strip().split("\n")[0]
+
+
+def build_parser(commands: dict[str, str], prog: str, argv: list[str]) -> argparse.ArgumentParser:
+    """A parser with a subparser per command; a command's module is imported only when it
+    is the one asked for (or when listing all of them for --help)."""
+    parser = argparse.ArgumentParser(prog=prog, description=(sys.modules[__name__].__doc__ or "").split("\n")[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, module_name in commands.items():
+        if chosen in commands and name != chosen:
+            sub.add_parser(name)
+            continue
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=_help(module), description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_execute=module.execute)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(SUBCOMMANDS, "kreplica", argv).parse_args(argv)
+    return int(args._execute(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
