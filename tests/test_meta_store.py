@@ -436,3 +436,22 @@ def test_missing_zookeeper_skips_unless_required() -> None:
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout
     required = _run_zk_test_without_zookeeper(require=True)
     assert required.returncode != 0 and "KREPLICA_REQUIRE_ZK=1" in required.stdout, required.stdout
+
+
+def test_kazoo_errors_are_translated() -> None:
+    from kazoo import exceptions as kz
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from kreplica.meta.store import StoreError
+    from kreplica.meta.zookeeper_store import _translate
+
+    expected = {
+        kz.BadVersionError: BadVersion, kz.NoNodeError: NoNode, kz.NodeExistsError: NodeExists,
+        kz.NotEmptyError: NotEmpty, kz.SessionExpiredError: SessionExpired,
+        kz.ConnectionClosedError: ConnectionLoss, kz.ConnectionLoss: ConnectionLoss,
+        kz.NoChildrenForEphemeralsError: NoChildrenForEphemerals, KazooTimeoutError: ConnectionLoss,
+    }
+    for kazoo_error, ours in expected.items():
+        assert type(_translate(kazoo_error(), "/p")) is ours
+    assert type(_translate(kz.BadArgumentsError(), "/p")) is StoreError
+    assert _translate(ValueError("bad path"), "/p") is None

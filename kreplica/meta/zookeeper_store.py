@@ -92,6 +92,8 @@ def _translate(exc: BaseException, path: str = "") -> StoreError | None:
     for kz_type, ours in _ERRORS:
         if isinstance(exc, kz_type):
             return ours(path or type(exc).__name__)
+    if isinstance(exc, kz.ZookeeperError):  # a server answer we have no name for
+        return StoreError(f"{path}: {type(exc).__name__}")
     if isinstance(exc, kz.KazooException) or type(exc).__name__ == "KazooTimeoutError":
         return ConnectionLoss(f"{path}: {type(exc).__name__}")
     return None
