@@ -455,3 +455,18 @@ def test_kazoo_errors_are_translated() -> None:
         assert type(_translate(kazoo_error(), "/p")) is ours
     assert type(_translate(kz.BadArgumentsError(), "/p")) is StoreError
     assert _translate(ValueError("bad path"), "/p") is None
+
+
+def test_memory_partitioned_session_gets_its_watch_events_after_healing() -> None:
+    sched, store = _memory(3000)
+    s, other = store.session("b1"), store.session("b2")
+    other.create("/n", b"0")
+    watch = Recorder()
+    s.get("/n", watch)
+    s.set_reachable(False)
+    other.set("/n", b"1")
+    sched.advance(1000)
+    assert watch.events == []  # the notification cannot reach it
+    s.set_reachable(True)
+    sched.advance(0)
+    assert watch.types() == ["CHANGED"] and not s.expired
