@@ -18,14 +18,20 @@ oracle tests check it.
 - ``encode_batch_into(buffer, position, items, base_offset, leader_epoch, timestamp_ms)``
   writes straight into a writable buffer (an mmap) and returns the bytes written, or
   ``-needed`` when there is not room.  ``batch_size(items, timestamp_ms)`` measures.
-- ``scan_batches(buf, position=0, end=None)`` validates consecutive batches in C
-  (magic, lengths, CRC) and returns a ``ScanResult`` of numpy columns; it stops at the
-  first torn or corrupt batch (``error`` names it and its position) or at zero fill,
-  which is a preallocated tail and not an error.
+- ``scan_batches(buf, position=0, end=None, *, check_crc=True, check_records=False)``
+  validates consecutive batches in C without the GIL (magic, lengths, CRC; with
+  ``check_records`` also the leader's producer-batch rules: count == lastOffsetDelta + 1,
+  well-framed records with deltas 0..n-1) and returns a ``ScanResult`` of numpy columns.
+  It stops at the first torn or corrupt batch (``error`` names it and its position) or
+  at zero fill, which is a preallocated tail and not an error.
 - ``restamp_batches(buf, base_offset, leader_epoch)`` assigns offsets and the leader
   epoch in place (both outside the CRC) and returns the last offset.
-- ``decode_batches(buf)`` iterates zero-copy ``RecordBatch`` views;
-  ``decode_records(buf)`` returns every ``Record`` of every batch, CRCs checked.
+- ``decode_batches(buf)`` iterates zero-copy ``RecordBatch`` views (``batch_at`` gives
+  one); ``decode_records(buf, *, start_offset=None, stop_offset=None)`` returns the
+  ``Record`` objects of every batch, CRCs checked, optionally only an offset range.
+  Gzip batches are read; other codecs raise ``InvalidRecord``.
+- Other .pyx modules cimport the C-level ``encode_into`` / ``decode_into`` and the C
+  helpers from ``kreplica/_records.pxd``.
 
 Bad input raises ``errors.CorruptMessage`` (framing, CRC) or ``errors.InvalidRecord``
 (record contents), with the byte position in the message.
