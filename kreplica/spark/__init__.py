@@ -1,1 +1,24 @@
+"""kreplica on Spark (PySpark): the ``kreplica`` data source and a session helper.
 
+pyspark is an optional dependency (``pip install 'kreplica[spark]'``), so nothing
+here imports it until used::
+
+    from kreplica.spark import local_session
+    spark = local_session()              # registers the "kreplica" source
+    df = spark.read.format("kreplica").option("path", data_dir).option("topic", "t").load()
+"""
+from __future__ import annotations
+
+__all__ = ["local_session", "KReplicaDataSource", "skipped_batches", "skipped_regions"]
+
+
+def __getattr__(name: str):
+    if name == "local_session":
+        from .session import local_session
+
+        return local_session
+    if name in ("KReplicaDataSource", "skipped_batches", "skipped_regions"):
+        from . import datasource
+
+        return getattr(datasource, name)
+    raise AttributeError(name)

@@ -1,0 +1,335 @@
+"""The ``kreplica`` Spark data source: a broker's log directory as a DataFrame.
+
+Issue 6, "Data source".  ``spark.read.format("kreplica").option("path", log_dir)
+.option("topic", T).load()`` yields one row per record with the columns of
+:data:`SCHEMA`.  The same reader tails the log as a streaming source.
+
+Theory of operation
+-------------------
+Planning (driver side) reads only small files: the directory listing, each
+segment's sparse ``.index`` and ``.timeindex`` (see :mod:`kreplica.spark.log_files`)
+and ``replication-offset-checkpoint`` for the high watermark.  It never scans
+record data.  Each input partition is a byte range of one segment, cut at
+offset-index positions (which are batch starts) when ``max_partition_bytes`` is
+set, and clipped by the pushed-down partition, offset and timestamp filters.
+
+Reading (executor side) preads the range, validates it with the native
+:func:`kreplica.records.scan_batches` (CRC and framing in C), decodes the kept
+batches with :func:`kreplica.records.decode_records` and returns Arrow record
+batches: no per-record Python bytecode runs.  A range that stops short of the
+offsets it must cover is corrupt or torn: the read fails naming file and
+position, or with ``on_corrupt=skip`` skips the bad batch, resynchronises on the
+next batch boundary and records the count in ``corrupt_report``.
+
+Isolation follows Kafka's consumers: ``committed`` (default) reads offsets below
+the high watermark, as a ``read_committed`` fetch from a follower would see
+them; ``uncommitted`` reads to the log end offset.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from ..errors import CorruptMessage, InvalidConfig, UnknownTopicOrPartition
+from .log_files import OffsetBounds, PartitionFiles, list_partitions, read_high_watermarks
+from .segment_reader import SegmentSlice, read_slice
+
+SCHEMA = (
+    "topic string, partition int, offset long, timestamp long, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>, leader_epoch int"
+)
+
+ISOLATION = ("committed", "uncommitted")
+ON_CORRUPT = ("fail", "skip")
+_SIZE_SUFFIX = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+                "g": 1 << 30, "gb": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """``"4m"`` -> 4194304; the unit suffix is optional (bytes)."""
+    raw = text.strip().lower()
+    digits = raw.rstrip("kmgb")
+    try:
+        value = int(digits) * _SIZE_SUFFIX[raw[len(digits):]]
+    except (KeyError, ValueError):
+        raise InvalidConfig(f"max_partition_bytes: not a size: {text!r}") from None
+    if value <= 0:
+        raise InvalidConfig(f"max_partition_bytes: must be positive, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """The user's options, checked once at planning time."""
+
+    path: str
+    topic: str
+    isolation: str = "committed"
+    max_partition_bytes: int | None = None
+    on_corrupt: str = "fail"
+    corrupt_report: str | None = None
+    starting_offsets: str = "earliest"
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> "ReadOptions":
+        opts = {k.lower(): v for k, v in options.items()}
+        for required in ("path", "topic"):
+            if not opts.get(required):
+                raise InvalidConfig(f"the kreplica source needs option({required!r}, ...)")
+        made = cls(
+            path=opts["path"],
+            topic=opts["topic"],
+            isolation=opts.get("isolation", "committed").lower(),
+            max_partition_bytes=(
+                parse_size(opts["max_partition_bytes"]) if opts.get("max_partition_bytes") else None
+            ),
+            on_corrupt=opts.get("on_corrupt", "fail").lower(),
+            corrupt_report=opts.get("corrupt_report") or None,
+            starting_offsets=opts.get("starting_offsets", "earliest").lower(),
+        )
+        made._check()
+        return made
+
+    def _check(self) -> None:
+        if self.isolation not in ISOLATION:
+            raise InvalidConfig(f"isolation: {self.isolation!r} is not one of {ISOLATION}")
+        if self.on_corrupt not in ON_CORRUPT:
+            raise InvalidConfig(f"on_corrupt: {self.on_corrupt!r} is not one of {ON_CORRUPT}")
+        if self.on_corrupt == "skip" and not self.corrupt_report:
+            # Skipping without recording what was skipped would lose data silently.
+            raise InvalidConfig("on_corrupt=skip needs option('corrupt_report', <dir>) "
+                                "to record the count of skipped batches")
+        if self.starting_offsets not in ("earliest", "latest"):
+            raise InvalidConfig(f"starting_offsets: {self.starting_offsets!r} is not earliest/latest")
+        if not Path(self.path).is_dir():
+            raise InvalidConfig(f"path: {self.path!r} is not a directory")
+
+
+# ---------------------------------------------------------------- filters
+
+@dataclass(slots=True)
+class Pushdown:
+    """What the pushed filters allow: a partition set and offset/timestamp ranges.
+
+    Bounds are half-open ``[lo, hi)``; None means unbounded.  Only used to prune
+    ranges: Spark still evaluates every filter on the rows (see ``pushFilters``).
+    """
+
+    partitions: frozenset[int] | None = None
+    partition_ranges: list[tuple[int | None, int | None]] = field(default_factory=list)
+    offset_lo: int | None = None
+    offset_hi: int | None = None
+    timestamp_lo: int | None = None
+
+    def absorb(self, f: Filter) -> None:
+        column = f.attribute[0] if len(f.attribute) == 1 else None
+        if column == "partition":
+            if isinstance(f, In):
+                values = {v for v in f.value if isinstance(v, int)}
+                self.partitions = frozenset(values if self.partitions is None else self.partitions & values)
+            else:
+                self.partition_ranges.append(_bounds(f))
+        elif column == "offset":
+            lo, hi = _bounds(f)
+            if isinstance(f, In) and f.value:
+                lo, hi = min(f.value), max(f.value) + 1
+            self.offset_lo = _max(self.offset_lo, lo)
+            self.offset_hi = _min(self.offset_hi, hi)
+        elif column == "timestamp":
+            # The time index only bounds timestamps from below (it records the
+            # running maximum); an upper bound cannot prune CreateTime data.
+            lo, _ = _bounds(f)
+            self.timestamp_lo = _max(self.timestamp_lo, lo)
+
+    def allows_partition(self, p: int) -> bool:
+        if self.partitions is not None and p not in self.partitions:
+            return False
+        return all((lo is None or p >= lo) and (hi is None or p < hi)
+                   for lo, hi in self.partition_ranges)
+
+
+def _bounds(f: Filter) -> tuple[int | None, int | None]:
+    """Half-open integer bounds of a comparison filter, or (None, None)."""
+    v = getattr(f, "value", None)
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None, None
+    if isinstance(f, EqualTo):
+        return v, v + 1
+    if isinstance(f, GreaterThan):
+        return v + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return v, None
+    if isinstance(f, LessThan):
+        return None, v
+    if isinstance(f, LessThanOrEqual):
+        return None, v + 1
+    return None, None
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+# ---------------------------------------------------------------- planning
+
+def _partitions_of(opts: ReadOptions) -> list[PartitionFiles]:
+    parts = list_partitions(opts.path, opts.topic)
+    if not parts:
+        raise UnknownTopicOrPartition(f"no partition directories for topic {opts.topic!r} in {opts.path}")
+    return parts
+
+
+def _upper_bounds(opts: ReadOptions, parts: Sequence[PartitionFiles]) -> dict[int, int | None]:
+    """Per partition, the offset reads stop before: the HW, or None for the log end."""
+    if opts.isolation == "uncommitted":
+        return {p.partition: None for p in parts}
+    hws = read_high_watermarks(opts.path, opts.topic)
+    return {p.partition: hws.get(p.partition, 0) for p in parts}
+
+
+def plan_slices(opts: ReadOptions, pushdown: Pushdown, hi_by_partition: dict[int, int | None],
+                lo_by_partition: dict[int, int] | None = None) -> list[SegmentSlice]:
+    """Byte ranges of segments that may hold the selected records, in log order."""
+    slices: list[SegmentSlice] = []
+    for part in _partitions_of(opts):
+        if part.partition not in hi_by_partition or not pushdown.allows_partition(part.partition):
+            continue
+        bounds = OffsetBounds(
+            lo=_max(_max(pushdown.offset_lo, part.log_start_offset),
+                    (lo_by_partition or {}).get(part.partition)) or 0,
+            hi=_min(pushdown.offset_hi, hi_by_partition[part.partition]),
+        )
+        for seg in part.segments:
+            slices.extend(
+                seg.slices(bounds, pushdown.timestamp_lo, opts.max_partition_bytes,
+                           topic=opts.topic, partition=part.partition,
+                           on_corrupt=opts.on_corrupt, corrupt_report=opts.corrupt_report)
+            )
+    return slices
+
+
+# ---------------------------------------------------------------- Spark API
+
+def _read(partition: InputPartition) -> Iterator:
+    # Spark plans one InputPartition(None) when every range was pruned away.
+    if partition.value is not None:
+        yield from read_slice(partition.value)
+
+
+class KReplicaDataSource(DataSource):
+    """Registered as ``kreplica``; see the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kreplica"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> "KReplicaReader":
+        return KReplicaReader(ReadOptions.from_options(dict(self.options)))
+
+    def streamReader(self, schema: StructType) -> "KReplicaStreamReader":
+        return KReplicaStreamReader(ReadOptions.from_options(dict(self.options)))
+
+
+class KReplicaReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.pushdown = Pushdown()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        # Filters prune whole ranges and batches; Spark still evaluates each one
+        # on the rows, so a range that is kept conservatively never leaks rows.
+        for f in filters:
+            self.pushdown.absorb(f)
+            yield f
+
+    def partitions(self) -> Sequence[InputPartition]:
+        parts = _partitions_of(self.opts)
+        slices = plan_slices(self.opts, self.pushdown, _upper_bounds(self.opts, parts))
+        return [InputPartition(s) for s in slices]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        yield from _read(partition)
+
+
+class KReplicaStreamReader(DataSourceStreamReader):
+    """Tails committed offsets.  Offsets: ``{"<partition>": next_offset}``, kept by Spark."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def _available(self) -> dict[str, int]:
+        parts = _partitions_of(self.opts)
+        if self.opts.isolation == "uncommitted":
+            return {str(p.partition): p.log_end_offset() for p in parts}
+        hws = read_high_watermarks(self.opts.path, self.opts.topic)
+        return {str(p.partition): hws.get(p.partition, p.log_start_offset) for p in parts}
+
+    def initialOffset(self) -> dict:
+        if self.opts.starting_offsets == "latest":
+            return self._available()
+        return {str(p.partition): p.log_start_offset for p in _partitions_of(self.opts)}
+
+    def latestOffset(self, start: dict | None = None, limit: object = None) -> dict:
+        latest = self._available()
+        # Never move a partition backwards: offsets Spark has checkpointed were
+        # read, and a lower HW after a restart must not replay them.
+        for p, off in (start or {}).items():
+            latest[p] = max(latest.get(p, off), off)
+        return latest
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        lo = {int(p): off for p, off in start.items()}
+        hi = {int(p): off for p, off in end.items() if off > lo.get(int(p), 0)}
+        # A partition created after the query started begins at its log start.
+        slices = plan_slices(self.opts, Pushdown(), hi, lo)
+        return [InputPartition(s) for s in slices]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        yield from _read(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: Spark's checkpoint is the only record of progress."""
+
+
+# ---------------------------------------------------------------- corrupt-data report
+
+def skipped_batches(report_dir: str | os.PathLike) -> int:
+    """Total batches skipped by ``on_corrupt=skip`` reads that wrote to ``report_dir``."""
+    total = 0
+    for entry in Path(report_dir).glob("*.json"):
+        total += json.loads(entry.read_text())["skipped_batches"]
+    return total
+
+
+def skipped_regions(report_dir: str | os.PathLike) -> list[dict]:
+    """Every skipped region recorded in ``report_dir``: file, position, reason, batches."""
+    regions: list[dict] = []
+    for entry in sorted(Path(report_dir).glob("*.json")):
+        regions.extend(json.loads(entry.read_text())["regions"])
+    return regions

@@ -1,0 +1,247 @@
+"""Executor side of the ``kreplica`` source: one segment byte range to Arrow batches.
+
+A :class:`SegmentSlice` is the picklable unit of work Spark ships to a task.
+:func:`read_slice` preads it in chunks, validates every batch with the native
+scanner, decodes the kept batches natively and yields ``pyarrow.RecordBatch``es
+(one per chunk): Python runs per chunk and per batch run, never per record.
+
+Stopping rules (why a range may end early):
+- at ``end_position`` (a batch start taken from the offset index);
+- once offsets up to ``offset_hi`` were seen (the HW: beyond it a live leader
+  may be mid-append, so a torn tail there is expected, not corruption);
+- for a range open to the end of the file, at zeros or the end of the data,
+  provided ``need_offset`` was reached (a sealed segment must run to the next
+  segment's base offset).
+Anything else is corruption: a :class:`~kreplica.errors.CorruptMessage` naming
+the file and position, or with ``on_corrupt=skip`` a skipped batch recorded in
+the ``corrupt_report`` directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import sys
+from dataclasses import dataclass
+from operator import attrgetter
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import CorruptMessage
+from ..records import decode_records, scan_batches
+
+CHUNK_BYTES = 8 << 20
+BATCH_OVERHEAD = 12  # baseOffset + batchLength, not counted by batchLength
+MIN_BATCH_LENGTH = 49  # a v2 header after batchLength, with no records
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+ARROW_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+    ("timestamp", pa.int64()), ("key", pa.binary()), ("value", pa.binary()),
+    ("headers", HEADERS_TYPE), ("leader_epoch", pa.int32()),
+])
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSlice:
+    """Batches of one segment file in ``[start_position, end_position)``, keeping
+    offsets in ``[offset_lo, offset_hi)`` (None: unbounded)."""
+
+    topic: str
+    partition: int
+    log_path: str
+    base_offset: int
+    start_position: int
+    end_position: int | None
+    offset_lo: int
+    offset_hi: int | None
+    need_offset: int | None
+    timestamp_lo: int | None = None
+    on_corrupt: str = "fail"
+    corrupt_report: str | None = None
+    resync_positions: tuple[int, ...] = ()  # later batch starts (offset index), for skipping
+
+    @property
+    def report_name(self) -> str:
+        return f"{self.topic}-{self.partition}-{self.base_offset:020d}-{self.start_position}.json"
+
+
+@dataclass(slots=True)
+class _Cursor:
+    position: int
+    covered: int = -1  # one past the last offset of the batches scanned so far
+
+
+def read_slice(s: SegmentSlice) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the records of ``s`` (see the module docstring)."""
+    regions: list[dict] = []
+    with open(s.log_path, "rb") as f:
+        fd = f.fileno()
+        cur = _Cursor(s.start_position)
+        while True:
+            reason = yield from _read_valid(fd, s, cur)
+            if reason is None:
+                break
+            if s.on_corrupt != "skip":
+                raise CorruptMessage(
+                    f"{s.log_path}: {reason} (partition {s.topic}-{s.partition}; "
+                    f"offsets before {max(cur.covered, s.offset_lo)} were read)"
+                )
+            regions.append(_skip(fd, s, cur, reason))
+    if regions:
+        _write_report(s, regions)
+
+
+def _done(s: SegmentSlice, cur: _Cursor) -> bool:
+    if s.end_position is not None and cur.position >= s.end_position:
+        return True
+    return s.offset_hi is not None and cur.covered >= s.offset_hi
+
+
+def _read_valid(fd: int, s: SegmentSlice, cur: _Cursor,
+                decode: bool = True) -> Iterator[pa.RecordBatch]:
+    """Yield the valid batches from ``cur``; return None when the slice ended
+    cleanly, else the reason the data at ``cur.position`` is bad."""
+    size = os.fstat(fd).st_size
+    limit = size if s.end_position is None else min(s.end_position, size)
+    want = CHUNK_BYTES
+    while not _done(s, cur):
+        chunk = os.pread(fd, min(want, limit - cur.position), cur.position) if cur.position < limit else b""
+        scan = scan_batches(chunk, 0, len(chunk))
+        if scan.count:
+            want = CHUNK_BYTES
+            out = _decode_kept(chunk, scan, s) if decode else None
+            if out is not None:
+                yield out
+            cur.covered = int(scan.last_offsets[-1]) + 1
+            cur.position += int(scan.valid_bytes)
+            continue
+        need = _declared_size(chunk)
+        if scan.error is not None and need is not None and len(chunk) < need <= limit - cur.position:
+            want = need  # one batch larger than a chunk, or cut by the chunk's end
+            continue
+        return _verdict(s, cur, _at(scan.error, cur.position), len(chunk))
+    return None
+
+
+def _at(error: str | None, chunk_position: int) -> str | None:
+    """The scanner's reason with its chunk-relative positions made file positions."""
+    if error is None:
+        return None
+    return re.sub(r"position (\d+)", lambda m: f"position {int(m.group(1)) + chunk_position}", error)
+
+
+def last_valid_offset(log_path: str, position: int) -> int | None:
+    """The last offset of the valid batches from ``position`` on (None if none)."""
+    probe = SegmentSlice("", 0, log_path, 0, position, None, 0, None, None)
+    cur = _Cursor(position)
+    with open(log_path, "rb") as f:
+        for _ in _read_valid(f.fileno(), probe, cur, decode=False):
+            pass
+    return cur.covered - 1 if cur.covered >= 0 else None
+
+
+def _verdict(s: SegmentSlice, cur: _Cursor, error: str | None, available: int) -> str | None:
+    if s.end_position is None and (s.need_offset is None or cur.covered >= s.need_offset):
+        return None  # the log's end (a torn tail past the HW is a live append)
+    what = error or f"{'zero bytes' if available else 'end of file'} at position {cur.position}"
+    if s.end_position is not None:
+        return f"{what}, where batches run to position {s.end_position}"
+    return f"{what}, before offset {s.need_offset}"
+
+
+def _declared_size(chunk: bytes) -> int | None:
+    if len(chunk) < BATCH_OVERHEAD:
+        return None
+    length = struct.unpack_from(">i", chunk, 8)[0]
+    return BATCH_OVERHEAD + length if length >= MIN_BATCH_LENGTH else None
+
+
+def _skip(fd: int, s: SegmentSlice, cur: _Cursor, reason: str) -> dict:
+    """Step over the bad batch at ``cur``: by its own length when the batch after
+    it is valid, else to the next offset-index position, else to the slice end."""
+    bad = cur.position
+    head = os.pread(fd, BATCH_OVERHEAD, bad)
+    declared = _declared_size(head)
+    resume: int | None = None
+    if declared is not None:
+        after = os.pread(fd, CHUNK_BYTES, bad + declared)
+        probe = scan_batches(after, 0, len(after))
+        if probe.count or (probe.error is None and not any(after[:BATCH_OVERHEAD])):
+            resume = bad + declared
+    if resume is None:
+        later = [p for p in s.resync_positions if p > bad]
+        resume = later[0] if later else (s.end_position if s.end_position is not None
+                                         else os.fstat(fd).st_size)
+    cur.position = resume
+    # After an unresynchronisable tail the slice ends here; don't demand offsets
+    # that were in the skipped bytes.
+    if s.end_position is None and resume >= os.fstat(fd).st_size:
+        cur.covered = max(cur.covered, s.need_offset or cur.covered)
+    print(f"kreplica: skipped corrupt data in {s.log_path} at position {bad}: {reason}",
+          file=sys.stderr)
+    return {"file": s.log_path, "position": bad, "resume_position": resume,
+            "skipped_bytes": resume - bad, "reason": reason}
+
+
+def _write_report(s: SegmentSlice, regions: list[dict]) -> None:
+    """One JSON file per slice, replaced atomically: a retried task rewrites it, not adds to it."""
+    assert s.corrupt_report is not None  # ReadOptions requires it with on_corrupt=skip
+    report_dir = Path(s.corrupt_report)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    final = report_dir / s.report_name
+    tmp = final.with_suffix(f".{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"skipped_batches": len(regions), "regions": regions}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+
+
+_OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS = (
+    attrgetter(name) for name in ("offset", "timestamp", "key", "value", "headers")
+)
+
+
+def _decode_kept(chunk: bytes, scan, s: SegmentSlice) -> pa.RecordBatch | None:
+    """Decode the batches of ``chunk`` that may hold wanted records."""
+    keep = scan.last_offsets >= s.offset_lo
+    if s.offset_hi is not None:
+        keep &= scan.base_offsets < s.offset_hi
+    if s.timestamp_lo is not None:
+        keep &= scan.max_timestamps >= s.timestamp_lo
+    if not keep.any():
+        return None
+    starts = scan.positions.astype(np.int64)
+    ends = starts + scan.sizes
+    view = memoryview(chunk)
+    records: list = []
+    # Contiguous runs of kept batches decode in one native call each.
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], keep.view(np.int8), [0]))))
+    for a, b in zip(edges[::2].tolist(), edges[1::2].tolist()):
+        records.extend(decode_records(view[starts[a]:ends[b - 1]]))
+    epochs = np.repeat(scan.leader_epochs[keep], scan.record_counts[keep])
+    n = len(records)
+    if n != len(epochs):
+        raise CorruptMessage(f"{s.log_path}: record counts in batch headers ({len(epochs)}) "
+                             f"disagree with the records decoded ({n})")
+    offsets = np.fromiter(map(_OFFSET, records), np.int64, count=n)
+    rows = offsets >= s.offset_lo
+    if s.offset_hi is not None:
+        rows &= offsets < s.offset_hi
+    columns = [
+        pa.repeat(pa.scalar(s.topic, pa.string()), n),
+        pa.repeat(pa.scalar(s.partition, pa.int32()), n),
+        pa.array(offsets),
+        pa.array(np.fromiter(map(_TIMESTAMP, records), np.int64, count=n)),
+        pa.array(list(map(_KEY, records)), pa.binary()),
+        pa.array(list(map(_VALUE, records)), pa.binary()),
+        pa.array(list(map(_HEADERS, records)), HEADERS_TYPE),
+        pa.array(epochs.astype(np.int32)),
+    ]
+    batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    return batch if rows.all() else batch.filter(pa.array(rows))

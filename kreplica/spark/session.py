@@ -1,0 +1,106 @@
+"""A local SparkSession configured the way kreplica's Spark code expects.
+
+Theory of operation: PySpark runs Python in separate worker processes.  Those
+workers must run the same interpreter as the driver (so they see the venv that
+holds kreplica and its native extension), the Python Data Source API needs
+Arrow, and filter pushdown into Python data sources is off unless asked for.
+:func:`local_session` sets all of that once, quiets the JVM's logging, and
+registers the ``kreplica`` data source.  Everything it sets is a plain Spark
+option, so the same settings work with ``--master spark://...`` or ``yarn``
+when passed to ``spark-submit`` instead.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:  # pyspark is an optional dependency (the "spark" extra)
+    from pyspark.sql import SparkSession
+
+# The JVM logs INFO and WARN lines from its first second, before setLogLevel can
+# run; only a log4j2 configuration given at launch silences those.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+BASE_CONF: dict[str, str] = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Python data sources only see filters when this is on (Spark 4.1+).
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.driver.memory": "1g",
+    # A second session in the same process (one per test module) must not
+    # fight the first over ports.
+    "spark.port.maxRetries": "64",
+}
+
+
+def java_available() -> bool:
+    """True when a ``java`` launcher is on PATH or under JAVA_HOME."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and Path(java_home, "bin", "java").exists():
+        return True
+    return shutil.which("java") is not None
+
+
+def prepare_environment(python: str | None = None) -> None:
+    """Set the environment the JVM and its Python workers inherit.
+
+    Must run before the first SparkContext starts: the JVM reads these once.
+    Values already set by the user are kept.
+    """
+    python = python or sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", python)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", python)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def _log4j2_file() -> str:
+    path = Path(tempfile.gettempdir()) / "kreplica-spark-log4j2.properties"
+    if not path.exists() or path.read_text() != _LOG4J2:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def local_session(
+    master: str = "local[2]",
+    app_name: str = "kreplica",
+    conf: Mapping[str, str] | None = None,
+) -> "SparkSession":
+    """Build (or return the running) SparkSession with the ``kreplica`` source registered.
+
+    ``conf`` entries override the defaults in :data:`BASE_CONF`.
+    """
+    prepare_environment()
+    from pyspark.sql import SparkSession
+
+    from .datasource import KReplicaDataSource
+
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j2_file()}"
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.executor.extraJavaOptions", java_opts)
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    )
+    for key, value in {**BASE_CONF, **dict(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KReplicaDataSource)
+    return spark
