@@ -131,6 +131,20 @@ def test_failover_resumes_pending_preferred_election_and_isr_notifications():
     assert c.admin.get_preferred_replica_election() == set()
 
 
+def test_events_are_typed_and_observable():
+    from kreplica.controller import events
+
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    seen = []
+    c.controller.event_listener = lambda now_ms, event: seen.append((now_ms, event))
+    c.kill(2)
+    c.leader_sets_isr(T0, [1, 3])
+    kinds = [type(e) for _, e in seen]
+    assert events.BrokerChange(live_broker_ids=(1, 3, 9)) in [e for _, e in seen]
+    assert events.IsrChangeNotification in kinds
+    assert all(now >= c.session_timeout_ms for now, _ in seen)   # the virtual time of each
+
+
 # -- onNewTopicCreation / onNewPartitionCreation ---------------------------------------
 
 def test_new_topic_partitions_come_online_with_first_live_replica_leading():

@@ -12,6 +12,8 @@ Public API (what ``cluster.py``/``broker.py`` and the simulator call)::
     c.elect_preferred_leaders(tps)  # -> {tp: error} for those not moved
     c.check_and_trigger_partition_rebalance()   # also runs on its own timer
     c.resign(); c.shutdown()        # stop acting / stop standing
+    c.event_listener = fn           # fn(now_ms, event): every typed event processed (.events)
+    c.reassignment_step_hook = fn   # fn(tp, step) after each of the 12 steps (fault injection)
 
 ``channel.send(broker_id, request, on_response)`` delivers LeaderAndIsr,
 UpdateMetadata and StopReplica requests (every one carries the controller
@@ -21,8 +23,8 @@ changes -- arrives through the metadata store's watches, written with
 :class:`kreplica.meta.KafkaZkClient` by brokers and admin tools.  Pieces, each
 its own module: :mod:`.context`, :mod:`.leader_selectors`,
 :mod:`.partition_state_machine`, :mod:`.replica_state_machine`,
-:mod:`.request_batch`, :mod:`.state_writer`, :mod:`.reassignment`,
-:mod:`.topic_deletion_manager`, :mod:`.controller`.
+:mod:`.request_batch`, :mod:`.state_writer`, :mod:`.transitions`, :mod:`.events`,
+:mod:`.reassignment`, :mod:`.topic_deletion_manager`, :mod:`.controller`.
 """
 from .context import ControllerContext, PartitionReplica
 from .controller import KafkaController

@@ -14,8 +14,10 @@ StopReplica answers and to its own timers.
 It never opens sockets, threads or reads the clock: requests go out through
 ``channel.send(broker_id, request, on_response)``, timers through the
 scheduler, and watch callbacks arrive on the scheduler (the store promises
-that).  Each watch belongs to one *term* (``_generation``); a watch of an older
-term is ignored and not re-registered.
+that).  A watch callback reads the store (re-registering the one-shot watch)
+and turns what it read into a typed event (:mod:`.events`) for
+:meth:`KafkaController.process`.  Each watch belongs to one *term*
+(``_generation``); a watch of an older term is ignored and not re-registered.
 
 Resignation: when ``/controller`` is no longer ours, a write finds the state
 written by a newer controller epoch, or the session is lost, the controller
@@ -39,7 +41,7 @@ from ..protocol import (
     TopicPartition,
 )
 from ..runtime import Scheduler, Timer
-from . import reassignment
+from . import events, reassignment
 from .context import ControllerContext, PartitionReplica, ReassignmentContext
 from .leader_selectors import BoundSelectors
 from .partition_state_machine import PartitionState, PartitionStateMachine
@@ -89,6 +91,8 @@ class KafkaController:
         # Reassignment fault injection (sim/ and tests): called after each step.
         self.reassignment_step_hook: Callable[[TopicPartition, int], None] | None = None
         self.failovers = 0
+        # Observer of every event processed, with the scheduler's time (timelines, sim).
+        self.event_listener: Callable[[int, events.ControllerEvent], None] | None = None
         self._build()
 
     def _build(self) -> None:
@@ -226,7 +230,7 @@ class KafkaController:
             self._watch_topic(topic)
         # 7-8. resume reassignments and preferred elections
         self._maybe_trigger_partition_reassignment()
-        self._on_preferred_replica_election(preferred)
+        self.process(events.PreferredReplicaElection(tuple(sorted(preferred))))
         # 9. leadership info to every broker
         self.send_update_metadata(self.ctx.live_or_shutting_down_broker_ids)
         # 10. auto leader rebalance
@@ -235,7 +239,7 @@ class KafkaController:
         # 11. topic deletion
         self.deletion.start()
         # ISR changes announced while no controller was active.
-        self._process_isr_changes(isr_changes)
+        self.process(events.IsrChangeNotification(tuple(isr_changes)))
 
     def _initialize_context(self, live: Iterable[int], topics: Iterable[str],
                             reassigning: Mapping[TopicPartition, list[int]]) -> None:
@@ -295,9 +299,58 @@ class KafkaController:
             raise errors.NotController(f"broker {self.broker_id} stopped being the controller")
         return result
 
+    # -- watches: read the store (re-registering the one-shot watch), make the event --------
     def _on_broker_change(self) -> None:
-        gen = self._generation
-        live_now = set(self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change)))
+        live = self.zk.get_live_broker_ids(watch=self._watch(self._generation, self._on_broker_change))
+        self.process(events.BrokerChange(tuple(live)))
+
+    def _on_topic_change(self) -> None:
+        topics = self.zk.get_all_topics(watch=self._watch(self._generation, self._on_topic_change))
+        self.process(events.TopicChange(tuple(sorted(topics))))
+
+    def _watch_topic(self, topic: str) -> dict[int, list[int]] | None:
+        """Read a topic's assignment, watching it for added partitions; None when gone."""
+        watch = self._watch(self._generation, functools.partial(self._on_partition_change, topic))
+        try:
+            return self.zk.get_topic_assignment(topic, watch=watch)
+        except errors.UnknownTopicOrPartition:
+            return None
+
+    def _on_partition_change(self, topic: str) -> None:
+        if topic not in self.ctx.all_topics:
+            return
+        assignment = self._watch_topic(topic)
+        if assignment is not None:
+            self.process(events.PartitionModifications(
+                topic, tuple((p, tuple(r)) for p, r in sorted(assignment.items()))))
+
+    def _on_delete_topics_change(self) -> None:
+        topics = self.zk.get_topic_deletions(watch=self._watch(self._generation, self._on_delete_topics_change))
+        self.process(events.TopicDeletion(tuple(sorted(topics))))
+
+    def _on_reassignment_change(self) -> None:
+        wanted = self.zk.get_partition_reassignment(
+            watch=self._watch(self._generation, self._on_reassignment_change))
+        self.process(events.PartitionReassignment(tuple(sorted((tp, tuple(r)) for tp, r in wanted.items()))))
+
+    def _on_preferred_change(self) -> None:
+        tps = self.zk.get_preferred_replica_election(
+            watch=self._watch(self._generation, self._on_preferred_change))
+        self.process(events.PreferredReplicaElection(tuple(sorted(tps))))
+
+    def _on_isr_change(self) -> None:
+        names = self.zk.get_isr_change_notifications(watch=self._watch(self._generation, self._on_isr_change))
+        self.process(events.IsrChangeNotification(tuple(names)))
+
+    # -- events ------------------------------------------------------------------------
+    def process(self, event: events.ControllerEvent) -> None:
+        """Handle one event of the current term (see :mod:`.events`)."""
+        if self.event_listener is not None:
+            self.event_listener(self.scheduler.now_ms(), event)
+        _HANDLERS[type(event)](self, event)
+
+    def _handle_broker_change(self, event: events.BrokerChange) -> None:
+        live_now = set(event.live_broker_ids)
         before = self.ctx.live_or_shutting_down_broker_ids
         new, dead = sorted(live_now - before), sorted(before - live_now)
         self.ctx.set_live_brokers(live_now)
@@ -306,8 +359,8 @@ class KafkaController:
         if dead:
             self.on_broker_failure(dead)
 
-    def _on_topic_change(self) -> None:
-        topics = set(self.zk.get_all_topics(watch=self._watch(self._generation, self._on_topic_change)))
+    def _handle_topic_change(self, event: events.TopicChange) -> None:
+        topics = set(event.topics)
         ctx = self.ctx
         new, deleted = topics - ctx.all_topics, ctx.all_topics - topics
         ctx.all_topics = topics
@@ -320,62 +373,53 @@ class KafkaController:
             ctx.set_assignment(tp, replicas)
         self.on_new_topic_creation(new, set(assignment))
 
-    def _watch_topic(self, topic: str) -> None:
-        gen = self._generation
-        try:
-            self.zk.get_topic_assignment(topic, watch=self._watch(gen, lambda: self._on_partition_change(topic)))
-        except errors.UnknownTopicOrPartition:
-            pass
-
-    def _on_partition_change(self, topic: str) -> None:
-        """A topic's assignment changed: new partitions come online (AddPartitionsListener)."""
-        if topic not in self.ctx.all_topics:
+    def _handle_partition_modifications(self, event: events.PartitionModifications) -> None:
+        """New partitions of an existing topic come online (AddPartitionsListener)."""
+        if self.deletion.is_topic_queued_for_deletion(event.topic):
             return
-        try:
-            assignment = self.zk.get_topic_assignment(
-                topic, watch=self._watch(self._generation, lambda: self._on_partition_change(topic)))
-        except errors.UnknownTopicOrPartition:
-            return
-        if self.deletion.is_topic_queued_for_deletion(topic):
-            return
-        new = {TopicPartition(topic, p) for p in assignment} - set(self.ctx.partition_assignment)
+        assignment = dict(event.assignment)
+        new = {TopicPartition(event.topic, p) for p in assignment} - set(self.ctx.partition_assignment)
         if new:
             for tp in new:
                 self.ctx.set_assignment(tp, assignment[tp.partition])
             self.on_new_partition_creation(new)
 
-    def _on_delete_topics_change(self) -> None:
-        topics = self.zk.get_topic_deletions(watch=self._watch(self._generation, self._on_delete_topics_change))
-        self.deletion.enqueue(topics)
+    def _handle_topic_deletion(self, event: events.TopicDeletion) -> None:
+        self.deletion.enqueue(event.topics)
 
-    def _on_reassignment_change(self) -> None:
-        wanted = self.zk.get_partition_reassignment(
-            watch=self._watch(self._generation, self._on_reassignment_change))
-        for tp, rar in sorted(wanted.items()):
+    def _handle_partition_reassignment(self, event: events.PartitionReassignment) -> None:
+        for tp, rar in event.reassignment:
             if tp not in self.ctx.partitions_being_reassigned:
                 reassignment.initiate(self, tp, rar)
 
-    def _on_preferred_change(self) -> None:
-        tps = self.zk.get_preferred_replica_election(
-            watch=self._watch(self._generation, self._on_preferred_change))
-        self._on_preferred_replica_election(tps)
-
-    def _on_isr_change(self) -> None:
-        """ISR change notifications from leaders: refresh, tell every broker, continue reassignments."""
-        self._process_isr_changes(
-            self.zk.get_isr_change_notifications(watch=self._watch(self._generation, self._on_isr_change)))
-
-    def _process_isr_changes(self, names: list[str]) -> None:
-        if not names:
-            return
-        tps = {tp for tp in self.zk.get_isr_change_partitions(names) if tp in self.ctx.partition_assignment}
+    def _handle_preferred_replica_election(self, event: events.PreferredReplicaElection) -> None:
+        """onPreferredReplicaElection for the admin path's partitions, then clear the path."""
+        tps = {tp for tp in event.partitions if tp in self.ctx.partition_assignment
+               and not self.deletion.is_topic_queued_for_deletion(tp.topic)}
         if tps:
-            self.ctx.leadership.update(self.zk.get_partition_states(sorted(tps)))
-            self.send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, tps)
-        self.zk.delete_isr_change_notifications(names)
+            self._elect_preferred(tps)
+        if event.partitions:
+            self.zk.delete_preferred_replica_election()
+
+    def _handle_isr_change_notification(self, event: events.IsrChangeNotification) -> None:
+        """ISR changes written by leaders: refresh, tell every broker, continue reassignments."""
+        if not event.names:
+            return
+        ctx = self.ctx
+        tps = {tp for tp in self.zk.get_isr_change_partitions(event.names) if tp in ctx.partition_assignment}
+        if tps:
+            ctx.leadership.update(self.zk.get_partition_states(sorted(tps)))
+            self.send_update_metadata(ctx.live_or_shutting_down_broker_ids, tps)
+        self.zk.delete_isr_change_notifications(event.names)
         for tp in sorted(tps):
-            if tp in self.ctx.partitions_being_reassigned and reassignment.new_replicas_in_isr(self, tp):
+            if tp in ctx.partitions_being_reassigned and reassignment.new_replicas_in_isr(self, tp):
                 reassignment.on_partition_reassignment(self, tp)
+
+    def _handle_auto_leader_rebalance(self, event: events.AutoLeaderRebalance) -> None:
+        self._check_and_trigger_partition_rebalance()
+
+    def _handle_stop_replica_answer(self, event: events.StopReplicaAnswer) -> None:
+        self.deletion.on_stop_replica_answer(event.replica, event.error_code)
 
     # -- callbacks (seed 000) ------------------------------------------------------
     def on_broker_startup(self, new_brokers: list[int]) -> None:
@@ -488,14 +532,6 @@ class KafkaController:
             del self.ctx.partitions_being_reassigned[tp]
             reassignment.initiate(self, tp, list(rctx.new_replicas))
 
-    def _on_preferred_replica_election(self, tps: Iterable[TopicPartition]) -> None:
-        """onPreferredReplicaElection for the admin path's partitions, then clear the path."""
-        tps = {tp for tp in tps if tp in self.ctx.partition_assignment
-               and not self.deletion.is_topic_queued_for_deletion(tp.topic)}
-        if tps:
-            self._elect_preferred(tps)
-        self.zk.delete_preferred_replica_election()
-
     def elect_preferred_leaders(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, errors.KReplicaError]:
         """Preferred replica election for ``tps``; returns the partitions not moved, with why."""
         result: dict[TopicPartition, errors.KReplicaError] = self._act(self._elect_preferred, tps)
@@ -515,7 +551,7 @@ class KafkaController:
         def tick() -> None:
             if gen != self._generation or not self._active:
                 return
-            self._react(self._check_and_trigger_partition_rebalance)
+            self._react(functools.partial(self.process, events.AutoLeaderRebalance()))
             self._schedule_rebalance(int(self.config.get("leader.imbalance.check.interval.seconds", 300)) * 1000)
 
         self._timers = [t for t in self._timers if not t.cancelled]
@@ -547,3 +583,16 @@ class KafkaController:
         if chosen:
             self._elect_preferred(chosen)
         return chosen
+
+
+_HANDLERS: dict[type, Callable[[KafkaController, Any], None]] = {
+    events.BrokerChange: KafkaController._handle_broker_change,
+    events.TopicChange: KafkaController._handle_topic_change,
+    events.PartitionModifications: KafkaController._handle_partition_modifications,
+    events.TopicDeletion: KafkaController._handle_topic_deletion,
+    events.PartitionReassignment: KafkaController._handle_partition_reassignment,
+    events.PreferredReplicaElection: KafkaController._handle_preferred_replica_election,
+    events.IsrChangeNotification: KafkaController._handle_isr_change_notification,
+    events.AutoLeaderRebalance: KafkaController._handle_auto_leader_rebalance,
+    events.StopReplicaAnswer: KafkaController._handle_stop_replica_answer,
+}

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from . import events
 from .context import PartitionReplica
 from .partition_state_machine import PartitionState
 from .replica_state_machine import ReplicaState
@@ -153,11 +154,11 @@ class TopicDeletionManager:
 
         def on_answer(replica: PartitionReplica, error_code: int) -> None:
             if c.is_active:
-                c._react(functools.partial(self._on_stop_replica_answer, replica, error_code))
+                c._react(functools.partial(c.process, events.StopReplicaAnswer(replica, error_code)))
 
         return on_answer
 
-    def _on_stop_replica_answer(self, replica: PartitionReplica, error_code: int) -> None:
+    def on_stop_replica_answer(self, replica: PartitionReplica, error_code: int) -> None:
         c = self._c
         if not c.is_active or c.rsm.state(replica) is not R.DELETION_STARTED:
             return
