@@ -28,6 +28,12 @@ def _cluster(tmp_path, config=None, brokers=(1, 2, 3)):
     return h
 
 
+def _another_partition(h, tp):
+    h.create_partition(tp, (1, 2, 3))
+    h.settle(tp)
+    return tp
+
+
 # ---- acks and min ISR --------------------------------------------------------------------
 def test_acks_all_commits_on_every_replica(tmp_path):
     h = _cluster(tmp_path)
@@ -245,9 +251,7 @@ def test_old_leader_stops_accepting_and_waiting_produces_fail(tmp_path):
 # ---- controller requests --------------------------------------------------------------------
 def test_init_leader_and_isr_deletes_unlisted_partitions(tmp_path):
     h = _cluster(tmp_path)
-    other = TopicPartition("old", 3)
-    h.create_partition(other, (1, 2, 3))
-    h.settle(other)
+    other = _another_partition(h, TopicPartition("old", 3))
     rm = h.brokers[2]
     assert (h.data_dir(2) / "old-3").is_dir()
     req = LeaderAndIsrRequest(0, h.controller_epoch, (h.leader_and_isr_state(TP),), is_init=True)
@@ -337,4 +341,64 @@ def test_consumer_isolation(tmp_path, isolation, visible):
     from kreplica.records import decode_records
 
     assert [r.value for r in decode_records(d.records)] == [b"a", b"b"][:visible]
+    h.close()
+
+
+# ---- long-poll, multi-partition produce, StopReplica fencing ----------------------------------
+def _consumer_long_poll(h, offset, max_wait_ms):
+    got = []
+    req = FetchRequest(-1, (FetchPartition(TP, offset),), max_wait_ms=max_wait_ms, min_bytes=1)
+    h.transport.send(-7, 1, req, lambda r: got.append((h.scheduler.now_ms(), r)))
+    return got
+
+
+def test_consumer_long_poll_wakes_when_the_hw_moves(tmp_path):
+    h = _cluster(tmp_path)
+    start = h.scheduler.now_ms()
+    got = _consumer_long_poll(h, 0, 5000)
+    h.advance(100)
+    assert got == []  # parked: nothing committed yet
+    h.produce_sync(TP, [b"a"])
+    assert h.run_until(lambda: bool(got), 100)
+    at, resp = got[0]
+    d = resp.partitions[0]
+    assert at - start < 5000 and d.high_watermark == 1 and len(d.records) > 0
+    h.close()
+
+
+def test_long_poll_answers_empty_at_max_wait(tmp_path):
+    h = _cluster(tmp_path)
+    start = h.scheduler.now_ms()
+    got = _consumer_long_poll(h, 0, 300)
+    h.advance(1000)
+    at, resp = got[0]
+    assert at - start == 300 and len(resp.partitions[0].records) == 0
+    h.close()
+
+
+def test_one_produce_request_many_partitions(tmp_path):
+    h = _cluster(tmp_path)
+    other = _another_partition(h, TopicPartition("bar", 1))
+    from kreplica.protocol import ProducePartition, ProduceRequest
+    from kreplica.records import encode_batch
+
+    batch = encode_batch([b"x"], timestamp_ms=0)
+    unknown = TopicPartition("nope", 0)
+    req = ProduceRequest(-1, 5000, tuple(ProducePartition(tp, batch) for tp in (TP, other, unknown)))
+    got = []
+    h.transport.send(-7, 1, req, got.append)
+    assert h.run_until(lambda: bool(got), 1000)
+    codes = {r.tp: r.error_code for r in got[0].partitions}
+    assert codes == {TP: errors.NONE, other: errors.NONE, unknown: errors.UnknownTopicOrPartition.code}
+    assert h.partition(1, TP).high_watermark == h.partition(1, other).high_watermark == 1
+    h.close()
+
+
+def test_stop_replica_with_an_older_leader_epoch_is_fenced(tmp_path):
+    h = _cluster(tmp_path)
+    h.elect(TP, 1)  # epoch 1
+    rm = h.brokers[2]
+    old = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True, leader_epoch=0),))
+    assert rm.handle_stop_replica(old).partition_errors == ((TP, errors.FencedLeaderEpoch.code),)
+    assert TP in rm.partitions
     h.close()

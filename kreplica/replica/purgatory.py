@@ -52,6 +52,8 @@ class Purgatory:
         self._scheduler = scheduler
         self._watchers: dict[Hashable, list[DelayedOperation]] = {}
         self._completed_since_purge = 0
+        self._checking: set[Hashable] = set()
+        self._recheck: set[Hashable] = set()
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Complete ``op`` now if it can; otherwise watch it under ``keys`` until its timeout."""
@@ -71,22 +73,35 @@ class Purgatory:
 
     def check_and_complete(self, key: Hashable) -> int:
         """Re-check every operation watching ``key``; returns how many completed."""
-        ops = self._watchers.get(key)
+        if key in self._checking:
+            # Re-entered from a completion (an answer that moved the HW again): the
+            # outer call checks this key once more when its pass ends.
+            self._recheck.add(key)
+            return 0
+        ops = self._watchers.pop(key, None)
         if not ops:
             return 0
         done = 0
-        kept = []
-        for op in ops:
-            if op.completed:
-                continue
-            if op.try_complete():
-                done += 1
-            else:
-                kept.append(op)
+        self._checking.add(key)
+        try:
+            while True:
+                kept = []
+                for op in ops:
+                    if op.completed:
+                        continue
+                    if op.try_complete():
+                        done += 1
+                    else:
+                        kept.append(op)
+                if key not in self._recheck or not kept:
+                    break
+                self._recheck.discard(key)
+                ops = kept
+        finally:
+            self._checking.discard(key)
+            self._recheck.discard(key)
         if kept:
-            self._watchers[key] = kept
-        else:
-            del self._watchers[key]
+            self._watchers.setdefault(key, []).extend(kept)
         self._note_completed(done)
         return done
 
