@@ -269,6 +269,9 @@ def test_stop_replica_with_and_without_delete(tmp_path):
     assert rm.handle_stop_replica(keep).partition_errors == ((TP, errors.NONE),)
     assert rm.partitions[TP].role is Role.NONE and not rm.fetchers
     assert (h.data_dir(3) / "bar-0").is_dir()
+    # The same state sent again brings the stopped replica back to following.
+    h.send_leader_and_isr(TP, [3])
+    assert rm.partitions[TP].role is Role.FOLLOWER and list(rm.fetchers) == [1]
     delete = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True),))
     rm.handle_stop_replica(delete)
     assert TP not in rm.partitions and not (h.data_dir(3) / "bar-0").exists()

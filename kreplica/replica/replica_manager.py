@@ -239,12 +239,16 @@ class ReplicaManager:
         if self.broker_id not in state.replicas:
             return errors.UnknownTopicOrPartition.code
         current = self.partitions.get(state.tp)
-        if current is not None and (
-            state.leader_epoch < current.leader_epoch
-            or (state.leader_epoch == current.leader_epoch and state.zk_version <= current.zk_version)
-        ):
-            # An older (or replayed) state: Kafka reports the stale epoch and changes nothing.
-            return errors.StaleControllerEpoch.code if state.leader_epoch < current.leader_epoch else errors.NONE
+        if current is not None:
+            if state.leader_epoch < current.leader_epoch:
+                # An older state: Kafka reports the stale epoch and changes nothing.
+                return errors.StaleControllerEpoch.code
+            if (
+                state.leader_epoch == current.leader_epoch
+                and state.zk_version <= current.zk_version
+                and current.role is not Role.NONE
+            ):
+                return errors.NONE  # a replay of the state this replica already runs
         try:
             p = self._start_replica(state.tp)
         except errors.KReplicaError as e:
