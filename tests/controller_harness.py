@@ -183,3 +183,36 @@ class ControllerCluster:
         self.admin.create_isr_change_notification([tp])
         self.settle()
         return updated[tp]
+
+
+STORE_KINDS = ["memory", "zookeeper"]
+
+
+def cluster_factory(request: Any, kind: str) -> Any:
+    """For a fixture parametrized over :data:`STORE_KINDS`: a ``make(brokers, **kw)`` that
+    builds clusters on that store (ZooKeeper: the conftest's server, a fresh chroot,
+    wall-clock time) and a cleanup to call at teardown."""
+    made: list[ControllerCluster] = []
+
+    def make(broker_ids: list[int] | None = None, **kw: Any) -> ControllerCluster:
+        if kind == "memory":
+            c = ControllerCluster(broker_ids or [], **kw)
+        else:
+            from kreplica.runtime import RealScheduler
+
+            factory = request.getfixturevalue("zk_store_factory")
+            sched = RealScheduler()
+            c = ControllerCluster(broker_ids or [], store=factory(sched, session_timeout_ms=4000),
+                                  sched=sched, session_timeout_ms=4000, **kw)
+            c.kazoo = request.getfixturevalue("kazoo_client")
+            c.chroot = factory.chroot
+        made.append(c)
+        return c
+
+    def cleanup() -> None:
+        for c in made:
+            for b in list(c.controllers):
+                c.controllers[b].shutdown()
+            c.store.close()
+
+    return make, cleanup

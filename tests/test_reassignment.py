@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller_harness import ControllerCluster
+from controller_harness import ControllerCluster, cluster_factory
 from kreplica.controller import ReplicaState
 from kreplica.controller.context import PartitionReplica
 from kreplica.protocol import LeaderAndIsrRequest, StopReplicaRequest, TopicPartition
@@ -33,8 +33,9 @@ class Crash(Exception):
 
 
 class Story:
-    def __init__(self, crash_at=None):
-        self.c = ControllerCluster([7, 8, 1, 2, 3, 4, 5, 6], candidates=[7, 8])
+    def __init__(self, crash_at=None, make=None):
+        brokers = [7, 8, 1, 2, 3, 4, 5, 6]
+        self.c = make(brokers, candidates=[7, 8]) if make else ControllerCluster(brokers, candidates=[7, 8])
         self.c.create_topic("r", {0: OAR})
         self.pictures = [self.picture()]
         self.steps: list[tuple[int, int]] = []
@@ -73,16 +74,27 @@ class Story:
 
     def start_reassignment(self):
         self.c.admin.create_partition_reassignment({TP: RAR})
-        self.c.settle()
+        assert self.c.wait_for(lambda: len(self.steps) >= 3)
 
     def catch_up(self):
         """The leader adds the new replicas to the ISR (seed 000 step 4)."""
         self.c.leader_sets_isr(TP, [1, 2, 3, 4, 5, 6])
         self.record()
+        assert self.c.wait_for(self.finished, 20_000)
+
+    def finished(self):
+        return self.c.admin.get_partition_reassignment() == {}
 
 
-def test_reassignment_goes_through_seed000_table():
-    s = Story()
+@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+def make_cluster(request):
+    make, cleanup = cluster_factory(request, request.param)
+    yield make
+    cleanup()
+
+
+def test_reassignment_goes_through_seed000_table(make_cluster):
+    s = Story(make=make_cluster)
     s.start_reassignment()
     assert [step for _, step in s.steps] == [1, 2, 3]
     assert s.c.controller.ctx.partitions_being_reassigned[TP].new_replicas == tuple(RAR)
@@ -156,3 +168,25 @@ def test_restarted_new_replica_gets_its_state_again():
     assert c.assignment("r")[0] == [2, 3, 4]
     st = c.state(*TP)
     assert st.leader == 2 and set(st.isr) == {2, 3, 4}
+
+
+@pytest.mark.zookeeper
+@pytest.mark.parametrize("crash_at", ["waiting", 7])
+def test_controller_failover_mid_reassignment_on_zookeeper(request, crash_at):
+    make, cleanup = cluster_factory(request, "zookeeper")
+    try:
+        s = Story(crash_at=None if crash_at == "waiting" else crash_at, make=make)
+        s.start_reassignment()
+        if crash_at == "waiting":
+            s.c.kill(7)
+            s.catch_up()
+        else:
+            assert s.run(s.catch_up)
+            assert s.c.wait_for(s.finished, 20_000)
+            s.record()
+        assert s.c.controller.broker_id == 8
+        st = s.c.state(*TP)
+        assert (s.c.assignment("r")[0], st.leader, set(st.isr)) == (RAR, 4, set(RAR))
+        assert s.pictures == TABLE
+    finally:
+        cleanup()

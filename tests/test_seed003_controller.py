@@ -12,14 +12,13 @@ import json
 
 import pytest
 
-from controller_harness import ControllerCluster
+from controller_harness import cluster_factory
 from kreplica.protocol import (
     ControlledShutdownRequest,
     LeaderAndIsrRequest,
     StopReplicaRequest,
     TopicPartition,
 )
-from kreplica.runtime import RealScheduler
 
 ASSIGNMENT = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
 
@@ -35,24 +34,9 @@ SCENARIO2_AFTER = {0: (1003, {1003, 1001}), 1: (1001, {1003, 1001}), 2: (1003, {
 
 @pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
 def make_cluster(request):
-    made = []
-
-    def make(**kw):
-        if request.param == "memory":
-            c = ControllerCluster([], **kw)
-        else:
-            factory = request.getfixturevalue("zk_store_factory")
-            sched = RealScheduler()
-            c = ControllerCluster([], store=factory(sched, session_timeout_ms=4000), sched=sched,
-                                  session_timeout_ms=4000, **kw)
-            c.kazoo = request.getfixturevalue("kazoo_client")
-            c.chroot = factory.chroot
-        made.append(c)
-        return c
-
+    make, cleanup = cluster_factory(request, request.param)
     yield make
-    for c in made:
-        c.store.close()
+    cleanup()
 
 
 def with_before_state(make, before, start_order):
