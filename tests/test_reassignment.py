@@ -190,3 +190,18 @@ def test_controller_failover_mid_reassignment_on_zookeeper(request, crash_at):
         assert s.pictures == TABLE
     finally:
         cleanup()
+
+
+def test_failover_keeps_a_started_reassignment_while_a_new_replica_is_down():
+    s = Story()
+    s.start_reassignment()
+    s.c.kill(4, wait_expiry=False)
+    s.c.kill(7)                              # the controller dies too
+    assert s.c.controller.broker_id == 8
+    assert s.c.admin.get_partition_reassignment() == {TP: RAR}   # still pending
+    assert TP in s.c.controller.ctx.partitions_being_reassigned
+    s.c.start(4)                             # onBrokerStartup continues it
+    s.catch_up()
+    st = s.c.state(*TP)
+    assert (s.c.assignment("r")[0], st.leader, set(st.isr)) == (RAR, 4, set(RAR))
+    assert s.pictures == TABLE

@@ -47,17 +47,21 @@ def initiate(c: "KafkaController", tp: TopicPartition, new_replicas: Sequence[in
     """initiateReassignReplicasForTopicPartition: validate, record, start."""
     ctx = c.ctx
     rar = list(new_replicas)
+    # Past step 1 (AR already holds RAR) a reassignment found on failover is resumed
+    # even while some RAR broker is down: onBrokerStartup continues it.  Kafka 0.10
+    # would drop it and leave AR widened to OAR + RAR for good.
+    resuming = set(rar) <= set(ctx.assignment(tp))
     valid = (
         tp in ctx.partition_assignment
         and not c.deletion.is_topic_queued_for_deletion(tp.topic)
         and rar
         and len(set(rar)) == len(rar)
         and rar != ctx.assignment(tp)
-        and all(r in ctx.live_broker_ids for r in rar)
+        and (resuming or all(r in ctx.live_broker_ids for r in rar))
     )
     if not valid:
-        # Unknown partition, topic being deleted, nothing to do, or replicas not all
-        # alive: Kafka drops such a request from the admin path.
+        # Unknown partition, topic being deleted, nothing to do, or a new request
+        # naming a broker that is not alive: Kafka drops it from the admin path.
         remove_from_admin_path(c, tp)
         return
     ctx.partitions_being_reassigned[tp] = ReassignmentContext(tuple(rar))
