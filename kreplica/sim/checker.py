@@ -1,0 +1,355 @@
+"""The invariant checker: the six safety properties of issue 5, after every step.
+
+Theory of operation (TigerBeetle VOPR's state checker).  The checker keeps one
+*canonical committed history* per partition: the batch fingerprints (base, last,
+epoch, CRC -- see :mod:`log_view`) that a leader held below its high watermark.
+It only ever grows from the current leader.  After every simulator step the
+world hands it the replicas that step touched; the checker reads only what is
+new in each (a verified prefix per replica, reset when the replica truncates)
+and compares:
+
+1. An acked (acks=all) write must stay at its offset: a new leader whose log
+   ends before it has lost it, and so has a leader whose committed data at that
+   offset differs.  Losses caused by an unclean election or by the elected
+   replica's own power loss (unflushed bytes dropped by a crash) are outside
+   the protocol's promise: they are *counted*, attributed, and the canonical
+   history is superseded from the new leader's log end.
+2. What a consumer read (below the HW it was served with) must stay committed.
+3. Every follower that has finished truncating holds, below its HW, exactly the
+   canonical batches (byte-identical: same CRC and epoch).
+4. One leader per (partition, leader epoch).
+5. A leader's HW never goes backwards (within its leadership).
+6. The controller epoch in the store never goes backwards, and a broker that
+   receives a request from an older controller epoch changes nothing.
+
+The first violation is kept with the last events touching its partition; the
+world stops the run there.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..replica.fetcher import FetchPhase
+from ..replica.partition import Role
+from .history import Event, History
+from .log_view import Fingerprint, read_fingerprints
+
+
+class Invariant(enum.Enum):
+    ACKED_WRITE_LOST = "1-acked-write-lost"
+    CONSUMED_RECORD_VANISHED = "2-consumed-record-vanished"
+    REPLICA_DIVERGENCE = "3-replica-divergence"
+    TWO_LEADERS_ONE_EPOCH = "4-two-leaders-one-epoch"
+    LEADER_HW_BACKWARDS = "5-leader-hw-backwards"
+    CONTROLLER_EPOCH = "6-controller-epoch"
+    LIVENESS = "liveness"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: Invariant
+    time_ms: int
+    tp: str | None
+    broker: int | None
+    message: str
+    trace: tuple[Event, ...] = ()
+
+    def describe(self) -> str:
+        lines = [f"VIOLATION {self.invariant.value} at t={self.time_ms}ms "
+                 f"tp={self.tp} broker={self.broker}: {self.message}",
+                 f"last {len(self.trace)} events touching {self.tp}:"]
+        lines += ["  " + e.to_json() for e in self.trace]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class CountedLoss:
+    """An acknowledged write lost for a reason the protocol does not promise to survive."""
+
+    tp: str
+    offset: int
+    cause: str  # "unclean-election" or "power-loss"
+    leader: int
+    leader_epoch: int
+    time_ms: int
+
+
+@dataclass(slots=True)
+class Ack:
+    last: int
+    crc: int
+    time_ms: int
+    isr_size: int
+
+
+@dataclass(slots=True)
+class PartitionModel:
+    canon: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # base -> last, epoch, crc
+    canon_end: int = 0
+    acked: dict[int, Ack] = field(default_factory=dict)
+    consumed: dict[int, int] = field(default_factory=dict)  # base -> crc
+    leaders: dict[int, int] = field(default_factory=dict)  # leader epoch -> broker
+    epoch: int = -1
+    leader: int = -1
+    isr: tuple[int, ...] = ()
+    # (broker, first dropped offset, time) for every power-loss crash
+    drops: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ReplicaView:
+    partition: Any
+    verified: int = 0  # offsets below this matched the canonical history
+    hw: int = -1
+    epoch: int = -1
+
+
+def tp_name(tp: Any) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+class Checker:
+    def __init__(self, history: History, trace_events: int = 30) -> None:
+        self.history = history
+        self.trace_events = trace_events
+        self.models: dict[str, PartitionModel] = {}
+        self.views: dict[tuple[int, str], ReplicaView] = {}
+        self.violation: Violation | None = None
+        self.losses: list[CountedLoss] = []
+        self.unclean_elections = 0
+        self.elections: list[tuple[int, str, int, int]] = []  # time, tp, leader, epoch
+        self.controller_epoch = -1
+        self.acked_writes = 0
+        self.consumed_batches = 0
+        self.checks = 0
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _now(self) -> int:
+        return self._clock_ms
+
+    _clock_ms = 0
+
+    def set_time(self, now_ms: int) -> None:
+        self._clock_ms = now_ms
+
+    def model(self, tp: str) -> PartitionModel:
+        m = self.models.get(tp)
+        if m is None:
+            m = self.models[tp] = PartitionModel()
+        return m
+
+    def fail(self, invariant: Invariant, tp: str | None, broker: int | None, message: str) -> None:
+        if self.violation is not None:
+            return
+        self.history.record(self._now(), "violation", broker, tp, invariant=invariant.value, message=message)
+        self.violation = Violation(invariant, self._now(), tp, broker, message,
+                                   tuple(self.history.tail(tp, self.trace_events)))
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's history ends; a re-created one starts afresh."""
+        prefix = topic + "-"
+        for tp in [t for t in self.models if t.startswith(prefix) and t[len(prefix):].isdigit()]:
+            del self.models[tp]
+        for key in [k for k in self.views if k[1].startswith(prefix) and k[1][len(prefix):].isdigit()]:
+            del self.views[key]
+
+    # ---- inputs from the workload and the faults ------------------------------------------
+    def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int) -> None:
+        if acks != -1:
+            return
+        m = self.model(tp)
+        self.acked_writes += 1
+        known = m.canon.get(base)
+        if known is not None and (known[0], known[2]) != (last, crc):
+            self.fail(Invariant.ACKED_WRITE_LOST, tp, None,
+                      f"write acked at offset {base} but the committed log holds another batch there")
+            return
+        m.acked[base] = Ack(last, crc, self._now(), isr_size)
+
+    def on_consume(self, tp: str, batches: list[Fingerprint], high_watermark: int, leader: int) -> None:
+        m = self.model(tp)
+        for base, last, _epoch, crc in batches:
+            self.consumed_batches += 1
+            if last >= high_watermark:
+                self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, leader,
+                          f"consumer got offsets {base}..{last} beyond the HW {high_watermark}")
+                return
+            known = m.canon.get(base)
+            if known is not None and (known[0], known[2]) != (last, crc):
+                self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, leader,
+                          f"consumer read a batch at {base} that is not the committed one")
+                return
+            m.consumed[base] = crc
+
+    def on_power_loss(self, broker: int, tp: str, first_dropped: int) -> None:
+        self.model(tp).drops.append((broker, first_dropped, self._now()))
+
+    def on_truncate(self, broker: int, tp: str, offset: int) -> None:
+        view = self.views.get((broker, tp))
+        if view is not None and view.verified > offset:
+            view.verified = offset
+
+    def on_controller_epoch(self, epoch: int) -> None:
+        if epoch < self.controller_epoch:
+            self.fail(Invariant.CONTROLLER_EPOCH, None, None,
+                      f"controller epoch went back from {self.controller_epoch} to {epoch}")
+        self.controller_epoch = max(self.controller_epoch, epoch)
+
+    def on_stale_request_applied(self, broker: int, tp: str | None, request_epoch: int, broker_epoch: int) -> None:
+        self.fail(Invariant.CONTROLLER_EPOCH, tp, broker,
+                  f"broker applied a request of controller epoch {request_epoch} after seeing {broker_epoch}")
+
+    # ---- the per-step check --------------------------------------------------------------------
+    def observe(self, broker: int, tp: str, p: Any, fetch_phase: Any) -> None:
+        """Check one replica after a step touched it."""
+        self.checks += 1
+        key = (broker, tp)
+        view = self.views.get(key)
+        if view is None or view.partition is not p:
+            view = self.views[key] = ReplicaView(p)
+        m = self.model(tp)
+        hw = p.high_watermark
+        if p.role is Role.LEADER:
+            self._observe_leader(broker, tp, p, m, view, hw)
+        elif p.role is Role.FOLLOWER and fetch_phase is FetchPhase.FETCHING and view.verified < hw:
+            self._verify(broker, tp, p, m, view, hw, leader=False)
+        view.hw = hw
+        view.epoch = p.leader_epoch
+
+    def _observe_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int) -> None:
+        epoch = p.leader_epoch
+        holder = m.leaders.get(epoch)
+        if holder is None:
+            m.leaders[epoch] = broker
+        elif holder != broker:
+            self.fail(Invariant.TWO_LEADERS_ONE_EPOCH, tp, broker,
+                      f"brokers {holder} and {broker} both lead epoch {epoch}")
+            return
+        if epoch > m.epoch:
+            self._on_election(broker, tp, p, m, epoch)
+            if self.violation is not None:
+                return
+        elif view.epoch == epoch and hw < view.hw:
+            self.fail(Invariant.LEADER_HW_BACKWARDS, tp, broker,
+                      f"leader HW went back from {view.hw} to {hw} in epoch {epoch}")
+            return
+        if epoch == m.epoch:
+            m.isr = tuple(p.isr)
+        if view.verified < hw:
+            # Only the newest leader grows the history; a deposed one (not yet told) is checked.
+            self._verify(broker, tp, p, m, view, hw, leader=epoch == m.epoch)
+
+    def _on_election(self, broker: int, tp: str, p: Any, m: PartitionModel, epoch: int) -> None:
+        leo = p.log_end_offset
+        unclean = bool(m.isr) and broker not in m.isr
+        self.history.record(self._now(), "election", broker, tp, epoch=epoch, leo=leo,
+                            isr=list(p.isr), previous_isr=list(m.isr), unclean=unclean)
+        self.elections.append((self._now(), tp, broker, epoch))
+        if unclean:
+            self.unclean_elections += 1
+        m.epoch, m.leader, m.isr = epoch, broker, tuple(p.isr)
+        lost = sorted(b for b in m.acked if m.acked[b].last >= leo)
+        if not lost and m.canon_end <= leo:
+            return
+        cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, lost)
+        if lost and cause is None:
+            first = lost[0]
+            self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
+                      f"leader of epoch {epoch} ends at {leo} without the write acked at offset {first}")
+            return
+        for base in lost:
+            self.losses.append(CountedLoss(tp, base, cause or "", broker, epoch, self._now()))
+            self.history.record(self._now(), "counted_loss", broker, tp, offset=base, cause=cause, epoch=epoch)
+        if cause is not None:
+            self._supersede(m, leo)
+
+    @staticmethod
+    def _power_loss_cause(m: PartitionModel, broker: int, lost: list[int]) -> str | None:
+        if not lost:
+            return None
+        first = lost[0]
+        for b, dropped_from, t in m.drops:
+            if b == broker and dropped_from <= first and t >= m.acked[first].time_ms:
+                return "power-loss"
+        return None
+
+    @staticmethod
+    def _supersede(m: PartitionModel, leo: int) -> None:
+        """History from ``leo`` on is replaced by the new leader's (an attributed loss)."""
+        for d in (m.canon, m.acked, m.consumed):
+            for base in [b for b in d if b >= leo or (d is m.canon and m.canon[b][0] >= leo)]:
+                del d[base]
+        m.canon_end = min(m.canon_end, leo)
+        # The batch straddling ``leo`` (if any) was removed whole; restart at its base.
+        if m.canon:
+            last_base = max(m.canon)
+            m.canon_end = min(m.canon_end, m.canon[last_base][0] + 1)
+        else:
+            m.canon_end = 0
+
+    def _verify(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int,
+                leader: bool) -> None:
+        start = view.verified
+        for base, last, epoch, crc in read_fingerprints(p.log, start, hw):
+            if last >= hw:
+                break  # a batch straddling the HW is not committed yet
+            known = m.canon.get(base)
+            if known is None:
+                if leader and base == m.canon_end:
+                    self._extend(tp, m, base, last, epoch, crc, broker)
+                    if self.violation is not None:
+                        return
+                elif base >= m.canon_end:
+                    break  # beyond what any leader has committed yet: verify later
+                else:
+                    self._diverged(broker, tp, m, base, leader, "no committed batch starts there")
+                    return
+            elif known != (last, epoch, crc):
+                self._diverged(broker, tp, m, base, leader,
+                               f"holds (last={last}, epoch={epoch}, crc={crc:08x}), committed is "
+                               f"(last={known[0]}, epoch={known[1]}, crc={known[2]:08x})")
+                return
+            view.verified = last + 1
+
+    def _extend(self, tp: str, m: PartitionModel, base: int, last: int, epoch: int, crc: int, broker: int) -> None:
+        m.canon[base] = (last, epoch, crc)
+        m.canon_end = last + 1
+        ack = m.acked.get(base)
+        if ack is not None and (ack.last, ack.crc) != (last, crc):
+            self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
+                      f"write acked at offset {base} was replaced by another batch")
+        seen = m.consumed.get(base)
+        if seen is not None and seen != crc:
+            self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, broker,
+                      f"a consumer read a batch at offset {base} that the committed log no longer has")
+
+    def _diverged(self, broker: int, tp: str, m: PartitionModel, base: int, leader: bool, what: str) -> None:
+        role = "leader" if leader else "follower"
+        if base in m.acked:
+            inv = Invariant.ACKED_WRITE_LOST
+        elif base in m.consumed:
+            inv = Invariant.CONSUMED_RECORD_VANISHED
+        else:
+            inv = Invariant.REPLICA_DIVERGENCE
+        self.fail(inv, tp, broker, f"{role} {broker} below its HW at offset {base}: {what}")
+
+    # ---- the end of a run ------------------------------------------------------------------------
+    def final_check(self, tp: str, replicas: dict[int, Any]) -> None:
+        """After convergence: every replica's whole log equals the leader's and holds the history."""
+        m = self.model(tp)
+        leader = replicas.get(m.leader)
+        if leader is None:
+            return
+        ref = read_fingerprints(leader.log, 0, leader.log_end_offset)
+        by_base = {fp[0]: fp for fp in ref}
+        for base, (last, epoch, crc) in m.canon.items():
+            if by_base.get(base) != (base, last, epoch, crc):
+                self._diverged(m.leader, tp, m, base, True, "the converged leader lost a committed batch")
+                return
+        for b, p in sorted(replicas.items()):
+            if b != m.leader and read_fingerprints(p.log, 0, p.log_end_offset) != ref:
+                self.fail(Invariant.REPLICA_DIVERGENCE, tp, b,
+                          f"after convergence replica {b}'s log differs from leader {m.leader}'s")
+                return

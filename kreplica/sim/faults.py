@@ -1,0 +1,293 @@
+"""Faults: the things that go wrong, applied to a running world, and the chaos planner.
+
+Theory of operation (issue 5, TigerBeetle VOPR).  Each fault is one function of
+the world that records itself in the history before acting, so a failing seed's
+trace shows exactly what was done and when.  The catalogue:
+
+- ``crash``: the broker process dies (``Broker.kill``: no flush, no clean close,
+  its session abandoned).  With ``lose_unflushed`` it is a power loss: every byte
+  the log had not fsynced (after its recovery point) is zeroed on disk, and
+  with ``torn`` the first unflushed batch survives partly, as a torn write does.
+  Recovery on restart must cut it.
+- ``restart``, ``controlled_shutdown`` (seed 003), ``pause`` (a GC pause: no
+  messages in or out, no store heartbeats), ``slow_disk`` (every request to the
+  broker handled late), ``disk_full`` (appends fail with KAFKA_STORAGE_ERROR),
+  ``kill_controller``, ``expire_session`` (heartbeats stop for a whole session
+  timeout), network ``partition`` between broker sets and ``cut_store``.
+
+:class:`ChaosPlanner` draws these at random rates from the world's seeded rng
+while keeping at most ``max_down`` brokers down, and stops at the liveness
+phase.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from .world import World
+
+
+@dataclass(frozen=True, slots=True)
+class LostTail:
+    """What a power loss takes from one partition log: everything after its last flush."""
+
+    tp: Any
+    first_offset: int
+    segment: Path
+    position: int
+    later_segments: tuple[Path, ...]
+    torn_bytes: int
+
+
+def unflushed_tails(rm: Any, rng: Any, torn: bool) -> list[LostTail]:
+    """For each open log of a replica manager, where its unflushed bytes start."""
+    out = []
+    for tp, p in sorted(rm.partitions.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        log = p.log
+        rp, leo = log.recovery_point, log.log_end_offset
+        if rp >= leo:
+            continue
+        segments = log.segments
+        i = max(j for j, s in enumerate(segments) if s.base_offset <= rp) if segments[0].base_offset <= rp else 0
+        seg = segments[i]
+        pos = seg.size if rp >= seg.next_offset else seg.position_of(rp)[0]
+        torn_bytes = 0
+        if torn and pos < seg.size:
+            # Keep a prefix of the first unflushed batch: its header says it is longer.
+            torn_bytes = rng.randint(1, min(seg.size - pos, 200) - 1) if seg.size - pos > 1 else 0
+        later = tuple(s.log_file.path for s in segments[i + 1:])
+        out.append(LostTail(tp, rp, seg.log_file.path, pos, later, torn_bytes))
+    return out
+
+
+def drop_tail(tail: LostTail) -> None:
+    """Zero the unflushed bytes on disk (the page cache is gone) and drop later segments."""
+    start = tail.position + tail.torn_bytes
+    with open(tail.segment, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        end = f.tell()
+        if end > start:
+            f.seek(start)
+            f.write(bytes(end - start))
+    for path in tail.later_segments:
+        for suffix in (".log", ".index", ".timeindex"):
+            path.with_suffix(suffix).unlink(missing_ok=True)
+
+
+# ---- the catalogue ------------------------------------------------------------------------
+
+def crash(world: "World", broker: int, lose_unflushed: bool = False, torn: bool = False) -> bool:
+    b = world.cluster.brokers[broker]
+    if not b.alive:
+        return False
+    tails = unflushed_tails(b.replica_manager, world.rng, torn) if lose_unflushed and b.replica_manager else []
+    world.record("crash", broker, lose_unflushed=lose_unflushed, torn=torn,
+                 dropped={f"{t.tp.topic}-{t.tp.partition}": t.first_offset for t in tails})
+    world.network.resume(broker)
+    world.cluster.kill(broker)
+    for t in tails:
+        drop_tail(t)
+        world.checker.on_power_loss(broker, f"{t.tp.topic}-{t.tp.partition}", t.first_offset)
+    world.disk_full.discard(broker)
+    return True
+
+
+def restart(world: "World", broker: int) -> bool:
+    b = world.cluster.brokers[broker]
+    if b.alive:
+        return False
+    world.record("restart", broker)
+    world.network.heal_store(broker)
+    world.cluster.start(broker)
+    return True
+
+
+def controlled_shutdown(world: "World", broker: int) -> bool:
+    b = world.cluster.brokers[broker]
+    if not b.alive or b.shutting_down:
+        return False
+    world.record("controlled_shutdown", broker)
+    b.controlled_shutdown(lambda ok: world.record("controlled_shutdown_done", broker, ok=ok))
+    return True
+
+
+def pause(world: "World", broker: int, duration_ms: int) -> bool:
+    if not world.cluster.brokers[broker].alive or world.network.is_paused(broker):
+        return False
+    world.record("pause", broker, duration_ms=duration_ms)
+    world.network.pause(broker)
+    world.later(duration_ms, _resume, world, broker)
+    return True
+
+
+def _resume(world: "World", broker: int) -> None:
+    if world.network.is_paused(broker):
+        world.record("resume", broker)
+        world.network.resume(broker)
+
+
+def slow_disk(world: "World", broker: int, delay_ms: int, duration_ms: int) -> bool:
+    world.record("slow_disk", broker, delay_ms=delay_ms, duration_ms=duration_ms)
+    world.network.slow_ms[broker] = delay_ms
+    world.later(duration_ms, _fast_disk, world, broker)
+    return True
+
+
+def _fast_disk(world: "World", broker: int) -> None:
+    if world.network.slow_ms.pop(broker, None) is not None:
+        world.record("disk_fast", broker)
+
+
+def disk_full(world: "World", broker: int, duration_ms: int) -> bool:
+    if not world.cluster.brokers[broker].alive or broker in world.disk_full:
+        return False
+    world.record("disk_full", broker, duration_ms=duration_ms)
+    world.disk_full.add(broker)
+    world.instrument_broker(broker)
+    world.later(duration_ms, _disk_freed, world, broker)
+    return True
+
+
+def _disk_freed(world: "World", broker: int) -> None:
+    if broker in world.disk_full:
+        world.disk_full.discard(broker)
+        world.record("disk_freed", broker)
+
+
+def full_disk_guard(world: "World", broker: int, append: Any) -> Any:
+    """Wrap a log append so it fails as a full disk does while ``broker``'s disk is full."""
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if broker in world.disk_full:
+            raise KafkaStorageError(f"broker {broker}: no space left on device")
+        return append(*args, **kwargs)
+    return guarded
+
+
+def kill_controller(world: "World", lose_unflushed: bool = False) -> bool:
+    cid = world.cluster.controller_id
+    if cid is None or not world.cluster.brokers[cid].alive:
+        return False
+    world.record("kill_controller", cid)
+    return crash(world, cid, lose_unflushed)
+
+
+def expire_session(world: "World", broker: int) -> bool:
+    b = world.cluster.brokers[broker]
+    if not b.alive or b.session is None:
+        return False
+    world.record("expire_session", broker)
+    session = b.session
+    session.pause_heartbeats()
+    world.later(world.session_timeout_ms + 10, session.resume_heartbeats)
+    return True
+
+
+def partition(world: "World", groups: list[list[int]], duration_ms: int) -> bool:
+    world.record("partition", None, groups=[sorted(g) for g in groups], duration_ms=duration_ms)
+    world.network.partition(*[set(g) for g in groups])
+    world.later(duration_ms, heal, world)
+    return True
+
+
+def heal(world: "World") -> None:
+    world.record("heal", None)
+    world.network.heal()
+
+
+def cut_store(world: "World", broker: int, duration_ms: int) -> bool:
+    if broker in world.network.store_cut:
+        return False
+    world.record("cut_store", broker, duration_ms=duration_ms)
+    world.network.cut_from_store(broker)
+    world.later(duration_ms, _heal_store, world, broker)
+    return True
+
+
+def _heal_store(world: "World", broker: int) -> None:
+    if broker in world.network.store_cut:
+        world.record("heal_store", broker)
+        world.network.heal_store(broker)
+
+
+# ---- random chaos -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class FaultRates:
+    """Expected faults per virtual minute, by kind; durations in ms."""
+
+    crash: float = 2.0
+    power_loss_fraction: float = 0.0  # of crashes, how many drop unflushed bytes
+    torn_fraction: float = 0.5  # of power losses, how many tear the last batch
+    controlled_shutdown: float = 0.5
+    pause: float = 1.0
+    slow_disk: float = 0.5
+    disk_full: float = 0.0
+    kill_controller: float = 0.5
+    expire_session: float = 0.5
+    partition: float = 1.0
+    cut_store: float = 0.5
+    downtime_ms_max: int = 8000
+    pause_ms_max: int = 4000
+    partition_ms_max: int = 6000
+    max_down: int = 1
+
+
+class ChaosPlanner:
+    """Draws faults each ``tick_ms`` with the world's rng until ``stop()``."""
+
+    def __init__(self, world: "World", rates: FaultRates, tick_ms: int = 250) -> None:
+        self.world = world
+        self.rates = rates
+        self.tick_ms = tick_ms
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+        self.world.later(self.tick_ms, self._tick)
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _chance(self, per_minute: float) -> bool:
+        return per_minute > 0 and self.world.rng.random() < per_minute * self.tick_ms / 60_000
+
+    def _tick(self) -> None:
+        if not self.running:
+            return
+        w, r, rng = self.world, self.rates, self.world.rng
+        live = w.cluster.live_brokers()
+        down = len(w.cluster.brokers) - len(live)
+        if live:
+            target = rng.choice(live)
+            if down < r.max_down and self._chance(r.crash):
+                power = rng.random() < r.power_loss_fraction
+                if crash(w, target, power, power and rng.random() < r.torn_fraction):
+                    w.later(rng.randint(200, r.downtime_ms_max), restart, w, target)
+            elif down < r.max_down and self._chance(r.controlled_shutdown):
+                if controlled_shutdown(w, target):
+                    w.later(rng.randint(2000, r.downtime_ms_max + 2000), restart, w, target)
+            elif down < r.max_down and self._chance(r.kill_controller):
+                cid = w.cluster.controller_id
+                if cid is not None and kill_controller(w):
+                    w.later(rng.randint(200, r.downtime_ms_max), restart, w, cid)
+            elif self._chance(r.pause):
+                pause(w, target, rng.randint(50, r.pause_ms_max))
+            elif self._chance(r.slow_disk):
+                slow_disk(w, target, rng.randint(5, 200), rng.randint(500, 5000))
+            elif self._chance(r.disk_full):
+                disk_full(w, target, rng.randint(200, 3000))
+            elif self._chance(r.expire_session):
+                expire_session(w, target)
+            elif self._chance(r.partition) and len(live) > 1 and w.network._groups is None:
+                ids = sorted(w.cluster.brokers)
+                rng.shuffle(ids)
+                cut = rng.randint(1, len(ids) - 1)
+                partition(w, [sorted(ids[:cut]), sorted(ids[cut:])], rng.randint(100, r.partition_ms_max))
+            elif self._chance(r.cut_store):
+                cut_store(w, target, rng.randint(100, r.partition_ms_max))
+        w.later(self.tick_ms, self._tick)

@@ -1,0 +1,222 @@
+"""SimNetwork: the simulator's transport -- latency, loss, duplication, partitions, pauses.
+
+Theory of operation (etcd-raft's test network, TigerBeetle's packet simulator).
+Every message between two nodes crosses :meth:`SimNetwork.deliver`, which draws
+a latency from the link's :class:`LinkProfile` with the world's seeded
+``random.Random``, and may drop, duplicate or hold it.  Faults are injected only
+where the real protocol tolerates them:
+
+- Kafka's controller channel is a TCP connection that retries until it gets
+  through, so controller requests (LeaderAndIsr, StopReplica, UpdateMetadata,
+  ControlledShutdown) are never dropped or duplicated: a cut link *holds* them
+  and delivers them, in order, when it heals.
+- The data plane (produce, fetch, OffsetsForLeaderEpoch) has timeouts and
+  retries, so its messages may be lost (random drops, a cut link), and requests
+  may be duplicated (a retransmission: produce is at-least-once, fetch is
+  idempotent).
+- Links are FIFO (TCP) unless a profile allows reordering, which applies to
+  client requests only (a client with several connections).
+
+A paused node (a GC pause) neither sends nor receives: everything to or from it
+waits and is delivered in order on resume.  A slow node (a slow disk) handles
+every request ``slow_ms`` late.  The metadata store is reached through sessions,
+not messages: cutting a broker from the store sets its session unreachable, and
+sessions the broker opens later (after an expiry) are cut too.
+"""
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..protocol import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    FetchRequest,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    ProduceRequest,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from ..runtime import Scheduler
+from ..transport import InProcessTransport
+
+CONTROL_PLANE = (
+    LeaderAndIsrRequest, LeaderAndIsrResponse, StopReplicaRequest, StopReplicaResponse,
+    UpdateMetadataRequest, UpdateMetadataResponse, ControlledShutdownRequest, ControlledShutdownResponse,
+)
+DUPLICABLE = (ProduceRequest, FetchRequest)
+
+# around_arrival(src, dst, message, arrive): runs arrive(message); the checker wraps it.
+Arrival = Callable[[int, int, Any, Callable[[Any], None]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LinkProfile:
+    """One direction of a link: uniform latency plus an occasional slow tail."""
+
+    latency_ms_min: int = 1
+    latency_ms_max: int = 5
+    tail_probability: float = 0.0
+    latency_ms_tail: int = 50
+    drop_probability: float = 0.0
+    duplicate_probability: float = 0.0
+    reorder: bool = False
+
+    def draw_latency_ms(self, rng: random.Random) -> int:
+        ms = rng.randint(self.latency_ms_min, self.latency_ms_max)
+        if self.tail_probability and rng.random() < self.tail_probability:
+            ms += rng.randint(0, self.latency_ms_tail)
+        return ms
+
+
+@dataclass(slots=True)
+class NetworkStats:
+    delivered: int = 0
+    dropped: int = 0
+    duplicated: int = 0
+    held: int = 0
+
+
+class SimNetwork(InProcessTransport):
+    def __init__(self, scheduler: Scheduler | None, rng: random.Random,
+                 profile: LinkProfile | None = None) -> None:
+        super().__init__(scheduler, 0)  # type: ignore[arg-type]  # the cluster sets it
+        self.rng = rng
+        self.profile = profile or LinkProfile()
+        self.links: dict[tuple[int, int], LinkProfile] = {}
+        self.stats = NetworkStats()
+        self._groups: dict[int, int] | None = None  # node -> partition group
+        self._held: dict[tuple[int, int], deque[tuple[Any, Callable[[Any], None]]]] = {}
+        self._paused: set[int] = set()
+        self._paused_queue: deque[tuple[int, int, Any, Callable[[Any], None]]] = deque()
+        self.slow_ms: dict[int, int] = {}
+        self._last_due: dict[tuple[int, int], int] = {}
+        self.store_cut: set[int] = set()
+        self.around_arrival: Arrival | None = None
+        self._sessions: dict[int, Any] = {}
+
+    # ---- configuration ------------------------------------------------------------------
+    def set_link(self, src: int, dst: int, profile: LinkProfile) -> None:
+        self.links[(src, dst)] = profile
+
+    def partition(self, *groups: frozenset[int] | set[int] | list[int]) -> None:
+        """Cut every link between nodes of different groups (nodes in no group are unaffected)."""
+        self._groups = {n: i for i, g in enumerate(groups) for n in g}
+
+    def heal(self) -> None:
+        """Remove the partition; held controller messages are delivered in order."""
+        self._groups = None
+        held, self._held = self._held, {}
+        for (src, dst), queue in sorted(held.items()):
+            for message, arrive in queue:
+                self._schedule(src, dst, message, arrive)
+
+    def cut(self, a: int, b: int) -> bool:
+        g = self._groups
+        if g is None or a == b:
+            return False
+        ga, gb = g.get(a), g.get(b)
+        return ga is not None and gb is not None and ga != gb
+
+    def pause(self, node: int) -> None:
+        self._paused.add(node)
+        session = self._sessions.get(node)
+        if session is not None:
+            session.set_reachable(False)
+
+    def resume(self, node: int) -> None:
+        self._paused.discard(node)
+        if node not in self.store_cut:
+            session = self._sessions.get(node)
+            if session is not None:
+                session.set_reachable(True)
+        queue, self._paused_queue = self._paused_queue, deque()
+        for src, dst, message, arrive in queue:
+            self.deliver(src, dst, message, arrive)
+
+    def is_paused(self, node: int) -> bool:
+        return node in self._paused
+
+    # ---- the metadata store -------------------------------------------------------------
+    def attach_store(self, store: Any) -> None:
+        """Follow the sessions brokers open, so a store cut also covers later sessions."""
+        open_session = store.session
+
+        def session(name: str = "", on_expired: Callable[[], None] | None = None) -> Any:
+            s = open_session(name, on_expired)
+            if name.startswith("broker-"):
+                node = int(name[len("broker-"):])
+                self._sessions[node] = s
+                if node in self.store_cut or node in self._paused:
+                    s.set_reachable(False)
+            return s
+
+        store.session = session
+
+    def cut_from_store(self, node: int) -> None:
+        self.store_cut.add(node)
+        session = self._sessions.get(node)
+        if session is not None:
+            session.set_reachable(False)
+
+    def heal_store(self, node: int | None = None) -> None:
+        nodes = list(self.store_cut) if node is None else [node]
+        for n in nodes:
+            self.store_cut.discard(n)
+            session = self._sessions.get(n)
+            if session is not None and n not in self._paused:
+                session.set_reachable(True)
+
+    # ---- delivery -----------------------------------------------------------------------
+    def deliver(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+        if src in self._paused or dst in self._paused:
+            self.stats.held += 1
+            self._paused_queue.append((src, dst, message, arrive))
+            return
+        control = isinstance(message, CONTROL_PLANE)
+        if self._groups is not None and self.cut(src, dst):
+            if control:
+                self.stats.held += 1
+                self._held.setdefault((src, dst), deque()).append((message, arrive))
+            else:
+                self.stats.dropped += 1
+            return
+        profile = self.links.get((src, dst), self.profile)
+        if not control:
+            if profile.drop_probability and self.rng.random() < profile.drop_probability:
+                self.stats.dropped += 1
+                return
+            if (profile.duplicate_probability and isinstance(message, DUPLICABLE)
+                    and self.rng.random() < profile.duplicate_probability):
+                self.stats.duplicated += 1
+                self._schedule(src, dst, message, arrive, profile)
+        self._schedule(src, dst, message, arrive, profile)
+
+    def _schedule(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
+                  profile: LinkProfile | None = None) -> None:
+        profile = profile or self.links.get((src, dst), self.profile)
+        now = self.scheduler.now_ms()
+        due = now + profile.draw_latency_ms(self.rng) + self.slow_ms.get(dst, 0)
+        link = (src, dst)
+        if not (profile.reorder and src < 0):
+            due = max(due, self._last_due.get(link, 0))  # TCP keeps a link in order
+            self._last_due[link] = due
+        self.messages_delivered += 1
+        self.stats.delivered += 1
+        self.scheduler.call_later(due - now, self._arrive, src, dst, message, arrive)
+
+    def _arrive(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+        if dst in self._paused or src in self._paused:
+            # Paused while in flight: it waits in the receiver's socket buffer.
+            self._paused_queue.append((src, dst, message, arrive))
+            return
+        hook = self.around_arrival
+        if hook is None:
+            arrive(message)
+        else:
+            hook(src, dst, message, arrive)

@@ -1,0 +1,578 @@
+"""World: one seeded simulation run -- cluster, network, workload, faults, checker.
+
+Theory of operation (TigerBeetle VOPR).  ``World(scenario, seed).run()`` builds
+an embedded :class:`~kreplica.cluster.Cluster` on a :class:`SimNetwork`, with
+every random choice drawn from ``random.Random`` instances derived from the one
+seed, so the same seed and scenario give the same history, byte for byte.  It
+then steps the scheduler one event at a time.  The network tells the world which
+replicas each delivered message touched; after every step the checker looks at
+exactly those (plus a full sweep every ``sample_ms``), and the first violation
+stops the run.  At ``until_ms`` the liveness phase begins: faults and producers
+stop, the network heals, dead brokers restart, and the cluster must converge
+(a leader for every partition, the full replica set in sync, HW = LEO on every
+replica) within ``liveness_ms``; then every replica's whole log is compared.
+
+Hooks the world adds to the cluster, all from outside its modules: a wrapper
+around each partition's truncation (to record it and reset the checker's
+verified prefix) and around its log's appends (the full-disk fault), and the
+network's arrival hook (touched replicas; stale controller requests).
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..protocol import (
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    OffsetsForLeaderEpochResponse,
+    ProduceRequest,
+    StopReplicaRequest,
+    TopicPartition,
+    UpdateMetadataRequest,
+)
+from ..protocol.common import NO_LEADER
+from . import faults
+from .checker import Checker, CountedLoss, Invariant, Violation, tp_name
+from .history import HEADER_KIND, History
+from .network import SimNetwork
+from .scenarios import Scenario, Step
+from .workload import Consumer, Producer
+
+_CONTROLLER_REQUESTS = (LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest)
+
+
+def _tps(message: Any) -> list[TopicPartition]:
+    if isinstance(message, (FetchRequest, FetchResponse, OffsetsForLeaderEpochResponse)):
+        return [p.tp for p in message.partitions]
+    if isinstance(message, ProduceRequest):
+        return [p.tp for p in message.partitions]
+    if isinstance(message, LeaderAndIsrRequest):
+        return [s.tp for s in message.partition_states]
+    if isinstance(message, StopReplicaRequest):
+        return [p.tp for p in message.partitions]
+    return []
+
+
+@dataclass(slots=True)
+class RunResult:
+    scenario: str
+    seed: int
+    history_hash: str
+    events: int
+    virtual_ms: int
+    wall_s: float
+    violation: Violation | None
+    losses: list[CountedLoss]
+    unclean_elections: int
+    acked_writes: int
+    consumed_batches: int
+    availability: float
+    reelect_ms: list[int]
+    converged: bool
+    scheduler_events: int
+    samples: list[tuple[int, str, int, int, int, int, tuple[int, ...]]] = field(default_factory=list)
+    faults: list[tuple[int, str, int | None]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+
+class World:
+    def __init__(self, scenario: Scenario, seed: int, *, keep_history: bool = True,
+                 sample_ms: int = 250, record_samples: bool = False, data_root: str | None = None) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.rng = random.Random(f"world:{seed}")
+        self.history = History(keep_all=keep_history)
+        self.checker = Checker(self.history)
+        self.network = SimNetwork(None, random.Random(f"network:{seed}"), scenario.network)
+        self.network.around_arrival = self._around_arrival
+        self.sample_ms = sample_ms
+        self.record_samples = record_samples
+        self.samples: list[tuple[int, str, int, int, int, int, tuple[int, ...]]] = []
+        self.disk_full: set[int] = set()
+        self.bound: dict[str, int] = {}
+        self._dirty: dict[tuple[int, TopicPartition], None] = {}
+        self._leaders: dict[TopicPartition, int] = {}
+        self._leaderless_since: dict[str, int] = {}
+        self.reelect_ms: list[int] = []
+        self._avail = [0, 0]
+        self.producers: list[Producer] = []
+        self.consumers: list[Consumer] = []
+        self.chaos: faults.ChaosPlanner | None = None
+        self._root = data_root
+        self._tmp: str | None = None
+        self.cluster: Any = None
+        self.session_timeout_ms = 0
+
+    # ---- small services for faults and workloads ---------------------------------------------
+    def now_ms(self) -> int:
+        return self.cluster.scheduler.now_ms() if self.cluster is not None else 0
+
+    def record(self, kind: str, broker: int | None = None, tp: str | None = None, **data: Any) -> None:
+        self.history.record(self.now_ms(), kind, broker, tp, **data)
+
+    def later(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.cluster.scheduler.call_later(delay_ms, fn, *args)
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        leader = self._leaders.get(tp)
+        if leader is None:
+            states = self.cluster.zk.get_partition_states([tp])
+            leader = states[tp].leader if tp in states else NO_LEADER
+            if leader != NO_LEADER:
+                self._leaders[tp] = leader
+        return leader
+
+    def forget_leader(self, tp: TopicPartition) -> None:
+        self._leaders.pop(tp, None)
+
+    def isr_size(self, tp: TopicPartition) -> int:
+        m = self.checker.models.get(tp_name(tp))
+        return len(m.isr) if m is not None else 0
+
+    # ---- building ---------------------------------------------------------------------------------
+    def _build(self) -> None:
+        from ..cluster import Cluster
+
+        sc = self.scenario
+        self._tmp = tempfile.mkdtemp(prefix=f"kreplica-sim-{self.seed}-", dir=self._root or _default_root())
+        self.record(HEADER_KIND, seed=self.seed, scenario=sc.to_dict())
+        self.cluster = Cluster.embedded(brokers=sc.broker_ids, data_dir=self._tmp, seed=self.seed,
+                                        config=sc.config, transport=self.network)
+        self.session_timeout_ms = self.cluster.config["zookeeper.session.timeout.ms"]
+        self.network.attach_store(self.cluster.store)
+        for bid, broker in self.cluster.brokers.items():
+            if broker.session is not None:
+                self.network._sessions[bid] = broker.session
+        for t in sc.topics:
+            assignment = {p: list(r) for p, r in t.assignment.items()} if t.assignment else None
+            self.cluster.create_topic(t.name, t.partitions, t.replication_factor, assignment=assignment)
+            self.record("create_topic", None, topic=t.name, partitions=t.partitions,
+                        replication_factor=t.replication_factor)
+        for bid in self.cluster.brokers:
+            self.instrument_broker(bid)
+        self._sweep()
+
+    def _start_workload(self) -> None:
+        sc, w = self.scenario, self.scenario.workload
+        pid = cid = 0
+        for t in sc.topics:
+            for _ in range(w.producers_per_partition * t.partitions):
+                self.producers.append(Producer(self, pid, t.name, t.partitions, w))
+                pid += 1
+            if w.consumers:
+                for p in range(t.partitions):
+                    self.consumers.append(Consumer(self, cid, TopicPartition(t.name, p), w.consumer_interval_ms))
+                    cid += 1
+        for c in (*self.producers, *self.consumers):
+            c.start()
+        if w.admin_interval_ms:
+            self.later(w.admin_interval_ms, self._admin_tick)
+        if sc.chaos is not None:
+            self.chaos = faults.ChaosPlanner(self, sc.chaos)
+            self.chaos.start()
+        for step in sc.steps:
+            jitter = self.rng.randint(0, step.jitter_ms) if step.jitter_ms else 0
+            self.later(step.at_ms + jitter, self._run_step, step)
+
+    # ---- instrumentation ----------------------------------------------------------------------------
+    def instrument_broker(self, bid: int) -> None:
+        broker = self.cluster.brokers[bid]
+        rm = broker.replica_manager
+        if not broker.alive or rm is None:
+            return
+        for tp, p in rm.partitions.items():
+            if not getattr(p, "_sim_hooks", False):
+                self._instrument(bid, tp, p)
+
+    def _instrument(self, bid: int, tp: TopicPartition, p: Any) -> None:
+        p._sim_hooks = True
+        name = tp_name(tp)
+        world = self
+
+        def wrap_truncation(method: Callable[[int], Any], kind: str) -> Callable[[int], Any]:
+            def truncating(offset: int) -> Any:
+                before = p.log_end_offset
+                result = method(offset)
+                after = p.log_end_offset
+                if after < before or kind == "truncate_fully":
+                    world.record(kind, bid, name, offset=offset, leo_before=before, leo=after)
+                    world.checker.on_truncate(bid, name, after if kind == "truncate" else 0)
+                    world._dirty[(bid, tp)] = None
+                return result
+            return truncating
+
+        p.truncate_to = wrap_truncation(p.truncate_to, "truncate")
+        p.truncate_fully_and_start_at = wrap_truncation(p.truncate_fully_and_start_at, "truncate_fully")
+        log = p.log
+        log.append_batches_as_leader = faults.full_disk_guard(self, bid, log.append_batches_as_leader)
+        log.append_as_follower = faults.full_disk_guard(self, bid, log.append_as_follower)
+
+    # ---- the network hook: what each step touched ------------------------------------------------
+    def _around_arrival(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+        if dst < 0 or self.cluster is None:
+            arrive(message)
+            return
+        broker = self.cluster.brokers.get(dst)
+        if isinstance(message, _CONTROLLER_REQUESTS) and broker is not None and broker.alive:
+            self._arrive_controller_request(dst, broker, message, arrive)
+        else:
+            arrive(message)
+        for tp in _tps(message):
+            self._dirty[(dst, tp)] = None
+
+    def _arrive_controller_request(self, dst: int, broker: Any, message: Any, arrive: Callable[[Any], None]) -> None:
+        rm = broker.replica_manager
+        before_epoch = rm.controller_epoch
+        tps = _tps(message)
+        before = [self._partition_state(rm, tp) for tp in tps]
+        arrive(message)
+        if isinstance(message, LeaderAndIsrRequest):
+            self.instrument_broker(dst)
+        if message.controller_epoch < before_epoch:
+            after = [self._partition_state(rm, tp) for tp in tps]
+            if after != before or rm.controller_epoch < before_epoch:
+                changed = next((tp_name(tp) for tp, a, b in zip(tps, after, before) if a != b), None)
+                self.checker.on_stale_request_applied(dst, changed, message.controller_epoch, before_epoch)
+
+    @staticmethod
+    def _partition_state(rm: Any, tp: TopicPartition) -> Any:
+        p = rm.partitions.get(tp)
+        return None if p is None else (p.role, p.leader_epoch, p.zk_version, p.isr)
+
+    def _fetch_phase(self, broker: Any, tp: TopicPartition) -> Any:
+        for fetcher in broker.replica_manager.fetchers.values():
+            state = fetcher.states.get(tp)
+            if state is not None:
+                return state.phase
+        return None
+
+    def _check_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, {}
+        checker = self.checker
+        brokers = self.cluster.brokers
+        for bid, tp in dirty:
+            broker = brokers.get(bid)
+            if broker is None or not broker.alive or broker.replica_manager is None:
+                continue
+            p = broker.replica_manager.partitions.get(tp)
+            if p is None:
+                continue
+            checker.observe(bid, tp_name(tp), p, self._fetch_phase(broker, tp))
+            if checker.violation is not None:
+                return
+
+    def _note_elections(self) -> None:
+        """Re-election latency: from a leader's loss to the next election of its partitions."""
+        elections = self.checker.elections
+        while self._seen_elections < len(elections):
+            t, tp, _leader, _epoch = elections[self._seen_elections]
+            self._seen_elections += 1
+            since = self._leaderless_since.pop(tp, None)
+            if since is not None:
+                self.reelect_ms.append(t - since)
+            self._leaders.pop(_tp_of(tp), None)
+
+    _seen_elections = 0
+
+    def _sweep(self) -> None:
+        """Check every replica (what no message announced: timers moving HWs, ISR shrinks)."""
+        now = self.now_ms()
+        self.checker.set_time(now)
+        for bid in sorted(self.cluster.brokers):
+            broker = self.cluster.brokers[bid]
+            if not broker.alive or broker.replica_manager is None:
+                continue
+            self.instrument_broker(bid)
+            for tp in list(broker.replica_manager.partitions):
+                self._dirty[(bid, tp)] = None
+        self._check_dirty()
+        epoch = self.cluster.zk.get_controller_epoch()
+        if epoch is not None:
+            self.checker.on_controller_epoch(epoch[0])
+        self._sample(now)
+
+    def _sample(self, now: int) -> None:
+        live = set(self.cluster.live_brokers())
+        for name, m in self.checker.models.items():
+            self._avail[1] += 1
+            if m.leader in live and not self.network.is_paused(m.leader):
+                self._avail[0] += 1
+            else:
+                self._leaderless_since.setdefault(name, now)
+        if not self.record_samples:
+            return
+        for bid in sorted(live):
+            rm = self.cluster.brokers[bid].replica_manager
+            for tp, p in rm.partitions.items():
+                self.samples.append((now, tp_name(tp), bid, p.high_watermark, p.log_end_offset,
+                                     int(p.is_leader), tuple(p.isr) if p.is_leader else ()))
+
+    # ---- scripted steps and admin actions -------------------------------------------------------------
+    def resolve(self, target: Any) -> int | None:
+        if target is None or isinstance(target, int):
+            return target
+        if target == "controller":
+            return self.cluster.controller_id
+        if target == "random":
+            live = self.cluster.live_brokers()
+            return self.rng.choice(live) if live else None
+        if target.startswith("$"):
+            return self.bound.get(target[1:])
+        role, _, name = target.partition(":")
+        tp = _tp_of(name)
+        leader = self.cluster.leader_for(tp.topic, tp.partition)
+        if role == "leader":
+            return leader if leader != NO_LEADER else None
+        if role == "follower":
+            replicas = self.cluster.zk.get_topic_assignment(tp.topic).get(tp.partition, [])
+            others = [b for b in replicas if b != leader]
+            return others[0] if others else None
+        raise ValueError(f"unknown step target {target!r}")
+
+    def _run_step(self, step: Step) -> None:
+        target = self.resolve(step.target)
+        if step.bind and target is not None:
+            self.bound[step.bind] = target
+        prm = dict(step.params)
+        a = step.action
+        c = self.cluster
+        if a == "crash":
+            faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False))
+            self._mark_leaderless(target)
+        elif a == "restart":
+            faults.restart(self, target)
+        elif a == "controlled_shutdown":
+            faults.controlled_shutdown(self, target)
+        elif a == "pause":
+            faults.pause(self, target, prm["duration_ms"])
+        elif a == "slow_disk":
+            faults.slow_disk(self, target, prm.get("delay_ms", 50), prm["duration_ms"])
+        elif a == "disk_full":
+            faults.disk_full(self, target, prm["duration_ms"])
+        elif a == "kill_controller":
+            cid = c.controller_id
+            if faults.kill_controller(self, prm.get("lose_unflushed", False)) and step.bind:
+                self.bound[step.bind] = cid
+        elif a == "expire_session":
+            faults.expire_session(self, target)
+        elif a == "isolate":
+            others = [b for b in c.brokers if b != target]
+            faults.partition(self, [[target], others], prm["duration_ms"])
+        elif a == "partition":
+            faults.partition(self, prm["groups"], prm["duration_ms"])
+        elif a == "cut_store":
+            faults.cut_store(self, target, prm["duration_ms"])
+        elif a == "reassign":
+            self.record("reassign", None, f"{prm['topic']}-{prm['partition']}", replicas=prm["replicas"])
+            c.reassign(prm["topic"], prm["partition"], prm["replicas"], wait=False)
+        elif a == "elect_preferred":
+            self.record("elect_preferred", None, topic=prm["topic"])
+            c.elect_preferred_leaders(prm["topic"], wait=False)
+        elif a == "create_topic":
+            self.record("create_topic", None, topic=prm["topic"])
+            c.create_topic(prm["topic"], prm.get("partitions", 1), prm.get("replication_factor", 3), wait=False)
+        elif a == "delete_topic":
+            self._delete_topic(prm["topic"])
+        else:
+            raise ValueError(f"unknown step action {a!r}")
+
+    def _delete_topic(self, topic: str) -> None:
+        self.record("delete_topic", None, topic=topic)
+        self.checker.forget_topic(topic)
+        self.cluster.delete_topic(topic, wait=False)
+
+    def _mark_leaderless(self, broker: int | None) -> None:
+        now = self.now_ms()
+        for name, m in self.checker.models.items():
+            if m.leader == broker:
+                self._leaderless_since.setdefault(name, now)
+
+    def _admin_tick(self) -> None:
+        """Random admin actions mid-run: a side topic's create/delete, reassignment, preferred election."""
+        if self._phase != "run":
+            return
+        rng, c = self.rng, self.cluster
+        side = "admin-side"
+        choice = rng.randrange(3)
+        if choice == 0:
+            if c.zk.topic_exists(side):
+                if not c.zk.get_topic_deletions():
+                    self._delete_topic(side)
+            elif not c.zk.get_topic_deletions():
+                self.record("create_topic", None, topic=side)
+                c.create_topic(side, 1, min(2, len(c.brokers)), wait=False)
+        elif choice == 1 and not c.zk.reassignment_in_progress():
+            t = rng.choice(self.scenario.topics)
+            p = rng.randrange(t.partitions)
+            live = c.live_brokers()
+            if len(live) >= t.replication_factor:
+                replicas = rng.sample(sorted(c.brokers), t.replication_factor)
+                self.record("reassign", None, f"{t.name}-{p}", replicas=replicas)
+                c.reassign(t.name, p, replicas, wait=False)
+        else:
+            t = rng.choice(self.scenario.topics)
+            self.record("elect_preferred", None, topic=t.name)
+            c.elect_preferred_leaders(t.name, wait=False)
+        self.later(self.scenario.workload.admin_interval_ms, self._admin_tick)
+
+    _phase = "setup"
+
+    # ---- running ------------------------------------------------------------------------------------------
+    def _after_event(self) -> bool:
+        """Runs between scheduler events: check what the last one touched; True stops."""
+        if self._dirty:
+            self.checker.set_time(self.cluster.scheduler.now_ms())
+            self._check_dirty()
+            self._note_elections()
+        return self.checker.violation is not None
+
+    def _step_until(self, end_ms: int, done: Callable[[], bool] | None = None) -> bool:
+        """Step to ``end_ms`` (or until ``done()``), checking after every event."""
+        sched = self.cluster.scheduler
+        while self.checker.violation is None and sched.now_ms() < end_ms:
+            sched.run_until(self._after_event, min(self.sample_ms, end_ms - sched.now_ms()))
+            if self.checker.violation is not None:
+                break
+            self._sweep()
+            self._note_elections()
+            if done is not None and done():
+                return True
+        return False
+
+    def run(self) -> RunResult:
+        wall0 = time.perf_counter()
+        try:
+            self._build()
+            events0 = self.cluster.scheduler.events_run
+            self._phase = "run"
+            self._start_workload()
+            self._step_until(self.scenario.until_ms)
+            converged = False
+            if self.checker.violation is None:
+                converged = self._liveness()
+            return self._result(converged, time.perf_counter() - wall0, events0)
+        finally:
+            self.close()
+
+    def _liveness(self) -> bool:
+        self._phase = "liveness"
+        self.record("liveness_start")
+        if self.chaos is not None:
+            self.chaos.stop()
+        for c in (*self.producers, *self.consumers):
+            c.stop()
+        net = self.network
+        net.heal()
+        net.heal_store()
+        for b in sorted(net._paused):
+            net.resume(b)
+        net.slow_ms.clear()
+        self.disk_full.clear()
+        deadline = self.now_ms() + self.scenario.liveness_ms
+        # A controlled shutdown still in progress finishes first; then the broker comes back.
+        self._step_until(deadline, lambda: self._restart_stopped() and self._converged())
+        ok = self.checker.violation is None and self._converged()
+        if self.checker.violation is None and not ok:
+            self.checker.set_time(self.now_ms())
+            self.checker.fail(Invariant.LIVENESS, None, None,
+                              f"no convergence within {self.scenario.liveness_ms} ms: {self._convergence_gap()}")
+        if ok:
+            self._final_check()
+        self.record("liveness_end", converged=ok)
+        return ok and self.checker.violation is None
+
+    def _restart_stopped(self) -> bool:
+        for bid in sorted(self.cluster.brokers):
+            b = self.cluster.brokers[bid]
+            if not b.alive:
+                faults.restart(self, bid)
+        return True
+
+    def _partition_states(self) -> dict[TopicPartition, tuple[Any, list[int]]]:
+        out = {}
+        zk = self.cluster.zk
+        for topic in zk.get_all_topics():
+            assignment = zk.get_topic_assignment(topic)
+            tps = [TopicPartition(topic, p) for p in sorted(assignment)]
+            states = zk.get_partition_states(tps)
+            for tp in tps:
+                out[tp] = (states.get(tp), assignment[tp.partition])
+        return out
+
+    def _convergence_gap(self) -> str | None:
+        if self.cluster.zk.get_topic_deletions() or self.cluster.zk.reassignment_in_progress():
+            return "admin operation in progress"
+        for tp, (state, replicas) in sorted(self._partition_states().items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            if state is None or state.leader == NO_LEADER:
+                return f"{tp_name(tp)} has no leader"
+            if sorted(state.isr) != sorted(replicas):
+                return f"{tp_name(tp)} ISR {list(state.isr)} != replicas {replicas}"
+            offsets = set()
+            for b in replicas:
+                broker = self.cluster.brokers[b]
+                p = broker.replica_manager.partitions.get(tp) if broker.alive and broker.replica_manager else None
+                if p is None:
+                    return f"{tp_name(tp)} not hosted on {b}"
+                offsets.add((p.high_watermark, p.log_end_offset))
+                if p.high_watermark != p.log_end_offset:
+                    return f"{tp_name(tp)} on {b}: HW {p.high_watermark} != LEO {p.log_end_offset}"
+            if len(offsets) != 1:
+                return f"{tp_name(tp)} replicas disagree on HW/LEO {sorted(offsets)}"
+        return None
+
+    def _converged(self) -> bool:
+        return self._convergence_gap() is None
+
+    def _final_check(self) -> None:
+        self._sweep()
+        for tp, (_state, replicas) in sorted(self._partition_states().items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            parts = {b: self.cluster.brokers[b].replica_manager.partitions[tp] for b in replicas}
+            self.checker.final_check(tp_name(tp), parts)
+            if self.checker.violation is not None:
+                return
+
+    def _result(self, converged: bool, wall_s: float, events0: int) -> RunResult:
+        c = self.checker
+        avail = self._avail[0] / self._avail[1] if self._avail[1] else 1.0
+        fault_kinds = {"crash", "restart", "controlled_shutdown", "pause", "slow_disk", "disk_full",
+                       "kill_controller", "expire_session", "partition", "heal", "cut_store", "heal_store"}
+        fault_list = [(e.time_ms, e.kind, e.broker) for e in self.history.events if e.kind in fault_kinds]
+        return RunResult(
+            self.scenario.name, self.seed, self.history.hash, len(self.history), self.now_ms(), wall_s,
+            c.violation, list(c.losses), c.unclean_elections, c.acked_writes, c.consumed_batches, avail,
+            list(self.reelect_ms), converged, self.cluster.scheduler.events_run - events0,
+            self.samples, fault_list,
+        )
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            try:
+                self.cluster.close()
+            except Exception:  # noqa: BLE001 - a crashed world still frees its files
+                pass
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _tp_of(name: str) -> TopicPartition:
+    topic, _, p = name.rpartition("-")
+    return TopicPartition(topic, int(p))
+
+
+def _default_root() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
+
+
+def run(scenario: Scenario, seed: int, **kwargs: Any) -> RunResult:
+    return World(scenario, seed, **kwargs).run()
