@@ -27,7 +27,6 @@ from kreplica.protocol import (
     OffsetsForLeaderEpochRequest,
     ProducePartition,
     ProduceRequest,
-    ProduceResponse,
     TopicPartition,
 )
 from kreplica.records import decode_records, encode_batch

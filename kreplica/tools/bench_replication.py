@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import NONE
+from ..errors import NONE, InvalidUpdateVersion
 from ..log import Log, LogConfig
 from ..protocol import (
     AlterIsrRequest,
@@ -74,7 +74,7 @@ def run_replicated(root: Path, batches: list[bytes], count: int, in_flight: int)
 
     def alter_isr(req: AlterIsrRequest, on_response: Any) -> None:
         if req.zk_version != state["version"]:
-            on_response(AlterIsrResponse(req.tp, 95))
+            on_response(AlterIsrResponse(req.tp, InvalidUpdateVersion.code))
             return
         state["isr"], state["version"] = req.new_isr, state["version"] + 1
         on_response(AlterIsrResponse(req.tp, NONE, req.leader_epoch, req.new_isr, state["version"]))
