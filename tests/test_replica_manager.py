@@ -405,3 +405,18 @@ def test_stop_replica_with_an_older_leader_epoch_is_fenced(tmp_path):
     assert rm.handle_stop_replica(old).partition_errors == ((TP, errors.FencedLeaderEpoch.code),)
     assert TP in rm.partitions
     h.close()
+
+
+def test_a_corrupt_produce_is_refused_and_nothing_is_appended(tmp_path):
+    h = _cluster(tmp_path)
+    from kreplica.protocol import ProducePartition, ProduceRequest
+    from kreplica.records import encode_batch
+
+    bad = bytearray(encode_batch([b"x"], timestamp_ms=0))
+    bad[-1] ^= 0x01
+    got = []
+    h.transport.send(-7, 1, ProduceRequest(-1, 1000, (ProducePartition(TP, bytes(bad)),)), got.append)
+    assert h.run_until(lambda: bool(got), 100)
+    assert got[0].partitions[0].error_code == errors.CorruptMessage.code
+    assert h.partition(1, TP).log_end_offset == 0
+    h.close()
