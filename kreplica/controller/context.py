@@ -49,6 +49,8 @@ class ControllerContext:
         self.epoch_zk_version = INITIAL_CONTROLLER_EPOCH_ZK_VERSION - 1
         self.shutting_down_broker_ids: set[int] = set()
         self._live_brokers: set[int] = set()
+        # broker -> the store session of its registration (a restart changes it)
+        self.broker_epochs: dict[int, int] = {}
         self.all_topics: set[str] = set()
         self.partition_assignment: dict[TopicPartition, list[int]] = {}
         self.leadership: dict[TopicPartition, LeaderAndIsr] = {}

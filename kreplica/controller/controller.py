@@ -213,7 +213,7 @@ class KafkaController:
         preferred = self.zk.get_preferred_replica_election(watch=self._watch(gen, self._on_preferred_change))
         topics = self.zk.get_all_topics(watch=self._watch(gen, self._on_topic_change))
         deleting = self.zk.get_topic_deletions(watch=self._watch(gen, self._on_delete_topics_change))
-        live = self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change))
+        live = self._broker_epochs(self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change)))
         isr_changes = self.zk.get_isr_change_notifications(watch=self._watch(gen, self._on_isr_change))
         # 3. initialize the context
         self._initialize_context(live, topics, reassigning)
@@ -241,10 +241,11 @@ class KafkaController:
         # ISR changes announced while no controller was active.
         self.process(events.IsrChangeNotification(tuple(isr_changes)))
 
-    def _initialize_context(self, live: Iterable[int], topics: Iterable[str],
+    def _initialize_context(self, live: Mapping[int, int], topics: Iterable[str],
                             reassigning: Mapping[TopicPartition, list[int]]) -> None:
         ctx = self.ctx
         ctx.set_live_brokers(live)
+        ctx.broker_epochs = dict(live)
         ctx.all_topics = set(topics)
         for tp, replicas in self.zk.get_replica_assignment(sorted(ctx.all_topics)).items():
             ctx.set_assignment(tp, replicas)
@@ -302,7 +303,16 @@ class KafkaController:
     # -- watches: read the store (re-registering the one-shot watch), make the event --------
     def _on_broker_change(self) -> None:
         live = self.zk.get_live_broker_ids(watch=self._watch(self._generation, self._on_broker_change))
-        self.process(events.BrokerChange(tuple(live)))
+        epochs = self._broker_epochs(live)
+        self.process(events.BrokerChange(tuple(epochs), tuple(epochs.values())))
+
+    def _broker_epochs(self, broker_ids: Iterable[int]) -> dict[int, int]:
+        """{broker: the session that registered it} -- a new session means the broker
+        restarted, even when the controller never saw its id missing (Kafka 2.x's
+        broker epoch, from the registration node's ephemeral owner).  One batched read."""
+        ids = sorted(broker_ids)
+        got = self.zk.session.get_many([layout.broker_path(b) for b in ids])
+        return {b: g[1].ephemeral_owner for b, g in zip(ids, got) if g is not None}
 
     def _on_topic_change(self) -> None:
         topics = self.zk.get_all_topics(watch=self._watch(self._generation, self._on_topic_change))
@@ -350,14 +360,20 @@ class KafkaController:
         _HANDLERS[type(event)](self, event)
 
     def _handle_broker_change(self, event: events.BrokerChange) -> None:
-        live_now = set(event.live_broker_ids)
-        before = self.ctx.live_or_shutting_down_broker_ids
-        new, dead = sorted(live_now - before), sorted(before - live_now)
-        self.ctx.set_live_brokers(live_now)
-        if new:
-            self.on_broker_startup(new)
-        if dead:
-            self.on_broker_failure(dead)
+        ctx = self.ctx
+        epochs = dict(zip(event.live_broker_ids, event.broker_epochs))
+        live_now = set(epochs)
+        before = ctx.live_or_shutting_down_broker_ids
+        new, dead = live_now - before, before - live_now
+        bounced = {b for b in live_now & before if ctx.broker_epochs.get(b, epochs[b]) != epochs[b]}
+        ctx.broker_epochs = epochs
+        # A bounced broker failed and started again: handled as both, in that order.
+        if dead or bounced:
+            ctx.set_live_brokers(live_now - bounced)
+            self.on_broker_failure(sorted(dead | bounced))
+        ctx.set_live_brokers(live_now)
+        if new or bounced:
+            self.on_broker_startup(sorted(new | bounced))
 
     def _handle_topic_change(self, event: events.TopicChange) -> None:
         topics = set(event.topics)

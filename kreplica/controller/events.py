@@ -20,9 +20,13 @@ from .context import PartitionReplica
 
 @dataclass(frozen=True, slots=True)
 class BrokerChange:
-    """``/brokers/ids`` children changed (BrokerChangeListener)."""
+    """``/brokers/ids`` children changed (BrokerChangeListener).
+
+    ``broker_epochs[i]`` is the session that registered ``live_broker_ids[i]``.
+    """
 
     live_broker_ids: tuple[int, ...]
+    broker_epochs: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
