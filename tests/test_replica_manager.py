@@ -348,9 +348,9 @@ def test_consumer_isolation(tmp_path, isolation, visible):
 
 
 # ---- long-poll, multi-partition produce, StopReplica fencing ----------------------------------
-def _consumer_long_poll(h, offset, max_wait_ms):
+def _consumer_long_poll(h, offset, max_wait_ms, min_bytes=1):
     got = []
-    req = FetchRequest(-1, (FetchPartition(TP, offset),), max_wait_ms=max_wait_ms, min_bytes=1)
+    req = FetchRequest(-1, (FetchPartition(TP, offset),), max_wait_ms=max_wait_ms, min_bytes=min_bytes)
     h.transport.send(-7, 1, req, lambda r: got.append((h.scheduler.now_ms(), r)))
     return got
 
@@ -376,6 +376,20 @@ def test_long_poll_answers_empty_at_max_wait(tmp_path):
     h.advance(1000)
     at, resp = got[0]
     assert at - start == 300 and len(resp.partitions[0].records) == 0
+    h.close()
+
+
+def test_long_poll_waits_for_min_bytes(tmp_path):
+    h = _cluster(tmp_path)
+    start = h.scheduler.now_ms()
+    got = _consumer_long_poll(h, 0, 2000, min_bytes=1000)
+    h.produce_sync(TP, [b"small"])  # committed, but fewer bytes than asked for
+    h.advance(100)
+    assert got == []
+    h.produce_sync(TP, [b"y" * 1000])
+    assert h.run_until(lambda: bool(got), 100)
+    at, resp = got[0]
+    assert at - start < 2000 and len(resp.partitions[0].records) >= 1000
     h.close()
 
 
