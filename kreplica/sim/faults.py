@@ -4,8 +4,9 @@ Theory of operation (issue 5, TigerBeetle VOPR).  Each fault is one function of
 the world that records itself in the history before acting, so a failing seed's
 trace shows exactly what was done and when.  The catalogue:
 
-- ``crash``: the broker process dies (``Broker.kill``: no flush, no clean close,
-  its session abandoned).  With ``lose_unflushed`` it is a power loss: every byte
+- ``crash``: the broker's host fails (``Broker.kill``: no flush, no clean close,
+  its session abandoned); by default what it had sent but not yet delivered is
+  lost with it (``lose_in_flight``), as a host's queues are.  With ``lose_unflushed`` it is a power loss: every byte
   the log had not fsynced (after its recovery point) is zeroed on disk, and
   with ``torn`` the first unflushed batch survives partly, as a torn write does.
   Recovery on restart must cut it.
@@ -81,14 +82,17 @@ def drop_tail(tail: LostTail) -> None:
 
 # ---- the catalogue ------------------------------------------------------------------------
 
-def crash(world: "World", broker: int, lose_unflushed: bool = False, torn: bool = False) -> bool:
+def crash(world: "World", broker: int, lose_unflushed: bool = False, torn: bool = False,
+          lose_in_flight: bool = True) -> bool:
     b = world.cluster.brokers[broker]
     if not b.alive:
         return False
     tails = unflushed_tails(b.replica_manager, world.rng, torn) if lose_unflushed and b.replica_manager else []
-    world.record("crash", broker, lose_unflushed=lose_unflushed, torn=torn,
+    world.record("crash", broker, lose_unflushed=lose_unflushed, torn=torn, lose_in_flight=lose_in_flight,
                  dropped={f"{t.tp.topic}-{t.tp.partition}": t.first_offset for t in tails})
     world.network.resume(broker)
+    if lose_in_flight:
+        world.network.lose_in_flight(broker)
     world.cluster.kill(broker)
     for t in tails:
         drop_tail(t)

@@ -17,7 +17,8 @@ where the real protocol tolerates them:
 - Links are FIFO (TCP) unless a profile allows reordering, which applies to
   client requests only (a client with several connections).
 
-A paused node (a GC pause) neither sends nor receives: everything to or from it
+A host failure (:meth:`lose_in_flight`) loses what the node had sent but was
+still in its queues or on the wire.  A paused node (a GC pause) neither sends nor receives: everything to or from it
 waits and is delivered in order on resume.  A slow node (a slow disk) handles
 every request ``slow_ms`` late.  The metadata store is reached through sessions,
 not messages: cutting a broker from the store sets its session unreachable, and
@@ -89,6 +90,8 @@ class SimNetwork(InProcessTransport):
         self.rng = rng
         self.profile = profile or LinkProfile()
         self.links: dict[tuple[int, int], LinkProfile] = {}
+        # A node's own profile covers every link to or from it (a broker in a far rack).
+        self.node_profiles: dict[int, LinkProfile] = {}
         self.stats = NetworkStats()
         self._groups: dict[int, int] | None = None  # node -> partition group
         self._held: dict[tuple[int, int], deque[tuple[Any, Callable[[Any], None]]]] = {}
@@ -99,10 +102,22 @@ class SimNetwork(InProcessTransport):
         self.store_cut: set[int] = set()
         self.around_arrival: Arrival | None = None
         self._sessions: dict[int, Any] = {}
+        # Bumped when a node's host fails: what it had sent but not yet delivered is lost.
+        self._incarnation: dict[int, int] = {}
 
     # ---- configuration ------------------------------------------------------------------
     def set_link(self, src: int, dst: int, profile: LinkProfile) -> None:
         self.links[(src, dst)] = profile
+
+    def set_node(self, node: int, profile: LinkProfile) -> None:
+        self.node_profiles[node] = profile
+
+    def profile_for(self, src: int, dst: int) -> LinkProfile:
+        if self.links or self.node_profiles:
+            p = self.links.get((src, dst)) or self.node_profiles.get(dst) or self.node_profiles.get(src)
+            if p is not None:
+                return p
+        return self.profile
 
     def partition(self, *groups: frozenset[int] | set[int] | list[int]) -> None:
         """Cut every link between nodes of different groups (nodes in no group are unaffected)."""
@@ -138,6 +153,10 @@ class SimNetwork(InProcessTransport):
         queue, self._paused_queue = self._paused_queue, deque()
         for src, dst, message, arrive in queue:
             self.deliver(src, dst, message, arrive)
+
+    def lose_in_flight(self, node: int) -> None:
+        """A host failure: messages ``node`` sent that have not arrived yet never will."""
+        self._incarnation[node] = self._incarnation.get(node, 0) + 1
 
     def is_paused(self, node: int) -> bool:
         return node in self._paused
@@ -186,7 +205,7 @@ class SimNetwork(InProcessTransport):
             else:
                 self.stats.dropped += 1
             return
-        profile = self.links.get((src, dst), self.profile)
+        profile = self.profile_for(src, dst)
         if not control:
             if profile.drop_probability and self.rng.random() < profile.drop_probability:
                 self.stats.dropped += 1
@@ -199,7 +218,7 @@ class SimNetwork(InProcessTransport):
 
     def _schedule(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
                   profile: LinkProfile | None = None) -> None:
-        profile = profile or self.links.get((src, dst), self.profile)
+        profile = profile or self.profile_for(src, dst)
         now = self.scheduler.now_ms()
         due = now + profile.draw_latency_ms(self.rng) + self.slow_ms.get(dst, 0)
         link = (src, dst)
@@ -208,9 +227,14 @@ class SimNetwork(InProcessTransport):
             self._last_due[link] = due
         self.messages_delivered += 1
         self.stats.delivered += 1
-        self.scheduler.call_later(due - now, self._arrive, src, dst, message, arrive)
+        self.scheduler.call_later(due - now, self._arrive, src, dst, message, arrive,
+                                  self._incarnation.get(src, 0))
 
-    def _arrive(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+    def _arrive(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
+                incarnation: int = 0) -> None:
+        if incarnation != self._incarnation.get(src, 0):
+            self.stats.dropped += 1
+            return
         if dst in self._paused or src in self._paused:
             # Paused while in flight: it waits in the receiver's socket buffer.
             self._paused_queue.append((src, dst, message, arrive))

@@ -95,11 +95,14 @@ class World:
         self.checker = Checker(self.history)
         self.network = SimNetwork(None, random.Random(f"network:{seed}"), scenario.network)
         self.network.around_arrival = self._around_arrival
+        for node, profile in sorted(scenario.nodes.items()):
+            self.network.set_node(node, profile)
         self.sample_ms = sample_ms
         self.record_samples = record_samples
         self.samples: list[tuple[int, str, int, int, int, int, tuple[int, ...]]] = []
         self.disk_full: set[int] = set()
         self.bound: dict[str, int] = {}
+        self._armed: list[Step] = []
         self._dirty: dict[tuple[int, TopicPartition], None] = {}
         self._leaders: dict[TopicPartition, int] = {}
         self._leaderless_since: dict[str, int] = {}
@@ -181,6 +184,9 @@ class World:
             self.chaos = faults.ChaosPlanner(self, sc.chaos)
             self.chaos.start()
         for step in sc.steps:
+            if step.on is not None:
+                self.later(step.at_ms, self._armed.append, step)
+                continue
             jitter = self.rng.randint(0, step.jitter_ms) if step.jitter_ms else 0
             self.later(step.at_ms + jitter, self._run_step, step)
 
@@ -277,6 +283,10 @@ class World:
         while self._seen_elections < len(elections):
             t, tp, _leader, _epoch = elections[self._seen_elections]
             self._seen_elections += 1
+            for step in [s for s in self._armed if s.on == f"election:{tp}"]:
+                self._armed.remove(step)
+                jitter = self.rng.randint(0, step.jitter_ms) if step.jitter_ms else 0
+                self.later(jitter, self._run_step, step)
             since = self._leaderless_since.pop(tp, None)
             if since is not None:
                 self.reelect_ms.append(t - since)
@@ -347,7 +357,8 @@ class World:
         a = step.action
         c = self.cluster
         if a == "crash":
-            faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False))
+            faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False),
+                         prm.get("lose_in_flight", True))
             self._mark_leaderless(target)
         elif a == "restart":
             faults.restart(self, target)

@@ -1,12 +1,15 @@
 """Scenario files: one TOML per scenario in this directory, loaded into a :class:`Scenario`.
 
 A scenario is data: the cluster (``brokers``, ``config``, ``[[topics]]``), the
-``[workload]``, the ``[network]`` link profile, optional ``[chaos]`` fault rates
+``[workload]``, the ``[network]`` link profile (and ``[nodes.<id>]`` profiles for
+every link to or from one broker), optional ``[chaos]`` fault rates
 and a list of scripted ``[[steps]]``.  A step names an ``action`` (a fault or an
 admin call), when (``at_ms`` plus a seeded random ``jitter_ms``), and a
 ``target``: a broker id, ``"leader:<topic>-<p>"``, ``"follower:<topic>-<p>"``,
 ``"controller"``, ``"random"``, or ``"$name"`` for a broker an earlier step bound
-with ``bind = "name"``.  Everything else in the step is passed to the action.
+with ``bind = "name"``.  A step with ``on = "election:<topic>-<p>"`` is armed at
+``at_ms`` and fires ``jitter_ms`` (random) after the next election of that
+partition -- the timing KIP-101's double failures need.  Everything else in the step is passed to the action.
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ class Step:
     jitter_ms: int = 0
     target: Any = None
     bind: str | None = None
+    on: str | None = None  # "election:<topic>-<p>": armed at at_ms, fires at the next such election
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -63,6 +67,7 @@ class Scenario:
     topics: tuple[TopicSpec, ...] = (TopicSpec("t", 3, 3),)
     workload: WorkloadSpec = WorkloadSpec()
     network: LinkProfile = LinkProfile()
+    nodes: dict[int, LinkProfile] = field(default_factory=dict)  # per-broker link profiles
     chaos: FaultRates | None = None
     steps: tuple[Step, ...] = ()
     until_ms: int = 30_000
@@ -116,7 +121,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
     steps = []
     for s in data.get("steps", []):
         s = dict(s)
-        known = {k: s.pop(k) for k in ("action", "at_ms", "jitter_ms", "target", "bind") if k in s}
+        known = {k: s.pop(k) for k in ("action", "at_ms", "jitter_ms", "target", "bind", "on") if k in s}
         params = dict(s.pop("params", {}) or {})
         params.update(s)
         steps.append(Step(params=params, **known))
@@ -129,6 +134,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         topics=tuple(topics),
         workload=_build(WorkloadSpec, data.get("workload")),
         network=_build(LinkProfile, data.get("network")),
+        nodes={int(k): _build(LinkProfile, v) for k, v in (data.get("nodes") or {}).items()},
         chaos=_build(FaultRates, chaos) if chaos is not None else None,
         steps=tuple(steps),
         until_ms=int(data.get("until_ms", 30_000)),
