@@ -1,6 +1,6 @@
 """Batch read throughput of the ``kreplica`` Spark source, 1 KiB records (issue 6).
 
-Peers, side by side on the same segment files (64 MiB written by the real Log):
+Peers, side by side on the same segment files (128 MiB written by the real Log):
 - ``spark``: ``spark.read.format("kreplica")`` on ``local[1]`` (one task slot, so
   the figure is per core), every row materialised through an aggregate over
   ``value``;
@@ -23,7 +23,7 @@ import time
 import pytest
 
 RECORD_BYTES = 1024
-RECORDS = 64 * 1024
+RECORDS = 128 * 1024
 PER_BATCH = 256
 TOPIC = "bench"
 

@@ -194,6 +194,40 @@ def test_corrupt_batch_skipped_and_counted(spark, data, tmp_path):
     assert region["file"] == sealed and region["position"] == pos and region["skipped_bytes"] == size
 
 
+def test_skip_resynchronises_on_the_offset_index_after_a_bad_length(spark, data, tmp_path):
+    from kreplica.spark.datasource import skipped_batches, skipped_regions
+
+    copy = _copy(data[0], tmp_path)
+    sealed = segment_files(copy, TOPIC, 0)[1]
+    pos, size, first, last = _middle_batch(sealed)
+    with open(sealed, "r+b") as f:  # a batch length pointing far past the file
+        f.seek(pos + 8)
+        f.write((0x7FFFFF00).to_bytes(4, "big"))
+    report = str(tmp_path / "report")
+    rows = as_tuples(_read(spark, copy, on_corrupt="skip", corrupt_report=report).collect())
+    assert rows == [r for r in log_rows(data[0], TOPIC, 0) if not first <= r[2] <= last]
+    assert skipped_batches(report) == 1
+    [region] = skipped_regions(report)
+    assert region["position"] == pos and region["next_offset"] == last + 1
+    assert f"at position {pos}" in region["reason"]
+
+
+def test_torn_tail_past_the_high_watermark_is_the_live_append_edge(spark, data, tmp_path):
+    copy = _copy(data[0], tmp_path)
+    active = segment_files(copy, TOPIC, 0)[-1]
+    with open(active, "rb") as f:
+        scan = scan_batches(f.read())
+    pos, size = int(scan.positions[-1]), int(scan.sizes[-1])
+    hw = int(scan.base_offsets[-1])
+    with open(active, "r+b") as f:  # the second half of the last batch not yet written
+        f.seek(pos + size // 2)
+        f.write(bytes(size - size // 2))
+    write_high_watermarks(copy, {(TOPIC, 0): hw})
+    expected = [r for r in log_rows(data[0], TOPIC, 0) if r[2] < hw]
+    assert as_tuples(_read(spark, copy).collect()) == expected
+    assert as_tuples(_read(spark, copy, isolation="uncommitted").collect()) == expected
+
+
 def test_skip_without_a_report_dir_is_refused(spark, data):
     with pytest.raises(Exception, match="corrupt_report"):
         _read(spark, data[0], on_corrupt="skip").collect()

@@ -162,30 +162,39 @@ def _declared_size(chunk: bytes) -> int | None:
 
 
 def _skip(fd: int, s: SegmentSlice, cur: _Cursor, reason: str) -> dict:
-    """Step over the bad batch at ``cur``: by its own length when the batch after
-    it is valid, else to the next offset-index position, else to the slice end."""
-    bad = cur.position
-    head = os.pread(fd, BATCH_OVERHEAD, bad)
-    declared = _declared_size(head)
-    resume: int | None = None
-    if declared is not None:
-        after = os.pread(fd, CHUNK_BYTES, bad + declared)
-        probe = scan_batches(after, 0, len(after))
-        if probe.count or (probe.error is None and not any(after[:BATCH_OVERHEAD])):
-            resume = bad + declared
-    if resume is None:
-        later = [p for p in s.resync_positions if p > bad]
-        resume = later[0] if later else (s.end_position if s.end_position is not None
-                                         else os.fstat(fd).st_size)
+    """Step over the bad batch at ``cur``: to the end its own length declares when
+    a valid batch (or the clean end of the data) follows, else to the next
+    offset-index position holding a valid batch, else to the end of the slice.
+
+    The bytes stepped over start with one bad batch; when the resync falls back
+    to the index they may also hold good batches that cannot be found without
+    trusting the bad one, so the report names the offsets lost, not only bytes.
+    """
+    bad, before = cur.position, cur.covered
+    limit = s.end_position if s.end_position is not None else os.fstat(fd).st_size
+    declared = _declared_size(os.pread(fd, BATCH_OVERHEAD, bad))
+    candidates = [bad + declared] if declared is not None and bad + declared <= limit else []
+    candidates += [p for p in s.resync_positions if bad < p < limit]
+    resume, next_offset = limit, None
+    for p in candidates:
+        probe = scan_batches(os.pread(fd, min(CHUNK_BYTES, limit - p), p))
+        if probe.count:
+            resume, next_offset = p, int(probe.base_offsets[0])
+            break
+        if probe.error is None:  # zero fill: the bad batch was the last one written
+            resume = p
+            break
     cur.position = resume
-    # After an unresynchronisable tail the slice ends here; don't demand offsets
-    # that were in the skipped bytes.
-    if s.end_position is None and resume >= os.fstat(fd).st_size:
-        cur.covered = max(cur.covered, s.need_offset or cur.covered)
+    if next_offset is not None:
+        cur.covered = max(cur.covered, next_offset)
+    elif s.end_position is None:
+        # Nothing valid follows: whatever this range had to reach was in the skipped bytes.
+        cur.covered = max(cur.covered, s.need_offset if s.need_offset is not None else cur.covered)
     print(f"kreplica: skipped corrupt data in {s.log_path} at position {bad}: {reason}",
           file=sys.stderr)
     return {"file": s.log_path, "position": bad, "resume_position": resume,
-            "skipped_bytes": resume - bad, "reason": reason}
+            "skipped_bytes": resume - bad, "reason": reason,
+            "offsets_read_before": before, "next_offset": next_offset}
 
 
 def _write_report(s: SegmentSlice, regions: list[dict]) -> None:
