@@ -1,9 +1,11 @@
 """KafkaController: one broker's controller candidate, sans-I/O (seeds 000, 001).
 
 Theory of operation.  Every broker runs a :class:`KafkaController`; the one that
-creates the ephemeral ``/controller`` node is active.  On winning it runs
-:meth:`_on_controller_failover` in seed 000's order: bump ``/controller_epoch``
-conditionally, register the store listeners, load the context, start the
+creates the ephemeral ``/controller`` node is active -- in the same store
+transaction that bumps ``/controller_epoch`` conditionally, so no controller
+ever acts under its predecessor's epoch.  On winning it runs
+:meth:`_on_controller_failover` in seed 000's order: take the new epoch,
+register the store listeners, load the context, start the
 replica then the partition state machine, resume reassignments and preferred
 elections, send UpdateMetadata to every broker, start the auto-rebalance timer
 and the topic deletion manager.  From then on it only reacts: to store watches
