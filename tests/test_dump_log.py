@@ -68,3 +68,11 @@ def test_cli_dump_log(tmp_path, capsys):
     run = subprocess.run([sys.executable, "-m", "kreplica", "dump-log", str(tmp_path / "t-0")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and "baseOffset: 55 lastOffset: 59" in run.stdout
+
+
+def test_log_demo_runs_and_recovers(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "kreplica", "log-demo", "--records", "20000", "--dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "a gap-free prefix holding everything flushed" in " ".join(run.stdout.split())
+    assert "baseOffset: 0 lastOffset: 999 count: 1000" in " ".join(run.stdout.split())

@@ -1,4 +1,4 @@
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kreplica.log.checkpoints import LeaderEpochCheckpointFile
 from kreplica.log.leader_epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
@@ -66,6 +66,7 @@ def test_persisted_and_reloaded(tmp_path):
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n7 99\n"
 
 
+@settings(deadline=None)  # each example fsyncs checkpoint files: slow on a busy disk
 @given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 1000)), max_size=30))
 def test_entries_stay_strictly_increasing(tmp_path_factory, ops):
     c, _, _ = make(tmp_path_factory.mktemp("lec"))

@@ -77,7 +77,7 @@ FULL_DISK = textwrap.dedent(
     except errors.KafkaStorageError as e:
         print("error", e.name, e, file=sys.stderr)
     try:  # and it keeps failing cleanly, changing nothing
-        log.append_as_leader([value(acked)])
+        log.append_as_leader([value(i) for i in range(acked, acked + 10)])
         raise AssertionError("append succeeded past the limit")
     except errors.KafkaStorageError:
         pass
@@ -101,8 +101,8 @@ def test_file_size_limit_raises_kafka_storage_error_and_keeps_what_was_acked(tmp
     assert out.returncode == 0, out.stderr
     assert "KAFKA_STORAGE_ERROR" in out.stderr and "File too large" in out.stderr
     acked = int(out.stdout.split()[-1])
-    # The limit bites when the next 8 MiB segment is created: one segment of 1 KiB records.
-    assert 7900 < acked < 8200
+    # The limit bites mid-segment, at 4 MiB of 1 KiB records.
+    assert 3700 < acked < 4000
     log = Log.open(path)
     assert log.log_end_offset == acked
     recs = []

@@ -15,7 +15,9 @@ CONFIG = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes"
 def fill(seg, batches=20, per=10):
     for b in range(batches):
         base = seg.next_offset
-        assert seg.append_items([b"v%06d" % (base + i) for i in range(per)], base, 1, 1000 + b, 1 << 20) > 0
+        batch = encode_batch([b"v%06d" % (base + i) for i in range(per)], base_offset=base, leader_epoch=1,
+                             timestamp_ms=1000 + b)
+        assert seg.append_encoded(memoryview(batch), base, base + per - 1, 1000 + b) >= 0
 
 
 def test_files_named_by_base_offset_and_preallocated(tmp_path):
@@ -98,10 +100,9 @@ def test_follower_batches_copied_verbatim(tmp_path):
     seg.close()
 
 
-def test_record_too_large_writes_nothing_recoverable(tmp_path):
+def test_writes_past_the_preallocation_are_refused(tmp_path):
     seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
-    with pytest.raises(errors.RecordTooLarge):
-        seg.append_items([b"x" * 5000], 0, 0, 0, 1000)
+    with pytest.raises(errors.KafkaStorageError, match="preallocated"):
+        seg.log_file.write_at(64 * 1024 - 10, b"x" * 11)
     assert seg.size == 0
-    assert scan_batches(seg.log_file.map(1), 0, 4096 * 2).count == 0
     seg.close()

@@ -3,10 +3,10 @@
 Theory of operation (Kafka's LocalLog + UnifiedLog).  Segments are ordered by base
 offset; only the last is mapped for write.  Appends roll to a new segment on
 ``segment.bytes``, ``segment.ms`` or a full index.  The leader path encodes records
-straight into the map (``append_as_leader``) or copies ready producer batches and
-restamps their offsets and epoch in place (``append_batches_as_leader``); a follower
-copies the leader's batches after checking CRCs and offset contiguity
-(``append_as_follower``).  A bad batch raises before a byte is appended.
+into a warm scratch buffer and appends it (``append_as_leader``), or copies ready
+producer batches and restamps their offsets and epoch in place in the segment
+(``append_batches_as_leader``); a follower copies the leader's batches after
+checking CRCs and offset contiguity (``append_as_follower``).  A bad batch raises before a byte is appended.
 
 Invariants: log_start_offset <= high_watermark <= log_end_offset, and
 recovery_point <= log_end_offset.  The HW moves only through
@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -29,7 +30,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import CorruptMessage, InvalidRecord, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
-from ..records import batch_size, decode_records, scan_batches
+from ..records import decode_records, encode_batch_into, scan_batches
 from ..runtime import Clock, SystemClock
 from .checkpoints import CheckpointFile, LeaderEpochCheckpointFile, fsync_dir
 from .leader_epoch_cache import LeaderEpochCache
@@ -88,6 +89,20 @@ class LogSlice:
 
 
 _EMPTY = memoryview(b"")
+_scratch = threading.local()
+
+
+def _encode(items: list, base: int, leader_epoch: int, ts: int) -> memoryview:
+    """Encode one batch into this thread's reusable buffer (its pages stay warm, which
+    is what makes the encoder fast); returns a view of the batch."""
+    buf = getattr(_scratch, "buf", None)
+    if buf is None:
+        buf = _scratch.buf = bytearray(1 << 20)
+    n = encode_batch_into(buf, 0, items, base, leader_epoch, ts)
+    if n < 0:
+        buf = _scratch.buf = bytearray(-n + (-n >> 2))
+        n = encode_batch_into(buf, 0, items, base, leader_epoch, ts)
+    return memoryview(buf)[:n]
 
 
 def _buffer(data: Any) -> memoryview:
@@ -249,16 +264,16 @@ class Log:
         now = self._clock.now_ms()
         ts = now if timestamp_ms is None else timestamp_ms
         base, last = self._leo, self._leo + len(items) - 1
-        seg = self._segment_for(0, base, last, now)
-        n = seg.append_items(items, base, leader_epoch, ts, self.config.max_message_bytes)
-        if n < 0:
-            if -n > self.config.max_message_bytes:
-                raise RecordTooLarge(f"batch of {-n} bytes exceeds max.message.bytes={self.config.max_message_bytes}")
-            seg = self._roll(now, -n)
-            n = seg.append_items(items, base, leader_epoch, ts, self.config.max_message_bytes)
-            if n < 0:
-                raise KafkaStorageError(f"a {-n}-byte batch does not fit a fresh segment")
-        return self._appended(base, last, ts, len(items), 1, n, leader_epoch, now)
+        batch = _encode(items, base, leader_epoch, ts)
+        try:
+            if len(batch) > self.config.max_message_bytes:
+                raise RecordTooLarge(
+                    f"batch of {len(batch)} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
+                )
+            self._segment_for(len(batch), base, last, now).append_encoded(batch, base, last, ts)
+            return self._appended(base, last, ts, len(items), 1, len(batch), leader_epoch, now)
+        finally:
+            batch.release()
 
     def append_batches_as_leader(self, batch_bytes: Any, leader_epoch: int) -> LogAppendInfo:
         """Append ready producer batches: validated (CRC), then given offsets from the LEO
@@ -318,6 +333,8 @@ class Log:
 
     def _assign_epochs(self, epochs: np.ndarray, bases: np.ndarray) -> None:
         latest = self.leader_epoch_cache.latest_epoch
+        if int(epochs.max()) <= latest:  # the usual case: the same leader as before
+            return
         running = np.maximum.accumulate(np.concatenate(([latest], epochs.astype(np.int64))))
         for i in np.flatnonzero(epochs > running[:-1]):
             self.leader_epoch_cache.assign(int(epochs[i]), int(bases[i]))
@@ -570,7 +587,7 @@ class Log:
         """Let go of the files as a crashed process would: no flush, no clean-shutdown
         marker; the next ``open`` recovers whatever reached the files."""
         if not self._closed:
-            self._release_all()
+            self.crash(lose_unflushed=False)
 
     def _check_open(self) -> None:
         if self._closed:

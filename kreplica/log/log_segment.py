@@ -2,8 +2,9 @@
 
 Theory of operation (Kafka's LogSegment).  Files are named by the segment's base
 offset in 20 digits.  The active segment's ``.log`` is preallocated to
-``segment.bytes`` and mapped for write: the leader encodes batches straight into
-the map and a follower copies ready batches into it.  Every
+``segment.bytes`` and mapped; batches are appended with ``pwrite`` (the leader's
+freshly encoded ones, a follower's copies), which lands them in the same page cache
+the map reads, without a page fault per new page.  Every
 ``index.interval.bytes`` of batches gets an offset-index entry (the batch's base
 offset and position) and, when the max timestamp grew, a time-index entry.
 Reads go index -> nearest position -> a header walk in Cython to the batch that
@@ -21,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import KafkaStorageError, RecordTooLarge
-from ..records import encode_batch_into, restamp_batches, scan_batches
+from ..records import restamp_batches, scan_batches
 from ._segment import find_batch, find_timestamp, plan_index, span_batches, walk_to_end, zero_range
 from .log_config import LogConfig
-from .mapped_file import RESERVE_CHUNK, MappedFile
+from .mapped_file import MappedFile
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 
@@ -169,32 +170,13 @@ class LogSegment:
     def capacity(self) -> int:
         return self.log_file.length if self.log_file.writable else self.size
 
-    def append_items(self, items: list, base_offset: int, leader_epoch: int, timestamp_ms: int,
-                     max_message_bytes: int) -> int:
-        """Encode one batch straight into the map.  Returns its size, or ``-needed`` when it
-        does not fit in this segment (nothing is written then)."""
+    def append_encoded(self, batch: memoryview, base_offset: int, last_offset: int, max_timestamp: int) -> int:
+        """Append one batch encoded elsewhere (the leader's scratch buffer); the caller
+        checked it fits.  Returns the position it went to."""
         pos = self.size
-        self.log_file.reserve(min(self.log_file.length, pos + RESERVE_CHUNK))
-        mm = self.log_file.map(self.size)
-        assert mm is not None
-        window = memoryview(mm)[:self.log_file.reserved]
-        try:
-            n = encode_batch_into(window, pos, items, base_offset, leader_epoch, timestamp_ms)
-            if n < 0 and pos - n <= self.log_file.length:
-                self.log_file.reserve(pos - n)
-                window.release()
-                window = memoryview(mm)[:self.log_file.reserved]
-                n = encode_batch_into(window, pos, items, base_offset, leader_epoch, timestamp_ms)
-            if n < 0:
-                return n
-            if n > max_message_bytes:
-                zero_range(window, pos, pos + HEADER_SIZE)  # never recoverable as a batch
-                raise RecordTooLarge(f"batch of {n} bytes exceeds max.message.bytes={max_message_bytes}")
-        finally:
-            window.release()
-        count = len(items)
-        self._commit(pos, n, base_offset, base_offset + count - 1, timestamp_ms)
-        return n
+        self.log_file.write_at(pos, batch)
+        self._commit(pos, len(batch), base_offset, last_offset, max_timestamp)
+        return pos
 
     def _commit(self, pos: int, n: int, base: int, last: int, max_ts: int) -> None:
         """Account for one batch written at ``pos`` (the common leader path, no arrays)."""
@@ -217,10 +199,9 @@ class LogSegment:
         The caller checked they fit."""
         n = len(data)
         pos = self.size
-        self.log_file.reserve(pos + n)
+        self.log_file.write_at(pos, data)
         mm = self.log_file.map(self.size)
         assert mm is not None
-        mm[pos:pos + n] = data
         if restamp_epoch is not None:
             with memoryview(mm)[pos:pos + n] as copy:
                 last = restamp_batches(copy, int(bases[0]), restamp_epoch)

@@ -1,4 +1,4 @@
-"""``kreplica demo`` (for now): the native log in a few seconds.
+"""``kreplica log-demo``: the native log in a few seconds.
 
 1. Append 100 B records in batches of 1,000 with a progress bar and the rate.
 2. Start a writer process, let it append (flushing every 50,000 records), SIGKILL it
@@ -94,7 +94,7 @@ def _kill_and_recover(console, path: Path) -> bool:
     from .dump_log import dump
 
     console.rule("[bold]2. SIGKILL a writer process mid-append")
-    proc = subprocess.Popen([sys.executable, "-m", "kreplica", "demo", "--writer", str(path)],
+    proc = subprocess.Popen([sys.executable, "-m", "kreplica", "log-demo", "--writer", str(path)],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     acked = flushed = -1
