@@ -16,7 +16,14 @@ import time
 import pytest
 
 from kreplica.runtime import ManualClock
-from spark_fixtures import as_tuples, log_rows, open_log, spark, write_high_watermarks  # noqa: F401
+from spark_fixtures import (  # noqa: F401  (spark is a fixture)
+    as_tuples,
+    log_rows,
+    open_log,
+    segment_files,
+    spark,
+    write_high_watermarks,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -109,5 +116,38 @@ def test_streaming_reads_committed_records_exactly_once_across_a_restart(spark, 
         assert rows == expected  # sorted by (partition, offset): no duplicates, no gaps
         assert [r[2] for r in rows if r[1] == 0] == list(range(producer.hw[0]))
         assert producer.hw[0] < producer.logs[0].log_end_offset  # the uncommitted tail stayed out
+    finally:
+        producer.close()
+
+
+def test_stream_reader_offsets_follow_the_hw_or_the_log_end(tmp_path):
+    """The stream reader's offset protocol, called directly as Spark's planner would."""
+    from kreplica.spark.datasource import KReplicaDataSource
+
+    data_dir = str(tmp_path / "broker")
+    producer = Producer(data_dir)
+    try:
+        for _ in range(80):
+            producer.round()
+        assert len(segment_files(data_dir, TOPIC, 0)) > 2
+
+        def reader(**options):
+            return KReplicaDataSource({"path": data_dir, "topic": TOPIC, **options}).streamReader(None)
+
+        committed = reader()
+        assert committed.initialOffset() == {"0": 0, "1": 0}
+        assert committed.latestOffset({"0": 0, "1": 0}, None) == {str(p): producer.hw[p] for p in range(2)}
+        # A checkpointed offset above a (regressed) HW is never moved back.
+        assert committed.latestOffset({"0": producer.hw[0] + 3, "1": 0}, None)["0"] == producer.hw[0] + 3
+        leo = {str(p): log.log_end_offset for p, log in enumerate(producer.logs)}
+        assert reader(isolation="uncommitted").latestOffset({}, None) == leo
+        assert reader(starting_offsets="latest").initialOffset() == {str(p): producer.hw[p] for p in range(2)}
+
+        start, end = {"0": 17, "1": 40}, {"0": 310, "1": 40}
+        parts = committed.partitions(start, end)
+        assert len(parts) == 2  # offsets 17..309 span two segments of partition 0
+        rows = [(r["partition"], r["offset"])
+                for part in parts for batch in committed.read(part) for r in batch.to_pylist()]
+        assert rows == [(0, o) for o in range(17, 310)]
     finally:
         producer.close()
