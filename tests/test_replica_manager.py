@@ -434,3 +434,12 @@ def test_a_corrupt_produce_is_refused_and_nothing_is_appended(tmp_path):
     assert got[0].partitions[0].error_code == errors.CorruptMessage.code
     assert h.partition(1, TP).log_end_offset == 0
     h.close()
+
+
+def test_the_replication_bench_commits_every_batch(tmp_path):
+    """``kreplica bench replication`` end to end on a tiny load (no timing asserted)."""
+    from kreplica.tools.bench_replication import run
+
+    r = run(100, batch_records=10, count=20, in_flight=4, data_dir=str(tmp_path), repeat=1)
+    assert r["batches"] == 20 and r["follower_fetches"] > 0
+    assert r["committed_records_per_s"] > 0 and r["single_append_records_per_s"] > 0
