@@ -434,3 +434,67 @@ def test_failover_bench_scenario_reelects_with_batched_writes():
     # the failed session's close, the broker list, their registrations (one batched read),
     # one multi for the elections, one for the ISR shrinks
     assert r.round_trips == 5
+
+
+# -- random histories (hypothesis) ------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred"]),
+                         st.sampled_from([1, 2, 3, 4])), min_size=1, max_size=20)
+
+
+def apply_op(c, op, b):
+    if op == "kill" and b in c.sessions:
+        c.kill(b)
+    elif op == "start" and b not in c.sessions:
+        c.start(b)
+    elif op == "shutdown" and b in c.sessions:
+        active = [x for x in c.controllers.values() if x.is_active]
+        if active:
+            active[0].shutdown_broker(b)
+        c.stop(b)
+    elif op == "catch_up" and b in c.sessions:
+        # what a leader does once b has caught up: add it back to the ISR
+        for p, ar in c.assignment("t").items():
+            tp = TopicPartition("t", p)
+            st_ = c.state("t", p)
+            if b in ar and b not in st_.isr and st_.leader in c.sessions:
+                c.leader_sets_isr(tp, [*st_.isr, b])
+    elif op == "preferred" and c.admin.get_preferred_replica_election() == set():
+        # (the admin tool refuses while one is pending, as Kafka's)
+        c.admin.create_preferred_replica_election([TopicPartition("t", p) for p in range(6)])
+        c.settle()
+
+
+def check_invariants(c):
+    c.settle(100)
+    live = set(c.sessions)
+    active = [x for x in c.controllers.values() if x.is_active]
+    assert len(active) == (1 if live else 0)
+    if not active:
+        return
+    ctrl = active[0]
+    assert c.admin.get_controller_epoch()[0] == ctrl.epoch
+    assert ctrl.ctx.live_or_shutting_down_broker_ids == live
+    for p, ar in c.assignment("t").items():
+        tp = TopicPartition("t", p)
+        s = c.state("t", p)
+        assert set(s.isr) <= set(ar) and s.isr, (tp, s)
+        if s.leader != -1:
+            assert s.leader in live and s.leader in s.isr, (tp, s, live)
+        # a partition with a live in-sync replica has a leader (no unclean election here)
+        assert (s.leader != -1) == bool(set(s.isr) & live), (tp, s, live)
+        assert ctrl.ctx.leadership[tp] == s       # the cache is the store
+
+
+@settings(max_examples=40, deadline=None)
+@given(OPS)
+def test_random_histories_keep_the_controller_invariants(ops):
+    c = cluster(brokers=(1, 2, 3, 4))
+    c.create_topic("t", {p: [1 + (p + k) % 4 for k in range(3)] for p in range(6)})
+    check_invariants(c)
+    for op, b in ops:
+        apply_op(c, op, b)
+        check_invariants(c)
