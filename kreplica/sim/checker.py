@@ -191,6 +191,15 @@ class Checker:
         if view is not None and view.verified > offset:
             view.verified = offset
 
+    def on_store_state(self, tp: str, leader: int, leader_epoch: int, isr: tuple[int, ...]) -> None:
+        """The controller's view: an ISR it shrank while the partition had no live leader
+        is what the next election must be judged against (clean or unclean)."""
+        m = self.models.get(tp)
+        if m is None:
+            return
+        if leader < 0 or (leader == m.leader and leader_epoch == m.epoch):
+            m.isr = tuple(isr)
+
     def on_controller_epoch(self, epoch: int) -> None:
         if epoch < self.controller_epoch:
             self.fail(Invariant.CONTROLLER_EPOCH, None, None,
@@ -327,7 +336,9 @@ class Checker:
 
     def _diverged(self, broker: int, tp: str, m: PartitionModel, base: int, leader: bool, what: str) -> None:
         role = "leader" if leader else "follower"
-        if base in m.acked:
+        if not leader:
+            inv = Invariant.REPLICA_DIVERGENCE
+        elif base in m.acked:
             inv = Invariant.ACKED_WRITE_LOST
         elif base in m.consumed:
             inv = Invariant.CONSUMED_RECORD_VANISHED

@@ -306,6 +306,10 @@ class World:
             for tp in list(broker.replica_manager.partitions):
                 self._dirty[(bid, tp)] = None
         self._check_dirty()
+        tps = [_tp_of(name) for name in self.checker.models]
+        if tps:
+            for tp, state in self.cluster.zk.get_partition_states(tps).items():
+                self.checker.on_store_state(tp_name(tp), state.leader, state.leader_epoch, tuple(state.isr))
         epoch = self.cluster.zk.get_controller_epoch()
         if epoch is not None:
             self.checker.on_controller_epoch(epoch[0])
@@ -360,6 +364,11 @@ class World:
             faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False),
                          prm.get("lose_in_flight", True))
             self._mark_leaderless(target)
+        elif a == "crash_together":
+            for crash in prm["crashes"]:
+                faults.crash(self, crash["broker"], crash.get("lose_unflushed", False), crash.get("torn", False),
+                             crash.get("lose_in_flight", True))
+                self._mark_leaderless(crash["broker"])
         elif a == "restart":
             faults.restart(self, target)
         elif a == "controlled_shutdown":
