@@ -441,7 +441,7 @@ def test_failover_bench_scenario_reelects_with_batched_writes():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred"]),
+OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred", "reassign"]),
                          st.sampled_from([1, 2, 3, 4])), min_size=1, max_size=20)
 
 
@@ -466,6 +466,28 @@ def apply_op(c, op, b):
         # (the admin tool refuses while one is pending, as Kafka's)
         c.admin.create_preferred_replica_election([TopicPartition("t", p) for p in range(6)])
         c.settle()
+
+
+    elif op == "reassign" and c.admin.get_partition_reassignment() == {}:
+        rar = [b, b % 4 + 1, (b + 1) % 4 + 1]
+        c.admin.create_partition_reassignment({TopicPartition("t", b % 4): rar})
+        c.settle()
+
+
+def check_liveness(c):
+    """All brokers back and caught up: every reassignment completes, every partition leads."""
+    for b in (1, 2, 3, 4):
+        if b not in c.sessions:
+            c.start(b)
+    for _ in range(2):
+        for b in (1, 2, 3, 4):
+            apply_op(c, "catch_up", b)
+    check_invariants(c)
+    assert c.admin.get_partition_reassignment() == {}
+    assert not c.controller.ctx.partitions_being_reassigned
+    for p, ar in c.assignment("t").items():
+        s = c.state("t", p)
+        assert len(ar) == 3 and s.leader in ar and set(s.isr) == set(ar), (p, ar, s)
 
 
 def check_invariants(c):
@@ -498,3 +520,4 @@ def test_random_histories_keep_the_controller_invariants(ops):
     for op, b in ops:
         apply_op(c, op, b)
         check_invariants(c)
+    check_liveness(c)
