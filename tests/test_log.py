@@ -1,8 +1,8 @@
 import mmap
 import os
 
-import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kreplica import errors
 from kreplica.log import Log, LogConfig
@@ -348,3 +348,34 @@ def test_append_after_close_is_refused(tmp_path):
     log.close()
     with pytest.raises(errors.KafkaStorageError, match="closed"):
         log.append_as_leader([b"x"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=40)),
+                                   st.one_of(st.none(), st.binary(max_size=300)),
+                                   st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=8)), max_size=2)),
+                         min_size=1, max_size=30), min_size=1, max_size=12),
+       st.integers(0, 2**40))
+def test_kafka_python_decodes_random_logs_byte_for_byte(tmp_path_factory, batches, ts):
+    from kafka.record.default_records import DefaultRecordBatch
+
+    path = tmp_path_factory.mktemp("oracle") / "t-0"
+    log = Log.open(path, {"segment.bytes": 2048, "index.interval.bytes": 64})
+    for epoch, items in enumerate(batches):
+        log.append_as_leader(items, leader_epoch=epoch, timestamp_ms=ts + epoch)
+    log.close()
+    expected = [(k, v, [(hk, hv) for hk, hv in h], ts + e) for e, items in enumerate(batches) for k, v, h in items]
+    seen, epochs = [], []
+    for seg in sorted(path.glob("*.log")):
+        buf = seg.read_bytes()
+        pos = 0
+        while pos < len(buf):
+            size = 12 + int.from_bytes(buf[pos + 8:pos + 12], "big")
+            batch = DefaultRecordBatch(buf[pos:pos + size])
+            assert batch.validate_crc()
+            epochs.append(batch.leader_epoch)
+            seen += [(r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in batch]
+            pos += size
+    assert [s[0] for s in seen] == list(range(len(expected)))
+    assert [s[1:] for s in seen] == expected
+    assert epochs == list(range(len(batches)))
