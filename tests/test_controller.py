@@ -392,6 +392,20 @@ def test_topic_deletion_waits_for_a_dead_broker_and_resumes():
     assert not c.admin.topic_exists("t")
 
 
+def test_topic_deletion_resumes_after_controller_failover():
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]))
+    c.kill(3)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.admin.topic_exists("t")
+    c.kill(8)                                # the controller dies mid-deletion
+    ctrl = c.controller
+    assert ctrl.broker_id == 9 and ctrl.deletion.is_topic_queued_for_deletion("t")
+    assert ctrl.psm.state(T0) is PartitionState.OFFLINE     # never brought back online
+    c.start(3)
+    assert not c.admin.topic_exists("t") and c.admin.get_topic_deletions() == []
+
+
 def test_topic_deletion_retries_after_an_error_answer():
     c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
     c.channel.responders[2] = lambda req: (StopReplicaResponse(0, tuple((p.tp, 56) for p in req.partitions))
