@@ -80,9 +80,6 @@ class PartitionStateMachine:
     def state(self, tp: TopicPartition) -> PartitionState:
         return self.states.get(tp, P.NON_EXISTENT)
 
-    def partitions_in(self, *states: PartitionState) -> set[TopicPartition]:
-        return {tp for tp, s in self.states.items() if s in states}
-
     # -- lifecycle -------------------------------------------------------------
     def startup(self) -> dict[TopicPartition, errors.KReplicaError]:
         """Seed the states from the context, then bring new/offline partitions online."""

@@ -75,10 +75,6 @@ class ReplicaStateMachine:
     def state(self, replica: PartitionReplica) -> ReplicaState:
         return self.states.get(replica, R.NON_EXISTENT)
 
-    def replicas_in(self, *states: ReplicaState, topic: str | None = None) -> set[PartitionReplica]:
-        return {r for r, s in self.states.items()
-                if s in states and (topic is None or r.tp.topic == topic)}
-
     # -- lifecycle -------------------------------------------------------------
     def startup(self) -> dict[PartitionReplica, errors.KReplicaError]:
         """Seed the states as Kafka 0.10: replicas on live brokers Online, the rest

@@ -59,9 +59,6 @@ class ControllerBrokerRequestBatch:
         self._update_metadata.clear()
         self._update_metadata_deleted.clear()
 
-    def is_empty(self) -> bool:
-        return not (self._leader_and_isr or self._stop_replica or self._update_metadata)
-
     def mark_init(self, broker_ids: Iterable[int]) -> None:
         """The next LeaderAndIsr to these brokers is this controller's first (seed 001 C.3)."""
         self._init_brokers.update(broker_ids)
