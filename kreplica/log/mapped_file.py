@@ -61,7 +61,7 @@ class MappedFile:
             raise _storage_error("opening", self.path, e) from e
         self.length = length
         self.reserved = data_size
-        self.flushed = data_size
+        self.flushed = 0  # nothing is known durable: the first flush fsyncs
         return self._mm
 
     def reserve(self, end: int) -> None:
