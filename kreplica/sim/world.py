@@ -153,6 +153,7 @@ class World:
                                         config=sc.config, transport=self.network)
         self.session_timeout_ms = self.cluster.config["zookeeper.session.timeout.ms"]
         self.network.attach_store(self.cluster.store)
+        self.cluster.observers.append(self._on_cluster_event)
         for bid, broker in self.cluster.brokers.items():
             if broker.session is not None:
                 self.network._sessions[bid] = broker.session
@@ -189,6 +190,15 @@ class World:
                 continue
             jitter = self.rng.randint(0, step.jitter_ms) if step.jitter_ms else 0
             self.later(step.at_ms + jitter, self._run_step, step)
+
+    def _on_cluster_event(self, event: Any) -> None:
+        """ISR changes a leader wrote to the store (seed 001 'D'): the checker's ISR must
+        be the store's when it judges the next election clean or unclean."""
+        if event.kind == "isr_changed":
+            d = event.details
+            name = tp_name(d["tp"])
+            self.checker.on_store_state(name, event.broker, d["leader_epoch"], tuple(d["isr"]))
+            self.record("isr_changed", event.broker, name, epoch=d["leader_epoch"], isr=list(d["isr"]))
 
     # ---- instrumentation ----------------------------------------------------------------------------
     def instrument_broker(self, bid: int) -> None:
