@@ -20,6 +20,7 @@ from spark_fixtures import (  # noqa: F401  (spark is a fixture)
     as_tuples,
     log_rows,
     open_log,
+    require_spark,
     segment_files,
     spark,
     write_high_watermarks,
@@ -122,6 +123,7 @@ def test_streaming_reads_committed_records_exactly_once_across_a_restart(spark, 
 
 def test_stream_reader_offsets_follow_the_hw_or_the_log_end(tmp_path):
     """The stream reader's offset protocol, called directly as Spark's planner would."""
+    require_spark()  # pyspark is imported, though no session is needed
     from kreplica.spark.datasource import KReplicaDataSource
 
     data_dir = str(tmp_path / "broker")
