@@ -535,3 +535,47 @@ def test_random_histories_keep_the_controller_invariants(ops):
         apply_op(c, op, b)
         check_invariants(c)
     check_liveness(c)
+
+
+# -- one story through every callback, on MemoryStore and on a real ZooKeeper ------------------
+
+@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+def make_cluster(request):
+    from controller_harness import cluster_factory
+
+    make, cleanup = cluster_factory(request, request.param)
+    yield make
+    cleanup()
+
+
+def test_every_callback_on_both_stores(make_cluster):
+    c = make_cluster([9, 1, 2, 3], candidates=[9])
+    assert c.wait_for(lambda: 9 in c.controllers and c.controllers[9].is_active)
+
+    def state(p):
+        return c.state("t", p)
+
+    # onNewTopicCreation, then onNewPartitionCreation
+    c.create_topic("t", {0: [1, 2, 3], 1: [2, 3, 1]})
+    assert c.wait_for(lambda: c.admin.get_partition_states([T0, T1]).keys() == {T0, T1})
+    c.admin.set_topic_assignment("t", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    assert c.wait_for(lambda: TopicPartition("t", 2) in c.admin.get_partition_states([TopicPartition("t", 2)]))
+    assert state(2).leader == 3
+    # onBrokerFailure and onBrokerStartup
+    c.kill(1)
+    assert c.wait_for(lambda: state(0).leader == 2 and 1 not in state(1).isr)
+    c.start(1)
+    # ISR change notification (the leader lets 1 back in), then a preferred election
+    c.leader_sets_isr(T0, [2, 3, 1])
+    assert c.wait_for(lambda: c.controllers[9].ctx.leadership[T0].isr == (2, 3, 1))
+    c.admin.create_preferred_replica_election([T0])
+    assert c.wait_for(lambda: state(0).leader == 1 and c.admin.get_preferred_replica_election() == set())
+    # controlled shutdown
+    assert c.controllers[9].shutdown_broker(1) == set()
+    assert c.wait_for(lambda: state(0).leader == 2 and 1 not in state(0).isr)
+    # topic deletion
+    c.admin.create_topic_deletion("t")
+    assert c.wait_for(lambda: not c.admin.topic_exists("t"), 20_000)
+    assert c.admin.get_topic_deletions() == []
+    if hasattr(c, "kazoo"):
+        assert not c.kazoo.exists(f"{c.chroot}/brokers/topics/t")
