@@ -151,5 +151,17 @@ def test_stream_reader_offsets_follow_the_hw_or_the_log_end(tmp_path):
         rows = [(r["partition"], r["offset"])
                 for part in parts for batch in committed.read(part) for r in batch.to_pylist()]
         assert rows == [(0, o) for o in range(17, 310)]
+
+        # Retention moved the log start past offsets the query has not read.
+        from kreplica.errors import OffsetOutOfRange
+        from kreplica.log.checkpoints import OffsetCheckpointFile
+        from kreplica.protocol.common import TopicPartition
+
+        OffsetCheckpointFile(f"{data_dir}/log-start-offset-checkpoint").write({TopicPartition(TOPIC, 0): 100})
+        with pytest.raises(OffsetOutOfRange, match=f"{TOPIC}-0: the query's next offset 17"):
+            reader().partitions(start, end)
+        lossy = reader(fail_on_data_loss="false")
+        assert [r["offset"] for part in lossy.partitions(start, end)
+                for batch in lossy.read(part) for r in batch.to_pylist()] == list(range(100, 310))
     finally:
         producer.close()

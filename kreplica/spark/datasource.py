@@ -4,6 +4,14 @@ Issue 6, "Data source".  ``spark.read.format("kreplica").option("path", log_dir)
 .option("topic", T).load()`` yields one row per record with the columns of
 :data:`SCHEMA`.  The same reader tails the log as a streaming source.
 
+Options: ``path`` (a broker's data dir), ``topic``; ``isolation`` =
+``committed`` (default) | ``uncommitted``; ``max_partition_bytes`` (``"4m"``; default
+one input partition per segment); ``on_corrupt`` = ``fail`` (default) | ``skip``
+with ``corrupt_report`` = a directory for the count; streaming only:
+``starting_offsets`` = ``earliest`` (default) | ``latest``, ``fail_on_data_loss``
+(default true).  ``timestamp`` is the record's Kafka timestamp in ms since the
+epoch, a long, so rows equal the log exactly and pushdown compares integers.
+
 Theory of operation
 -------------------
 Planning (driver side) reads only small files: the directory listing, each
@@ -49,7 +57,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import CorruptMessage, InvalidConfig, UnknownTopicOrPartition
+from ..errors import InvalidConfig, OffsetOutOfRange, UnknownTopicOrPartition
 from .log_files import OffsetBounds, PartitionFiles, list_partitions, read_high_watermarks
 from .segment_reader import SegmentSlice, read_slice
 
@@ -88,6 +96,7 @@ class ReadOptions:
     on_corrupt: str = "fail"
     corrupt_report: str | None = None
     starting_offsets: str = "earliest"
+    fail_on_data_loss: bool = True
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> "ReadOptions":
@@ -105,6 +114,7 @@ class ReadOptions:
             on_corrupt=opts.get("on_corrupt", "fail").lower(),
             corrupt_report=opts.get("corrupt_report") or None,
             starting_offsets=opts.get("starting_offsets", "earliest").lower(),
+            fail_on_data_loss=_flag(opts, "fail_on_data_loss", True),
         )
         made._check()
         return made
@@ -122,6 +132,13 @@ class ReadOptions:
             raise InvalidConfig(f"starting_offsets: {self.starting_offsets!r} is not earliest/latest")
         if not Path(self.path).is_dir():
             raise InvalidConfig(f"path: {self.path!r} is not a directory")
+
+
+def _flag(opts: dict[str, str], key: str, default: bool) -> bool:
+    value = opts.get(key, str(default)).strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidConfig(f"{key}: {value!r} is not true/false")
+    return value == "true"
 
 
 # ---------------------------------------------------------------- filters
@@ -305,6 +322,15 @@ class KReplicaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         lo = {int(p): off for p, off in start.items()}
+        if self.opts.fail_on_data_loss:
+            # Retention deleted records the query has not read yet: as Kafka's own
+            # Spark source, stop rather than skip them silently.
+            for part in _partitions_of(self.opts):
+                if lo.get(part.partition, part.log_start_offset) < part.log_start_offset:
+                    raise OffsetOutOfRange(
+                        f"{self.opts.topic}-{part.partition}: the query's next offset "
+                        f"{lo[part.partition]} is below the log start offset {part.log_start_offset}; "
+                        "those records were deleted (set fail_on_data_loss=false to skip them)")
         hi = {int(p): off for p, off in end.items() if off > lo.get(int(p), 0)}
         # A partition created after the query started begins at its log start.
         slices = plan_slices(self.opts, Pushdown(), hi, lo)
