@@ -29,6 +29,12 @@ RESERVE_CHUNK = 1 << 20
 PAGE = mmap.PAGESIZE
 
 
+# Maps that readers still hold, by file, across MappedFile instances: a log reopened in
+# the same process (a broker restarted in a simulation) must not shorten a file that
+# an earlier instance's views still cover.
+_ORPHANS: dict[str, list[weakref.ref[mmap.mmap]]] = {}
+
+
 def _storage_error(what: str, path: Path, e: OSError) -> KafkaStorageError:
     return KafkaStorageError(f"{what} {path}: {e.strerror or e}")
 
@@ -41,7 +47,6 @@ class MappedFile:
         self.length = 0  # mapped length of a writable file
         self.reserved = 0  # bytes known to be backed by disk blocks
         self.flushed = 0  # bytes known to be durable
-        self._orphans: list[weakref.ref[mmap.mmap]] = []  # maps readers still hold
 
     @property
     def writable(self) -> bool:
@@ -51,7 +56,8 @@ class MappedFile:
         """Map the file for write at ``length`` bytes, ``data_size`` of them already data."""
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            length = max(length, data_size, 1)
+            # never shorter than it is: an earlier reader's view may reach its end
+            length = max(length, data_size, os.fstat(self._fd).st_size, 1)
             if os.fstat(self._fd).st_size != length:
                 os.ftruncate(self._fd, length)
             self._release()
@@ -138,18 +144,26 @@ class MappedFile:
             self._close_fd()
 
     def truncate_file(self, size: int) -> None:
-        """Cut a file that is not open for write to ``size`` bytes (no reader holds it)."""
+        """Cut a file that is not open for write to ``size`` bytes.  While readers still
+        map it, the bytes past ``size`` are zeroed instead (a view past EOF would SIGBUS)."""
         self._release()
-        if self.has_live_views():
-            raise KafkaStorageError(f"{self.path}: cannot shorten a file readers still map")
         try:
-            os.truncate(self.path, size)
+            if not self.has_live_views():
+                os.truncate(self.path, size)
+                return
+            with open(self.path, "r+b") as f:
+                _zero_data(f.fileno(), size, os.fstat(f.fileno()).st_size)
         except OSError as e:
             raise _storage_error("truncating", self.path, e) from e
 
     def has_live_views(self) -> bool:
-        self._orphans = [r for r in self._orphans if r() is not None]
-        return bool(self._orphans)
+        key = str(self.path.absolute())
+        live = [r for r in _ORPHANS.get(key, ()) if r() is not None]
+        if live:
+            _ORPHANS[key] = live
+        else:
+            _ORPHANS.pop(key, None)
+        return bool(live)
 
     def fsync(self) -> None:
         try:
@@ -168,7 +182,7 @@ class MappedFile:
                 mm.close()
             except BufferError:
                 # a reader holds a view: the map lives until the view is dropped
-                self._orphans.append(weakref.ref(mm))
+                _ORPHANS.setdefault(str(self.path.absolute()), []).append(weakref.ref(mm))
 
     def _close_fd(self) -> None:
         if self._fd >= 0:
@@ -182,3 +196,21 @@ class MappedFile:
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+
+
+def _zero_data(fd: int, start: int, end: int) -> None:
+    """Overwrite with zeros whatever data lies in ``[start, end)``, skipping holes."""
+    zeros = bytes(1 << 20)
+    pos = start
+    while pos < end:
+        try:
+            pos = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # only holes remain
+                return
+            raise
+        if pos >= end:
+            return
+        hole = min(os.lseek(fd, pos, os.SEEK_HOLE), end)
+        while pos < hole:
+            pos += os.pwrite(fd, zeros[:min(len(zeros), hole - pos)], pos)
