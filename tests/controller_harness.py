@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import pytest
+
 from kreplica.config import validate
 from kreplica.controller import KafkaController
 from kreplica.meta import KafkaZkClient, MemoryStore
@@ -216,3 +218,11 @@ def cluster_factory(request: Any, kind: str) -> Any:
             c.store.close()
 
     return make, cleanup
+
+
+@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+def make_cluster(request: Any) -> Any:
+    """``make(brokers, **kw)`` -> ControllerCluster, once per store kind (import it into a test module)."""
+    make, cleanup = cluster_factory(request, request.param)
+    yield make
+    cleanup()

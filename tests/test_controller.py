@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller_harness import ControllerCluster
+from controller_harness import ControllerCluster, make_cluster  # noqa: F401 (fixture)
 from kreplica import errors
 from kreplica.controller import PartitionState, ReplicaState
 from kreplica.controller.context import PartitionReplica
@@ -538,15 +538,6 @@ def test_random_histories_keep_the_controller_invariants(ops):
 
 
 # -- one story through every callback, on MemoryStore and on a real ZooKeeper ------------------
-
-@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
-def make_cluster(request):
-    from controller_harness import cluster_factory
-
-    make, cleanup = cluster_factory(request, request.param)
-    yield make
-    cleanup()
-
 
 def test_every_callback_on_both_stores(make_cluster):
     c = make_cluster([9, 1, 2, 3], candidates=[9])

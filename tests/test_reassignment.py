@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller_harness import ControllerCluster, cluster_factory
+from controller_harness import ControllerCluster, cluster_factory, make_cluster  # noqa: F401 (fixture)
 from kreplica.controller import ReplicaState
 from kreplica.controller.context import PartitionReplica
 from kreplica.protocol import LeaderAndIsrRequest, StopReplicaRequest, TopicPartition
@@ -84,13 +84,6 @@ class Story:
 
     def finished(self):
         return self.c.admin.get_partition_reassignment() == {}
-
-
-@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
-def make_cluster(request):
-    make, cleanup = cluster_factory(request, request.param)
-    yield make
-    cleanup()
 
 
 def test_reassignment_goes_through_seed000_table(make_cluster):

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from controller_harness import cluster_factory
+from controller_harness import make_cluster  # noqa: F401 (fixture)
 from kreplica.protocol import (
     ControlledShutdownRequest,
     LeaderAndIsrRequest,
@@ -30,13 +30,6 @@ SCENARIO1_AFTER = {0: (1003, {1003, 1002}), 1: (1002, {1002, 1003}), 2: (1003, {
 SCENARIO2_BEFORE = {0: (1003, [1003, 1001], 1), 1: (1002, [1002, 1003, 1001], 2),
                     2: (1003, [1003, 1001], 1)}
 SCENARIO2_AFTER = {0: (1003, {1003, 1001}), 1: (1001, {1003, 1001}), 2: (1003, {1003, 1001})}
-
-
-@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
-def make_cluster(request):
-    make, cleanup = cluster_factory(request, request.param)
-    yield make
-    cleanup()
 
 
 def with_before_state(make, before, start_order):
