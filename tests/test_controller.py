@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller_harness import ControllerCluster, make_cluster  # noqa: F401 (fixture)
 from kreplica import errors
@@ -451,9 +453,6 @@ def test_failover_bench_scenario_reelects_with_batched_writes():
 
 
 # -- random histories (hypothesis) ------------------------------------------------------------
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred", "reassign"]),
                          st.sampled_from([1, 2, 3, 4])), min_size=1, max_size=20)
