@@ -17,6 +17,12 @@ def value(i):
     return b"%08d" % i + b"." * 40
 
 
+def append_range(log, lo, hi, per_epoch=None):
+    """Batches of ten records with the values of offsets ``lo``..``hi - 1``."""
+    for i in range(lo, hi, 10):
+        log.append_as_leader([value(j) for j in range(i, i + 10)], leader_epoch=i // per_epoch if per_epoch else 0)
+
+
 def records(log):
     out, offset = [], log.log_start_offset
     while offset < log.log_end_offset:
@@ -79,8 +85,7 @@ def test_sigkill_mid_append_recovers_a_prefix_with_everything_flushed(tmp_path):
 def test_flipped_tail_bytes_are_cut_at_the_first_bad_batch(tmp_path):
     path = tmp_path / "t-0"
     log = Log.open(path, CONFIG)
-    for i in range(0, 300, 10):
-        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    append_range(log, 0, 300)
     active = log.segments[-1]
     scan = scan_batches(active.log_file.map(active.size), 0, active.size)
     victim = int(scan.positions[-3])  # third batch from the end
@@ -103,11 +108,9 @@ def test_flipped_tail_bytes_are_cut_at_the_first_bad_batch(tmp_path):
 def test_crash_loses_only_unflushed_and_recovery_truncates_the_torn_batch(tmp_path):
     path = tmp_path / "t-0"
     log = Log.open(path, CONFIG)
-    for i in range(0, 200, 10):
-        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    append_range(log, 0, 200)
     log.flush()
-    for i in range(200, 260, 10):
-        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    append_range(log, 200, 260)
     log.crash(lose_unflushed=True, torn_bytes=100)
     log = Log.open(path, CONFIG)
     assert log.log_end_offset == 200
@@ -118,8 +121,7 @@ def test_crash_loses_only_unflushed_and_recovery_truncates_the_torn_batch(tmp_pa
 def test_unclean_open_without_loss_keeps_everything(tmp_path):
     path = tmp_path / "t-0"
     log = Log.open(path, CONFIG)
-    for i in range(0, 500, 10):
-        log.append_as_leader([value(j) for j in range(i, i + 10)], leader_epoch=i // 100)
+    append_range(log, 0, 500, per_epoch=100)
     log.crash(lose_unflushed=False)
     log = Log.open(path, CONFIG)
     assert_prefix(log, 500, 500)
@@ -175,11 +177,9 @@ def test_reopening_in_process_while_old_views_live_never_shortens_their_files(tm
     torn tail instead of cutting the file under them (which would SIGBUS)."""
     path = tmp_path / "t-0"
     log = Log.open(path, CONFIG)
-    for i in range(0, 100, 10):
-        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    append_range(log, 0, 100)
     log.flush()
-    for i in range(100, 150, 10):
-        log.append_as_leader([value(j) for j in range(i, i + 10)])
+    append_range(log, 100, 150)
     in_flight = log.read(120, 1 << 20)  # a view over the part that will be lost
     log.crash(lose_unflushed=True, torn_bytes=30)
     size_before = os.path.getsize(log.segments[-1].log_file.path)
