@@ -335,6 +335,10 @@ class World:
                 self._leaderless_since.setdefault(name, now)
         if not self.record_samples:
             return
+        for name, m in sorted(self.checker.models.items()):
+            up = m.leader in live
+            # A partition row (flag 2): the leader (0 when none is up) and the ISR.
+            self.samples.append((now, name, m.leader if up else 0, -1, -1, 2, m.isr if up else ()))
         for bid in sorted(live):
             rm = self.cluster.brokers[bid].replica_manager
             for tp, p in rm.partitions.items():

@@ -1,0 +1,137 @@
+"""Reports: the summary table over many runs and a timeline plot of one run.
+
+:class:`Summary` folds :class:`~kreplica.sim.world.RunResult` objects into the
+figures the issue asks for -- runs, violations by invariant, counted (attributed)
+losses of acknowledged writes, unclean elections, availability, p50/p99 time to
+re-elect, throughput -- and renders them as a rich table.  :func:`timeline_png`
+draws one run from its samples: HW and LEO per replica, the leader and ISR size
+per partition over virtual time, with faults marked.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def percentile(values: list[int], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+@dataclass
+class Summary:
+    runs: int = 0
+    failed_seeds: list[int] = field(default_factory=list)
+    violations: Counter = field(default_factory=Counter)
+    losses: Counter = field(default_factory=Counter)
+    unclean_elections: int = 0
+    acked_writes: int = 0
+    availability_sum: float = 0.0
+    reelect_ms: list[int] = field(default_factory=list)
+    virtual_ms: int = 0
+    wall_s: float = 0.0
+    events: int = 0
+    not_converged: int = 0
+
+    def add(self, r: Any) -> None:
+        self.runs += 1
+        if r.violation is not None:
+            self.violations[r.violation.invariant.value] += 1
+            self.failed_seeds.append(r.seed)
+        for loss in r.losses:
+            self.losses[loss.cause] += 1
+        self.unclean_elections += r.unclean_elections
+        self.acked_writes += r.acked_writes
+        self.availability_sum += r.availability
+        self.reelect_ms.extend(r.reelect_ms)
+        self.virtual_ms += r.virtual_ms
+        self.wall_s += r.wall_s
+        self.events += r.scheduler_events
+        self.not_converged += int(r.violation is None and not r.converged)
+
+    def rows(self) -> list[tuple[str, str]]:
+        p50, p99 = percentile(self.reelect_ms, 50), percentile(self.reelect_ms, 99)
+        v_s = self.virtual_ms / 1000 or 1
+        out = [
+            ("runs", str(self.runs)),
+            ("runs with a violation", str(sum(self.violations.values()))),
+        ]
+        for name in sorted(self.violations):
+            out.append((f"  {name}", str(self.violations[name])))
+        out += [
+            ("lost acks (counted, attributed)", str(sum(self.losses.values()))),
+        ]
+        for cause in sorted(self.losses):
+            out.append((f"  {cause}", str(self.losses[cause])))
+        out += [
+            ("unclean elections", str(self.unclean_elections)),
+            ("availability %", f"{100 * self.availability_sum / max(self.runs, 1):.2f}"),
+            ("time to re-elect p50 / p99 ms", f"{p50 or 0:.0f} / {p99 or 0:.0f}" if p50 is not None else "-"),
+            ("acked writes / virtual s", f"{self.acked_writes / v_s:.1f}"),
+            ("simulated events / wall s", f"{self.events / max(self.wall_s, 1e-9):,.0f}"),
+            ("virtual s / wall s", f"{v_s / max(self.wall_s, 1e-9):.1f}"),
+        ]
+        if self.failed_seeds:
+            out.append(("failing seeds", " ".join(map(str, self.failed_seeds[:20]))
+                        + (" ..." if len(self.failed_seeds) > 20 else "")))
+        return out
+
+    def table(self, title: str) -> Any:
+        from rich.table import Table
+
+        t = Table(title=title)
+        t.add_column("measure")
+        t.add_column("value", justify="right")
+        for k, v in self.rows():
+            t.add_row(k, v)
+        return t
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs, "violations": dict(self.violations), "losses": dict(self.losses),
+            "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes,
+            "availability": self.availability_sum / max(self.runs, 1),
+            "reelect_ms_p50": percentile(self.reelect_ms, 50), "reelect_ms_p99": percentile(self.reelect_ms, 99),
+            "failed_seeds": self.failed_seeds, "wall_s": self.wall_s, "events": self.events,
+        }
+
+
+def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path:
+    """Leader/ISR and HW/LEO per replica over virtual time, faults marked (needs samples)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = result.samples
+    tps = sorted({s[1] for s in samples})[:max_partitions] or ["(none)"]
+    fig, axes = plt.subplots(2 * len(tps), 1, figsize=(11, 3.2 * len(tps)), sharex=True, squeeze=False)
+    for i, tp in enumerate(tps):
+        ax_off, ax_lead = axes[2 * i][0], axes[2 * i + 1][0]
+        rows = [s for s in samples if s[1] == tp and s[5] < 2]
+        leaders = [s for s in samples if s[1] == tp and s[5] == 2]
+        for broker in sorted({s[2] for s in rows}):
+            mine = [s for s in rows if s[2] == broker]
+            t = [s[0] / 1000 for s in mine]
+            ax_off.plot(t, [s[4] for s in mine], label=f"LEO {broker}", linewidth=1)
+            ax_off.plot(t, [s[3] for s in mine], "--", label=f"HW {broker}", linewidth=1)
+        ax_lead.step([s[0] / 1000 for s in leaders], [s[2] for s in leaders], where="post", label="leader (0: none)")
+        ax_lead.step([s[0] / 1000 for s in leaders], [len(s[6]) for s in leaders], where="post", label="ISR size")
+        ax_off.set_ylabel(f"{tp}\noffset")
+        ax_lead.set_ylabel("broker / ISR")
+        ax_off.legend(fontsize=6, ncol=6, loc="upper left")
+        ax_lead.legend(fontsize=6, loc="upper left")
+        for when, kind, _broker in result.faults:
+            for ax in (ax_off, ax_lead):
+                ax.axvline(when / 1000, color="red" if kind == "crash" else "grey", alpha=0.4, linewidth=0.8)
+    axes[-1][0].set_xlabel("virtual time (s); vertical lines: faults (red: crashes)")
+    verdict = "ok" if result.violation is None else result.violation.invariant.value
+    fig.suptitle(f"{result.scenario} seed {result.seed}: {verdict}")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

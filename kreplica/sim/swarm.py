@@ -1,0 +1,65 @@
+"""Swarm testing: a different cluster, configuration and fault mix for every seed.
+
+Theory of operation (TigerBeetle VOPR's swarm, after Groce et al., "Swarm
+Testing").  One fixed fault mix explores one corner of the state space; drawing
+the mix itself from the seed explores many.  :func:`swarm_scenario` derives,
+from the seed alone, the cluster size (3 to 7 brokers), topic shape and
+replication factor, the configuration (acks, ``min.insync.replicas``,
+``unclean.leader.election.enable``, ``replica.truncation.strategy``) and the
+rate of each fault (some switched off entirely), on top of a base scenario.
+The result is an ordinary :class:`Scenario`, recorded in the run header, so a
+swarm seed replays like any other.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from .faults import FaultRates
+from .scenarios import Scenario, TopicSpec, WorkloadSpec, load
+
+_FAULTS = ("crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
+           "expire_session", "partition", "cut_store")
+
+
+def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
+    base = base or load("random-chaos")
+    rng = random.Random(f"swarm:{seed}")
+    brokers = rng.randint(3, 7)
+    rf = rng.randint(2, min(brokers, 4))
+    partitions = rng.randint(1, 8)
+    acks = rng.choice(["0", "1", "all", "all"])
+    min_isr = rng.randint(1, rf)
+    unclean = rng.random() < 0.25
+    strategy = rng.choice(["high-watermark", "leader-epoch"])
+    rates = {name: (0.0 if rng.random() < 0.3 else round(rng.uniform(0.2, 4.0), 2)) for name in _FAULTS}
+    chaos = FaultRates(
+        **rates,
+        power_loss_fraction=round(rng.uniform(0.0, 0.5), 2),
+        torn_fraction=round(rng.random(), 2),
+        downtime_ms_max=rng.choice([2000, 5000, 10000]),
+        pause_ms_max=rng.choice([500, 2000, 6000]),
+        partition_ms_max=rng.choice([1000, 4000, 8000]),
+        max_down=rng.randint(1, max(1, rf - 1)),
+    )
+    config = dict(base.config)
+    config.update({
+        "min.insync.replicas": min_isr,
+        "unclean.leader.election.enable": unclean,
+        "replica.truncation.strategy": strategy,
+        "acks": acks,
+    })
+    workload = replace(base.workload if base.workload else WorkloadSpec(), acks=acks,
+                       produce_interval_ms=rng.choice([20, 50, 100, 200]),
+                       admin_interval_ms=rng.choice([0, 0, 5000]))
+    return replace(
+        base,
+        name=f"swarm-{seed}",
+        description=f"swarm seed {seed} over {base.name}",
+        brokers=brokers,
+        config=config,
+        topics=(TopicSpec("t", partitions, rf),),
+        workload=workload,
+        chaos=chaos,
+        until_ms=min(base.until_ms, 30_000),
+    )
