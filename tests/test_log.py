@@ -56,6 +56,7 @@ def test_read_is_a_zero_copy_view_of_the_segment_map(log):
     data = log.read(0)
     assert isinstance(data.view, memoryview) and isinstance(data.view.obj, mmap.mmap)
     assert data.first_offset == 0 and len(data) == scan_batches(data.view).valid_bytes
+    assert data.view.readonly  # a reader cannot scribble on the log
 
 
 def test_read_returns_whole_batches_at_least_one(log):

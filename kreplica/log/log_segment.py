@@ -252,7 +252,7 @@ class LogSegment:
         if base < 0 or base >= max_offset:
             return None
         end = span_batches(mm, pos, self.size, max_bytes, max_offset)
-        return memoryview(mm)[pos:end], base
+        return memoryview(mm)[pos:end].toreadonly(), base
 
     def position_of(self, offset: int) -> tuple[int, int]:
         """``(position, base offset)`` of the batch holding ``offset``; base -1 if none."""
