@@ -190,3 +190,19 @@ def test_reopening_in_process_while_old_views_live_never_shortens_their_files(tm
     log.append_as_leader([value(100)])
     assert [r.offset for r in records(log)] == list(range(101))
     log.close()
+
+
+def test_a_damaged_index_on_a_clean_open_is_rebuilt(tmp_path):
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 600)
+    log.close()
+    index = log.segments[0].offset_index.path
+    data = bytearray(index.read_bytes())
+    data[-4:] = (10**6).to_bytes(4, "big")  # the last entry points past the data
+    index.write_bytes(bytes(data))
+    log = Log.open(path, CONFIG)
+    assert not (path / ".kafka_cleanshutdown").exists()
+    assert_prefix(log, 600, 600)
+    index_positions_valid(log)
+    log.close()

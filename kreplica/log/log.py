@@ -171,11 +171,16 @@ class Log:
         clean = marker.exists()
         saved = self._rp_file.read_entries()
         rp = recovery_point if recovery_point is not None else (saved[0] if saved else 0)
-        first_dirty = bisect.bisect_right(bases, rp) - 1 if not clean else len(bases)
+        # Segments before the one holding the recovery point were flushed: trusted.
+        dirty_from = len(bases) if clean else max(bisect.bisect_right(bases, rp) - 1, 0)
         for i, base in enumerate(bases):
-            if i < max(first_dirty, 0) or clean:
-                self._add(LogSegment.load(self.dir, base, self.config))
-                continue
+            if i < dirty_from:
+                try:
+                    self._add(LogSegment.load(self.dir, base, self.config))
+                    continue
+                except KafkaStorageError:
+                    dirty_from = i  # its index does not match its data: rebuild from here
+                    clean = False
             seg = LogSegment(self.dir, base, self.config, self._clock.now_ms())
             result = seg.recover()
             self.last_recovery.append(result)
@@ -193,10 +198,11 @@ class Log:
         self._leo = self._segments[-1].next_offset
         self._log_start = min(max(log_start_offset or 0, self._bases[0]), self._leo)
         self._hw = self._log_start
-        if clean:
-            self._recovery_point = self._leo
+        if marker.exists():  # from now on a crash must be detected
             marker.unlink()
             fsync_dir(self.dir)
+        if clean:
+            self._recovery_point = self._leo
         else:
             self._recovery_point = min(rp, self._leo)
             self.flush()  # what recovery kept is made durable before anything new lands
