@@ -39,10 +39,10 @@ def test_zookeeper_round_trips_per_partition() -> None:
     rows = bench_failover.run_zookeeper([1000])
     if not rows:
         pytest.skip("Debian's zookeeper package is not installed")
-    (r,) = rows
-    print(f"\nzookeeper n={r.partitions}: {r.seconds * 1000:.1f} ms, "
-          f"{r.trips_per_partition:.4f} round trips/partition, {r.trips_per_reelected:.4f} per re-elected")
-    assert r.trips_per_reelected <= 1
+    for r in rows:  # a broker's failure, then the controller's own
+        print(f"\nzookeeper, {r.failed} fails, n={r.partitions}: {r.seconds * 1000:.1f} ms, "
+              f"{r.trips_per_partition:.4f} round trips/partition, {r.trips_per_reelected:.4f} per re-elected")
+        assert r.trips_per_reelected <= 1
 
 
 if __name__ == "__main__":
