@@ -1,0 +1,164 @@
+"""The invariant checker on real logs: each invariant is caught, attributed losses are counted."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kreplica.log import Log
+from kreplica.replica.fetcher import FetchPhase
+from kreplica.replica.partition import Role
+from kreplica.runtime import ManualClock
+from kreplica.sim.checker import Checker, Invariant
+from kreplica.sim.history import History
+from kreplica.sim.log_view import read_fingerprints
+
+
+class Replica(SimpleNamespace):
+    """The few Partition attributes the checker reads, over a real Log."""
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+
+@pytest.fixture
+def make(tmp_path):
+    logs = []
+
+    def make(name: str, role: Role, epoch: int, isr=(1, 2)) -> Replica:
+        log = Log.open(tmp_path / name, {"segment.bytes": 1 << 20}, ManualClock())
+        logs.append(log)
+        return Replica(log=log, role=role, leader_epoch=epoch, isr=tuple(isr))
+
+    yield make
+    for log in logs:
+        log.close()
+
+
+def append(r: Replica, values: list[bytes], epoch: int, commit: bool = True) -> tuple[int, int, int]:
+    info = r.log.append_as_leader(values, leader_epoch=epoch)
+    if commit:
+        r.log.maybe_increment_high_watermark(r.log.log_end_offset)
+    fp = read_fingerprints(r.log, info.first_offset, info.last_offset + 1)[0]
+    return fp[0], fp[1], fp[3]
+
+
+def test_follower_holding_the_leaders_batches_passes_and_a_different_batch_is_divergence(make):
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    append(leader, [b"a", b"b"], 0)
+    append(follower, [b"a", b"b"], 0)  # same bytes, same CRC
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None and c.models["t-0"].canon_end == 2
+    append(leader, [b"c"], 0)
+    append(follower, [b"X"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+    assert "offset 2" in c.violation.message
+
+
+def test_a_truncating_follower_is_not_judged_until_it_fetches(make):
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    append(leader, [b"a"], 0)
+    append(follower, [b"stale"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.TRUNCATING)
+    assert c.violation is None
+
+
+def test_new_leader_without_an_acked_write_is_a_loss(make):
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    new = make("new", Role.LEADER, 1, isr=(2,))
+    c.observe(2, "t-0", new, None)
+    assert c.violation.invariant is Invariant.ACKED_WRITE_LOST
+    assert not c.losses
+
+
+def test_acks_1_writes_are_not_promised(make):
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(old, [b"acks1"], 0, commit=False)
+    c.on_ack("t-0", base, last, crc, 1, 2)
+    c.observe(2, "t-0", make("new", Role.LEADER, 1, isr=(2,)), None)
+    assert c.violation is None
+
+
+def test_unclean_election_losses_are_counted_and_attributed(make):
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 1)
+    outsider = make("outsider", Role.LEADER, 1, isr=(3,))
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(0, "unclean-election", 3)]
+    # The new leader's history replaces the lost one: its own commits are fine.
+    append(outsider, [b"after"], 1)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.models["t-0"].canon_end == 1
+
+
+def test_power_loss_of_the_elected_replica_is_counted(make):
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    c.on_power_loss(2, "t-0", 0)
+    c.observe(2, "t-0", make("new", Role.LEADER, 1, isr=(2,)), None)
+    assert c.violation is None and [loss.cause for loss in c.losses] == ["power-loss"]
+
+
+def test_two_leaders_in_one_epoch(make):
+    c = Checker(History())
+    c.observe(1, "t-0", make("a", Role.LEADER, 3), None)
+    c.observe(2, "t-0", make("b", Role.LEADER, 3), None)
+    assert c.violation.invariant is Invariant.TWO_LEADERS_ONE_EPOCH
+
+
+def test_leader_hw_going_back(make):
+    c = Checker(History())
+    leader = make("a", Role.LEADER, 0)
+    append(leader, [b"a", b"b"], 0)
+    c.observe(1, "t-0", leader, None)
+    leader.log.update_high_watermark(1)
+    c.observe(1, "t-0", leader, None)
+    assert c.violation.invariant is Invariant.LEADER_HW_BACKWARDS
+
+
+def test_consumer_beyond_the_hw_and_controller_epoch_going_back():
+    c = Checker(History())
+    c.on_consume("t-0", [(0, 0, 0, 7)], high_watermark=1, leader=1)
+    assert c.violation is None
+    c.on_consume("t-0", [(1, 1, 0, 8)], high_watermark=1, leader=1)
+    assert c.violation.invariant is Invariant.CONSUMED_RECORD_VANISHED
+    c2 = Checker(History())
+    c2.on_controller_epoch(3)
+    c2.on_controller_epoch(2)
+    assert c2.violation.invariant is Invariant.CONTROLLER_EPOCH
+
+
+def test_violation_carries_the_partitions_last_events():
+    h = History()
+    for i in range(50):
+        h.record(i, "ack", 1, "t-0", offset=i)
+        h.record(i, "ack", 1, "t-1", offset=i)
+    c = Checker(h, trace_events=10)
+    c.set_time(99)
+    c.fail(Invariant.REPLICA_DIVERGENCE, "t-0", 1, "boom")
+    trace = c.violation.trace
+    assert all(e.tp == "t-0" for e in trace) and trace[-1].kind == "violation"
+    assert "VIOLATION 3-replica-divergence" in c.violation.describe()

@@ -1,0 +1,97 @@
+"""SimNetwork: seeded latency, FIFO links, partitions that hold control messages, pauses."""
+from __future__ import annotations
+
+import random
+
+from kreplica.protocol import FetchRequest, LeaderAndIsrRequest, ProduceRequest
+from kreplica.runtime import SimScheduler
+from kreplica.sim.network import LinkProfile, SimNetwork
+
+
+def world(profile: LinkProfile | None = None, seed: int = 1):
+    sched = SimScheduler(seed)
+    net = SimNetwork(None, random.Random(seed), profile)
+    net.scheduler = sched
+    got: list[tuple[int, int, object]] = []
+    for node in (1, 2, 3):
+        net.register(node, lambda src, req, respond, node=node: got.append((sched.now_ms(), node, req)))
+    return sched, net, got
+
+
+def fetch(i: int) -> FetchRequest:
+    return FetchRequest(replica_id=i, partitions=())
+
+
+def lair(epoch: int) -> LeaderAndIsrRequest:
+    return LeaderAndIsrRequest(controller_id=1, controller_epoch=epoch, partition_states=())
+
+
+def test_latency_is_drawn_within_the_profile_and_links_stay_in_order():
+    sched, net, got = world(LinkProfile(latency_ms_min=2, latency_ms_max=30))
+    for i in range(200):
+        net.send(1, 2, fetch(i), None)
+    sched.advance(1000)
+    assert [req.replica_id for _, _, req in got] == list(range(200))
+    assert all(2 <= t <= 30 for t, _, _ in got)
+
+
+def test_same_seed_same_schedule_other_seed_other_schedule():
+    def times(seed: int) -> list[int]:
+        sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=50, drop_probability=0.2), seed)
+        for i in range(100):
+            net.send(1, 2, fetch(i), None)
+        sched.advance(1000)
+        return [(t, r.replica_id) for t, _, r in got]
+
+    assert times(7) == times(7)
+    assert times(7) != times(8)
+
+
+def test_partition_drops_data_but_holds_controller_requests_until_heal():
+    sched, net, got = world()
+    net.partition({1}, {2, 3})
+    net.send(1, 2, fetch(0), None)
+    net.send(1, 2, lair(5), None)
+    net.send(2, 3, fetch(1), None)  # same side: delivered
+    sched.advance(100)
+    assert [(node, type(r).__name__) for _, node, r in got] == [(3, "FetchRequest")]
+    net.heal()
+    sched.advance(100)
+    assert [(node, type(r).__name__) for _, node, r in got][1:] == [(2, "LeaderAndIsrRequest")]
+    assert net.stats.dropped == 1
+
+
+def test_pause_holds_both_directions_and_resume_delivers_in_order():
+    sched, net, got = world()
+    net.pause(2)
+    for i in range(3):
+        net.send(1, 2, fetch(i), None)
+    sched.advance(500)
+    assert got == []
+    net.resume(2)
+    sched.advance(100)
+    assert [r.replica_id for _, _, r in got] == [0, 1, 2]
+
+
+def test_duplicates_only_for_retry_safe_requests_and_slow_nodes_answer_late():
+    sched, net, got = world(LinkProfile(duplicate_probability=1.0))
+    net.send(1, 2, ProduceRequest(-1, 100, ()), None)
+    net.send(1, 2, lair(1), None)
+    sched.advance(100)
+    kinds = [type(r).__name__ for _, _, r in got]
+    assert kinds.count("ProduceRequest") == 2 and kinds.count("LeaderAndIsrRequest") == 1
+    sched2, net2, got2 = world(LinkProfile(latency_ms_min=1, latency_ms_max=1))
+    net2.slow_ms[3] = 250
+    net2.send(1, 3, fetch(0), None)
+    sched2.advance(1000)
+    assert got2[0][0] == 251
+
+
+def test_a_failed_host_loses_what_it_had_in_flight():
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.send(1, 2, fetch(0), None)
+    net.send(3, 2, fetch(1), None)
+    sched.advance(5)
+    net.lose_in_flight(1)
+    sched.advance(100)
+    assert [r.replica_id for _, _, r in got] == [1]
