@@ -252,6 +252,7 @@ class KafkaController:
         for tp, replicas in self.zk.get_replica_assignment(sorted(ctx.all_topics)).items():
             ctx.set_assignment(tp, replicas)
         ctx.leadership.update(self.zk.get_partition_states(list(ctx.partition_assignment)))
+        self._load_topic_configs(ctx.all_topics)
         for tp, rar in reassigning.items():
             if tp in ctx.partition_assignment:
                 ctx.partitions_being_reassigned[tp] = ReassignmentContext(tuple(rar))
@@ -389,6 +390,7 @@ class KafkaController:
         assignment = self.zk.get_replica_assignment(sorted(new))
         for tp, replicas in assignment.items():
             ctx.set_assignment(tp, replicas)
+        self._load_topic_configs(new)
         self.on_new_topic_creation(new, set(assignment))
 
     def _handle_partition_modifications(self, event: events.PartitionModifications) -> None:
@@ -533,16 +535,24 @@ class KafkaController:
         self._unclean_cache.pop(topic, None)
 
     def _unclean_enabled(self, topic: str) -> bool:
-        """unclean.leader.election.enable: the topic's override, else the controller's config."""
+        """unclean.leader.election.enable: the topic's override, else the controller's config.
+
+        Read once per topic and term (Kafka 0.10 read it per election); topics known
+        at failover or creation are read in one batch by :meth:`_load_topic_configs`.
+        """
         cached = self._unclean_cache.get(topic)
         if cached is None:
-            override = self.zk.get_topic_config(topic).get("unclean.leader.election.enable")
-            if override is None:
-                cached = bool(self.config.get("unclean.leader.election.enable", False))
-            else:
-                cached = override.lower() == "true"
-            self._unclean_cache[topic] = cached
+            self._load_topic_configs([topic])
+            cached = self._unclean_cache[topic]
         return cached
+
+    def _load_topic_configs(self, topics: Iterable[str]) -> None:
+        topics = sorted(topics)
+        got = self.zk.session.get_many([layout.topic_config_path(t) for t in topics])
+        default = bool(self.config.get("unclean.leader.election.enable", False))
+        for topic, g in zip(topics, got):
+            override = None if g is None else layout.decode_topic_config(g[0]).get("unclean.leader.election.enable")
+            self._unclean_cache[topic] = default if override is None else override.lower() == "true"
 
     # -- reassignment and preferred election -------------------------------------
     def _maybe_trigger_partition_reassignment(self) -> None:
