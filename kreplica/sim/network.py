@@ -51,6 +51,8 @@ CONTROL_PLANE = (
     UpdateMetadataRequest, UpdateMetadataResponse, ControlledShutdownRequest, ControlledShutdownResponse,
 )
 DUPLICABLE = (ProduceRequest, FetchRequest)
+_CONTROL_TYPES = frozenset(CONTROL_PLANE)
+_DUPLICABLE_TYPES = frozenset(DUPLICABLE)
 
 # around_arrival(src, dst, message, arrive): runs arrive(message); the checker wraps it.
 Arrival = Callable[[int, int, Any, Callable[[Any], None]], None]
@@ -69,9 +71,10 @@ class LinkProfile:
     reorder: bool = False
 
     def draw_latency_ms(self, rng: random.Random) -> int:
-        ms = rng.randint(self.latency_ms_min, self.latency_ms_max)
+        # random() arithmetic, not randint: this runs for every message.
+        ms = self.latency_ms_min + int(rng.random() * (self.latency_ms_max - self.latency_ms_min + 1))
         if self.tail_probability and rng.random() < self.tail_probability:
-            ms += rng.randint(0, self.latency_ms_tail)
+            ms += int(rng.random() * (self.latency_ms_tail + 1))
         return ms
 
 
@@ -193,11 +196,11 @@ class SimNetwork(InProcessTransport):
 
     # ---- delivery -----------------------------------------------------------------------
     def deliver(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
-        if src in self._paused or dst in self._paused:
+        if self._paused and (src in self._paused or dst in self._paused):
             self.stats.held += 1
             self._paused_queue.append((src, dst, message, arrive))
             return
-        control = isinstance(message, CONTROL_PLANE)
+        control = type(message) in _CONTROL_TYPES
         if self._groups is not None and self.cut(src, dst):
             if control:
                 self.stats.held += 1
@@ -210,7 +213,7 @@ class SimNetwork(InProcessTransport):
             if profile.drop_probability and self.rng.random() < profile.drop_probability:
                 self.stats.dropped += 1
                 return
-            if (profile.duplicate_probability and isinstance(message, DUPLICABLE)
+            if (profile.duplicate_probability and type(message) in _DUPLICABLE_TYPES
                     and self.rng.random() < profile.duplicate_probability):
                 self.stats.duplicated += 1
                 self._schedule(src, dst, message, arrive, profile)
@@ -220,22 +223,26 @@ class SimNetwork(InProcessTransport):
                   profile: LinkProfile | None = None) -> None:
         profile = profile or self.profile_for(src, dst)
         now = self.scheduler.now_ms()
-        due = now + profile.draw_latency_ms(self.rng) + self.slow_ms.get(dst, 0)
-        link = (src, dst)
+        delay = profile.draw_latency_ms(self.rng)
+        if self.slow_ms:
+            delay += self.slow_ms.get(dst, 0)
         if not (profile.reorder and src < 0):
-            due = max(due, self._last_due.get(link, 0))  # TCP keeps a link in order
-            self._last_due[link] = due
+            link = (src, dst)
+            last = self._last_due.get(link, 0)  # TCP keeps a link in order
+            if now + delay < last:
+                delay = last - now
+            self._last_due[link] = now + delay
         self.messages_delivered += 1
         self.stats.delivered += 1
-        self.scheduler.call_later(due - now, self._arrive, src, dst, message, arrive,
-                                  self._incarnation.get(src, 0))
+        self.scheduler.call_later(delay, self._arrive, src, dst, message, arrive,
+                                  self._incarnation.get(src, 0) if self._incarnation else 0)
 
     def _arrive(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
                 incarnation: int = 0) -> None:
-        if incarnation != self._incarnation.get(src, 0):
+        if self._incarnation and incarnation != self._incarnation.get(src, 0):
             self.stats.dropped += 1
             return
-        if dst in self._paused or src in self._paused:
+        if self._paused and (dst in self._paused or src in self._paused):
             # Paused while in flight: it waits in the receiver's socket buffer.
             self._paused_queue.append((src, dst, message, arrive))
             return

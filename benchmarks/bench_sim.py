@@ -1,0 +1,115 @@
+"""The simulator's speed: raw event rate, a 60-virtual-second chaos run, many seeds of a small scenario.
+
+Targets (issue 5): at least 200k simulated events per second; a 3-broker,
+10-partition, 60-virtual-second chaos run in under 3 s of wall time; 1,000 seeds
+of a small scenario in under 5 minutes on one core.  Reported side by side:
+
+- ``core``: the simulator's own machinery -- SimScheduler plus SimNetwork
+  carrying messages between trivial handlers (latency draws, FIFO links, the
+  arrival hook), no Kafka logic;
+- ``full``: whole worlds (brokers, controller, store, logs on /dev/shm,
+  workload, checker after every event), where the replication engine's own
+  Python dominates the cost of an event.
+
+    .venv/bin/python benchmarks/bench_sim.py            # the table
+    .venv/bin/python -m pytest -q -p no:cacheprovider --benchmark-enable benchmarks/bench_sim.py
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+
+import pytest
+
+from kreplica.protocol import FetchRequest
+from kreplica.runtime import SimScheduler
+from kreplica.sim import scenarios
+from kreplica.sim.network import LinkProfile, SimNetwork
+from kreplica.sim.world import World
+
+SMALL = "kip101-hw-truncation"
+
+
+def core_events(messages: int = 200_000) -> tuple[int, float]:
+    """Ping-pong between 3 nodes through SimNetwork; returns (events, seconds)."""
+    sched = SimScheduler(1)
+    net = SimNetwork(None, random.Random(1), LinkProfile(1, 5))
+    net.scheduler = sched
+    net.around_arrival = lambda src, dst, msg, arrive: arrive(msg)
+    req = FetchRequest(replica_id=1, partitions=())
+    left = [messages]
+
+    def handler(src: int, request: object, respond) -> None:
+        respond(request)
+
+    def on_response(_r: object, node: int = 1) -> None:
+        if left[0] > 0:
+            left[0] -= 2
+            net.send(node, 1 + (node % 3), req, on_response)
+
+    for node in (1, 2, 3):
+        net.register(node, handler)
+    for i in range(64):
+        net.send(1 + i % 3, 1 + (i + 1) % 3, req, on_response)
+    t0 = time.perf_counter()
+    sched.advance(10**9)
+    return sched.events_run, time.perf_counter() - t0
+
+
+def chaos_run(seed: int = 1) -> tuple[float, int, int]:
+    """3 brokers, 10 partitions, 60 virtual seconds of random chaos; (wall s, events, acked)."""
+    sc = scenarios.load("random-chaos")
+    sc = replace(sc, brokers=3, until_ms=60_000, topics=(replace(sc.topics[0], partitions=10),))
+    t0 = time.perf_counter()
+    r = World(sc, seed).run()
+    return time.perf_counter() - t0, r.scheduler_events, r.acked_writes
+
+
+def small_seeds(n: int) -> tuple[float, int]:
+    sc = scenarios.load(SMALL)
+    t0 = time.perf_counter()
+    bad = sum(not World(sc, seed, keep_history=False).run().ok for seed in range(1, n + 1))
+    return time.perf_counter() - t0, bad
+
+
+@pytest.mark.benchmark(group="sim")
+def test_core_event_rate(benchmark):
+    events, _ = benchmark.pedantic(core_events, args=(100_000,), rounds=3, iterations=1)
+    assert events >= 100_000
+
+
+@pytest.mark.benchmark(group="sim")
+def test_chaos_run_60_virtual_seconds(benchmark):
+    wall, events, acked = benchmark.pedantic(chaos_run, rounds=1, iterations=1)
+    assert events > 0 and acked > 0
+
+
+@pytest.mark.benchmark(group="sim")
+def test_small_scenario_seeds(benchmark):
+    wall, _bad = benchmark.pedantic(small_seeds, args=(20,), rounds=1, iterations=1)
+    assert wall > 0
+
+
+def main() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="kreplica simulator speed")
+    for col in ("measure", "value", "target"):
+        table.add_column(col)
+    events, secs = core_events()
+    table.add_row("core: SimScheduler + SimNetwork events / s", f"{events / secs:,.0f}", ">= 200,000")
+    walls = [chaos_run(seed) for seed in (1, 2, 3)]
+    for (wall, ev, acked), seed in zip(walls, (1, 2, 3)):
+        table.add_row(f"full: 60 virtual s chaos, 3 brokers x 10 partitions, seed {seed}",
+                      f"{wall:.2f} s wall ({ev / wall:,.0f} events/s, {acked} acked writes)", "< 3 s")
+    n = 50
+    wall, bad = small_seeds(n)
+    table.add_row(f"full: {n} seeds of {SMALL}", f"{wall:.1f} s ({wall / n:.3f} s/seed, {bad} failing)",
+                  f"1,000 seeds < 300 s -> {wall / n * 1000:.0f} s")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
