@@ -4,7 +4,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from kreplica.log import Log

@@ -25,7 +25,7 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -421,7 +421,6 @@ class Log:
             found = seg.find_offset_by_timestamp(timestamp)
             if found is None:
                 continue
-            pos, _ = found
             batch = self.read(max(found[1], self._log_start), 1)
             for record in decode_records(batch.view):  # one batch: its records, in C
                 if record.timestamp >= timestamp and record.offset >= self._log_start:

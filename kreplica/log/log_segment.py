@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import KafkaStorageError, RecordTooLarge
+from ..errors import KafkaStorageError
 from ..records import restamp_batches, scan_batches
 from ._segment import find_batch, find_timestamp, plan_index, span_batches, walk_to_end, zero_range
 from .log_config import LogConfig
@@ -32,7 +32,6 @@ from .time_index import TimeIndex
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-HEADER_SIZE = 61
 MAX_RELATIVE_OFFSET = 0xFFFFFFFF
 
 

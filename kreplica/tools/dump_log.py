@@ -45,7 +45,7 @@ def dump(paths: list[Path], print_data: bool, out: TextIO) -> int:
     for path in _files(paths):
         print(f"Dumping {path}", file=out)
         if not path.is_file():
-            print(f"  no such file", file=out)
+            print("  no such file", file=out)
             status = 1
             continue
         if path.suffix == ".log":
@@ -53,7 +53,7 @@ def dump(paths: list[Path], print_data: bool, out: TextIO) -> int:
         elif path.suffix in (".index", ".timeindex"):
             _dump_index(path, out)
         else:
-            print(f"  not a segment file (.log, .index, .timeindex)", file=out)
+            print("  not a segment file (.log, .index, .timeindex)", file=out)
             status = 1
     return status
 
