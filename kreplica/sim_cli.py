@@ -44,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replay", type=Path, metavar="FILE", help="re-run a recorded history and compare hashes")
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--traces", type=int, default=3, help="print the traces of this many failing runs")
+    p.add_argument("--jobs", type=int, default=1, help="run seeds in this many processes")
 
 
 def _scenario(args: argparse.Namespace, seed: int) -> Any:
@@ -80,13 +81,45 @@ def _replay(path: Path) -> int:
     return 0 if same else 1
 
 
+def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
+    """One seed, with its outputs written; the result comes back without its samples."""
+    from .sim.report import timeline_png
+    from .sim.world import World
+
+    sc = scenario if scenario is not None else _scenario(args, seed)
+    keep = bool(args.out and args.history)
+    world = World(sc, seed, keep_history=keep, record_samples=bool(args.out and args.timeline))
+    r = world.run()
+    if args.out:
+        stem = args.out / f"{sc.name}-{seed}"
+        if keep:
+            world.history.write_jsonl(stem.with_suffix(".jsonl"))
+        if args.timeline:
+            timeline_png(r, stem.with_suffix(".png"))
+    r.samples = []
+    return r
+
+
+def _runs(args: argparse.Namespace, first: Any, seeds: list[int]) -> Any:
+    """Results in seed order, from this process or a pool (``--jobs``)."""
+    shared = None if args.swarm else first
+    if args.jobs <= 1:
+        for seed in seeds:
+            yield run_seed(args, seed, shared)
+        return
+    import multiprocessing
+    from functools import partial
+
+    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+        yield from pool.imap(partial(run_seed, args, scenario=shared), seeds)
+
+
 def execute(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .sim import scenarios
-    from .sim.report import Summary, timeline_png
-    from .sim.world import World
+    from .sim.report import Summary
 
     console = Console()
     if args.list:
@@ -108,26 +141,16 @@ def execute(args: argparse.Namespace) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=len(seeds) == 1) as progress:
         task = progress.add_task(label, total=len(seeds))
-        for seed in seeds:
-            sc = _scenario(args, seed) if args.swarm else first
-            keep = bool(args.out and args.history)
-            world = World(sc, seed, keep_history=keep, record_samples=bool(args.out and args.timeline))
-            r = world.run()
+        for r in _runs(args, first, seeds):
             summary.add(r)
-            results.append({"seed": seed, "hash": r.history_hash, "ok": r.ok,
+            results.append({"seed": r.seed, "hash": r.history_hash, "ok": r.ok,
                             "violation": r.violation.invariant.value if r.violation else None,
                             "losses": len(r.losses)})
             if len(seeds) == 1:
-                console.print(f"seed {seed}: history hash {r.history_hash} ({r.events} events)")
+                console.print(f"seed {r.seed}: history hash {r.history_hash} ({r.events} events)")
             if r.violation is not None and traces < args.traces:
                 traces += 1
-                progress.console.print(f"[red]seed {seed}[/red]\n{r.violation.describe()}")
-            if args.out:
-                stem = args.out / f"{sc.name}-{seed}"
-                if keep:
-                    world.history.write_jsonl(stem.with_suffix(".jsonl"))
-                if args.timeline:
-                    timeline_png(r, stem.with_suffix(".png"))
+                progress.console.print(f"[red]seed {r.seed}[/red]\n{r.violation.describe()}")
             progress.advance(task)
     console.print(summary.table(f"{label}: {len(seeds)} seed(s)"))
     if args.out:
