@@ -380,3 +380,18 @@ def test_kafka_python_decodes_random_logs_byte_for_byte(tmp_path_factory, batche
     assert [s[0] for s in seen] == list(range(len(expected)))
     assert [s[1:] for s in seen] == expected
     assert epochs == list(range(len(batches)))
+
+
+def test_log_append_time_is_stamped_by_the_leader_only(tmp_path, clock):
+    log = Log.open(tmp_path / "t-0", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
+    log.append_as_leader([b"a", b"b"], timestamp_ms=5)  # the producer's time is overridden
+    log.append_batches_as_leader(encode_batch([b"c"], timestamp_ms=7), leader_epoch=0)
+    batches = list(decode_batches(log.read(0, 1 << 20).view))
+    assert all(b.valid() and b.timestamp_type == 1 and b.max_timestamp == 1_000_000 for b in batches)
+    follower = Log.open(tmp_path / "t-1", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
+    clock.advance(50)
+    follower.append_as_follower(log.read(0, 1 << 20))
+    assert bytes(follower.read(0, 1 << 20)) == bytes(log.read(0, 1 << 20))  # copied verbatim
+    assert follower.offset_for_timestamp(1_000_000) == 0
+    log.close()
+    follower.close()

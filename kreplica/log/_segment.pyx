@@ -187,3 +187,31 @@ def plan_index(const int64_t[::1] positions, const int64_t[::1] sizes,
                 bytes_since = 0
             bytes_since += sizes[i]
     return slots[:k], ts_at[:k], off_at[:k], bytes_since, max_ts, offset_of_max_ts
+
+
+cdef extern from "crc32c.h" nogil:
+    void kr_crc32c_init()
+    uint32_t kr_crc32c(uint32_t crc, const void *data, size_t n)
+
+kr_crc32c_init()
+
+
+def stamp_log_append_time(uint8_t[::1] buf, const int64_t[::1] positions, int64_t timestamp):
+    """Kafka's ``message.timestamp.type=LogAppendTime``: mark each batch's attributes
+    (bit 3) and set its max timestamp to the broker's append time, then redo its CRC
+    (both fields lie inside the CRC, unlike offsets and the leader epoch)."""
+    cdef Py_ssize_t i
+    cdef int64_t pos, length
+    cdef uint8_t* p
+    cdef uint32_t crc
+    cdef int k
+    with nogil:
+        for i in range(positions.shape[0]):
+            p = &buf[positions[i]]
+            length = _be32(p + 8)
+            p[22] |= 0x08
+            for k in range(8):
+                p[35 + k] = <uint8_t>(timestamp >> (56 - 8 * k))
+            crc = kr_crc32c(0, p + 21, LOG_OVERHEAD + length - 21)
+            for k in range(4):
+                p[17 + k] = <uint8_t>(crc >> (24 - 8 * k))

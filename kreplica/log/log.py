@@ -37,6 +37,7 @@ from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
 from .log_dir import (CLEAN_SHUTDOWN, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock,
                       segment_bases)
+from ._segment import stamp_log_append_time
 from .log_segment import LogSegment, RecoveryResult
 
 # ListOffsets' special timestamps.
@@ -89,6 +90,7 @@ class LogSlice:
 
 
 _EMPTY = memoryview(b"")
+_FIRST = np.zeros(1, dtype=np.int64)
 _scratch = threading.local()
 
 
@@ -125,6 +127,7 @@ class Log:
         self._unflushed_records = 0
         self._last_flush_ms = clock.now_ms()
         self._closed = False
+        self._log_append_time = config.message_timestamp_type == "LogAppendTime"
         self._rp_file: CheckpointFile[int] = CheckpointFile(
             directory / RECOVERY_POINT_CHECKPOINT, str, lambda parts: int(parts[0])
         )
@@ -268,9 +271,11 @@ class Log:
         if not items:
             raise InvalidRecord("an append needs at least one record")
         now = self._clock.now_ms()
-        ts = now if timestamp_ms is None else timestamp_ms
+        ts = now if timestamp_ms is None or self._log_append_time else timestamp_ms
         base, last = self._leo, self._leo + len(items) - 1
         batch = _encode(items, base, leader_epoch, ts)
+        if self._log_append_time:
+            stamp_log_append_time(batch, _FIRST, now)
         try:
             if len(batch) > self.config.max_message_bytes:
                 raise RecordTooLarge(
@@ -330,12 +335,15 @@ class Log:
         now = self._clock.now_ms()
         base, last = int(bases[0]), int(lasts[-1])
         seg = self._segment_for(len(data), base, last, now)
-        seg.append_batches(data, scan.positions, scan.sizes, bases, lasts, scan.max_timestamps, restamp_epoch)
+        # A leader stamps LogAppendTime; a follower keeps what its leader stamped.
+        append_time = now if restamp_epoch is not None and self._log_append_time else None
+        seg.append_batches(data, scan.positions, scan.sizes, bases, lasts, scan.max_timestamps, restamp_epoch,
+                           append_time)
         if restamp_epoch is None:
             self._assign_epochs(scan.leader_epochs, bases)
         num_records = last - base + 1
-        return self._appended(base, last, int(scan.max_timestamps.max()), num_records, scan.count,
-                              len(data), restamp_epoch, now)
+        max_ts = append_time if append_time is not None else int(scan.max_timestamps.max())
+        return self._appended(base, last, max_ts, num_records, scan.count, len(data), restamp_epoch, now)
 
     def _assign_epochs(self, epochs: np.ndarray, bases: np.ndarray) -> None:
         latest = self.leader_epoch_cache.latest_epoch

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..errors import KafkaStorageError
 from ..records import restamp_batches, scan_batches
-from ._segment import find_batch, find_timestamp, plan_index, span_batches, walk_to_end, zero_range
+from ._segment import (find_batch, find_timestamp, plan_index, span_batches, stamp_log_append_time, walk_to_end,
+                       zero_range)
 from .log_config import LogConfig
 from .mapped_file import MappedFile
 from .offset_index import OffsetIndex
@@ -191,10 +192,11 @@ class LogSegment:
 
     def append_batches(self, data, positions: np.ndarray, sizes: np.ndarray, bases: np.ndarray,
                        lasts: np.ndarray, max_timestamps: np.ndarray,
-                       restamp_epoch: int | None = None) -> int:
+                       restamp_epoch: int | None = None, log_append_time: int | None = None) -> int:
         """Copy validated batches (``data``, scanned) to the end of the segment; returns the
         position they were written at.  With ``restamp_epoch`` the copies get offsets from
-        ``bases[0]`` and that leader epoch, in place, before they count as appended.
+        ``bases[0]`` and that leader epoch, in place, before they count as appended;
+        with ``log_append_time`` they are stamped with it (LogAppendTime).
         The caller checked they fit."""
         n = len(data)
         pos = self.size
@@ -207,6 +209,10 @@ class LogSegment:
             if last != int(lasts[-1]):
                 zero_range(mm, pos, pos + n)
                 raise KafkaStorageError(f"restamp ended at {last}, expected {int(lasts[-1])}")
+        if log_append_time is not None:
+            with memoryview(mm)[pos:pos + n] as copy:
+                stamp_log_append_time(copy, np.ascontiguousarray(positions, np.int64), log_append_time)
+            max_timestamps = np.full(len(positions), log_append_time, dtype=np.int64)
         self._index(positions + pos, sizes, bases, lasts, max_timestamps)
         self.size = pos + n
         self.next_offset = int(lasts[-1]) + 1
