@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "log-demo": "kreplica.tools.log_demo",
     "dump-log": "kreplica.tools.dump_log",
     "bench": "kreplica.tools.bench",
+    "simulate": "kreplica.sim_cli",
 }
 
 
