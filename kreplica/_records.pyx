@@ -14,7 +14,8 @@ from cpython.buffer cimport (PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
 from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize,
                             PyBytes_GET_SIZE)
 from cpython.ref cimport PyObject
-from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_Check, PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy, memset
@@ -277,14 +278,69 @@ cdef inline Py_ssize_t _body_size(_Item *it, Py_ssize_t index, int64_t ts_delta,
             + _bytes_size(it.value.len) + kr_varint_size(hcount[0]) + hsize[0])
 
 
+cdef inline bint _plain_field(PyObject *o, _Field *f) noexcept:
+    if o == <PyObject *>None:
+        f.ptr = NULL
+        f.len = -1
+        return True
+    if PyBytes_CheckExact(<object>o):
+        f.ptr = PyBytes_AS_STRING(<object>o)
+        f.len = PyBytes_GET_SIZE(<object>o)
+        return True
+    return False
+
+
+cdef inline bint _plain(PyObject *item, _Field *key, _Field *value) noexcept:
+    """True for the common items, a bytes value or a (key, value) pair of bytes or None:
+    they need no buffer to hold, no headers and no timestamp of their own, so both
+    passes handle them inline (about twice as fast as the general _item_open path)."""
+    if PyBytes_CheckExact(<object>item):
+        key.ptr = NULL
+        key.len = -1
+        value.ptr = PyBytes_AS_STRING(<object>item)
+        value.len = PyBytes_GET_SIZE(<object>item)
+        return True
+    if PyTuple_CheckExact(<object>item) and PyTuple_GET_SIZE(<object>item) == 2:
+        return (_plain_field(PyTuple_GET_ITEM(<object>item, 0), key)
+                and _plain_field(PyTuple_GET_ITEM(<object>item, 1), value))
+    return False
+
+
+cdef inline Py_ssize_t _plain_body_size(Py_ssize_t index, int64_t ts_delta, _Field *key,
+                                        _Field *value) noexcept:
+    return (1 + kr_varint_size(ts_delta) + kr_varint_size(index) + _bytes_size(key.len)
+            + _bytes_size(value.len) + 1)
+
+
+cdef inline uint8_t *_put_field(uint8_t *p, _Field *f) noexcept:
+    p = kr_put_varint(p, f.len)
+    if f.len > 0:
+        memcpy(p, f.ptr, f.len)
+        p += f.len
+    return p
+
+
 cdef Py_ssize_t _measure(list items, int64_t default_ts, int64_t *base_ts,
                          int64_t *max_ts) except -1:
     cdef Py_ssize_t n = len(items), i, body, hcount, hsize, total = KR_HEADER_SIZE
+    cdef PyObject *item
+    cdef _Field key, value
     cdef _Item it
     if n == 0:
         raise ValueError("a record batch needs at least one record")
+    base_ts[0] = default_ts
+    max_ts[0] = default_ts
     for i in range(n):
-        _item_open(items[i], i, default_ts, &it)
+        if i >= PyList_GET_SIZE(items):
+            raise RuntimeError("the item list changed while it was being encoded")
+        item = <PyObject *>PyList_GET_ITEM(items, i)
+        if _plain(item, &key, &value):
+            if default_ts > max_ts[0]:
+                max_ts[0] = default_ts
+            body = _plain_body_size(i, default_ts - base_ts[0], &key, &value)
+            total += kr_varint_size(body) + body
+            continue
+        _item_open(<object>item, i, default_ts, &it)
         try:
             if i == 0:
                 base_ts[0] = it.timestamp
@@ -304,13 +360,31 @@ cdef Py_ssize_t _write(uint8_t *dst, Py_ssize_t size, list items, int64_t defaul
                        kr_header *h) except -1:
     """Writes records then the header into dst[0:size] (size from _measure)."""
     cdef Py_ssize_t n = len(items), i, body, hcount, hsize
+    cdef PyObject *item
+    cdef _Field key, value
     cdef uint8_t *p = dst + KR_HEADER_SIZE
     cdef uint8_t *limit = dst + size
     cdef _Item it
     if n != h.record_count:
         raise RuntimeError("the item list changed while it was being encoded")
     for i in range(n):
-        _item_open(items[i], i, default_ts, &it)
+        if i >= PyList_GET_SIZE(items):  # a timestamp's __index__ may have shrunk the list
+            raise RuntimeError("the item list changed while it was being encoded")
+        item = <PyObject *>PyList_GET_ITEM(items, i)
+        if _plain(item, &key, &value):
+            body = _plain_body_size(i, default_ts - h.base_timestamp, &key, &value)
+            if kr_varint_size(body) + body > limit - p:
+                raise RuntimeError("the item list changed while it was being encoded")
+            p = kr_put_varint(p, body)
+            p[0] = 0  # record attributes: unused in v2
+            p = kr_put_varint(p + 1, default_ts - h.base_timestamp)
+            p = kr_put_varint(p, i)
+            p = _put_field(p, &key)
+            p = _put_field(p, &value)
+            p[0] = 0  # no headers
+            p += 1
+            continue
+        _item_open(<object>item, i, default_ts, &it)
         try:
             body = _body_size(&it, i, it.timestamp - h.base_timestamp, &hcount, &hsize)
             # Guards against items mutated between the two passes: never write past size.

@@ -311,6 +311,22 @@ def test_round_trip_property(items, base_offset, epoch, ts):
     assert all(r.timestamp == ts for r in recs)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=300),
+                          st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300)),
+                          st.tuples(st.none() | st.binary(max_size=40), st.binary(max_size=30),
+                                    st.none(), st.integers(0, 2**42))),
+                min_size=1, max_size=40),
+       st.none() | st.integers(-1, 2**42))
+def test_plain_items_encode_as_the_general_path_does(items, ts):
+    """Bare values and (key, value) pairs take the encoder's inline path; the same records
+    spelled as (key, value, headers[, timestamp]) take the general one: same bytes."""
+    general = [(None, i, None) if isinstance(i, bytes) else (i[0], i[1], None) if len(i) == 2 else i
+               for i in items]
+    assert encode_batch(items, base_offset=7, leader_epoch=3, timestamp_ms=ts) == \
+        encode_batch(general, base_offset=7, leader_epoch=3, timestamp_ms=ts)
+
+
 def test_decode_records_keeps_an_offset_range():
     buf = three_batches()  # offsets 0..8 in batches [0-2] [3] [4-8]
     assert [r.offset for r in decode_records(buf, start_offset=2)] == list(range(2, 9))
