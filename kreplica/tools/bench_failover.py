@@ -10,7 +10,7 @@ moment every partition has a live leader in the controller's context:
 
 * MemoryStore (virtual time): wall-clock seconds of that stretch, which is
   the controller's code plus the in-process store's (target < 0.5 s for 1k,
-  linear in N);
+  linear in N), and this process's CPU seconds (steadier on a shared machine);
 * ZooKeeper (Debian's, started here when installed): wall-clock seconds and
   ZooKeeper round trips (requests; a multi is one) per partition with a
   replica on the failed broker, and per re-elected partition (target <= 1).
@@ -42,6 +42,7 @@ class FailoverResult:
     failed: str  # "broker" or "controller"
     partitions: int
     seconds: float
+    cpu_seconds: float
     reelected: int
     round_trips: int
     requests: int
@@ -125,12 +126,14 @@ def run(n: int, store: Any = None, sched: Any = None, controller_fails: bool = F
     gc.collect()  # the setup's garbage is not the failover's cost
     trips0 = store.round_trips
     t0 = time.perf_counter()
+    c0 = time.process_time()
     sessions.pop(failed).close()
     if real:
         assert sched.run_until(done, 60_000), "leaders were not re-elected"
     else:
         sched.advance(0)  # the watch and the whole callback run now, in virtual time
     seconds = time.perf_counter() - t0
+    cpu_seconds = time.process_time() - c0
     trips = store.round_trips - trips0
     assert done(), "leaders were not re-elected"
     for c in controllers.values():
@@ -138,8 +141,8 @@ def run(n: int, store: Any = None, sched: Any = None, controller_fails: bool = F
     for s in sessions.values():
         s.close()
     store.close()
-    return FailoverResult(kind, "controller" if controller_fails else "broker", n, seconds, reelected,
-                          trips, sink.sent)
+    return FailoverResult(kind, "controller" if controller_fails else "broker", n, seconds, cpu_seconds,
+                          reelected, trips, sink.sent)
 
 
 def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
@@ -174,10 +177,12 @@ def execute(args: argparse.Namespace) -> int:
         rows += run_zookeeper(args.partitions)
     print(f"3 brokers, RF 3; 'broker': {FAILED} fails (a replica of every partition, leader of a third);"
           f" 'controller': the controller {BROKERS[0]} fails (the same, plus a controller failover)")
-    print(f"{'store':<10} {'fails':<10} {'partitions':>10} {'re-elected':>10} {'seconds':>9} {'us/partition':>13} "
+    print(f"{'store':<10} {'fails':<10} {'partitions':>10} {'re-elected':>10} {'seconds':>9} {'cpu s':>7} "
+          f"{'us/partition':>13} "
           f"{'round trips':>11} {'trips/partition':>15} {'trips/re-elected':>16} {'requests':>8}")
     for r in rows:
         print(f"{r.store:<10} {r.failed:<10} {r.partitions:>10} {r.reelected:>10} {r.seconds:>9.3f} "
+              f"{r.cpu_seconds:>7.3f} "
               f"{r.seconds / r.partitions * 1e6:>13.1f} {r.round_trips:>11} {r.trips_per_partition:>15.4f} "
               f"{r.trips_per_reelected:>16.4f} {r.requests:>8}")
     return 0
