@@ -124,7 +124,7 @@ def execute(args: argparse.Namespace) -> int:
     console = Console()
     if args.list:
         for name in scenarios.names():
-            console.print(f"[bold]{name}[/bold]: {scenarios.load(name).description.splitlines()[0]}")
+            console.print(f"[bold]{name}[/bold]: {' '.join(scenarios.load(name).description.split())}")
         return 0
     if args.replay is not None:
         return _replay(args.replay)

@@ -71,3 +71,35 @@ def test_cli_runs_seeds_and_replays_a_history_to_the_same_hash(tmp_path, capsys)
     assert rc in (0, 1)
     assert sim_cli.main(["--replay", str(history)]) == 0
     assert "identical" in capsys.readouterr().out
+
+
+def _stale_lair(world, broker_id):
+    from kreplica.protocol import LeaderAndIsrPartitionState, LeaderAndIsrRequest, TopicPartition
+
+    tp = TopicPartition("bar", 0)
+    p = world.cluster.brokers[broker_id].replica_manager.partitions[tp]
+    state = LeaderAndIsrPartitionState(tp, 0, broker_id, p.leader_epoch + 5, (broker_id,), p.zk_version + 5,
+                                       tuple(p.assigned_replicas))
+    return LeaderAndIsrRequest(controller_id=99, controller_epoch=0, partition_states=(state,)), p
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_request_from_an_older_controller_epoch_must_change_nothing(broken):
+    sc = replace(scenarios.load("seed003-broker-killed"), steps=(), until_ms=2000)
+    world = World(sc, 1)
+    try:
+        world._build()
+        victim = next(b for b in sorted(world.cluster.brokers) if world.cluster.brokers[b].replica_manager.partitions)
+        rm = world.cluster.brokers[victim].replica_manager
+        assert rm.controller_epoch >= 1
+        if broken:  # a broker that forgot to check the controller epoch
+            rm._stale_controller = lambda epoch: False
+        request, p = _stale_lair(world, victim)
+        world.network.send(-7, victim, request, None)
+        world._step_until(world.now_ms() + 500)
+        if broken:
+            assert world.checker.violation.invariant is Invariant.CONTROLLER_EPOCH
+        else:
+            assert world.checker.violation is None and p.leader_epoch < request.partition_states[0].leader_epoch
+    finally:
+        world.close()

@@ -103,6 +103,7 @@ class World:
         self.disk_full: set[int] = set()
         self.bound: dict[str, int] = {}
         self._armed: list[Step] = []
+        self._deleting: set[str] = set()
         self._dirty: dict[tuple[int, TopicPartition], None] = {}
         self._leaders: dict[TopicPartition, int] = {}
         self._leaderless_since: dict[str, int] = {}
@@ -281,7 +282,7 @@ class World:
             if broker is None or not broker.alive or broker.replica_manager is None:
                 continue
             p = broker.replica_manager.partitions.get(tp)
-            if p is None:
+            if p is None or (self._deleting and tp.topic in self._deleting):
                 continue
             checker.observe(bid, tp_name(tp), p, self._fetch_phase(broker, tp))
             if checker.violation is not None:
@@ -413,17 +414,25 @@ class World:
             self.record("elect_preferred", None, topic=prm["topic"])
             c.elect_preferred_leaders(prm["topic"], wait=False)
         elif a == "create_topic":
-            self.record("create_topic", None, topic=prm["topic"])
-            c.create_topic(prm["topic"], prm.get("partitions", 1), prm.get("replication_factor", 3), wait=False)
+            self._create_topic(prm["topic"], prm.get("partitions", 1), prm.get("replication_factor", 3))
         elif a == "delete_topic":
             self._delete_topic(prm["topic"])
         else:
             raise ValueError(f"unknown step action {a!r}")
 
     def _delete_topic(self, topic: str) -> None:
+        # Its history ends here; replicas still being deleted are no longer judged.
         self.record("delete_topic", None, topic=topic)
+        self._deleting.add(topic)
         self.checker.forget_topic(topic)
         self.cluster.delete_topic(topic, wait=False)
+
+    def _create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
+        self.record("create_topic", None, topic=topic, partitions=partitions,
+                    replication_factor=replication_factor)
+        self._deleting.discard(topic)
+        self.checker.forget_topic(topic)
+        self.cluster.create_topic(topic, partitions, replication_factor, wait=False)
 
     def _mark_leaderless(self, broker: int | None) -> None:
         now = self.now_ms()
@@ -443,8 +452,7 @@ class World:
                 if not c.zk.get_topic_deletions():
                     self._delete_topic(side)
             elif not c.zk.get_topic_deletions():
-                self.record("create_topic", None, topic=side)
-                c.create_topic(side, 1, min(2, len(c.brokers)), wait=False)
+                self._create_topic(side, 1, min(2, len(c.brokers)))
         elif choice == 1 and not c.zk.reassignment_in_progress():
             t = rng.choice(self.scenario.topics)
             p = rng.randrange(t.partitions)
