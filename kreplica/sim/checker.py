@@ -124,12 +124,11 @@ class Checker:
         self.acked_writes = 0
         self.consumed_batches = 0
         self.checks = 0
+        self._clock_ms = 0
 
     # ---- helpers ------------------------------------------------------------------------
     def _now(self) -> int:
         return self._clock_ms
-
-    _clock_ms = 0
 
     def set_time(self, now_ms: int) -> None:
         self._clock_ms = now_ms

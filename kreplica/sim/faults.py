@@ -287,7 +287,7 @@ class ChaosPlanner:
                 disk_full(w, target, rng.randint(200, 3000))
             elif self._chance(r.expire_session):
                 expire_session(w, target)
-            elif self._chance(r.partition) and len(live) > 1 and w.network._groups is None:
+            elif self._chance(r.partition) and len(live) > 1 and not w.network.partitioned:
                 ids = sorted(w.cluster.brokers)
                 rng.shuffle(ids)
                 cut = rng.randint(1, len(ids) - 1)

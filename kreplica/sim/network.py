@@ -134,6 +134,14 @@ class SimNetwork(InProcessTransport):
             for message, arrive in queue:
                 self._schedule(src, dst, message, arrive)
 
+    @property
+    def partitioned(self) -> bool:
+        return self._groups is not None
+
+    def track_session(self, node: int, session: Any) -> None:
+        """A broker session opened before :meth:`attach_store` (at cluster start)."""
+        self._sessions[node] = session
+
     def cut(self, a: int, b: int) -> bool:
         g = self._groups
         if g is None or a == b:

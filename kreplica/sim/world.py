@@ -157,7 +157,7 @@ class World:
         self.cluster.observers.append(self._on_cluster_event)
         for bid, broker in self.cluster.brokers.items():
             if broker.session is not None:
-                self.network._sessions[bid] = broker.session
+                self.network.track_session(bid, broker.session)
         for t in sc.topics:
             assignment = {p: list(r) for p, r in t.assignment.items()} if t.assignment else None
             self.cluster.create_topic(t.name, t.partitions, t.replication_factor, assignment=assignment)
@@ -516,7 +516,7 @@ class World:
         net = self.network
         net.heal()
         net.heal_store()
-        for b in sorted(net._paused):
+        for b in sorted(self.cluster.brokers):
             net.resume(b)
         net.slow_ms.clear()
         self.disk_full.clear()
