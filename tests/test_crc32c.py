@@ -42,8 +42,10 @@ def test_backend_matches_the_cpu():
 def test_paths_agree_on_random_data_of_every_shape():
     rng = random.Random(7)
     blob = rng.randbytes(200_000)
-    # lengths cross the 8-byte word, the 3x256 short lane and the 3x8192 long lane
-    lengths = [0, 1, 7, 8, 9, 767, 768, 769, 24575, 24576, 24577, 100_000, 199_000]
+    # lengths cross the 8-byte word, the 3x256 short lane, the 3x8192 long lane and the
+    # folding path's 256-byte start, 256-byte steps, 64-byte and 16-byte tails
+    lengths = [0, 1, 7, 8, 9, 255, 256, 257, 271, 319, 320, 335, 511, 512, 513, 767, 768, 769,
+               24575, 24576, 24577, 100_000, 199_000] + [rng.randrange(256, 5000) for _ in range(200)]
     for n in lengths:
         start = rng.randrange(0, 64)
         data = memoryview(blob)[start:start + n]
