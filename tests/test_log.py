@@ -395,3 +395,17 @@ def test_log_append_time_is_stamped_by_the_leader_only(tmp_path, clock):
     assert follower.offset_for_timestamp(1_000_000) == 0
     log.close()
     follower.close()
+
+
+def test_an_open_log_holds_two_descriptors(tmp_path):
+    """The lock and the active .log: indexes stay mapped without one (brokers host
+    thousands of partitions)."""
+    before = len(os.listdir("/proc/self/fd"))
+    logs = [Log.open(tmp_path / f"t-{i}", SMALL) for i in range(20)]
+    for log in logs:
+        for i in range(40):
+            log.append_as_leader(values(10, 10 * i))
+    assert len(os.listdir("/proc/self/fd")) - before == 2 * len(logs)
+    for log in logs:
+        log.close()
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -45,7 +45,7 @@ class IndexFile:
         self._warm = WARM_BYTES // self.ENTRY_BYTES
 
     def open_for_append(self) -> None:
-        self.file.open_for_write(self.size_bytes(), max(self._max_bytes, self.size_bytes()))
+        self.file.open_for_write(self.size_bytes(), max(self._max_bytes, self.size_bytes()), keep_fd=False)
 
     @property
     def writable(self) -> bool:

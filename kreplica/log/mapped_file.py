@@ -17,11 +17,13 @@ discarded tail is zeroed instead, which readers and recovery take as the end.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
 import weakref
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import KafkaStorageError
 
@@ -42,7 +44,8 @@ def _storage_error(what: str, path: Path, e: OSError) -> KafkaStorageError:
 class MappedFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._fd = -1
+        self._fd = -1  # kept open only by files written often (the .log); indexes reopen
+        self._writable = False
         self._mm: mmap.mmap | None = None
         self.length = 0  # mapped length of a writable file
         self.reserved = 0  # bytes known to be backed by disk blocks
@@ -50,10 +53,12 @@ class MappedFile:
 
     @property
     def writable(self) -> bool:
-        return self._fd >= 0
+        return self._writable
 
-    def open_for_write(self, data_size: int, length: int) -> mmap.mmap:
-        """Map the file for write at ``length`` bytes, ``data_size`` of them already data."""
+    def open_for_write(self, data_size: int, length: int, keep_fd: bool = True) -> mmap.mmap:
+        """Map the file for write at ``length`` bytes, ``data_size`` of them already data.
+        Without ``keep_fd`` no descriptor stays open (a map needs none): a broker with
+        thousands of partitions keeps two per log (the lock and the active ``.log``)."""
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             # never shorter than it is: an earlier reader's view may reach its end
@@ -65,6 +70,9 @@ class MappedFile:
         except OSError as e:
             self._close_fd()
             raise _storage_error("opening", self.path, e) from e
+        self._writable = True
+        if not keep_fd:
+            self._close_fd()
         self.length = length
         self.reserved = data_size
         self.flushed = 0  # nothing is known durable: the first flush fsyncs
@@ -78,7 +86,8 @@ class MappedFile:
             raise KafkaStorageError(f"{self.path}: write past the preallocated {self.length} bytes")
         new = min(self.length, max(end, self.reserved + RESERVE_CHUNK))
         try:
-            os.posix_fallocate(self._fd, self.reserved, new - self.reserved)
+            with self._descriptor() as fd:
+                os.posix_fallocate(fd, self.reserved, new - self.reserved)
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise _storage_error("reserving space in", self.path, e) from e
@@ -118,7 +127,8 @@ class MappedFile:
         try:
             assert self._mm is not None
             self._mm.flush(start, min(end, self.length) - start)
-            os.fsync(self._fd)
+            with self._descriptor() as fd:
+                os.fsync(fd)
         except OSError as e:
             raise _storage_error("flushing", self.path, e) from e
         self.flushed = end
@@ -136,12 +146,14 @@ class MappedFile:
         try:
             self._release()
             if not self.has_live_views():
-                os.ftruncate(self._fd, size)
+                with self._descriptor() as fd:
+                    os.ftruncate(fd, size)
         except OSError as e:
             raise _storage_error("trimming", self.path, e) from e
         finally:
             self._release()
             self._close_fd()
+            self._writable = False
 
     def truncate_file(self, size: int) -> None:
         """Cut a file that is not open for write to ``size`` bytes.  While readers still
@@ -184,6 +196,17 @@ class MappedFile:
                 # a reader holds a view: the map lives until the view is dropped
                 _ORPHANS.setdefault(str(self.path.absolute()), []).append(weakref.ref(mm))
 
+    @contextlib.contextmanager
+    def _descriptor(self) -> Iterator[int]:
+        if self._fd >= 0:
+            yield self._fd
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
     def _close_fd(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
@@ -192,6 +215,7 @@ class MappedFile:
     def close(self) -> None:
         self._release()
         self._close_fd()
+        self._writable = False
 
     def delete(self) -> None:
         self.close()
