@@ -57,8 +57,8 @@ class MappedFile:
 
     def open_for_write(self, data_size: int, length: int, keep_fd: bool = True) -> mmap.mmap:
         """Map the file for write at ``length`` bytes, ``data_size`` of them already data.
-        Without ``keep_fd`` no descriptor stays open (a map needs none): a broker with
-        thousands of partitions keeps two per log (the lock and the active ``.log``)."""
+        Without ``keep_fd`` only the map's own descriptor stays open (CPython's mmap
+        keeps a dup): an open log holds five, sealed segments none until read."""
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             # never shorter than it is: an earlier reader's view may reach its end
