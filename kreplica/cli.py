@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "dump-log": "kreplica.tools.dump_log",
     "bench": "kreplica.tools.bench",
     "simulate": "kreplica.sim_cli",
+    "sweep": "kreplica.tools.sweep",
 }
 
 

@@ -1,0 +1,121 @@
+"""Sweep scaling on Spark: runs per second on ``local[2]`` against ``local[1]`` (issue 6).
+
+A sweep of 2,000 small runs: ``random-chaos`` cut to ``until_ms`` virtual ms
+(with its random faults at their usual rates, then the liveness phase), seeds
+1..2000.  Peers, side by side on the same runs:
+
+- ``spark local[1]`` and ``spark local[2]``: ``run_sweep`` into a fresh
+  directory (Parquet rows written), the session already started and its Python
+  workers warm;
+- ``plain loop``: the same runs one after another in this process through
+  :func:`kreplica.spark.sim_runner.run` (what each Spark task does per run).
+
+Target: ``local[2]`` at least 1.6x the runs per second of ``local[1]``.  The
+per-run overhead of Spark is ``(local[1] wall - loop wall) / runs`` (both on one
+core).  The machine's other load moves these figures: run it on a quiet machine.
+
+    .venv/bin/python benchmarks/bench_spark_sweep.py [RUNS] [UNTIL_MS]
+or under pytest-benchmark (one round each):
+    .venv/bin/python -m pytest -q -p no:cacheprovider --benchmark-enable \\
+        benchmarks/bench_spark_sweep.py -s
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+
+import pytest
+
+RUNS = 2000
+UNTIL_MS = 300
+SCENARIO = "random-chaos"
+
+
+def grid(runs: int = RUNS, until_ms: int = UNTIL_MS):
+    from kreplica.spark.sweep import Grid
+
+    return Grid.from_axes([SCENARIO], {"until_ms": [until_ms]}, f"1..{runs}")
+
+
+def spark_sweep(master: str, g) -> float:
+    """Seconds for a whole sweep of ``g`` on ``master`` (session start and warm-up excluded)."""
+    from kreplica.spark.session import local_session
+    from kreplica.spark.sweep import Grid, run_sweep
+
+    warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*")
+    spark = local_session(master, app_name=f"kreplica-bench-sweep-{master}")
+    d = tempfile.mkdtemp(prefix="kreplica-bench-sweep-")
+    try:
+        # Warm the Python workers (one run per slot), as a long sweep would be.
+        slots = spark.sparkContext.defaultParallelism
+        warm = Grid(g.scenarios, g.configs, (10_000_000, 10_000_000 + slots - 1))
+        run_sweep(spark, warm, os.path.join(d, "warm"), runs_per_task=1, tasks_per_chunk=slots)
+        t = time.perf_counter()
+        stats = run_sweep(spark, g, os.path.join(d, "runs"), runs_per_task=25)
+        wall = time.perf_counter() - t
+        assert stats.executed == len(g), stats
+        return wall
+    finally:
+        spark.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def plain_loop(g) -> float:
+    from kreplica.spark import sim_runner
+
+    scenario = sim_runner.build_scenario(g.scenarios[0], g.configs[0])
+    t = time.perf_counter()
+    for i in range(len(g)):
+        sim_runner.run(g.spec(i), scenario)
+    return time.perf_counter() - t
+
+
+def figures(runs: int = RUNS, until_ms: int = UNTIL_MS) -> dict[str, float]:
+    g = grid(runs, until_ms)
+    out = {"spark local[1]": spark_sweep("local[1]", g), "spark local[2]": spark_sweep("local[2]", g),
+           "plain loop": plain_loop(g)}
+    return out
+
+
+def print_figures(walls: dict[str, float], runs: int) -> None:
+    print(f"\n{runs} runs of {SCENARIO} (until_ms={UNTIL_MS})")
+    for name, wall in walls.items():
+        print(f"  {name:15s} {wall:8.1f} s  {runs / wall:7.2f} runs/s  {1000 * wall / runs:7.1f} ms/run")
+    scaling = walls["spark local[1]"] / walls["spark local[2]"]
+    overhead = (walls["spark local[1]"] - walls["plain loop"]) / runs * 1000
+    print(f"  local[2] / local[1] runs per second: {scaling:.2f}x (target >= 1.6x)")
+    print(f"  Spark overhead per run on one core: {overhead:+.1f} ms "
+          f"({100 * overhead / (1000 * walls['plain loop'] / runs):+.0f}% of a run)")
+
+
+@pytest.fixture(scope="module")
+def bench_grid():
+    return grid()
+
+
+@pytest.mark.parametrize("master", ["local[1]", "local[2]"])
+def test_spark_sweep(benchmark, bench_grid, master):
+    wall = benchmark.pedantic(spark_sweep, args=(master, bench_grid), rounds=1, iterations=1)
+    benchmark.extra_info["runs_per_s"] = len(bench_grid) / wall
+
+
+def test_plain_loop(benchmark, bench_grid):
+    wall = benchmark.pedantic(plain_loop, args=(bench_grid,), rounds=1, iterations=1)
+    benchmark.extra_info["runs_per_s"] = len(bench_grid) / wall
+
+
+def main(argv: list[str]) -> int:
+    global UNTIL_MS
+    runs = int(argv[0]) if argv else RUNS
+    UNTIL_MS = int(argv[1]) if len(argv) > 1 else UNTIL_MS
+    walls = figures(runs, UNTIL_MS)
+    print_figures(walls, runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

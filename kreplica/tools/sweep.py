@@ -1,0 +1,119 @@
+"""``kreplica sweep``: a fault sweep on Spark -- scenario x configuration x seeds -- and its report.
+
+The grid comes from a file (``--grid grid.toml`` or ``.yaml``)::
+
+    scenarios = ["kip101-hw-truncation", "random-chaos"]
+    seeds = "1..1000"
+    [config]
+    truncation = ["high-watermark", "leader-epoch"]
+    unclean = [false, true]
+
+or from flags (each a comma-separated list of values; an axis not given keeps
+the scenario's own value): ``--scenario``, ``--seeds 1..N``, ``--acks``,
+``--min-isr``, ``--unclean``, ``--truncation``, ``--rf``, ``--fault-rate``,
+``--until``.  Rows go to ``--out DIR`` (Parquet, partitioned by scenario); a
+re-run into the same directory runs only what is missing.  ``--master`` takes
+``local[N]``, ``spark://HOST:PORT`` or ``yarn`` unchanged.  ``--report`` prints
+the per-configuration table and writes ``report.md``, plots and replay files.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "run a fault sweep (scenario x configuration x seeds) on Spark and report on it"
+
+_AXIS_FLAGS = {
+    "acks": "acks: 0, 1, all",
+    "min_isr": "min.insync.replicas",
+    "unclean": "unclean.leader.election.enable: true, false",
+    "truncation": "replica.truncation.strategy: high-watermark, leader-epoch",
+    "rf": "replication factor",
+    "fault_rate": "multiplier of the scenario's random fault rates (0: scripted faults only)",
+    "until_ms": "virtual run length, ms",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_argument_group("grid")
+    src.add_argument("--grid", metavar="FILE", help="grid file (.toml, .yaml)")
+    src.add_argument("--scenario", action="append", metavar="NAME[,NAME]", help="scenario(s); repeatable")
+    src.add_argument("--seeds", default="1", metavar="N|FIRST..LAST", help="seed range (default 1)")
+    for axis, text in _AXIS_FLAGS.items():
+        flag = "--until" if axis == "until_ms" else "--" + axis.replace("_", "-")
+        src.add_argument(flag, dest=axis, metavar="V[,V]", help=text)
+    run = parser.add_argument_group("run")
+    run.add_argument("--out", required=True, metavar="DIR", help="output directory (Parquet), any Hadoop path")
+    run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    run.add_argument("--runs-per-task", type=int, default=8, help="runs per Spark task (default 8)")
+    run.add_argument("--tasks-per-chunk", type=int, default=None,
+                     help="tasks per Spark job, the unit a killed sweep loses (default 4 per core)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rep = parser.add_argument_group("report")
+    rep.add_argument("--report", action="store_true", help="print the table and write the report")
+    rep.add_argument("--report-only", action="store_true", help="report on --out without running")
+    rep.add_argument("--report-dir", metavar="DIR",
+                     help="where report.md, plots and replays go (default OUT/_report)")
+    rep.add_argument("--max-failing", type=int, default=200, help="failing runs listed (default 200)")
+
+
+def grid_from_args(args: argparse.Namespace):
+    """The :class:`~kreplica.spark.sweep.Grid` the flags or the grid file describe."""
+    from ..spark.sweep import Grid
+
+    axes = {a: getattr(args, a).split(",") for a in _AXIS_FLAGS if getattr(args, a) is not None}
+    scenarios = [s for arg in args.scenario or () for s in arg.split(",") if s]
+    if args.grid:
+        if scenarios or axes:
+            raise ValueError("give the grid as --grid FILE or as flags, not both")
+        return Grid.load(args.grid)
+    if not scenarios:
+        raise ValueError("name a --scenario (or give --grid FILE)")
+    return Grid.from_axes(scenarios, axes, args.seeds)
+
+
+def execute(args: argparse.Namespace) -> int:
+    import warnings
+
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    grid = None
+    if not args.report_only:
+        try:
+            grid = grid_from_args(args)
+            grid.validate()
+        except (ValueError, OSError) as exc:
+            console.print(f"[red]sweep: {exc}")
+            return 2
+    # pyspark 4 warns about pandas 3 on every Arrow UDF; the sweep uses Arrow only.
+    warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*")
+    from ..spark.session import local_session
+    from ..spark.sweep import read_results, run_sweep
+
+    spark = local_session(args.master, app_name="kreplica-sweep")
+    try:
+        if grid is not None:
+            console.print(f"sweep: {len(grid)} runs = {len(grid.scenarios)} scenarios x "
+                          f"{len(grid.configs)} configurations x {grid.seed_count} seeds "
+                          f"({grid.seeds[0]}..{grid.seeds[1]}) on {args.master} into {args.out}")
+            stats = run_sweep(spark, grid, args.out, runs_per_task=args.runs_per_task,
+                              tasks_per_chunk=args.tasks_per_chunk, progress=not args.no_progress,
+                              console=console)
+            console.print(f"sweep: ran {stats.executed}, skipped {stats.already_done} already in "
+                          f"{args.out}, {stats.chunks} jobs, {stats.wall_s:.1f} s "
+                          f"({stats.runs_per_second:.2f} runs/s)")
+        if args.report or args.report_only:
+            from ..spark.report import build_report
+
+            report_dir = args.report_dir or str(Path(args.out) / "_report")
+            # A pipe gets the whole table, not rich's 80-column fallback.
+            out_console = Console() if sys.stdout.isatty() else Console(width=200)
+            report = build_report(spark, read_results(spark, args.out), report_dir,
+                                  console=out_console, max_failing=args.max_failing, source=args.out)
+            console.print(f"report: {report.markdown} ({report.failing_total} failing runs)")
+    finally:
+        spark.stop()
+    return 0
+

@@ -1,0 +1,328 @@
+"""Fault sweeps on Spark (issue 6, "Sweeps"): grid, job, Parquet, resume, report, progress.
+
+One real local Spark session for the module.  The grid is KIP-101's
+HW-truncation scenario under both truncation strategies, four seeds each: under
+``high-watermark`` some seeds lose an acknowledged write (the checker's
+invariant 1), under ``leader-epoch`` none do, so the report has both failing
+and clean configurations.  The same eight runs are also run directly through
+the simulator (``kreplica.sim.world.run``) in this process; the sweep's rows and
+the report's figures must agree with them.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kreplica.spark.sim_runner import RunConfig, build_scenario
+from kreplica.spark.sweep import Grid, parse_seeds, read_results, run_sweep
+from spark_fixtures import require_spark, spark  # noqa: F401  (spark is a fixture)
+
+pytestmark = pytest.mark.spark
+
+SCENARIO = "kip101-hw-truncation"
+TRUNCATIONS = ("high-watermark", "leader-epoch")
+SEEDS = "1..4"
+GRID = Grid.from_axes([SCENARIO], {"truncation": list(TRUNCATIONS)}, SEEDS)
+
+
+@pytest.fixture(scope="module")
+def direct():
+    """Every run of GRID straight through the simulator: {(config_key, seed): RunResult}."""
+    from kreplica.sim import world
+
+    out = {}
+    for config in GRID.configs:
+        sc = build_scenario(SCENARIO, config)
+        for seed in range(GRID.seeds[0], GRID.seeds[1] + 1):
+            out[(config.key, seed)] = world.run(sc, seed)
+    return out
+
+
+@pytest.fixture(scope="module")
+def swept(spark, tmp_path_factory):  # noqa: F811
+    out = str(tmp_path_factory.mktemp("sweep") / "runs")
+    stats = run_sweep(spark, GRID, out, runs_per_task=2, tasks_per_chunk=3)
+    return out, stats
+
+
+# ---- the grid ---------------------------------------------------------------------------------
+
+def test_seed_ranges():
+    assert parse_seeds("1..1000") == (1, 1000)
+    assert parse_seeds(7) == (7, 7)
+    for bad in ("5..1", "1-3", "", "a..b"):
+        with pytest.raises(ValueError):
+            parse_seeds(bad)
+
+
+def test_grid_files_and_flags_agree(tmp_path):
+    toml = tmp_path / "g.toml"
+    toml.write_text('scenarios = ["kip101-hw-truncation", "random-chaos"]\nseeds = "3..5"\n'
+                    '[config]\n"replica.truncation.strategy" = ["high-watermark", "leader-epoch"]\n'
+                    'unclean = [false, true]\nacks = "all"\n')
+    yaml = tmp_path / "g.yaml"
+    yaml.write_text("scenarios: [kip101-hw-truncation, random-chaos]\nseeds: 3..5\nconfig:\n"
+                    "  truncation: [high-watermark, leader-epoch]\n  unclean: ['false', 'true']\n  acks: [-1]\n")
+    from kreplica.cli import build_parser
+
+    argv = ["sweep", "--scenario", "kip101-hw-truncation,random-chaos", "--seeds", "3..5",
+            "--truncation", "high-watermark,leader-epoch", "--unclean", "false,true", "--acks", "all",
+            "--out", str(tmp_path / "o")]
+    args = build_parser({"sweep": "kreplica.tools.sweep"}, "kreplica", argv).parse_args(argv)
+    from kreplica.tools.sweep import grid_from_args
+
+    grids = [Grid.load(toml), Grid.load(yaml), grid_from_args(args)]
+    assert grids[0] == grids[1] == grids[2]
+    g = grids[0]
+    assert len(g) == 2 * 4 * 3 and g.seed_count == 3
+    assert {c.key for c in g.configs} == {
+        f"acks=all,min_isr=-,unclean={u},truncation={t},rf=-,fault_rate=-,until_ms=-"
+        for u in ("false", "true") for t in TRUNCATIONS}
+    # Every run exactly once.
+    specs = {(s.scenario, s.config.key, s.seed) for s in map(g.spec, range(len(g)))}
+    assert len(specs) == len(g)
+
+
+def test_bad_grids_fail_before_spark(tmp_path):
+    with pytest.raises(ValueError, match="unknown sweep axis"):
+        Grid.from_axes(["random-chaos"], {"retries": [1]})
+    with pytest.raises(ValueError, match="no scenario"):
+        Grid.from_axes(["no-such-scenario"], {}).validate()
+    with pytest.raises(ValueError, match="pins the replicas"):
+        Grid.from_axes([SCENARIO], {"rf": [2]}).validate()
+    with pytest.raises(ValueError, match="fault_rate"):
+        RunConfig.parse({"fault_rate": -1})
+    bad = tmp_path / "g.toml"
+    bad.write_text('scenarios = ["random-chaos"]\nseed = "1..3"\n')
+    with pytest.raises(ValueError, match="unknown keys"):
+        Grid.load(bad)
+
+
+def test_overrides_reach_the_scenario():
+    sc = build_scenario("random-chaos", RunConfig.parse(
+        {"acks": "1", "min.insync.replicas": 1, "unclean": True, "truncation": "leader-epoch",
+         "rf": 2, "fault_rate": 0.5, "until_ms": 1234}))
+    base = build_scenario("random-chaos", RunConfig())
+    assert sc.workload.acks == "1" and sc.until_ms == 1234
+    assert sc.config["min.insync.replicas"] == 1 and sc.config["unclean.leader.election.enable"] is True
+    assert sc.config["replica.truncation.strategy"] == "leader-epoch"
+    assert {t.replication_factor for t in sc.topics} == {2}
+    assert sc.chaos.crash == base.chaos.crash * 0.5 and sc.chaos.max_down == base.chaos.max_down
+    assert build_scenario("random-chaos", RunConfig(fault_rate=0.0)).chaos is None
+
+
+def test_index_decoded_on_the_executors_matches_the_grid(spark):  # noqa: F811
+    g = Grid.from_axes(["a-scenario", "b-scenario", "c-scenario"],
+                       {"acks": ["0", "1", "all"], "unclean": [False, True]}, "10..14")
+    rows = g.index_columns(spark.range(0, len(g), numPartitions=4)).collect()
+    assert len(rows) == len(g) == 90
+    for r in rows:
+        spec = g.spec(r.id)
+        assert (r.scenario, r.config_key, r.seed) == (spec.scenario, spec.config.key, spec.seed)
+        assert g.configs[r.config_index] == spec.config
+
+
+# ---- the job and its rows -------------------------------------------------------------------------
+
+def test_sweep_rows_match_direct_runs(spark, swept, direct):  # noqa: F811
+    out, stats = swept
+    assert stats.total == len(GRID) == 8 and stats.executed == 8 and stats.already_done == 0
+    assert stats.chunks == 2  # 3 tasks x 2 runs per chunk
+    assert sorted(p.name for p in Path(out).iterdir() if p.is_dir()) == [f"scenario={SCENARIO}"]
+    rows = read_results(spark, out).collect()
+    assert len(rows) == 8
+    assert len({(r.scenario, r.config_key, r.seed) for r in rows}) == 8
+    for r in rows:
+        d = direct[(r.config_key, r.seed)]
+        assert r.history_hash == d.history_hash and r.events == d.events
+        assert r.lost_acks == len(d.losses) and r.unclean_elections == d.unclean_elections
+        assert r.acked_writes == d.acked_writes and r.availability == d.availability
+        assert r.reelect_ms == [float(x) for x in d.reelect_ms]
+        expected = {} if d.violation is None else {d.violation.invariant.value: 1}
+        assert r.violations == expected and r.violations_total == len(expected)
+        assert r.truncation in TRUNCATIONS and r.config_key.endswith(f"truncation={r.truncation},rf=-,"
+                                                                      "fault_rate=-,until_ms=-")
+        assert (r.acks, r.min_isr, r.unclean, r.rf, r.brokers) == ("all", 2, False, 3, 3)
+        assert r.wall_ms > 0 and r.error is None
+        assert (r.history_gz is not None) == (d.violation is not None or bool(d.losses))
+    # The scenario's point: losses under high-watermark, none under leader-epoch.
+    lost = {t: sum(1 for r in rows if r.truncation == t and r.violations_total) for t in TRUNCATIONS}
+    assert lost["high-watermark"] > 0 and lost["leader-epoch"] == 0
+
+
+def test_rerun_skips_everything_already_present(spark, swept):  # noqa: F811
+    out, _ = swept
+    again = run_sweep(spark, GRID, out, runs_per_task=2, tasks_per_chunk=3)
+    assert again.already_done == 8 and again.executed == 0
+    assert read_results(spark, out).count() == 8
+
+
+# ---- the report ----------------------------------------------------------------------------------
+
+def _wilson_by_bisection(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The score interval as its definition: the p0 whose score statistic is exactly z."""
+    phat = k / n
+
+    def score(p0: float) -> float:
+        return abs(phat - p0) / math.sqrt(p0 * (1 - p0) / n)
+
+    def solve(lo: float, hi: float, rising: bool) -> float:
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if (score(mid) > z) == rising:
+                hi = mid
+            else:
+                lo = mid
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(1e-12, phat, rising=False)
+    high = 1.0 if k == n else solve(phat, 1 - 1e-12, rising=True)
+    return low, high
+
+
+def test_wilson_interval_sql(spark):  # noqa: F811
+    from kreplica.spark.report import wilson_sql
+
+    lo, hi = wilson_sql("k", "n")
+    cases = [(0, 10), (5, 10), (10, 10), (3, 12), (81, 263), (1, 1000)]
+    values = ", ".join(f"({k}, {n})" for k, n in cases)
+    got = spark.sql(f"SELECT k, n, {lo} AS lo, {hi} AS hi FROM VALUES {values} AS t(k, n)").collect()
+    for r in got:
+        want = _wilson_by_bisection(r.k, r.n)
+        assert r.lo == pytest.approx(want[0], abs=1e-9) and r.hi == pytest.approx(want[1], abs=1e-9)
+
+
+def test_report_numbers_match_direct_runs(spark, swept, direct, tmp_path):  # noqa: F811
+    from rich.console import Console
+
+    from kreplica.sim.history import read_jsonl, run_header
+    from kreplica.spark.report import build_report
+
+    out, _ = swept
+    text = io.StringIO()
+    report = build_report(spark, read_results(spark, out), tmp_path / "report",
+                          console=Console(file=text, width=220), source=out)
+    assert len(report.rows) == 2
+    for row in report.rows:
+        runs = [d for (key, _), d in direct.items() if key == row["config_key"]]
+        lost = [d for d in runs if d.losses or (d.violation and d.violation.invariant.value == "1-acked-write-lost")]
+        assert row["runs"] == len(runs) == 4 and row["loss_runs"] == len(lost)
+        assert row["loss_probability"] == pytest.approx(len(lost) / 4)
+        low, high = _wilson_by_bisection(len(lost), 4)
+        assert row["loss_ci_low"] == pytest.approx(low, abs=1e-9)
+        assert row["loss_ci_high"] == pytest.approx(high, abs=1e-9)
+        assert row["lost_acks"] == sum(len(d.losses) for d in runs)
+        assert row["mean_availability"] == pytest.approx(np.mean([d.availability for d in runs]))
+        samples = [ms for d in runs for ms in d.reelect_ms]
+        assert row["elections"] == len(samples)
+        if samples:
+            assert row["reelect_p50_ms"] == pytest.approx(np.percentile(samples, 50))
+            assert row["reelect_p99_ms"] == pytest.approx(np.percentile(samples, 99))
+        by_invariant: dict[str, int] = {}
+        for d in runs:
+            if d.violation is not None:
+                by_invariant[d.violation.invariant.value] = by_invariant.get(d.violation.invariant.value, 0) + 1
+        assert row["violations"] == by_invariant
+    printed = text.getvalue()
+    assert "truncation=high-watermark" in printed and "truncation=leader-epoch" in printed
+
+    # Failing seeds: exactly the direct runs with a violation or a counted loss, each replayable.
+    failing = sorted((key, seed) for (key, seed), d in direct.items() if d.violation or d.losses)
+    assert failing and report.failing_total == len(failing)
+    assert sorted((f["config_key"], f["seed"]) for f in report.failing) == failing
+    md = report.markdown.read_text()
+    for f in report.failing:
+        assert f["replay"] in md and f["replay"].startswith("kreplica simulate --replay /")
+        events = read_jsonl(f["replay"].split()[-1])
+        header = run_header(events)
+        assert header["seed"] == f["seed"]
+        assert direct[(f["config_key"], f["seed"])].history_hash == f["history_hash"]
+    # The listed command, run: the simulator replays the file and finds the identical hash.
+    from kreplica import sim_cli
+
+    first = report.failing[0]
+    args = first["replay"].split()
+    assert args[:2] == ["kreplica", "simulate"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert sim_cli.main(args[2:]) == 0
+    assert f"replayed history hash {first['history_hash']}" in printed.getvalue()
+    for png in report.plots:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name in md
+
+
+# ---- resume after a killed sweep -----------------------------------------------------------------
+
+def _parquet_files(out: Path) -> list[Path]:
+    return sorted(out.glob("scenario=*/*.parquet")) if out.exists() else []
+
+
+def test_resume_after_killed_sweep(spark, direct, tmp_path):  # noqa: F811
+    """A ``kreplica sweep`` process is SIGKILLed once its first chunks are committed; the
+    re-run runs exactly the missing triples: none twice, none missing."""
+    require_spark()
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "kreplica", "sweep", "--scenario", SCENARIO, "--seeds", SEEDS,
+           "--truncation", ",".join(TRUNCATIONS), "--out", str(out), "--master", "local[1]",
+           "--runs-per-task", "1", "--tasks-per-chunk", "1", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while len(_parquet_files(out)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        assert _parquet_files(out), "the sweep committed nothing in time"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = read_results(spark, str(out)).collect()
+    assert 2 <= len(before) < len(GRID)
+    assert len({(r.config_key, r.seed) for r in before}) == len(before)
+
+    stats = run_sweep(spark, GRID, str(out), runs_per_task=2, tasks_per_chunk=3)
+    assert stats.already_done == len(before) and stats.executed == len(GRID) - len(before)
+    after = read_results(spark, str(out)).collect()
+    keys = [(r.config_key, r.seed) for r in after]
+    assert len(keys) == len(set(keys)) == len(GRID)
+    assert set(keys) == set(direct)
+    for r in after:
+        assert r.history_hash == direct[(r.config_key, r.seed)].history_hash
+
+
+# ---- progress ------------------------------------------------------------------------------------
+
+def test_progress_counts_tasks_from_the_status_tracker(spark, tmp_path):  # noqa: F811
+    from rich.console import Console
+
+    from kreplica.spark.progress import TaskTracker
+
+    sc = spark.sparkContext
+    sc.setJobGroup("kreplica-progress-test", "progress test")
+    try:
+        spark.range(0, 100, numPartitions=5).selectExpr("sum(id)").collect()
+        spark.range(0, 100, numPartitions=3).rdd.map(lambda r: r.id).count()
+        counts = TaskTracker(sc, "kreplica-progress-test").poll()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    # 5 + 1 tasks for the aggregate (whatever adaptive execution skipped), 3 for the count.
+    assert counts.completed == counts.total >= 9 and counts.failed == 0 and counts.active == 0
+
+    text = io.StringIO()
+    g = Grid.from_axes([SCENARIO], {"truncation": ["leader-epoch"]}, "1..2")
+    seen = []
+    stats = run_sweep(spark, g, str(tmp_path / "runs"), runs_per_task=1, tasks_per_chunk=2, progress=True,
+                      console=Console(file=text, width=160),
+                      on_chunk=lambda k, n, s: seen.append((k, n, s.executed)))
+    assert seen == [(1, 1, 2)] and stats.executed == 2
+    assert "2/2 tasks" in text.getvalue()
