@@ -1,8 +1,11 @@
 import mmap
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kreplica import errors
 from kreplica.log import Log, LogConfig
@@ -409,3 +412,103 @@ def test_an_open_log_holds_five_descriptors(tmp_path):
     for log in logs:
         log.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+class LogMachine(RuleBasedStateMachine):
+    """The Log against a model (a list of batches) through appends of both kinds,
+    truncations, retention, HW moves, flushes, clean reopens and crashes."""
+
+    def __init__(self):
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="logmachine-")
+        self.clock = ManualClock(1_000_000)
+        self.config = {"segment.bytes": 1024, "index.interval.bytes": 100}
+        self.log = Log.open(os.path.join(self.dir, "t-0"), self.config, clock=self.clock)
+        self.batches = []  # (base, [values]) in offset order
+        self.epoch = 0
+
+    def teardown(self):
+        if not self.log._closed:
+            self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _leo(self):
+        return self.batches[-1][0] + len(self.batches[-1][1]) if self.batches else self.log.log_start_offset
+
+    @rule(n=st.integers(1, 12), size=st.integers(0, 90), bump=st.booleans())
+    def append_as_leader(self, n, size, bump):
+        self.epoch += bump
+        base = self._leo()
+        vals = [b"%d" % (base + i) + b"." * size for i in range(n)]
+        assert self.log.append_as_leader(vals, leader_epoch=self.epoch).first_offset == base
+        self.batches.append((base, vals))
+
+    @rule(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4))
+    def append_as_follower(self, sizes):
+        base = self._leo()
+        data = b""
+        for n in sizes:
+            vals = [b"f%d" % (base + i) for i in range(n)]
+            data += encode_batch(vals, base_offset=base, leader_epoch=self.epoch)
+            self.batches.append((base, vals))
+            base += n
+        self.log.append_as_follower(data)
+
+    @rule(frac=st.floats(0, 1))
+    def truncate_to(self, frac):
+        start, leo = self.log.log_start_offset, self._leo()
+        target = start + int((leo - start) * frac)
+        self.log.truncate_to(target)
+        while self.batches and self.batches[-1][0] + len(self.batches[-1][1]) > target:
+            self.batches.pop()  # the batch holding the target goes whole
+        assert self.log.log_end_offset == self._leo()
+
+    @rule(frac=st.floats(0, 1))
+    def move_hw(self, frac):
+        start, leo = self.log.log_start_offset, self._leo()
+        self.log.update_high_watermark(start + int((leo - start) * frac))
+
+    @rule(keep=st.integers(0, 3000))
+    def retention(self, keep):
+        self.log.config = LogConfig.from_dict({**self.config, "retention.bytes": keep})
+        self.log.delete_old_segments()
+        start = self.log.log_start_offset
+        self.batches = [b for b in self.batches if b[0] >= start]
+        assert not self.batches or self.batches[0][0] == start
+
+    @rule()
+    def flush(self):
+        self.log.flush()
+        assert self.log.recovery_point == self._leo()
+
+    @rule(crash=st.booleans())
+    def reopen(self, crash):
+        if crash:
+            self.log.crash(lose_unflushed=False)
+        else:
+            self.log.close()
+        hw = self.log.high_watermark
+        self.log = Log.open(os.path.join(self.dir, "t-0"), self.config, clock=self.clock)
+        self.log.update_high_watermark(hw)  # as the broker's HW checkpoint would
+
+    @rule(offset_frac=st.floats(0, 1))
+    def read_one(self, offset_frac):
+        start, leo = self.log.log_start_offset, self._leo()
+        if leo > start:
+            offset = start + int((leo - start) * offset_frac)
+            offset = min(offset, leo - 1)
+            data = self.log.read(offset, 1)
+            holder = next(b for b in self.batches if b[0] <= offset < b[0] + len(b[1]))
+            assert data.first_offset == holder[0]
+
+    @invariant()
+    def matches_the_model(self):
+        log = self.log
+        assert log.log_start_offset <= log.high_watermark <= log.log_end_offset == self._leo()
+        assert log.recovery_point <= log.log_end_offset
+        expected = [v for _, vals in self.batches for v in vals]
+        assert [r.value for r in all_records(log)] == expected
+
+
+LogMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
+test_log_against_a_model = LogMachine.TestCase
