@@ -70,7 +70,7 @@ class Summary:
             ("unclean elections", str(self.unclean_elections)),
             ("availability %", f"{100 * self.availability_sum / max(self.runs, 1):.2f}"),
             ("time to re-elect p50 / p99 ms", f"{p50 or 0:.0f} / {p99 or 0:.0f}" if p50 is not None else "-"),
-            ("acked writes / virtual s", f"{self.acked_writes / v_s:.1f}"),
+            ("acks=all writes acked / virtual s", f"{self.acked_writes / v_s:.1f}"),
             ("simulated events / wall s", f"{self.events / max(self.wall_s, 1e-9):,.0f}"),
             ("virtual s / wall s", f"{v_s / max(self.wall_s, 1e-9):.1f}"),
         ]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import errors
 from ..protocol import (
     FetchRequest,
     FetchResponse,
@@ -409,10 +410,10 @@ class World:
             faults.cut_store(self, target, prm["duration_ms"])
         elif a == "reassign":
             self.record("reassign", None, f"{prm['topic']}-{prm['partition']}", replicas=prm["replicas"])
-            c.reassign(prm["topic"], prm["partition"], prm["replicas"], wait=False)
+            self._admin(c.reassign, prm["topic"], prm["partition"], prm["replicas"], wait=False)
         elif a == "elect_preferred":
             self.record("elect_preferred", None, topic=prm["topic"])
-            c.elect_preferred_leaders(prm["topic"], wait=False)
+            self._admin(c.elect_preferred_leaders, prm["topic"], wait=False)
         elif a == "create_topic":
             self._create_topic(prm["topic"], prm.get("partitions", 1), prm.get("replication_factor", 3))
         elif a == "delete_topic":
@@ -425,14 +426,14 @@ class World:
         self.record("delete_topic", None, topic=topic)
         self._deleting.add(topic)
         self.checker.forget_topic(topic)
-        self.cluster.delete_topic(topic, wait=False)
+        self._admin(self.cluster.delete_topic, topic, wait=False)
 
     def _create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
         self.record("create_topic", None, topic=topic, partitions=partitions,
                     replication_factor=replication_factor)
         self._deleting.discard(topic)
         self.checker.forget_topic(topic)
-        self.cluster.create_topic(topic, partitions, replication_factor, wait=False)
+        self._admin(self.cluster.create_topic, topic, partitions, replication_factor, wait=False)
 
     def _mark_leaderless(self, broker: int | None) -> None:
         now = self.now_ms()
@@ -458,16 +459,23 @@ class World:
             p = rng.randrange(t.partitions)
             live = c.live_brokers()
             if len(live) >= t.replication_factor:
-                replicas = rng.sample(sorted(c.brokers), t.replication_factor)
+                replicas = rng.sample(live, t.replication_factor)
                 self.record("reassign", None, f"{t.name}-{p}", replicas=replicas)
-                c.reassign(t.name, p, replicas, wait=False)
+                self._admin(c.reassign, t.name, p, replicas, wait=False)
         else:
             t = rng.choice(self.scenario.topics)
             self.record("elect_preferred", None, topic=t.name)
-            c.elect_preferred_leaders(t.name, wait=False)
+            self._admin(c.elect_preferred_leaders, t.name, wait=False)
         self.later(self.scenario.workload.admin_interval_ms, self._admin_tick)
 
     _phase = "setup"
+
+    def _admin(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """An admin tool's call: a refusal (a broker just died, a topic is going) is recorded."""
+        try:
+            fn(*args, **kwargs)
+        except errors.KReplicaError as e:
+            self.record("admin_refused", None, call=fn.__name__, error=e.name)
 
     # ---- running ------------------------------------------------------------------------------------------
     def _after_event(self) -> bool:
