@@ -4,6 +4,7 @@ the speeds (those are for ``kreplica bench log`` and ``benchmarks/bench_log.py``
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict
@@ -32,6 +33,7 @@ def test_quick_run_prints_one_table_with_every_target(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["peers"] == list(bench_log.PEERS)
     assert report["sizes"] == asdict(bench_log.QUICK)
+    assert report["machine"]["cpus"] == os.cpu_count() and len(report["machine"]["load_average"]) == 2
     rows = report["rows"]
     assert [r["target"] for r in rows if r["target"]] == TARGETS
     for row in rows:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import shutil
 import statistics
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..records import crc32c_backend
 from .bench_log_peers import (BATCH_RECORDS, FSYNC_POLICY, STORES, AppendWork, KReplica, Lmdb, RawWrite,
                               Sqlite, append_work, fetch_chunks)
 
@@ -335,11 +337,14 @@ def execute(args: argparse.Namespace) -> int:
     sizes = QUICK if args.quick else FULL
     if args.repeat:
         sizes = replace(sizes, repeat=args.repeat)
+    load_before = os.getloadavg()[0]
     rows = run(sizes, args.data_dir)
-    print_table(rows, sizes)
+    machine = {"cpus": os.cpu_count(), "crc32c": crc32c_backend(),
+               "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    print_table(rows, sizes, machine)
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"sizes": asdict(sizes), "fsync_policy": FSYNC_POLICY, "peers": list(PEERS),
+            {"sizes": asdict(sizes), "fsync_policy": FSYNC_POLICY, "peers": list(PEERS), "machine": machine,
              "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
 
@@ -354,13 +359,15 @@ def _fmt(x: float | None) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.2f}"
 
 
-def print_table(rows: list[Row], sizes: Sizes) -> None:
+def print_table(rows: list[Row], sizes: Sizes, machine: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title="kreplica log against its peers: one run, one process, this machine (kreplica bench log)",
                   caption=f"{FSYNC_POLICY}. Median of {sizes.repeat} run(s), stores taking turns, fresh files "
-                          f"each run; reads from the page cache. {BATCH_RECORDS:,} records per batch.")
+                          f"each run; reads from the page cache. {BATCH_RECORDS:,} records per batch. "
+                          f"{machine['cpus']} CPUs shared with other work: load average "
+                          f"{machine['load_average'][0]:.1f} before, {machine['load_average'][1]:.1f} after.")
     table.add_column("workload")
     table.add_column("unit")
     table.add_column("kreplica", justify="right")
