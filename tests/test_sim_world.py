@@ -103,3 +103,12 @@ def test_a_request_from_an_older_controller_epoch_must_change_nothing(broken):
             assert world.checker.violation is None and p.leader_epoch < request.partition_states[0].leader_epoch
     finally:
         world.close()
+
+
+def test_a_swarm_seed_runs_end_to_end_and_converges():
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = replace(swarm_scenario(21), until_ms=6000)
+    r = World(sc, 21).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert r.history_hash == World(sc, 21).run().history_hash
