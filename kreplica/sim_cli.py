@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until", type=int, metavar="MS", help="virtual run time before the liveness phase")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="override a Kafka config key")
     p.add_argument("--out", type=Path, metavar="DIR", help="write histories, timelines and a summary here")
-    p.add_argument("--history", action="store_true", help="with --out: JSON-lines history of every run")
+    p.add_argument("--history", action="store_true",
+                   help="with --out: JSON-lines history of every run (failing runs always get one)")
     p.add_argument("--timeline", action="store_true", help="with --out: a timeline PNG of every run")
     p.add_argument("--replay", type=Path, metavar="FILE", help="re-run a recorded history and compare hashes")
     p.add_argument("--list", action="store_true", help="list the scenarios")
@@ -87,12 +88,11 @@ def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
     from .sim.world import World
 
     sc = scenario if scenario is not None else _scenario(args, seed)
-    keep = bool(args.out and args.history)
-    world = World(sc, seed, keep_history=keep, record_samples=bool(args.out and args.timeline))
+    world = World(sc, seed, keep_history=bool(args.out), record_samples=bool(args.out and args.timeline))
     r = world.run()
     if args.out:
         stem = args.out / f"{sc.name}-{seed}"
-        if keep:
+        if args.history or r.violation is not None:  # a failing seed is always kept for --replay
             world.history.write_jsonl(stem.with_suffix(".jsonl"))
         if args.timeline:
             timeline_png(r, stem.with_suffix(".png"))
@@ -160,7 +160,8 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kreplica simulate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="kreplica simulate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return execute(parser.parse_args(argv))
 
