@@ -165,3 +165,50 @@ def test_stream_reader_offsets_follow_the_hw_or_the_log_end(tmp_path):
                 for batch in lossy.read(part) for r in batch.to_pylist()] == list(range(100, 310))
     finally:
         producer.close()
+
+
+def _committed(cluster, topic: str, partition: int) -> list[tuple]:
+    """(partition, offset, key, value) of every committed record, fetched from the leader."""
+    out, offset = [], 0
+    while records := cluster.fetch(topic, partition, offset):
+        out += [(partition, r.offset, r.key, r.value) for r in records]
+        offset = records[-1].offset + 1
+    return out
+
+
+def test_streaming_from_a_broker_of_an_embedded_cluster(spark, tmp_path):
+    """The issue's setting: an embedded 3-broker cluster keeps producing (acks=all)
+    while a query tails one broker's data dir; its HW checkpoint drives the query."""
+    from kreplica import Cluster
+
+    topic, out, checkpoint = "orders", str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    cluster = Cluster.embedded(brokers=[1001, 1002, 1003], data_dir=str(tmp_path / "cluster"),
+                               metadata="memory", seed=11)
+    try:
+        cluster.create_topic(topic, partitions=2, replication_factor=3)
+        broker_dir = str(tmp_path / "cluster" / "broker-1002")
+
+        def produce(rounds: int) -> None:
+            for n in range(rounds):
+                for p in range(2):
+                    cluster.produce(topic, p, [f"{p}:{n}:{i}".encode() for i in range(4)], acks="all")
+                cluster.advance(1000)  # HW checkpoints every 5 s of cluster time
+                time.sleep(0.05)
+
+        produce(6)
+        query = (spark.readStream.format("kreplica").option("path", broker_dir).option("topic", topic)
+                 .load().writeStream.format("parquet").option("path", out)
+                 .option("checkpointLocation", checkpoint).trigger(processingTime="100 milliseconds")
+                 .start())
+        try:
+            produce(30)
+            cluster.advance(6000)
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        rows = sorted((r.partition, r.offset, r.key, bytes(r.value))
+                      for r in spark.read.parquet(out).collect())
+        assert rows == _committed(cluster, topic, 0) + _committed(cluster, topic, 1)
+        assert len(rows) == 2 * 36 * 4
+    finally:
+        cluster.close()
