@@ -8,11 +8,13 @@ with ``sync=False, metasync=False``; raw and plain-Python writes never fsync.
 
 Each peer is opened on a fresh path, driven, then closed; the caller times only
 the work between open and close, so nobody pays for creating files or for
-trimming them.  A peer answers only the workloads it can do (``None`` otherwise):
+trimming them.  A peer has a method only for the workloads it can do:
 
 - ``append(work)``: every batch of ``work`` (1,000 records each);
 - ``read_all()``: the whole store to Python objects, returns the record count;
-- ``lookup(offsets)``: fetch each offset, one call per offset.
+- ``lookup(offsets)``: fetch each offset, one call per offset;
+- ``follow(chunks)`` / ``read_bytes()`` (the Log and raw file): append ready fetches,
+  and read every byte back in 1 MiB pieces.
 """
 from __future__ import annotations
 
