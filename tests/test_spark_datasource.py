@@ -144,6 +144,10 @@ def test_filters_that_cannot_be_pushed_still_hold(spark, data):
     df = _read(spark, data_dir).where("offset % 7 = 3 or timestamp < 0")
     assert as_tuples(df.collect()) == [
         r for r in _all_rows(data_dir) if r[2] < hws[r[1]] and r[2] % 7 == 3]
+    df = _read(spark, data_dir).where(
+        "partition != 1 and offset in (3, 77, null) and not (timestamp < 0)")
+    assert as_tuples(df.collect()) == [
+        r for r in _all_rows(data_dir) if r[1] == 0 and r[2] in (3, 77)]
 
 
 def _copy(data_dir, tmp_path):
@@ -249,3 +253,23 @@ def test_unknown_topic_and_bad_options_are_clear_errors(spark, data):
         spark.read.format("kreplica").option("path", data[0]).option("topic", "nope").load().collect()
     with pytest.raises(Exception, match="isolation"):
         _read(spark, data[0], isolation="dirty").collect()
+
+
+def test_pushdown_bounds_from_spark_filters():
+    """What each filter Spark can push narrows to (no session needed)."""
+    from spark_fixtures import require_spark
+
+    require_spark()
+    from pyspark.sql.datasource import (EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual, Not,
+                                        StringStartsWith)
+
+    from kreplica.spark.datasource import Pushdown
+
+    pd = Pushdown()
+    for f in (In(("partition",), (0, 2, None)), Not(EqualTo(("partition",), 2)),
+              GreaterThan(("offset",), 9), LessThanOrEqual(("offset",), 20), In(("offset",), (12, 30)),
+              GreaterThan(("timestamp",), 5), LessThanOrEqual(("timestamp",), 7),
+              IsNotNull(("key",)), StringStartsWith(("topic",), "ev")):
+        pd.absorb(f)
+    assert [p for p in range(4) if pd.allows_partition(p)] == [0, 2]  # Not(...) is not used to prune
+    assert (pd.offset_lo, pd.offset_hi, pd.timestamp_lo) == (12, 21, 6)

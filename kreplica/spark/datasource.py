@@ -158,17 +158,18 @@ class Pushdown:
     timestamp_lo: int | None = None
 
     def absorb(self, f: Filter) -> None:
-        column = f.attribute[0] if len(f.attribute) == 1 else None
+        attribute = getattr(f, "attribute", ())  # Not(...) has a child, no attribute
+        column = attribute[0] if len(attribute) == 1 else None
+        values = _ints(f.value) if isinstance(f, In) else []
         if column == "partition":
-            if isinstance(f, In):
-                values = {v for v in f.value if isinstance(v, int)}
-                self.partitions = frozenset(values if self.partitions is None else self.partitions & values)
+            if isinstance(f, In):  # NULL in the list matches nothing
+                self.partitions = frozenset(values if self.partitions is None else self.partitions & set(values))
             else:
                 self.partition_ranges.append(_bounds(f))
         elif column == "offset":
             lo, hi = _bounds(f)
-            if isinstance(f, In) and f.value:
-                lo, hi = min(f.value), max(f.value) + 1
+            if values:
+                lo, hi = min(values), max(values) + 1
             self.offset_lo = _max(self.offset_lo, lo)
             self.offset_hi = _min(self.offset_hi, hi)
         elif column == "timestamp":
@@ -182,6 +183,10 @@ class Pushdown:
             return False
         return all((lo is None or p >= lo) and (hi is None or p < hi)
                    for lo, hi in self.partition_ranges)
+
+
+def _ints(values: object) -> list[int]:
+    return [v for v in values if isinstance(v, int) and not isinstance(v, bool)]  # type: ignore[union-attr]
 
 
 def _bounds(f: Filter) -> tuple[int | None, int | None]:
