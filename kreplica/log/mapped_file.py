@@ -8,8 +8,9 @@ position: ENOSPC or EFBIG (file-size limit) then surface as
 :class:`~kreplica.errors.KafkaStorageError` before a byte is copied, and what was
 written stays readable.  Whole batches go in with ``pwrite`` (``write_at``): on
 this machine a copy through a fresh map costs 2-3x the kernel's copy, because
-every new page takes a fault; the map still sees the bytes (one page cache).  ``seal`` trims the file to its data, fsyncs it and drops
-the write map; a sealed file is mapped read-only, lazily, only when read.
+every new page takes a fault; the map still sees the bytes (one page cache).
+``seal`` trims the file to its data and drops the write map (``flush`` is what
+fsyncs); a sealed file is mapped read-only, lazily, only when read.
 A map still exported to a reader (a zero-copy view) cannot be closed; it is then
 left to the garbage collector, which unmaps it when the last view goes.  While such
 a map lives the file is never shortened (a view past the end would SIGBUS): its
