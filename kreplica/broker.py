@@ -33,13 +33,8 @@ from .protocol import (
     AlterIsrResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
-    FetchRequest,
     LeaderAndIsr,
     LeaderAndIsrRequest,
-    OffsetsForLeaderEpochRequest,
-    ProduceRequest,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
 )
 from .replica.replica_manager import ReplicaManager
 from .runtime import Scheduler
@@ -158,7 +153,8 @@ class Broker:
 
         ``on_done(True)`` once the controller reports nothing left (then the broker
         stops cleanly); ``on_done(False)`` after ``controlled.shutdown.max.retries``
-        failed attempts (the broker stops anyway, as Kafka does).
+        failed attempts, ``controlled.shutdown.retry.backoff.ms`` apart (the broker
+        stops anyway, as Kafka does; Kafka makes no attempt at all with 0).
         """
         self.shutting_down = True
         retries = self.config["controlled.shutdown.max.retries"]
@@ -190,10 +186,12 @@ class Broker:
             retry()
 
         def retry() -> None:
-            if attempt > retries:
+            if attempt >= retries:
                 return finish(False)
             self.scheduler.call_later(backoff, try_once)
 
+        if retries <= 0:
+            return finish(False)
         try_once()
 
     # ---- requests ------------------------------------------------------------------
@@ -207,20 +205,11 @@ class Broker:
     def _handle(self, src: int, request: Any, respond: Callable[[Any], None]) -> None:
         rm = self.replica_manager
         assert rm is not None
-        if isinstance(request, FetchRequest):
-            rm.handle_fetch(request, respond)
-        elif isinstance(request, ProduceRequest):
-            rm.handle_produce(request, respond)
-        elif isinstance(request, LeaderAndIsrRequest):
+        if isinstance(request, LeaderAndIsrRequest):
             self._observe_leader_and_isr(request)
-            respond(rm.handle_leader_and_isr(request))
-        elif isinstance(request, UpdateMetadataRequest):
-            respond(rm.handle_update_metadata(request))
-        elif isinstance(request, StopReplicaRequest):
-            respond(rm.handle_stop_replica(request))
-        elif isinstance(request, OffsetsForLeaderEpochRequest):
-            respond(rm.handle_offsets_for_leader_epoch(request))
-        elif isinstance(request, ControlledShutdownRequest):
+        if rm.handle_request(request, respond):
+            return
+        if isinstance(request, ControlledShutdownRequest):
             c = self.controller
             if c is None or not c.is_active:
                 respond(ControlledShutdownResponse(errors.NotController.code))

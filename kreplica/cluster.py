@@ -68,7 +68,10 @@ class Cluster:
             raise errors.InvalidRequest(f"broker ids must be distinct and non-empty: {broker_ids!r}")
         self.config = validate(config)
         self.metadata = metadata
-        kind = parse_metadata_uri(metadata).kind
+        try:
+            kind = parse_metadata_uri(metadata).kind
+        except ValueError as e:
+            raise errors.InvalidConfig(f"metadata={metadata!r}: {e}") from None
         self.virtual_time = kind == "memory"
         self.scheduler = SimScheduler(seed) if self.virtual_time else RealScheduler(seed)
         self._tmp = None
@@ -156,9 +159,17 @@ class Cluster:
         return result[0]
 
     # ---- admin ---------------------------------------------------------------------
-    def create_topic(self, topic: str, partitions: int = 1, replication_factor: int = 1,
+    def create_topic(self, topic: str, partitions: int | None = None, replication_factor: int | None = None,
                      assignment: dict[int, Sequence[int]] | None = None,
                      config: dict[str, Any] | None = None, wait: bool = True) -> None:
+        """Write the topic's assignment (kafka-topics.sh --create); wait until every partition leads.
+
+        Without an ``assignment``, ``partitions`` and ``replication_factor`` default to 1;
+        with one, they are checked against it when given.
+        """
+        if assignment is None:
+            partitions = 1 if partitions is None else partitions
+            replication_factor = 1 if replication_factor is None else replication_factor
         admin.create_topic(self.zk, topic, partitions, replication_factor,
                            assignment=assignment, config=config, rng=self.scheduler.rng)
         if wait and not self.run_until(lambda: self._all_have_leaders(topic), 60_000):
@@ -211,6 +222,7 @@ class Cluster:
     def offsets(self, topic: str, partition: int) -> dict[int, tuple[int, int]]:
         """{broker_id: (log_end_offset, high_watermark)} for each live replica."""
         tp = TopicPartition(topic, partition)
+        self._assigned_replicas(tp)
         out = {}
         for bid, broker in sorted(self.brokers.items()):
             rm = broker.replica_manager
@@ -220,14 +232,21 @@ class Cluster:
                     out[bid] = (part.log_end_offset, part.high_watermark)
         return out
 
+    def _assigned_replicas(self, tp: TopicPartition) -> list[int]:
+        """The partition's replicas; UNKNOWN_TOPIC_OR_PARTITION when the topic lacks it."""
+        replicas = self.zk.get_topic_assignment(tp.topic).get(tp.partition)
+        if replicas is None:
+            raise errors.UnknownTopicOrPartition(f"topic {tp.topic!r} has no partition {tp.partition}")
+        return replicas
+
     # ---- client --------------------------------------------------------------------
     def leader_for(self, topic: str, partition: int) -> int:
-        states = self.zk.get_partition_states([TopicPartition(topic, partition)])
+        tp = TopicPartition(topic, partition)
+        states = self.zk.get_partition_states([tp])
         if not states:
-            if not self.zk.topic_exists(topic):
-                raise errors.UnknownTopicOrPartition(f"{topic}-{partition}")
-            return NO_LEADER
-        return states[TopicPartition(topic, partition)].leader
+            self._assigned_replicas(tp)
+            return NO_LEADER  # created, not yet elected
+        return states[tp].leader
 
     def _request(self, dst: int, request: Any, timeout_ms: int) -> Any:
         box: list[Any] = []
@@ -268,7 +287,10 @@ class Cluster:
         acks_i = parse_acks(self.config["acks"] if acks is None else acks)
         timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
         tp = TopicPartition(topic, partition)
-        batch = encode_batch(list(values), timestamp_ms=self.now_ms())
+        try:
+            batch = encode_batch(list(values), timestamp_ms=self.now_ms())
+        except (TypeError, ValueError) as e:
+            raise errors.InvalidRecord(f"{tp}: {e}") from e
 
         def attempt(leader: int) -> tuple[int, Any]:
             req = ProduceRequest(acks_i, timeout, (ProducePartition(tp, batch),))
@@ -301,7 +323,8 @@ class Cluster:
                 return resp.partitions[0].error_code, resp.partitions[0]
 
             data = self._with_retries(topic, partition, attempt, retries, backoff_ms, delivery_timeout_ms)
-            records = [r for r in decode_records(data.records) if r.offset >= position]
+            # The first batch may start before ``position`` (a fetch from mid-batch).
+            records = decode_records(data.records, start_offset=position)
             if not records:
                 return out
             out.extend(records)

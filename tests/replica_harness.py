@@ -24,7 +24,6 @@ from kreplica.protocol import (
     FetchResponse,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
-    OffsetsForLeaderEpochRequest,
     ProducePartition,
     ProduceRequest,
     TopicPartition,
@@ -130,13 +129,7 @@ class Harness:
     @staticmethod
     def _handler(rm: ReplicaManager) -> Callable[[int, Any, Callable[[Any], None]], None]:
         def handle(src: int, request: Any, respond: Callable[[Any], None]) -> None:
-            if isinstance(request, FetchRequest):
-                rm.handle_fetch(request, respond)
-            elif isinstance(request, ProduceRequest):
-                rm.handle_produce(request, respond)
-            elif isinstance(request, OffsetsForLeaderEpochRequest):
-                respond(rm.handle_offsets_for_leader_epoch(request))
-            else:
+            if not rm.handle_request(request, respond):
                 raise TypeError(f"unexpected request {request!r}")
 
         return handle

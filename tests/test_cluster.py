@@ -120,17 +120,50 @@ def test_bad_admin_calls_raise_kafka_errors(cluster, kwargs, error):
         cluster.create_topic(**kwargs)
 
 
-def test_bad_client_calls(cluster):
-    with pytest.raises(errors.UnknownTopicOrPartition):
-        cluster.produce("nope", 0, [b"x"], retries=0)
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda c: c.produce("nope", 0, [b"x"], retries=0), errors.UnknownTopicOrPartition),
+        (lambda c: c.produce("bar", 3, [b"x"], retries=0), errors.UnknownTopicOrPartition),
+        (lambda c: c.fetch("bar", 7, 0), errors.UnknownTopicOrPartition),
+        (lambda c: c.offsets("nope", 0), errors.UnknownTopicOrPartition),
+        (lambda c: c.offsets("bar", 3), errors.UnknownTopicOrPartition),
+        (lambda c: c.produce("bar", 0, []), errors.InvalidRecord),
+        (lambda c: c.produce("bar", 0, ["not bytes"]), errors.InvalidRecord),
+        (lambda c: c.produce("bar", 0, [b"x"], acks=2), errors.InvalidConfig),
+        (lambda c: c.fetch("bar", 0, 10**6), errors.OffsetOutOfRange),
+        (lambda c: c.reassign("bar", 0, [1001, 1001, 1002]), errors.InvalidReplicaAssignment),
+        (lambda c: c.reassign("bar", 0, [1001, 9999]), errors.InvalidReplicaAssignment),
+        (lambda c: c.reassign("bar", 0, []), errors.InvalidReplicaAssignment),
+        (lambda c: c.reassign("bar", 5, [1001]), errors.UnknownTopicOrPartition),
+        (lambda c: c.elect_preferred_leaders("nope"), errors.UnknownTopicOrPartition),
+        (lambda c: c.delete_topic("nope"), errors.UnknownTopicOrPartition),
+        (lambda c: c.describe("nope"), errors.UnknownTopicOrPartition),
+        (lambda c: c.kill(42), errors.BrokerNotAvailable),
+        (lambda c: c.start(1001), errors.InvalidRequest),
+        (lambda c: c.controlled_shutdown(42), errors.BrokerNotAvailable),
+        (lambda c: Cluster.embedded(config={"no.such.key": 1}), errors.InvalidConfig),
+        (lambda c: Cluster.embedded(metadata="etcd://somewhere"), errors.InvalidConfig),
+        (lambda c: Cluster.embedded(brokers=[1, 1]), errors.InvalidRequest),
+    ],
+)
+def test_bad_client_calls(cluster, call, error):
+    with pytest.raises(error):
+        call(cluster)
+    assert cluster.produce("bar", 0, [b"still fine"]) >= 0
+
+
+def test_replication_factor_is_checked_against_live_brokers(cluster):
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: 1003 not in cluster.zk.get_live_broker_ids(), 60_000)
+    with pytest.raises(errors.InvalidReplicationFactor):
+        cluster.create_topic("t", partitions=1, replication_factor=3)
     with pytest.raises(errors.InvalidReplicaAssignment):
-        cluster.reassign("bar", 0, [1001, 1001, 1002])
-    with pytest.raises(errors.OffsetOutOfRange):
-        cluster.fetch("bar", 0, 10**6)
+        cluster.create_topic("t", assignment={0: [1001, 1003]})
     with pytest.raises(errors.BrokerNotAvailable):
-        cluster.kill(42)
-    with pytest.raises(errors.InvalidConfig):
-        Cluster.embedded(config={"no.such.key": 1})
+        cluster.controlled_shutdown(1003)
+    cluster.create_topic("t", partitions=2, replication_factor=2)
+    assert all(set(p.replicas) == {1001, 1002} for p in cluster.describe("t").partitions)
 
 
 def test_restart_recovers_log_and_high_watermark(cluster):

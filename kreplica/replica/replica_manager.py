@@ -215,6 +215,21 @@ class ReplicaManager:
                 fetcher.shutdown()
                 del self.fetchers[leader]
 
+    # ---- dispatch ------------------------------------------------------------------------
+    def handle_request(self, request: Any, respond: Callable[[Any], None]) -> bool:
+        """Answer any request addressed to the replica manager (controller requests,
+        produce, fetch, OffsetsForLeaderEpoch); False when ``request`` is none of them."""
+        if isinstance(request, FetchRequest):
+            self.handle_fetch(request, respond)
+        elif isinstance(request, ProduceRequest):
+            self.handle_produce(request, respond)
+        else:
+            answer = _IMMEDIATE.get(type(request))
+            if answer is None:
+                return False
+            respond(answer(self, request))
+        return True
+
     # ---- controller requests ----------------------------------------------------------
     def _stale_controller(self, epoch: int) -> bool:
         if epoch < self.controller_epoch:
@@ -426,3 +441,12 @@ class ReplicaManager:
         """The periodic check of seed 004 section 5, over every partition this broker leads."""
         for p in list(self.partitions.values()):
             p.maybe_shrink_isr()
+
+
+# Requests answered at once (no purgatory), by type.
+_IMMEDIATE: dict[type, Callable[[ReplicaManager, Any], Any]] = {
+    LeaderAndIsrRequest: ReplicaManager.handle_leader_and_isr,
+    StopReplicaRequest: ReplicaManager.handle_stop_replica,
+    UpdateMetadataRequest: ReplicaManager.handle_update_metadata,
+    OffsetsForLeaderEpochRequest: ReplicaManager.handle_offsets_for_leader_epoch,
+}

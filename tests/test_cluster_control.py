@@ -1,0 +1,300 @@
+"""Controller and broker behaviours seen from the embedded Cluster (virtual time, real logs).
+
+Each test drives whole brokers through the in-process transport; a few hold or
+record messages on it to build the races the seeds describe (a late request
+from a dead controller, an ISR write overtaken by the controller).
+"""
+import pytest
+
+from kreplica import Cluster, errors
+from kreplica.log.checkpoints import OffsetCheckpointFile
+from kreplica.protocol import (
+    ControlledShutdownRequest,
+    FetchRequest,
+    TopicPartition,
+    UpdateMetadataRequest,
+)
+from kreplica.runtime import SimScheduler
+from kreplica.transport import InProcessTransport
+
+BAR = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
+SESSION_MS = 6000
+CONFIG = {"min.insync.replicas": 2, "zookeeper.session.timeout.ms": SESSION_MS,
+          "replica.lag.time.max.ms": 10000, "auto.leader.rebalance.enable": False}
+
+
+class RecordingTransport(InProcessTransport):
+    """Records every request sent; holds the messages ``hold(src, dst, message)`` selects."""
+
+    def __init__(self) -> None:
+        super().__init__(SimScheduler(0), latency_ms=1)  # the Cluster installs its scheduler
+        self.sent: list[tuple[int, int, int, object]] = []
+        self.hold = lambda src, dst, message: False
+        self.held: list[tuple[object, object]] = []
+
+    def send(self, src, dst, request, on_response):
+        self.sent.append((self.scheduler.now_ms(), src, dst, request))
+        super().send(src, dst, request, on_response)
+
+    def deliver(self, src, dst, message, arrive):
+        if self.hold(src, dst, message):
+            self.held.append((message, arrive))
+            return
+        super().deliver(src, dst, message, arrive)
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for message, arrive in held:
+            arrive(message)
+
+    def requests(self, kind, src=None):
+        return [(t, s, d, r) for t, s, d, r in self.sent if isinstance(r, kind) and src in (None, s)]
+
+
+def make(tmp_path, config=None, transport=None, topic=True):
+    c = Cluster.embedded(data_dir=tmp_path, config={**CONFIG, **(config or {})}, transport=transport)
+    if topic:
+        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+        assert c.run_until(lambda: isr_full(c), 60_000)
+    return c
+
+
+def isr_full(c, topic="bar"):
+    return all(len(p.isr) == len(p.replicas) for p in c.describe(topic).partitions)
+
+
+def state(c, partition, topic="bar"):
+    return c.describe(topic).partitions[partition]
+
+
+# ---- kill versus controlled shutdown --------------------------------------------------------
+def test_a_killed_broker_leads_until_its_session_expires(tmp_path):
+    c = make(tmp_path)
+    killed_at = c.now_ms()
+    c.kill(1002)  # the leader of bar-1
+    c.advance(SESSION_MS * 2 // 3 - 10)
+    # Nobody has noticed yet: still registered, still the leader, and unreachable.
+    assert 1002 in c.zk.get_live_broker_ids() and state(c, 1).leader == 1002
+    with pytest.raises(errors.NetworkException):
+        c.produce("bar", 1, [b"x"], retries=0)
+    assert c.run_until(lambda: state(c, 1).leader != 1002, SESSION_MS)
+    elapsed = c.now_ms() - killed_at
+    # The session expires one timeout after the last heartbeat before the crash.
+    assert SESSION_MS * 2 // 3 <= elapsed <= SESSION_MS + 50
+    assert state(c, 1).leader == 1001 and 1002 not in c.zk.get_live_broker_ids()
+    c.close()
+
+
+def test_controlled_shutdown_moves_leadership_without_waiting_for_a_session(tmp_path):
+    c = make(tmp_path)
+    start = c.now_ms()
+    assert c.controlled_shutdown(1002) is True
+    assert c.now_ms() - start < 100
+    assert state(c, 1).leader == 1001 and 1002 not in state(c, 1).isr
+    c.close()
+
+
+def lone_leader(tmp_path, retries, backoff_ms):
+    """1001 leads ``solo-0`` alone (its other replica, 1002, crashed): it cannot hand over."""
+    t = RecordingTransport()
+    c = make(tmp_path, {"controlled.shutdown.max.retries": retries,
+                        "controlled.shutdown.retry.backoff.ms": backoff_ms}, transport=t, topic=False)
+    c.create_topic("solo", assignment={0: [1001, 1002]})
+    c.produce("solo", 0, [b"a", b"b"])
+    c.kill(1002)
+    assert c.run_until(lambda: state(c, 0, "solo").isr == (1001,), 60_000)
+    return c, t
+
+
+def test_controlled_shutdown_retries_while_partitions_remain_then_gives_up(tmp_path):
+    c, t = lone_leader(tmp_path, retries=2, backoff_ms=1000)
+    start = c.now_ms()
+    assert c.controlled_shutdown(1001) is False
+    attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1001)]
+    # max.retries counts attempts, as Kafka's loop does; the backoff separates them.
+    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 1000
+    # Kafka stops the broker anyway; the partition then waits for a live replica.
+    assert not c.brokers[1001].alive and c.now_ms() - start >= 1000
+    assert c.run_until(lambda: state(c, 0, "solo").leader == -1, 30_000)
+    c.close()
+
+
+def test_controlled_shutdown_succeeds_on_a_retry_once_a_follower_is_back(tmp_path):
+    c, t = lone_leader(tmp_path, retries=3, backoff_ms=2000)
+    c.produce("solo", 0, [b"c"], acks=1)  # below min.insync.replicas: acks=all is refused
+    c.scheduler.call_later(100, c.start, 1002)  # returns while the shutdown backs off
+    assert c.controlled_shutdown(1001) is True
+    assert len(t.requests(ControlledShutdownRequest, src=1001)) == 2
+    s = state(c, 0, "solo")
+    assert s.leader == 1002 and s.isr == (1002,)
+    assert [r.value for r in c.fetch("solo", 0, 0)] == [b"a", b"b", b"c"]
+    c.close()
+
+
+# ---- auto leader rebalance -------------------------------------------------------------------
+@pytest.mark.parametrize("enabled,percentage,moved", [(True, 10, True), (True, 100, False), (False, 10, False)])
+def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(tmp_path, enabled, percentage, moved):
+    c = make(tmp_path, {"auto.leader.rebalance.enable": enabled,
+                        "leader.imbalance.per.broker.percentage": percentage,
+                        "leader.imbalance.check.interval.seconds": 30})
+    assert c.controller_id == 1001
+    c.kill(1002)
+    assert c.run_until(lambda: state(c, 1).leader == 1001, 60_000)
+    c.start(1002)
+    assert c.run_until(lambda: isr_full(c), 60_000)
+    # 1002 prefers bar-1 and leads nothing: 100% imbalance.  The checks run 5 s after
+    # the controller's failover (t=0) and every 30 s after: the next is at 35 s.
+    assert c.now_ms() < 30_000
+    c.advance(35_000 - 10 - c.now_ms())
+    assert state(c, 1).leader == 1001
+    c.advance(100)
+    assert (state(c, 1).leader == 1002) is moved
+    c.advance(60_000)
+    assert (state(c, 1).leader == 1002) is moved
+    assert {p.partition: p.leader for p in c.describe("bar").partitions if p.partition != 1} == {0: 1001, 2: 1003}
+    c.close()
+
+
+# ---- controller epochs and ISR races ---------------------------------------------------------
+def test_a_dead_controllers_late_request_is_fenced_by_the_broker(tmp_path):
+    t = RecordingTransport()
+    c = make(tmp_path, transport=t, topic=False)
+    old = c.controller_id
+    assert old == 1001
+    # The old controller's UpdateMetadata for the new topic is delayed on its way to 1003.
+    t.hold = lambda src, dst, m: (src == old and dst == 1003 and isinstance(m, UpdateMetadataRequest)
+                                  and bool(m.partition_states))
+    c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+    late = [m for m, _ in t.held]
+    assert late and all(m.controller_epoch == 1 for m in late)
+    assert any(s.tp == TopicPartition("bar", 0) and s.leader == old for m in late for s in m.partition_states)
+    t.hold = lambda src, dst, m: False
+    c.kill(old)  # also the leader of bar-0
+    assert c.run_until(lambda: c.controller_id not in (None, old) and state(c, 0).leader not in (-1, old), 60_000)
+    rm = c.brokers[1003].replica_manager
+    tp = TopicPartition("bar", 0)
+    assert c.run_until(lambda: rm.metadata_cache.leader_for(tp) == state(c, 0).leader, 1000)
+    new_epoch = rm.controller_epoch
+    assert new_epoch == 2
+    t.release()
+    c.advance(10)
+    # The late request said bar-0 is led by 1001: refused, the cache keeps the new leader.
+    assert rm.controller_epoch == new_epoch
+    assert rm.metadata_cache.leader_for(tp) == state(c, 0).leader != old
+    c.close()
+
+
+def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(tmp_path):
+    # The lag time is well below the session timeout: the leader notices first.
+    c = make(tmp_path, {"replica.lag.time.max.ms": 2000, "zookeeper.session.timeout.ms": 30_000})
+    tp = TopicPartition("bar", 1)
+    assert c.controller_id == 1001
+    # Make 1001 lead bar-1 (preferred 1002): a restart of 1002 hands leadership over.
+    c.kill(1002)
+    assert c.run_until(lambda: state(c, 1).leader == 1001, 60_000)
+    c.start(1002)
+    assert c.run_until(lambda: isr_full(c), 60_000)
+    leader = c.brokers[1001]
+    held = []  # the leader's conditional ISR writes, delayed on their way to the store
+    leader._apply_alter_isr = lambda request, on_response: held.append((request, on_response))
+    c.kill(1003)  # a follower: the leader proposes a shrink after the lag time
+    assert c.run_until(lambda: any(r.tp == tp for r, _ in held), 10_000)
+    proposal = next(r for r, _ in held if r.tp == tp)
+    assert set(proposal.new_isr) == {1001, 1002}
+    before = state(c, 1)
+    # Meanwhile the controller moves leadership back to the preferred replica...
+    c.elect_preferred_leaders("bar")
+    after = state(c, 1)
+    assert after.leader == 1002 and after.leader_epoch == before.leader_epoch + 1
+    assert set(after.isr) == {1001, 1002, 1003}
+    # ...so the old leader's conditional write, arriving now, loses and is dropped.
+    del leader._apply_alter_isr
+    answers = []
+    leader._apply_alter_isr(proposal, answers.append)
+    assert answers[0].error_code == errors.FencedLeaderEpoch.code
+    assert state(c, 1) == after
+    c.advance(10)
+    part = leader.replica_manager.partitions[tp]
+    assert not part.is_leader and part.leader_epoch == after.leader_epoch
+    # The new leader makes its own proposal, from the controller's state.
+    assert c.run_until(lambda: set(state(c, 1).isr) == {1002, 1001}, 10_000)
+    c.close()
+
+
+# ---- LeaderAndIsr INIT, HW checkpoint, reads between HW and LEO, follower min bytes ----------
+def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(tmp_path):
+    c = make(tmp_path)
+    c.produce("bar", 0, [b"x"])
+    c.kill(1003)
+    assert c.run_until(lambda: 1003 not in state(c, 0).isr, 60_000)
+    c.reassign("bar", 0, [1001, 1002])  # its StopReplica(delete) to 1003 is lost
+    assert (tmp_path / "broker-1003" / "bar-0").is_dir()
+    c.start(1003)
+    # The first LeaderAndIsr after a restart carries INIT and lists only bar-1 and bar-2.
+    assert c.run_until(lambda: not (tmp_path / "broker-1003" / "bar-0").exists(), 30_000)
+    assert c.run_until(lambda: isr_full(c), 60_000)
+    assert (tmp_path / "broker-1003" / "bar-1").is_dir() and state(c, 0).replicas == (1001, 1002)
+    c.close()
+
+
+def test_a_restarted_follower_resumes_from_its_checkpointed_high_watermark(tmp_path):
+    t = RecordingTransport()
+    c = make(tmp_path, {"replica.high.watermark.checkpoint.interval.ms": 5000}, transport=t)
+    tp = TopicPartition("bar", 1)
+    c.produce("bar", 1, [b"a%d" % i for i in range(10)])
+    c.advance(5000)
+    checkpoint = OffsetCheckpointFile(tmp_path / "broker-1003" / "replication-offset-checkpoint")
+    assert checkpoint.read()[tp] == 10
+    c.produce("bar", 1, [b"b%d" % i for i in range(5)])
+    assert c.run_until(lambda: c.offsets("bar", 1)[1003] == (15, 15), 1000)
+    c.kill(1003)  # a crash: no checkpoint at shutdown
+    assert checkpoint.read()[tp] == 10
+    restarted_at = c.now_ms()
+    c.start(1003)
+    assert c.run_until(lambda: c.offsets("bar", 1).get(1003) == (15, 15), 60_000)
+    fetches = [r for at, src, _, r in t.requests(FetchRequest, src=1003) if at >= restarted_at
+               and any(fp.tp == tp for fp in r.partitions)]
+    # high-watermark truncation: back to the checkpointed HW (not 0, not the LEO of 15).
+    assert next(fp.fetch_offset for fp in fetches[0].partitions if fp.tp == tp) == 10
+    c.close()
+
+
+def test_consumer_reads_between_hw_and_leo_are_empty_not_errors(tmp_path):
+    c = make(tmp_path)
+    c.produce("bar", 0, [b"a"])
+    c.kill(1003)  # a follower of bar-0 that stays in the ISR until its session expires
+    assert c.produce("bar", 0, [b"b"], acks=1) == 1
+    assert c.run_until(lambda: c.offsets("bar", 0)[1001] == (2, 1), 100)
+    assert [r.value for r in c.fetch("bar", 0, 0)] == [b"a"]
+    assert c.fetch("bar", 0, 1) == []  # between HW and LEO
+    assert c.fetch("bar", 0, 2) == []  # at the LEO
+    with pytest.raises(errors.OffsetOutOfRange):
+        c.fetch("bar", 0, 3, retries=0)
+    # Once the ISR loses 1003 the HW moves and the record becomes visible.
+    assert c.run_until(lambda: c.offsets("bar", 0)[1001] == (2, 2), 60_000)
+    assert [r.value for r in c.fetch("bar", 0, 1)] == [b"b"]
+    c.close()
+
+
+def test_follower_fetches_wait_for_replica_fetch_min_bytes(tmp_path):
+    t = RecordingTransport()
+    c = make(tmp_path, {"replica.fetch.min.bytes": 1000, "replica.fetch.wait.max.ms": 500}, transport=t)
+    leos = lambda: {b: leo for b, (leo, _) in c.offsets("bar", 0).items()}  # noqa: E731
+    c.advance(1000)
+    # Produce just after 1002's fetch reached the leader (1001) and parked there.
+    seen = len(t.requests(FetchRequest, src=1002))
+    assert c.run_until(lambda: len(t.requests(FetchRequest, src=1002)) > seen, 1000)
+    parked_at = t.requests(FetchRequest, src=1002)[-1][0] + 1
+    c.advance(1)
+    c.produce("bar", 0, [b"small"], acks=1)
+    c.advance(400)
+    assert leos() == {1001: 1, 1002: 0, 1003: 0}  # too few bytes: still parked
+    assert c.run_until(lambda: leos()[1002] == 1, 1000)
+    assert c.now_ms() == parked_at + 500 + 1  # answered at max wait, one hop back
+    # Enough bytes answer a parked fetch at once.
+    c.advance(50)
+    c.produce("bar", 0, [b"y" * 2000], acks=1)
+    sent = c.now_ms()
+    assert c.run_until(lambda: all(leo == 2 for leo in leos().values()), 1000)
+    assert c.now_ms() - sent <= 3
+    c.close()
