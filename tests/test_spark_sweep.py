@@ -1,12 +1,13 @@
 """Fault sweeps on Spark (issue 6, "Sweeps"): grid, job, Parquet, resume, report, progress.
 
 One real local Spark session for the module.  The grid is KIP-101's
-HW-truncation scenario under both truncation strategies, four seeds each: under
-``high-watermark`` some seeds lose an acknowledged write (the checker's
-invariant 1), under ``leader-epoch`` none do, so the report has both failing
-and clean configurations.  The same eight runs are also run directly through
-the simulator (``kreplica.sim.world.run``) in this process; the sweep's rows and
-the report's figures must agree with them.
+HW-truncation scenario and the unclean-election scenario under both truncation
+strategies, three seeds each: under ``high-watermark`` some HW-truncation seeds
+lose an acknowledged write (the checker's invariant 1), under ``leader-epoch``
+none do, and the unclean elections' losses are counted and attributed, so the
+report has failing and clean configurations.  The same twelve runs are also
+run directly through the simulator (``kreplica.sim.world.run``) in this process;
+the sweep's rows and the report's figures must agree with them.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +32,11 @@ from spark_fixtures import require_spark, spark  # noqa: F401  (spark is a fixtu
 pytestmark = pytest.mark.spark
 
 SCENARIO = "kip101-hw-truncation"
+SCENARIOS = (SCENARIO, "unclean-election")
 TRUNCATIONS = ("high-watermark", "leader-epoch")
-SEEDS = "1..4"
-GRID = Grid.from_axes([SCENARIO], {"truncation": list(TRUNCATIONS)}, SEEDS)
+SEEDS = "1..3"
+GRID = Grid.from_axes(SCENARIOS, {"truncation": list(TRUNCATIONS)}, SEEDS)
+RUNS = 2 * 2 * 3
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +45,11 @@ def direct():
     from kreplica.sim import world
 
     out = {}
-    for config in GRID.configs:
-        sc = build_scenario(SCENARIO, config)
-        for seed in range(GRID.seeds[0], GRID.seeds[1] + 1):
-            out[(config.key, seed)] = world.run(sc, seed)
+    for name in SCENARIOS:
+        for config in GRID.configs:
+            sc = build_scenario(name, config)
+            for seed in range(GRID.seeds[0], GRID.seeds[1] + 1):
+                out[(name, config.key, seed)] = world.run(sc, seed)
     return out
 
 
@@ -136,35 +141,43 @@ def test_index_decoded_on_the_executors_matches_the_grid(spark):  # noqa: F811
 
 def test_sweep_rows_match_direct_runs(spark, swept, direct):  # noqa: F811
     out, stats = swept
-    assert stats.total == len(GRID) == 8 and stats.executed == 8 and stats.already_done == 0
+    assert stats.total == len(GRID) == RUNS and stats.executed == RUNS and stats.already_done == 0
     assert stats.chunks == 2  # 3 tasks x 2 runs per chunk
-    assert sorted(p.name for p in Path(out).iterdir() if p.is_dir()) == [f"scenario={SCENARIO}"]
+    assert sorted(p.name for p in Path(out).iterdir() if p.is_dir()) == sorted(f"scenario={s}" for s in SCENARIOS)
     rows = read_results(spark, out).collect()
-    assert len(rows) == 8
-    assert len({(r.scenario, r.config_key, r.seed) for r in rows}) == 8
+    assert len(rows) == RUNS
+    assert len({(r.scenario, r.config_key, r.seed) for r in rows}) == RUNS
     for r in rows:
-        d = direct[(r.config_key, r.seed)]
+        d = direct[(r.scenario, r.config_key, r.seed)]
         assert r.history_hash == d.history_hash and r.events == d.events
         assert r.lost_acks == len(d.losses) and r.unclean_elections == d.unclean_elections
+        assert r.lost_by_cause == dict(Counter(loss.cause for loss in d.losses))
         assert r.acked_writes == d.acked_writes and r.availability == d.availability
         assert r.reelect_ms == [float(x) for x in d.reelect_ms]
         expected = {} if d.violation is None else {d.violation.invariant.value: 1}
         assert r.violations == expected and r.violations_total == len(expected)
         assert r.truncation in TRUNCATIONS and r.config_key.endswith(f"truncation={r.truncation},rf=-,"
                                                                       "fault_rate=-,until_ms=-")
-        assert (r.acks, r.min_isr, r.unclean, r.rf, r.brokers) == ("all", 2, False, 3, 3)
+        # The scenario files' own settings, filled in where the grid left an axis open.
+        expected_config = {SCENARIO: ("all", 2, False), "unclean-election": ("all", 1, True)}[r.scenario]
+        assert (r.acks, r.min_isr, r.unclean, r.rf, r.brokers) == (*expected_config, 3, 3)
         assert r.wall_ms > 0 and r.error is None
         assert (r.history_gz is not None) == (d.violation is not None or bool(d.losses))
-    # The scenario's point: losses under high-watermark, none under leader-epoch.
-    lost = {t: sum(1 for r in rows if r.truncation == t and r.violations_total) for t in TRUNCATIONS}
-    assert lost["high-watermark"] > 0 and lost["leader-epoch"] == 0
+    # The scenarios' point: losses under high-watermark, none under leader-epoch; and the
+    # unclean elections' losses counted and attributed to them.
+    hw = {t: sum(1 for r in rows if r.scenario == SCENARIO and r.truncation == t and r.violations_total)
+          for t in TRUNCATIONS}
+    assert hw["high-watermark"] > 0 and hw["leader-epoch"] == 0
+    unclean = [r for r in rows if r.scenario == "unclean-election"]
+    assert all(r.unclean_elections > 0 for r in unclean)
+    assert sum(r.lost_by_cause.get("unclean-election", 0) for r in unclean) > 0
 
 
 def test_rerun_skips_everything_already_present(spark, swept):  # noqa: F811
     out, _ = swept
     again = run_sweep(spark, GRID, out, runs_per_task=2, tasks_per_chunk=3)
-    assert again.already_done == 8 and again.executed == 0
-    assert read_results(spark, out).count() == 8
+    assert again.already_done == RUNS and again.executed == 0
+    assert read_results(spark, out).count() == RUNS
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -212,16 +225,17 @@ def test_report_numbers_match_direct_runs(spark, swept, direct, tmp_path):  # no
     text = io.StringIO()
     report = build_report(spark, read_results(spark, out), tmp_path / "report",
                           console=Console(file=text, width=220), source=out)
-    assert len(report.rows) == 2
+    assert len(report.rows) == 4
     for row in report.rows:
-        runs = [d for (key, _), d in direct.items() if key == row["config_key"]]
+        runs = [d for (name, key, _), d in direct.items() if (name, key) == (row["scenario"], row["config_key"])]
         lost = [d for d in runs if d.losses or (d.violation and d.violation.invariant.value == "1-acked-write-lost")]
-        assert row["runs"] == len(runs) == 4 and row["loss_runs"] == len(lost)
-        assert row["loss_probability"] == pytest.approx(len(lost) / 4)
-        low, high = _wilson_by_bisection(len(lost), 4)
+        assert row["runs"] == len(runs) == 3 and row["loss_runs"] == len(lost)
+        assert row["loss_probability"] == pytest.approx(len(lost) / 3)
+        low, high = _wilson_by_bisection(len(lost), 3)
         assert row["loss_ci_low"] == pytest.approx(low, abs=1e-9)
         assert row["loss_ci_high"] == pytest.approx(high, abs=1e-9)
         assert row["lost_acks"] == sum(len(d.losses) for d in runs)
+        assert row["lost_by_cause"] == dict(Counter(loss.cause for d in runs for loss in d.losses))
         assert row["mean_availability"] == pytest.approx(np.mean([d.availability for d in runs]))
         samples = [ms for d in runs for ms in d.reelect_ms]
         assert row["elections"] == len(samples)
@@ -237,16 +251,16 @@ def test_report_numbers_match_direct_runs(spark, swept, direct, tmp_path):  # no
     assert "truncation=high-watermark" in printed and "truncation=leader-epoch" in printed
 
     # Failing seeds: exactly the direct runs with a violation or a counted loss, each replayable.
-    failing = sorted((key, seed) for (key, seed), d in direct.items() if d.violation or d.losses)
+    failing = sorted(k for k, d in direct.items() if d.violation or d.losses)
     assert failing and report.failing_total == len(failing)
-    assert sorted((f["config_key"], f["seed"]) for f in report.failing) == failing
+    assert sorted((f["scenario"], f["config_key"], f["seed"]) for f in report.failing) == failing
     md = report.markdown.read_text()
     for f in report.failing:
         assert f["replay"] in md and f["replay"].startswith("kreplica simulate --replay /")
         events = read_jsonl(f["replay"].split()[-1])
         header = run_header(events)
         assert header["seed"] == f["seed"]
-        assert direct[(f["config_key"], f["seed"])].history_hash == f["history_hash"]
+        assert direct[(f["scenario"], f["config_key"], f["seed"])].history_hash == f["history_hash"]
     # The listed command, run: the simulator replays the file and finds the identical hash.
     from kreplica import sim_cli
 
@@ -272,7 +286,7 @@ def test_resume_after_killed_sweep(spark, direct, tmp_path):  # noqa: F811
     re-run runs exactly the missing triples: none twice, none missing."""
     require_spark()
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "kreplica", "sweep", "--scenario", SCENARIO, "--seeds", SEEDS,
+    cmd = [sys.executable, "-m", "kreplica", "sweep", "--scenario", ",".join(SCENARIOS), "--seeds", SEEDS,
            "--truncation", ",".join(TRUNCATIONS), "--out", str(out), "--master", "local[1]",
            "--runs-per-task", "1", "--tasks-per-chunk", "1", "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -288,16 +302,16 @@ def test_resume_after_killed_sweep(spark, direct, tmp_path):  # noqa: F811
         proc.wait()
     before = read_results(spark, str(out)).collect()
     assert 2 <= len(before) < len(GRID)
-    assert len({(r.config_key, r.seed) for r in before}) == len(before)
+    assert len({(r.scenario, r.config_key, r.seed) for r in before}) == len(before)
 
     stats = run_sweep(spark, GRID, str(out), runs_per_task=2, tasks_per_chunk=3)
     assert stats.already_done == len(before) and stats.executed == len(GRID) - len(before)
     after = read_results(spark, str(out)).collect()
-    keys = [(r.config_key, r.seed) for r in after]
+    keys = [(r.scenario, r.config_key, r.seed) for r in after]
     assert len(keys) == len(set(keys)) == len(GRID)
     assert set(keys) == set(direct)
     for r in after:
-        assert r.history_hash == direct[(r.config_key, r.seed)].history_hash
+        assert r.history_hash == direct[(r.scenario, r.config_key, r.seed)].history_hash
 
 
 # ---- progress ------------------------------------------------------------------------------------

@@ -49,6 +49,17 @@ def wilson_sql(k: str, n: str, z: float = Z95) -> tuple[str, str]:
 
 _LO, _HI = wilson_sql("loss_runs", "runs")
 
+
+def _summed_map(column: str, key: str) -> str:
+    """Per configuration, a map column of counts summed key by key over its runs."""
+    return f"""
+  SELECT scenario, config_key, map_from_entries(collect_list(struct({key}, n))) AS {column}
+  FROM (SELECT scenario, config_key, {key}, sum(count) AS n
+        FROM runs LATERAL VIEW explode({column}) e AS {key}, count
+        GROUP BY scenario, config_key, {key})
+  GROUP BY scenario, config_key
+"""
+
 SUMMARY_SQL = f"""
 WITH runs AS (
   SELECT *,
@@ -72,13 +83,8 @@ per_config AS (
          avg(wall_ms) AS mean_wall_ms
   FROM runs GROUP BY scenario, config_key
 ),
-by_invariant AS (
-  SELECT scenario, config_key, map_from_entries(collect_list(struct(invariant, n))) AS violations
-  FROM (SELECT scenario, config_key, invariant, sum(count) AS n
-        FROM runs LATERAL VIEW explode(violations) v AS invariant, count
-        GROUP BY scenario, config_key, invariant)
-  GROUP BY scenario, config_key
-),
+by_invariant AS ({_summed_map("violations", "invariant")}),
+by_cause AS ({_summed_map("lost_by_cause", "cause")}),
 reelect AS (
   SELECT scenario, config_key, count(*) AS elections,
          percentile(ms, 0.5) AS reelect_p50_ms, percentile(ms, 0.99) AS reelect_p99_ms
@@ -87,16 +93,17 @@ reelect AS (
 )
 SELECT c.*, c.loss_runs / c.runs AS loss_probability,
        {_LO} AS loss_ci_low, {_HI} AS loss_ci_high,
-       coalesce(b.violations, map()) AS violations,
+       coalesce(b.violations, map()) AS violations, coalesce(l.lost_by_cause, map()) AS lost_by_cause,
        coalesce(r.elections, 0) AS elections, r.reelect_p50_ms, r.reelect_p99_ms
 FROM per_config c
 LEFT JOIN by_invariant b ON c.scenario = b.scenario AND c.config_key = b.config_key
+LEFT JOIN by_cause l ON c.scenario = l.scenario AND c.config_key = l.config_key
 LEFT JOIN reelect r ON c.scenario = r.scenario AND c.config_key = r.config_key
 ORDER BY c.scenario, c.config_key
 """
 
 FAILING_SQL = f"""
-SELECT scenario, config_key, seed, history_hash, first_violation, lost_acks, loss_causes,
+SELECT scenario, config_key, seed, history_hash, first_violation, lost_acks, lost_by_cause,
        unclean_elections, error, history_gz
 FROM {RUNS_VIEW}
 WHERE violations_total > 0 OR lost_acks > 0 OR error IS NOT NULL
@@ -146,6 +153,10 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _counts(counts: dict[str, int] | None) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted((counts or {}).items()))
+
+
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
@@ -157,13 +168,14 @@ def _table_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
             "unclean", "avail %", "re-elect p50/p99 ms", "acked/s"]
     body = []
     for r in rows:
-        viol = ", ".join(f"{k}: {v}" for k, v in sorted(r["violations"].items())) or "0"
+        viol = _counts(r["violations"]) or "0"
+        lost = str(r["lost_acks"]) + (f" ({_counts(r['lost_by_cause'])})" if r["lost_by_cause"] else "")
         body.append([
             r["scenario"], label(r, axes, False) if (axes or many) else r["config_key"], str(r["runs"]),
             f"{r['loss_probability']:.3f} [{r['loss_ci_low']:.3f}, {r['loss_ci_high']:.3f}] "
             f"({r['loss_runs']}/{r['runs']})",
             viol + (f" (+{r['errors']} errors)" if r["errors"] else ""),
-            str(r["lost_acks"]), str(r["unclean_elections"]),
+            lost, str(r["unclean_elections"]),
             "-" if r["mean_availability"] is None else f"{100 * r['mean_availability']:.2f}",
             f"{_ms(r['reelect_p50_ms'])} / {_ms(r['reelect_p99_ms'])}",
             "-" if r["mean_throughput"] is None else f"{r['mean_throughput']:.1f}",
@@ -277,7 +289,7 @@ def markdown(rows: list[dict[str, Any]], failing: list[dict[str, Any]], commands
             out.append("")
         for f, cmd in zip(failing, commands):
             why = f["error"] or f["first_violation"] or \
-                f"{f['lost_acks']} lost acknowledged writes ({', '.join(f['loss_causes'] or [])})"
+                f"{f['lost_acks']} lost acknowledged writes ({_counts(f['lost_by_cause'])})"
             out.append(f"- `{f['scenario']}` `{f['config_key']}` seed {f['seed']} "
                        f"(hash `{f['history_hash'][:16]}`): {why}")
             if cmd:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -224,7 +225,7 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
         violations_total=0 if violation is None else 1,
         first_violation=None if violation is None else violation.describe().split("\n")[0],
         lost_acks=len(result.losses),
-        loss_causes=sorted({loss.cause for loss in result.losses}),
+        lost_by_cause=dict(Counter(loss.cause for loss in result.losses)),
         unclean_elections=result.unclean_elections,
         acked_writes=result.acked_writes,
         availability=float(result.availability),
@@ -242,7 +243,7 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
 
 def _empty_result() -> dict[str, Any]:
     return {"virtual_ms": None, "violations": {}, "violations_total": 0, "first_violation": None,
-            "lost_acks": 0, "loss_causes": [], "unclean_elections": 0, "acked_writes": 0,
+            "lost_acks": 0, "lost_by_cause": {}, "unclean_elections": 0, "acked_writes": 0,
             "availability": None, "reelect_ms": [], "reelect_p50_ms": None, "reelect_p99_ms": None,
             "throughput": None, "converged": False}
 

@@ -6,8 +6,10 @@ runs it names -- possibly millions -- never exist in the driver: run ``i`` is
 decoded from ``spark.range``'s ``id`` by column arithmetic in the JVM
 (seed-major, so every task gets a mix of scenarios and configurations), and
 each task runs its runs through :mod:`kreplica.spark.sim_runner` with kreplica
-imported from the executors' environment (installed, or shipped with
-``addPyFile``).
+imported from the executors' environment.  That must be an installed package
+(the same venv in local mode; ``pip install`` on a cluster's nodes, or a packed
+environment passed with ``--archives``): kreplica's native log core is an
+extension module, and Python cannot import those from an ``addPyFile`` zip.
 
 Rows are appended as Parquet partitioned by ``scenario``, one Spark job per
 *chunk* of the index range, so a killed sweep loses at most the chunks in
@@ -44,7 +46,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("brokers", "int"),
     ("history_hash", "string"), ("events", "long"), ("virtual_ms", "long"),
     ("violations", "map<string,long>"), ("violations_total", "long"), ("first_violation", "string"),
-    ("lost_acks", "long"), ("loss_causes", "array<string>"), ("unclean_elections", "long"),
+    ("lost_acks", "long"), ("lost_by_cause", "map<string,long>"), ("unclean_elections", "long"),
     ("acked_writes", "long"), ("availability", "double"), ("reelect_ms", "array<double>"),
     ("reelect_p50_ms", "double"), ("reelect_p99_ms", "double"), ("throughput", "double"),
     ("converged", "boolean"), ("error", "string"), ("history_gz", "binary"), ("wall_ms", "double"),
