@@ -47,6 +47,21 @@ def test_full_and_ordering_enforced(tmp_path):
         idx.append(3, 30)
 
 
+def test_append_many_checks_order_and_width_and_writes_nothing_on_error(tmp_path):
+    idx = OffsetIndex(tmp_path / "i", 100, 800, writable=True)
+    idx.append_many(np.array([110, 120]), np.array([0, 50]))
+    bad = [([115, 130], [60, 70]),  # not past the last entry
+           ([130, 130], [60, 70]),  # not strictly rising
+           ([130, 100 + 2**32], [60, 70]),  # relative offset wider than 4 bytes
+           ([130], [2**32])]  # position wider than 4 bytes
+    for offsets, positions in bad:
+        with pytest.raises(KafkaStorageError):
+            idx.append_many(np.array(offsets), np.array(positions))
+        assert idx.entries == 2 and idx.last_entry() == (120, 50)
+    idx.append_many(np.array([130, 140]), np.array([60, 70]))
+    assert [idx.lookup(o) for o in (125, 135, 999)] == [(120, 50), (130, 60), (140, 70)]
+
+
 def test_truncate_to(tmp_path):
     idx = OffsetIndex(tmp_path / "i", 0, 800, writable=True)
     idx.append_many(np.array([10, 20, 30, 40]), np.array([1, 2, 3, 4]))

@@ -215,3 +215,49 @@ def stamp_log_append_time(uint8_t[::1] buf, const int64_t[::1] positions, int64_
             crc = kr_crc32c(0, p + 21, LOG_OVERHEAD + length - 21)
             for k in range(4):
                 p[17 + k] = <uint8_t>(crc >> (24 - 8 * k))
+
+
+def put_entries(uint8_t[::1] buf, int64_t start, const int64_t[::1] keys, const int64_t[::1] values,
+                int key_bytes, int64_t floor):
+    """Write index entries at ``buf[start:]``: a big-endian key of ``key_bytes`` (4 or 8)
+    then a 4-byte big-endian value, one per ``keys[i], values[i]``.
+
+    Keys must rise strictly from above ``floor`` and fit their width, values fit 4
+    bytes.  Returns the count written, or ``-(i + 1)`` for the first bad entry ``i``, in
+    which case nothing is written.  One call per append replaces building a structured
+    numpy array per call, which cost tens of microseconds on a follower's every fetch."""
+    cdef Py_ssize_t n = keys.shape[0], i
+    cdef int64_t prev = floor, key_max = 0xFFFFFFFF if key_bytes == 4 else 0x7FFFFFFFFFFFFFFF
+    cdef int64_t k, v
+    cdef Py_ssize_t bad = -1
+    cdef int64_t u32_max = 0xFFFFFFFF
+    cdef uint8_t* p
+    if values.shape[0] != n or (key_bytes != 4 and key_bytes != 8):
+        raise ValueError("keys and values differ in length, or the key width is not 4 or 8")
+    if n == 0:
+        return 0
+    if start < 0 or start + n * (key_bytes + 4) > buf.shape[0]:
+        raise ValueError(f"{n} entries at {start} do not fit a buffer of {buf.shape[0]} bytes")
+    with nogil:
+        for i in range(n):
+            k = keys[i]
+            v = values[i]
+            if k <= prev or k > key_max or v < 0 or v > u32_max:
+                bad = i
+                break
+            prev = k
+    if bad >= 0:
+        return -(bad + 1)
+    with nogil:
+        p = &buf[start]
+        for i in range(n):
+            k = keys[i]
+            v = values[i]
+            if key_bytes == 8:
+                p[0] = <uint8_t>(k >> 56); p[1] = <uint8_t>(k >> 48); p[2] = <uint8_t>(k >> 40)
+                p[3] = <uint8_t>(k >> 32)
+                p += 4
+            p[0] = <uint8_t>(k >> 24); p[1] = <uint8_t>(k >> 16); p[2] = <uint8_t>(k >> 8); p[3] = <uint8_t>k
+            p[4] = <uint8_t>(v >> 24); p[5] = <uint8_t>(v >> 16); p[6] = <uint8_t>(v >> 8); p[7] = <uint8_t>v
+            p += 8
+    return n

@@ -17,7 +17,7 @@ import struct
 import numpy as np
 
 from ..errors import KafkaStorageError
-from ._segment import index_slot
+from ._segment import index_slot, put_entries
 from .mapped_file import MappedFile
 
 # Kafka keeps the last 8 KiB of entries as the warm section (one or two pages).
@@ -89,18 +89,25 @@ class IndexFile:
 
     # -- writing -------------------------------------------------------------------------
 
-    def _write(self, rows: np.ndarray) -> None:
+    def _write(self, keys: np.ndarray, values: np.ndarray, floor: int) -> None:
+        """Append entries (in Cython): keys must rise strictly from above ``floor``."""
         if not self.writable:
             raise KafkaStorageError(f"index {self.path} is not open for append")
-        if self.entries + len(rows) > self.max_entries:
+        if self.entries + len(keys) > self.max_entries:
             raise KafkaStorageError(f"index {self.path} is full ({self.entries} entries)")
         start = self.size_bytes()
-        end = start + len(rows) * self.ENTRY_BYTES
+        end = start + len(keys) * self.ENTRY_BYTES
         self.file.reserve(end)
         mm = self.file.map(end)
         assert mm is not None
-        mm[start:end] = rows.tobytes()
-        self.entries += len(rows)
+        done = put_entries(mm, start, np.ascontiguousarray(keys, np.int64), np.ascontiguousarray(values, np.int64),
+                           self.KEY_BYTES, floor)
+        if done < 0:
+            i = -done - 1
+            raise KafkaStorageError(
+                f"index {self.path}: entry ({int(keys[i])}, {int(values[i])}) does not follow {floor if i == 0 else int(keys[i - 1])}"
+            )
+        self.entries += done
 
     def _write_one(self, *fields: int) -> None:
         """One entry without numpy (the leader appends one batch at a time)."""

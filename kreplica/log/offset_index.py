@@ -46,16 +46,8 @@ class OffsetIndex(IndexFile):
         """Append entries; offsets must increase past the last entry."""
         if not len(offsets):
             return
-        rel = offsets - self.base_offset
         last = self.last_entry()[0] - self.base_offset if self.entries else -1
-        if rel[0] <= last or (len(rel) > 1 and np.any(np.diff(rel) <= 0)) or rel[-1] > 0xFFFFFFFF:
-            raise KafkaStorageError(
-                f"index {self.path}: offsets {offsets.tolist()[:4]} do not follow entry {last + self.base_offset}"
-            )
-        rows = np.empty(len(rel), dtype=self.DTYPE)
-        rows["relative_offset"] = rel
-        rows["position"] = positions
-        self._write(rows)
+        self._write(offsets - self.base_offset, positions, last)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries for offsets >= ``offset``."""

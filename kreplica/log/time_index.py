@@ -52,11 +52,9 @@ class TimeIndex(IndexFile):
         keep = (timestamps > running[:-1]) & (offsets >= last_off)
         if not keep.any():
             return 0
-        rows = np.empty(int(keep.sum()), dtype=self.DTYPE)
-        rows["timestamp"] = timestamps[keep]
-        rows["relative_offset"] = offsets[keep] - self.base_offset
-        self._write(rows)
-        return len(rows)
+        kept = timestamps[keep]
+        self._write(kept, offsets[keep] - self.base_offset, last_ts)
+        return len(kept)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries for offsets >= ``offset``."""
