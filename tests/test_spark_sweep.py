@@ -340,3 +340,24 @@ def test_progress_counts_tasks_from_the_status_tracker(spark, tmp_path):  # noqa
                       on_chunk=lambda k, n, s: seen.append((k, n, s.executed)))
     assert seen == [(1, 1, 2)] and stats.executed == 2
     assert "2/2 tasks" in text.getvalue()
+
+
+def test_staging_left_by_a_killed_writer_is_not_published(spark, tmp_path):  # noqa: F811
+    """A writer killed between task commit and job commit leaves committed task files under
+    ``_temporary``; the next job's commit would move them into place (checked: it does), so
+    a sweep removes that staging first."""
+    import shutil
+
+    out = tmp_path / "runs"
+    small = {"until_ms": [200]}
+    run_sweep(spark, Grid.from_axes([SCENARIO], small, "1..2"), str(out), runs_per_task=2, tasks_per_chunk=1)
+    committed = _parquet_files(out)[0]
+    stale = out / "_temporary" / "0" / "task_202601010000_0000_m_000000" / committed.parent.name
+    stale.mkdir(parents=True)
+    shutil.copy(committed, stale / "part-99999-stale.c000.snappy.parquet")
+
+    stats = run_sweep(spark, Grid.from_axes([SCENARIO], small, "1..3"), str(out), runs_per_task=2,
+                      tasks_per_chunk=1)
+    assert stats.already_done == 2 and stats.executed == 1
+    assert sorted(r.seed for r in read_results(spark, str(out)).select("seed").collect()) == [1, 2, 3]
+    assert not (out / "_temporary").exists()
