@@ -112,3 +112,13 @@ def test_a_swarm_seed_runs_end_to_end_and_converges():
     r = World(sc, 21).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
     assert r.history_hash == World(sc, 21).run().history_hash
+
+
+def test_cli_jobs_give_the_same_hashes_as_one_process(tmp_path):
+    import json
+
+    args = ["--scenario", "seed003-controlled-shutdown", "--seeds", "1..2", "--until", "3000"]
+    assert sim_cli.main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert sim_cli.main(args + ["--out", str(tmp_path / "b"), "--jobs", "2"]) == 0
+    hashes = [[r["hash"] for r in json.loads((tmp_path / d / "summary.json").read_text())["runs"]] for d in "ab"]
+    assert hashes[0] == hashes[1] and len(set(hashes[0])) == 2
