@@ -29,15 +29,17 @@ offsets it must cover is corrupt or torn: the read fails naming file and
 position, or with ``on_corrupt=skip`` skips the bad batch, resynchronises on the
 next batch boundary and records the count in ``corrupt_report``.
 
-Isolation follows Kafka's consumers: ``committed`` (default) reads offsets below
-the high watermark, as a ``read_committed`` fetch from a follower would see
-them; ``uncommitted`` reads to the log end offset.
+Isolation: ``committed`` (default) reads offsets below the high watermark, what a
+Kafka consumer may see; ``uncommitted`` reads to the log end offset.  The HW is the
+broker's last checkpoint of it (written every
+``replica.high.watermark.checkpoint.interval.ms``), so a committed read may lag
+the broker's in-memory HW by that interval but never includes a record the
+broker had not committed.
 """
 from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
