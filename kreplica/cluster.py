@@ -190,6 +190,9 @@ class Cluster:
         return part is not None and part.is_leader and part.leader_epoch >= p.leader_epoch
 
     def delete_topic(self, topic: str, wait: bool = True) -> None:
+        if not self.config["delete.topic.enable"]:
+            # Kafka's brokers refuse DeleteTopics outright then (the controller would drop the request).
+            raise errors.TopicDeletionDisabled(f"delete.topic.enable is false: {topic!r} stays")
         admin.delete_topic(self.zk, topic)
         if wait and not self.run_until(lambda: not self.zk.topic_exists(topic), 60_000):
             raise errors.RequestTimedOut(f"deletion of {topic} did not finish")

@@ -53,9 +53,6 @@ class InProcessTransport:
         if self._handlers.pop(node_id, None) is not None:
             self._down.add(node_id)
 
-    def is_registered(self, node_id: int) -> bool:
-        return node_id in self._handlers
-
     def send(self, src: int, dst: int, request: Any, on_response: Respond | None) -> None:
         """Send ``request`` from ``src`` to ``dst``; ``on_response`` gets the response (or DISCONNECTED)."""
         self.deliver(src, dst, request, lambda req: self._dispatch(src, dst, req, on_response))

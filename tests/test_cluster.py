@@ -153,6 +153,14 @@ def test_bad_client_calls(cluster, call, error):
     assert cluster.produce("bar", 0, [b"still fine"]) >= 0
 
 
+def test_delete_topic_refused_when_deletion_is_disabled(tmp_path):
+    with Cluster.embedded(data_dir=tmp_path, config={**CONFIG, "delete.topic.enable": False}) as c:
+        c.create_topic("t", partitions=1, replication_factor=3)
+        with pytest.raises(errors.TopicDeletionDisabled):
+            c.delete_topic("t")
+        assert c.topics() == ["t"] and c.zk.get_topic_deletions() == []
+
+
 def test_replication_factor_is_checked_against_live_brokers(cluster):
     cluster.kill(1003)
     assert cluster.run_until(lambda: 1003 not in cluster.zk.get_live_broker_ids(), 60_000)

@@ -26,21 +26,6 @@ class MetadataCache:
         for tp in request.deleted:
             self._partitions.pop(tp, None)
 
-    def partition_state(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
-        return self._partitions.get(tp)
-
     def leader_for(self, tp: TopicPartition) -> int | None:
         state = self._partitions.get(tp)
         return None if state is None else state.leader
-
-    def topics(self) -> set[str]:
-        return {tp.topic for tp in self._partitions}
-
-    def partitions_of(self, topic: str) -> list[UpdateMetadataPartitionState]:
-        return sorted(
-            (s for tp, s in self._partitions.items() if tp.topic == topic),
-            key=lambda s: s.tp.partition,
-        )
-
-    def contains(self, tp: TopicPartition) -> bool:
-        return tp in self._partitions

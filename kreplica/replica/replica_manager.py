@@ -159,9 +159,6 @@ class ReplicaManager:
         self._checkpointed_hw = hws
 
     # ---- partitions --------------------------------------------------------------------
-    def get_partition(self, tp: TopicPartition) -> Partition | None:
-        return self.partitions.get(tp)
-
     def _start_replica(self, tp: TopicPartition) -> Partition:
         """startReplica (seed 001 'C'): open or create the partition dir, restore the HW."""
         p = self.partitions.get(tp)
