@@ -107,6 +107,11 @@ def span_batches(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t max_b
     cdef int64_t start = pos, size
     with nogil:
         while True:
+            # Stop before touching the next header when not even an empty batch would fit:
+            # a small read (a lookup, a consumer's tight max_bytes) then reads one batch's
+            # pages, not the next one's too.
+            if pos > start and pos - start + HEADER_SIZE > max_bytes:
+                break
             size = _batch_size(p, pos, end)
             if size == 0 or _be64(p + pos) >= max_offset:
                 break
