@@ -145,6 +145,16 @@ def test_stream_reader_offsets_follow_the_hw_or_the_log_end(tmp_path):
         assert reader(isolation="uncommitted").latestOffset({}, None) == leo
         assert reader(starting_offsets="latest").initialOffset() == {str(p): producer.hw[p] for p in range(2)}
 
+        # A read limit shares the budget in proportion to the backlogs (295 and 15).
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        limited = reader(max_records_per_trigger="30")
+        assert limited.getDefaultReadLimit() == ReadMaxRows(30)
+        assert limited.latestOffset({"0": 100, "1": 380}, ReadMaxRows(30)) == {"0": 129, "1": 381}
+        assert limited.latestOffset({"0": 0}, ReadMaxRows(1)) == {"0": 1, "1": 0}
+        assert limited.latestOffset({"0": 100, "1": 380}, ReadAllAvailable()) == {
+            str(p): producer.hw[p] for p in range(2)}
+
         start, end = {"0": 17, "1": 40}, {"0": 310, "1": 40}
         parts = committed.partitions(start, end)
         assert len(parts) == 2  # offsets 17..309 span two segments of partition 0

@@ -9,7 +9,8 @@ Options: ``path`` (a broker's data dir), ``topic``; ``isolation`` =
 one input partition per segment); ``on_corrupt`` = ``fail`` (default) | ``skip``
 with ``corrupt_report`` = a directory for the count; streaming only:
 ``starting_offsets`` = ``earliest`` (default) | ``latest``, ``fail_on_data_loss``
-(default true).  ``timestamp`` is the record's Kafka timestamp in ms since the
+(default true), ``max_records_per_trigger``.  Needs pyspark 4.2 or later (filter
+pushdown and read limits of the Python Data Source API).  ``timestamp`` is the record's Kafka timestamp in ms since the
 epoch, a long, so rows equal the log exactly and pushdown compares integers.
 
 Theory of operation
@@ -57,6 +58,7 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidConfig, OffsetOutOfRange, UnknownTopicOrPartition
@@ -99,6 +101,7 @@ class ReadOptions:
     corrupt_report: str | None = None
     starting_offsets: str = "earliest"
     fail_on_data_loss: bool = True
+    max_records_per_trigger: int | None = None
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> "ReadOptions":
@@ -117,6 +120,9 @@ class ReadOptions:
             corrupt_report=opts.get("corrupt_report") or None,
             starting_offsets=opts.get("starting_offsets", "earliest").lower(),
             fail_on_data_loss=_flag(opts, "fail_on_data_loss", True),
+            max_records_per_trigger=(
+                _positive(opts, "max_records_per_trigger") if opts.get("max_records_per_trigger") else None
+            ),
         )
         made._check()
         return made
@@ -134,6 +140,16 @@ class ReadOptions:
             raise InvalidConfig(f"starting_offsets: {self.starting_offsets!r} is not earliest/latest")
         if not Path(self.path).is_dir():
             raise InvalidConfig(f"path: {self.path!r} is not a directory")
+
+
+def _positive(opts: dict[str, str], key: str) -> int:
+    try:
+        value = int(opts[key])
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise InvalidConfig(f"{key}: {opts[key]!r} is not a positive integer")
+    return value
 
 
 def _flag(opts: dict[str, str], key: str, default: bool) -> bool:
@@ -307,24 +323,32 @@ class KReplicaStreamReader(DataSourceStreamReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
 
-    def _available(self) -> dict[str, int]:
-        parts = _partitions_of(self.opts)
+    def _available(self, parts: Sequence[PartitionFiles]) -> dict[str, int]:
         if self.opts.isolation == "uncommitted":
             return {str(p.partition): p.log_end_offset() for p in parts}
         hws = read_high_watermarks(self.opts.path, self.opts.topic)
         return {str(p.partition): hws.get(p.partition, p.log_start_offset) for p in parts}
 
     def initialOffset(self) -> dict:
+        parts = _partitions_of(self.opts)
         if self.opts.starting_offsets == "latest":
-            return self._available()
-        return {str(p.partition): p.log_start_offset for p in _partitions_of(self.opts)}
+            return self._available(parts)
+        return {str(p.partition): p.log_start_offset for p in parts}
 
-    def latestOffset(self, start: dict | None = None, limit: object = None) -> dict:
-        latest = self._available()
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_records_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        parts = _partitions_of(self.opts)
+        latest = self._available(parts)
+        begin = {**{str(p.partition): p.log_start_offset for p in parts}, **(start or {})}
         # Never move a partition backwards: offsets Spark has checkpointed were
         # read, and a lower HW after a restart must not replay them.
         for p, off in (start or {}).items():
             latest[p] = max(latest.get(p, off), off)
+        if isinstance(limit, ReadMaxRows):
+            latest = _cap(begin, latest, limit.max_rows)
         return latest
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -348,6 +372,22 @@ class KReplicaStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         """Nothing to release: Spark's checkpoint is the only record of progress."""
+
+
+def _cap(begin: dict[str, int], latest: dict[str, int], budget: int) -> dict[str, int]:
+    """Advance partitions by at most ``budget`` offsets in all, shared in proportion
+    to each partition's backlog (as Kafka's Spark source shares maxOffsetsPerTrigger)."""
+    backlog = {p: latest[p] - begin.get(p, latest[p]) for p in sorted(latest, key=int)}
+    total = sum(backlog.values())
+    if total <= budget:
+        return latest
+    grant = {p: b * budget // total for p, b in backlog.items()}
+    for p in backlog:  # the rounding remainder, one each, so a small budget still moves
+        if sum(grant.values()) >= budget:
+            break
+        if grant[p] < backlog[p]:
+            grant[p] += 1
+    return {p: begin.get(p, latest[p]) + grant[p] if backlog[p] else latest[p] for p in latest}
 
 
 # ---------------------------------------------------------------- corrupt-data report
