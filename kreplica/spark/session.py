@@ -21,17 +21,22 @@ from typing import TYPE_CHECKING, Mapping
 if TYPE_CHECKING:  # pyspark is an optional dependency (the "spark" extra)
     from pyspark.sql import SparkSession
 
-# The JVM logs INFO and WARN lines from its first second, before setLogLevel can
-# run; only a log4j2 configuration given at launch silences those.
+# The JVM logs INFO lines from its first second, before setLogLevel can run;
+# only a log4j2 configuration given at launch silences those.
 _LOG4J2 = """\
-rootLogger.level = error
+rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
 """
+# The root stays at WARN until setLogLevel: PySpark counts as a shell, and Spark
+# announces on stderr any startup root level other than WARN.
+
 
 BASE_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
