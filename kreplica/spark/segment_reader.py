@@ -87,13 +87,19 @@ def read_slice(s: SegmentSlice) -> Iterator[pa.RecordBatch]:
             if reason is None:
                 break
             if s.on_corrupt != "skip":
-                raise CorruptMessage(
-                    f"{s.log_path}: {reason} (partition {s.topic}-{s.partition}; "
-                    f"offsets before {max(cur.covered, s.offset_lo)} were read)"
-                )
+                raise CorruptMessage(f"{s.log_path}: {reason} ({_context(s, cur)})")
             regions.append(_skip(fd, s, cur, reason))
     if regions:
         _write_report(s, regions)
+
+
+def _context(s: SegmentSlice, cur: _Cursor) -> str:
+    read = f"read up to offset {cur.covered - 1}" if cur.covered >= 0 else "nothing read yet"
+    text = f"partition {s.topic}-{s.partition}, {read}"
+    if cur.position == s.start_position != 0:
+        # Ranges start where the offset index points; a stale index points wrong.
+        text += f"; the position comes from {Path(s.log_path).with_suffix('.index').name}"
+    return text
 
 
 def _done(s: SegmentSlice, cur: _Cursor) -> bool:
