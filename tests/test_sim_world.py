@@ -41,9 +41,9 @@ def test_kip101_truncation_to_the_hw_loses_acked_writes_and_leader_epoch_does_no
 
 
 def test_kip101_divergence_after_a_double_failure():
-    hw = run("kip101-divergence", 1, **{"replica.truncation.strategy": "high-watermark"})
+    hw = run("kip101-divergence", 3, **{"replica.truncation.strategy": "high-watermark"})
     assert hw.violation.invariant is Invariant.REPLICA_DIVERGENCE
-    le = run("kip101-divergence", 1, **{"replica.truncation.strategy": "leader-epoch"})
+    le = run("kip101-divergence", 3, **{"replica.truncation.strategy": "leader-epoch"})
     assert le.ok and le.converged
     # What B lost with the power cut and its unclean election is counted, and attributed.
     assert le.losses and {loss.cause for loss in le.losses} == {"unclean-election"}
