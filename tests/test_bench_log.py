@@ -82,3 +82,13 @@ def test_fetch_chunks_keep_batches_whole_and_in_order() -> None:
     chunks = fetch_chunks(work.encoded, max_bytes=1000)
     assert [len(c) for c in chunks] == [800, 800, 800, 400]
     assert b"".join(chunks) == b"".join(work.encoded)
+
+
+def test_stores_default_to_a_disk_not_a_tmpfs(tmp_path: Path, monkeypatch) -> None:
+    mounts = tmp_path / "mounts"
+    monkeypatch.setattr(bench_log.tempfile, "gettempdir", lambda: "/scratch/tmp")
+    monkeypatch.chdir(tmp_path)
+    mounts.write_text("/dev/vda / ext4 rw 0 0\ntmpfs /scratch tmpfs rw 0 0\n")
+    assert bench_log.default_data_dir(str(mounts)) == str(tmp_path)
+    mounts.write_text("/dev/vda / ext4 rw 0 0\ntmpfs /scratch/tmpx tmpfs rw 0 0\n")
+    assert bench_log.default_data_dir(str(mounts)) == "/scratch/tmp"

@@ -340,9 +340,25 @@ def bench_memory(root: Path, sizes: Sizes, values: list[bytes]) -> list[Row]:
 
 # -- the command ------------------------------------------------------------------------
 
+def default_data_dir(mounts_file: str = "/proc/mounts") -> str:
+    """The system temp dir, unless it lives in memory (tmpfs): then the current directory,
+    so the stores are written to a disk as the issue asks, not to RAM."""
+    tmp = os.path.realpath(tempfile.gettempdir())
+    mounts = []
+    try:
+        with open(mounts_file) as f:
+            mounts = [line.split()[1:3] for line in f]
+    except OSError:
+        return tmp
+    covering = [(point, fstype) for point, fstype in mounts
+                if tmp == point or tmp.startswith(point.rstrip("/") + "/")]
+    fstype = max(covering, key=lambda m: len(m[0]))[1] if covering else ""
+    return os.getcwd() if fstype in ("tmpfs", "ramfs") else tmp
+
+
 def run(sizes: Sizes, data_dir: str | None = None) -> list[Row]:
     """Every workload once, in this process; memory first, while the process is small."""
-    root = Path(tempfile.mkdtemp(prefix="kreplica-bench-log-", dir=data_dir))
+    root = Path(tempfile.mkdtemp(prefix="kreplica-bench-log-", dir=data_dir or default_data_dir()))
     try:
         rows = bench_memory(root, sizes, append_work(1024, 0).values)
         w1k = append_work(1024, sizes.kib_batches)
@@ -366,7 +382,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (proves the tool, not speeds)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per figure (the median is shown)")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the rows as JSON")
-    parser.add_argument("--data-dir", default=None, help="where the temporary stores go (default: the system temp dir)")
+    parser.add_argument("--data-dir", default=None, help="where the temporary stores go (default: the system temp dir, or the current "
+                             "directory when that is a tmpfs)")
 
 
 def execute(args: argparse.Namespace) -> int:
