@@ -11,7 +11,7 @@ lookups on a small and a 100x larger log, and the 4 GiB memory run.
     .venv/bin/kreplica bench log                              # the one table, with targets
 
 ``KREPLICA_BENCH_DIR`` picks where the temporary stores go (default: the system temp
-dir); everything is deleted at the end.
+dir, or the current directory when that is a tmpfs); everything is deleted at the end.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ LOOKERS = ["kreplica", "sqlite3", "lmdb"]
 
 @pytest.fixture(scope="module")
 def root():
-    path = Path(tempfile.mkdtemp(prefix="kreplica-bench-log-", dir=os.environ.get("KREPLICA_BENCH_DIR")))
+    where = os.environ.get("KREPLICA_BENCH_DIR") or bench_log.default_data_dir()
+    path = Path(tempfile.mkdtemp(prefix="kreplica-bench-log-", dir=where))
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
