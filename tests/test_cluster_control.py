@@ -4,6 +4,9 @@ Each test drives whole brokers through the in-process transport; a few hold or
 record messages on it to build the races the seeds describe (a late request
 from a dead controller, an ISR write overtaken by the controller).
 """
+import itertools
+import os
+
 import pytest
 
 from kreplica import Cluster, errors
@@ -14,8 +17,7 @@ from kreplica.protocol import (
     TopicPartition,
     UpdateMetadataRequest,
 )
-from kreplica.runtime import SimScheduler
-from kreplica.transport import InProcessTransport
+from recording_transport import RecordingTransport
 
 BAR = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
 SESSION_MS = 6000
@@ -23,36 +25,21 @@ CONFIG = {"min.insync.replicas": 2, "zookeeper.session.timeout.ms": SESSION_MS,
           "replica.lag.time.max.ms": 10000, "auto.leader.rebalance.enable": False}
 
 
-class RecordingTransport(InProcessTransport):
-    """Records every request sent; holds the messages ``hold(src, dst, message)`` selects."""
-
-    def __init__(self) -> None:
-        super().__init__(SimScheduler(0), latency_ms=1)  # the Cluster installs its scheduler
-        self.sent: list[tuple[int, int, int, object]] = []
-        self.hold = lambda src, dst, message: False
-        self.held: list[tuple[object, object]] = []
-
-    def send(self, src, dst, request, on_response):
-        self.sent.append((self.scheduler.now_ms(), src, dst, request))
-        super().send(src, dst, request, on_response)
-
-    def deliver(self, src, dst, message, arrive):
-        if self.hold(src, dst, message):
-            self.held.append((message, arrive))
-            return
-        super().deliver(src, dst, message, arrive)
-
-    def release(self) -> None:
-        held, self.held = self.held, []
-        for message, arrive in held:
-            arrive(message)
-
-    def requests(self, kind, src=None):
-        return [(t, s, d, r) for t, s, d, r in self.sent if isinstance(r, kind) and src in (None, s)]
+_chroots = itertools.count()
 
 
-def make(tmp_path, config=None, transport=None, topic=True):
-    c = Cluster.embedded(data_dir=tmp_path, config={**CONFIG, **(config or {})}, transport=transport)
+@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+def metadata(request):
+    """The metadata URI: the embedded store (virtual time) or a real ZooKeeper (wall clock)."""
+    if request.param == "memory":
+        return "memory"
+    server = request.getfixturevalue("zk_server")
+    return f"zookeeper://{server.hosts}/control-{os.getpid()}-{next(_chroots)}"
+
+
+def make(tmp_path, config=None, transport=None, topic=True, metadata="memory"):
+    c = Cluster.embedded(data_dir=tmp_path, config={**CONFIG, **(config or {})}, transport=transport,
+                         metadata=metadata)
     if topic:
         c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
         assert c.run_until(lambda: isr_full(c), 60_000)
@@ -156,9 +143,10 @@ def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(tmp_p
 
 
 # ---- controller epochs and ISR races ---------------------------------------------------------
-def test_a_dead_controllers_late_request_is_fenced_by_the_broker(tmp_path):
+def test_a_dead_controllers_late_request_is_fenced_by_the_broker(tmp_path, metadata):
     t = RecordingTransport()
-    c = make(tmp_path, transport=t, topic=False)
+    # 4 s: ZooKeeper's shortest session (two ticks).
+    c = make(tmp_path, {"zookeeper.session.timeout.ms": 4000}, transport=t, topic=False, metadata=metadata)
     old = c.controller_id
     assert old == 1001
     # The old controller's UpdateMetadata for the new topic is delayed on its way to 1003.
@@ -173,7 +161,7 @@ def test_a_dead_controllers_late_request_is_fenced_by_the_broker(tmp_path):
     assert c.run_until(lambda: c.controller_id not in (None, old) and state(c, 0).leader not in (-1, old), 60_000)
     rm = c.brokers[1003].replica_manager
     tp = TopicPartition("bar", 0)
-    assert c.run_until(lambda: rm.metadata_cache.leader_for(tp) == state(c, 0).leader, 1000)
+    assert c.run_until(lambda: rm.metadata_cache.leader_for(tp) == state(c, 0).leader, 5000)
     new_epoch = rm.controller_epoch
     assert new_epoch == 2
     t.release()  # it arrives now
@@ -183,20 +171,22 @@ def test_a_dead_controllers_late_request_is_fenced_by_the_broker(tmp_path):
     c.close()
 
 
-def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(tmp_path):
+def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(tmp_path, metadata):
     # The lag time is well below the session timeout: the leader notices first.
-    c = make(tmp_path, {"replica.lag.time.max.ms": 2000, "zookeeper.session.timeout.ms": 30_000})
+    c = make(tmp_path, {"replica.lag.time.max.ms": 2000, "zookeeper.session.timeout.ms": 30_000},
+             metadata=metadata)
     tp = TopicPartition("bar", 1)
     assert c.controller_id == 1001
     # Make 1001 lead bar-1 (preferred 1002): a restart of 1002 hands leadership over.
-    c.kill(1002)
-    assert c.run_until(lambda: state(c, 1).leader == 1001, 60_000)
+    assert c.controlled_shutdown(1002)
+    assert state(c, 1).leader == 1001
     c.start(1002)
     assert c.run_until(lambda: isr_full(c), 60_000)
     leader = c.brokers[1001]
     held = []  # the leader's conditional ISR writes, delayed on their way to the store
     leader._apply_alter_isr = lambda request, on_response: held.append((request, on_response))
-    c.kill(1003)  # a follower: the leader proposes a shrink after the lag time
+    c.kill(1003)  # a follower: once behind, the leader proposes a shrink after the lag time
+    c.produce("bar", 1, [b"x"], acks=1)
     assert c.run_until(lambda: any(r.tp == tp for r, _ in held), 10_000)
     proposal = next(r for r, _ in held if r.tp == tp)
     assert set(proposal.new_isr) == {1001, 1002}
@@ -221,11 +211,10 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(tmp_path):
 
 
 # ---- LeaderAndIsr INIT, HW checkpoint, reads between HW and LEO, follower min bytes ----------
-def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(tmp_path):
-    c = make(tmp_path)
+def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(tmp_path, metadata):
+    c = make(tmp_path, metadata=metadata)
     c.produce("bar", 0, [b"x"])
-    c.kill(1003)
-    assert c.run_until(lambda: 1003 not in state(c, 0).isr, 60_000)
+    assert c.controlled_shutdown(1003)
     c.reassign("bar", 0, [1001, 1002])  # its StopReplica(delete) to 1003 is lost
     assert (tmp_path / "broker-1003" / "bar-0").is_dir()
     c.start(1003)
