@@ -113,3 +113,15 @@ def test_file_size_limit_raises_kafka_storage_error_and_keeps_what_was_acked(tmp
         offset = batch[-1].offset + 1
     assert [r.value[:8] for r in recs] == [b"%08d" % i for i in range(acked)]
     log.close()
+
+
+def test_a_log_dropped_without_close_releases_its_lock(tmp_path):
+    import gc
+
+    log = Log.open(tmp_path / "t-0")
+    log.append_as_leader([b"x"])
+    del log
+    gc.collect()
+    log = Log.open(tmp_path / "t-0")  # unclean: recovered, and openable
+    assert log.log_end_offset == 1
+    log.close()

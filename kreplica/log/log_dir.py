@@ -62,3 +62,6 @@ class DirLock:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def __del__(self) -> None:  # a Log dropped without close() must not keep its dir locked
+        self.release()
