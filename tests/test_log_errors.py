@@ -118,10 +118,12 @@ def test_file_size_limit_raises_kafka_storage_error_and_keeps_what_was_acked(tmp
 def test_a_log_dropped_without_close_releases_its_lock(tmp_path):
     import gc
 
+    before = len(os.listdir("/proc/self/fd"))
     log = Log.open(tmp_path / "t-0")
     log.append_as_leader([b"x"])
     del log
     gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before  # no descriptor leaked either
     log = Log.open(tmp_path / "t-0")  # unclean: recovered, and openable
     assert log.log_end_offset == 1
     log.close()

@@ -218,6 +218,9 @@ class MappedFile:
         self._close_fd()
         self._writable = False
 
+    def __del__(self) -> None:  # dropped without close(): do not leak the descriptor
+        self._close_fd()
+
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
