@@ -11,12 +11,16 @@ import pytest
 
 from kreplica import Cluster, errors
 from kreplica.log.checkpoints import OffsetCheckpointFile
+from kreplica.cluster import CLIENT_ID
 from kreplica.protocol import (
     ControlledShutdownRequest,
     FetchRequest,
+    ProducePartition,
+    ProduceRequest,
     TopicPartition,
     UpdateMetadataRequest,
 )
+from kreplica.records import encode_batch
 from recording_transport import RecordingTransport
 
 BAR = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
@@ -285,4 +289,30 @@ def test_follower_fetches_wait_for_replica_fetch_min_bytes(tmp_path):
     sent = c.now_ms()
     assert c.run_until(lambda: all(leo == 2 for leo in leos().values()), 1000)
     assert c.now_ms() - sent <= 3
+    c.close()
+
+
+def test_a_zombie_leader_cut_from_the_store_never_acknowledges_acks_all(tmp_path):
+    c = make(tmp_path)
+    tp = TopicPartition("bar", 1)
+    acked = [(c.produce("bar", 1, [b"a%d" % i]), b"a%d" % i) for i in range(5)]
+    zombie = c.brokers[1002]  # leads bar-1
+    zombie.session.set_reachable(False)  # cut from the store, not from the other brokers
+    assert c.run_until(lambda: state(c, 1).leader == 1001, 30_000)
+    assert zombie.replica_manager.partitions[tp].is_leader  # it cannot know yet
+    answers = {}
+    for acks in (-1, 1):
+        request = ProduceRequest(acks, 2000, (ProducePartition(tp, encode_batch([b"zombie%d" % acks])),))
+        c.transport.send(CLIENT_ID, 1002, request, lambda r, acks=acks: answers.setdefault(acks, r))
+    acked += [(c.produce("bar", 1, [b"b%d" % i]), b"b%d" % i) for i in range(3)]
+    assert c.run_until(lambda: len(answers) == 2, 5000)
+    # acks=1 is acknowledged by the zombie alone; acks=all never is: nobody fetches from it.
+    assert answers[1].partitions[0].error_code == errors.NONE
+    assert answers[-1].partitions[0].error_code == errors.RequestTimedOut.code
+    zombie.session.set_reachable(True)  # it learns of the expiry, registers again, follows
+    assert c.run_until(lambda: isr_full(c) and not zombie.replica_manager.partitions[tp].is_leader, 30_000)
+    assert c.run_until(lambda: len(set(c.offsets("bar", 1).values())) == 1, 30_000)
+    values = {r.offset: r.value for r in c.fetch("bar", 1, 0)}
+    assert all(values[o] == v for o, v in acked)
+    assert not {b"zombie-1", b"zombie1"} & set(values.values())  # the zombie's appends were truncated
     c.close()
