@@ -121,8 +121,6 @@ class SegmentFiles:
                 offset_lo=lo, offset_hi=hi,
                 need_offset=need, timestamp_lo=timestamp_lo, on_corrupt=on_corrupt,
                 corrupt_report=corrupt_report,
-                resync_positions=tuple(int(p) for p in positions[positions > a].tolist()
-                                       if b is None or p < b),
             )
             for a, b in zip(cuts, edges)
         ]

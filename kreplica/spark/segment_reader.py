@@ -63,7 +63,6 @@ class SegmentSlice:
     timestamp_lo: int | None = None
     on_corrupt: str = "fail"
     corrupt_report: str | None = None
-    resync_positions: tuple[int, ...] = ()  # later batch starts (offset index), for skipping
 
     @property
     def report_name(self) -> str:
@@ -180,7 +179,7 @@ def _skip(fd: int, s: SegmentSlice, cur: _Cursor, reason: str) -> dict:
     limit = s.end_position if s.end_position is not None else os.fstat(fd).st_size
     declared = _declared_size(os.pread(fd, BATCH_OVERHEAD, bad))
     candidates = [bad + declared] if declared is not None and bad + declared <= limit else []
-    candidates += [p for p in s.resync_positions if bad < p < limit]
+    candidates += [p for p in _index_positions(s).tolist() if bad < p < limit]
     resume, next_offset = limit, None
     for p in candidates:
         probe = scan_batches(os.pread(fd, min(CHUNK_BYTES, limit - p), p))
@@ -201,6 +200,13 @@ def _skip(fd: int, s: SegmentSlice, cur: _Cursor, reason: str) -> dict:
     return {"file": s.log_path, "position": bad, "resume_position": resume,
             "skipped_bytes": resume - bad, "reason": reason,
             "offsets_read_before": before, "next_offset": next_offset}
+
+
+def _index_positions(s: SegmentSlice) -> np.ndarray:
+    """Batch starts named by the segment's offset index, read only when skipping."""
+    from .log_files import SegmentFiles  # log_files plans these slices: import late, no cycle
+
+    return SegmentFiles(s.log_path, s.base_offset, None).offset_index()[1]
 
 
 def _write_report(s: SegmentSlice, regions: list[dict]) -> None:
