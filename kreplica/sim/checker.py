@@ -45,6 +45,8 @@ class Invariant(enum.Enum):
     LEADER_HW_BACKWARDS = "5-leader-hw-backwards"
     CONTROLLER_EPOCH = "6-controller-epoch"
     LIVENESS = "liveness"
+    # Not one of the six: the system under test raised out of a callback (a crash bug).
+    UNHANDLED_EXCEPTION = "unhandled-exception"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,9 @@ trace shows exactly what was done and when.  The catalogue:
 
 :class:`ChaosPlanner` draws these at random rates from the world's seeded rng
 while keeping at most ``max_down`` brokers down, and stops at the liveness
-phase.
+phase.  Failures may also cascade: with probability ``cascade`` a newly elected
+leader fails within ``cascade_ms_max`` ms -- KIP-101's double failure, arising
+on its own from whatever caused the first election.
 """
 from __future__ import annotations
 
@@ -239,6 +241,10 @@ class FaultRates:
     pause_ms_max: int = 4000
     partition_ms_max: int = 6000
     max_down: int = 1
+    # Correlated failures: the chance that a new leader fails 0..cascade_ms_max ms after
+    # its election (an overloaded successor, a rack going down in steps).
+    cascade: float = 0.0
+    cascade_ms_max: int = 40
 
 
 class ChaosPlanner:
@@ -256,6 +262,19 @@ class ChaosPlanner:
 
     def stop(self) -> None:
         self.running = False
+
+    def on_election(self, tp: str, leader: int) -> None:
+        """Maybe fail the new leader right after its election (a cascading failure)."""
+        w, r = self.world, self.rates
+        if not self.running or not r.cascade or w.rng.random() >= r.cascade:
+            return
+        w.later(w.rng.randint(0, r.cascade_ms_max), self._cascade, leader)
+
+    def _cascade(self, leader: int) -> None:
+        w = self.world
+        down = len(w.cluster.brokers) - len(w.cluster.live_brokers())
+        if self.running and down < self.rates.max_down and crash(w, leader):
+            w.later(w.rng.randint(200, self.rates.downtime_ms_max), restart, w, leader)
 
     def _chance(self, per_minute: float) -> bool:
         return per_minute > 0 and self.world.rng.random() < per_minute * self.tick_ms / 60_000

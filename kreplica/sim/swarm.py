@@ -41,6 +41,7 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
         pause_ms_max=rng.choice([500, 2000, 6000]),
         partition_ms_max=rng.choice([1000, 4000, 8000]),
         max_down=rng.randint(1, max(1, rf - 1)),
+        cascade=rng.choice([0.0, 0.0, 0.1, 0.3]),
     )
     config = dict(base.config)
     config.update({

@@ -23,6 +23,7 @@ import random
 import shutil
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -295,6 +296,8 @@ class World:
         while self._seen_elections < len(elections):
             t, tp, _leader, _epoch = elections[self._seen_elections]
             self._seen_elections += 1
+            if self.chaos is not None:
+                self.chaos.on_election(tp, _leader)
             for step in [s for s in self._armed if s.on == f"election:{tp}"]:
                 self._armed.remove(step)
                 jitter = self.rng.randint(0, step.jitter_ms) if step.jitter_ms else 0
@@ -490,7 +493,15 @@ class World:
         """Step to ``end_ms`` (or until ``done()``), checking after every event."""
         sched = self.cluster.scheduler
         while self.checker.violation is None and sched.now_ms() < end_ms:
-            sched.run_until(self._after_event, min(self.sample_ms, end_ms - sched.now_ms()))
+            try:
+                sched.run_until(self._after_event, min(self.sample_ms, end_ms - sched.now_ms()))
+            except Exception as e:  # noqa: BLE001 - a bug in the cluster is a finding, not a sim crash
+                self.checker.set_time(sched.now_ms())
+                frames = traceback.extract_tb(e.__traceback__)[-4:]
+                where = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames))
+                self.checker.fail(Invariant.UNHANDLED_EXCEPTION, None, None,
+                                  f"{type(e).__name__}: {e} (at {where})")
+                break
             if self.checker.violation is not None:
                 break
             self._sweep()
