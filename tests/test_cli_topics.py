@@ -51,3 +51,29 @@ def test_reassign_and_delete_through_admin_paths(zk_cluster, tmp_path, capsys):
     assert c.run_until(lambda: c.describe("bar").partitions[0].replicas == (1002, 1003), 30_000)
     assert main(["topics", "--zookeeper", c.connect, "--delete", "--topic", "bar"]) == 0
     assert c.run_until(lambda: "bar" not in c.topics(), 30_000)
+
+
+def test_bad_input_is_an_error_line_not_a_traceback(zk_cluster, tmp_path, capsys):
+    c = zk_cluster
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"version": 1, "partitions": [{"topic": "bar", "partition": 0}]}))
+    cases = [
+        (["topics", "--zookeeper", "no-port", "--list"], "expected host:port"),
+        (["topics", "--zookeeper", c.connect, "--describe", "--topic", "nope"], "UNKNOWN_TOPIC_OR_PARTITION"),
+        (["topics", "--zookeeper", c.connect, "--create", "--topic", "t", "--partitions", "1",
+          "--replication-factor", "1", "--config", "retention.ms"], "expected KEY=VALUE"),
+        (["topics", "--zookeeper", c.connect, "--create", "--topic", "t", "--partitions", "1",
+          "--replication-factor", "1", "--config", "no.such.key=1"], "INVALID_CONFIG"),
+        (["reassign", "--zookeeper", c.connect, "--reassignment-json-file", str(tmp_path / "missing.json")],
+         "No such file"),
+        (["reassign", "--zookeeper", c.connect, "--reassignment-json-file", str(broken)], "KeyError('replicas')"),
+        (["reassign", "--zookeeper", c.connect, "--topic", "bar", "--partition", "0", "--replicas", "1001,x"],
+         "invalid literal"),
+        (["reassign", "--zookeeper", c.connect, "--preferred-election", "--topic", "nope"],
+         "UNKNOWN_TOPIC_OR_PARTITION"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith("Error: ") and message in err, (argv, err)
+    assert c.topics() == []

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from typing import Any
 
 HELP = "reassign partitions or elect preferred leaders (like kafka-reassign-partitions.sh)"
 
@@ -23,39 +23,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from .. import errors
+    from .topics import with_client
+
+    return with_client(args.zookeeper, lambda client: _execute(args, client))
+
+
+def _execute(args: argparse.Namespace, client: Any) -> int:
     from ..meta import admin
     from ..protocol import TopicPartition
-    from .topics import open_client
 
-    client, store = open_client(args.zookeeper)
-    try:
-        if args.verify:
-            pending = client.get_partition_reassignment()
-            print("Reassignment in progress: " + (", ".join(f"{tp} -> {r}" for tp, r in sorted(pending.items()))
-                                                  or "none"))
-            return 0
-        if args.preferred_election:
-            if not args.topic:
-                raise SystemExit("--preferred-election needs --topic")
-            parts = client.get_topic_assignment(args.topic)
-            admin.elect_preferred_leaders(client, [TopicPartition(args.topic, p) for p in parts])
-            print(f"Started preferred replica election for {args.topic}.")
-            return 0
-        if args.reassignment_json_file:
-            with open(args.reassignment_json_file) as f:
-                doc = json.load(f)
-            plan = {TopicPartition(e["topic"], int(e["partition"])): [int(r) for r in e["replicas"]]
-                    for e in doc["partitions"]}
-        else:
-            if args.topic is None or args.partition is None:
-                raise SystemExit("--replicas needs --topic and --partition")
-            plan = {TopicPartition(args.topic, args.partition): [int(b) for b in args.replicas.split(",")]}
-        admin.reassign_partitions(client, plan)
-        print("Successfully started reassignment of " + ", ".join(str(tp) for tp in sorted(plan)))
+    if args.verify:
+        pending = client.get_partition_reassignment()
+        print("Reassignment in progress: " + (", ".join(f"{tp} -> {r}" for tp, r in sorted(pending.items()))
+                                              or "none"))
         return 0
-    except errors.KReplicaError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
+    if args.preferred_election:
+        if not args.topic:
+            raise SystemExit("--preferred-election needs --topic")
+        parts = client.get_topic_assignment(args.topic)
+        admin.elect_preferred_leaders(client, [TopicPartition(args.topic, p) for p in parts])
+        print(f"Started preferred replica election for {args.topic}.")
+        return 0
+    if args.reassignment_json_file:
+        with open(args.reassignment_json_file) as f:
+            doc = json.load(f)
+        plan = {TopicPartition(e["topic"], int(e["partition"])): [int(r) for r in e["replicas"]]
+                for e in doc["partitions"]}
+    else:
+        if args.topic is None or args.partition is None:
+            raise SystemExit("--replicas needs --topic and --partition")
+        plan = {TopicPartition(args.topic, args.partition): [int(b) for b in args.replicas.split(",")]}
+    admin.reassign_partitions(client, plan)
+    print("Successfully started reassignment of " + ", ".join(str(tp) for tp in sorted(plan)))
+    return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from typing import Any
+from typing import Any, Callable
 
 HELP = "create, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
 
@@ -33,6 +33,13 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
         raise SystemExit(f"bad --replica-assignment {text!r}: expected e.g. 1001:1002,1002:1003") from None
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key:
+        raise ValueError(f"bad --config {text!r}: expected KEY=VALUE")
+    return key, value
+
+
 def open_client(connect: str) -> tuple[Any, Any]:
     """A KafkaZkClient on its own session to the ZooKeeper at ``connect``; returns (client, store)."""
     from ..meta.kafka_zk_client import KafkaZkClient
@@ -46,39 +53,58 @@ def open_client(connect: str) -> tuple[Any, Any]:
     return KafkaZkClient(store.session("kreplica-cli"), scheduler), store
 
 
-def execute(args: argparse.Namespace) -> int:
+def with_client(connect: str, action: Callable[[Any], int]) -> int:
+    """Run ``action(client)`` on its own ZooKeeper session.  Bad input (a Kafka error, a
+    malformed connect string, JSON or number, an unreadable file, an unreachable
+    ZooKeeper) prints ``Error: ...`` and returns 1, as Kafka's tools do, not a traceback."""
     from .. import errors
-    from ..describe import describe_topic, format_describe
-    from ..meta import admin
+    from ..meta.store import StoreError
 
-    client, store = open_client(args.zookeeper)
+    bad_input = (errors.KReplicaError, StoreError, ValueError, KeyError, TypeError, OSError)
     try:
-        if args.list:
-            for t in sorted(client.get_all_topics()):
-                print(t)
-        elif args.describe:
-            topics = [args.topic] if args.topic else sorted(client.get_all_topics())
-            for t in topics:
-                sys.stdout.write(format_describe(describe_topic(client, t)))
-        elif args.create:
-            if not args.topic:
-                raise SystemExit("--create needs --topic")
-            assignment = parse_assignment(args.replica_assignment) if args.replica_assignment else None
-            if assignment is None and (args.partitions is None or args.replication_factor is None):
-                raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
-            config = dict(kv.split("=", 1) for kv in args.config)
-            # The command line is the edge: an unseeded RNG picks the placement, as Kafka's does.
-            admin.create_topic(client, args.topic, args.partitions, args.replication_factor,
-                               assignment=assignment, config=config or None, rng=random.Random())
-            print(f'Created topic "{args.topic}".')
-        elif args.delete:
-            if not args.topic:
-                raise SystemExit("--delete needs --topic")
-            admin.delete_topic(client, args.topic)
-            print(f"Topic {args.topic} is marked for deletion.")
-        return 0
-    except errors.KReplicaError as e:
+        client, store = open_client(connect)
+    except bad_input as e:
         print(f"Error: {e}", file=sys.stderr)
+        return 1
+    try:
+        return action(client)
+    except bad_input as e:
+        # A KeyError's text is just the key: say what it is.
+        print(f"Error: {e!r}" if isinstance(e, KeyError) else f"Error: {e}", file=sys.stderr)
         return 1
     finally:
         store.close()
+
+
+def execute(args: argparse.Namespace) -> int:
+    return with_client(args.zookeeper, lambda client: _execute(args, client))
+
+
+def _execute(args: argparse.Namespace, client: Any) -> int:
+    from ..describe import describe_topic, format_describe
+    from ..meta import admin
+
+    if args.list:
+        for t in sorted(client.get_all_topics()):
+            print(t)
+    elif args.describe:
+        topics = [args.topic] if args.topic else sorted(client.get_all_topics())
+        for t in topics:
+            sys.stdout.write(format_describe(describe_topic(client, t)))
+    elif args.create:
+        if not args.topic:
+            raise SystemExit("--create needs --topic")
+        assignment = parse_assignment(args.replica_assignment) if args.replica_assignment else None
+        if assignment is None and (args.partitions is None or args.replication_factor is None):
+            raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
+        config = dict(_key_value(kv) for kv in args.config)
+        # The command line is the edge: an unseeded RNG picks the placement, as Kafka's does.
+        admin.create_topic(client, args.topic, args.partitions, args.replication_factor,
+                           assignment=assignment, config=config or None, rng=random.Random())
+        print(f'Created topic "{args.topic}".')
+    elif args.delete:
+        if not args.topic:
+            raise SystemExit("--delete needs --topic")
+        admin.delete_topic(client, args.topic)
+        print(f"Topic {args.topic} is marked for deletion.")
+    return 0
