@@ -30,7 +30,6 @@ stale epoch.
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import errors
@@ -45,6 +44,7 @@ from ..protocol import (
 from ..runtime import Scheduler, Timer
 from . import events, reassignment
 from .context import ControllerContext, PartitionReplica, ReassignmentContext
+from .leader_imbalance import partitions_to_rebalance
 from .leader_selectors import BoundSelectors
 from .partition_state_machine import PartitionState, PartitionStateMachine
 from .replica_state_machine import ReplicaState, ReplicaStateMachine
@@ -596,18 +596,10 @@ class KafkaController:
         ctx = self.ctx
         if ctx.partitions_being_reassigned or ctx.partitions_undergoing_preferred_election:
             return set()
-        by_preferred: dict[int, list[TopicPartition]] = defaultdict(list)
-        for tp, ar in ctx.partition_assignment.items():
-            if ar and tp in ctx.leadership and not self.deletion.is_topic_queued_for_deletion(tp.topic):
-                by_preferred[ar[0]].append(tp)
-        limit = int(self.config.get("leader.imbalance.per.broker.percentage", 10)) / 100.0
-        live = ctx.live_broker_ids
-        chosen: set[TopicPartition] = set()
-        for broker, tps in sorted(by_preferred.items()):
-            not_led = [tp for tp in tps if ctx.leadership[tp].leader != broker]
-            if not tps or len(not_led) / len(tps) <= limit or broker not in live:
-                continue
-            chosen.update(tp for tp in not_led if broker in ctx.leadership[tp].isr)
+        chosen = partitions_to_rebalance(
+            ctx.partition_assignment, ctx.leadership, ctx.live_broker_ids,
+            int(self.config.get("leader.imbalance.per.broker.percentage", 10)),
+            self.deletion.is_topic_queued_for_deletion)
         if chosen:
             self._elect_preferred(chosen)
         return chosen

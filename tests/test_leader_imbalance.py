@@ -1,0 +1,44 @@
+"""Auto leader rebalance's choice (Kafka 0.10 checkAndTriggerPartitionRebalance), as a pure function."""
+import pytest
+
+from kreplica.controller.leader_imbalance import partitions_to_rebalance
+from kreplica.protocol import LeaderAndIsr, TopicPartition
+
+
+def tps(n, topic="t"):
+    return [TopicPartition(topic, p) for p in range(n)]
+
+
+def led(leader, isr=(1, 2, 3)):
+    return LeaderAndIsr(leader, 1, tuple(isr), 0, 1)
+
+
+@pytest.mark.parametrize("percentage,expected", [(9, {0}), (10, set()), (0, {0})])
+def test_moves_only_beyond_the_percentage(percentage, expected):
+    parts = tps(10)
+    assignment = {tp: [1, 2, 3] for tp in parts}
+    leadership = {tp: led(2 if tp.partition == 0 else 1) for tp in parts}  # 1 of 10 led elsewhere: 10%
+    got = partitions_to_rebalance(assignment, leadership, {1, 2, 3}, percentage)
+    assert got == {parts[p] for p in expected}
+
+
+def test_each_broker_is_judged_on_its_own_preferred_partitions():
+    a, b = tps(2)
+    assignment = {a: [1, 2], b: [2, 1]}
+    leadership = {a: led(2, (1, 2)), b: led(2, (1, 2))}  # 1 leads none of its 1; 2 leads its 1 of 1
+    assert partitions_to_rebalance(assignment, leadership, {1, 2}, 10) == {a}
+
+
+def test_a_dead_or_out_of_sync_preferred_replica_is_left_alone():
+    a, b, c = tps(3)
+    assignment = {a: [1, 2], b: [1, 2], c: [3, 2]}
+    leadership = {a: led(2, (2,)), b: led(2, (1, 2)), c: led(2, (3, 2))}
+    assert partitions_to_rebalance(assignment, leadership, {1, 2}, 10) == {b}  # a: 1 not in ISR; c: 3 dead
+
+
+def test_excluded_topics_and_partitions_without_state_do_not_count():
+    a, = tps(1, "gone")
+    b, c = tps(2, "t")
+    assignment = {a: [1, 2], b: [1, 2], c: [1, 2]}
+    leadership = {a: led(2), b: led(2)}  # c has no state yet
+    assert partitions_to_rebalance(assignment, leadership, {1, 2}, 10, lambda t: t == "gone") == {b}
