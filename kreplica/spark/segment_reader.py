@@ -114,8 +114,14 @@ def _read_valid(fd: int, s: SegmentSlice, cur: _Cursor,
     size = os.fstat(fd).st_size
     limit = size if s.end_position is None else min(s.end_position, size)
     want = CHUNK_BYTES
+    # One buffer per slice: fresh 8 MiB allocations cost page faults on every
+    # chunk.  Rows never point into it (decoding copies keys and values out).
+    buf = bytearray(min(want, max(limit - cur.position, 0)))
     while not _done(s, cur):
-        chunk = os.pread(fd, min(want, limit - cur.position), cur.position) if cur.position < limit else b""
+        wanted = max(min(want, limit - cur.position), 0)
+        if wanted > len(buf):
+            buf = bytearray(wanted)
+        chunk = memoryview(buf)[:os.preadv(fd, [memoryview(buf)[:wanted]], cur.position)] if wanted else b""
         scan = scan_batches(chunk, 0, len(chunk))
         if scan.count:
             want = CHUNK_BYTES
@@ -159,7 +165,7 @@ def _verdict(s: SegmentSlice, cur: _Cursor, error: str | None, available: int) -
     return f"{what}, before offset {s.need_offset}"
 
 
-def _declared_size(chunk: bytes) -> int | None:
+def _declared_size(chunk: bytes | memoryview) -> int | None:
     if len(chunk) < BATCH_OVERHEAD:
         return None
     length = struct.unpack_from(">i", chunk, 8)[0]
@@ -228,7 +234,7 @@ _OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS = (
 )
 
 
-def _decode_kept(chunk: bytes, scan, s: SegmentSlice) -> pa.RecordBatch | None:
+def _decode_kept(chunk: memoryview, scan, s: SegmentSlice) -> pa.RecordBatch | None:
     """Decode the batches of ``chunk`` that may hold wanted records."""
     keep = scan.last_offsets >= s.offset_lo
     if s.offset_hi is not None:
