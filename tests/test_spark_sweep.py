@@ -361,3 +361,18 @@ def test_staging_left_by_a_killed_writer_is_not_published(spark, tmp_path):  # n
     assert stats.already_done == 2 and stats.executed == 1
     assert sorted(r.seed for r in read_results(spark, str(out)).select("seed").collect()) == [1, 2, 3]
     assert not (out / "_temporary").exists()
+
+
+def test_cli_report_only(spark, swept, tmp_path, capsys):  # noqa: F811
+    """``kreplica sweep --report-only``: the table on stdout, report.md beside the replays.
+    Last in the module: the command stops the (shared) session when it is done."""
+    from kreplica.cli import main
+
+    out, _ = swept
+    assert main(["sweep", "--out", out, "--report-only", "--report-dir", str(tmp_path / "r")]) == 0
+    printed = capsys.readouterr().out
+    assert "kreplica sweep: per configuration" in printed and "unclean-election" in printed
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert md.count("kreplica simulate --replay ") >= 1 and "## Failing runs" in md
+    assert sorted(p.name for p in (tmp_path / "r").glob("*.png")) == [
+        "availability.png", "loss_probability.png", "reelection.png"]

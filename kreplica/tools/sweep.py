@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--report", action="store_true", help="print the table and write the report")
     rep.add_argument("--report-only", action="store_true", help="report on --out without running")
     rep.add_argument("--report-dir", metavar="DIR",
-                     help="where report.md, plots and replays go (default OUT/_report)")
+                     help="where report.md, plots and replays go (default OUT/_report, or "
+                          "./kreplica-sweep-report when OUT is not a local path)")
     rep.add_argument("--max-failing", type=int, default=200, help="failing runs listed (default 200)")
 
 
@@ -106,8 +107,15 @@ def execute(args: argparse.Namespace) -> int:
                           f"({stats.runs_per_second:.2f} runs/s)")
         if args.report or args.report_only:
             from ..spark.report import build_report
+            from ..spark.sweep import done_runs
 
-            report_dir = args.report_dir or str(Path(args.out) / "_report")
+            if done_runs(spark, args.out) is None:
+                console.print(f"[red]report: no sweep rows in {args.out}")
+                return 2
+
+            local = "://" not in args.out or args.out.startswith("file://")
+            report_dir = args.report_dir or (str(Path(args.out.removeprefix("file://")) / "_report")
+                                             if local else "kreplica-sweep-report")
             # A pipe gets the whole table, not rich's 80-column fallback.
             out_console = Console() if sys.stdout.isatty() else Console(width=200)
             report = build_report(spark, read_results(spark, args.out), report_dir,
