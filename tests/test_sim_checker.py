@@ -162,3 +162,29 @@ def test_violation_carries_the_partitions_last_events():
     trace = c.violation.trace
     assert all(e.tp == "t-0" for e in trace) and trace[-1].kind == "violation"
     assert "VIOLATION 3-replica-divergence" in c.violation.describe()
+
+
+def test_a_committed_tail_lost_by_the_elected_replicas_own_power_loss_is_superseded(make):
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"committed"], 0)  # committed, never acknowledged (the ack was lost)
+    c.observe(1, "t-0", old, None)
+    c.set_time(10)
+    c.on_power_loss(1, "t-0", 0)
+    again = make("again", Role.LEADER, 1, isr=(1,))  # the same broker, back with an empty log
+    c.observe(1, "t-0", again, None)
+    append(again, [b"new"], 1)
+    c.observe(1, "t-0", again, None)
+    assert c.violation is None and c.models["t-0"].canon_end == 1
+
+
+def test_a_power_loss_before_the_commit_excuses_nothing(make):
+    c = Checker(History())
+    c.on_power_loss(2, "t-0", 0)  # long ago; broker 2 caught up again afterwards
+    c.set_time(100)
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    c.observe(2, "t-0", make("new", Role.LEADER, 1, isr=(2,)), None)
+    assert c.violation.invariant is Invariant.ACKED_WRITE_LOST

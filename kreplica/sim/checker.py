@@ -98,6 +98,7 @@ class PartitionModel:
     isr: tuple[int, ...] = ()
     # (broker, first dropped offset, time) for every power-loss crash
     drops: list[tuple[int, int, int]] = field(default_factory=list)
+    committed_at: dict[int, int] = field(default_factory=dict)  # canon base -> when it was committed
 
 
 @dataclass(slots=True)
@@ -261,43 +262,47 @@ class Checker:
             self.unclean_elections += 1
         m.epoch, m.leader, m.isr = epoch, broker, tuple(p.isr)
         lost = sorted(b for b in m.acked if m.acked[b].last >= leo)
-        if not lost and m.canon_end <= leo:
+        tail = sorted(b for b in m.canon if m.canon[b][0] >= leo)  # committed, now beyond the log
+        if not lost and not tail:
             return
-        cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, lost)
-        if lost and cause is None:
-            first = lost[0]
-            self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
-                      f"leader of epoch {epoch} ends at {leo} without the write acked at offset {first}")
+        first = min(lost[:1] + tail[:1])
+        cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, first)
+        if cause is None:
+            if lost:
+                self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
+                          f"leader of epoch {epoch} ends at {leo} without the write acked at offset {lost[0]}")
+            # An unacknowledged committed tail: the new leader's own commits there will
+            # show the divergence (or the tail comes back before they do).
             return
         for base in lost:
-            self.losses.append(CountedLoss(tp, base, cause or "", broker, epoch, self._now()))
+            self.losses.append(CountedLoss(tp, base, cause, broker, epoch, self._now()))
             self.history.record(self._now(), "counted_loss", broker, tp, offset=base, cause=cause, epoch=epoch)
-        if cause is not None:
-            self._supersede(m, leo)
+        self.history.record(self._now(), "superseded", broker, tp, from_offset=leo, cause=cause,
+                            committed_batches=len(tail))
+        self._supersede(m, leo)
 
     @staticmethod
-    def _power_loss_cause(m: PartitionModel, broker: int, lost: list[int]) -> str | None:
-        if not lost:
-            return None
-        first = lost[0]
+    def _power_loss_cause(m: PartitionModel, broker: int, first: int) -> str | None:
+        """Power loss, if the elected replica itself dropped ``first`` after it was committed."""
+        since = m.committed_at.get(first)
+        if since is None and first in m.acked:
+            since = m.acked[first].time_ms
         for b, dropped_from, t in m.drops:
-            if b == broker and dropped_from <= first and t >= m.acked[first].time_ms:
+            if b == broker and dropped_from <= first and (since is None or t >= since):
                 return "power-loss"
         return None
 
     @staticmethod
     def _supersede(m: PartitionModel, leo: int) -> None:
-        """History from ``leo`` on is replaced by the new leader's (an attributed loss)."""
-        for d in (m.canon, m.acked, m.consumed):
-            for base in [b for b in d if b >= leo or (d is m.canon and m.canon[b][0] >= leo)]:
+        """History from ``leo`` on is replaced by the new leader's (an attributed loss).
+
+        A batch straddling ``leo`` goes whole, as truncation removes it whole."""
+        cut = {b for b, (last, _e, _c) in m.canon.items() if last >= leo}
+        cut |= {b for b, ack in m.acked.items() if ack.last >= leo}
+        for d in (m.canon, m.acked, m.consumed, m.committed_at):
+            for base in [b for b in d if b in cut or b >= leo]:
                 del d[base]
-        m.canon_end = min(m.canon_end, leo)
-        # The batch straddling ``leo`` (if any) was removed whole; restart at its base.
-        if m.canon:
-            last_base = max(m.canon)
-            m.canon_end = min(m.canon_end, m.canon[last_base][0] + 1)
-        else:
-            m.canon_end = 0
+        m.canon_end = max((last + 1 for last, _e, _c in m.canon.values()), default=0)
 
     def _verify(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int,
                 leader: bool) -> None:
@@ -325,6 +330,7 @@ class Checker:
 
     def _extend(self, tp: str, m: PartitionModel, base: int, last: int, epoch: int, crc: int, broker: int) -> None:
         m.canon[base] = (last, epoch, crc)
+        m.committed_at[base] = self._now()
         m.canon_end = last + 1
         ack = m.acked.get(base)
         if ack is not None and (ack.last, ack.crc) != (last, crc):
