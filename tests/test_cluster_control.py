@@ -41,13 +41,23 @@ def metadata(request):
     return f"zookeeper://{server.hosts}/control-{os.getpid()}-{next(_chroots)}"
 
 
-def make(tmp_path, config=None, transport=None, topic=True, metadata="memory"):
-    c = Cluster.embedded(data_dir=tmp_path, config={**CONFIG, **(config or {})}, transport=transport,
-                         metadata=metadata)
-    if topic:
-        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
-        assert c.run_until(lambda: isr_full(c), 60_000)
-    return c
+@pytest.fixture
+def make(tmp_path):
+    """``make(config, transport, topic, metadata)``: one cluster in ``tmp_path``, closed after the test."""
+    made = []
+
+    def build(config=None, transport=None, topic=True, metadata="memory"):
+        c = Cluster.embedded(data_dir=tmp_path, config={**CONFIG, **(config or {})}, transport=transport,
+                             metadata=metadata)
+        made.append(c)
+        if topic:
+            c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+            assert c.run_until(lambda: isr_full(c), 60_000)
+        return c
+
+    yield build
+    for c in made:
+        c.close()
 
 
 def isr_full(c, topic="bar"):
@@ -59,8 +69,8 @@ def state(c, partition, topic="bar"):
 
 
 # ---- kill versus controlled shutdown --------------------------------------------------------
-def test_a_killed_broker_leads_until_its_session_expires(tmp_path):
-    c = make(tmp_path)
+def test_a_killed_broker_leads_until_its_session_expires(make):
+    c = make()
     killed_at = c.now_ms()
     c.kill(1002)  # the leader of bar-1
     c.advance(SESSION_MS * 2 // 3 - 10)
@@ -73,22 +83,20 @@ def test_a_killed_broker_leads_until_its_session_expires(tmp_path):
     # The session expires one timeout after the last heartbeat before the crash.
     assert SESSION_MS * 2 // 3 <= elapsed <= SESSION_MS + 50
     assert state(c, 1).leader == 1001 and 1002 not in c.zk.get_live_broker_ids()
-    c.close()
 
 
-def test_controlled_shutdown_moves_leadership_without_waiting_for_a_session(tmp_path):
-    c = make(tmp_path)
+def test_controlled_shutdown_moves_leadership_without_waiting_for_a_session(make):
+    c = make()
     start = c.now_ms()
     assert c.controlled_shutdown(1002) is True
     assert c.now_ms() - start < 100
     assert state(c, 1).leader == 1001 and 1002 not in state(c, 1).isr
-    c.close()
 
 
-def lone_leader(tmp_path, retries, backoff_ms):
+def lone_leader(make, retries, backoff_ms):
     """1001 leads ``solo-0`` alone (its other replica, 1002, crashed): it cannot hand over."""
     t = RecordingTransport()
-    c = make(tmp_path, {"controlled.shutdown.max.retries": retries,
+    c = make({"controlled.shutdown.max.retries": retries,
                         "controlled.shutdown.retry.backoff.ms": backoff_ms}, transport=t, topic=False)
     c.create_topic("solo", assignment={0: [1001, 1002]})
     c.produce("solo", 0, [b"a", b"b"])
@@ -97,8 +105,8 @@ def lone_leader(tmp_path, retries, backoff_ms):
     return c, t
 
 
-def test_controlled_shutdown_retries_while_partitions_remain_then_gives_up(tmp_path):
-    c, t = lone_leader(tmp_path, retries=2, backoff_ms=1000)
+def test_controlled_shutdown_retries_while_partitions_remain_then_gives_up(make):
+    c, t = lone_leader(make, retries=2, backoff_ms=1000)
     start = c.now_ms()
     assert c.controlled_shutdown(1001) is False
     attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1001)]
@@ -107,11 +115,10 @@ def test_controlled_shutdown_retries_while_partitions_remain_then_gives_up(tmp_p
     # Kafka stops the broker anyway; the partition then waits for a live replica.
     assert not c.brokers[1001].alive and c.now_ms() - start >= 1000
     assert c.run_until(lambda: state(c, 0, "solo").leader == -1, 30_000)
-    c.close()
 
 
-def test_controlled_shutdown_succeeds_on_a_retry_once_a_follower_is_back(tmp_path):
-    c, t = lone_leader(tmp_path, retries=3, backoff_ms=2000)
+def test_controlled_shutdown_succeeds_on_a_retry_once_a_follower_is_back(make):
+    c, t = lone_leader(make, retries=3, backoff_ms=2000)
     c.produce("solo", 0, [b"c"], acks=1)  # below min.insync.replicas: acks=all is refused
     c.scheduler.call_later(100, c.start, 1002)  # returns while the shutdown backs off
     assert c.controlled_shutdown(1001) is True
@@ -119,13 +126,12 @@ def test_controlled_shutdown_succeeds_on_a_retry_once_a_follower_is_back(tmp_pat
     s = state(c, 0, "solo")
     assert s.leader == 1002 and s.isr == (1002,)
     assert [r.value for r in c.fetch("solo", 0, 0)] == [b"a", b"b", b"c"]
-    c.close()
 
 
 # ---- auto leader rebalance -------------------------------------------------------------------
 @pytest.mark.parametrize("enabled,percentage,moved", [(True, 10, True), (True, 100, False), (False, 10, False)])
-def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(tmp_path, enabled, percentage, moved):
-    c = make(tmp_path, {"auto.leader.rebalance.enable": enabled,
+def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(make, enabled, percentage, moved):
+    c = make({"auto.leader.rebalance.enable": enabled,
                         "leader.imbalance.per.broker.percentage": percentage,
                         "leader.imbalance.check.interval.seconds": 30})
     assert c.controller_id == 1001
@@ -143,14 +149,13 @@ def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(tmp_p
     c.advance(60_000)
     assert (state(c, 1).leader == 1002) is moved
     assert {p.partition: p.leader for p in c.describe("bar").partitions if p.partition != 1} == {0: 1001, 2: 1003}
-    c.close()
 
 
 # ---- controller epochs and ISR races ---------------------------------------------------------
-def test_a_dead_controllers_late_request_is_fenced_by_the_broker(tmp_path, metadata):
+def test_a_dead_controllers_late_request_is_fenced_by_the_broker(make, metadata):
     t = RecordingTransport()
     # 4 s: ZooKeeper's shortest session (two ticks).
-    c = make(tmp_path, {"zookeeper.session.timeout.ms": 4000}, transport=t, topic=False, metadata=metadata)
+    c = make({"zookeeper.session.timeout.ms": 4000}, transport=t, topic=False, metadata=metadata)
     old = c.controller_id
     assert old == 1001
     # The old controller's UpdateMetadata for the new topic is delayed on its way to 1003.
@@ -172,12 +177,11 @@ def test_a_dead_controllers_late_request_is_fenced_by_the_broker(tmp_path, metad
     # The late request said bar-0 is led by 1001: refused, the cache keeps the new leader.
     assert rm.controller_epoch == new_epoch
     assert rm.metadata_cache.leader_for(tp) == state(c, 0).leader != old
-    c.close()
 
 
-def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(tmp_path, metadata):
+def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(make, metadata):
     # The lag time is well below the session timeout: the leader notices first.
-    c = make(tmp_path, {"replica.lag.time.max.ms": 2000, "zookeeper.session.timeout.ms": 30_000},
+    c = make({"replica.lag.time.max.ms": 2000, "zookeeper.session.timeout.ms": 30_000},
              metadata=metadata)
     tp = TopicPartition("bar", 1)
     assert c.controller_id == 1001
@@ -211,12 +215,11 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(tmp_path, met
     assert not part.is_leader and part.leader_epoch == after.leader_epoch
     # The new leader makes its own proposal, from the controller's state.
     assert c.run_until(lambda: set(state(c, 1).isr) == {1002, 1001}, 10_000)
-    c.close()
 
 
 # ---- LeaderAndIsr INIT, HW checkpoint, reads between HW and LEO, follower min bytes ----------
-def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(tmp_path, metadata):
-    c = make(tmp_path, metadata=metadata)
+def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(make, tmp_path, metadata):
+    c = make(metadata=metadata)
     c.produce("bar", 0, [b"x"])
     assert c.controlled_shutdown(1003)
     c.reassign("bar", 0, [1001, 1002])  # its StopReplica(delete) to 1003 is lost
@@ -226,12 +229,11 @@ def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(tmp_
     assert c.run_until(lambda: not (tmp_path / "broker-1003" / "bar-0").exists(), 30_000)
     assert c.run_until(lambda: isr_full(c), 60_000)
     assert (tmp_path / "broker-1003" / "bar-1").is_dir() and state(c, 0).replicas == (1001, 1002)
-    c.close()
 
 
-def test_a_restarted_follower_resumes_from_its_checkpointed_high_watermark(tmp_path):
+def test_a_restarted_follower_resumes_from_its_checkpointed_high_watermark(make, tmp_path):
     t = RecordingTransport()
-    c = make(tmp_path, {"replica.high.watermark.checkpoint.interval.ms": 5000}, transport=t)
+    c = make({"replica.high.watermark.checkpoint.interval.ms": 5000}, transport=t)
     tp = TopicPartition("bar", 1)
     c.produce("bar", 1, [b"a%d" % i for i in range(10)])
     c.advance(5000)
@@ -248,11 +250,10 @@ def test_a_restarted_follower_resumes_from_its_checkpointed_high_watermark(tmp_p
                and any(fp.tp == tp for fp in r.partitions)]
     # high-watermark truncation: back to the checkpointed HW (not 0, not the LEO of 15).
     assert next(fp.fetch_offset for fp in fetches[0].partitions if fp.tp == tp) == 10
-    c.close()
 
 
-def test_consumer_reads_between_hw_and_leo_are_empty_not_errors(tmp_path):
-    c = make(tmp_path)
+def test_consumer_reads_between_hw_and_leo_are_empty_not_errors(make):
+    c = make()
     c.produce("bar", 0, [b"a"])
     c.kill(1003)  # a follower of bar-0 that stays in the ISR until its session expires
     assert c.produce("bar", 0, [b"b"], acks=1) == 1
@@ -265,12 +266,11 @@ def test_consumer_reads_between_hw_and_leo_are_empty_not_errors(tmp_path):
     # Once the ISR loses 1003 the HW moves and the record becomes visible.
     assert c.run_until(lambda: c.offsets("bar", 0)[1001] == (2, 2), 60_000)
     assert [r.value for r in c.fetch("bar", 0, 1)] == [b"b"]
-    c.close()
 
 
-def test_follower_fetches_wait_for_replica_fetch_min_bytes(tmp_path):
+def test_follower_fetches_wait_for_replica_fetch_min_bytes(make):
     t = RecordingTransport()
-    c = make(tmp_path, {"replica.fetch.min.bytes": 1000, "replica.fetch.wait.max.ms": 500}, transport=t)
+    c = make({"replica.fetch.min.bytes": 1000, "replica.fetch.wait.max.ms": 500}, transport=t)
     leos = lambda: {b: leo for b, (leo, _) in c.offsets("bar", 0).items()}  # noqa: E731
     c.advance(1000)
     # Produce just after 1002's fetch reached the leader (1001) and parked there.
@@ -289,11 +289,10 @@ def test_follower_fetches_wait_for_replica_fetch_min_bytes(tmp_path):
     sent = c.now_ms()
     assert c.run_until(lambda: all(leo == 2 for leo in leos().values()), 1000)
     assert c.now_ms() - sent <= 3
-    c.close()
 
 
-def test_a_zombie_leader_cut_from_the_store_never_acknowledges_acks_all(tmp_path):
-    c = make(tmp_path)
+def test_a_zombie_leader_cut_from_the_store_never_acknowledges_acks_all(make):
+    c = make()
     tp = TopicPartition("bar", 1)
     acked = [(c.produce("bar", 1, [b"a%d" % i]), b"a%d" % i) for i in range(5)]
     zombie = c.brokers[1002]  # leads bar-1
@@ -315,4 +314,3 @@ def test_a_zombie_leader_cut_from_the_store_never_acknowledges_acks_all(tmp_path
     values = {r.offset: r.value for r in c.fetch("bar", 1, 0)}
     assert all(values[o] == v for o, v in acked)
     assert not {b"zombie-1", b"zombie1"} & set(values.values())  # the zombie's appends were truncated
-    c.close()
