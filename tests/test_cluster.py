@@ -104,6 +104,15 @@ def test_delete_topic_removes_it_everywhere(cluster, tmp_path):
         cluster.describe("bar")
 
 
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One cluster for the calls that are refused: a refusal changes nothing."""
+    with Cluster.embedded(data_dir=tmp_path_factory.mktemp("shared"), config=CONFIG) as c:
+        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+        assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("bar").partitions), 60_000)
+        yield c
+
+
 @pytest.mark.parametrize(
     "kwargs, error",
     [
@@ -115,9 +124,10 @@ def test_delete_topic_removes_it_everywhere(cluster, tmp_path):
         (dict(topic="bar", partitions=1, replication_factor=1), errors.TopicAlreadyExists),
     ],
 )
-def test_bad_admin_calls_raise_kafka_errors(cluster, kwargs, error):
+def test_bad_admin_calls_raise_kafka_errors(shared_cluster, kwargs, error):
     with pytest.raises(error):
-        cluster.create_topic(**kwargs)
+        shared_cluster.create_topic(**kwargs)
+    assert shared_cluster.topics() == ["bar"]
 
 
 @pytest.mark.parametrize(
@@ -147,10 +157,12 @@ def test_bad_admin_calls_raise_kafka_errors(cluster, kwargs, error):
         (lambda c: Cluster.embedded(brokers=[1, 1]), errors.InvalidRequest),
     ],
 )
-def test_bad_client_calls(cluster, call, error):
+def test_bad_client_calls(shared_cluster, call, error):
+    before = shared_cluster.describe_text()
     with pytest.raises(error):
-        call(cluster)
-    assert cluster.produce("bar", 0, [b"still fine"]) >= 0
+        call(shared_cluster)
+    assert shared_cluster.describe_text() == before
+    assert shared_cluster.produce("bar", 0, [b"still fine"]) >= 0
 
 
 def test_delete_topic_refused_when_deletion_is_disabled(tmp_path):
