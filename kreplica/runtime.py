@@ -53,9 +53,6 @@ class Timer:
     def cancel(self) -> None:
         self.cancelled = True
 
-    def __lt__(self, other: "Timer") -> bool:
-        return (self.due_ms, self.seq) < (other.due_ms, other.seq)
-
 
 class ManualClock:
     """A clock that moves only when told to (tests, sans-I/O harnesses)."""
@@ -80,7 +77,9 @@ class SystemClock:
 class _HeapScheduler:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-        self._heap: list[Timer] = []
+        # Entries are (due_ms, seq, timer): tuples compare in C, and seq is unique,
+        # so the timer itself is never compared.
+        self._heap: list[tuple[int, int, Timer]] = []
         self._seq = 0
         self._inbox: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self.events_run = 0
@@ -93,7 +92,7 @@ class _HeapScheduler:
             delay_ms = 0
         self._seq += 1
         t = Timer(self.now_ms() + int(delay_ms), self._seq, fn, args)
-        heapq.heappush(self._heap, t)
+        heapq.heappush(self._heap, (t.due_ms, t.seq, t))
         return t
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> Timer:
@@ -109,19 +108,20 @@ class _HeapScheduler:
             self.call_soon(fn, *args)
 
     def next_due_ms(self) -> int | None:
-        while self._heap and self._heap[0].cancelled:
+        while self._heap and self._heap[0][2].cancelled:
             heapq.heappop(self._heap)
-        return self._heap[0].due_ms if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     def _pop_due(self, until_ms: int) -> Timer | None:
         while self._heap:
-            t = self._heap[0]
+            due, _, t = self._heap[0]
             if t.cancelled:
                 heapq.heappop(self._heap)
                 continue
-            if t.due_ms > until_ms:
+            if due > until_ms:
                 return None
-            return heapq.heappop(self._heap)
+            heapq.heappop(self._heap)
+            return t
         return None
 
 
