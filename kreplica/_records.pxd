@@ -157,3 +157,7 @@ cdef Py_ssize_t encode_into(unsigned char *dst, Py_ssize_t cap, list items, int6
 cdef int decode_into(list out, const unsigned char *buf, Py_ssize_t n,
                      Py_ssize_t base_position, int64_t start_offset=*,
                      int64_t stop_offset=*) except -1
+
+
+# The message a scan status gets in CorruptMessage / InvalidRecord ("crc mismatch at position ...").
+cdef str _describe(kr_status s, Py_ssize_t pos, int64_t a, int64_t b)

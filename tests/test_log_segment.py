@@ -5,6 +5,7 @@ import pytest
 
 from kreplica import errors
 from kreplica.log.log_config import LogConfig
+from kreplica.log._batch_run import frame_batches
 from kreplica.log.log_segment import LogSegment
 from kreplica.records import decode_records, encode_batch, scan_batches
 
@@ -93,10 +94,32 @@ def test_recover_rebuilds_identical_indexes(tmp_path):
 def test_follower_batches_copied_verbatim(tmp_path):
     seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
     data = b"".join(encode_batch([b"x" * 100] * 5, base_offset=i * 5, leader_epoch=2) for i in range(30))
-    scan = scan_batches(data)
-    seg.append_batches(data, scan.positions, scan.sizes, scan.base_offsets, scan.last_offsets, scan.max_timestamps)
+    seg.append_run(data, frame_batches(data))
     assert bytes(seg.view(0, seg.size)) == data
     assert seg.offset_index.entries > 0
+    seg.close()
+
+
+def test_a_crc_mismatch_found_while_copying_leaves_the_segment_unchanged(tmp_path):
+    """CRCs are checked piece by piece after each piece is written: a bad batch far into
+    a large append (past the first pieces) still raises with nothing appended, and the
+    bytes already copied are zeros again (a crash cannot bring them back)."""
+    seg = LogSegment.create(tmp_path, 0, LogConfig.from_dict({"segment.bytes": 4 << 20}), 0)
+    first = encode_batch([b"a" * 100] * 10, base_offset=0)
+    seg.append_run(first, frame_batches(first))
+    data = bytearray(b"".join(encode_batch([b"y" * 1000] * 100, base_offset=10 + i * 100) for i in range(8)))
+    data[-50] ^= 0x40  # inside the last batch's records, 700 KiB in
+    index_entries = seg.offset_index.entries
+    with pytest.raises(errors.CorruptMessage, match="crc mismatch"):
+        seg.append_run(data, frame_batches(data))
+    assert seg.size == len(first) and seg.next_offset == 10
+    assert seg.offset_index.entries == index_entries
+    with open(seg.log_file.path, "rb") as f:
+        f.seek(len(first))
+        assert f.read(len(data)) == bytes(len(data))
+    data[-50] ^= 0x40
+    seg.append_run(data, frame_batches(data))
+    assert bytes(seg.view(len(first), seg.size)) == bytes(data) and seg.next_offset == 810
     seg.close()
 
 

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Hot paths of the segment: walk batch headers, search indexes, plan index entries.
+"""Hot paths of the segment: walk batch headers, search and write indexes.
 
 Everything here reads only the fixed 61-byte v2 batch header (big-endian):
 baseOffset @0 i64, batchLength @8 i32, lastOffsetDelta @23 i32, maxTimestamp @35 i64.
@@ -163,35 +163,6 @@ def zero_range(uint8_t[::1] buf, int64_t start, int64_t stop):
     if stop > start:
         with nogil:
             memset(&buf[start], 0, stop - start)
-
-
-def plan_index(const int64_t[::1] positions, const int64_t[::1] sizes,
-               const int64_t[::1] last_offsets, const int64_t[::1] max_timestamps,
-               int64_t bytes_since, int64_t interval, int64_t max_ts, int64_t offset_of_max_ts):
-    """Which appended batches get index entries (Kafka's LogSegment.append rule).
-
-    A batch is indexed when more than ``interval`` bytes were appended since the
-    last entry.  Returns ``(slots, max_ts_at_slot, offset_of_max_ts_at_slot,
-    bytes_since, max_ts, offset_of_max_ts)``: the running values after the batches.
-    """
-    cdef Py_ssize_t n = positions.shape[0], i, k = 0
-    slots = np.empty(n, dtype=np.int64)
-    ts_at = np.empty(n, dtype=np.int64)
-    off_at = np.empty(n, dtype=np.int64)
-    cdef int64_t[::1] s = slots, t = ts_at, o = off_at
-    with nogil:
-        for i in range(n):
-            if max_timestamps[i] > max_ts:
-                max_ts = max_timestamps[i]
-                offset_of_max_ts = last_offsets[i]
-            if bytes_since > interval:
-                s[k] = i
-                t[k] = max_ts
-                o[k] = offset_of_max_ts
-                k += 1
-                bytes_since = 0
-            bytes_since += sizes[i]
-    return slots[:k], ts_at[:k], off_at[:k], bytes_since, max_ts, offset_of_max_ts
 
 
 cdef extern from "crc32c.h" nogil:

@@ -109,6 +109,27 @@ class IndexFile:
             )
         self.entries += done
 
+    def check_room(self, nbytes: int) -> None:
+        """KafkaStorageError unless ``nbytes`` of encoded entries can be appended."""
+        if nbytes and not self.writable:
+            raise KafkaStorageError(f"index {self.path} is not open for append")
+        if self.entries + nbytes // self.ENTRY_BYTES > self.max_entries:
+            raise KafkaStorageError(f"index {self.path} is full ({self.entries} entries)")
+
+    def append_encoded(self, data: bytes | bytearray) -> None:
+        """Append entries already encoded and checked to follow the last one (a segment's
+        whole append plans them in one Cython call)."""
+        if not data:
+            return
+        self.check_room(len(data))
+        start = self.size_bytes()
+        end = start + len(data)
+        self.file.reserve(end)
+        mm = self.file.map(end)
+        assert mm is not None
+        mm[start:end] = data
+        self.entries += len(data) // self.ENTRY_BYTES
+
     def _write_one(self, *fields: int) -> None:
         """One entry without numpy (the leader appends one batch at a time)."""
         if not self.writable:

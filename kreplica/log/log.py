@@ -30,13 +30,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorruptMessage, InvalidRecord, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
-from ..records import decode_records, encode_batch_into, scan_batches
+from ..records import decode_records, encode_batch_into
 from ..runtime import Clock, SystemClock
 from .checkpoints import CheckpointFile, LeaderEpochCheckpointFile, fsync_dir
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
 from .log_dir import (CLEAN_SHUTDOWN, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock,
                       segment_bases)
+from ._batch_run import BatchRun, frame_append
 from ._segment import stamp_log_append_time
 from .log_segment import LogSegment, RecoveryResult
 
@@ -291,11 +292,11 @@ class Log:
         and ``leader_epoch`` in place in the segment, never re-encoded."""
         self._check_open()
         data = _buffer(batch_bytes)
-        scan = self._validate(data)
-        counts = scan.last_offsets - scan.base_offsets + 1
-        lasts = self._leo + np.cumsum(counts) - 1
-        bases = lasts - counts + 1
-        return self._append_scanned(data, scan, bases, lasts, leader_epoch)
+        if not len(data):
+            raise InvalidRecord("no batches to append")
+        run = self._frame(data)
+        run.rebase(self._leo)
+        return self._append_run(data, run, leader_epoch)
 
     def append_as_follower(self, batch_bytes: Any) -> LogAppendInfo:
         """Append the leader's batches with the leader's offsets and epochs.
@@ -307,51 +308,35 @@ class Log:
         data = _buffer(batch_bytes)
         if not len(data):
             return LogAppendInfo(self._leo, self._leo - 1, -1, 0, 0, 0, self._log_start)
-        scan = self._validate(data)
-        bases, lasts = scan.base_offsets, scan.last_offsets
-        if bases[0] != self._leo:
-            raise InvalidRecord(f"batch at offset {int(bases[0])} does not start at the log end offset {self._leo}")
-        gaps = np.flatnonzero(bases[1:] != lasts[:-1] + 1)
-        if len(gaps):
-            i = int(gaps[0]) + 1
-            raise InvalidRecord(f"batch {i} starts at {int(bases[i])}, expected {int(lasts[i - 1]) + 1}")
-        return self._append_scanned(data, scan, bases, lasts, None)
+        run = self._frame(data)
+        if run.base_offset != self._leo:
+            raise InvalidRecord(f"batch at offset {run.base_offset} does not start at the log end offset {self._leo}")
+        i = run.first_gap()
+        if i >= 0:
+            raise InvalidRecord(f"batch {i} starts at {run.batch_offsets(i)[0]}, expected {run.batch_offsets(i - 1)[1] + 1}")
+        return self._append_run(data, run, None)
 
-    def _validate(self, data: memoryview):
-        if not len(data):
-            raise InvalidRecord("no batches to append")
-        scan = scan_batches(data, 0, len(data))
-        if scan.error is not None or scan.valid_bytes != len(data) or not scan.count:
-            raise CorruptMessage(scan.error or f"{len(data) - scan.valid_bytes} trailing bytes are not a batch")
-        too_big = np.flatnonzero(scan.sizes > self.config.max_message_bytes)
-        if len(too_big):
+    def _frame(self, data: memoryview) -> BatchRun:
+        """Walk the batch headers (framing; CRCs are checked while copying) and check sizes."""
+        run = frame_append(data)
+        if run.max_batch_bytes > self.config.max_message_bytes:
             raise RecordTooLarge(
-                f"batch of {int(scan.sizes[too_big[0]])} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
+                f"batch of {run.max_batch_bytes} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
             )
-        return scan
+        return run
 
-    def _append_scanned(self, data: memoryview, scan, bases: np.ndarray, lasts: np.ndarray,
-                        restamp_epoch: int | None) -> LogAppendInfo:
+    def _append_run(self, data: memoryview, run: BatchRun, restamp_epoch: int | None) -> LogAppendInfo:
         now = self._clock.now_ms()
-        base, last = int(bases[0]), int(lasts[-1])
+        base, last = run.base_offset, run.last_offset
         seg = self._segment_for(len(data), base, last, now)
         # A leader stamps LogAppendTime; a follower keeps what its leader stamped.
         append_time = now if restamp_epoch is not None and self._log_append_time else None
-        seg.append_batches(data, scan.positions, scan.sizes, bases, lasts, scan.max_timestamps, restamp_epoch,
-                           append_time)
-        if restamp_epoch is None:
-            self._assign_epochs(scan.leader_epochs, bases)
-        num_records = last - base + 1
-        max_ts = append_time if append_time is not None else int(scan.max_timestamps.max())
-        return self._appended(base, last, max_ts, num_records, scan.count, len(data), restamp_epoch, now)
-
-    def _assign_epochs(self, epochs: np.ndarray, bases: np.ndarray) -> None:
-        latest = self.leader_epoch_cache.latest_epoch
-        if int(epochs.max()) <= latest:  # the usual case: the same leader as before
-            return
-        running = np.maximum.accumulate(np.concatenate(([latest], epochs.astype(np.int64))))
-        for i in np.flatnonzero(epochs > running[:-1]):
-            self.leader_epoch_cache.assign(int(epochs[i]), int(bases[i]))
+        seg.append_run(data, run, restamp_epoch, append_time)
+        if restamp_epoch is None and run.max_leader_epoch > self.leader_epoch_cache.latest_epoch:
+            for epoch, start in run.epoch_starts(self.leader_epoch_cache.latest_epoch):
+                self.leader_epoch_cache.assign(epoch, start)
+        max_ts = append_time if append_time is not None else run.max_timestamp
+        return self._appended(base, last, max_ts, last - base + 1, run.count, len(data), restamp_epoch, now)
 
     def _appended(self, base: int, last: int, max_ts: int, records: int, batches: int, nbytes: int,
                   leader_epoch: int | None, now: int) -> LogAppendInfo:
@@ -366,7 +351,9 @@ class Log:
 
     def _segment_for(self, nbytes: int, base: int, last: int, now: int) -> LogSegment:
         """The segment to append to, rolling first when Kafka would."""
-        seg = self._active()
+        seg = self._segments[-1]
+        if seg.takes(base, last, nbytes, now):  # the usual case, in one call
+            return seg
         if not seg.log_file.writable:
             seg.activate()
         if seg.size == 0 and not seg.fits(base, last, nbytes) and seg.base_offset == base:

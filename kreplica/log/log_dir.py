@@ -55,7 +55,9 @@ class DirLock:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
+            # forget the descriptor too: __del__ closing it again could close a reused one
             os.close(self._fd)
+            self._fd = -1
             raise KafkaStorageError(f"{path} is already open in another Log") from None
 
     def release(self) -> None:

@@ -4,7 +4,8 @@ Theory of operation (Kafka's LogSegment).  Files are named by the segment's base
 offset in 20 digits.  The active segment's ``.log`` is preallocated to
 ``segment.bytes`` and mapped; batches are appended with ``pwrite`` (the leader's
 freshly encoded ones, a follower's copies), which lands them in the same page cache
-the map reads, without a page fault per new page.  Every
+the map reads, without a page fault per new page.  Ready batches (``append_run``)
+are framed first and CRC-checked while they are copied (see ``_batch_run.pyx``).  Every
 ``index.interval.bytes`` of batches gets an offset-index entry (the batch's base
 offset and position) and, when the max timestamp grew, a time-index entry.
 Reads go index -> nearest position -> a header walk in Cython to the batch that
@@ -19,12 +20,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import KafkaStorageError
-from ..records import restamp_batches, scan_batches
-from ._segment import (find_batch, find_timestamp, plan_index, span_batches, stamp_log_append_time, walk_to_end,
-                       zero_range)
+from ..records import restamp_batches
+from ._batch_run import BatchRun, frame_batches
+from ._segment import find_batch, find_timestamp, span_batches, stamp_log_append_time, walk_to_end, zero_range
 from .log_config import LogConfig
 from .mapped_file import MappedFile
 from .offset_index import OffsetIndex
@@ -34,6 +33,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 MAX_RELATIVE_OFFSET = 0xFFFFFFFF
+#: How far ahead of the writes the ``.log`` has its disk blocks reserved (see MappedFile).
+LOG_RESERVE_CHUNK = 8 << 20
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -53,7 +54,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self.created_ms = created_ms
-        self.log_file = MappedFile(directory / file_name(base_offset, LOG_SUFFIX))
+        self.log_file = MappedFile(directory / file_name(base_offset, LOG_SUFFIX), LOG_RESERVE_CHUNK)
         self.offset_index = OffsetIndex(directory / file_name(base_offset, INDEX_SUFFIX), base_offset,
                                          config.segment_index_bytes, writable=False)
         self.time_index = TimeIndex(directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset,
@@ -129,15 +130,12 @@ class LogSegment:
         except OSError as e:
             raise KafkaStorageError(f"recovering {self.log_file.path}: {e}") from e
         mm = self.log_file.map(length)
-        if mm is None:
-            scan = None
-            count, error = 0, None
-        else:
-            scan = scan_batches(mm, 0, length)
-            count, error = scan.count, scan.error
-            count, bad = self._offsets_in_order(scan.base_offsets[:count], scan.last_offsets[:count])
-            error = bad or error
-        valid = int(scan.positions[count - 1] + scan.sizes[count - 1]) if count else 0
+        run = None if mm is None else frame_batches(mm, check_crc=True)
+        error = None
+        if run is not None:
+            bad = run.keep_in_order(self.base_offset)
+            error = bad or run.error
+        count, valid = (run.count, run.nbytes) if run is not None else (0, 0)
         del mm
         self.log_file.close()
         if valid < length:
@@ -148,21 +146,9 @@ class LogSegment:
         self.activate()
         self.bytes_since_index_entry = 0
         if count:
-            self._index(scan.positions[:count], scan.sizes[:count].astype(np.int64),
-                        scan.base_offsets[:count], scan.last_offsets[:count],
-                        scan.max_timestamps[:count])
-            self.next_offset = int(scan.last_offsets[count - 1]) + 1
+            self._put_index(self._index_entries(run, 0))
+            self.next_offset = run.last_offset + 1
         return RecoveryResult(valid, count, error)
-
-    def _offsets_in_order(self, bases: np.ndarray, lasts: np.ndarray) -> tuple[int, str | None]:
-        """How many leading batches have increasing offsets inside this segment's range."""
-        ok = (bases >= self.base_offset) & (lasts >= bases) & (lasts - self.base_offset <= MAX_RELATIVE_OFFSET)
-        if len(bases) > 1:
-            ok[1:] &= bases[1:] > lasts[:-1]
-        bad = np.flatnonzero(~ok)
-        if len(bad):
-            return int(bad[0]), f"offsets out of order at batch {int(bad[0])}"
-        return len(bases), None
 
     # -- appending -----------------------------------------------------------------------
 
@@ -190,46 +176,55 @@ class LogSegment:
             self.bytes_since_index_entry = 0
         self.bytes_since_index_entry += n
 
-    def append_batches(self, data, positions: np.ndarray, sizes: np.ndarray, bases: np.ndarray,
-                       lasts: np.ndarray, max_timestamps: np.ndarray,
-                       restamp_epoch: int | None = None, log_append_time: int | None = None) -> int:
-        """Copy validated batches (``data``, scanned) to the end of the segment; returns the
-        position they were written at.  With ``restamp_epoch`` the copies get offsets from
-        ``bases[0]`` and that leader epoch, in place, before they count as appended;
-        with ``log_append_time`` they are stamped with it (LogAppendTime).
-        The caller checked they fit."""
-        n = len(data)
+    def append_run(self, data, run: BatchRun, restamp_epoch: int | None = None,
+                   log_append_time: int | None = None) -> int:
+        """Copy framed batches (``data``, walked into ``run``) to the end of the segment,
+        checking their CRCs on the way; returns the position they went to.
+
+        With ``restamp_epoch`` the copies get ``run``'s offsets (already rebased by the
+        caller) and that leader epoch in place; with ``log_append_time`` they are stamped
+        with it (LogAppendTime).  Nothing counts as appended before all of it is written
+        and checked; a bad batch raises with the segment unchanged.  The caller checked
+        that they fit."""
         pos = self.size
-        self.log_file.write_at(pos, data)
-        mm = self.log_file.map(self.size)
-        assert mm is not None
-        if restamp_epoch is not None:
-            with memoryview(mm)[pos:pos + n] as copy:
-                last = restamp_batches(copy, int(bases[0]), restamp_epoch)
-            if last != int(lasts[-1]):
-                zero_range(mm, pos, pos + n)
-                raise KafkaStorageError(f"restamp ended at {last}, expected {int(lasts[-1])}")
         if log_append_time is not None:
-            with memoryview(mm)[pos:pos + n] as copy:
-                stamp_log_append_time(copy, np.ascontiguousarray(positions, np.int64), log_append_time)
-            max_timestamps = np.full(len(positions), log_append_time, dtype=np.int64)
-        self._index(positions + pos, sizes, bases, lasts, max_timestamps)
-        self.size = pos + n
-        self.next_offset = int(lasts[-1]) + 1
+            run.set_max_timestamps(log_append_time)
+        entries = self._index_entries(run, pos)  # checks the indexes have room first
+        self.log_file.write_run(pos, data, run)
+        if restamp_epoch is not None or log_append_time is not None:
+            self._stamp_copies(pos, run, restamp_epoch, log_append_time)
+        self._put_index(entries)
+        self.size = pos + run.nbytes
+        self.next_offset = run.last_offset + 1
         return pos
 
-    def _index(self, positions: np.ndarray, sizes: np.ndarray, bases: np.ndarray, lasts: np.ndarray,
-               max_timestamps: np.ndarray) -> None:
-        slots, ts_at, off_at, self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = plan_index(
-            np.ascontiguousarray(positions, np.int64), np.ascontiguousarray(sizes, np.int64),
-            np.ascontiguousarray(lasts, np.int64), np.ascontiguousarray(max_timestamps, np.int64),
-            self.bytes_since_index_entry, self.config.index_interval_bytes,
-            self.max_timestamp, self.offset_of_max_timestamp,
-        )
-        if len(slots):
-            self.offset_index.append_many(bases[slots], positions[slots])
-            self.time_index.maybe_append_many(ts_at, off_at)
-        self.size = max(self.size, int(positions[-1] + sizes[-1]))
+    def _stamp_copies(self, pos: int, run: BatchRun, restamp_epoch: int | None,
+                      log_append_time: int | None) -> None:
+        mm = self.log_file.map(pos + run.nbytes)
+        assert mm is not None
+        with memoryview(mm)[pos:pos + run.nbytes] as copy:
+            if restamp_epoch is not None and restamp_batches(copy, run.base_offset, restamp_epoch) != run.last_offset:
+                zero_range(mm, pos, pos + run.nbytes)
+                raise KafkaStorageError(f"restamping batches at {pos} did not end at offset {run.last_offset}")
+            if log_append_time is not None:
+                stamp_log_append_time(copy, run.positions(), log_append_time)
+
+    def _index_entries(self, run: BatchRun, pos: int) -> tuple:
+        """The index entries for ``run`` written at ``pos`` and the running values after it
+        (Kafka's rule, in Cython); KafkaStorageError when an index has no room left."""
+        oi, ti = self.offset_index, self.time_index
+        last_ts, last_ts_offset = ti.last_entry() if ti.entries else (-1, -1)
+        planned = run.index_entries(pos, self.base_offset, self.config.index_interval_bytes,
+                                    self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp,
+                                    oi.last_entry()[0] if oi.entries else -1, last_ts, last_ts_offset)
+        oi.check_room(len(planned[0]))
+        ti.check_room(len(planned[1]))
+        return planned
+
+    def _put_index(self, planned: tuple) -> None:
+        offsets, times, self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = planned
+        self.offset_index.append_encoded(offsets)
+        self.time_index.append_encoded(times)
 
     def view(self, start: int, end: int) -> memoryview:
         """A zero-copy view of bytes already written (e.g. to restamp them in place)."""
@@ -239,6 +234,14 @@ class LogSegment:
 
     def index_is_full(self) -> bool:
         return self.offset_index.is_full or self.time_index.is_full
+
+    def takes(self, base_offset: int, last_offset: int, nbytes: int, now_ms: int) -> bool:
+        """Whether an append goes here with no roll: open for write, holding data, with room
+        in the file and the indexes, and younger than ``segment.ms``."""
+        f = self.log_file
+        return (f.writable and 0 < self.size and self.size + nbytes <= f.length
+                and self.base_offset <= base_offset and last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+                and now_ms - self.created_ms < self.config.segment_ms and not self.index_is_full())
 
     def fits(self, base_offset: int, last_offset: int, nbytes: int) -> bool:
         return (self.size + nbytes <= self.capacity

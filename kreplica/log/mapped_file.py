@@ -9,6 +9,9 @@ position: ENOSPC or EFBIG (file-size limit) then surface as
 written stays readable.  Whole batches go in with ``pwrite`` (``write_at``): on
 this machine a copy through a fresh map costs 2-3x the kernel's copy, because
 every new page takes a fault; the map still sees the bytes (one page cache).
+The ``.log`` reserves its blocks in larger chunks ahead of the writes too: a
+pwrite into reserved blocks skips ext4's per-page delayed-allocation bookkeeping
+(about 10% of a 1 MiB write here).
 ``seal`` trims the file to its data and drops the write map (``flush`` is what
 fsyncs); a sealed file is mapped read-only, lazily, only when read.
 A map still exported to a reader (a zero-copy view) cannot be closed; it is then
@@ -43,8 +46,9 @@ def _storage_error(what: str, path: Path, e: OSError) -> KafkaStorageError:
 
 
 class MappedFile:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], reserve_chunk: int = RESERVE_CHUNK) -> None:
         self.path = Path(path)
+        self._reserve_chunk = reserve_chunk
         self._fd = -1  # kept open only by files written often (the .log); indexes reopen
         self._writable = False
         self._mm: mmap.mmap | None = None
@@ -85,22 +89,32 @@ class MappedFile:
             return
         if end > self.length:
             raise KafkaStorageError(f"{self.path}: write past the preallocated {self.length} bytes")
-        new = min(self.length, max(end, self.reserved + RESERVE_CHUNK))
+        new = min(self.length, max(end, self.reserved + self._reserve_chunk))
+        try:
+            self._fallocate(new)
+        except OSError as e:
+            if new == end or e.errno not in (errno.ENOSPC, errno.EFBIG):
+                raise _storage_error("reserving space in", self.path, e) from e
+            try:  # a whole chunk does not fit: what this write needs may still
+                self._fallocate(new := end)
+            except OSError as e2:
+                raise _storage_error("reserving space in", self.path, e2) from e2
+        self.reserved = new
+
+    def _fallocate(self, end: int) -> None:
         try:
             with self._descriptor() as fd:
-                os.posix_fallocate(fd, self.reserved, new - self.reserved)
+                os.posix_fallocate(fd, self.reserved, end - self.reserved)
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise _storage_error("reserving space in", self.path, e) from e
-        self.reserved = new
+                raise
 
     def write_at(self, position: int, data) -> None:
         """Copy ready bytes in with ``pwrite``: the page cache the map reads is the same,
         and the kernel's copy skips the page faults a copy through the map would take
         (ENOSPC comes back as an error here too).  Used for whole batches from elsewhere."""
         end = position + len(data)
-        if end > self.length:
-            raise KafkaStorageError(f"{self.path}: write past the preallocated {self.length} bytes")
+        self.reserve(end)
         with memoryview(data) as view:
             done = 0
             try:
@@ -108,6 +122,18 @@ class MappedFile:
                     done += os.pwrite(self._fd, view[done:], position + done)
             except OSError as e:
                 raise _storage_error("writing", self.path, e) from e
+        self.reserved = max(self.reserved, end)
+
+    def write_run(self, position: int, data, run) -> None:
+        """``write_at`` for framed batches whose CRCs are checked as they are copied
+        (``BatchRun.write_to``): CorruptMessage, or KafkaStorageError on an I/O error,
+        and then no written byte remains."""
+        end = position + run.nbytes
+        self.reserve(end)
+        try:
+            run.write_to(self._fd, data, position)
+        except OSError as e:
+            raise _storage_error("writing", self.path, e) from e
         self.reserved = max(self.reserved, end)
 
     def map(self, size: int) -> mmap.mmap | None:
