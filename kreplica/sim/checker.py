@@ -16,7 +16,9 @@ and compares:
    history is superseded from the new leader's log end.
 2. What a consumer read (below the HW it was served with) must stay committed.
 3. Every follower that has finished truncating holds, below its HW, exactly the
-   canonical batches (byte-identical: same CRC and epoch).
+   canonical batches (same offsets and batch CRC, which covers every record byte;
+   the leader epoch in the header is not covered, so a retry re-appended under a
+   newer epoch counts as the same batch).
 4. One leader per (partition, leader epoch).
 5. A leader's HW never goes backwards (within its leadership).
 6. The controller epoch in the store never goes backwards, and a broker that
@@ -321,7 +323,9 @@ class Checker:
                 else:
                     self._diverged(broker, tp, m, base, leader, "no committed batch starts there")
                     return
-            elif known != (last, epoch, crc):
+            elif (known[0], known[2]) != (last, crc):
+                # Batches are compared by CRC (issue 5): a producer's retry that lands at
+                # the offset it had before, under a newer epoch, holds the same records.
                 self._diverged(broker, tp, m, base, leader,
                                f"holds (last={last}, epoch={epoch}, crc={crc:08x}), committed is "
                                f"(last={known[0]}, epoch={known[1]}, crc={known[2]:08x})")
@@ -363,11 +367,13 @@ class Checker:
         ref = read_fingerprints(leader.log, 0, leader.log_end_offset)
         by_base = {fp[0]: fp for fp in ref}
         for base, (last, epoch, crc) in m.canon.items():
-            if by_base.get(base) != (base, last, epoch, crc):
+            found = by_base.get(base)
+            if found is None or (found[1], found[3]) != (last, crc):
                 self._diverged(m.leader, tp, m, base, True, "the converged leader lost a committed batch")
                 return
         for b, p in sorted(replicas.items()):
-            if b != m.leader and read_fingerprints(p.log, 0, p.log_end_offset) != ref:
+            mine = [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(p.log, 0, p.log_end_offset)]
+            if b != m.leader and mine != [(fp[0], fp[1], fp[3]) for fp in ref]:
                 self.fail(Invariant.REPLICA_DIVERGENCE, tp, b,
                           f"after convergence replica {b}'s log differs from leader {m.leader}'s")
                 return
