@@ -512,3 +512,18 @@ class LogMachine(RuleBasedStateMachine):
 
 LogMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
 test_log_against_a_model = LogMachine.TestCase
+
+
+def test_a_prefaulted_read_is_the_same_zero_copy_view(tmp_path):
+    """``prefault`` only maps the pages early (one madvise, for a fetch whose bytes will
+    all be read); the slice is the same view of the same bytes."""
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 8 << 20})
+    for i in range(40):
+        log.append_as_leader([b"%06d" % i + b"v" * 4000] * 10, timestamp_ms=1000)
+    plain, early = log.read(0, 1 << 20), log.read(0, 1 << 20, prefault=True)
+    assert early.first_offset == plain.first_offset == 0
+    assert len(early) == len(plain) > 64 << 10 and early.view.readonly
+    assert early.tobytes() == plain.tobytes()
+    batches = len(list(decode_batches(early.view)))
+    assert [r.offset for r in decode_records(early.view)] == list(range(10 * batches))
+    log.close()

@@ -387,9 +387,12 @@ class Log:
 
     # -- reading -------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> LogSlice:
+    def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None, *,
+             prefault: bool = False) -> LogSlice:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one
-        batch) and below ``max_offset`` (e.g. the HW for consumers)."""
+        batch) and below ``max_offset`` (e.g. the HW for consumers).  ``prefault`` is for a
+        caller that will read every byte (a fetch answered with them): the view's pages are
+        mapped in one call, not faulted in 64 KiB at a time."""
         self._check_open()
         if offset < self._log_start or offset > self._leo:
             raise OffsetOutOfRange(
@@ -398,7 +401,7 @@ class Log:
         limit = self._leo if max_offset is None else min(max_offset, self._leo)
         i = bisect.bisect_right(self._bases, offset) - 1
         while 0 <= i < len(self._segments) and offset < limit:
-            found = self._segments[i].read(offset, max_bytes, limit)
+            found = self._segments[i].read(offset, max_bytes, limit, prefault)
             if found is not None:
                 return LogSlice(found[0], found[1])
             i += 1

@@ -25,6 +25,7 @@ import contextlib
 import errno
 import mmap
 import os
+import sys
 import weakref
 from pathlib import Path
 from typing import Iterator
@@ -33,6 +34,10 @@ from ..errors import KafkaStorageError
 
 RESERVE_CHUNK = 1 << 20
 PAGE = mmap.PAGESIZE
+# Linux >= 5.14; Python 3.11's mmap module does not name it yet.
+_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
+#: Below this a reader takes one or two page faults anyway (the kernel maps 64 KiB around each).
+PREFAULT_MIN = 64 << 10
 
 
 # Maps that readers still hold, by file, across MappedFile instances: a log reopened in
@@ -145,6 +150,20 @@ class MappedFile:
             except OSError as e:
                 raise _storage_error("mapping", self.path, e) from e
         return self._mm
+
+    def prefault(self, start: int, end: int) -> None:
+        """Map bytes ``[start, end)`` of the map into this process in one call, for a reader
+        that will touch all of them (a follower checksums and copies a whole fetch): one
+        ``MADV_POPULATE_READ`` instead of a page fault per 64 KiB, which cost a follower
+        about 100 us per MiB here.  Does nothing where the kernel lacks it."""
+        global _POPULATE_READ
+        if self._mm is None or _POPULATE_READ is None or end - start < PREFAULT_MIN:
+            return
+        first = start - start % PAGE
+        try:
+            self._mm.madvise(_POPULATE_READ, first, end - first)
+        except OSError:
+            _POPULATE_READ = None  # an older kernel: the faults will do
 
     def flush(self, end: int) -> None:
         """Make bytes ``[0, end)`` durable (msync of what changed, then fsync)."""

@@ -279,11 +279,12 @@ class Partition:
         self.maybe_increment_leader_hw()
 
     # ---- reads ---------------------------------------------------------------------------
-    def read_records(self, fetch_offset: int, max_bytes: int, upper_bound: int) -> Any:
+    def read_records(self, fetch_offset: int, max_bytes: int, upper_bound: int, prefault: bool = False) -> Any:
         """Whole batches from ``fetch_offset`` holding only offsets below ``upper_bound``.
 
         Outside [log start, LEO] raises OffsetOutOfRange; from ``upper_bound`` up to
-        the LEO the answer is empty, not an error (seed 001 section 7).
+        the LEO the answer is empty, not an error (seed 001 section 7).  ``prefault``
+        when the bytes go out in a fetch response (all of them will be read).
         """
         log = self.log
         if fetch_offset > log.log_end_offset or fetch_offset < log.log_start_offset:
@@ -293,7 +294,7 @@ class Partition:
             )
         if fetch_offset >= upper_bound:
             return b""
-        return log.read(fetch_offset, max_bytes, upper_bound).view
+        return log.read(fetch_offset, max_bytes, upper_bound, prefault=prefault).view
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """The leader's answer to OffsetsForLeaderEpoch (KIP-101/279)."""

@@ -408,7 +408,7 @@ class ReplicaManager:
             upper = log.high_watermark if req.isolation == "committed" else leo
         records: Any = b""
         if budget > 0:
-            records = p.read_records(fp.fetch_offset, min(fp.max_bytes, budget), upper)
+            records = p.read_records(fp.fetch_offset, min(fp.max_bytes, budget), upper, prefault=True)
         return FetchPartitionData(
             fp.tp, errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, records
         )
