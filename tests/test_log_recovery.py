@@ -7,7 +7,7 @@ import textwrap
 from hypothesis import given, settings, strategies as st
 
 from kreplica.log import Log
-from kreplica.records import decode_records, scan_batches
+from kreplica.records import decode_records, encode_batch, scan_batches
 
 CONFIG = {"segment.bytes": 32 * 1024, "index.interval.bytes": 256}
 
@@ -205,3 +205,22 @@ def test_a_damaged_index_on_a_clean_open_is_rebuilt(tmp_path):
     assert_prefix(log, 600, 600)
     index_positions_valid(log)
     log.close()
+
+
+def test_epochs_learnt_from_appended_batches_survive_a_crash_before_any_flush(tmp_path):
+    """A follower's epochs are written to leader-epoch-checkpoint by the next flush, not
+    per append; a crash before it loses none: recovery finds them in the batches."""
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 64 * 1024})
+    log.append_as_follower(encode_batch([b"a" * 100] * 5, base_offset=0, leader_epoch=1))
+    log.flush()
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    for i in range(1, 40):  # over several segments, epochs 2 and 3 after the flush
+        log.append_as_follower(encode_batch([b"b" * 1000] * 5, base_offset=5 * i, leader_epoch=2 if i < 25 else 3))
+    assert log.leader_epoch_cache.entries == [(1, 0), (2, 5), (3, 125)]
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    log.crash(lose_unflushed=False)
+    again = Log.open(tmp_path / "t-0", {"segment.bytes": 64 * 1024})
+    assert again.log_end_offset == 200
+    assert again.leader_epoch_cache.entries == [(1, 0), (2, 5), (3, 125)]
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n2 5\n3 125\n"
+    again.close()

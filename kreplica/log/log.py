@@ -202,6 +202,13 @@ class Log:
         self._leo = self._segments[-1].next_offset
         self._log_start = min(max(log_start_offset or 0, self._bases[0]), self._leo)
         self._hw = self._log_start
+        cache = self.leader_epoch_cache
+        cache.truncate_from_end(self._leo)
+        cache.truncate_from_start(self._log_start)
+        for result in self.last_recovery:  # epochs of batches appended after the last flush
+            for epoch, start in result.epoch_starts:
+                if epoch > cache.latest_epoch and start < self._leo:  # the flush below persists them
+                    cache.assign(epoch, max(start, self._log_start), durable=False)
         if marker.exists():  # from now on a crash must be detected
             marker.unlink()
             fsync_dir(self.dir)
@@ -210,8 +217,6 @@ class Log:
         else:
             self._recovery_point = min(rp, self._leo)
             self.flush()  # what recovery kept is made durable before anything new lands
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self.leader_epoch_cache.truncate_from_start(self._log_start)
 
     def _add(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -334,7 +339,7 @@ class Log:
         seg.append_run(data, run, restamp_epoch, append_time)
         if restamp_epoch is None and run.max_leader_epoch > self.leader_epoch_cache.latest_epoch:
             for epoch, start in run.epoch_starts(self.leader_epoch_cache.latest_epoch):
-                self.leader_epoch_cache.assign(epoch, start)
+                self.leader_epoch_cache.assign(epoch, start, durable=False)
         max_ts = append_time if append_time is not None else run.max_timestamp
         return self._appended(base, last, max_ts, last - base + 1, run.count, len(data), restamp_epoch, now)
 
@@ -342,7 +347,7 @@ class Log:
                   leader_epoch: int | None, now: int) -> LogAppendInfo:
         self._leo = last + 1
         if leader_epoch is not None and leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, base)
+            self.leader_epoch_cache.assign(leader_epoch, base, durable=False)
         self._unflushed_records += records
         if (self._unflushed_records >= self.config.flush_messages
                 or now - self._last_flush_ms >= self.config.flush_ms):
@@ -514,6 +519,9 @@ class Log:
         first = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
         for seg in self._segments[first:]:
             seg.flush()
+        # Epochs learnt from appended batches become durable before the recovery point
+        # passes them (after a crash, recovery finds them only beyond that point).
+        self.leader_epoch_cache.flush()
         self._recovery_point = self._leo
         self._unflushed_records = 0
         self._last_flush_ms = self._clock.now_ms()

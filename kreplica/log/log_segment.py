@@ -46,6 +46,7 @@ class RecoveryResult:
     valid_bytes: int
     batches: int
     error: str | None  # why the scan stopped early (None: clean end of data)
+    epoch_starts: tuple[tuple[int, int], ...] = ()  # (leader epoch, first offset) where it rises
 
 
 class LogSegment:
@@ -148,7 +149,7 @@ class LogSegment:
         if count:
             self._put_index(self._index_entries(run, 0))
             self.next_offset = run.last_offset + 1
-        return RecoveryResult(valid, count, error)
+        return RecoveryResult(valid, count, error, tuple(run.epoch_starts(-1)) if count else ())
 
     # -- appending -----------------------------------------------------------------------
 
