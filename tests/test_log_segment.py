@@ -129,3 +129,32 @@ def test_writes_past_the_preallocation_are_refused(tmp_path):
         seg.log_file.write_at(64 * 1024 - 10, b"x" * 11)
     assert seg.size == 0
     seg.close()
+
+
+def test_a_run_of_batches_gets_the_index_entries_one_batch_at_a_time_would(tmp_path):
+    """``append_run`` plans every index entry of a fetch in one Cython call; the leader's
+    one-batch path (``append_encoded``) applies the same Kafka rule entry by entry.
+    Both must leave identical ``.index`` and ``.timeindex`` files."""
+    stamps = [1000, 1000, 990, 1200, 1100, 1300, 1300, 1250, 1400, 1500] * 4
+    batches, base = [], 0
+    for i, ts in enumerate(stamps):
+        per = 3 + i % 5
+        batches.append((encode_batch([b"r%05d" % (base + j) for j in range(per)], base_offset=base,
+                                     leader_epoch=1, timestamp_ms=ts), base, base + per - 1, ts))
+        base += per
+    (tmp_path / "one").mkdir()
+    (tmp_path / "run").mkdir()
+    one = LogSegment.create(tmp_path / "one", 0, CONFIG, 0)
+    for data, first, last, ts in batches:
+        one.append_encoded(memoryview(data), first, last, ts)
+    run = LogSegment.create(tmp_path / "run", 0, CONFIG, 0)
+    data = b"".join(b[0] for b in batches)
+    half = sum(len(b[0]) for b in batches[:17])  # two fetches, the cut mid-interval
+    run.append_run(data[:half], frame_batches(data[:half]))
+    run.append_run(data[half:], frame_batches(data[half:]))
+    assert run.offset_index.entries > 3 and run.time_index.entries > 2
+    assert (run.offset_index.array() == one.offset_index.array()).all()
+    assert (run.time_index.array() == one.time_index.array()).all()
+    assert (run.max_timestamp, run.offset_of_max_timestamp) == (one.max_timestamp, one.offset_of_max_timestamp)
+    one.close()
+    run.close()
