@@ -89,23 +89,26 @@ class Broker:
         self.session = session
         self.zk = KafkaZkClient(session, self.scheduler)
         self.zk.ensure_persistent_paths()
-        self._register()
+        self._register(self.zk)
 
-    def _register(self) -> None:
+    def _register(self, zk: KafkaZkClient) -> None:
         """Register ``/brokers/ids/<id>``, then stand for controller.
 
         A restart soon after a crash finds the old session's ephemeral node still
         there; like Kafka since KAFKA-7165 we retry until the old session expires
-        instead of failing the start.
+        instead of failing the start.  A store out of reach is retried the same way
+        (the session-expiry path takes over if the session is lost meanwhile).
         """
-        if not self.alive or self.zk is None:
+        if not self.alive or zk is not self.zk:
             return
         try:
-            self.zk.register_broker(self.broker_id)
-        except NodeExists:
-            self.scheduler.call_later(REGISTRATION_RETRY_MS, self._register)
+            zk.register_broker(self.broker_id)
+        except (NodeExists, ConnectionLoss):
+            self.scheduler.call_later(REGISTRATION_RETRY_MS, self._register, zk)
             return
-        self.controller = KafkaController(self.broker_id, self.zk, self, self.scheduler, self.config)
+        except SessionExpired:
+            return  # _on_session_expired opens a new session and registers again
+        self.controller = KafkaController(self.broker_id, zk, self, self.scheduler, self.config)
         self.controller.startup()
         self.observer("broker_registered", self.broker_id)
 

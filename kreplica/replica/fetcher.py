@@ -204,17 +204,20 @@ class ReplicaFetcher:
         if not asks:
             return False
         request = OffsetsForLeaderEpochRequest(self.broker_id, tuple(asks))
-        requested = {a.tp: a.leader_epoch for a in asks}
-        self._begin(request, lambda seq, response: self._on_epochs(requested, response))
+        sent = {a.tp: self.states[a.tp] for a in asks}
+        self._begin(request, lambda seq, response: self._on_epochs(sent, response))
         return True
 
-    def _on_epochs(self, requested: dict[TopicPartition, int], response: Any) -> None:
+    def _on_epochs(self, sent: dict[TopicPartition, PartitionFetchState], response: Any) -> None:
         if not isinstance(response, OffsetsForLeaderEpochResponse):
-            self._delay_all(requested)
+            self._delay_all(sent)
             return
         for answer in response.partitions:
             state = self.states.get(answer.tp)
-            if state is None or state.phase is not FetchPhase.TRUNCATING:
+            # A late answer to a request sent under an older epoch (or before the
+            # partition was re-added) must not touch the current state: the
+            # simulator found a stale FENCED_LEADER_EPOCH stopping a follower for good.
+            if state is None or state != sent.get(answer.tp) or state.phase is not FetchPhase.TRUNCATING:
                 continue
             p = self._follower(answer.tp, state)
             if p is None:
