@@ -24,7 +24,6 @@ on its own from whatever caused the first election.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ class LostTail:
     position: int
     later_segments: tuple[Path, ...]
     torn_bytes: int
+    end: int  # the segment's written size: beyond it the preallocated file is zeros already
 
 
 def unflushed_tails(rm: Any, rng: Any, torn: bool) -> list[LostTail]:
@@ -64,19 +64,19 @@ def unflushed_tails(rm: Any, rng: Any, torn: bool) -> list[LostTail]:
             # Keep a prefix of the first unflushed batch: its header says it is longer.
             torn_bytes = rng.randint(1, min(seg.size - pos, 200) - 1) if seg.size - pos > 1 else 0
         later = tuple(s.log_file.path for s in segments[i + 1:])
-        out.append(LostTail(tp, rp, seg.log_file.path, pos, later, torn_bytes))
+        out.append(LostTail(tp, rp, seg.log_file.path, pos, later, torn_bytes, seg.size))
     return out
 
 
 def drop_tail(tail: LostTail) -> None:
     """Zero the unflushed bytes on disk (the page cache is gone) and drop later segments."""
     start = tail.position + tail.torn_bytes
-    with open(tail.segment, "r+b") as f:
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
-        if end > start:
+    # Only the written part needs zeroing; writing zeros over a whole preallocated
+    # segment cost ~9 s of system time per crash with 1 GiB segments.
+    if tail.end > start:
+        with open(tail.segment, "r+b") as f:
             f.seek(start)
-            f.write(bytes(end - start))
+            f.write(bytes(tail.end - start))
     for path in tail.later_segments:
         for suffix in (".log", ".index", ".timeindex"):
             path.with_suffix(suffix).unlink(missing_ok=True)
