@@ -73,3 +73,59 @@ def test_cancel_all_forgets_without_answering():
     p.cancel_all()
     s.advance(100)
     assert answers == [] and p.watched("k") == 0
+
+
+class Counted(Op):
+    """Ready once the level reaches ``need``; counts how often it was checked."""
+
+    def __init__(self, need, state, answers):
+        super().__init__(1000, lambda: state["level"] >= need, answers)
+        self.need = need
+        self.checks = 0
+
+    def order(self, key):
+        return self.need
+
+    def try_complete(self):
+        self.checks += 1
+        return super().try_complete()
+
+
+def test_an_ordered_key_rechecks_only_operations_the_bound_covers():
+    s = SimScheduler()
+    state = {"level": 0, "bound": 0}
+    p = Purgatory(s, "t", bound=lambda key: state["bound"])
+    answers = []
+    ops = [Counted(need, state, answers) for need in (30, 10, 20, 40)]
+    for op in ops:
+        p.try_complete_else_watch(op, ["k"])
+    state["level"] = state["bound"] = 20
+    assert p.check_and_complete("k") == 2
+    assert [op.need for _, op in answers] == [10, 20]  # in required order
+    assert [op.checks for op in ops] == [1, 2, 2, 1]  # 30 and 40 were not looked at
+    assert p.watched("k") == 2
+    # No bound (leadership lost): every watcher re-checks.
+    state["bound"] = None
+    state["level"] = 40
+    assert p.check_and_complete("k") == 2
+    assert p.watched("k") == 0
+
+
+def test_an_ordered_key_rechecks_with_the_bound_a_completion_moved():
+    s = SimScheduler()
+    state = {"level": 0, "bound": 0}
+    p = Purgatory(s, "t", bound=lambda key: state["bound"])
+    answers = []
+    second = Counted(2, state, answers)
+    first = Counted(1, state, answers)
+
+    def bump():
+        state["level"] = state["bound"] = 2
+        p.check_and_complete("k")  # re-entrant
+
+    first.on_done = bump
+    p.try_complete_else_watch(second, ["k"])
+    p.try_complete_else_watch(first, ["k"])
+    state["level"] = state["bound"] = 1
+    assert p.check_and_complete("k") == 2
+    assert [op for _, op in answers] == [first, second]

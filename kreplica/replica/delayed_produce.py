@@ -1,8 +1,9 @@
 """An acks=all produce waiting in purgatory until the HW covers what it appended (seed 004).
 
-Each partition's required offset is its last appended offset + 1.  The
-operation re-checks ``Partition.check_enough_replicas_reach_offset`` whenever
-the partition's HW moves (or its leadership changes): done with no error, done
+Each partition's required offset is its last appended offset + 1, and the
+produce purgatory orders its watchers by it: when a partition's HW moves only
+the requests it now covers re-check ``Partition.check_enough_replicas_reach_offset``
+(every one does when leadership changes): done with no error, done
 with NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
 ``min.insync.replicas`` meanwhile, or NOT_LEADER_OR_FOLLOWER when this broker
 stopped leading.  At ``timeout_ms`` the partitions still waiting get
@@ -41,6 +42,13 @@ class DelayedProduce(DelayedOperation):
         self.statuses = statuses
         self._lookup = lookup
         self._respond = respond
+
+    def order(self, key: TopicPartition) -> int:
+        # Watched by required offset: an HW move re-checks only requests it covers.
+        for status in self.statuses:
+            if status.tp == key:
+                return status.required_offset
+        return 0
 
     def try_complete(self) -> bool:
         pending = False

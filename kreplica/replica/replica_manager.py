@@ -88,7 +88,7 @@ class ReplicaManager:
         self.metadata_cache = MetadataCache()
         self.controller_epoch = -1
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.produce_purgatory = Purgatory(scheduler, "Produce")
+        self.produce_purgatory = Purgatory(scheduler, "Produce", bound=self._produce_bound)
         self.fetch_purgatory = Purgatory(scheduler, "Fetch")
         self._hw_checkpoint = OffsetCheckpointFile(self.data_dir / HW_CHECKPOINT_FILE)
         self._checkpointed_hw: dict[TopicPartition, int] = {}
@@ -186,6 +186,14 @@ class ReplicaManager:
         elif path is not None and path.exists():
             shutil.rmtree(path)
         self._checkpointed_hw.pop(tp, None)
+
+    def _produce_bound(self, tp: TopicPartition) -> int | None:
+        """Waiting produces with a required offset above the leader's HW cannot complete
+        yet (seed 004's checkEnoughReplicasReachOffset); without a leader all must answer."""
+        p = self.partitions.get(tp)
+        if p is None or p.role is not Role.LEADER:
+            return None
+        return p.log.high_watermark
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
         self._complete_delayed(tp)
