@@ -46,6 +46,17 @@ def test_acks_all_commits_on_every_replica(tmp_path):
     h.close()
 
 
+def test_acks_all_requests_in_flight_complete_in_order_and_leave_the_purgatory(tmp_path):
+    h = _cluster(tmp_path)
+    pendings = [h.produce(TP, [b"%d" % i] * 2, acks=-1) for i in range(4)]
+    assert h.run_until(lambda: all(p.done for p in pendings), 1000)
+    answers = [(p.response.partitions[0].error_code, p.response.partitions[0].base_offset) for p in pendings]
+    assert answers == [(errors.NONE, 0), (errors.NONE, 2), (errors.NONE, 4), (errors.NONE, 6)]
+    assert [p.answered_at_ms for p in pendings] == sorted(p.answered_at_ms for p in pendings)
+    assert h.brokers[1].produce_purgatory.watched(TP) == 0
+    h.close()
+
+
 def test_acks_1_answers_after_the_local_append_only(tmp_path):
     h = _cluster(tmp_path)
     h.crash(2)
