@@ -188,3 +188,56 @@ def test_a_power_loss_before_the_commit_excuses_nothing(make):
     c.on_ack("t-0", base, last, crc, -1, 2)
     c.observe(2, "t-0", make("new", Role.LEADER, 1, isr=(2,)), None)
     assert c.violation.invariant is Invariant.ACKED_WRITE_LOST
+
+
+def _committed_then_power_lost(make, c):
+    """Broker 1 leads epoch 0, commits a batch a consumer reads, then loses it in a power loss."""
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(old, [b"committed-0", b"committed-1"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_consume("t-0", [(base, last, 0, crc)], high_watermark=last + 1, leader=1)
+    c.set_time(10)
+    c.on_power_loss(1, "t-0", 0)
+    return make("back", Role.LEADER, 0, isr=(1, 2))  # the same broker restarted, log empty
+
+
+def test_a_power_lost_leader_that_appends_before_its_election_is_not_divergence(make):
+    # Seed 703 (high-watermark): the restarted broker was sent its standing epoch-0
+    # leadership, took a producer's retry at offset 0, and was then elected for epoch 1
+    # with that batch below its LEO.  The checker superseded from the LEO (2) and
+    # called the producer's batch at 0 a vanished consumed record.
+    c = Checker(History())
+    back = _committed_then_power_lost(make, c)
+    append(back, [b"retry-0", b"retry-1"], 0, commit=False)  # not yet observed as leader
+    elected = Replica(log=back.log, role=Role.LEADER, leader_epoch=1, isr=(1,))
+    back.log.maybe_increment_high_watermark(back.log.log_end_offset)
+    c.observe(1, "t-0", elected, None)
+    assert c.violation is None, c.violation
+    assert [loss.cause for loss in c.losses] == []  # nothing at 0 was acked
+    assert c.models["t-0"].canon_end == 2  # the new leader's batch is the history now
+    superseded = [e for e in c.history.events if e.kind == "superseded"]
+    assert [(e.data["from_offset"], e.data["cause"]) for e in superseded] == [(0, "power-loss")]
+
+
+def test_a_power_lost_broker_resuming_its_old_epoch_supersedes_at_once(make):
+    c = Checker(History())
+    back = _committed_then_power_lost(make, c)
+    c.observe(1, "t-0", back, None)  # leading epoch 0 again, with nothing
+    append(back, [b"new"], 0)
+    c.observe(1, "t-0", back, None)
+    assert c.violation is None, c.violation
+    assert c.models["t-0"].canon_end == 1
+
+
+def test_a_resumed_leader_that_lost_data_without_a_power_loss_is_still_caught(make):
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(old, [b"committed"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_consume("t-0", [(base, last, 0, crc)], high_watermark=last + 1, leader=1)
+    c.on_power_loss(2, "t-0", 0)  # another broker's power loss excuses nothing here
+    back = make("back", Role.LEADER, 0, isr=(1, 2))
+    c.observe(1, "t-0", back, None)
+    append(back, [b"other"], 0)
+    c.observe(1, "t-0", back, None)
+    assert c.violation is not None and c.violation.invariant is Invariant.CONSUMED_RECORD_VANISHED

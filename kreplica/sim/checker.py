@@ -13,7 +13,11 @@ and compares:
    offset differs.  Losses caused by an unclean election or by the elected
    replica's own power loss (unflushed bytes dropped by a crash) are outside
    the protocol's promise: they are *counted*, attributed, and the canonical
-   history is superseded from the new leader's log end.
+   history is superseded from the new leader's log end -- or, for a power loss,
+   from the first committed batch it dropped, since a leader back from one may
+   already have appended producers' batches there.  A broker back from a power
+   loss still leading its old epoch (nobody else was electable) is judged the
+   same way the moment it is seen leading again.
 2. What a consumer read (below the HW it was served with) must stay committed.
 3. Every follower that has finished truncating holds, below its HW, exactly the
    canonical batches (same offsets and batch CRC, which covers every record byte;
@@ -241,9 +245,14 @@ class Checker:
                       f"brokers {holder} and {broker} both lead epoch {epoch}")
             return
         if epoch > m.epoch:
-            self._on_election(broker, tp, p, m, epoch)
+            self._on_election(broker, tp, p, m, view, epoch)
             if self.violation is not None:
                 return
+        elif epoch == m.epoch and view.hw < 0 and any(b == broker for b, _f, _t in m.drops):
+            # Back from a power loss still leading its old epoch (the controller had no one
+            # else to elect, so its restart re-sends the standing LeaderAndIsr, as Kafka's
+            # onBrokerStartup does): what it dropped is a counted loss, like an election's.
+            self._settle_losses(broker, tp, p, m, view, epoch, unclean=False, resumed=True)
         elif view.epoch == epoch and hw < view.hw:
             self.fail(Invariant.LEADER_HW_BACKWARDS, tp, broker,
                       f"leader HW went back from {view.hw} to {hw} in epoch {epoch}")
@@ -254,7 +263,8 @@ class Checker:
             # Only the newest leader grows the history; a deposed one (not yet told) is checked.
             self._verify(broker, tp, p, m, view, hw, leader=epoch == m.epoch)
 
-    def _on_election(self, broker: int, tp: str, p: Any, m: PartitionModel, epoch: int) -> None:
+    def _on_election(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView,
+                     epoch: int) -> None:
         leo = p.log_end_offset
         unclean = bool(m.isr) and broker not in m.isr
         self.history.record(self._now(), "election", broker, tp, epoch=epoch, leo=leo,
@@ -263,12 +273,21 @@ class Checker:
         if unclean:
             self.unclean_elections += 1
         m.epoch, m.leader, m.isr = epoch, broker, tuple(p.isr)
-        lost = sorted(b for b in m.acked if m.acked[b].last >= leo)
-        tail = sorted(b for b in m.canon if m.canon[b][0] >= leo)  # committed, now beyond the log
+        self._settle_losses(broker, tp, p, m, view, epoch, unclean, resumed=False)
+
+    def _settle_losses(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, epoch: int,
+                       unclean: bool, resumed: bool) -> None:
+        """Count and supersede the committed history a (new or resumed) leader no longer holds."""
+        leo = p.log_end_offset
+        end = leo if unclean else self._surviving_end(broker, p, m, leo)
+        lost = sorted(b for b in m.acked if m.acked[b].last >= end)
+        tail = sorted(b for b in m.canon if m.canon[b][0] >= end)  # committed, now beyond what survived
         if not lost and not tail:
             return
         first = min(lost[:1] + tail[:1])
         cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, first)
+        if cause is None and resumed:
+            return  # not excused: the leader's own commits there will show what differs
         if cause is None:
             if lost:
                 self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
@@ -279,9 +298,30 @@ class Checker:
         for base in lost:
             self.losses.append(CountedLoss(tp, base, cause, broker, epoch, self._now()))
             self.history.record(self._now(), "counted_loss", broker, tp, offset=base, cause=cause, epoch=epoch)
-        self.history.record(self._now(), "superseded", broker, tp, from_offset=leo, cause=cause,
+        self.history.record(self._now(), "superseded", broker, tp, from_offset=end, cause=cause,
                             committed_batches=len(tail))
-        self._supersede(m, leo)
+        self._supersede(m, end)
+        view.verified = min(view.verified, end)
+
+    def _surviving_end(self, broker: int, p: Any, m: PartitionModel, leo: int) -> int:
+        """Where the replica's pre-power-loss history ends: its LEO, or the first committed
+        batch it holds differently, if it dropped that batch in a power loss after the commit.
+
+        A replica that lost its unflushed tail and then led again (its old epoch resumed, or
+        elected before anyone else came back) appends producers' batches (new ones and
+        retries alike) from the dropped offset on: below its LEO it holds legitimate data
+        that is not the committed history's, so its LEO is not where the loss starts."""
+        upto = min(leo, m.canon_end)
+        froms = [f for b, f, _t in m.drops if b == broker and f < upto]
+        if not froms:
+            return leo
+        for base, last, _epoch, crc in read_fingerprints(p.log, min(froms), upto):
+            known = m.canon.get(base)
+            if known is not None and (known[0], known[2]) == (last, crc):
+                continue
+            covering = max((b for b in m.canon if b <= base), default=base)
+            return covering if self._power_loss_cause(m, broker, covering) else leo
+        return leo
 
     @staticmethod
     def _power_loss_cause(m: PartitionModel, broker: int, first: int) -> str | None:
