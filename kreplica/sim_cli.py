@@ -46,6 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--traces", type=int, default=3, help="print the traces of this many failing runs")
     p.add_argument("--jobs", type=int, default=1, help="run seeds in this many processes")
+    p.add_argument("--keep-data", action="store_true",
+                   help="keep each run's broker log dirs (printed) for kreplica dump-log")
 
 
 def _scenario(args: argparse.Namespace, seed: int) -> Any:
@@ -88,8 +90,11 @@ def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
     from .sim.world import World
 
     sc = scenario if scenario is not None else _scenario(args, seed)
-    world = World(sc, seed, keep_history=bool(args.out), record_samples=bool(args.out and args.timeline))
+    world = World(sc, seed, keep_history=bool(args.out), record_samples=bool(args.out and args.timeline),
+                  keep_data=getattr(args, "keep_data", False))
     r = world.run()
+    if world.keep_data:
+        print(f"seed {seed}: data kept in {world.data_dir}")
     if args.out:
         stem = args.out / f"{sc.name}-{seed}"
         if args.history or r.violation is not None:  # a failing seed is always kept for --replay

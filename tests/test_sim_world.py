@@ -122,3 +122,30 @@ def test_cli_jobs_give_the_same_hashes_as_one_process(tmp_path):
     assert sim_cli.main(args + ["--out", str(tmp_path / "b"), "--jobs", "2"]) == 0
     hashes = [[r["hash"] for r in json.loads((tmp_path / d / "summary.json").read_text())["runs"]] for d in "ab"]
     assert hashes[0] == hashes[1] and len(set(hashes[0])) == 2
+
+
+def test_keep_data_leaves_the_brokers_logs_for_dump_log(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    from kreplica.log import Log
+
+    sc = replace(scenarios.load("seed003-broker-killed"), until_ms=3000)
+    world = World(sc, 5, data_root=str(tmp_path), keep_data=True)
+    world.run()
+    try:
+        logs = sorted(d for d in Path(world.data_dir).glob("broker-*/*-*") if d.is_dir())
+        assert logs, "no partition dirs were kept"
+        ends = []
+        for d in logs:
+            log = Log.open(d, {})
+            ends.append(log.log_end_offset)
+            log.close()
+        assert max(ends) > 0  # recoverable, with data
+        assert sim_cli.main(["--scenario", "seed003-broker-killed", "--seed", "5", "--until", "1000",
+                             "--keep-data"]) in (0, 1)
+        kept = capsys.readouterr().out.split("data kept in ")[1].split()[0]
+        assert Path(kept).is_dir()
+        shutil.rmtree(kept)
+    finally:
+        shutil.rmtree(world.data_dir, ignore_errors=True)

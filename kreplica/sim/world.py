@@ -89,7 +89,8 @@ class RunResult:
 
 class World:
     def __init__(self, scenario: Scenario, seed: int, *, keep_history: bool = True,
-                 sample_ms: int = 250, record_samples: bool = False, data_root: str | None = None) -> None:
+                 sample_ms: int = 250, record_samples: bool = False, data_root: str | None = None,
+                 keep_data: bool = False) -> None:
         self.scenario = scenario
         self.seed = seed
         self.rng = random.Random(f"world:{seed}")
@@ -115,6 +116,7 @@ class World:
         self.consumers: list[Consumer] = []
         self.chaos: faults.ChaosPlanner | None = None
         self._root = data_root
+        self.keep_data = keep_data  # leave the brokers' log dirs for dump-log (``data_dir``)
         self._tmp: str | None = None
         self.cluster: Any = None
         self.session_timeout_ms = 0
@@ -621,8 +623,13 @@ class World:
                 self.cluster.close()
             except Exception:  # noqa: BLE001 - a crashed world still frees its files
                 pass
-        if self._tmp is not None:
+        if self._tmp is not None and not self.keep_data:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+    @property
+    def data_dir(self) -> str | None:
+        """The cluster's data dir (``broker-N/<topic>-<partition>``), a temp dir made by the run."""
+        return self._tmp
 
 
 def _tp_of(name: str) -> TopicPartition:
