@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -46,3 +47,26 @@ def test_nothing_to_lose_when_everything_was_flushed(tmp_path):
     rm = SimpleNamespace(partitions={TopicPartition("t", 0): SimpleNamespace(log=log)})
     assert unflushed_tails(rm, random.Random(1), True) == []
     log.close()
+
+
+def test_a_torn_first_batch_of_a_never_flushed_log_leaves_it_empty(tmp_path):
+    """Seed 703's shape: nothing fsynced, 73 bytes of the 97-byte first batch survive.
+    Recovery keeps nothing (the batch after the restart at offset 0 was newly appended)."""
+    tp = TopicPartition("t", 1)
+    log = Log.open(tmp_path / "t-1", {"segment.bytes": 1 << 20}, ManualClock())
+    first = log.append_as_leader([b"p3-s1-r0", b"p3-s1-r1"], leader_epoch=0)
+    for i in range(50):
+        log.append_as_leader([b"p3-s%d-r0" % (i + 2), b"p3-s%d-r1" % (i + 2)], leader_epoch=0)
+    assert (first.first_offset, log.recovery_point) == (0, 0)
+    rm = SimpleNamespace(partitions={tp: SimpleNamespace(log=log)})
+    (tail,) = unflushed_tails(rm, random.Random(0), torn=True)
+    tail = replace(tail, torn_bytes=73)
+    log.abandon()
+    drop_tail(tail)
+    again = Log.open(tmp_path / "t-1", {"segment.bytes": 1 << 20}, ManualClock())
+    try:
+        assert again.log_end_offset == 0 and again.last_recovery[-1].error is not None
+        again.append_as_leader([b"p3-s20-r0", b"p3-s20-r1"], leader_epoch=0)
+        assert [r.value for r in decode_records(again.read(0).view)] == [b"p3-s20-r0", b"p3-s20-r1"]
+    finally:
+        again.close()
