@@ -182,6 +182,34 @@ def test_leader_epoch_strategy_asks_before_fetching(tmp_path):
     assert rm.partitions[TP].log_end_offset == 2 and leader.fetches() == [(0, 2)]
 
 
+def test_an_empty_newer_epoch_does_not_loop_the_epoch_requests(tmp_path):
+    """A follower that led epoch 2 without appending has an epoch starting at its LEO.
+    The leader answers epoch 1, which the follower never had; truncating to the LEO
+    is a no-op, so the empty epoch must be dropped or the same question repeats
+    forever (simulator, random-chaos seeds 430 and 484)."""
+    from kreplica.protocol import EpochEndOffset, OffsetsForLeaderEpochResponse
+
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (_state(2, FOLLOWER, (FOLLOWER,)),)))
+    assert rm.partitions[TP].log.leader_epoch_cache.latest_epoch == 2
+
+    def answer(req):
+        # Answer a few epoch requests only, so a looping fetcher ends the test (and fails it).
+        if not isinstance(req, OffsetsForLeaderEpochRequest) or len(leader.requests) > 5:
+            return None
+        asked = req.partitions[0].leader_epoch
+        epoch, end = (1, 3) if asked >= 1 else (0, 3)  # the leader had epochs 0 and 1
+        return OffsetsForLeaderEpochResponse((EpochEndOffset(TP, errors.NONE, epoch, end),))
+
+    leader.answer = answer
+    _follow(rm, epoch=3)
+    h.advance(1)
+    asked = [r.partitions[0].leader_epoch for _, r in leader.requests if isinstance(r, OffsetsForLeaderEpochRequest)]
+    assert asked == [2, 0]
+    assert leader.fetches() == [(0, 3)]
+    assert rm.partitions[TP].log_end_offset == 3
+
+
 def test_one_fetcher_per_source_broker_batching_its_partitions(tmp_path):
     h = Harness(tmp_path, (1, 2, 3))
     tps = [TopicPartition("t", i) for i in range(4)]

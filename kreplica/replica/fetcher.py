@@ -231,6 +231,13 @@ class ReplicaFetcher:
             offset, complete = self._divergence(p, answer)
             if offset < p.log_end_offset:
                 p.truncate_to(offset)
+            elif not complete:
+                # Our newer epoch starts at our LEO and holds no records (we led it and
+                # appended nothing): truncating the log to its end is a no-op, so drop the
+                # empty epoch explicitly, or the next request asks the same question
+                # forever and starves every other partition of this fetcher (found by the
+                # simulator: random-chaos seeds 430 and 484, leader-epoch).
+                p.log.leader_epoch_cache.truncate_from_end(offset)
             phase = FetchPhase.FETCHING if complete else FetchPhase.TRUNCATING
             self.states[answer.tp] = state.to(phase, p.log_end_offset)
 
