@@ -41,10 +41,12 @@ from .protocol import (
 )
 from .protocol.common import NO_LEADER
 from .records import Record, decode_records, encode_batch
-from .runtime import RealScheduler, SimScheduler
+from .runtime import RealScheduler, Scheduler, SimScheduler
 from .transport import DISCONNECTED, InProcessTransport
 
 CLIENT_ID = -100  # the cluster's own client node on the transport
+# broker_scheduler(broker_id, cluster_scheduler) -> the scheduler one broker incarnation runs on.
+BrokerScheduler = Callable[[int, Scheduler], Scheduler]
 _RETRIABLE = {
     errors.NotLeaderOrFollower.code, errors.LeaderNotAvailable.code,
     errors.UnknownTopicOrPartition.code, errors.FencedLeaderEpoch.code,
@@ -63,7 +65,8 @@ class TimelineEvent:
 class Cluster:
     def __init__(self, broker_ids: Sequence[int], data_dir: str | Path | None, metadata: str,
                  seed: int, config: dict[str, Any] | None,
-                 transport: InProcessTransport | None = None, latency_ms: int = 1) -> None:
+                 transport: InProcessTransport | None = None, latency_ms: int = 1,
+                 broker_scheduler: BrokerScheduler | None = None) -> None:
         if not broker_ids or len(set(broker_ids)) != len(broker_ids):
             raise errors.InvalidRequest(f"broker ids must be distinct and non-empty: {broker_ids!r}")
         self.config = validate(config)
@@ -74,6 +77,7 @@ class Cluster:
             raise errors.InvalidConfig(f"metadata={metadata!r}: {e}") from None
         self.virtual_time = kind == "memory"
         self.scheduler = SimScheduler(seed) if self.virtual_time else RealScheduler(seed)
+        self._broker_scheduler = broker_scheduler
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="kreplica-")
@@ -98,13 +102,21 @@ class Cluster:
     @classmethod
     def embedded(cls, brokers: Sequence[int] = (1001, 1002, 1003), data_dir: str | Path | None = None,
                  metadata: str = "memory", seed: int = 0, config: dict[str, Any] | None = None,
-                 transport: InProcessTransport | None = None, latency_ms: int = 1) -> "Cluster":
-        """In-process brokers; ``latency_ms`` is the one-way delay of every message."""
-        return cls(list(brokers), data_dir, metadata, seed, config, transport, latency_ms)
+                 transport: InProcessTransport | None = None, latency_ms: int = 1,
+                 broker_scheduler: BrokerScheduler | None = None) -> "Cluster":
+        """In-process brokers; ``latency_ms`` is the one-way delay of every message.
+
+        ``broker_scheduler(broker_id, scheduler)``, when given, returns the scheduler
+        each broker incarnation (each start) runs on instead of the shared one -- the
+        simulator's hook to pause one broker process as a whole.
+        """
+        return cls(list(brokers), data_dir, metadata, seed, config, transport, latency_ms, broker_scheduler)
 
     def _new_broker(self, bid: int) -> Broker:
+        hook = self._broker_scheduler
+        scheduler = self.scheduler if hook is None else hook(bid, self.scheduler)
         return Broker(bid, self.data_dir / f"broker-{bid}", self.store, self.transport,
-                      self.scheduler, self.config, observer=self._observe)
+                      scheduler, self.config, observer=self._observe)
 
     def _observe(self, kind: str, broker: int, **details: Any) -> None:
         event = TimelineEvent(self.scheduler.now_ms(), kind, broker, details)

@@ -92,6 +92,8 @@ def crash(world: "World", broker: int, lose_unflushed: bool = False, torn: bool 
     tails = unflushed_tails(b.replica_manager, world.rng, torn) if lose_unflushed and b.replica_manager else []
     world.record("crash", broker, lose_unflushed=lose_unflushed, torn=torn, lose_in_flight=lose_in_flight,
                  dropped={f"{t.tp.topic}-{t.tp.partition}": t.first_offset for t in tails})
+    # The process is gone: what its pause held never runs, nor anything it scheduled.
+    world.processes[broker].kill()
     world.network.resume(broker)
     if lose_in_flight:
         world.network.lose_in_flight(broker)
@@ -123,18 +125,46 @@ def controlled_shutdown(world: "World", broker: int) -> bool:
 
 
 def pause(world: "World", broker: int, duration_ms: int) -> bool:
-    if not world.cluster.brokers[broker].alive or world.network.is_paused(broker):
+    """A stop-the-world pause of the broker's process for ``duration_ms``.
+
+    Nothing of it runs (its :class:`PausableScheduler` holds every callback that
+    comes due) and nothing reaches it or leaves it (the network holds messages,
+    the store hears no heartbeats).
+    """
+    view = world.processes[broker]
+    if not world.cluster.brokers[broker].alive or world.network.is_paused(broker) or view.paused:
         return False
     world.record("pause", broker, duration_ms=duration_ms)
     world.network.pause(broker)
-    world.later(duration_ms, _resume, world, broker)
+    view.pause()
+    world.later(duration_ms, _resume, world, broker, view)
     return True
 
 
-def _resume(world: "World", broker: int) -> None:
-    if world.network.is_paused(broker):
-        world.record("resume", broker)
-        world.network.resume(broker)
+def _resume(world: "World", broker: int, view: Any) -> None:
+    # A crash during the pause ended that process; a restarted one is not this pause's.
+    if world.processes.get(broker) is view:
+        resume(world, broker)
+
+
+def resume(world: "World", broker: int) -> None:
+    """End a pause now (its timer, or the liveness phase's heal).
+
+    Order at the resume instant, all on the shared scheduler: first the
+    callbacks the process held, in the order they came due (its timers were due
+    before anything else could reach it: a resumed JVM's scheduler threads run
+    at once); then the store's queued notices (session expiry, watches) once
+    the session reaches the store again; held messages after their link latency
+    (they are re-sent through the network, as bytes waiting in socket buffers
+    are read after the overdue tasks have started).
+    """
+    view = world.processes.get(broker)
+    paused = world.network.is_paused(broker) or (view is not None and view.paused)
+    if not paused:
+        return
+    held = view.resume() if view is not None else 0
+    world.record("resume", broker, held=held)
+    world.network.resume(broker)
 
 
 def slow_disk(world: "World", broker: int, delay_ms: int, duration_ms: int) -> bool:

@@ -15,7 +15,9 @@ replica) within ``liveness_ms``; then every replica's whole log is compared.
 Hooks the world adds to the cluster, all from outside its modules: a wrapper
 around each partition's truncation (to record it and reset the checker's
 verified prefix) and around its log's appends (the full-disk fault), and the
-network's arrival hook (touched replicas; stale controller requests).
+network's arrival hook (touched replicas; stale controller requests).  Each
+broker incarnation runs on its own :class:`PausableScheduler` (the cluster's
+``broker_scheduler`` hook, ``World.processes``), so a pause stops its timers too.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from . import faults
 from .checker import Checker, CountedLoss, Invariant, Violation, tp_name
 from .history import HEADER_KIND, History
 from .network import SimNetwork
+from .pausable_scheduler import PausableScheduler
 from .scenarios import Scenario, Step
 from .workload import Consumer, Producer
 
@@ -120,6 +123,8 @@ class World:
         self._tmp: str | None = None
         self.cluster: Any = None
         self.session_timeout_ms = 0
+        # Each broker incarnation's own scheduler view (faults.pause stops the whole process).
+        self.processes: dict[int, PausableScheduler] = {}
 
     # ---- small services for faults and workloads ---------------------------------------------
     def now_ms(self) -> int:
@@ -130,6 +135,11 @@ class World:
 
     def later(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> Any:
         return self.cluster.scheduler.call_later(delay_ms, fn, *args)
+
+    def _process_scheduler(self, bid: int, shared: Any) -> PausableScheduler:
+        """The cluster's ``broker_scheduler`` hook: every (re)start runs on a fresh view."""
+        view = self.processes[bid] = PausableScheduler(shared)
+        return view
 
     def leader_of(self, tp: TopicPartition) -> int:
         leader = self._leaders.get(tp)
@@ -155,7 +165,8 @@ class World:
         self._tmp = tempfile.mkdtemp(prefix=f"kreplica-sim-{self.seed}-", dir=self._root or _default_root())
         self.record(HEADER_KIND, seed=self.seed, scenario=sc.to_dict())
         self.cluster = Cluster.embedded(brokers=sc.broker_ids, data_dir=self._tmp, seed=self.seed,
-                                        config=sc.config, transport=self.network)
+                                        config=sc.config, transport=self.network,
+                                        broker_scheduler=self._process_scheduler)
         self.session_timeout_ms = self.cluster.config["zookeeper.session.timeout.ms"]
         self.network.attach_store(self.cluster.store)
         self.cluster.observers.append(self._on_cluster_event)
@@ -538,7 +549,7 @@ class World:
         net.heal()
         net.heal_store()
         for b in sorted(self.cluster.brokers):
-            net.resume(b)
+            faults.resume(self, b)
         net.slow_ms.clear()
         self.disk_full.clear()
         deadline = self.now_ms() + self.scenario.liveness_ms

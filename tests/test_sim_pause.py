@@ -1,0 +1,220 @@
+"""A GC pause freezes the whole broker process: its own timers wait, then run late at resume.
+
+What Kafka does after a stop-the-world pause longer than replica.lag.time.max.ms
+(since KAFKA-7040/Kafka 2.5's Replica.isCaughtUp rule, which kreplica follows:
+a follower is out of sync only when it is behind the leader's LEO *and* has not
+caught up within the lag time): the isr-expiration task, overdue, runs as soon
+as the JVM resumes -- before the request handlers have read the fetches waiting
+in the sockets -- so a leader that had appended records its followers had not
+fetched yet shrinks its ISR to itself; a leader whose followers held its whole
+log keeps them.  Delayed produces whose timeout passed during the pause expire
+the same way, at resume, with REQUEST_TIMED_OUT.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kreplica import errors
+from kreplica.protocol import ProducePartition, ProduceRequest, TopicPartition
+from kreplica.records import encode_batch
+from kreplica.runtime import SimScheduler
+from kreplica.sim import faults, scenarios
+from kreplica.sim.pausable_scheduler import PausableScheduler
+from kreplica.sim.world import World
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+# ---- the scheduler view alone -----------------------------------------------------------------
+
+def test_unpaused_view_runs_exactly_as_the_shared_scheduler_would():
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    for i, (delay, on_view) in enumerate([(5, True), (5, False), (0, True), (3, False), (5, True)]):
+        (view if on_view else shared).call_later(delay, lambda i=i: ran.append((i, shared.now_ms())))
+    view.call_soon(ran.append, ("soon", 0))
+    view.call_soon_threadsafe(ran.append, ("threadsafe", 0))
+    assert view.now_ms() == 0 and view.rng is shared.rng
+    shared.advance(10)
+    assert ran == [(2, 0), ("soon", 0), ("threadsafe", 0), (3, 3), (0, 5), (1, 5), (4, 5)]
+
+
+def test_timers_due_during_a_pause_run_at_resume_in_due_order_and_see_the_late_time():
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    view.call_later(300, lambda: ran.append(("b", shared.now_ms())))
+    view.call_later(100, lambda: ran.append(("a", shared.now_ms())))
+    view.call_later(900, lambda: ran.append(("after", shared.now_ms())))
+    shared.call_later(200, lambda: ran.append(("other process", shared.now_ms())))
+    shared.advance(50)
+    view.pause()
+    view.call_soon_threadsafe(ran.append, ("threadsafe", -1))  # due at 50 (e.g. a store callback): held too
+    shared.advance(450)  # now 500
+    assert ran == [("other process", 200)] and view.held == 3 and view.paused
+    assert view.resume() == 3 and view.held == 0
+    shared.advance(0)
+    assert ran[1:] == [("threadsafe", -1), ("a", 500), ("b", 500)]
+    shared.advance(500)
+    assert ran[-1] == ("after", 900)  # not due during the pause: runs on time
+
+
+def test_a_timer_cancelled_during_the_pause_never_runs():
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    held = view.call_later(10, ran.append, "held then cancelled")
+    before = view.call_later(30, ran.append, "cancelled before due")
+    kept = view.call_later(20, ran.append, "kept")
+    view.pause()
+    shared.advance(25)
+    held.cancel()
+    before.cancel()
+    assert view.held == 1
+    view.resume()
+    shared.advance(100)
+    assert ran == ["kept"] and not kept.cancelled
+
+
+def test_a_held_callback_cancelled_after_resume_but_before_it_runs_stays_cancelled():
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    t = view.call_later(10, ran.append, "x")
+    view.pause()
+    shared.advance(20)
+    view.resume()
+    t.cancel()  # the held callback is queued for the resume instant, not run yet
+    shared.advance(0)
+    assert ran == []
+
+
+def test_kill_drops_held_callbacks_and_everything_scheduled_later():
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    view.call_later(10, ran.append, "held")
+    view.call_later(100, ran.append, "later")
+    view.pause()
+    shared.advance(50)
+    assert view.kill() == 1 and view.dead and not view.paused
+    view.call_soon(ran.append, "after death")
+    assert view.resume() == 0
+    shared.advance(200)
+    assert ran == []
+
+
+# ---- whole worlds --------------------------------------------------------------------------------
+
+def _world(seed: int = 1) -> World:
+    """slow-follower's cluster (replica.lag.time.max.ms 3000) without its steps or workload;
+    sessions outlive the pauses here, so no election interferes."""
+    sc = scenarios.load("slow-follower").with_config(**{"zookeeper.session.timeout.ms": 10_000})
+    world = World(replace(sc, steps=()), seed)
+    world._build()
+    world._step_until(world.now_ms() + 1000)  # followers fetching, caught up
+    return world
+
+
+def _produce(world: World, broker: int, tp: TopicPartition, acks: int, timeout_ms: int, answers: list) -> None:
+    """A produce handled by the leader right now (no network in between)."""
+    batch = encode_batch([b"just-before-the-pause"], timestamp_ms=world.now_ms())
+    rm = world.cluster.brokers[broker].replica_manager
+    rm.handle_produce(ProduceRequest(acks, timeout_ms, (ProducePartition(tp, batch),)),
+                      lambda r: answers.append((world.now_ms(), r.partitions[0].error_code)))
+
+
+def _isr_changes(world: World) -> list:
+    changes: list = []
+    world.cluster.observers.append(
+        lambda e: e.kind == "isr_changed" and changes.append((e.time_ms, str(e.details["tp"]), tuple(e.details["isr"]))))
+    return changes
+
+
+def test_a_paused_leader_shrinks_no_isr_during_the_pause_and_its_overdue_check_shrinks_at_resume():
+    world = _world()
+    try:
+        lagging, caught_up = TopicPartition("t", 0), TopicPartition("t", 2)  # both led by broker 1
+        leader = world.cluster.leader_for("t", 0)
+        assert leader == world.cluster.leader_for("t", 2) == 1
+        rm = world.cluster.brokers[leader].replica_manager
+        p0, p2 = rm.partitions[lagging], rm.partitions[caught_up]
+        assert sorted(p0.isr) == sorted(p2.isr) == [1, 2, 3]
+        changes = _isr_changes(world)
+        answers: list = []
+        _produce(world, leader, lagging, 1, 3000, answers)  # appended; the followers never see it before the pause
+        t0 = world.now_ms()
+        assert faults.pause(world, leader, 4000)
+        world._step_until(t0 + 3999)  # 1000 ms past replica.lag.time.max.ms (3000)
+        assert changes == [] and sorted(p0.isr) == [1, 2, 3] and not p0.isr_state.is_inflight
+        assert world.processes[leader].held >= 1  # the overdue ISR check, at least
+        world._step_until(t0 + 4000 + 3000)
+        # The held check ran at the resume instant, before the followers' waiting fetches were read.
+        assert changes[0] == (t0 + 4000, str(lagging), (1,))
+        assert [c for c in changes if c[1] == str(caught_up)] == []  # LEO equal: never out of sync
+        # Then the followers' fetches arrive and catch up: back in the ISR.
+        assert sorted(changes[-1][2]) == [1, 2, 3] and sorted(p0.isr) == [1, 2, 3]
+        assert world.checker.violation is None
+    finally:
+        world.close()
+
+
+def test_delayed_produce_timeouts_on_a_paused_broker_wait_for_the_resume_and_expire_then():
+    world = _world()
+    try:
+        tp = TopicPartition("t", 0)
+        leader = world.cluster.leader_for("t", 0)
+        answers: list = []
+        _produce(world, leader, tp, -1, 1000, answers)  # acks=all: waits for followers the pause keeps away
+        t0 = world.now_ms()
+        assert faults.pause(world, leader, 3000)
+        world._step_until(t0 + 2500)  # 1500 ms past the produce's timeout
+        assert answers == [] and world.now_ms() >= t0 + 2500
+        world._step_until(t0 + 3500)
+        # The overdue expiry runs at resume -- before the followers' held fetches could complete it.
+        assert answers == [(t0 + 3000, errors.RequestTimedOut.code)]
+    finally:
+        world.close()
+
+
+def test_a_crash_during_a_pause_drops_what_the_process_held_and_the_restart_runs_fresh():
+    world = _world()
+    try:
+        victim = 2
+        broker = world.cluster.brokers[victim]
+        ran: list = []
+        t0 = world.now_ms()
+        assert faults.pause(world, victim, 4000)
+        view = world.processes[victim]
+        broker.scheduler.call_later(500, ran.append, "due during the pause")
+        world._step_until(t0 + 2000)
+        assert ran == [] and view.held >= 2
+        assert faults.crash(world, victim)
+        assert view.dead and view.held == 0 and not world.network.is_paused(victim)
+        world._step_until(t0 + 6000)  # past the pause's end: nothing of the dead process runs
+        assert ran == []
+        assert [e for e in world.history.events if e.kind == "resume"] == []
+        assert faults.restart(world, victim)
+        fresh = world.processes[victim]
+        assert fresh is not view and not fresh.paused and not fresh.dead
+        assert world.cluster.brokers[victim].scheduler is fresh
+        # It registers again once the crashed session expires (10 s), then catches up.
+        world._step_until(t0 + 20_000)
+        assert world.checker.violation is None
+        assert victim in world.cluster.live_brokers()
+        assert sorted(world.cluster.describe("t").partitions[0].isr) == [1, 2, 3]
+    finally:
+        world.close()
+
+
+def test_same_seed_same_history_with_pauses():
+    sc = scenarios.load("random-chaos").with_config(**{"replica.truncation.strategy": "leader-epoch"})
+    sc = replace(sc, until_ms=6000, chaos=replace(sc.chaos, pause=60.0, crash=2.0))
+    worlds = [World(sc, 3) for _ in range(2)]
+    a, b = (w.run() for w in worlds)
+    assert a.history_hash == b.history_hash and a.events == b.events and a.ok
+    resumes = [e for e in worlds[0].history.events if e.kind == "resume"]
+    assert len(resumes) >= 3 and sum(e.data["held"] for e in resumes) > 0
