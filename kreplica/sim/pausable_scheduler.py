@@ -36,7 +36,7 @@ _UNCANCELLABLE = Timer(0, 0, None, ())  # type: ignore[arg-type]
 class PausableScheduler:
     """A process's Scheduler over a shared SimScheduler; ``pause``/``resume``/``kill`` the process."""
 
-    __slots__ = ("shared", "rng", "now_ms", "_stopped", "paused", "dead", "_held")
+    __slots__ = ("shared", "rng", "now_ms", "_stopped", "paused", "dead", "_held", "_later", "_trampoline")
 
     def __init__(self, shared: SimScheduler) -> None:
         self.shared = shared
@@ -46,10 +46,13 @@ class PausableScheduler:
         self.paused = False
         self.dead = False
         self._held: list[tuple[Timer, Callable[..., Any], tuple[Any, ...]]] = []
+        # Bound once: looked up on every call_later otherwise.
+        self._later = shared.call_later
+        self._trampoline = self._fire
 
     # ---- the Scheduler protocol -----------------------------------------------------------
     def call_later(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
-        t = self.shared.call_later(delay_ms, self._fire)
+        t = self._later(delay_ms, self._trampoline)
         # The trampoline needs the caller's handle to honour a cancel made while held.
         t.args = (t, fn, args)
         return t
