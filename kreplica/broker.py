@@ -14,7 +14,13 @@ controller learns of it.  A write that lost to a newer state (the controller
 elected someone else meanwhile) is refused and dropped (seed 001 'D').
 
 ``kill()`` is a crash: nothing is flushed or closed cleanly, the session is
-abandoned (the store expires it after ``zookeeper.session.timeout.ms``).
+abandoned (the store expires it after ``zookeeper.session.timeout.ms``).  A
+broker whose logs were not all closed cleanly says so in its registration, as
+KIP-966's brokers do (they register with previous broker epoch -1): the node
+carries the controller epoch it read after restarting, for the whole life of the
+process (a session expiry re-registers with the same value), and the controller
+then never lets it resume a leadership it held before the crash (see
+:mod:`kreplica.controller.controller`).
 ``controlled_shutdown()`` asks the controller to move leadership away first
 and retries while partitions remain (seed 003), then closes everything cleanly.
 """
@@ -70,6 +76,8 @@ class Broker:
         self.controller: KafkaController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.shutting_down = False
+        # The controller epoch read after an unclean restart (None: the logs were closed cleanly).
+        self.unclean_shutdown_controller_epoch: int | None = None
 
     # ---- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -79,6 +87,7 @@ class Broker:
             send=self._send, alter_isr=self._alter_isr,
         )
         self.replica_manager.startup()
+        self.unclean_shutdown_controller_epoch = None
         self.transport.register(self.broker_id, self._handle)
         self.alive = True
         self._open_session()
@@ -102,7 +111,14 @@ class Broker:
         if not self.alive or zk is not self.zk:
             return
         try:
-            zk.register_broker(self.broker_id)
+            rm = self.replica_manager
+            if rm is not None and rm.recovered_uncleanly and self.unclean_shutdown_controller_epoch is None:
+                # Read after the crash: every leadership this broker held before it was
+                # written by a controller of this epoch or older.
+                current = zk.get_controller_epoch()
+                self.unclean_shutdown_controller_epoch = -1 if current is None else current[0]
+            zk.register_broker(self.broker_id,
+                               unclean_shutdown_controller_epoch=self.unclean_shutdown_controller_epoch)
         except (NodeExists, ConnectionLoss):
             self.scheduler.call_later(REGISTRATION_RETRY_MS, self._register, zk)
             return

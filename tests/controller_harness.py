@@ -100,17 +100,23 @@ class ControllerCluster:
         self.start_all(list(broker_ids))
 
     # -- brokers
-    def start(self, broker_id: int) -> None:
-        self.start_all([broker_id])
+    def start(self, broker_id: int, unclean_shutdown: bool = False) -> None:
+        self.start_all([broker_id], unclean_shutdown)
 
-    def start_all(self, broker_ids: list[int]) -> None:
+    def start_all(self, broker_ids: list[int], unclean_shutdown: bool = False) -> None:
         """Register every broker first, then start the controller candidates in order
-        (the first one elected sees all of them alive)."""
+        (the first one elected sees all of them alive).  ``unclean_shutdown``: the
+        brokers' logs recovered from a crash, so they register as a Broker then does
+        (with the controller epoch they read)."""
         zks = {}
         for b in broker_ids:
             session = self.store.session(f"broker-{b}")
             zks[b] = KafkaZkClient(session, self.sched)
-            zks[b].register_broker(b)
+            since = None
+            if unclean_shutdown:
+                current = zks[b].get_controller_epoch()
+                since = -1 if current is None else current[0]
+            zks[b].register_broker(b, unclean_shutdown_controller_epoch=since)
             self.sessions[b] = session
         for b in broker_ids:
             if self._candidates is None or b in self._candidates:

@@ -26,6 +26,30 @@ written by a newer controller epoch, or the session is lost, the controller
 stops acting (no writes, no requests), drops its context and, while its
 session lives, stands for election again.  Brokers fence requests that carry a
 stale epoch.
+
+Brokers back from an unclean shutdown (an extension after KIP-966, whose brokers
+register with previous broker epoch -1 after one).  A bounce this controller
+sees -- the same id under a new session -- is handled as failure then startup,
+so every partition the broker led gets a new leader epoch.  A bounce no
+controller saw (the dead leader was the controller, and the next controller's
+failover reads the brokers after it has re-registered; or it wins the election
+itself) would otherwise let the broker resume its old leadership at the *old*
+leader epoch with a log that lost its unflushed tail: it appends new batches at
+offsets where a follower holds other batches of the same epoch, and leader-epoch
+truncation cannot tell the two histories apart.  So a broker whose logs did not
+all close cleanly registers ``unclean_shutdown_controller_epoch`` = N, the
+controller epoch it read after restarting (:func:`kreplica.meta.layout.encode_broker`).
+Every leadership it held before the crash was written by a controller of epoch
+<= N; every later leader change is written by its controller's epoch.  Hence the
+rule, applied at failover to live brokers and in a broker change to new ones:
+such a broker that leads a partition whose state was last written under
+controller epoch <= N is handled as a bounced broker -- failure then startup.
+It is idempotent across failovers without any extra record: the handling
+rewrites those states under this controller's epoch, > N unless this controller
+was already in office when the broker registered (that one saw the bounce
+itself).  The one redundant pass left: the controller in office at
+registration handles the bounce and loses office before anything rewrites those
+states under a newer epoch; its successor bumps them once more.
 """
 from __future__ import annotations
 
@@ -215,10 +239,14 @@ class KafkaController:
         preferred = self.zk.get_preferred_replica_election(watch=self._watch(gen, self._on_preferred_change))
         topics = self.zk.get_all_topics(watch=self._watch(gen, self._on_topic_change))
         deleting = self.zk.get_topic_deletions(watch=self._watch(gen, self._on_delete_topics_change))
-        live = self._broker_epochs(self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change)))
+        live, unclean = self._read_registrations(
+            self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change)))
         isr_changes = self.zk.get_isr_change_notifications(watch=self._watch(gen, self._on_isr_change))
         # 3. initialize the context
         self._initialize_context(live, topics, reassigning)
+        # Back from an unclean shutdown nobody handled: dead for now, started below.
+        recovering = self._unclean_restarts(unclean)
+        self.ctx.set_live_brokers(set(live) - recovering)
         self.deletion.initialize(deleting)
         self.batch.mark_init(self.ctx.live_or_shutting_down_broker_ids)
         # 4-5. replica state machine, then partition state machine
@@ -227,6 +255,9 @@ class KafkaController:
         # Dead brokers' replicas leave the ISRs only now, after the elections, so
         # a partition whose leader died is elected once (seed 003: leader_epoch 3).
         self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
+        if recovering:
+            self.ctx.set_live_brokers(live)
+            self.on_broker_startup(sorted(recovering))
         # 6. partition change listeners for every topic
         for topic in sorted(self.ctx.all_topics):
             self._watch_topic(topic)
@@ -306,16 +337,34 @@ class KafkaController:
     # -- watches: read the store (re-registering the one-shot watch), make the event --------
     def _on_broker_change(self) -> None:
         live = self.zk.get_live_broker_ids(watch=self._watch(self._generation, self._on_broker_change))
-        epochs = self._broker_epochs(live)
-        self.process(events.BrokerChange(tuple(epochs), tuple(epochs.values())))
+        epochs, unclean = self._read_registrations(live)
+        self.process(events.BrokerChange(tuple(epochs), tuple(epochs.values()), tuple(sorted(unclean.items()))))
 
-    def _broker_epochs(self, broker_ids: Iterable[int]) -> dict[int, int]:
-        """{broker: the session that registered it} -- a new session means the broker
+    def _read_registrations(self, broker_ids: Iterable[int]) -> tuple[dict[int, int], dict[int, int]]:
+        """({broker: the session that registered it}, {broker: its unclean-shutdown
+        controller epoch}) in one batched read.  A new session means the broker
         restarted, even when the controller never saw its id missing (Kafka 2.x's
-        broker epoch, from the registration node's ephemeral owner).  One batched read."""
+        broker epoch, from the registration node's ephemeral owner)."""
         ids = sorted(broker_ids)
         got = self.zk.session.get_many([layout.broker_path(b) for b in ids])
-        return {b: g[1].ephemeral_owner for b, g in zip(ids, got) if g is not None}
+        epochs, unclean = {}, {}
+        for b, g in zip(ids, got):
+            if g is None:
+                continue
+            epochs[b] = g[1].ephemeral_owner
+            since = layout.decode_broker(b, g[0]).unclean_shutdown_controller_epoch
+            if since is not None:
+                unclean[b] = since
+        return epochs, unclean
+
+    def _unclean_restarts(self, unclean: Mapping[int, int]) -> set[int]:
+        """The brokers of ``unclean`` ({broker: controller epoch it registered with after an
+        unclean shutdown}) that still lead a partition whose state was written under that
+        epoch or an older one: a leadership from before the crash (module docstring)."""
+        if not unclean:
+            return set()
+        return {st.leader for st in self.ctx.leadership.values()
+                if st.leader in unclean and st.controller_epoch <= unclean[st.leader]}
 
     def _on_topic_change(self) -> None:
         topics = self.zk.get_all_topics(watch=self._watch(self._generation, self._on_topic_change))
@@ -369,6 +418,9 @@ class KafkaController:
         before = ctx.live_or_shutting_down_broker_ids
         new, dead = live_now - before, before - live_now
         bounced = {b for b in live_now & before if ctx.broker_epochs.get(b, epochs[b]) != epochs[b]}
+        # A new broker back from an unclean shutdown that still leads from before it.
+        bounced |= self._unclean_restarts({b: e for b, e in event.unclean_shutdowns if b in new})
+        new -= bounced
         ctx.broker_epochs = epochs
         # A bounced broker failed and started again: handled as both, in that order.
         if dead or bounced:

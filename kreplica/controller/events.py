@@ -22,11 +22,14 @@ from .context import PartitionReplica
 class BrokerChange:
     """``/brokers/ids`` children changed (BrokerChangeListener).
 
-    ``broker_epochs[i]`` is the session that registered ``live_broker_ids[i]``.
+    ``broker_epochs[i]`` is the session that registered ``live_broker_ids[i]``;
+    ``unclean_shutdowns`` pairs each broker whose registration says it recovered
+    from an unclean shutdown with the controller epoch it registered with.
     """
 
     live_broker_ids: tuple[int, ...]
     broker_epochs: tuple[int, ...]
+    unclean_shutdowns: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

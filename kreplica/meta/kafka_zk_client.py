@@ -101,15 +101,17 @@ class KafkaZkClient:
     # -- brokers
 
     def register_broker(self, broker_id: int, host: str = "127.0.0.1", port: int = 9092,
-                        rack: str | None = None) -> None:
+                        rack: str | None = None, unclean_shutdown_controller_epoch: int | None = None) -> None:
         """Create this broker's ephemeral ``/brokers/ids/<id>``.
 
         As Kafka's checked ephemeral create: a node this very session already owns
         (a retry after a lost reply) is success; one held by another session -- a
         crashed predecessor whose session has not yet expired -- raises NodeExists.
+        ``unclean_shutdown_controller_epoch``: see :func:`layout.encode_broker`.
         """
         path = layout.broker_path(broker_id)
-        data = layout.encode_broker(broker_id, host, port, self.clock.now_ms(), rack)
+        data = layout.encode_broker(broker_id, host, port, self.clock.now_ms(), rack,
+                                    unclean_shutdown_controller_epoch)
         try:
             self.session.create(path, data, ephemeral=True, makepath=True)
         except NodeExists:

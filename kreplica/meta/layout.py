@@ -88,11 +88,27 @@ class BrokerInfo:
     timestamp_ms: int
     jmx_port: int = -1
     rack: str | None = None
+    #: set when the broker recovered from an unclean shutdown (see :func:`encode_broker`)
+    unclean_shutdown_controller_epoch: int | None = None
+
+
+#: Our one additive key in a broker registration (Kafka's own readers ignore unknown keys).
+UNCLEAN_SHUTDOWN_KEY = "unclean_shutdown_controller_epoch"
 
 
 def encode_broker(broker_id: int, host: str, port: int, timestamp_ms: int,
-                  rack: str | None = None) -> bytes:
-    """Version 4 broker registration with one PLAINTEXT listener."""
+                  rack: str | None = None, unclean_shutdown_controller_epoch: int | None = None) -> bytes:
+    """Version 4 broker registration with one PLAINTEXT listener.
+
+    Extension (KIP-966's unclean-shutdown registration, where a broker registers
+    with previous broker epoch -1 after an unclean shutdown): a broker whose logs
+    recovered from an unclean shutdown adds ``unclean_shutdown_controller_epoch``,
+    the controller epoch it read from the store after restarting.  Every
+    leadership it held before the crash was written by a controller of that epoch
+    or older, which is how a controller tells a standing leadership that predates
+    the crash from one it has already re-assigned (:mod:`kreplica.controller.controller`).
+    Absent after a clean shutdown; Kafka's fields are unchanged.
+    """
     obj: dict[str, Any] = {
         "version": 4,
         "host": host,
@@ -104,14 +120,18 @@ def encode_broker(broker_id: int, host: str, port: int, timestamp_ms: int,
     }
     if rack is not None:
         obj["rack"] = rack
+    if unclean_shutdown_controller_epoch is not None:
+        obj[UNCLEAN_SHUTDOWN_KEY] = int(unclean_shutdown_controller_epoch)
     return _dumps(obj)
 
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     obj = json.loads(data)
+    unclean = obj.get(UNCLEAN_SHUTDOWN_KEY)
     return BrokerInfo(broker_id, obj.get("host") or "", int(obj.get("port", -1)),
                       tuple(obj.get("endpoints", ())), int(obj.get("timestamp", 0)),
-                      int(obj.get("jmx_port", -1)), obj.get("rack"))
+                      int(obj.get("jmx_port", -1)), obj.get("rack"),
+                      None if unclean is None else int(unclean))
 
 
 # -- /brokers/topics/<topic>

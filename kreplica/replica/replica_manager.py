@@ -29,6 +29,7 @@ from .. import errors
 from ..config import LOG_KEYS, validate
 from ..log import Log, LogConfig
 from ..log.checkpoints import OffsetCheckpointFile
+from ..log.log_dir import CLEAN_SHUTDOWN
 from ..protocol import (
     AlterIsrRequest,
     AlterIsrResponse,
@@ -96,6 +97,8 @@ class ReplicaManager:
         self._unopened: dict[TopicPartition, Path] = {}
         self._timers: list[Any] = []
         self.running = False
+        # Some partition log was not closed cleanly last time (the broker registration says so).
+        self.recovered_uncleanly = False
 
     # ---- lifecycle -----------------------------------------------------------------------
     def startup(self) -> None:
@@ -106,6 +109,8 @@ class ReplicaManager:
             m = _PARTITION_DIR.match(entry.name)
             if entry.is_dir() and m:
                 self._unopened[TopicPartition(m["topic"], int(m["partition"]))] = entry
+                # Logs open lazily, so their clean-shutdown markers are still as the last run left them.
+                self.recovered_uncleanly |= not (entry / CLEAN_SHUTDOWN).exists()
         self.running = True
         self._every(self.config["replica.lag.time.max.ms"] // 2 or 1, self.maybe_shrink_isr)
         self._every(self.config["replica.high.watermark.checkpoint.interval.ms"], self.checkpoint_high_watermarks)
