@@ -130,6 +130,26 @@ def test_failover_with_an_unclean_registration_of_the_only_isr_member_reelects_i
     assert led and all(e > before.leader_epoch for e, _ce in led)
 
 
+def test_a_restarted_follower_stays_electable_where_the_leader_died_too():
+    """2 crashed (its logs intact as far as anyone can tell), 3 died too, and the next
+    controller finds both at once: 2 gets a new epoch where it led, and stays in the
+    ISR where it followed 3, so it is elected there -- failing it out of that ISR first
+    (a seen bounce) would leave only the dead 3 electable."""
+    c = ControllerCluster([2, 3, 9, 8, 7], candidates=[9, 8, 7])
+    c.create_topic("t", {0: [3, 2], 1: [2, 3]})
+    led = c.state("t", 1)
+    c.sessions[9].set_reachable(False)
+    c.kill(3, wait_expiry=False)
+    c.stop(2)
+    c.start(2, unclean_shutdown=True)
+    c.kill(9)
+    assert c.wait_for(lambda: 3 not in c.admin.get_live_broker_ids(), 4 * c.session_timeout_ms)
+    c.settle()
+    followed, reled = c.state("t", 0), c.state("t", 1)
+    assert (followed.leader, followed.isr) == (2, (2,))
+    assert (reled.leader, reled.isr) == (2, (2,)) and reled.leader_epoch > led.leader_epoch
+
+
 def test_an_unclean_registration_is_handled_once_across_failovers():
     c = _failover_cluster()
     _restart_unseen(c, 1, unclean=True)
@@ -178,6 +198,29 @@ def test_a_controller_in_office_handles_an_unclean_bounce_as_before():
     c.start(1, unclean_shutdown=True)
     after = c.state("t", 0)
     assert after.leader == 2 and after.leader_epoch == before.leader_epoch + 1
+
+
+def test_a_bounce_handled_by_the_controller_in_office_is_bumped_at_most_once_more():
+    """The one redundant pass the rule allows (controller module docstring): the
+    controller in office when the broker registered handles the bounce and re-grants
+    it leadership under its own epoch, which equals the registration's; the next
+    controller bumps that epoch once more, and no controller after it does."""
+    c = _failover_cluster()
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)                # 9 sees the bounce: 2 leads
+    c.leader_sets_isr(T0, [2, 1])
+    c.controller.elect_preferred_leaders([T0])       # 9 makes 1 leader again, under epoch 1
+    granted = c.state("t", 0)
+    assert (granted.leader, granted.controller_epoch) == (1, 1)
+    c.kill(9)
+    bumped = c.state("t", 0)
+    assert bumped.leader_epoch > granted.leader_epoch
+    c.leader_sets_isr(T0, [bumped.leader, *(r for r in (1, 2) if r != bumped.leader)])
+    c.controller.elect_preferred_leaders([T0])
+    settled = c.state("t", 0)
+    assert settled.leader == 1
+    c.kill(8)
+    assert (c.state("t", 0).leader, c.state("t", 0).leader_epoch) == (1, settled.leader_epoch)
 
 
 # -- the broker: its registration says how it last shut down -----------------------------------

@@ -41,15 +41,24 @@ all close cleanly registers ``unclean_shutdown_controller_epoch`` = N, the
 controller epoch it read after restarting (:func:`kreplica.meta.layout.encode_broker`).
 Every leadership it held before the crash was written by a controller of epoch
 <= N; every later leader change is written by its controller's epoch.  Hence the
-rule, applied at failover to live brokers and in a broker change to new ones:
-such a broker that leads a partition whose state was last written under
-controller epoch <= N is handled as a bounced broker -- failure then startup.
-It is idempotent across failovers without any extra record: the handling
+rule, applied at failover to live brokers and in a broker change to new ones: a
+partition such a broker leads under a state last written with controller epoch
+<= N is elected again before the broker is told anything
+(:func:`~.leader_selectors.after_unclean_restart`: another live ISR member if
+there is one, else the broker itself, always a new epoch); then the broker gets
+the startup treatment.  Unlike a seen bounce it is not first failed out of the
+ISRs it follows in: at a failover that also finds the ISR's other members dead,
+that left only a dead (perhaps power-lost) member electable, and the simulator
+counted acked writes lost that the restarted follower still held.  A follower's
+lost unflushed tail is re-fetched as after any follower crash (KIP-966's ELR,
+which also fences such followers, is not modelled).
+Handling is idempotent across failovers without any extra record: the election
 rewrites those states under this controller's epoch, > N unless this controller
 was already in office when the broker registered (that one saw the bounce
 itself).  The one redundant pass left: the controller in office at
-registration handles the bounce and loses office before anything rewrites those
-states under a newer epoch; its successor bumps them once more.
+registration handles the bounce, re-grants leadership under its own epoch (= N)
+and loses office before anything rewrites that state; its successor elects once
+more.
 """
 from __future__ import annotations
 
@@ -63,6 +72,7 @@ from ..meta.store import BadVersion, SessionExpired, StoreError, WatchEvent
 from ..protocol import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    LeaderAndIsr,
     TopicPartition,
 )
 from ..runtime import Scheduler, Timer
@@ -244,20 +254,23 @@ class KafkaController:
         isr_changes = self.zk.get_isr_change_notifications(watch=self._watch(gen, self._on_isr_change))
         # 3. initialize the context
         self._initialize_context(live, topics, reassigning)
-        # Back from an unclean shutdown nobody handled: dead for now, started below.
-        recovering = self._unclean_restarts(unclean)
-        self.ctx.set_live_brokers(set(live) - recovering)
+        # Back from an unclean shutdown and still leading from before it (module
+        # docstring): told nothing until those partitions have a new epoch.
+        stale = self._stale_leaderships(unclean)
+        restarted = {st.leader for st in stale.values()}
+        self.ctx.set_live_brokers(set(live) - restarted)
         self.deletion.initialize(deleting)
         self.batch.mark_init(self.ctx.live_or_shutting_down_broker_ids)
         # 4-5. replica state machine, then partition state machine
         self.rsm.startup()
+        self.ctx.set_live_brokers(live)
         self.psm.startup()
+        self._elect_after_unclean_restart(stale)
         # Dead brokers' replicas leave the ISRs only now, after the elections, so
         # a partition whose leader died is elected once (seed 003: leader_epoch 3).
         self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
-        if recovering:
-            self.ctx.set_live_brokers(live)
-            self.on_broker_startup(sorted(recovering))
+        if restarted:
+            self.on_broker_startup(sorted(restarted))
         # 6. partition change listeners for every topic
         for topic in sorted(self.ctx.all_topics):
             self._watch_topic(topic)
@@ -357,14 +370,22 @@ class KafkaController:
                 unclean[b] = since
         return epochs, unclean
 
-    def _unclean_restarts(self, unclean: Mapping[int, int]) -> set[int]:
-        """The brokers of ``unclean`` ({broker: controller epoch it registered with after an
-        unclean shutdown}) that still lead a partition whose state was written under that
-        epoch or an older one: a leadership from before the crash (module docstring)."""
+    def _stale_leaderships(self, unclean: Mapping[int, int]) -> dict[TopicPartition, LeaderAndIsr]:
+        """The partitions led by a broker of ``unclean`` ({broker: controller epoch it
+        registered with after an unclean shutdown}) under a state written with that epoch
+        or an older one: leaderships from before its crash (module docstring)."""
         if not unclean:
-            return set()
-        return {st.leader for st in self.ctx.leadership.values()
+            return {}
+        return {tp: st for tp, st in self.ctx.leadership.items()
                 if st.leader in unclean and st.controller_epoch <= unclean[st.leader]}
+
+    def _elect_after_unclean_restart(self, stale: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+        """A new leader epoch for each of ``stale`` (:meth:`_stale_leaderships`), before its
+        old leader hears of it again."""
+        if stale:
+            restarted = {st.leader for st in stale.values()}
+            self.psm.handle_state_changes(list(stale), PartitionState.ONLINE,
+                                          self.selectors.after_unclean_restart(restarted))
 
     def _on_topic_change(self) -> None:
         topics = self.zk.get_all_topics(watch=self._watch(self._generation, self._on_topic_change))
@@ -418,15 +439,15 @@ class KafkaController:
         before = ctx.live_or_shutting_down_broker_ids
         new, dead = live_now - before, before - live_now
         bounced = {b for b in live_now & before if ctx.broker_epochs.get(b, epochs[b]) != epochs[b]}
-        # A new broker back from an unclean shutdown that still leads from before it.
-        bounced |= self._unclean_restarts({b: e for b, e in event.unclean_shutdowns if b in new})
-        new -= bounced
         ctx.broker_epochs = epochs
         # A bounced broker failed and started again: handled as both, in that order.
         if dead or bounced:
             ctx.set_live_brokers(live_now - bounced)
             self.on_broker_failure(sorted(dead | bounced))
         ctx.set_live_brokers(live_now)
+        # A new broker back from an unclean shutdown that still leads from before it.
+        self._elect_after_unclean_restart(
+            self._stale_leaderships({b: e for b, e in event.unclean_shutdowns if b in new}))
         if new or bounced:
             self.on_broker_startup(sorted(new | bounced))
 

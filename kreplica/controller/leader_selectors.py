@@ -1,4 +1,4 @@
-"""The five partition leader selectors, as pure functions.
+"""The partition leader selectors, as pure functions.
 
 Theory of operation.  The partition state machine delegates "who leads, with
 which ISR, and who must be told" to a selector (seed 002: a strategy per
@@ -73,6 +73,23 @@ def offline(
         )
     leader = live_assigned[0]
     return Election(current.with_leader(leader, (leader,)), live_assigned)
+
+
+def after_unclean_restart(
+    assigned: Sequence[int],
+    current: LeaderAndIsr,
+    live: AbstractSet[int],
+    restarted: AbstractSet[int],
+) -> Election:
+    """A leadership its broker held since before an unclean shutdown (KIP-966's gap).
+
+    A new leader epoch in any case: another live ISR member leads if there is one
+    (it may hold what the restarted broker lost), else the restarted broker itself.
+    Never an unclean election: the restarted broker is in the ISR.  Otherwise as
+    the offline selector.
+    """
+    order = [r for r in assigned if r not in restarted] + [r for r in assigned if r in restarted]
+    return offline(order, current, live, unclean_enabled=False)
 
 
 def reassigned(
@@ -150,7 +167,7 @@ def noop(assigned: Sequence[int], current: LeaderAndIsr) -> Election:
 
 
 class BoundSelectors:
-    """The five selectors closed over a controller context (and its unclean policy)."""
+    """The selectors closed over a controller context (and its unclean policy)."""
 
     def __init__(self, ctx: ControllerContext, unclean_enabled: Callable[[str], bool]) -> None:
         self._ctx = ctx
@@ -175,6 +192,10 @@ class BoundSelectors:
             ctx.assignment(tp), current, ctx.live_or_shutting_down_broker_ids,
             ctx.shutting_down_broker_ids,
         )
+
+    def after_unclean_restart(self, restarted: AbstractSet[int]) -> Selector:
+        ctx = self._ctx
+        return lambda tp, current: after_unclean_restart(ctx.assignment(tp), current, ctx.live_broker_ids, restarted)
 
     def noop(self, tp: TopicPartition, current: LeaderAndIsr) -> Election:
         return noop(self._ctx.assignment(tp), current)
