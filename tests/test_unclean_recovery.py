@@ -13,10 +13,12 @@ from __future__ import annotations
 import pytest
 
 from controller_harness import ControllerCluster
+from kreplica import errors
 from kreplica.broker import Broker
 from kreplica.cluster import Cluster
 from kreplica.meta import layout
-from kreplica.protocol import LeaderAndIsrRequest, TopicPartition
+from kreplica.controller import leader_selectors
+from kreplica.protocol import LeaderAndIsr, LeaderAndIsrRequest, TopicPartition
 from kreplica.sim import scenarios
 from kreplica.sim.checker import Invariant
 from kreplica.sim.world import World
@@ -73,6 +75,21 @@ def test_with_the_flag_a_new_epoch_is_elected_and_nothing_diverges(strategy):
     # The follower that kept the committed history leads a new epoch; nothing acked is lost.
     assert after and after[0][1] > 0 and after[0][0] == 2
     assert result.losses == []
+
+
+# -- the selector ---------------------------------------------------------------------------------
+
+def test_after_unclean_restart_prefers_clean_members_then_the_leader_and_is_never_unclean():
+    current = LeaderAndIsr(2, 5, (2, 1, 3), 7, 1)
+    pick = lambda live, unclean: leader_selectors.after_unclean_restart(  # noqa: E731
+        [1, 2, 3], current, frozenset(live), frozenset(unclean)).leader_and_isr
+    assert pick({1, 2, 3}, {2}) == LeaderAndIsr(1, 6, (2, 1, 3), 7, 1)   # a clean member, new epoch
+    assert pick({1, 2, 3}, {1, 2, 3}).leader == 2                         # all suspect: the leader
+    assert pick({1, 2}, {1, 2}) == LeaderAndIsr(2, 6, (2, 1), 7, 1)       # dead members leave the ISR
+    assert pick({1, 3}, {1, 2}).leader == 3
+    with pytest.raises(errors.NoReplicaOnline):                           # never an unclean election
+        leader_selectors.after_unclean_restart([1, 2, 3], LeaderAndIsr(2, 5, (2,), 7, 1),
+                                               frozenset({1, 3}), frozenset({2}))
 
 
 # -- the controller, in the controller harness -----------------------------------------------------

@@ -44,9 +44,9 @@ Every leadership it held before the crash was written by a controller of epoch
 rule, applied at failover to live brokers and in a broker change to new ones: a
 partition such a broker leads under a state last written with controller epoch
 <= N is elected again before the broker is told anything
-(:func:`~.leader_selectors.after_unclean_restart`: another live ISR member if
-there is one, else the broker itself, always a new epoch); then the broker gets
-the startup treatment.  Unlike a seen bounce it is not first failed out of the
+(:func:`~.leader_selectors.after_unclean_restart`: a live ISR member that is
+not itself back from an unclean shutdown if there is one, else the broker
+itself, always a new epoch); then the broker gets the startup treatment.  Unlike a seen bounce it is not first failed out of the
 ISRs it follows in: at a failover that also finds the ISR's other members dead,
 that left only a dead (perhaps power-lost) member electable, and the simulator
 counted acked writes lost that the restarted follower still held.  A follower's
@@ -265,7 +265,7 @@ class KafkaController:
         self.rsm.startup()
         self.ctx.set_live_brokers(live)
         self.psm.startup()
-        self._elect_after_unclean_restart(stale)
+        self._elect_after_unclean_restart(stale, unclean)
         # Dead brokers' replicas leave the ISRs only now, after the elections, so
         # a partition whose leader died is elected once (seed 003: leader_epoch 3).
         self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
@@ -379,13 +379,14 @@ class KafkaController:
         return {tp: st for tp, st in self.ctx.leadership.items()
                 if st.leader in unclean and st.controller_epoch <= unclean[st.leader]}
 
-    def _elect_after_unclean_restart(self, stale: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+    def _elect_after_unclean_restart(self, stale: Mapping[TopicPartition, LeaderAndIsr],
+                                     unclean: Iterable[int]) -> None:
         """A new leader epoch for each of ``stale`` (:meth:`_stale_leaderships`), before its
-        old leader hears of it again."""
+        old leader hears of it again; brokers of ``unclean`` (back from an unclean shutdown)
+        are the last choice."""
         if stale:
-            restarted = {st.leader for st in stale.values()}
             self.psm.handle_state_changes(list(stale), PartitionState.ONLINE,
-                                          self.selectors.after_unclean_restart(restarted))
+                                          self.selectors.after_unclean_restart(frozenset(unclean)))
 
     def _on_topic_change(self) -> None:
         topics = self.zk.get_all_topics(watch=self._watch(self._generation, self._on_topic_change))
@@ -446,8 +447,9 @@ class KafkaController:
             self.on_broker_failure(sorted(dead | bounced))
         ctx.set_live_brokers(live_now)
         # A new broker back from an unclean shutdown that still leads from before it.
+        unclean = dict(event.unclean_shutdowns)
         self._elect_after_unclean_restart(
-            self._stale_leaderships({b: e for b, e in event.unclean_shutdowns if b in new}))
+            self._stale_leaderships({b: e for b, e in unclean.items() if b in new}), unclean)
         if new or bounced:
             self.on_broker_startup(sorted(new | bounced))
 

@@ -79,16 +79,19 @@ def after_unclean_restart(
     assigned: Sequence[int],
     current: LeaderAndIsr,
     live: AbstractSet[int],
-    restarted: AbstractSet[int],
+    unclean: AbstractSet[int],
 ) -> Election:
     """A leadership its broker held since before an unclean shutdown (KIP-966's gap).
 
-    A new leader epoch in any case: another live ISR member leads if there is one
-    (it may hold what the restarted broker lost), else the restarted broker itself.
-    Never an unclean election: the restarted broker is in the ISR.  Otherwise as
-    the offline selector.
+    A new leader epoch in any case, and never an unclean election (the leader is in
+    the ISR).  Preference among the live ISR: members that did not come back from an
+    unclean shutdown (``unclean``: they may hold what the leader lost), then the
+    leader itself, then other members back from one (each may have lost its own
+    unflushed tail; nothing says whose loss is smaller).  Otherwise as the offline
+    selector.
     """
-    order = [r for r in assigned if r not in restarted] + [r for r in assigned if r in restarted]
+    order = ([r for r in assigned if r not in unclean] + [current.leader]
+             + [r for r in assigned if r in unclean and r != current.leader])
     return offline(order, current, live, unclean_enabled=False)
 
 
@@ -193,9 +196,9 @@ class BoundSelectors:
             ctx.shutting_down_broker_ids,
         )
 
-    def after_unclean_restart(self, restarted: AbstractSet[int]) -> Selector:
+    def after_unclean_restart(self, unclean: AbstractSet[int]) -> Selector:
         ctx = self._ctx
-        return lambda tp, current: after_unclean_restart(ctx.assignment(tp), current, ctx.live_broker_ids, restarted)
+        return lambda tp, current: after_unclean_restart(ctx.assignment(tp), current, ctx.live_broker_ids, unclean)
 
     def noop(self, tp: TopicPartition, current: LeaderAndIsr) -> Election:
         return noop(self._ctx.assignment(tp), current)
