@@ -166,12 +166,7 @@ class ReplicaFetcher:
             self._timeout.cancel()
             self._timeout = None
         handler(seq, response)
-        # The next request goes out at once, as Kafka's fetcher thread loops straight
-        # back to building it: no extra trip through the scheduler per fetch.
-        if self._wake is not None:
-            self._wake.cancel()
-            self._wake = None
-        self._run()
+        self._schedule(0)
 
     def _on_timeout(self, seq: int) -> None:
         if seq != self._inflight:
