@@ -35,6 +35,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 MAX_RELATIVE_OFFSET = 0xFFFFFFFF
 #: How far ahead of the writes the ``.log`` has its disk blocks reserved (see MappedFile).
 LOG_RESERVE_CHUNK = 8 << 20
+#: How many recent appends remember where they start (``read``'s shortcut).
+RECENT_APPENDS = 256
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -65,6 +67,10 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_index_entry = 0
+        # base offset -> position of the first batch of recent appends, oldest first: a
+        # follower fetches from where an earlier append (its previous fetch) began, and
+        # finds it here instead of in the offset index
+        self._recent: dict[int, int] = {}
 
     # -- opening -------------------------------------------------------------------------
 
@@ -142,6 +148,7 @@ class LogSegment:
         if valid < length:
             self.log_file.truncate_file(valid)
         self.size = valid
+        self._recent.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self.activate()
@@ -163,7 +170,14 @@ class LogSegment:
         pos = self.size
         self.log_file.write_at(pos, batch)
         self._commit(pos, len(batch), base_offset, last_offset, max_timestamp)
+        self._remember(base_offset, pos)
         return pos
+
+    def _remember(self, base_offset: int, pos: int) -> None:
+        recent = self._recent
+        recent[base_offset] = pos
+        if len(recent) > RECENT_APPENDS:
+            del recent[next(iter(recent))]
 
     def _commit(self, pos: int, n: int, base: int, last: int, max_ts: int) -> None:
         """Account for one batch written at ``pos`` (the common leader path, no arrays)."""
@@ -197,6 +211,7 @@ class LogSegment:
         self._put_index(entries)
         self.size = pos + run.nbytes
         self.next_offset = run.last_offset + 1
+        self._remember(run.base_offset, pos)
         return pos
 
     def _stamp_copies(self, pos: int, run: BatchRun, restamp_epoch: int | None,
@@ -258,7 +273,9 @@ class LogSegment:
         mm = self.log_file.map(self.size)
         if mm is None:
             return None
-        _, pos = self.offset_index.lookup(offset)
+        pos = self._recent.get(offset)
+        if pos is None:
+            _, pos = self.offset_index.lookup(offset)
         pos, base = find_batch(mm, pos, self.size, offset)
         if base < 0 or base >= max_offset:
             return None
@@ -297,6 +314,7 @@ class LogSegment:
         if base < 0:
             return 0
         dropped = self.size - pos
+        self._recent.clear()
         mm = self.log_file.map(self.size)
         zero_range(mm, pos, self.size)
         self.offset_index.truncate_to(base)

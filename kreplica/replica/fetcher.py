@@ -135,11 +135,16 @@ class ReplicaFetcher:
         if not self._running or self._inflight:
             return
         now = self._scheduler.now_ms()
-        ready = [tp for tp, s in self.states.items() if s.delayed_until_ms <= now]
-        truncating = [tp for tp in ready if self.states[tp].phase is FetchPhase.TRUNCATING]
-        if truncating and self._truncate(truncating):
-            return  # an OffsetsForLeaderEpoch request is in flight
-        fetching = [tp for tp in ready if self.states[tp].phase is FetchPhase.FETCHING]
+        ready, truncating, fetching = [], [], []
+        for tp, s in self.states.items():  # one pass: this runs once per fetch
+            if s.delayed_until_ms <= now:
+                ready.append(tp)
+                (fetching if s.phase is FetchPhase.FETCHING else truncating).append(tp)
+        if truncating:
+            if self._truncate(truncating):
+                return  # an OffsetsForLeaderEpoch request is in flight
+            # what was truncated locally fetches in this same request
+            fetching = [tp for tp in ready if (s := self.states.get(tp)) is not None and s.phase is FetchPhase.FETCHING]
         if fetching:
             self._send_fetch(fetching)
             return
@@ -289,7 +294,10 @@ class ReplicaFetcher:
             return
         for data in response.partitions:
             state = self.states.get(data.tp)
-            if state is None or state != sent.get(data.tp):
+            if state is None:
+                continue
+            was = sent.get(data.tp)
+            if state is not was and state != was:  # identity first: the usual case, no field compare
                 continue  # re-added or moved on since this fetch was sent
             p = self._follower(data.tp, state)
             if p is None:

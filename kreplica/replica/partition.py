@@ -189,15 +189,23 @@ class Partition:
         """Seed 004's maybeIncrementLeaderHW: lowest LEO of the ISR and recently caught-up replicas."""
         if self.role is not Role.LEADER:
             return False
-        now = self._clock.now_ms()
-        new_hw = self.log.log_end_offset
-        maximal = self.isr_state.maximal_isr
+        log = self.log
+        hw = log.high_watermark
+        new_hw = log.log_end_offset
+        maximal = None
+        # Runs on every produce and every follower fetch: the ISR set and the clock are
+        # read only for a replica that could hold the HW back, and a replica at or below
+        # the HW settles it at once (the HW never moves backwards).
         for r in self.remote_replicas.values():
-            if r.log_end_offset < new_hw and (
-                r.broker_id in maximal or r.is_caught_up(now, self._lag_max_ms)
-            ):
-                new_hw = r.log_end_offset
-        if new_hw < 0 or self.log.maybe_increment_high_watermark(new_hw) is None:
+            leo = r.log_end_offset
+            if leo < new_hw:
+                if maximal is None:
+                    maximal = self.isr_state.maximal_isr
+                if r.broker_id in maximal or r.is_caught_up(self._clock.now_ms(), self._lag_max_ms):
+                    if leo <= hw:
+                        return False
+                    new_hw = leo
+        if new_hw <= hw or log.maybe_increment_high_watermark(new_hw) is None:
             return False
         self._on_high_watermark(self.tp)
         return True

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import NONE, InvalidUpdateVersion
 from ..log import Log, LogConfig
+from ..log.mapped_file import MappedFile
 from ..protocol import (
     AlterIsrRequest,
     AlterIsrResponse,
@@ -131,6 +132,43 @@ def run_replicated(root: Path, batches: list[bytes], count: int, in_flight: int)
             "bytes": sum(len(batches[i % len(batches)]) for i in range(count))}
 
 
+def breakdown(root: Path, batches: list[bytes], count: int, in_flight: int,
+              replicated: bool = True) -> dict[str, float]:
+    """One more round, reporting only: this thread's CPU seconds in each broker's log
+    writes (``MappedFile.write_run``: the CRC-checked copy into the segment), in the
+    leader's fetch prefaults, and in everything else (appends' bookkeeping, produce and
+    fetch handling, purgatory, scheduler, transport); ``replicated=False`` times the
+    single-log peer the same way.  Timing hooks cost a little, so the headline figures
+    never come from this round."""
+    spent: dict[str, float] = {}
+    write_run, prefault = MappedFile.write_run, MappedFile.prefault
+
+    def timed_write(self: MappedFile, *args: Any) -> None:
+        c = time.thread_time()
+        try:
+            write_run(self, *args)
+        finally:
+            key = f"write {self.path.parent.parent.name}" if replicated else "write"  # <root>/broker-N/<tp>/
+            spent[key] = spent.get(key, 0.0) + time.thread_time() - c
+
+    def timed_prefault(self: MappedFile, *args: Any) -> None:
+        c = time.thread_time()
+        try:
+            prefault(self, *args)
+        finally:
+            spent["prefault"] = spent.get("prefault", 0.0) + time.thread_time() - c
+
+    MappedFile.write_run, MappedFile.prefault = timed_write, timed_prefault  # type: ignore[method-assign]
+    try:
+        total = (run_replicated(root, batches, count, in_flight) if replicated
+                 else run_single_log(root, batches, count))["cpu_seconds"]
+    finally:
+        MappedFile.write_run, MappedFile.prefault = write_run, prefault  # type: ignore[method-assign]
+    spent["rest"] = total - sum(spent.values())
+    spent["total"] = total
+    return spent
+
+
 def run_single_log(root: Path, batches: list[bytes], count: int) -> dict[str, float]:
     """The same batches appended to one Log (``append_batches_as_leader``): the peer figure."""
     log = Log.open(root / "single-0", LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES}))
@@ -144,8 +182,9 @@ def run_single_log(root: Path, batches: list[bytes], count: int) -> dict[str, fl
 
 
 def run(record_bytes: int, batch_records: int = 1000, count: int = 500, in_flight: int = 32,
-        data_dir: str | None = None, repeat: int = 3) -> dict[str, Any]:
-    """Interleaved rounds of both runs; the best round of each counts (the machine is shared)."""
+        data_dir: str | None = None, repeat: int = 3, with_breakdown: bool = False) -> dict[str, Any]:
+    """Interleaved rounds of both runs; the best round of each counts (the machine is shared).
+    ``with_breakdown`` adds one timed round (``breakdown``) after them."""
     batches = _batches(record_bytes, batch_records, 8, record_bytes)
     singles, replicated = [], []
     for _ in range(repeat):
@@ -171,7 +210,17 @@ def run(record_bytes: int, batch_records: int = 1000, count: int = 500, in_fligh
         / (min(r["cpu_seconds"] for r in replicated) / best["records"]),
         "follower_fetches": best["follower_fetches"],
         "rounds_committed_records_per_s": [r["records"] / r["seconds"] for r in replicated],
+        "breakdown": _breakdown_rounds(batches, count, in_flight, data_dir) if with_breakdown else None,
     }
+
+
+def _breakdown_rounds(batches: list[bytes], count: int, in_flight: int,
+                      data_dir: str | None) -> tuple[dict[str, float], dict[str, float]]:
+    out = []
+    for replicated in (False, True):
+        with tempfile.TemporaryDirectory(prefix="kreplica-bench-", dir=data_dir) as tmp:
+            out.append(breakdown(Path(tmp), batches, count, in_flight, replicated))
+    return out[0], out[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,6 +236,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--in-flight", type=int, default=32, help="acks=all requests outstanding")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per size; the best counts")
     parser.add_argument("--data-dir", default=None, help="where the temporary logs go")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="one more timed round per size: CPU ms in each broker's log writes, "
+                             "the fetch prefaults and the rest")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -196,10 +248,24 @@ def execute(args: argparse.Namespace) -> int:
           f"{'1-replica append rec/s':>23} {'ratio':>6} {'CPU-time ratio':>15}")
     for size in (int(s) for s in args.sizes.split(",")):
         count = args.batches or max(100, (50 << 20) // (size * args.batch_records))
-        r = run(size, args.batch_records, count, args.in_flight, args.data_dir, args.repeat)
+        r = run(size, args.batch_records, count, args.in_flight, args.data_dir, args.repeat, args.breakdown)
         print(f"{size:>6}B {count:>8} {r['committed_records_per_s']:>16,.0f} {r['committed_mb_per_s']:>7.0f} "
               f"{r['single_append_records_per_s']:>23,.0f} {r['ratio']:>6.2f} {r['cpu_ratio']:>15.2f}")
+        if r["breakdown"]:
+            _print_breakdown(*r["breakdown"])
     return 0
+
+
+def _print_breakdown(single: dict[str, float], replicated: dict[str, float]) -> None:
+    """The timed rounds' CPU ms by part, and the CPU ratio the replicated round would have if
+    replication's own work were free: its log writes and prefaults plus three times the
+    single log's appends' bookkeeping (the peer's "rest")."""
+    for name, spent in (("1-replica", single), ("replicated", replicated)):
+        parts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in sorted(spent.items()) if k not in ("rest", "total"))
+        print(f"{'':>8} {name} timed round, CPU ms: {parts}, rest {spent['rest'] * 1e3:.1f} "
+              f"(total {spent['total'] * 1e3:.1f})")
+    floor = replicated["total"] - replicated["rest"] + 3 * single["rest"]
+    print(f"{'':>8} CPU ratio with replication's own work free: {single['total'] / floor:.2f}")
 
 
 if __name__ == "__main__":
