@@ -41,6 +41,11 @@ from .protocol import (
     ControlledShutdownResponse,
     LeaderAndIsr,
     LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from .replica.replica_manager import ReplicaManager
 from .runtime import Scheduler
@@ -50,6 +55,13 @@ REGISTRATION_RETRY_MS = 500
 
 # Observer of what a broker does: event(kind, broker_id, **details).
 Observer = Callable[..., None]
+
+# Controller requests fenced by broker epoch (KIP-380), and how each is refused.
+_EPOCH_FENCED = {
+    LeaderAndIsrRequest: LeaderAndIsrResponse,
+    StopReplicaRequest: StopReplicaResponse,
+    UpdateMetadataRequest: UpdateMetadataResponse,
+}
 
 
 class Broker:
@@ -224,6 +236,10 @@ class Broker:
     def _handle(self, src: int, request: Any, respond: Callable[[Any], None]) -> None:
         rm = self.replica_manager
         assert rm is not None
+        refusal = _EPOCH_FENCED.get(type(request))
+        if refusal is not None and self._stale_broker_epoch(request.broker_epoch):
+            respond(refusal(errors.StaleBrokerEpoch.code))
+            return
         if isinstance(request, LeaderAndIsrRequest):
             self._observe_leader_and_isr(request)
         if rm.handle_request(request, respond):
@@ -236,6 +252,20 @@ class Broker:
                 respond(c.handle_controlled_shutdown(request))
         else:
             respond(DISCONNECTED)
+
+    def _stale_broker_epoch(self, broker_epoch: int) -> bool:
+        """KIP-380: the request was addressed to an earlier registration of this broker.
+
+        The broker epoch is the session that registered ``/brokers/ids/<id>`` (what
+        the controller reads as the node's ephemeral owner).  A controller request
+        delayed past this broker's restart -- or past its re-registration after a
+        session expiry -- names an older session.  Without this check a restarted
+        broker, which knows no controller epoch yet, would apply a deposed
+        controller's LeaderAndIsr and could lead an old epoch on an empty log.
+        Session ids need not grow, so any other session is stale; the controller
+        cannot know a newer one than the broker (it reads it from the registration).
+        """
+        return broker_epoch >= 0 and (self.session is None or broker_epoch != self.session.session_id)
 
     def _observe_leader_and_isr(self, request: LeaderAndIsrRequest) -> None:
         for s in request.partition_states:

@@ -218,3 +218,70 @@ def test_same_seed_same_history_with_pauses():
     assert a.history_hash == b.history_hash and a.events == b.events and a.ok
     resumes = [e for e in worlds[0].history.events if e.kind == "resume"]
     assert len(resumes) >= 3 and sum(e.data["held"] for e in resumes) > 0
+
+
+# ---- what pauses exposed: a deposed controller's request reaching a restarted broker ---------------
+# gc-pause-chaos seeds 437 and 937 (--until 12000, leader-epoch): a controller paused past its session
+# expiry held LeaderAndIsr requests addressed to a broker that crashed and restarted meanwhile; the new
+# incarnation, knowing no controller epoch yet, applied them and led an old epoch on an empty log
+# (replica divergence; an acked write lost).  Kafka 2.2 closed this with KIP-380's broker epoch.
+
+def _restarted(world: World, victim: int) -> int:
+    """Crash and restart ``victim``; returns the session id (broker epoch) of its first incarnation."""
+    old_epoch = world.cluster.brokers[victim].session.session_id
+    assert faults.crash(world, victim) and faults.restart(world, victim)
+    # It registers again once the crashed session expires (10 s), then catches up.
+    world._step_until(world.now_ms() + 15_000)
+    assert world.checker.violation is None
+    return old_epoch
+
+
+def test_a_controller_request_meant_for_a_broker_s_previous_incarnation_is_refused():
+    from kreplica.protocol import LeaderAndIsrPartitionState, LeaderAndIsrRequest
+
+    world = _world()
+    try:
+        tp = TopicPartition("t", 0)
+        victim = 3
+        old_epoch = _restarted(world, victim)
+        broker = world.cluster.brokers[victim]
+        p = broker.replica_manager.partitions[tp]
+        assert not p.is_leader and broker.session.session_id != old_epoch
+        cid = world.cluster.controller_id
+        # Everything but the broker epoch would be accepted: the current controller epoch, a newer leader epoch.
+        state = LeaderAndIsrPartitionState(tp, broker.replica_manager.controller_epoch, victim, p.leader_epoch + 1,
+                                           (victim,), p.zk_version + 1, tuple(p.assigned_replicas))
+        stale = LeaderAndIsrRequest(cid, broker.replica_manager.controller_epoch, (state,), broker_epoch=old_epoch)
+        answers: list = []
+        world.network.send(cid, victim, stale, answers.append)
+        world._step_until(world.now_ms() + 50)
+        assert [a.error_code for a in answers] == [errors.StaleBrokerEpoch.code]
+        assert not p.is_leader
+        current = LeaderAndIsrRequest(cid, stale.controller_epoch, (state,), broker_epoch=broker.session.session_id)
+        world.network.send(cid, victim, current, answers.append)
+        world._step_until(world.now_ms() + 50)
+        assert answers[-1].error_code == errors.NONE and p.is_leader  # the fence, and only it, refused the first
+    finally:
+        world.close()
+
+
+def test_the_controller_addresses_each_broker_by_its_current_registration():
+    from kreplica.protocol import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+
+    world = _world()
+    try:
+        seen: list = []
+        hook = world.network.around_arrival
+
+        def around(src, dst, message, arrive):
+            if isinstance(message, (LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest)):
+                b = world.cluster.brokers[dst]
+                seen.append((type(message).__name__, message.broker_epoch, b.session.session_id if b.alive else None))
+            hook(src, dst, message, arrive)
+
+        world.network.around_arrival = around
+        _restarted(world, 2)
+        assert {name for name, _, _ in seen} >= {"LeaderAndIsrRequest", "UpdateMetadataRequest"}
+        assert all(epoch == current for _, epoch, current in seen if current is not None)
+    finally:
+        world.close()

@@ -5,7 +5,10 @@ many partitions at once; it adds per-broker LeaderAndIsr, UpdateMetadata and
 StopReplica entries to the batch, and :meth:`send` turns them into at most one
 request of each kind per broker (seed 001 A.4: "For efficiency, we can put
 multiple commands in one RPC request").  Every request carries the sending
-controller's epoch so brokers fence a deposed controller (seed 001 'D').
+controller's epoch so brokers fence a deposed controller (seed 001 'D'), and the
+addressee's broker epoch (KIP-380) so a request delayed past the broker's restart
+or re-registration -- a controller frozen in a GC pause, say -- is refused by the
+new incarnation, which knows no newer controller epoch yet.
 
 Adding a LeaderAndIsr entry for a partition also queues UpdateMetadata for it
 to every live (or shutting-down) broker, as seed 002 lists for each transition
@@ -15,6 +18,7 @@ Sending is sans-I/O: ``channel.send(broker_id, request, on_response)``.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable, Protocol
 
 from ..protocol import (
@@ -118,14 +122,14 @@ class ControllerBrokerRequestBatch:
                 continue
             leaders = tuple(sorted({s.leader for s in states.values() if s.leader >= 0}))
             req = LeaderAndIsrRequest(cid, controller_epoch, tuple(states.values()), leaders,
-                                      is_init=b in self._init_brokers)
+                                      is_init=b in self._init_brokers, broker_epoch=self._broker_epoch(b))
             self._init_brokers.discard(b)
             self._emit(b, req, _ignore)
         self._send_update_metadata(controller_epoch, live)
         for b, parts in sorted(self._stop_replica.items()):
             if b not in live:
                 continue
-            req = StopReplicaRequest(cid, controller_epoch, tuple(parts.values()))
+            req = StopReplicaRequest(cid, controller_epoch, tuple(parts.values()), self._broker_epoch(b))
             callbacks = self._stop_callbacks.get(b, {})
             self._emit(b, req, _stop_replica_handler(b, dict(callbacks)))
         self.new_batch()
@@ -154,7 +158,10 @@ class ControllerBrokerRequestBatch:
                 req = UpdateMetadataRequest(self._controller_id, controller_epoch, tuple(states),
                                             live_brokers, tuple(deleted))
                 built[key] = req
-            self._emit(b, req, _ignore)
+            self._emit(b, replace(req, broker_epoch=self._broker_epoch(b)), _ignore)
+
+    def _broker_epoch(self, broker_id: int) -> int:
+        return self._ctx.broker_epochs.get(broker_id, -1)
 
     def _metadata_state(self, tp: TopicPartition, live: frozenset[int]) -> UpdateMetadataPartitionState | None:
         st = self._ctx.leadership.get(tp)

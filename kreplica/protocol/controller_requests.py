@@ -1,7 +1,10 @@
 """Controller-to-broker requests: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown.
 
 Every request carries the controller epoch; a broker answers a request from an
-older epoch with STALE_CONTROLLER_EPOCH (seed 001 'D').
+older epoch with STALE_CONTROLLER_EPOCH (seed 001 'D').  LeaderAndIsr, StopReplica
+and UpdateMetadata also carry the addressee's ``broker_epoch`` (KIP-380: the
+registration the controller knows; -1 = unchecked), so a request meant for an
+earlier incarnation of the broker is answered STALE_BROKER_EPOCH.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class LeaderAndIsrRequest:
     # seed 001 C step 3: the first request of a controller to a broker; the broker
     # deletes local partitions the request does not list.
     is_init: bool = False
+    broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,7 @@ class StopReplicaRequest:
     controller_id: int
     controller_epoch: int
     partitions: tuple[StopReplicaPartition, ...]
+    broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,7 @@ class UpdateMetadataRequest:
     live_brokers: tuple[int, ...]
     # Partitions of deleted topics, removed from the metadata cache.
     deleted: tuple[TopicPartition, ...] = ()
+    broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
