@@ -185,12 +185,16 @@ class Broker:
         ``on_done(True)`` once the controller reports nothing left (then the broker
         stops cleanly); ``on_done(False)`` after ``controlled.shutdown.max.retries``
         failed attempts, ``controlled.shutdown.retry.backoff.ms`` apart (the broker
-        stops anyway, as Kafka does; Kafka makes no attempt at all with 0).
+        stops anyway, as Kafka does; Kafka makes no attempt at all with 0).  An
+        attempt unanswered within ``controller.socket.timeout.ms`` failed (Kafka's
+        request timeout on that channel): the answer of a controller that crashed
+        right after the request is lost, and waiting for it would hang the shutdown.
         """
         self.shutting_down = True
         retries = self.config["controlled.shutdown.max.retries"]
         backoff = self.config["controlled.shutdown.retry.backoff.ms"]
-        attempt = 0
+        timeout_ms = self.config["controller.socket.timeout.ms"]
+        attempt = answered = 0
 
         def finish(ok: bool) -> None:
             self.observer("controlled_shutdown_done", self.broker_id, ok=ok)
@@ -207,10 +211,16 @@ class Broker:
                 pass
             if controller_id is None:
                 return retry()
-            self.transport.send(self.broker_id, controller_id,
-                                ControlledShutdownRequest(self.broker_id), on_response)
+            this = attempt
+            self.transport.send(self.broker_id, controller_id, ControlledShutdownRequest(self.broker_id),
+                                lambda response: on_response(this, response))
+            self.scheduler.call_later(timeout_ms, on_response, this, None)
 
-        def on_response(response: Any) -> None:
+        def on_response(which: int, response: Any) -> None:
+            nonlocal answered
+            if which != attempt or answered == which:
+                return  # a late answer, or the timeout of an attempt already answered
+            answered = which
             if (isinstance(response, ControlledShutdownResponse) and response.error_code == 0
                     and not response.partitions_remaining):
                 return finish(True)

@@ -68,6 +68,8 @@ SPEC: dict[str, Key] = {
             "rebalance check period"),
         Key("controlled.shutdown.max.retries", "int", 3, _at_least(0), "shutdown attempts"),
         Key("controlled.shutdown.retry.backoff.ms", "int", 5000, _at_least(0), "shutdown backoff"),
+        Key("controller.socket.timeout.ms", "int", 30000, _at_least(1),
+            "wait for a controlled-shutdown answer before retrying"),
         Key("delete.topic.enable", "bool", True, doc="allow topic deletion"),
         Key("zookeeper.session.timeout.ms", "int", 18000, _at_least(1), "metadata session timeout"),
         Key("default.replication.factor", "int", 1, _at_least(1), "RF when none is given"),

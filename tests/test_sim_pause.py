@@ -285,3 +285,56 @@ def test_the_controller_addresses_each_broker_by_its_current_registration():
         assert all(epoch == current for _, epoch, current in seen if current is not None)
     finally:
         world.close()
+
+
+def test_a_late_stop_replica_answer_from_a_gone_registration_does_not_fail_the_deletion():
+    """gc-pause-chaos 89, random-chaos 477: StopReplica(delete) held for a paused broker whose session
+    expired reached its next registration and was refused (STALE_BROKER_EPOCH); that answer failed the
+    replica's deletion after the new request had already been sent, and the topic deletion hung."""
+    from types import SimpleNamespace
+
+    from kreplica.controller.request_batch import _stop_replica_handler
+    from kreplica.protocol import StopReplicaResponse
+
+    tp = TopicPartition("gone", 0)
+    ctx = SimpleNamespace(broker_epochs={1: 5})
+    results: list = []
+    old = _stop_replica_handler(1, {tp: lambda replica, code: results.append(("old", code))}, ctx, 5)
+    new = _stop_replica_handler(1, {tp: lambda replica, code: results.append(("new", code))}, ctx, 8)
+    ctx.broker_epochs[1] = 8  # the broker re-registered: the controller's channel to session 5 is gone
+    old(StopReplicaResponse(errors.StaleBrokerEpoch.code))
+    new(StopReplicaResponse(errors.NONE))
+    assert results == [("new", errors.NONE)]
+
+
+def test_a_controlled_shutdown_whose_answer_died_with_the_controller_retries_and_finishes():
+    """random-chaos 230: the controller crashed with its ControlledShutdown answer in flight; the broker
+    waited for it forever (alive, shutting down, out of every ISR) and the cluster never converged."""
+    from kreplica.protocol import ControlledShutdownRequest
+
+    sc = scenarios.load("slow-follower").with_config(**{
+        "zookeeper.session.timeout.ms": 3000, "controller.socket.timeout.ms": 2000,
+        "controlled.shutdown.retry.backoff.ms": 200})
+    world = World(replace(sc, steps=()), 1)
+    try:
+        world._build()
+        world._step_until(world.now_ms() + 1000)
+        cid = world.cluster.controller_id
+        victim = next(b for b in sorted(world.cluster.brokers) if b != cid)
+        hook = world.network.around_arrival
+
+        def around(src, dst, message, arrive):
+            hook(src, dst, message, arrive)
+            if isinstance(message, ControlledShutdownRequest) and dst == cid and world.cluster.brokers[cid].alive:
+                faults.crash(world, cid)  # its answer was sent, not yet delivered: lost with the host
+
+        world.network.around_arrival = around
+        t0 = world.now_ms()
+        assert faults.controlled_shutdown(world, victim)
+        world._step_until(t0 + 20_000, lambda: not world.cluster.brokers[victim].alive)
+        done = [e for e in world.history.events if e.kind == "controlled_shutdown_done"]
+        assert done and not world.cluster.brokers[victim].alive
+        assert done[0].time_ms - t0 >= 2000  # not before the first attempt timed out
+        assert world.checker.violation is None
+    finally:
+        world.close()

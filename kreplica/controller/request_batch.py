@@ -131,7 +131,7 @@ class ControllerBrokerRequestBatch:
                 continue
             req = StopReplicaRequest(cid, controller_epoch, tuple(parts.values()), self._broker_epoch(b))
             callbacks = self._stop_callbacks.get(b, {})
-            self._emit(b, req, _stop_replica_handler(b, dict(callbacks)))
+            self._emit(b, req, _stop_replica_handler(b, dict(callbacks), self._ctx, req.broker_epoch))
         self.new_batch()
 
     def _send_update_metadata(self, controller_epoch: int, live: frozenset[int]) -> None:
@@ -183,10 +183,16 @@ def _ignore(response: object) -> None:
 
 
 def _stop_replica_handler(
-    broker_id: int, callbacks: dict[TopicPartition, StopReplicaCallback]
+    broker_id: int, callbacks: dict[TopicPartition, StopReplicaCallback], ctx: ControllerContext,
+    broker_epoch: int,
 ) -> Callable[[object], None]:
     def on_response(response: object) -> None:
         if not callbacks or not isinstance(response, StopReplicaResponse):
+            return
+        if ctx.broker_epochs.get(broker_id, -1) != broker_epoch:
+            # Sent to a registration of the broker that has gone since (Kafka drops its channel to
+            # a failed broker, queue and answers): a late answer -- STALE_BROKER_EPOCH from the
+            # broker's next incarnation, say -- must not fail a deletion the new request carries on.
             return
         errors_by_tp = dict(response.partition_errors)
         for tp, cb in callbacks.items():
