@@ -226,11 +226,14 @@ class Checker:
         view = self.views.get(key)
         if view is None or view.partition is not p:
             view = self.views[key] = ReplicaView(p)
-        m = self.model(tp)
+        m = self.models.get(tp)
+        if m is None:
+            m = self.model(tp)
         hw = p.high_watermark
-        if p.role is Role.LEADER:
+        role = p.role
+        if role is Role.LEADER:
             self._observe_leader(broker, tp, p, m, view, hw)
-        elif p.role is Role.FOLLOWER and fetch_phase is FetchPhase.FETCHING and view.verified < hw:
+        elif role is Role.FOLLOWER and fetch_phase is FetchPhase.FETCHING and view.verified < hw:
             self._verify(broker, tp, p, m, view, hw, leader=False)
         view.hw = hw
         view.epoch = p.leader_epoch
