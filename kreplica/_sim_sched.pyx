@@ -7,14 +7,12 @@ semantics are exactly those :mod:`kreplica.runtime` documents: events run in
 (due time, schedule sequence) order -- the pair is unique, so any correct heap
 pops the same sequence and a seed replays byte for byte -- cancelled timers are
 skipped without counting as events, and ``call_soon_threadsafe`` feeds an inbox
-the loop drains before each event.  The heap holds C structs (due, seq, timer)
-so sifting compares two integers and never touches a Python object.
+the loop drains before each event.  The heap is sifted in C, comparing the
+timers' C fields (due, seq) -- no tuples, no rich comparisons.
 """
 from collections import deque
 import random
 
-from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
-from libc.stdlib cimport malloc, realloc, free
 
 cdef long long _NO_LIMIT = 1LL << 62
 
@@ -39,14 +37,8 @@ cdef class Timer:
         self.cancelled = True
 
 
-cdef struct Entry:
-    long long due
-    long long seq
-    PyObject* timer  # a strong reference, released when popped or on dealloc
-
-
-cdef inline bint _before(Entry* a, Entry* b) noexcept nogil:
-    return a.due < b.due or (a.due == b.due and a.seq < b.seq)
+cdef inline bint _before(Timer a, Timer b):
+    return a.due_ms < b.due_ms or (a.due_ms == b.due_ms and a.seq < b.seq)
 
 
 cdef class SimScheduler:
@@ -56,96 +48,78 @@ cdef class SimScheduler:
     cdef public long long events_run
     cdef long long _now
     cdef long long _seq
-    cdef Entry* _heap
-    cdef Py_ssize_t _n
-    cdef Py_ssize_t _cap
+    # A binary heap of Timers by (due, seq).  A Python list, not a C array, so the cycle
+    # collector sees the timers: a finished world (scheduler -> timer -> broker ->
+    # scheduler) is freed instead of leaking its logs.
+    cdef list _heap
     cdef object _inbox
-
-    def __cinit__(self, *args, **kwargs):
-        self._cap = 1024
-        self._heap = <Entry*>malloc(self._cap * sizeof(Entry))
-        if self._heap == NULL:
-            raise MemoryError()
-        self._n = 0
 
     def __init__(self, seed=0, start_ms=0):
         self.rng = random.Random(seed)
         self._now = start_ms
         self._seq = 0
         self.events_run = 0
+        self._heap = []
         self._inbox = deque()
 
-    def __dealloc__(self):
-        cdef Py_ssize_t i
-        if self._heap != NULL:
-            for i in range(self._n):
-                Py_DECREF(<object>self._heap[i].timer)
-            free(self._heap)
-
     def __len__(self):
-        return self._n
+        return len(self._heap)
 
     cpdef long long now_ms(self):
         return self._now
 
     # ---- the heap ---------------------------------------------------------------------------
     cdef int _push(self, Timer t) except -1:
+        cdef list heap = self._heap
         cdef Py_ssize_t i, parent
-        cdef Entry e
-        cdef Entry* grown
-        if self._n == self._cap:
-            grown = <Entry*>realloc(self._heap, 2 * self._cap * sizeof(Entry))
-            if grown == NULL:
-                raise MemoryError()
-            self._heap = grown
-            self._cap *= 2
-        e.due = t.due_ms
-        e.seq = t.seq
-        e.timer = <PyObject*>t
-        Py_INCREF(t)
-        i = self._n
-        self._n += 1
+        cdef Timer up
+        heap.append(t)
+        i = len(heap) - 1
         while i > 0:
             parent = (i - 1) >> 1
-            if not _before(&e, &self._heap[parent]):
+            up = <Timer>heap[parent]
+            if not _before(t, up):
                 break
-            self._heap[i] = self._heap[parent]
+            heap[i] = up
             i = parent
-        self._heap[i] = e
+        heap[i] = t
         return 0
 
     cdef Timer _pop(self):
-        """Remove the top entry and return its timer (the heap's reference moves to the caller)."""
-        cdef Entry top = self._heap[0]
-        cdef Entry last
-        cdef Py_ssize_t i = 0, child, n
-        self._n -= 1
-        n = self._n
-        if n > 0:
-            last = self._heap[n]
-            while True:
-                child = 2 * i + 1
-                if child >= n:
-                    break
-                if child + 1 < n and _before(&self._heap[child + 1], &self._heap[child]):
+        """Remove and return the first timer."""
+        cdef list heap = self._heap
+        cdef Timer last = <Timer>heap.pop()
+        cdef Py_ssize_t n = len(heap)
+        cdef Py_ssize_t i = 0, child
+        cdef Timer top, c, c2
+        if n == 0:
+            return last
+        top = <Timer>heap[0]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            c = <Timer>heap[child]
+            if child + 1 < n:
+                c2 = <Timer>heap[child + 1]
+                if _before(c2, c):
                     child += 1
-                if not _before(&self._heap[child], &last):
-                    break
-                self._heap[i] = self._heap[child]
-                i = child
-            self._heap[i] = last
-        t = <Timer>top.timer
-        Py_DECREF(t)  # the local ``t`` now holds its own reference
-        return t
+                    c = c2
+            if not _before(c, last):
+                break
+            heap[i] = c
+            i = child
+        heap[i] = last
+        return top
 
     cdef Timer _pop_due(self, long long until_ms):
         cdef Timer t
-        while self._n:
-            t = <Timer>self._heap[0].timer
+        while self._heap:
+            t = <Timer>self._heap[0]
             if t.cancelled:
                 self._pop()
                 continue
-            if self._heap[0].due > until_ms:
+            if t.due_ms > until_ms:
                 return None
             return self._pop()
         return None
@@ -183,10 +157,10 @@ cdef class SimScheduler:
 
     def next_due_ms(self):
         cdef Timer t
-        while self._n:
-            t = <Timer>self._heap[0].timer
+        while self._heap:
+            t = <Timer>self._heap[0]
             if not t.cancelled:
-                return self._heap[0].due
+                return t.due_ms
             self._pop()
         return None
 

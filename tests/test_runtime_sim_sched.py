@@ -50,3 +50,20 @@ def test_a_raising_callback_still_counts_and_the_loop_goes_on():
     assert s.events_run == 1 and s.now_ms() == 1
     s.advance(5)
     assert s.events_run == 2 and s.now_ms() == 6
+
+
+def test_a_scheduler_in_a_cycle_with_its_timers_is_collected():
+    """A finished world (scheduler -> pending timer -> broker -> scheduler) must not leak."""
+    import gc
+    import weakref
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    owner.scheduler = SimScheduler()
+    owner.scheduler.call_later(1000, lambda: owner)
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
