@@ -58,6 +58,8 @@ from .delayed_produce import DelayedProduce, ProduceStatus
 from .fetcher import ReplicaFetcher
 from .metadata_cache import MetadataCache
 from .partition import Partition, Role
+
+_LEADER = Role.LEADER  # a module constant: Enum class attribute lookups are slow in 3.11
 from .purgatory import Purgatory
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
@@ -406,7 +408,7 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is None:
             return FetchPartitionData(tp, errors.UnknownTopicOrPartition.code)
-        if p.role is not Role.LEADER:
+        if p.role is not _LEADER:
             return FetchPartitionData(tp, errors.NotLeaderOrFollower.code)
         epoch = fp.current_leader_epoch
         if epoch >= 0 and epoch != p.leader_epoch:  # the common case, an epoch that matches, skips the call

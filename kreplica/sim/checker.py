@@ -42,6 +42,9 @@ from ..replica.partition import Role
 from .history import Event, History
 from .log_view import Fingerprint, read_fingerprints
 
+# Module constants for the per-event check: Enum class attribute lookups are slow in 3.11.
+_LEADER, _FOLLOWER, _FETCHING = Role.LEADER, Role.FOLLOWER, FetchPhase.FETCHING
+
 
 class Invariant(enum.Enum):
     ACKED_WRITE_LOST = "1-acked-write-lost"
@@ -231,9 +234,9 @@ class Checker:
             m = self.model(tp)
         hw = p.high_watermark
         role = p.role
-        if role is Role.LEADER:
+        if role is _LEADER:
             self._observe_leader(broker, tp, p, m, view, hw)
-        elif role is Role.FOLLOWER and fetch_phase is FetchPhase.FETCHING and view.verified < hw:
+        elif role is _FOLLOWER and fetch_phase is _FETCHING and view.verified < hw:
             self._verify(broker, tp, p, m, view, hw, leader=False)
         view.hw = hw
         view.epoch = p.leader_epoch
