@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import pytest
 
+import kreplica.cluster  # noqa: F401 - World imports it lazily; load it outside the timed runs
 from kreplica.protocol import FetchRequest
 from kreplica.runtime import SimScheduler
 from kreplica.sim import scenarios

@@ -17,6 +17,13 @@ import time
 from collections import deque
 from typing import Any, Callable, Protocol
 
+# The deterministic scheduler runs every simulated event, so it lives in Cython;
+# RealScheduler shares its Timer.
+from ._sim_sched import SimScheduler, Timer
+
+__all__ = ["Cancellable", "Clock", "ManualClock", "RealScheduler", "Scheduler", "SimScheduler",
+           "SystemClock", "Timer"]
+
 
 class Clock(Protocol):
     def now_ms(self) -> int: ...
@@ -36,22 +43,6 @@ class Scheduler(Protocol):
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> "Timer": ...
 
     def call_soon_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None: ...
-
-
-class Timer:
-    """A scheduled callback; ``cancel()`` is idempotent."""
-
-    __slots__ = ("due_ms", "seq", "fn", "args", "cancelled")
-
-    def __init__(self, due_ms: int, seq: int, fn: Callable[..., Any], args: tuple[Any, ...]):
-        self.due_ms = due_ms
-        self.seq = seq
-        self.fn = fn
-        self.args = args
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
 
 
 class ManualClock:
@@ -123,48 +114,6 @@ class _HeapScheduler:
             heapq.heappop(self._heap)
             return t
         return None
-
-
-class SimScheduler(_HeapScheduler):
-    """Virtual time.  Nothing happens until ``advance``/``run_until`` is called."""
-
-    def __init__(self, seed: int = 0, start_ms: int = 0) -> None:
-        super().__init__(seed)
-        self._now = start_ms
-
-    def now_ms(self) -> int:
-        return self._now
-
-    def run_next(self, until_ms: int | None = None) -> bool:
-        """Run the next due event (not beyond ``until_ms``); False when there is none."""
-        self._drain_inbox()
-        limit = until_ms if until_ms is not None else 1 << 62
-        t = self._pop_due(limit)
-        if t is None:
-            return False
-        if t.due_ms > self._now:
-            self._now = t.due_ms
-        self.events_run += 1
-        t.fn(*t.args)
-        return True
-
-    def advance(self, ms: int) -> None:
-        """Run every event due in the next ``ms`` of virtual time, then set the clock there."""
-        if ms < 0:
-            raise ValueError("time never goes backwards")
-        end = self._now + ms
-        while self.run_next(end):
-            pass
-        self._now = end
-
-    def run_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
-        """Run events until ``predicate()`` holds; False if ``timeout_ms`` passes first."""
-        end = self._now + timeout_ms
-        while not predicate():
-            if not self.run_next(end):
-                self._now = end
-                return predicate()
-        return True
 
 
 class RealScheduler(_HeapScheduler):

@@ -59,6 +59,8 @@ from .delayed_produce import DelayedProduce, ProduceStatus
 from .fetcher import ReplicaFetcher
 from .metadata_cache import MetadataCache
 from .partition import Partition, Role
+
+_LEADER = Role.LEADER  # a module constant: Enum class attribute lookups are slow in 3.11
 from .purgatory import Purgatory
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
@@ -345,12 +347,11 @@ class ReplicaManager:
     def handle_fetch(self, req: FetchRequest, respond: Callable[[FetchResponse], None]) -> None:
         """Serve followers (replica_id >= 0) and consumers; long-poll up to ``max_wait_ms``."""
         is_follower = req.replica_id >= 0
-        datas = self._read(req)
-        size = sum(len(d.records) for d in datas)
+        datas, size, failed = self._read_counted(req)
         if (
             req.max_wait_ms <= 0
             or size >= max(req.min_bytes, 1)
-            or any(d.error_code != errors.NONE for d in datas)
+            or failed
             or (is_follower and self._hw_news(req, datas))
         ):
             self._answer_fetch(req, datas, respond)
@@ -387,43 +388,54 @@ class ReplicaManager:
         respond(FetchResponse(errors.NONE, tuple(datas)))
 
     def _read(self, req: FetchRequest) -> list[FetchPartitionData]:
+        return self._read_counted(req)[0]
+
+    def _read_counted(self, req: FetchRequest) -> tuple[list[FetchPartitionData], int, bool]:
+        """The partitions' data, the bytes read, and whether any partition answered an error."""
         is_follower = req.replica_id >= 0
         budget = req.max_bytes
+        size = 0
+        failed = False
         out = []
         for fp in req.partitions:
             d = self._read_partition(req, fp, is_follower, budget)
-            budget = max(0, budget - len(d.records))
+            n = len(d.records)
+            size += n
+            budget = max(0, budget - n)
+            failed = failed or d.error_code != errors.NONE
             out.append(d)
-        return out
+        return out, size, failed
 
     def _read_partition(
         self, req: FetchRequest, fp: FetchPartition, is_follower: bool, budget: int
     ) -> FetchPartitionData:
-        p = self.partitions.get(fp.tp)
+        tp = fp.tp
+        p = self.partitions.get(tp)
         if p is None:
-            return FetchPartitionData(fp.tp, errors.UnknownTopicOrPartition.code)
-        if p.role is not Role.LEADER:
-            return FetchPartitionData(fp.tp, errors.NotLeaderOrFollower.code)
-        code = p.check_leader_epoch(fp.current_leader_epoch)
-        if code != errors.NONE:
-            return FetchPartitionData(fp.tp, code)
+            return FetchPartitionData(tp, errors.UnknownTopicOrPartition.code)
+        if p.role is not _LEADER:
+            return FetchPartitionData(tp, errors.NotLeaderOrFollower.code)
+        epoch = fp.current_leader_epoch
+        if epoch >= 0 and epoch != p.leader_epoch:  # the common case, an epoch that matches, skips the call
+            return FetchPartitionData(tp, p.check_leader_epoch(epoch))
         log = p.log
         leo = log.log_end_offset
-        if fp.fetch_offset > leo or fp.fetch_offset < log.log_start_offset:
+        offset = fp.fetch_offset
+        if offset > leo or offset < log.log_start_offset:
             return FetchPartitionData(
-                fp.tp, errors.OffsetOutOfRange.code, log.high_watermark, log.log_start_offset, leo
+                tp, errors.OffsetOutOfRange.code, log.high_watermark, log.log_start_offset, leo
             )
         if is_follower:
             # Seed 004: the fetch offset is the follower's LEO; recording it may move the HW.
-            p.update_follower_fetch_state(req.replica_id, fp.fetch_offset, fp.log_start_offset)
+            p.update_follower_fetch_state(req.replica_id, offset, fp.log_start_offset)
             upper = leo
         else:
             upper = log.high_watermark if req.isolation == "committed" else leo
         records: Any = b""
         if budget > 0:
-            records = p.read_records(fp.fetch_offset, min(fp.max_bytes, budget), upper, prefault=True)
+            records = p.read_records(offset, min(fp.max_bytes, budget), upper, prefault=True)
         return FetchPartitionData(
-            fp.tp, errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, records
+            tp, errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, records
         )
 
     # ---- OffsetsForLeaderEpoch ------------------------------------------------------------

@@ -42,6 +42,9 @@ from ..replica.partition import Role
 from .history import Event, History
 from .log_view import Fingerprint, read_fingerprints
 
+# Module constants for the per-event check: Enum class attribute lookups are slow in 3.11.
+_LEADER, _FOLLOWER, _FETCHING = Role.LEADER, Role.FOLLOWER, FetchPhase.FETCHING
+
 
 class Invariant(enum.Enum):
     ACKED_WRITE_LOST = "1-acked-write-lost"
@@ -226,11 +229,14 @@ class Checker:
         view = self.views.get(key)
         if view is None or view.partition is not p:
             view = self.views[key] = ReplicaView(p)
-        m = self.model(tp)
+        m = self.models.get(tp)
+        if m is None:
+            m = self.model(tp)
         hw = p.high_watermark
-        if p.role is Role.LEADER:
+        role = p.role
+        if role is _LEADER:
             self._observe_leader(broker, tp, p, m, view, hw)
-        elif p.role is Role.FOLLOWER and fetch_phase is FetchPhase.FETCHING and view.verified < hw:
+        elif role is _FOLLOWER and fetch_phase is _FETCHING and view.verified < hw:
             self._verify(broker, tp, p, m, view, hw, leader=False)
         view.hw = hw
         view.epoch = p.leader_epoch

@@ -216,7 +216,7 @@ class SimNetwork(InProcessTransport):
             else:
                 self.stats.dropped += 1
             return
-        profile = self.profile_for(src, dst)
+        profile = self.profile_for(src, dst) if self.links or self.node_profiles else self.profile
         if not control:
             if profile.drop_probability and self.rng.random() < profile.drop_probability:
                 self.stats.dropped += 1
@@ -230,20 +230,23 @@ class SimNetwork(InProcessTransport):
     def _schedule(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
                   profile: LinkProfile | None = None) -> None:
         profile = profile or self.profile_for(src, dst)
-        now = self.scheduler.now_ms()
+        scheduler = self.scheduler
+        now = scheduler.now_ms()
         delay = profile.draw_latency_ms(self.rng)
         if self.slow_ms:
             delay += self.slow_ms.get(dst, 0)
         if not (profile.reorder and src < 0):
             link = (src, dst)
+            due = now + delay
             last = self._last_due.get(link, 0)  # TCP keeps a link in order
-            if now + delay < last:
+            if due < last:
                 delay = last - now
-            self._last_due[link] = now + delay
+                due = last
+            self._last_due[link] = due
         self.messages_delivered += 1
         self.stats.delivered += 1
-        self.scheduler.call_later(delay, self._arrive, src, dst, message, arrive,
-                                  self._incarnation.get(src, 0) if self._incarnation else 0)
+        scheduler.call_later(delay, self._arrive, src, dst, message, arrive,
+                             self._incarnation.get(src, 0) if self._incarnation else 0)
 
     def _arrive(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
                 incarnation: int = 0) -> None:

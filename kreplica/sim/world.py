@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import errors
+from ..meta import layout
 from ..protocol import (
     FetchRequest,
     FetchResponse,
@@ -42,6 +43,7 @@ from ..protocol import (
     UpdateMetadataRequest,
 )
 from ..protocol.common import NO_LEADER
+from ..replica.partition import Role
 from . import faults
 from .checker import Checker, CountedLoss, Invariant, Violation, tp_name
 from .history import HEADER_KIND, History
@@ -50,19 +52,26 @@ from .pausable_scheduler import PausableScheduler
 from .scenarios import Scenario, Step
 from .workload import Consumer, Producer
 
-_CONTROLLER_REQUESTS = (LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest)
+_FOLLOWER = Role.FOLLOWER  # a module constant: Enum class attribute lookups are slow in 3.11
+_CONTROLLER_REQUESTS = frozenset((LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest))
 
 
 def _tps(message: Any) -> list[TopicPartition]:
-    if isinstance(message, (FetchRequest, FetchResponse, OffsetsForLeaderEpochResponse)):
-        return [p.tp for p in message.partitions]
-    if isinstance(message, ProduceRequest):
-        return [p.tp for p in message.partitions]
-    if isinstance(message, LeaderAndIsrRequest):
-        return [s.tp for s in message.partition_states]
-    if isinstance(message, StopReplicaRequest):
-        return [p.tp for p in message.partitions]
-    return []
+    field = _TP_FIELD.get(type(message))
+    if field is None:
+        return []
+    return [p.tp for p in getattr(message, field)]
+
+
+# The messages that name partitions, and the field that lists them (one dict lookup per arrival).
+_TP_FIELD: dict[type, str] = {
+    FetchRequest: "partitions",
+    FetchResponse: "partitions",
+    OffsetsForLeaderEpochResponse: "partitions",
+    ProduceRequest: "partitions",
+    LeaderAndIsrRequest: "partition_states",
+    StopReplicaRequest: "partitions",
+}
 
 
 @dataclass(slots=True)
@@ -111,7 +120,10 @@ class World:
         self._armed: list[Step] = []
         self._deleting: set[str] = set()
         self._dirty: dict[tuple[int, TopicPartition], None] = {}
+        self._tp_names: dict[TopicPartition, str] = {}
         self._leaders: dict[TopicPartition, int] = {}
+        self._state_paths: dict[TopicPartition, str] = {}
+        self._state_memo: dict[TopicPartition, tuple[bytes, tuple[int, int, tuple[int, ...]]]] = {}
         self._leaderless_since: dict[str, int] = {}
         self.reelect_ms: list[int] = []
         self._avail = [0, 0]
@@ -144,11 +156,36 @@ class World:
     def leader_of(self, tp: TopicPartition) -> int:
         leader = self._leaders.get(tp)
         if leader is None:
-            states = self.cluster.zk.get_partition_states([tp])
-            leader = states[tp].leader if tp in states else NO_LEADER
+            leader = self._stored_leader(tp)
             if leader != NO_LEADER:
                 self._leaders[tp] = leader
         return leader
+
+    def _stored_leader(self, tp: TopicPartition) -> int:
+        state = self._store_states([tp]).get(tp)
+        return NO_LEADER if state is None else state[0]
+
+    def _store_states(self, tps: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int, tuple[int, ...]]]:
+        """(leader, leader epoch, ISR) from the partitions' state nodes, in ``tps`` order, absent
+        ones left out.  Clients ask after every failed request and every sweep reads them all,
+        so a node's JSON is decoded only when its bytes changed."""
+        paths = self._state_paths
+        memo = self._state_memo
+        session = self.cluster.zk.session
+        wanted = [paths.get(tp) or paths.setdefault(tp, layout.partition_state_path(tp.topic, tp.partition))
+                  for tp in tps]
+        n = max(1, session.max_batch_ops)
+        got = [g for i in range(0, len(wanted), n) for g in session.get_many(wanted[i:i + n])]
+        out = {}
+        for tp, g in zip(tps, got):
+            if g is None:
+                continue
+            m = memo.get(tp)
+            if m is None or m[0] != g[0]:
+                st = layout.decode_partition_state(g[0], g[1].version)
+                m = memo[tp] = (g[0], (st.leader, st.leader_epoch, tuple(st.isr)))
+            out[tp] = m[1]
+        return out
 
     def forget_leader(self, tp: TopicPartition) -> None:
         self._leaders.pop(tp, None)
@@ -254,13 +291,20 @@ class World:
         if dst < 0 or self.cluster is None:
             arrive(message)
             return
-        broker = self.cluster.brokers.get(dst)
-        if isinstance(message, _CONTROLLER_REQUESTS) and broker is not None and broker.alive:
-            self._arrive_controller_request(dst, broker, message, arrive)
+        kind = type(message)
+        if kind in _CONTROLLER_REQUESTS:
+            broker = self.cluster.brokers.get(dst)
+            if broker is not None and broker.alive:
+                self._arrive_controller_request(dst, broker, message, arrive)
+            else:
+                arrive(message)
         else:
             arrive(message)
-        for tp in _tps(message):
-            self._dirty[(dst, tp)] = None
+        field = _TP_FIELD.get(kind)
+        if field is not None:
+            dirty = self._dirty
+            for p in getattr(message, field):
+                dirty[(dst, p.tp)] = None
 
     def _arrive_controller_request(self, dst: int, broker: Any, message: Any, arrive: Callable[[Any], None]) -> None:
         rm = broker.replica_manager
@@ -292,14 +336,22 @@ class World:
         dirty, self._dirty = self._dirty, {}
         checker = self.checker
         brokers = self.cluster.brokers
+        deleting = self._deleting
+        names = self._tp_names
         for bid, tp in dirty:
             broker = brokers.get(bid)
-            if broker is None or not broker.alive or broker.replica_manager is None:
+            if broker is None or not broker.alive:
                 continue
-            p = broker.replica_manager.partitions.get(tp)
-            if p is None or (self._deleting and tp.topic in self._deleting):
+            rm = broker.replica_manager
+            p = rm.partitions.get(tp) if rm is not None else None
+            if p is None or (deleting and tp.topic in deleting):
                 continue
-            checker.observe(bid, tp_name(tp), p, self._fetch_phase(broker, tp))
+            name = names.get(tp)
+            if name is None:
+                name = names[tp] = tp_name(tp)
+            # Only a follower's check looks at its fetch phase.
+            phase = self._fetch_phase(broker, tp) if p.role is _FOLLOWER else None
+            checker.observe(bid, name, p, phase)
             if checker.violation is not None:
                 return
 
@@ -336,8 +388,8 @@ class World:
         self._check_dirty()
         tps = [_tp_of(name) for name in self.checker.models]
         if tps:
-            for tp, state in self.cluster.zk.get_partition_states(tps).items():
-                self.checker.on_store_state(tp_name(tp), state.leader, state.leader_epoch, tuple(state.isr))
+            for tp, (leader, leader_epoch, isr) in self._store_states(tps).items():
+                self.checker.on_store_state(tp_name(tp), leader, leader_epoch, isr)
         epoch = self.cluster.zk.get_controller_epoch()
         if epoch is not None:
             self.checker.on_controller_epoch(epoch[0])

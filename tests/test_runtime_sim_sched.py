@@ -1,0 +1,69 @@
+"""The Cython SimScheduler keeps (due, sequence) order through heap growth and cancellation."""
+import random
+
+import pytest
+
+from kreplica.runtime import SimScheduler, Timer
+
+
+def test_many_timers_run_in_due_then_schedule_order():
+    s = SimScheduler(seed=3)
+    rng = random.Random(5)
+    ran = []
+    expected = []
+    timers = []
+    for i in range(5000):  # past the initial heap capacity, so the heap grows
+        delay = rng.randrange(50)
+        timers.append(s.call_later(delay, ran.append, i))
+        expected.append((delay, i))
+    cancelled = {i for i in range(0, 5000, 7)}
+    for i in cancelled:
+        timers[i].cancel()
+        timers[i].cancel()  # idempotent
+    s.advance(100)
+    assert ran == [i for _d, i in sorted(expected) if i not in cancelled]
+    assert s.events_run == 5000 - len(cancelled)
+    assert isinstance(timers[0], Timer) and timers[0].cancelled
+
+
+def test_events_during_events_and_limits():
+    s = SimScheduler(start_ms=10)
+    seen = []
+    s.call_later(-5, seen.append, "negative delay runs now")
+    s.call_later(2.9, seen.append, "fractional delay truncates")
+    assert s.next_due_ms() == 10
+    assert s.run_next(until_ms=10) and s.now_ms() == 10
+    assert not s.run_next(until_ms=11)
+    assert s.run_next() and s.now_ms() == 12
+    assert seen == ["negative delay runs now", "fractional delay truncates"]
+    assert s.next_due_ms() is None
+    with pytest.raises(ValueError):
+        s.advance(-1)
+
+
+def test_a_raising_callback_still_counts_and_the_loop_goes_on():
+    s = SimScheduler()
+    s.call_later(1, lambda: 1 / 0)
+    s.call_later(2, lambda: None)
+    with pytest.raises(ZeroDivisionError):
+        s.advance(5)
+    assert s.events_run == 1 and s.now_ms() == 1
+    s.advance(5)
+    assert s.events_run == 2 and s.now_ms() == 6
+
+
+def test_a_scheduler_in_a_cycle_with_its_timers_is_collected():
+    """A finished world (scheduler -> pending timer -> broker -> scheduler) must not leak."""
+    import gc
+    import weakref
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    owner.scheduler = SimScheduler()
+    owner.scheduler.call_later(1000, lambda: owner)
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
