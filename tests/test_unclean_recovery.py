@@ -127,7 +127,7 @@ def test_failover_with_an_unclean_registration_moves_leadership_to_a_new_epoch()
     assert c.controller.broker_id == 8
     assert c.admin.get_broker(1).unclean_shutdown_controller_epoch == 1
     after = c.state("t", 0)
-    # Failure then startup: 2 (live, in the ISR) leads a new epoch; 1 follows it.
+    # Elected again before 1 hears of it: 2 (live, in the ISR) leads a new epoch; 1 follows.
     assert (after.leader, after.controller_epoch) == (2, c.controller.epoch)
     assert after.leader_epoch > before.leader_epoch
     sent = _leader_and_isr_to(c, 1, mark)
