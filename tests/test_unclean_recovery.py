@@ -6,7 +6,8 @@ new controller's failover finds it registered again and leading), so it would
 lead its old epoch again with a log that lost its unflushed tail, and two
 histories would share one (partition, epoch).  The registration now says the
 broker recovered uncleanly (``unclean_shutdown_controller_epoch``) and the
-controller handles it as a failed-then-started broker, once.
+controller elects its stale leaderships again (always a new epoch) before telling
+it anything, once.
 """
 from __future__ import annotations
 
