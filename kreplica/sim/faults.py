@@ -10,8 +10,9 @@ trace shows exactly what was done and when.  The catalogue:
   the log had not fsynced (after its recovery point) is zeroed on disk, and
   with ``torn`` the first unflushed batch survives partly, as a torn write does.
   Recovery on restart must cut it.
-- ``restart``, ``controlled_shutdown`` (seed 003), ``pause`` (a GC pause: no
-  messages in or out, no store heartbeats), ``slow_disk`` (every request to the
+- ``restart``, ``controlled_shutdown`` (seed 003), ``pause`` (a GC pause: the
+  whole process frozen -- its own timers held until resume, then run late --
+  no messages in or out, no store heartbeats), ``slow_disk`` (every request to the
   broker handled late), ``disk_full`` (appends fail with KAFKA_STORAGE_ERROR),
   ``kill_controller``, ``expire_session`` (heartbeats stop for a whole session
   timeout), network ``partition`` between broker sets and ``cut_store``.
