@@ -219,14 +219,17 @@ def test_a_power_lost_leader_that_appends_before_its_election_is_not_divergence(
     assert [(e.data["from_offset"], e.data["cause"]) for e in superseded] == [(0, "power-loss")]
 
 
-def test_a_power_lost_broker_resuming_its_old_epoch_supersedes_at_once(make):
+def test_a_power_lost_broker_resuming_its_old_epoch_is_a_violation(make):
+    """The controller re-elects a broker back from an unclean shutdown in a new epoch
+    (controller.py), so resuming the old one with a shorter log is not excused: the
+    epoch would hold two histories."""
     c = Checker(History())
     back = _committed_then_power_lost(make, c)
     c.observe(1, "t-0", back, None)  # leading epoch 0 again, with nothing
     append(back, [b"new"], 0)
     c.observe(1, "t-0", back, None)
-    assert c.violation is None, c.violation
-    assert c.models["t-0"].canon_end == 1
+    assert c.violation is not None
+    assert c.violation.invariant in (Invariant.ACKED_WRITE_LOST, Invariant.CONSUMED_RECORD_VANISHED)
 
 
 def test_a_resumed_leader_that_lost_data_without_a_power_loss_is_still_caught(make):

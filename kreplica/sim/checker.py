@@ -16,8 +16,9 @@ and compares:
    history is superseded from the new leader's log end -- or, for a power loss,
    from the first committed batch it dropped, since a leader back from one may
    already have appended producers' batches there.  A broker back from a power
-   loss still leading its old epoch (nobody else was electable) is judged the
-   same way the moment it is seen leading again.
+   loss is always re-elected in a new epoch (its registration says it shut down
+   uncleanly, see controller.py), so one still leading its old epoch gets no
+   excuse: its log is checked against the committed history like any leader's.
 2. What a consumer read (below the HW it was served with) must stay committed.
 3. Every follower that has finished truncating holds, below its HW, exactly the
    canonical batches (same offsets and batch CRC, which covers every record byte;
@@ -254,11 +255,6 @@ class Checker:
             self._on_election(broker, tp, p, m, view, epoch)
             if self.violation is not None:
                 return
-        elif epoch == m.epoch and view.hw < 0 and any(b == broker for b, _f, _t in m.drops):
-            # Back from a power loss still leading its old epoch (the controller had no one
-            # else to elect, so its restart re-sends the standing LeaderAndIsr, as Kafka's
-            # onBrokerStartup does): what it dropped is a counted loss, like an election's.
-            self._settle_losses(broker, tp, p, m, view, epoch, unclean=False, resumed=True)
         elif view.epoch == epoch and hw < view.hw:
             self.fail(Invariant.LEADER_HW_BACKWARDS, tp, broker,
                       f"leader HW went back from {view.hw} to {hw} in epoch {epoch}")
@@ -279,11 +275,11 @@ class Checker:
         if unclean:
             self.unclean_elections += 1
         m.epoch, m.leader, m.isr = epoch, broker, tuple(p.isr)
-        self._settle_losses(broker, tp, p, m, view, epoch, unclean, resumed=False)
+        self._settle_losses(broker, tp, p, m, view, epoch, unclean)
 
     def _settle_losses(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, epoch: int,
-                       unclean: bool, resumed: bool) -> None:
-        """Count and supersede the committed history a (new or resumed) leader no longer holds."""
+                       unclean: bool) -> None:
+        """Count and supersede the committed history a new leader no longer holds."""
         leo = p.log_end_offset
         end = leo if unclean else self._surviving_end(broker, p, m, leo)
         lost = sorted(b for b in m.acked if m.acked[b].last >= end)
@@ -292,8 +288,6 @@ class Checker:
             return
         first = min(lost[:1] + tail[:1])
         cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, first)
-        if cause is None and resumed:
-            return  # not excused: the leader's own commits there will show what differs
         if cause is None:
             if lost:
                 self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
@@ -313,10 +307,10 @@ class Checker:
         """Where the replica's pre-power-loss history ends: its LEO, or the first committed
         batch it holds differently, if it dropped that batch in a power loss after the commit.
 
-        A replica that lost its unflushed tail and then led again (its old epoch resumed, or
-        elected before anyone else came back) appends producers' batches (new ones and
-        retries alike) from the dropped offset on: below its LEO it holds legitimate data
-        that is not the committed history's, so its LEO is not where the loss starts."""
+        A replica that lost its unflushed tail and then led again (elected before anyone
+        else came back) appends producers' batches (new ones and retries alike) from the
+        dropped offset on: below its LEO it holds legitimate data that is not the committed
+        history's, so its LEO is not where the loss starts."""
         upto = min(leo, m.canon_end)
         froms = [f for b, f, _t in m.drops if b == broker and f < upto]
         if not froms:
