@@ -28,37 +28,37 @@ session lives, stands for election again.  Brokers fence requests that carry a
 stale epoch.
 
 Brokers back from an unclean shutdown (an extension after KIP-966, whose brokers
-register with previous broker epoch -1 after one).  A bounce this controller
-sees -- the same id under a new session -- is handled as failure then startup,
-so every partition the broker led gets a new leader epoch.  A bounce no
-controller saw (the dead leader was the controller, and the next controller's
-failover reads the brokers after it has re-registered; or it wins the election
-itself) would otherwise let the broker resume its old leadership at the *old*
-leader epoch with a log that lost its unflushed tail: it appends new batches at
-offsets where a follower holds other batches of the same epoch, and leader-epoch
-truncation cannot tell the two histories apart.  So a broker whose logs did not
-all close cleanly registers ``unclean_shutdown_controller_epoch`` = N, the
-controller epoch it read after restarting (:func:`kreplica.meta.layout.encode_broker`).
-Every leadership it held before the crash was written by a controller of epoch
-<= N; every later leader change is written by its controller's epoch.  Hence the
-rule, applied at failover to live brokers and in a broker change to new ones: a
-partition such a broker leads under a state last written with controller epoch
-<= N is elected again before the broker is told anything
-(:func:`~.leader_selectors.after_unclean_restart`: a live ISR member that is
-not itself back from an unclean shutdown if there is one, else the broker
-itself, always a new epoch); then the broker gets the startup treatment.  Unlike a seen bounce it is not first failed out of the
-ISRs it follows in: at a failover that also finds the ISR's other members dead,
-that left only a dead (perhaps power-lost) member electable, and the simulator
-counted acked writes lost that the restarted follower still held.  A follower's
-lost unflushed tail is re-fetched as after any follower crash (KIP-966's ELR,
-which also fences such followers, is not modelled).
+register with previous broker epoch -1 after one). A bounce this controller sees --
+the same id under a new session -- is handled as failure then startup, so every
+partition the broker led gets a new leader epoch. A bounce no controller saw (the
+dead leader was the controller, and the next controller's failover reads the brokers
+after it has re-registered; or it wins the election itself) would otherwise let the
+broker resume its old leadership at the *old* leader epoch with a log that lost its
+unflushed tail: it appends new batches at offsets where a follower holds other
+batches of the same epoch, and leader-epoch truncation cannot tell the two histories
+apart. So a broker whose logs did not all close cleanly registers
+``unclean_shutdown_controller_epoch`` = N, the controller epoch it read after
+restarting (:func:`kreplica.meta.layout.encode_broker`). Every leadership it held
+before the crash was written by a controller of epoch <= N; every later leader
+change is written by its controller's epoch. Hence the rule, applied at failover to
+live brokers and in a broker change to new ones: a partition such a broker leads
+under a state last written with controller epoch <= N is elected again before the
+broker is told anything (:func:`~.leader_selectors.after_unclean_restart`: a live
+ISR member that is not itself back from an unclean shutdown if there is one, else
+the broker itself, always a new epoch); then the broker gets the startup treatment.
+Unlike a seen bounce it is not first failed out of the ISRs it follows in: at a
+failover that also finds the ISR's other members dead, that left only a dead
+(perhaps power-lost) member electable, and the simulator counted acked writes lost
+that the restarted follower still held. A follower's lost unflushed tail is
+re-fetched as after any follower crash (KIP-966's ELR, which also fences such
+followers, is not modelled).
+
 Handling is idempotent across failovers without any extra record: the election
-rewrites those states under this controller's epoch, > N unless this controller
-was already in office when the broker registered (that one saw the bounce
-itself).  The one redundant pass left: the controller in office at
-registration handles the bounce, re-grants leadership under its own epoch (= N)
-and loses office before anything rewrites that state; its successor elects once
-more.
+rewrites those states under this controller's epoch, > N unless this controller was
+already in office when the broker registered (that one saw the bounce itself). The
+one redundant pass left: the controller in office at registration handles the
+bounce, re-grants leadership under its own epoch (= N) and loses office before
+anything rewrites that state; its successor elects once more.
 """
 from __future__ import annotations
 
