@@ -22,7 +22,7 @@ BATCHES = 200
 
 @pytest.fixture(scope="module", params=[100, 1024], ids=["100B", "1KiB"])
 def batches(request):
-    return _batches(request.param, 1000, 8, request.param)
+    return _batches(request.param, 1000, BATCHES, request.param)  # fresh data per request, as producers send
 
 
 def _fresh(tmp_path):
