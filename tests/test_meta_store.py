@@ -457,16 +457,26 @@ def test_kazoo_errors_are_translated() -> None:
     assert _translate(ValueError("bad path"), "/p") is None
 
 
-def test_memory_partitioned_session_gets_its_watch_events_after_healing() -> None:
+@pytest.mark.parametrize("cut_first", [True, False], ids=["cut-then-change", "change-then-cut"])
+def test_memory_partitioned_session_gets_its_watch_events_after_healing(cut_first: bool) -> None:
+    # change-then-cut: the notice is already queued (call_soon) when the session loses the
+    # store in the same instant -- a pause or cut must hold it, not deliver it to a
+    # stopped process.
     sched, store = _memory(3000)
     s, other = store.session("b1"), store.session("b2")
     other.create("/n", b"0")
     watch = Recorder()
     s.get("/n", watch)
-    s.set_reachable(False)
+    if cut_first:
+        s.set_reachable(False)
     other.set("/n", b"1")
+    s.set_reachable(False)
     sched.advance(1000)
     assert watch.events == []  # the notification cannot reach it
     s.set_reachable(True)
     sched.advance(0)
     assert watch.types() == ["CHANGED"] and not s.expired
+    s.kill()
+    other.set("/n", b"2")
+    sched.advance(0)
+    assert watch.types() == ["CHANGED"]  # one-shot, and a killed session hears nothing

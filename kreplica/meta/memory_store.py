@@ -301,7 +301,18 @@ class MemorySession(Session):
         if self.killed or self.state is SessionState.CLOSED:
             return
         if self.reachable:
-            self._sched.call_soon(fn, *args)
+            self._sched.call_soon(self._arrive, fn, args)
+        else:
+            self._held.append((fn, args))
+
+    def _arrive(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        # A notice is on the wire until it runs: if the session lost the store (a cut, or
+        # its process paused) in the same instant, it waits for the reconnection, as
+        # ZooKeeper's client learns of watches that fired while it was away.
+        if self.killed or self.state is SessionState.CLOSED:
+            return
+        if self.reachable:
+            fn(*args)
         else:
             self._held.append((fn, args))
 
@@ -332,7 +343,7 @@ class MemorySession(Session):
                 self._last_heard_ms = self._sched.now_ms()
             held, self._held = self._held, []
             for fn, args in held:
-                self._sched.call_soon(fn, *args)
+                self._sched.call_soon(self._arrive, fn, args)
 
     @property
     def expired(self) -> bool:
