@@ -111,6 +111,27 @@ def test_unclean_election_losses_are_counted_and_attributed(make):
     assert c.violation is None and c.models["t-0"].canon_end == 1
 
 
+def test_an_unclean_leader_that_never_truncated_a_deposed_epoch_supersedes_from_where_it_differs(make):
+    """Swarm seed 23: the outsider still held an old epoch's batch at offset 0 (it never
+    fetched from the later leaders), so the loss starts there, not at its log end; what a
+    consumer read from the committed history goes with it, attributed, not a violation."""
+    c = Checker(History())
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"never-committed"], 0, commit=False)
+    append(outsider, [b"tail"], 0, commit=False)
+    committed = make("committed", Role.LEADER, 1, isr=(1,))
+    base, last, crc = append(committed, [b"acked-in-epoch-1"], 1)
+    c.observe(1, "t-0", committed, None)
+    c.on_ack("t-0", base, last, crc, -1, 1)
+    c.on_consume("t-0", [(base, last, 1, crc)], committed.log.high_watermark, 1)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 2, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
+    superseded = [e for e in c.history.events if e.kind == "superseded"]
+    assert superseded[-1].data["from_offset"] == 0
+
+
 def test_power_loss_of_the_elected_replica_is_counted(make):
     c = Checker(History())
     old = make("old", Role.LEADER, 0, isr=(1, 2))

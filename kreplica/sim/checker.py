@@ -13,9 +13,10 @@ and compares:
    offset differs.  Losses caused by an unclean election or by the elected
    replica's own power loss (unflushed bytes dropped by a crash) are outside
    the protocol's promise: they are *counted*, attributed, and the canonical
-   history is superseded from the new leader's log end -- or, for a power loss,
-   from the first committed batch it dropped, since a leader back from one may
-   already have appended producers' batches there.  A broker back from a power
+   history is superseded from where the new leader's log leaves it: its log end,
+   or the first committed batch it holds differently (an unclean leader may never
+   have truncated a deposed epoch's batches; a leader back from a power loss may
+   already have appended producers' batches where it dropped committed ones).  A broker back from a power
    loss is always re-elected in a new epoch (its registration says it shut down
    uncleanly, see controller.py), so one still leading its old epoch gets no
    excuse: its log is checked against the committed history like any leader's.
@@ -281,7 +282,7 @@ class Checker:
                        unclean: bool) -> None:
         """Count and supersede the committed history a new leader no longer holds."""
         leo = p.log_end_offset
-        end = leo if unclean else self._surviving_end(broker, p, m, leo)
+        end = self._unclean_end(p, m, leo) if unclean else self._surviving_end(broker, p, m, leo)
         lost = sorted(b for b in m.acked if m.acked[b].last >= end)
         tail = sorted(b for b in m.canon if m.canon[b][0] >= end)  # committed, now beyond what survived
         if not lost and not tail:
@@ -321,6 +322,17 @@ class Checker:
                 continue
             covering = max((b for b in m.canon if b <= base), default=base)
             return covering if self._power_loss_cause(m, broker, covering) else leo
+        return leo
+
+    @staticmethod
+    def _unclean_end(p: Any, m: PartitionModel, leo: int) -> int:
+        """Where an uncleanly elected replica's log leaves the committed history: its LEO,
+        or the first committed batch it holds differently. Out of the ISR it may never have
+        truncated a deposed epoch's batches, so it can differ from offset 0 on."""
+        for base, last, _epoch, crc in read_fingerprints(p.log, 0, min(leo, m.canon_end)):
+            known = m.canon.get(base)
+            if known is None or (known[0], known[2]) != (last, crc):
+                return max((b for b in m.canon if b <= base), default=base)
         return leo
 
     @staticmethod
