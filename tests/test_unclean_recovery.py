@@ -135,6 +135,39 @@ def test_failover_with_an_unclean_registration_moves_leadership_to_a_new_epoch()
     assert sent and all(leader != 1 for leader, _e, _ce in sent)
 
 
+def test_failover_takes_an_uncleanly_restarted_follower_out_of_the_isr_beside_a_clean_member():
+    """1 follows 2 and lost power: its unflushed tail may be gone while the ISR still
+    counts it. The failover that first reads its registration takes it out of the ISR
+    (a new leader epoch) and sends it the state as a follower, so it re-joins only after
+    fetching again; 2 keeps leading."""
+    c = ControllerCluster([1, 2, 9, 8, 7], candidates=[9, 8, 7])
+    c.create_topic("t", {0: [2, 1]})
+    before = c.state("t", 0)
+    assert (before.leader, before.isr) == (2, (2, 1))
+    mark = len(c.channel.sent)
+    _restart_unseen(c, 1, unclean=True)
+    after = c.state("t", 0)
+    assert (after.leader, after.isr) == (2, (2,))
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert (2, after.leader_epoch) in {(leader, e) for leader, e, _ce in _leader_and_isr_to(c, 1, mark)}
+
+
+def test_failover_takes_a_former_leader_back_from_an_unclean_shutdown_out_of_the_isr_too():
+    c = _failover_cluster()                          # t-0 on [1, 2]: 1 leads
+    _restart_unseen(c, 1, unclean=True)
+    after = c.state("t", 0)
+    assert (after.leader, after.isr) == (2, (2,))
+
+
+def test_failover_keeps_a_cleanly_restarted_follower_in_the_isr():
+    c = ControllerCluster([1, 2, 9, 8, 7], candidates=[9, 8, 7])
+    c.create_topic("t", {0: [2, 1]})
+    before = c.state("t", 0)
+    _restart_unseen(c, 1, unclean=False)
+    after = c.state("t", 0)
+    assert (after.leader, after.leader_epoch, after.isr) == (2, before.leader_epoch, (2, 1))
+
+
 def test_failover_with_an_unclean_registration_of_the_only_isr_member_reelects_it_at_a_new_epoch():
     c = _failover_cluster()
     c.leader_sets_isr(T0, [1])                       # 2 fell out of sync: 1 is electable alone

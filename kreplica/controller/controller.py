@@ -46,12 +46,13 @@ under a state last written with controller epoch <= N is elected again before th
 broker is told anything (:func:`~.leader_selectors.after_unclean_restart`: a live
 ISR member that is not itself back from an unclean shutdown if there is one, else
 the broker itself, always a new epoch); then the broker gets the startup treatment.
-Unlike a seen bounce it is not first failed out of the ISRs it follows in: at a
-failover that also finds the ISR's other members dead, that left only a dead
-(perhaps power-lost) member electable, and the simulator counted acked writes lost
-that the restarted follower still held. A follower's lost unflushed tail is
-re-fetched as after any follower crash (KIP-966's ELR, which also fences such
-followers, is not modelled).
+At failover, where it sits in such an ISR beside a live member that restarted cleanly, it is
+taken out (offline, then online as a follower: the seen bounce's treatment), so it
+re-joins only after fetching again the tail it may have lost. Where no such member
+is live it stays: failing it out then left only a dead (perhaps power-lost) member
+electable, and the simulator counted acked writes lost that the restarted follower
+still held. (KIP-966's eligible-leader replicas, which keep such choices open, are
+not modelled.)
 
 Handling is idempotent across failovers without any extra record: the election
 rewrites those states under this controller's epoch, > N unless this controller was
@@ -258,6 +259,7 @@ class KafkaController:
         # docstring): told nothing until those partitions have a new epoch.
         stale = self._stale_leaderships(unclean)
         restarted = {st.leader for st in stale.values()}
+        suspect = self._stale_isr_members(unclean, live)
         self.ctx.set_live_brokers(set(live) - restarted)
         self.deletion.initialize(deleting)
         self.batch.mark_init(self.ctx.live_or_shutting_down_broker_ids)
@@ -269,6 +271,7 @@ class KafkaController:
         # Dead brokers' replicas leave the ISRs only now, after the elections, so
         # a partition whose leader died is elected once (seed 003: leader_epoch 3).
         self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
+        self._fence_stale_isr_members(suspect)
         if restarted:
             self.on_broker_startup(sorted(restarted))
         # 6. partition change listeners for every topic
@@ -378,6 +381,32 @@ class KafkaController:
             return {}
         return {tp: st for tp, st in self.ctx.leadership.items()
                 if st.leader in unclean and st.controller_epoch <= unclean[st.leader]}
+
+    def _stale_isr_members(self, unclean: Mapping[int, int],
+                           live: Iterable[int]) -> list[PartitionReplica]:
+        """Replicas of brokers back from an unclean shutdown that sit in an ISR written
+        before the crash (controller epoch <= the one registered) beside a live member
+        that did not restart uncleanly: they may have lost their unflushed tail, and the
+        other member holds it. Read before any election rewrites those states."""
+        if not unclean:
+            return []
+        live = set(live)
+        clean = live - set(unclean)
+        return [PartitionReplica(tp, b)
+                for tp, st in sorted(self.ctx.leadership.items())
+                if clean.intersection(st.isr)
+                for b in st.isr
+                if b in unclean and b in live and st.controller_epoch <= unclean[b]]
+
+    def _fence_stale_isr_members(self, suspect: list[PartitionReplica]) -> None:
+        """Out of the ISR and back as followers (the seen bounce's failure then startup),
+        so each re-joins only once it has fetched again what it may have lost."""
+        leadership = self.ctx.leadership
+        # One the election left leading (no other member could be) keeps its place.
+        suspect = [pr for pr in suspect if pr.tp in leadership and leadership[pr.tp].leader != pr.replica]
+        if suspect:
+            self.rsm.handle_state_changes(suspect, ReplicaState.OFFLINE)
+            self.rsm.handle_state_changes(suspect, ReplicaState.ONLINE)
 
     def _elect_after_unclean_restart(self, stale: Mapping[TopicPartition, LeaderAndIsr],
                                      unclean: Iterable[int]) -> None:
