@@ -12,6 +12,7 @@ of a small scenario in under 5 minutes on one core.  Reported side by side:
   Python dominates the cost of an event.
 
     .venv/bin/python benchmarks/bench_sim.py            # the table
+    .venv/bin/python benchmarks/bench_sim.py --by-kind  # where a whole-cluster event's time goes
     .venv/bin/python -m pytest -q -p no:cacheprovider --benchmark-enable benchmarks/bench_sim.py
 """
 from __future__ import annotations
@@ -70,6 +71,50 @@ def chaos_run(seed: int = 1) -> tuple[float, float, int, int, int]:
     return time.perf_counter() - t0, time.process_time() - c0, r.scheduler_events, r.acked_writes, r.virtual_ms
 
 
+def _event_kind(fn: object, args: tuple) -> str:
+    """A scheduled callback's kind: the message type for a network arrival, the callee
+    for a broker timer (behind its PausableScheduler trampoline), else the function."""
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    if name == "SimNetwork._arrive":
+        return f"message {type(args[2]).__name__}"
+    if name == "MemorySession._arrive":
+        return f"store notice {getattr(args[0], '__qualname__', '?')}"
+    if name == "PausableScheduler._fire":
+        return f"broker timer {getattr(args[1], '__qualname__', '?')}"
+    return f"timer {name}"
+
+
+def event_costs(seed: int = 2) -> tuple[dict[str, tuple[int, float]], float]:
+    """One chaos run (as :func:`chaos_run`) with every event timed by kind:
+    ({kind: (count, seconds)}, the run's CPU s).  The checker's pass after each event
+    is not inside any event, so the kinds sum to less than the run."""
+    import kreplica.cluster as cluster_module
+
+    costs: dict[str, list] = {}
+    clock = time.perf_counter
+
+    class TimedScheduler(SimScheduler):
+        def call_later(self, delay_ms, fn, *args):
+            def timed(*a):
+                t0 = clock()
+                fn(*a)
+                c = costs.setdefault(_event_kind(fn, a), [0, 0.0])
+                c[0] += 1
+                c[1] += clock() - t0
+            return SimScheduler.call_later(self, delay_ms, timed, *args)
+
+        def call_soon(self, fn, *args):
+            return self.call_later(0, fn, *args)
+
+    real = cluster_module.SimScheduler
+    cluster_module.SimScheduler = TimedScheduler
+    try:
+        _wall, cpu, _events, _acked, _virtual = chaos_run(seed)
+    finally:
+        cluster_module.SimScheduler = real
+    return {k: (n, t) for k, (n, t) in costs.items()}, cpu
+
+
 def small_seeds(n: int) -> tuple[float, float, int]:
     """(wall s, CPU s, failing runs) for seeds 1..n of the small scenario."""
     sc = scenarios.load(SMALL)
@@ -91,12 +136,40 @@ def test_chaos_run_60_virtual_seconds(benchmark):
 
 
 @pytest.mark.benchmark(group="sim")
+def test_event_costs_by_kind(benchmark):
+    costs, _cpu = benchmark.pedantic(event_costs, rounds=1, iterations=1)
+    assert costs["message FetchRequest"][0] > 0 and all(n > 0 and t >= 0 for n, t in costs.values())
+
+
+@pytest.mark.benchmark(group="sim")
 def test_small_scenario_seeds(benchmark):
     wall, cpu, _bad = benchmark.pedantic(small_seeds, args=(20,), rounds=1, iterations=1)
     assert wall > 0
 
 
+def by_kind() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    chaos_run(1)  # warm: imports, first-touch of the code paths
+    costs, cpu = event_costs()
+    total = sum(t for _n, t in costs.values())
+    events = sum(n for n, _t in costs.values())
+    table = Table(title=f"one 60-virtual-s chaos run by event kind: {events:,} events, "
+                        f"{total:.2f} s inside them, {cpu:.2f} CPU s in all (timing adds ~1 us/event)")
+    for col in ("event kind", "count", "us each", "share"):
+        table.add_column(col, justify="left" if col == "event kind" else "right")
+    for kind, (n, t) in sorted(costs.items(), key=lambda kv: -kv[1][1])[:20]:
+        table.add_row(kind, f"{n:,}", f"{t / n * 1e6:,.1f}", f"{t / total:.1%}")
+    Console().print(table)
+
+
 def main() -> None:
+    import sys
+
+    if "--by-kind" in sys.argv[1:]:
+        by_kind()
+        return
     from rich.console import Console
     from rich.table import Table
 
