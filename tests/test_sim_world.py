@@ -114,6 +114,23 @@ def test_a_swarm_seed_runs_end_to_end_and_converges():
     assert r.history_hash == World(sc, 21).run().history_hash
 
 
+def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
+    import json
+
+    monkeypatch.setenv("COLUMNS", "400")  # one header line, unwrapped
+    args = ["--swarm", "--seed", "21", "--until", "2000", "--config", "replica.truncation.strategy = leader-epoch"]
+    assert sim_cli.main(args + ["--out", str(tmp_path), "--history"]) == 0
+    out = capsys.readouterr().out
+    options = json.loads(out.split("options: ", 1)[1].split("\n", 1)[0])
+    assert options == {"swarm": True, "until_ms": 2000,
+                       "config": {"replica.truncation.strategy": "leader-epoch"}}
+    # The seed's own header (what --replay reads) holds the scenario drawn, overrides applied.
+    (history,) = tmp_path.glob("swarm-21*.jsonl")
+    header = json.loads(history.read_text().splitlines()[0])
+    assert header["data"]["scenario"]["config"]["replica.truncation.strategy"] == "leader-epoch"
+    assert header["data"]["scenario"]["until_ms"] == 2000
+
+
 def test_cli_jobs_give_the_same_hashes_as_one_process(tmp_path):
     import json
 
