@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="random-chaos", help="scenario name or TOML path")
     p.add_argument("--seed", type=int, help="one seed")
     p.add_argument("--seeds", help="seeds: N, A..B or a,b,c")
-    p.add_argument("--swarm", action="store_true", help="randomize cluster, config and fault rates per seed")
+    p.add_argument("--swarm", action="store_true", help="randomize cluster, config and fault rates per seed, over --scenario's "
+                        "config and workload")
     p.add_argument("--until", type=int, metavar="MS", help="virtual run time before the liveness phase")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="override a Kafka config key")
     p.add_argument("--out", type=Path, metavar="DIR", help="write histories, timelines and a summary here")
@@ -54,7 +55,8 @@ def _scenario(args: argparse.Namespace, seed: int) -> Any:
     from .sim import scenarios
     from .sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(seed) if args.swarm else scenarios.load(args.scenario)
+    base = scenarios.load(args.scenario)
+    sc = swarm_scenario(seed, base) if args.swarm else base
     if args.until is not None:
         sc = replace(sc, until_ms=args.until)
     if args.config:
@@ -73,7 +75,7 @@ def _options(args: argparse.Namespace, first: Any) -> dict[str, Any]:
     seed, drawn from it) the overrides laid over every seed's draw."""
     if not args.swarm:
         return first.to_dict()
-    options: dict[str, Any] = {"swarm": True}
+    options: dict[str, Any] = {"swarm": True, "base": args.scenario}
     if args.until is not None:
         options["until_ms"] = args.until
     if args.config:
