@@ -124,6 +124,16 @@ def tp_name(tp: Any) -> str:
     return f"{tp.topic}-{tp.partition}"
 
 
+def _first_difference(p: Any, m: PartitionModel, start: int, end: int) -> int | None:
+    """The base of the first committed batch in [start, end) that the replica's log holds
+    differently (or not at all, batched otherwise); None when it holds them all."""
+    for base, last, _epoch, crc in read_fingerprints(p.log, start, end):
+        known = m.canon.get(base)
+        if known is None or (known[0], known[2]) != (last, crc):
+            return max((b for b in m.canon if b <= base), default=base)
+    return None
+
+
 class Checker:
     def __init__(self, history: History, trace_events: int = 30) -> None:
         self.history = history
@@ -314,26 +324,18 @@ class Checker:
         history's, so its LEO is not where the loss starts."""
         upto = min(leo, m.canon_end)
         froms = [f for b, f, _t in m.drops if b == broker and f < upto]
-        if not froms:
+        differs = _first_difference(p, m, min(froms), upto) if froms else None
+        if differs is None or not self._power_loss_cause(m, broker, differs):
             return leo
-        for base, last, _epoch, crc in read_fingerprints(p.log, min(froms), upto):
-            known = m.canon.get(base)
-            if known is not None and (known[0], known[2]) == (last, crc):
-                continue
-            covering = max((b for b in m.canon if b <= base), default=base)
-            return covering if self._power_loss_cause(m, broker, covering) else leo
-        return leo
+        return differs
 
     @staticmethod
     def _unclean_end(p: Any, m: PartitionModel, leo: int) -> int:
         """Where an uncleanly elected replica's log leaves the committed history: its LEO,
         or the first committed batch it holds differently. Out of the ISR it may never have
         truncated a deposed epoch's batches, so it can differ from offset 0 on."""
-        for base, last, _epoch, crc in read_fingerprints(p.log, 0, min(leo, m.canon_end)):
-            known = m.canon.get(base)
-            if known is None or (known[0], known[2]) != (last, crc):
-                return max((b for b in m.canon if b <= base), default=base)
-        return leo
+        differs = _first_difference(p, m, 0, min(leo, m.canon_end))
+        return leo if differs is None else differs
 
     @staticmethod
     def _power_loss_cause(m: PartitionModel, broker: int, first: int) -> str | None:
