@@ -35,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="random-chaos", help="scenario name or TOML path")
     p.add_argument("--seed", type=int, help="one seed")
     p.add_argument("--seeds", help="seeds: N, A..B or a,b,c")
-    p.add_argument("--swarm", action="store_true", help="randomize cluster, config and fault rates per seed, over --scenario's "
-                        "config and workload")
+    p.add_argument("--swarm", action="store_true",
+                   help="randomize cluster, config and fault rates per seed, over --scenario's config and workload")
     p.add_argument("--until", type=int, metavar="MS", help="virtual run time before the liveness phase")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="override a Kafka config key")
     p.add_argument("--out", type=Path, metavar="DIR", help="write histories, timelines and a summary here")
