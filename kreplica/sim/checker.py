@@ -20,6 +20,10 @@ and compares:
    loss is always re-elected in a new epoch (its registration says it shut down
    uncleanly, see controller.py), so one still leading its old epoch gets no
    excuse: its log is checked against the committed history like any leader's.
+   What a superseding election replaced stays excused for a replica still on an
+   older epoch (a deposed leader, alone in its ISR after an unclean election,
+   may go on committing and acking there until it is told); once it is on the
+   new epoch it is judged from the superseded offset on again.
 2. What a consumer read (below the HW it was served with) must stay committed.
 3. Every follower that has finished truncating holds, below its HW, exactly the
    canonical batches (same offsets and batch CRC, which covers every record byte;
@@ -110,6 +114,15 @@ class PartitionModel:
     # (broker, first dropped offset, time) for every power-loss crash
     drops: list[tuple[int, int, int]] = field(default_factory=list)
     committed_at: dict[int, int] = field(default_factory=dict)  # canon base -> when it was committed
+    # (epoch of the election that superseded, from offset, cause) for every attributed loss
+    superseded: list[tuple[int, int, str]] = field(default_factory=list)
+
+    def superseded_for(self, epoch: int) -> tuple[int, str] | None:
+        """(from offset, cause) of the history that elections after ``epoch`` replaced: a
+        replica still on ``epoch`` (a deposed leader or its follower, not yet told) holds it
+        legitimately there, and so may a deposed leader's ack of it."""
+        later = [(start, cause) for e, start, cause in self.superseded if e > epoch]
+        return min(later) if later else None
 
 
 @dataclass(slots=True)
@@ -179,17 +192,33 @@ class Checker:
             del self.views[key]
 
     # ---- inputs from the workload and the faults ------------------------------------------
-    def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int) -> None:
+    def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int,
+               leader: int | None = None) -> None:
         if acks != -1:
             return
         m = self.model(tp)
         self.acked_writes += 1
+        if leader is not None and leader != m.leader and self._acked_into_superseded(tp, m, base, leader):
+            return
         known = m.canon.get(base)
         if known is not None and (known[0], known[2]) != (last, crc):
             self.fail(Invariant.ACKED_WRITE_LOST, tp, None,
                       f"write acked at offset {base} but the committed log holds another batch there")
             return
         m.acked[base] = Ack(last, crc, self._now(), isr_size)
+
+    def _acked_into_superseded(self, tp: str, m: PartitionModel, base: int, leader: int) -> bool:
+        """A deposed leader, not yet told, acks (its ISR alone meets min.insync.replicas)
+        at an offset a later election already superseded: counted with that election's
+        cause, as if the ack had come just before it."""
+        led = [e for e, b in m.leaders.items() if b == leader]
+        gone = m.superseded_for(max(led)) if led else None
+        if gone is None or base < gone[0]:
+            return False
+        self.losses.append(CountedLoss(tp, base, gone[1], m.leader, m.epoch, self._now()))
+        self.history.record(self._now(), "counted_loss", leader, tp, offset=base, cause=gone[1],
+                            epoch=m.epoch, deposed_leader=True)
+        return True
 
     def on_consume(self, tp: str, batches: list[Fingerprint], high_watermark: int, leader: int) -> None:
         m = self.model(tp)
@@ -245,15 +274,21 @@ class Checker:
         if m is None:
             m = self.model(tp)
         hw = p.high_watermark
+        checked = hw
+        if m.superseded and p.leader_epoch < m.epoch:
+            gone = m.superseded_for(p.leader_epoch)
+            if gone is not None:
+                checked = min(hw, gone[0])
         role = p.role
         if role is _LEADER:
-            self._observe_leader(broker, tp, p, m, view, hw)
-        elif role is _FOLLOWER and fetch_phase is _FETCHING and view.verified < hw:
-            self._verify(broker, tp, p, m, view, hw, leader=False)
+            self._observe_leader(broker, tp, p, m, view, hw, checked)
+        elif role is _FOLLOWER and fetch_phase is _FETCHING and view.verified < checked:
+            self._verify(broker, tp, p, m, view, checked, leader=False)
         view.hw = hw
         view.epoch = p.leader_epoch
 
-    def _observe_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int) -> None:
+    def _observe_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int,
+                        checked: int) -> None:
         epoch = p.leader_epoch
         holder = m.leaders.get(epoch)
         if holder is None:
@@ -272,9 +307,10 @@ class Checker:
             return
         if epoch == m.epoch:
             m.isr = tuple(p.isr)
-        if view.verified < hw:
-            # Only the newest leader grows the history; a deposed one (not yet told) is checked.
-            self._verify(broker, tp, p, m, view, hw, leader=epoch == m.epoch)
+        if view.verified < checked:
+            # Only the newest leader grows the history; a deposed one (not yet told) is checked
+            # below what later elections superseded.
+            self._verify(broker, tp, p, m, view, checked, leader=epoch == m.epoch)
 
     def _on_election(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView,
                      epoch: int) -> None:
@@ -296,6 +332,10 @@ class Checker:
         lost = sorted(b for b in m.acked if m.acked[b].last >= end)
         tail = sorted(b for b in m.canon if m.canon[b][0] >= end)  # committed, now beyond what survived
         if not lost and not tail:
+            if unclean:
+                # Nothing committed is lost yet, but the deposed leader, alone in its ISR,
+                # may still commit beyond ``end`` in its old epoch: that is superseded too.
+                m.superseded.append((epoch, end, "unclean-election"))
             return
         first = min(lost[:1] + tail[:1])
         cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, first)
@@ -312,7 +352,12 @@ class Checker:
         self.history.record(self._now(), "superseded", broker, tp, from_offset=end, cause=cause,
                             committed_batches=len(tail))
         self._supersede(m, end)
-        view.verified = min(view.verified, end)
+        m.superseded.append((epoch, end, cause))
+        # Every replica is judged again from there against the new history, once it is on
+        # this epoch or a later one (before that, its old history is excused: observe).
+        for (_b, name), other in self.views.items():
+            if name == tp and other.verified > end:
+                other.verified = end
 
     def _surviving_end(self, broker: int, p: Any, m: PartitionModel, leo: int) -> int:
         """Where the replica's pre-power-loss history ends: its LEO, or the first committed
