@@ -155,7 +155,7 @@ def test_a_deposed_leader_keeps_its_superseded_history_until_told_then_is_judged
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
 
 
-def test_a_deposed_leaders_ack_into_superseded_history_is_a_counted_loss(make):
+def test_a_deposed_leaders_ack_and_read_of_superseded_history_are_a_counted_loss(make):
     """Swarm seed 1582: with min.insync.replicas=1 a deposed leader, alone in its ISR and
     cut off, acks an acks=all write after another broker's unclean election; the write
     is lost to that election, not by the next clean leader."""
@@ -168,6 +168,12 @@ def test_a_deposed_leaders_ack_into_superseded_history_is_a_counted_loss(make):
     base, last, crc = append(old, [b"acked-by-the-deposed"], 0)
     c.on_ack("t-0", base, last, crc, -1, 1, leader=1)
     assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(1, "unclean-election", 2)]
+    # Swarm seed 2680: a consumer reads it from the deposed leader too; it goes with the ack.
+    c.on_consume("t-0", read_fingerprints(old.log, base, last + 1), old.log.high_watermark, 1)
+    append(outsider, [b"x"], 1)
+    append(outsider, [b"y"], 1)               # the new history commits other batches there
+    c.observe(2, "t-0", outsider, None)
+    assert c.violation is None
     outsider.leader_epoch = 2
     c.observe(2, "t-0", outsider, None)       # a clean election of a leader without it
     assert c.violation is None

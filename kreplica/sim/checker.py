@@ -198,7 +198,14 @@ class Checker:
             return
         m = self.model(tp)
         self.acked_writes += 1
-        if leader is not None and leader != m.leader and self._acked_into_superseded(tp, m, base, leader):
+        gone = self._superseded_under(m, leader)
+        if gone is not None and base >= gone[0]:
+            # A deposed leader, not yet told, acked (its ISR alone meets min.insync.replicas)
+            # where a later election already superseded its history: counted with that
+            # election's cause, as if the ack had come just before it.
+            self.losses.append(CountedLoss(tp, base, gone[1], m.leader, m.epoch, self._now()))
+            self.history.record(self._now(), "counted_loss", leader, tp, offset=base, cause=gone[1],
+                                epoch=m.epoch, deposed_leader=True)
             return
         known = m.canon.get(base)
         if known is not None and (known[0], known[2]) != (last, crc):
@@ -207,27 +214,26 @@ class Checker:
             return
         m.acked[base] = Ack(last, crc, self._now(), isr_size)
 
-    def _acked_into_superseded(self, tp: str, m: PartitionModel, base: int, leader: int) -> bool:
-        """A deposed leader, not yet told, acks (its ISR alone meets min.insync.replicas)
-        at an offset a later election already superseded: counted with that election's
-        cause, as if the ack had come just before it."""
+    @staticmethod
+    def _superseded_under(m: PartitionModel, leader: int | None) -> tuple[int, str] | None:
+        """(from offset, cause) of what later elections superseded of the history ``leader``
+        (not the newest leader) served in the last epoch it was seen leading; else None."""
+        if leader is None or leader == m.leader or not m.superseded:
+            return None
         led = [e for e, b in m.leaders.items() if b == leader]
-        gone = m.superseded_for(max(led)) if led else None
-        if gone is None or base < gone[0]:
-            return False
-        self.losses.append(CountedLoss(tp, base, gone[1], m.leader, m.epoch, self._now()))
-        self.history.record(self._now(), "counted_loss", leader, tp, offset=base, cause=gone[1],
-                            epoch=m.epoch, deposed_leader=True)
-        return True
+        return m.superseded_for(max(led)) if led else None
 
     def on_consume(self, tp: str, batches: list[Fingerprint], high_watermark: int, leader: int) -> None:
         m = self.model(tp)
+        gone = self._superseded_under(m, leader)
         for base, last, _epoch, crc in batches:
             self.consumed_batches += 1
             if last >= high_watermark:
                 self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, leader,
                           f"consumer got offsets {base}..{last} beyond the HW {high_watermark}")
                 return
+            if gone is not None and base >= gone[0]:
+                continue  # a deposed leader's superseded history: gone with its acks (on_ack)
             known = m.canon.get(base)
             if known is not None and (known[0], known[2]) != (last, crc):
                 self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, leader,
