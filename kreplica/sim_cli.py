@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="random-chaos", help="scenario name or TOML path")
     p.add_argument("--seed", type=int, help="one seed")
     p.add_argument("--seeds", help="seeds: N, A..B or a,b,c")
-    p.add_argument("--swarm", action="store_true", help="randomize cluster, config and fault rates per seed")
+    p.add_argument("--swarm", action="store_true",
+                   help="randomize cluster, config and fault rates per seed, over --scenario's config and workload")
     p.add_argument("--until", type=int, metavar="MS", help="virtual run time before the liveness phase")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="override a Kafka config key")
     p.add_argument("--out", type=Path, metavar="DIR", help="write histories, timelines and a summary here")
@@ -54,16 +55,32 @@ def _scenario(args: argparse.Namespace, seed: int) -> Any:
     from .sim import scenarios
     from .sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(seed) if args.swarm else scenarios.load(args.scenario)
+    base = scenarios.load(args.scenario)
+    sc = swarm_scenario(seed, base) if args.swarm else base
     if args.until is not None:
         sc = replace(sc, until_ms=args.until)
     if args.config:
-        config = dict(sc.config)
-        for item in args.config:
-            key, _, value = item.partition("=")
-            config[key.strip()] = value.strip()
-        sc = replace(sc, config=config)
+        sc = replace(sc, config={**sc.config, **_overrides(args)})
     return sc
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    """``--config KEY=VALUE`` items as a dict (Kafka config keys; validated by the world)."""
+    pairs = (item.partition("=") for item in args.config)
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+def _options(args: argparse.Namespace, first: Any) -> dict[str, Any]:
+    """What the run header prints: the whole scenario, or for a swarm (one scenario per
+    seed, drawn from it) the overrides laid over every seed's draw."""
+    if not args.swarm:
+        return first.to_dict()
+    options: dict[str, Any] = {"swarm": True, "base": args.scenario}
+    if args.until is not None:
+        options["until_ms"] = args.until
+    if args.config:
+        options["config"] = _overrides(args)
+    return options
 
 
 def _replay(path: Path) -> int:
@@ -137,7 +154,7 @@ def execute(args: argparse.Namespace) -> int:
     first = _scenario(args, seeds[0])
     label = "swarm" if args.swarm else first.name
     console.print(f"kreplica simulate: {label}, seeds {args.seeds or seeds[0]}")
-    console.print(f"options: {json.dumps(first.to_dict() if not args.swarm else {'swarm': True}, sort_keys=True)}")
+    console.print(f"options: {json.dumps(_options(args, first), sort_keys=True)}")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     summary = Summary()

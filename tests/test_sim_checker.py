@@ -132,6 +132,60 @@ def test_an_unclean_leader_that_never_truncated_a_deposed_epoch_supersedes_from_
     assert superseded[-1].data["from_offset"] == 0
 
 
+def test_a_deposed_leader_keeps_its_superseded_history_until_told_then_is_judged(make):
+    """Swarm seed 1814: a leader paused through an unclean election of another broker
+    commits alone in its old epoch at resume, where the new leader has already committed
+    other batches. Not yet told, it holds the superseded history legitimately; once it
+    follows the new epoch, whatever it failed to truncate is divergence."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"common"], 0)
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"common"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", outsider, None)       # unclean: 2 was not in the ISR
+    append(outsider, [b"new"], 1)
+    c.observe(2, "t-0", outsider, None)       # the new history is committed at offset 1
+    append(old, [b"zombie"], 0)               # ... where the deposed leader commits alone
+    c.observe(1, "t-0", old, None)
+    assert c.violation is None and c.unclean_elections == 1
+    old.role, old.leader_epoch = Role.FOLLOWER, 1   # told, but it kept its batch
+    c.observe(1, "t-0", old, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+
+
+def test_a_deposed_leaders_ack_and_read_of_superseded_history_are_a_counted_loss(make):
+    """Swarm seed 1582: with min.insync.replicas=1 a deposed leader, alone in its ISR and
+    cut off, acks an acks=all write after another broker's unclean election; the write
+    is lost to that election, not by the next clean leader."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.LEADER, 1, isr=(2,))
+    c.observe(2, "t-0", outsider, None)       # unclean, empty: superseded from 0
+    base, last, crc = append(old, [b"acked-by-the-deposed"], 0)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=1)
+    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(1, "unclean-election", 2)]
+    # Swarm seed 2680: a consumer reads it from the deposed leader too; it goes with the ack.
+    c.on_consume("t-0", read_fingerprints(old.log, base, last + 1), old.log.high_watermark, 1)
+    append(outsider, [b"x"], 1)
+    append(outsider, [b"y"], 1)               # the new history commits other batches there
+    c.observe(2, "t-0", outsider, None)
+    assert c.violation is None
+    outsider.leader_epoch = 2
+    c.observe(2, "t-0", outsider, None)       # a clean election of a leader without it
+    assert c.violation is None
+    # The newest leader's own acks get no such excuse.
+    base, last, crc = append(outsider, [b"acked-by-the-leader"], 2, commit=False)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=2)
+    outsider.log.truncate_to(base)
+    outsider.leader_epoch = 3
+    c.observe(2, "t-0", outsider, None)
+    assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+
+
 def test_power_loss_of_the_elected_replica_is_counted(make):
     c = Checker(History())
     old = make("old", Role.LEADER, 0, isr=(1, 2))

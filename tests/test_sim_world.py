@@ -114,6 +114,34 @@ def test_a_swarm_seed_runs_end_to_end_and_converges():
     assert r.history_hash == World(sc, 21).run().history_hash
 
 
+def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
+    import json
+
+    monkeypatch.setenv("COLUMNS", "400")  # one header line, unwrapped
+    args = ["--swarm", "--seed", "21", "--until", "2000", "--config", "replica.truncation.strategy = leader-epoch"]
+    assert sim_cli.main(args + ["--out", str(tmp_path), "--history"]) == 0
+    out = capsys.readouterr().out
+    options = json.loads(out.split("options: ", 1)[1].split("\n", 1)[0])
+    assert options == {"swarm": True, "base": "random-chaos", "until_ms": 2000,
+                       "config": {"replica.truncation.strategy": "leader-epoch"}}
+    # The seed's own header (what --replay reads) holds the scenario drawn, overrides applied.
+    (history,) = tmp_path.glob("swarm-21*.jsonl")
+    header = json.loads(history.read_text().splitlines()[0])
+    assert header["data"]["scenario"]["config"]["replica.truncation.strategy"] == "leader-epoch"
+    assert header["data"]["scenario"]["until_ms"] == 2000
+
+
+def test_cli_swarm_draws_over_the_scenario_given(tmp_path):
+    import json
+
+    args = ["--swarm", "--seed", "4", "--until", "1500", "--history"]
+    assert sim_cli.main(args + ["--scenario", "gc-pause-chaos", "--out", str(tmp_path)]) == 0
+    (history,) = tmp_path.glob("swarm-4*.jsonl")
+    scenario = json.loads(history.read_text().splitlines()[0])["data"]["scenario"]
+    assert scenario["description"] == "swarm seed 4 over gc-pause-chaos"
+    assert scenario["config"]["zookeeper.session.timeout.ms"] == 3000  # the base's, kept
+
+
 def test_cli_jobs_give_the_same_hashes_as_one_process(tmp_path):
     import json
 

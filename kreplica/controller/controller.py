@@ -46,13 +46,13 @@ under a state last written with controller epoch <= N is elected again before th
 broker is told anything (:func:`~.leader_selectors.after_unclean_restart`: a live
 ISR member that is not itself back from an unclean shutdown if there is one, else
 the broker itself, always a new epoch); then the broker gets the startup treatment.
-At failover, where it sits in such an ISR beside a live member that restarted cleanly, it is
-taken out (offline, then online as a follower: the seen bounce's treatment), so it
-re-joins only after fetching again the tail it may have lost. Where no such member
-is live it stays: failing it out then left only a dead (perhaps power-lost) member
-electable, and the simulator counted acked writes lost that the restarted follower
-still held. (KIP-966's eligible-leader replicas, which keep such choices open, are
-not modelled.)
+At failover, where it sits in such an ISR beside a live member that restarted
+cleanly, it is taken out (offline, then online as a follower: the seen bounce's
+treatment), so it re-joins only after fetching again the tail it may have lost.
+Where no such member is live it stays: failing it out then left only a dead
+(perhaps power-lost) member electable, and the simulator counted acked writes lost
+that the restarted follower still held. (KIP-966's eligible-leader replicas, which
+keep such choices open, are not modelled.)
 
 Handling is idempotent across failovers without any extra record: the election
 rewrites those states under this controller's epoch, > N unless this controller was
@@ -390,13 +390,12 @@ class KafkaController:
         other member holds it. Read before any election rewrites those states."""
         if not unclean:
             return []
-        live = set(live)
-        clean = live - set(unclean)
+        clean = set(live) - set(unclean)
         return [PartitionReplica(tp, b)
                 for tp, st in sorted(self.ctx.leadership.items())
                 if clean.intersection(st.isr)
                 for b in st.isr
-                if b in unclean and b in live and st.controller_epoch <= unclean[b]]
+                if b in unclean and st.controller_epoch <= unclean[b]]
 
     def _fence_stale_isr_members(self, suspect: list[PartitionReplica]) -> None:
         """Out of the ISR and back as followers (the seen bounce's failure then startup),

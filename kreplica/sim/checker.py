@@ -20,6 +20,10 @@ and compares:
    loss is always re-elected in a new epoch (its registration says it shut down
    uncleanly, see controller.py), so one still leading its old epoch gets no
    excuse: its log is checked against the committed history like any leader's.
+   What a superseding election replaced stays excused for a replica still on an
+   older epoch (a deposed leader, alone in its ISR after an unclean election,
+   may go on committing and acking there until it is told); once it is on the
+   new epoch it is judged from the superseded offset on again.
 2. What a consumer read (below the HW it was served with) must stay committed.
 3. Every follower that has finished truncating holds, below its HW, exactly the
    canonical batches (same offsets and batch CRC, which covers every record byte;
@@ -110,6 +114,15 @@ class PartitionModel:
     # (broker, first dropped offset, time) for every power-loss crash
     drops: list[tuple[int, int, int]] = field(default_factory=list)
     committed_at: dict[int, int] = field(default_factory=dict)  # canon base -> when it was committed
+    # (epoch of the election that superseded, from offset, cause) for every attributed loss
+    superseded: list[tuple[int, int, str]] = field(default_factory=list)
+
+    def superseded_for(self, epoch: int) -> tuple[int, str] | None:
+        """(from offset, cause) of the history that elections after ``epoch`` replaced: a
+        replica still on ``epoch`` (a deposed leader or its follower, not yet told) holds it
+        legitimately there, and so may a deposed leader's ack of it."""
+        later = [(start, cause) for e, start, cause in self.superseded if e > epoch]
+        return min(later) if later else None
 
 
 @dataclass(slots=True)
@@ -122,6 +135,16 @@ class ReplicaView:
 
 def tp_name(tp: Any) -> str:
     return f"{tp.topic}-{tp.partition}"
+
+
+def _first_difference(p: Any, m: PartitionModel, start: int, end: int) -> int | None:
+    """The base of the first committed batch in [start, end) that the replica's log holds
+    differently (or not at all, batched otherwise); None when it holds them all."""
+    for base, last, _epoch, crc in read_fingerprints(p.log, start, end):
+        known = m.canon.get(base)
+        if known is None or (known[0], known[2]) != (last, crc):
+            return max((b for b in m.canon if b <= base), default=base)
+    return None
 
 
 class Checker:
@@ -169,11 +192,21 @@ class Checker:
             del self.views[key]
 
     # ---- inputs from the workload and the faults ------------------------------------------
-    def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int) -> None:
+    def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int,
+               leader: int | None = None) -> None:
         if acks != -1:
             return
         m = self.model(tp)
         self.acked_writes += 1
+        gone = self._superseded_under(m, leader)
+        if gone is not None and base >= gone[0]:
+            # A deposed leader, not yet told, acked (its ISR alone meets min.insync.replicas)
+            # where a later election already superseded its history: counted with that
+            # election's cause, as if the ack had come just before it.
+            self.losses.append(CountedLoss(tp, base, gone[1], m.leader, m.epoch, self._now()))
+            self.history.record(self._now(), "counted_loss", leader, tp, offset=base, cause=gone[1],
+                                epoch=m.epoch, deposed_leader=True)
+            return
         known = m.canon.get(base)
         if known is not None and (known[0], known[2]) != (last, crc):
             self.fail(Invariant.ACKED_WRITE_LOST, tp, None,
@@ -181,14 +214,26 @@ class Checker:
             return
         m.acked[base] = Ack(last, crc, self._now(), isr_size)
 
+    @staticmethod
+    def _superseded_under(m: PartitionModel, leader: int | None) -> tuple[int, str] | None:
+        """(from offset, cause) of what later elections superseded of the history ``leader``
+        (not the newest leader) served in the last epoch it was seen leading; else None."""
+        if leader is None or leader == m.leader or not m.superseded:
+            return None
+        led = [e for e, b in m.leaders.items() if b == leader]
+        return m.superseded_for(max(led)) if led else None
+
     def on_consume(self, tp: str, batches: list[Fingerprint], high_watermark: int, leader: int) -> None:
         m = self.model(tp)
+        gone = self._superseded_under(m, leader)
         for base, last, _epoch, crc in batches:
             self.consumed_batches += 1
             if last >= high_watermark:
                 self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, leader,
                           f"consumer got offsets {base}..{last} beyond the HW {high_watermark}")
                 return
+            if gone is not None and base >= gone[0]:
+                continue  # a deposed leader's superseded history: gone with its acks (on_ack)
             known = m.canon.get(base)
             if known is not None and (known[0], known[2]) != (last, crc):
                 self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, leader,
@@ -235,15 +280,21 @@ class Checker:
         if m is None:
             m = self.model(tp)
         hw = p.high_watermark
+        checked = hw
+        if m.superseded and p.leader_epoch < m.epoch:
+            gone = m.superseded_for(p.leader_epoch)
+            if gone is not None:
+                checked = min(hw, gone[0])
         role = p.role
         if role is _LEADER:
-            self._observe_leader(broker, tp, p, m, view, hw)
-        elif role is _FOLLOWER and fetch_phase is _FETCHING and view.verified < hw:
-            self._verify(broker, tp, p, m, view, hw, leader=False)
+            self._observe_leader(broker, tp, p, m, view, hw, checked)
+        elif role is _FOLLOWER and fetch_phase is _FETCHING and view.verified < checked:
+            self._verify(broker, tp, p, m, view, checked, leader=False)
         view.hw = hw
         view.epoch = p.leader_epoch
 
-    def _observe_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int) -> None:
+    def _observe_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int,
+                        checked: int) -> None:
         epoch = p.leader_epoch
         holder = m.leaders.get(epoch)
         if holder is None:
@@ -262,9 +313,10 @@ class Checker:
             return
         if epoch == m.epoch:
             m.isr = tuple(p.isr)
-        if view.verified < hw:
-            # Only the newest leader grows the history; a deposed one (not yet told) is checked.
-            self._verify(broker, tp, p, m, view, hw, leader=epoch == m.epoch)
+        if view.verified < checked:
+            # Only the newest leader grows the history; a deposed one (not yet told) is checked
+            # below what later elections superseded.
+            self._verify(broker, tp, p, m, view, checked, leader=epoch == m.epoch)
 
     def _on_election(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView,
                      epoch: int) -> None:
@@ -286,6 +338,10 @@ class Checker:
         lost = sorted(b for b in m.acked if m.acked[b].last >= end)
         tail = sorted(b for b in m.canon if m.canon[b][0] >= end)  # committed, now beyond what survived
         if not lost and not tail:
+            if unclean:
+                # Nothing committed is lost yet, but the deposed leader, alone in its ISR,
+                # may still commit beyond ``end`` in its old epoch: that is superseded too.
+                m.superseded.append((epoch, end, "unclean-election"))
             return
         first = min(lost[:1] + tail[:1])
         cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, first)
@@ -302,7 +358,12 @@ class Checker:
         self.history.record(self._now(), "superseded", broker, tp, from_offset=end, cause=cause,
                             committed_batches=len(tail))
         self._supersede(m, end)
-        view.verified = min(view.verified, end)
+        m.superseded.append((epoch, end, cause))
+        # Every replica is judged again from there against the new history, once it is on
+        # this epoch or a later one (before that, its old history is excused: observe).
+        for (_b, name), other in self.views.items():
+            if name == tp and other.verified > end:
+                other.verified = end
 
     def _surviving_end(self, broker: int, p: Any, m: PartitionModel, leo: int) -> int:
         """Where the replica's pre-power-loss history ends: its LEO, or the first committed
@@ -314,26 +375,18 @@ class Checker:
         history's, so its LEO is not where the loss starts."""
         upto = min(leo, m.canon_end)
         froms = [f for b, f, _t in m.drops if b == broker and f < upto]
-        if not froms:
+        differs = _first_difference(p, m, min(froms), upto) if froms else None
+        if differs is None or not self._power_loss_cause(m, broker, differs):
             return leo
-        for base, last, _epoch, crc in read_fingerprints(p.log, min(froms), upto):
-            known = m.canon.get(base)
-            if known is not None and (known[0], known[2]) == (last, crc):
-                continue
-            covering = max((b for b in m.canon if b <= base), default=base)
-            return covering if self._power_loss_cause(m, broker, covering) else leo
-        return leo
+        return differs
 
     @staticmethod
     def _unclean_end(p: Any, m: PartitionModel, leo: int) -> int:
         """Where an uncleanly elected replica's log leaves the committed history: its LEO,
         or the first committed batch it holds differently. Out of the ISR it may never have
         truncated a deposed epoch's batches, so it can differ from offset 0 on."""
-        for base, last, _epoch, crc in read_fingerprints(p.log, 0, min(leo, m.canon_end)):
-            known = m.canon.get(base)
-            if known is None or (known[0], known[2]) != (last, crc):
-                return max((b for b in m.canon if b <= base), default=base)
-        return leo
+        differs = _first_difference(p, m, 0, min(leo, m.canon_end))
+        return leo if differs is None else differs
 
     @staticmethod
     def _power_loss_cause(m: PartitionModel, broker: int, first: int) -> str | None:

@@ -136,7 +136,7 @@ class Producer:
         name = f"{tp.topic}-{tp.partition}"
         self.world.record("ack", leader, name, offset=r.base_offset, last=last, crc=crc,
                           acks=self.acks, attempt=attempt)
-        self.world.checker.on_ack(name, r.base_offset, last, crc, self.acks, isr)
+        self.world.checker.on_ack(name, r.base_offset, last, crc, self.acks, isr, leader)
         self._schedule_next()
 
     def _retry(self, tp: TopicPartition, batch: bytes, attempt: int, code: int) -> None:
