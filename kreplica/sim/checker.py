@@ -117,11 +117,14 @@ class PartitionModel:
     # (epoch of the election that superseded, from offset, cause) for every attributed loss
     superseded: list[tuple[int, int, str]] = field(default_factory=list)
 
-    def superseded_for(self, epoch: int) -> tuple[int, str] | None:
+    def superseded_for(self, epoch: int, unclean_only: bool = False) -> tuple[int, str] | None:
         """(from offset, cause) of the history that elections after ``epoch`` replaced: a
         replica still on ``epoch`` (a deposed leader or its follower, not yet told) holds it
-        legitimately there, and so may a deposed leader's ack of it."""
-        later = [(start, cause) for e, start, cause in self.superseded if e > epoch]
+        legitimately there. Only after an unclean election may a deposed leader go on
+        committing and acking it (alone in its ISR); after a clean one the ISR write that
+        would let it is fenced, so such an ack stays a finding (``unclean_only``)."""
+        later = [(start, cause) for e, start, cause in self.superseded
+                 if e > epoch and (not unclean_only or cause == "unclean-election")]
         return min(later) if later else None
 
 
@@ -216,12 +219,12 @@ class Checker:
 
     @staticmethod
     def _superseded_under(m: PartitionModel, leader: int | None) -> tuple[int, str] | None:
-        """(from offset, cause) of what later elections superseded of the history ``leader``
-        (not the newest leader) served in the last epoch it was seen leading; else None."""
+        """(from offset, cause) of what later unclean elections superseded of the history
+        ``leader`` (not the newest leader) served in the last epoch it was seen leading."""
         if leader is None or leader == m.leader or not m.superseded:
             return None
         led = [e for e, b in m.leaders.items() if b == leader]
-        return m.superseded_for(max(led)) if led else None
+        return m.superseded_for(max(led), unclean_only=True) if led else None
 
     def on_consume(self, tp: str, batches: list[Fingerprint], high_watermark: int, leader: int) -> None:
         m = self.model(tp)
