@@ -16,10 +16,11 @@ and compares:
    history is superseded from where the new leader's log leaves it: its log end,
    or the first committed batch it holds differently (an unclean leader may never
    have truncated a deposed epoch's batches; a leader back from a power loss may
-   already have appended producers' batches where it dropped committed ones).  A broker back from a power
-   loss is always re-elected in a new epoch (its registration says it shut down
-   uncleanly, see controller.py), so one still leading its old epoch gets no
-   excuse: its log is checked against the committed history like any leader's.
+   already have appended producers' batches where it dropped committed ones).
+   A broker back from a power loss is always re-elected in a new epoch (its
+   registration says it shut down uncleanly, see controller.py), so one still
+   leading its old epoch gets no excuse: its log is checked against the committed
+   history like any leader's.
    What a superseding election replaced stays excused for a replica still on an
    older epoch (a deposed leader, alone in its ISR after an unclean election,
    may go on committing and acking there until it is told); once it is on the
