@@ -9,6 +9,10 @@ replication factor, the configuration (acks, ``min.insync.replicas``,
 rate of each fault (some switched off entirely), on top of a base scenario.
 The result is an ordinary :class:`Scenario`, recorded in the run header, so a
 swarm seed replays like any other.
+
+A base with a script (``[[steps]]``, or topics with a fixed assignment) keeps its
+topics and steps: the swarm only adds brokers to the ones the script names, and
+draws the configuration and a background of random faults around the story.
 """
 from __future__ import annotations
 
@@ -24,10 +28,14 @@ _FAULTS = ("crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "k
 
 def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
     base = base or load("random-chaos")
+    scripted = bool(base.steps) or any(t.assignment for t in base.topics)
     rng = random.Random(f"swarm:{seed}")
-    brokers = rng.randint(3, 7)
+    fewest = max(3, base.brokers) if scripted else 3
+    brokers = rng.randint(fewest, max(fewest, 7))
     rf = rng.randint(2, min(brokers, 4))
     partitions = rng.randint(1, 8)
+    topics = base.topics if scripted else (TopicSpec("t", partitions, rf),)
+    rf = min(t.replication_factor for t in topics)
     acks = rng.choice(["0", "1", "all", "all"])
     min_isr = rng.randint(1, rf)
     unclean = rng.random() < 0.25
@@ -59,7 +67,7 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
         description=f"swarm seed {seed} over {base.name}",
         brokers=brokers,
         config=config,
-        topics=(TopicSpec("t", partitions, rf),),
+        topics=topics,
         workload=workload,
         chaos=chaos,
         until_ms=min(base.until_ms, 30_000),

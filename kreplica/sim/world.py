@@ -103,7 +103,7 @@ class World:
     def __init__(self, scenario: Scenario, seed: int, *, keep_history: bool = True,
                  sample_ms: int = 250, record_samples: bool = False, data_root: str | None = None,
                  keep_data: bool = False) -> None:
-        self.scenario = scenario
+        self.scenario = scenario.validate()  # a scenario error is the caller's, not a finding
         self.seed = seed
         self.rng = random.Random(f"world:{seed}")
         self.history = History(keep_all=keep_history)

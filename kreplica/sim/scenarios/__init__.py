@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ...config import validate as validate_config
+from ...errors import InvalidConfig
 from ..faults import FaultRates
 from ..network import LinkProfile
 
@@ -84,12 +86,125 @@ class Scenario:
             config[k.replace("_", ".")] = v
         return replace(self, config=config)
 
+    def validate(self) -> "Scenario":
+        """Raise ValueError naming the first thing that cannot run here: a topic with more
+        replicas than brokers, or a step or assignment naming a broker, topic, partition or
+        bound name that does not exist.  A scenario error must not reach the run, where it
+        would surface as an exception inside the system under test."""
+        if self.brokers < 1:
+            raise ValueError(f"scenario {self.name}: brokers = {self.brokers}, need at least 1")
+        if self.until_ms < 0 or self.liveness_ms < 0:
+            raise ValueError(f"scenario {self.name}: until_ms and liveness_ms must be >= 0")
+        try:
+            validate_config(self.config)
+        except InvalidConfig as e:
+            raise ValueError(f"scenario {self.name}: {e}") from None
+        ids = set(self.broker_ids)
+        partitions: dict[str, int] = {}
+        for t in self.topics:
+            where = f"scenario {self.name}: topic {t.name}"
+            if t.partitions < 1 or not 1 <= t.replication_factor <= self.brokers:
+                raise ValueError(f"{where}: {t.partitions} partition(s) of replication factor "
+                                 f"{t.replication_factor} on {self.brokers} broker(s)")
+            for p, replicas in (t.assignment or {}).items():
+                if not 0 <= p < t.partitions:
+                    raise ValueError(f"{where}: assignment names partition {p} of {t.partitions}")
+                _check_replicas(f"{where}-{p} assignment", replicas, ids)
+            partitions[t.name] = t.partitions
+        for nid in self.nodes:
+            if nid not in ids:
+                raise ValueError(f"scenario {self.name}: [nodes.{nid}] names no broker (brokers 1..{self.brokers})")
+        bound: set[str] = set()
+        for i, step in enumerate(self.steps, 1):
+            _check_step(f"scenario {self.name}: step {i} ({step.action})", step, ids, partitions, bound)
+            if step.bind:
+                bound.add(step.bind)
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the run header (replay rebuilds the scenario from it)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             out[f.name] = _plain(getattr(self, f.name))
         return out
+
+
+#: What a step may do (World._run_step) and the parameters each one needs.
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "crash": (), "crash_together": ("crashes",), "restart": (), "controlled_shutdown": (),
+    "pause": ("duration_ms",), "slow_disk": ("duration_ms",), "disk_full": ("duration_ms",),
+    "kill_controller": (), "expire_session": (), "isolate": ("duration_ms",),
+    "partition": ("groups", "duration_ms"), "cut_store": ("duration_ms",),
+    "reassign": ("topic", "partition", "replicas"), "elect_preferred": ("topic",),
+    "create_topic": ("topic",), "delete_topic": ("topic",),
+}
+#: Actions aimed at one broker (``target``); the others name what they act on in parameters.
+_TARGETED = {"crash", "restart", "controlled_shutdown", "pause", "slow_disk", "disk_full",
+             "expire_session", "isolate", "cut_store"}
+
+
+def _check_replicas(where: str, replicas: Any, ids: set[int]) -> None:
+    replicas = list(replicas)
+    bad = [b for b in replicas if b not in ids]
+    if not replicas or bad or len(set(replicas)) != len(replicas):
+        raise ValueError(f"{where}: replicas {replicas} must be distinct brokers of "
+                         f"1..{max(ids)}" + (f" (no broker {bad[0]})" if bad else ""))
+
+
+def _check_partition(where: str, name: str, partitions: dict[str, int]) -> None:
+    topic, _, p = name.rpartition("-")
+    if topic not in partitions or not p.isdigit() or int(p) >= partitions[topic]:
+        raise ValueError(f"{where}: no partition {name!r} (topics: "
+                         f"{', '.join(f'{t} x{n}' for t, n in partitions.items())})")
+
+
+def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int], bound: set[str]) -> None:
+    if step.action not in ACTIONS:
+        raise ValueError(f"{where}: unknown action; known: {', '.join(sorted(ACTIONS))}")
+    missing = [k for k in ACTIONS[step.action] if k not in step.params]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)}")
+    target = step.target
+    if target is None:
+        if step.action in _TARGETED:
+            raise ValueError(f"{where}: needs a target")
+    elif isinstance(target, int) and not isinstance(target, bool):
+        if target not in ids:
+            raise ValueError(f"{where}: target {target} is not a broker (brokers 1..{max(ids)})")
+    elif not isinstance(target, str):
+        raise ValueError(f"{where}: target {target!r} is neither a broker id nor a name")
+    elif target.startswith("$"):
+        if target[1:] not in bound:
+            raise ValueError(f"{where}: target {target} is bound by no earlier step")
+    elif target.partition(":")[0] in ("leader", "follower"):
+        _check_partition(where, target.partition(":")[2], partitions)
+    elif target not in ("controller", "random"):
+        raise ValueError(f"{where}: unknown target {target!r}")
+    if step.on is not None:
+        kind, _, name = step.on.partition(":")
+        if kind != "election":
+            raise ValueError(f"{where}: on = {step.on!r}, expected 'election:<topic>-<partition>'")
+        _check_partition(where, name, partitions)
+    prm = step.params
+    if step.action == "reassign":
+        _check_partition(where, f"{prm['topic']}-{prm['partition']}", partitions)
+        _check_replicas(where, prm["replicas"], ids)
+    elif step.action == "crash_together":
+        for crash in prm["crashes"]:
+            if crash.get("broker") not in ids:
+                raise ValueError(f"{where}: crash of {crash.get('broker')!r}, not a broker of 1..{max(ids)}")
+    elif step.action == "partition":
+        for group in prm["groups"]:
+            bad = [b for b in group if b not in ids]
+            if bad:
+                raise ValueError(f"{where}: group {list(group)} names no broker {bad[0]}")
+    elif step.action == "create_topic":
+        partitions[prm["topic"]] = int(prm.get("partitions", 1))
+        if not 1 <= int(prm.get("replication_factor", 3)) <= len(ids):
+            raise ValueError(f"{where}: replication factor {prm.get('replication_factor', 3)} "
+                             f"on {len(ids)} broker(s)")
+    elif step.action == "elect_preferred" and prm["topic"] not in partitions:
+        raise ValueError(f"{where}: no topic {prm['topic']!r}")
 
 
 def _plain(v: Any) -> Any:
@@ -139,7 +254,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         steps=tuple(steps),
         until_ms=int(data.get("until_ms", 30_000)),
         liveness_ms=int(data.get("liveness_ms", 60_000)),
-    )
+    ).validate()
 
 
 def names() -> list[str]:
