@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,29 +25,71 @@ HELP = "deterministic simulation with fault injection and an invariant checker"
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``7``, ``1..1000`` (inclusive) or ``1,5,9``."""
-    if ".." in text:
-        a, b = text.split("..", 1)
-        return list(range(int(a), int(b) + 1))
-    return [int(s) for s in text.split(",") if s.strip()]
+    """``7``, ``1..1000`` (inclusive) or ``1,5,9``; ValueError for anything else."""
+    try:
+        if ".." in text:
+            a, b = text.split("..", 1)
+            seeds = list(range(int(a), int(b) + 1))
+        else:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"seeds {text!r}: expected N, A..B or a,b,c (integers)") from None
+    if not seeds:
+        raise ValueError(f"seeds {text!r}: no seed in it")
+    return seeds
+
+
+def _argument(convert: Any) -> Any:
+    """An argparse ``type`` from a converter that raises ValueError with a readable message."""
+    def parse(text: str) -> Any:
+        try:
+            return convert(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def _at_least(low: int) -> Any:
+    def number(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
+        if n < low:
+            raise ValueError(f"{n}: must be at least {low}")
+        return n
+    return _argument(number)
+
+
+def _seed_text(text: str) -> str:
+    parse_seeds(text)  # checked here, kept as written for the run header
+    return text
+
+
+def _key_value(text: str) -> str:
+    if "=" not in text or not text.partition("=")[0].strip():
+        raise ValueError(f"{text!r}: expected KEY=VALUE")
+    return text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="random-chaos", help="scenario name or TOML path")
     p.add_argument("--seed", type=int, help="one seed")
-    p.add_argument("--seeds", help="seeds: N, A..B or a,b,c")
+    p.add_argument("--seeds", type=_argument(_seed_text), help="seeds: N, A..B or a,b,c")
     p.add_argument("--swarm", action="store_true",
                    help="randomize cluster, config and fault rates per seed, over --scenario's config and workload")
-    p.add_argument("--until", type=int, metavar="MS", help="virtual run time before the liveness phase")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="override a Kafka config key")
+    p.add_argument("--until", type=_at_least(0), metavar="MS", help="virtual run time before the liveness phase")
+    p.add_argument("--config", action="append", default=[], type=_argument(_key_value), metavar="KEY=VALUE",
+                   help="override a Kafka config key")
     p.add_argument("--out", type=Path, metavar="DIR", help="write histories, timelines and a summary here")
     p.add_argument("--history", action="store_true",
                    help="with --out: JSON-lines history of every run (failing runs always get one)")
     p.add_argument("--timeline", action="store_true", help="with --out: a timeline PNG of every run")
     p.add_argument("--replay", type=Path, metavar="FILE", help="re-run a recorded history and compare hashes")
     p.add_argument("--list", action="store_true", help="list the scenarios")
-    p.add_argument("--traces", type=int, default=3, help="print the traces of this many failing runs")
-    p.add_argument("--jobs", type=int, default=1, help="run seeds in this many processes")
+    p.add_argument("--traces", type=_at_least(0), default=3, help="print the traces of this many failing runs")
+    p.add_argument("--jobs", type=_at_least(1), default=1, help="run seeds in this many processes")
     p.add_argument("--keep-data", action="store_true",
                    help="keep each run's broker log dirs (printed) for kreplica dump-log")
 
@@ -136,6 +179,11 @@ def _runs(args: argparse.Namespace, first: Any, seeds: list[int]) -> Any:
         yield from pool.imap(partial(run_seed, args, scenario=shared), seeds)
 
 
+def _error(message: str) -> int:
+    print(f"kreplica simulate: error: {message}", file=sys.stderr)
+    return 2
+
+
 def execute(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -148,37 +196,94 @@ def execute(args: argparse.Namespace) -> int:
         for name in scenarios.names():
             console.print(f"[bold]{name}[/bold]: {' '.join(scenarios.load(name).description.split())}")
         return 0
+    # Bad input -- an unknown scenario, a script naming a missing broker, a bad config key,
+    # an unreadable history -- is reported in one line with exit status 2, before any run.
     if args.replay is not None:
-        return _replay(args.replay)
+        try:
+            return _replay(args.replay)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return _error(f"cannot replay {args.replay}: {e!r}" if isinstance(e, KeyError)
+                          else f"cannot replay {args.replay}: {e}")
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed is not None else 0]
-    first = _scenario(args, seeds[0])
+    try:
+        first = _scenario(args, seeds[0]).validate()
+    except (OSError, ValueError) as e:
+        return _error(str(e))
     label = "swarm" if args.swarm else first.name
     console.print(f"kreplica simulate: {label}, seeds {args.seeds or seeds[0]}")
     console.print(f"options: {json.dumps(_options(args, first), sort_keys=True)}")
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return _error(f"--out {args.out}: {e}")
     summary = Summary()
     traces = 0
     results = []
+    # Output to a file or pipe (CI, nohup) gets a plain line every 5% instead of a bar.
+    plain = None if console.is_terminal or len(seeds) == 1 else PlainProgress(len(seeds), console)
+    interrupted = False
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=len(seeds) == 1) as progress:
+                  console=console, transient=len(seeds) == 1, disable=plain is not None) as progress:
         task = progress.add_task(label, total=len(seeds))
-        for r in _runs(args, first, seeds):
-            summary.add(r)
-            results.append({"seed": r.seed, "hash": r.history_hash, "ok": r.ok,
-                            "violation": r.violation.invariant.value if r.violation else None,
-                            "losses": len(r.losses)})
-            if len(seeds) == 1:
-                console.print(f"seed {r.seed}: history hash {r.history_hash} ({r.events} events)")
-            if r.violation is not None and traces < args.traces:
-                traces += 1
-                progress.console.print(f"[red]seed {r.seed}[/red]\n{r.violation.describe()}")
-            progress.advance(task)
-    console.print(summary.table(f"{label}: {len(seeds)} seed(s)"))
+        try:
+            for r in _runs(args, first, seeds):
+                summary.add(r)
+                results.append({"seed": r.seed, "hash": r.history_hash, "ok": r.ok,
+                                "violation": r.violation.invariant.value if r.violation else None,
+                                "losses": len(r.losses)})
+                if len(seeds) == 1:
+                    console.print(f"seed {r.seed}: history hash {r.history_hash} ({r.events} events)")
+                if r.violation is not None and traces < args.traces:
+                    traces += 1
+                    progress.console.print(f"[red]seed {r.seed}[/red]\n{r.violation.describe()}")
+                progress.advance(task)
+                if plain is not None:
+                    plain.advance(summary)
+        except KeyboardInterrupt:  # keep what finished: the summary covers the seeds that ran
+            interrupted = True
+    done = f"{summary.runs} of {len(seeds)} seed(s), interrupted" if interrupted else f"{len(seeds)} seed(s)"
+    console.print(summary.table(f"{label}: {done}"))
     if args.out:
-        (args.out / "summary.json").write_text(json.dumps({"summary": summary.to_dict(), "runs": results},
-                                                          indent=1, sort_keys=True))
+        (args.out / "summary.json").write_text(json.dumps(
+            {"summary": summary.to_dict(), "runs": results, "interrupted": interrupted}, indent=1, sort_keys=True))
+    if interrupted:
+        return 130
     return 1 if summary.violations else 0
+
+
+class PlainProgress:
+    """Progress as plain lines, for output that is not a terminal: one line each time
+    another 5% of the seeds is done (at most one a second), with findings so far and
+    the time left at the rate so far."""
+
+    def __init__(self, total: int, console: Any, clock: Any = time.monotonic) -> None:
+        self.total, self.console, self.clock = total, console, clock
+        self.started = self.last = clock()
+        self.next_at = self._step()
+
+    def _step(self) -> int:
+        return max(1, -(-self.total // 20))
+
+    def advance(self, summary: Any) -> None:
+        done = summary.runs
+        now = self.clock()
+        if done < self.next_at or (done < self.total and now - self.last < 1.0):
+            return
+        self.last = now
+        self.next_at = (done // self._step() + 1) * self._step()
+        elapsed = now - self.started
+        left = elapsed / done * (self.total - done)
+        self.console.print(
+            f"progress: {done}/{self.total} seeds ({done / self.total:.0%}), "
+            f"{sum(summary.violations.values())} with a violation, "
+            f"{_duration(elapsed)} elapsed" + (f", about {_duration(left)} left" if done < self.total else ""),
+            highlight=False)
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -108,7 +108,14 @@ class History:
 
 
 def read_jsonl(path: str | Path) -> list[Event]:
-    return [Event.from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    events = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                events.append(Event.from_json(line))
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"line {n} is not a history event ({type(e).__name__}: {e})") from None
+    return events
 
 
 def hash_lines(lines: Iterable[str]) -> str:

@@ -1,0 +1,88 @@
+"""The simulate command: bad input answered in one line with exit status 2, plain
+progress lines when the output is not a terminal, and an interrupted sweep that keeps
+the seeds that finished."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kreplica import sim_cli
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scenario", "no-such-scenario"], "no scenario 'no-such-scenario'; known: "),
+    (["--scenario", "kip101-hw-truncation", "--config", "no.such.key=1"], "unknown config key 'no.such.key'"),
+    (["--scenario", "kip101-hw-truncation", "--config", "replica.truncation.strategy=bogus"],
+     "expected one of high-watermark, leader-epoch"),
+    (["--replay", "/nonexistent/history.jsonl"], "cannot replay /nonexistent/history.jsonl: "),
+])
+def test_cli_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
+    assert sim_cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kreplica simulate: error: ") and message in err and "Traceback" not in err
+
+
+def test_cli_replay_of_a_file_that_is_not_a_history(tmp_path, capsys):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n')
+    assert sim_cli.main(["--replay", str(path)]) == 2
+    assert "line 1 is not a history event" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "1..x"], "expected N, A..B or a,b,c"),
+    (["--seeds", "5..1"], "no seed in it"),
+    (["--jobs", "0"], "must be at least 1"),
+    (["--until", "-5"], "must be at least 0"),
+    (["--config", "acks"], "expected KEY=VALUE"),
+])
+def test_cli_bad_arguments_are_refused_by_the_parser(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        sim_cli.main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_progress_is_plain_lines_when_output_is_not_a_terminal(tmp_path, capsys):
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seeds", "1..3", "--until", "1500", "--out", str(tmp_path)]
+    assert sim_cli.main(argv) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("progress: ")]
+    assert lines and lines[-1].startswith("progress: 3/3 seeds (100%), 0 with a violation, ")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is False and len(summary["runs"]) == 3
+
+
+def test_plain_progress_prints_each_5_percent_at_most_once_a_second():
+    from types import SimpleNamespace
+    from collections import Counter
+
+    printed = []
+    now = [0.0]
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    progress = sim_cli.PlainProgress(100, console, clock=lambda: now[0])
+    summary = SimpleNamespace(runs=0, violations=Counter())
+    for i in range(1, 101):
+        now[0] += 0.3
+        summary.runs = i
+        if i == 50:
+            summary.violations["lost-acked-write"] = 1
+        progress.advance(summary)
+    assert 10 <= len(printed) <= 20  # every 5%, thinned to one a second
+    assert printed[-1].startswith("progress: 100/100 seeds (100%), 1 with a violation, 30s elapsed")
+    assert "left" in printed[0] and "left" not in printed[-1]
+
+
+def test_cli_interrupted_sweep_keeps_the_seeds_that_finished(tmp_path, capsys, monkeypatch):
+    real = sim_cli.run_seed
+
+    def run_seed(args, seed, scenario=None):
+        if seed == 3:
+            raise KeyboardInterrupt
+        return real(args, seed, scenario)
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seeds", "1..5", "--until", "1500", "--out", str(tmp_path)]
+    assert sim_cli.main(argv) == 130
+    assert "2 of 5 seed(s), interrupted" in " ".join(capsys.readouterr().out.split())  # the title may wrap
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and [r["seed"] for r in summary["runs"]] == [1, 2]
