@@ -331,6 +331,33 @@ def test_hw_checkpoint_periodic_clean_shutdown_and_restore(tmp_path):
     h.close()
 
 
+def test_recovery_point_and_log_start_checkpoints_as_kafkas_log_manager_writes_them(tmp_path):
+    h = _cluster(tmp_path, {"log.flush.offset.checkpoint.interval.ms": 1000,
+                            "log.flush.start.offset.checkpoint.interval.ms": 2000, "flush.messages": 1})
+    other = _another_partition(h, TopicPartition("foo", 3))
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    recovery, start = (OffsetCheckpointFile(h.data_dir(2) / name)
+                       for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"))
+    h.advance(1000)
+    assert recovery.read() == {TP: 2, other: 0} and not start.path.exists()  # each on its own period
+    h.advance(1000)
+    assert start.read() == {TP: 0, other: 0}
+    h.produce_sync(TP, [b"c"])
+    h.settle(TP)
+    h.partition(2, other).truncate_fully_and_start_at(7)  # as a follower far behind does
+    h.crash(2, clean=True)  # a clean shutdown writes both, after the logs closed
+    assert recovery.read() == {TP: 3, other: 7} and start.read() == {TP: 0, other: 7}
+    # Restarted, logs not yet named by a LeaderAndIsr keep their entries; opened ones move.
+    h.start(2)
+    h.send_leader_and_isr(TP, [1, 2, 3])
+    h.produce_sync(TP, [b"d"])
+    h.settle(TP)
+    h.advance(2000)
+    assert recovery.read() == {TP: 4, other: 7} and start.read() == {TP: 0, other: 7}
+    h.close()
+
+
 def test_consumer_fetch_budget_and_partitions(tmp_path):
     h = _cluster(tmp_path)
     for i in range(5):
