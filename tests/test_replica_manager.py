@@ -481,3 +481,17 @@ def test_the_replication_bench_commits_every_batch(tmp_path):
     r = run(100, batch_records=10, count=20, in_flight=4, data_dir=str(tmp_path), repeat=1)
     assert r["batches"] == 20 and r["follower_fetches"] > 0
     assert r["committed_records_per_s"] > 0 and r["single_append_records_per_s"] > 0
+
+
+def test_an_unknown_isolation_level_is_refused_not_read_to_the_log_end(tmp_path):
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.crash(3)
+    pending = h.produce(TP, [b"b"], acks=1)  # appended on the leader, not committed
+    assert h.run_until(lambda: pending.done, 100)
+    got = []
+    # Kafka's own spelling reads transactions' LSO; here it would have read past the HW.
+    h.brokers[1].handle_fetch(FetchRequest(-1, (FetchPartition(TP, 0),), isolation="read_committed"), got.append)
+    assert got[0].error_code == errors.InvalidRequest.code
+    assert got[0].partitions[0].error_code == errors.InvalidRequest.code and got[0].partitions[0].records == b""
+    h.close()

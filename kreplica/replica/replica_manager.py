@@ -34,6 +34,7 @@ from ..protocol import (
     AlterIsrRequest,
     AlterIsrResponse,
     EpochEndOffset,
+    ISOLATION_LEVELS,
     FetchPartition,
     FetchPartitionData,
     FetchRequest,
@@ -379,6 +380,10 @@ class ReplicaManager:
     def handle_fetch(self, req: FetchRequest, respond: Callable[[FetchResponse], None]) -> None:
         """Serve followers (replica_id >= 0) and consumers; long-poll up to ``max_wait_ms``."""
         is_follower = req.replica_id >= 0
+        if req.isolation not in ISOLATION_LEVELS:  # a misspelt level must not read past the HW
+            respond(FetchResponse(errors.InvalidRequest.code, tuple(
+                FetchPartitionData(fp.tp, errors.InvalidRequest.code) for fp in req.partitions)))
+            return
         datas, size, failed = self._read_counted(req)
         if (
             req.max_wait_ms <= 0
