@@ -187,3 +187,16 @@ def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(t
         log.append_batches_as_leader(bytes(_resign(garbled)), leader_epoch=0)
     assert log.log_end_offset == 20
     log.close()
+
+
+def test_a_new_partition_directory_is_made_durable_in_its_parent(tmp_path, monkeypatch):
+    import kreplica.log.log as log_module
+
+    synced = []
+    real = log_module.fsync_dir
+    monkeypatch.setattr(log_module, "fsync_dir", lambda path: (synced.append(path), real(path)))
+    Log.open(tmp_path / "data" / "t-0").close()
+    assert synced[0] == tmp_path / "data"  # before anything is written into it
+    synced.clear()
+    Log.open(tmp_path / "data" / "t-0").close()  # reopened: the entry is durable already
+    assert tmp_path / "data" not in synced

@@ -154,7 +154,11 @@ class Log:
         directory = Path(path)
         bases = segment_bases(directory)  # refuses a directory that is not a log
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            if not directory.is_dir():
+                directory.mkdir(parents=True, exist_ok=True)
+                # The new directory's entry must be durable in its parent, or a power loss
+                # could take the whole partition, flushed data included.
+                fsync_dir(directory.parent)
         except OSError as e:
             raise KafkaStorageError(f"creating {directory}: {e}") from e
         lock = DirLock(directory)
