@@ -495,3 +495,25 @@ def test_an_unknown_isolation_level_is_refused_not_read_to_the_log_end(tmp_path)
     assert got[0].error_code == errors.InvalidRequest.code
     assert got[0].partitions[0].error_code == errors.InvalidRequest.code and got[0].partitions[0].records == b""
     h.close()
+
+
+def test_retention_runs_on_every_broker_and_a_follower_behind_it_starts_over(tmp_path):
+    cfg = {"segment.bytes": 4096, "retention.bytes": 8192, "log.retention.check.interval.ms": 1000,
+           "replica.lag.time.max.ms": 1000}
+    h = _cluster(tmp_path, cfg)
+    h.crash(3)
+    for i in range(60):
+        h.produce_sync(TP, [b"x" * 200])
+    leader, follower = h.partition(1, TP), h.partition(2, TP)
+    assert leader.log_start_offset == 0
+    h.advance(1000)
+    assert leader.log_start_offset > 0 and follower.log_start_offset > 0  # each broker's own check
+    assert leader.log.size_in_bytes() <= 8192 + 4096 and leader.log_end_offset == 60
+    assert h.fetch(TP, 0).error_code == errors.OffsetOutOfRange.code
+    # Broker 3 left at offset 0, below what the leader kept: it starts over at the log start.
+    h.start(3)
+    h.send_leader_and_isr(TP, [3])
+    assert h.run_until(lambda: leader.isr == (1, 2, 3), 10_000), h.describe(TP)
+    back = h.partition(3, TP)
+    assert back.log_start_offset == leader.log_start_offset and back.log_end_offset == 60
+    h.close()

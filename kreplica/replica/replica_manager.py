@@ -132,6 +132,7 @@ class ReplicaManager:
         self.running = True
         self._every(self.config["replica.lag.time.max.ms"] // 2 or 1, self.maybe_shrink_isr)
         self._every(self.config["replica.high.watermark.checkpoint.interval.ms"], self.checkpoint_high_watermarks)
+        self._every(self.config["log.retention.check.interval.ms"], self.cleanup_logs)
         self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
                     lambda: self.checkpoint_logs(RECOVERY_POINT_CHECKPOINT_FILE))
         self._every(self.config["log.flush.start.offset.checkpoint.interval.ms"],
@@ -187,6 +188,14 @@ class ReplicaManager:
             hws[tp] = p.high_watermark
         self._hw_checkpoint.write(hws)
         self._checkpointed_hw = hws
+
+    def cleanup_logs(self) -> int:
+        """Retention (Kafka's LogManager.cleanupLogs): every hosted log, leader or follower,
+        deletes its oldest segments past ``retention.ms`` / beyond ``retention.bytes``, only
+        below its own HW.  The leader's new log start reaches followers in fetch answers;
+        one that fetches below it starts over there (OFFSET_OUT_OF_RANGE).  Returns the
+        number of segments deleted."""
+        return sum(p.log.delete_old_segments() for p in self.partitions.values())
 
     def checkpoint_logs(self, name: str) -> None:
         """Write every hosted log's recovery point (``recovery-point-offset-checkpoint``) or
