@@ -62,6 +62,8 @@ SPEC: dict[str, Key] = {
         Key("replica.fetch.backoff.ms", "int", 1000, _at_least(0), "backoff after a fetch error"),
         Key("replica.high.watermark.checkpoint.interval.ms", "int", 5000, _at_least(1),
             "HW checkpoint period"),
+        Key("log.flush.scheduler.interval.ms", "int", LONG_MAX, _at_least(1),
+            "period of the check that flushes logs past flush.ms"),
         Key("log.retention.check.interval.ms", "int", 300000, _at_least(1),
             "period of the retention check over every hosted log"),
         Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, _at_least(1),

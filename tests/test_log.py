@@ -292,6 +292,18 @@ def test_flush_ms(tmp_path, clock):
     log.close()
 
 
+def test_flush_ms_without_a_later_append_needs_the_periodic_check(tmp_path, clock):
+    log = Log.open(tmp_path / "t-0", {"flush.ms": 100}, clock=clock)
+    assert not log.maybe_flush()  # nothing waits
+    log.append_as_leader(values(1))
+    clock.advance(99)
+    assert not log.maybe_flush() and log.recovery_point == 0
+    clock.advance(1)
+    assert log.maybe_flush() and log.recovery_point == 1
+    assert not log.maybe_flush()
+    log.close()
+
+
 def test_clean_reopen_keeps_everything(tmp_path, clock):
     path = tmp_path / "t-0"
     log = Log.open(path, SMALL, clock=clock)

@@ -517,3 +517,14 @@ def test_retention_runs_on_every_broker_and_a_follower_behind_it_starts_over(tmp
     back = h.partition(3, TP)
     assert back.log_start_offset == leader.log_start_offset and back.log_end_offset == 60
     h.close()
+
+
+def test_flush_ms_is_honoured_for_a_produce_followed_by_silence(tmp_path):
+    h = _cluster(tmp_path, {"flush.ms": 100, "log.flush.scheduler.interval.ms": 50})
+    h.produce_sync(TP, [b"a"])
+    h.settle(TP)
+    logs = [h.partition(b, TP).log for b in (1, 2, 3)]
+    assert all(log.recovery_point == 0 for log in logs)  # within flush.ms of the last flush
+    h.advance(200)
+    assert [log.recovery_point for log in logs] == [1, 1, 1]  # leader and followers alike
+    h.close()

@@ -517,6 +517,16 @@ class Log:
 
     # -- durability ----------------------------------------------------------------------
 
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush and something waits:
+        the periodic half of the flush policy (appends check it too, but a produce
+        followed by silence would otherwise stay unflushed).  True if it flushed."""
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        if self._unflushed_records and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
     def flush(self) -> None:
         """fsync everything up to the LEO and move the recovery point there."""
         self._check_open()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import errors
-from ..config import LOG_KEYS, validate
+from ..config import LOG_KEYS, LONG_MAX, validate
 from ..log import Log, LogConfig
 from ..log.checkpoints import OffsetCheckpointFile
 from ..log.log_dir import CLEAN_SHUTDOWN
@@ -133,6 +133,8 @@ class ReplicaManager:
         self._every(self.config["replica.lag.time.max.ms"] // 2 or 1, self.maybe_shrink_isr)
         self._every(self.config["replica.high.watermark.checkpoint.interval.ms"], self.checkpoint_high_watermarks)
         self._every(self.config["log.retention.check.interval.ms"], self.cleanup_logs)
+        if self.config["log.flush.scheduler.interval.ms"] < LONG_MAX:  # Kafka's default: never
+            self._every(self.config["log.flush.scheduler.interval.ms"], self.flush_dirty_logs)
         self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
                     lambda: self.checkpoint_logs(RECOVERY_POINT_CHECKPOINT_FILE))
         self._every(self.config["log.flush.start.offset.checkpoint.interval.ms"],
@@ -188,6 +190,12 @@ class ReplicaManager:
             hws[tp] = p.high_watermark
         self._hw_checkpoint.write(hws)
         self._checkpointed_hw = hws
+
+    def flush_dirty_logs(self) -> int:
+        """Kafka's LogManager.flushDirtyLogs: flush every hosted log whose ``flush.ms`` has
+        passed with appends unflushed; returns how many flushed."""
+        now = self.scheduler.now_ms()
+        return sum(p.log.maybe_flush(now) for p in self.partitions.values())
 
     def cleanup_logs(self) -> int:
         """Retention (Kafka's LogManager.cleanupLogs): every hosted log, leader or follower,
