@@ -184,7 +184,7 @@ class Log:
         for i, base in enumerate(bases):
             if i < dirty_from:
                 try:
-                    self._add(LogSegment.load(self.dir, base, self.config))
+                    self._add(LogSegment.load(self.dir, base, self.config, self._clock.now_ms()))
                     continue
                 except KafkaStorageError:
                     dirty_from = i  # its index does not match its data: rebuild from here
