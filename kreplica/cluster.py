@@ -31,6 +31,7 @@ from .meta import admin
 from .meta.kafka_zk_client import KafkaZkClient
 from .meta.uri import open_store, parse_metadata_uri
 from .protocol import (
+    ISOLATION_LEVELS,
     FetchPartition,
     FetchRequest,
     FetchResponse,
@@ -324,7 +325,10 @@ class Cluster:
               isolation: str = "committed", retries: int | None = None, backoff_ms: int = 100,
               delivery_timeout_ms: int = 120_000) -> list[Record]:
         """Records from ``offset`` up to the leader's HW (committed), each with
-        .offset .timestamp .key .value .headers."""
+        .offset .timestamp .key .value .headers.  ``isolation="uncommitted"`` reads to
+        the leader's log end instead (what is not yet replicated)."""
+        if isolation not in ISOLATION_LEVELS:
+            raise errors.InvalidRequest(f"isolation={isolation!r}: expected one of {sorted(ISOLATION_LEVELS)}")
         tp = TopicPartition(topic, partition)
         out: list[Record] = []
         position = offset

@@ -29,19 +29,26 @@ def _at_least(n: int) -> Callable[[int], bool]:
     return lambda v: v >= n
 
 
+INT_MAX = (1 << 31) - 1  # Kafka's Int keys; a segment's .index positions are 4 bytes
+
+
+def _between(low: int, high: int) -> Callable[[int], bool]:
+    return lambda v: low <= v <= high
+
+
 SPEC: dict[str, Key] = {
     k.name: k
     for k in (
         # Log (topic-level) keys.
-        Key("segment.bytes", "int", 1 << 30, _at_least(14), "segment file size before a roll"),
+        Key("segment.bytes", "int", 1 << 30, _between(14, INT_MAX), "segment file size before a roll"),
         Key("segment.ms", "int", 7 * 24 * 3600 * 1000, _at_least(1), "segment age before a roll"),
-        Key("segment.index.bytes", "int", 10 * 1024 * 1024, _at_least(8), "max size of each index"),
+        Key("segment.index.bytes", "int", 10 * 1024 * 1024, _between(8, INT_MAX), "max size of each index"),
         Key("index.interval.bytes", "int", 4096, _at_least(0), "bytes between index entries"),
         Key("retention.bytes", "int", -1, _at_least(-1), "log size before deleting old segments"),
         Key("retention.ms", "int", 7 * 24 * 3600 * 1000, _at_least(-1), "segment age before deletion"),
         Key("flush.messages", "int", LONG_MAX, _at_least(1), "messages between forced fsyncs"),
         Key("flush.ms", "int", LONG_MAX, _at_least(0), "ms between forced fsyncs"),
-        Key("max.message.bytes", "int", 1048588, _at_least(0), "largest record batch accepted"),
+        Key("max.message.bytes", "int", 1048588, _between(0, INT_MAX), "largest record batch accepted"),
         Key("message.timestamp.type", "str", "CreateTime", doc="CreateTime or LogAppendTime",
             choices=("CreateTime", "LogAppendTime")),
         Key("min.insync.replicas", "int", 1, _at_least(1), "ISR size needed for acks=all"),
@@ -55,6 +62,14 @@ SPEC: dict[str, Key] = {
         Key("replica.fetch.backoff.ms", "int", 1000, _at_least(0), "backoff after a fetch error"),
         Key("replica.high.watermark.checkpoint.interval.ms", "int", 5000, _at_least(1),
             "HW checkpoint period"),
+        Key("log.flush.scheduler.interval.ms", "int", LONG_MAX, _at_least(1),
+            "period of the check that flushes logs past flush.ms"),
+        Key("log.retention.check.interval.ms", "int", 300000, _at_least(1),
+            "period of the retention check over every hosted log"),
+        Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, _at_least(1),
+            "recovery-point-offset-checkpoint period"),
+        Key("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, _at_least(1),
+            "log-start-offset-checkpoint period"),
         Key("replica.truncation.strategy", "str", "high-watermark",
             doc="high-watermark (the seeds' design) or leader-epoch (KIP-101/KIP-279)",
             choices=("high-watermark", "leader-epoch")),

@@ -64,6 +64,7 @@ ReassignmentInProgress = _error("ReassignmentInProgress", 60, "REASSIGNMENT_IN_P
 TopicDeletionDisabled = _error("TopicDeletionDisabled", 73, "TOPIC_DELETION_DISABLED")
 FencedLeaderEpoch = _error("FencedLeaderEpoch", 74, "FENCED_LEADER_EPOCH", True)
 UnknownLeaderEpoch = _error("UnknownLeaderEpoch", 75, "UNKNOWN_LEADER_EPOCH", True)
+UnsupportedCompressionType = _error("UnsupportedCompressionType", 76, "UNSUPPORTED_COMPRESSION_TYPE")
 StaleBrokerEpoch = _error("StaleBrokerEpoch", 77, "STALE_BROKER_EPOCH")
 PreferredLeaderNotAvailable = _error(
     "PreferredLeaderNotAvailable", 80, "PREFERRED_LEADER_NOT_AVAILABLE", True

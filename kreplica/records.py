@@ -24,6 +24,9 @@ oracle tests check it.
   well-framed records with deltas 0..n-1) and returns a ``ScanResult`` of numpy columns.
   It stops at the first torn or corrupt batch (``error`` names it and its position) or
   at zero fill, which is a preallocated tail and not an error.
+- ``batch_fingerprints(buf)`` walks the same headers (no CRC check) straight into
+  ``(base offset, last offset, leader epoch, stored CRC)`` tuples: the simulator's checker
+  compares replicas by them.
 - ``restamp_batches(buf, base_offset, leader_epoch)`` assigns offsets and the leader
   epoch in place (both outside the CRC) and returns the last offset.
 - ``decode_batches(buf)`` iterates zero-copy ``RecordBatch`` views (``batch_at`` gives
@@ -47,6 +50,7 @@ from kreplica._records import (
     RecordBatch,
     ScanResult,
     batch_at,
+    batch_fingerprints,
     batch_size,
     crc32c,
     crc32c_backend,
@@ -69,6 +73,7 @@ __all__ = [
     "RecordBatch",
     "ScanResult",
     "batch_at",
+    "batch_fingerprints",
     "batch_size",
     "crc32c",
     "crc32c_backend",

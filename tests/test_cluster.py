@@ -142,6 +142,7 @@ def test_bad_admin_calls_raise_kafka_errors(shared_cluster, kwargs, error):
         (lambda c: c.produce("bar", 0, ["not bytes"]), errors.InvalidRecord),
         (lambda c: c.produce("bar", 0, [b"x"], acks=2), errors.InvalidConfig),
         (lambda c: c.fetch("bar", 0, 10**6), errors.OffsetOutOfRange),
+        (lambda c: c.fetch("bar", 0, isolation="read_committed"), errors.InvalidRequest),
         (lambda c: c.reassign("bar", 0, [1001, 1001, 1002]), errors.InvalidReplicaAssignment),
         (lambda c: c.reassign("bar", 0, [1001, 9999]), errors.InvalidReplicaAssignment),
         (lambda c: c.reassign("bar", 0, []), errors.InvalidReplicaAssignment),

@@ -25,6 +25,9 @@ def test_strings_are_coerced():
         {"segment.byte": 1},
         {"segment.bytes": 1},
         {"segment.bytes": "lots"},
+        {"segment.bytes": 8 << 30},  # above Kafka's Int: 4-byte index positions could not address it
+        {"segment.index.bytes": 1 << 31},
+        {"max.message.bytes": 1 << 31},
         {"min.insync.replicas": 0},
         {"acks": "2"},
         {"unclean.leader.election.enable": "maybe"},
@@ -36,6 +39,10 @@ def test_bad_keys_and_values_name_the_key(bad):
         config.validate(bad)
     assert next(iter(bad)) in str(e.value)
     assert e.value.code == 40
+
+
+def test_the_largest_segment_kafka_allows_is_accepted():
+    assert config.validate({"segment.bytes": (1 << 31) - 1})["segment.bytes"] == (1 << 31) - 1
 
 
 def test_error_codes_round_trip():

@@ -105,6 +105,24 @@ def test_rolls_on_segment_ms(tmp_path, clock):
     log.close()
 
 
+def test_a_reopened_segment_ages_on_the_logs_clock(tmp_path, clock):
+    # Its age used to come from the file's wall-clock mtime: on a virtual clock that is
+    # decades ahead, so a reopened segment never rolled on segment.ms.
+    path = tmp_path / "t-0"
+    log = Log.open(path, {"segment.ms": 1000}, clock=clock)
+    log.append_as_leader(values(1))
+    log.close()
+    clock.advance(500)
+    log = Log.open(path, {"segment.ms": 1000}, clock=clock)
+    clock.advance(999)
+    log.append_as_leader(values(1))
+    assert len(log.segments) == 1  # 999 ms since it was loaded
+    clock.advance(1)
+    log.append_as_leader(values(1))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.close()
+
+
 def test_rolls_when_the_index_is_full(tmp_path):
     log = Log.open(tmp_path / "t-0", {"segment.index.bytes": 24, "index.interval.bytes": 0})
     for i in range(10):
@@ -289,6 +307,18 @@ def test_flush_ms(tmp_path, clock):
     clock.advance(100)
     log.append_as_leader(values(1))
     assert log.recovery_point == 2
+    log.close()
+
+
+def test_flush_ms_without_a_later_append_needs_the_periodic_check(tmp_path, clock):
+    log = Log.open(tmp_path / "t-0", {"flush.ms": 100}, clock=clock)
+    assert not log.maybe_flush()  # nothing waits
+    log.append_as_leader(values(1))
+    clock.advance(99)
+    assert not log.maybe_flush() and log.recovery_point == 0
+    clock.advance(1)
+    assert log.maybe_flush() and log.recovery_point == 1
+    assert not log.maybe_flush()
     log.close()
 
 

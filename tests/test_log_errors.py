@@ -128,3 +128,75 @@ def test_a_log_dropped_without_close_releases_its_lock(tmp_path):
     log = Log.open(tmp_path / "t-0")  # unclean: recovered, and openable
     assert log.log_end_offset == 1
     log.close()
+
+
+# ---- the leader checks a producer's records before it acknowledges them -----------------------
+def _resign(batch: bytearray) -> bytearray:
+    """Recompute the CRC (attributes..end), as a buggy producer would over bad records."""
+    import struct
+
+    from kreplica.records import crc32c
+
+    batch[17:21] = struct.pack(">I", crc32c(bytes(batch[21:])))
+    return batch
+
+
+def _gzip_batch(n=20):
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
+    for i in range(n):
+        builder.append(i, 1000 + i, None, b"payload" * 10, [])
+    return bytearray(builder.build())
+
+
+@pytest.mark.parametrize("damage, error, message", [
+    # A record's length varint says more than the batch holds: no reader could decode it.
+    (lambda b: b.__setitem__(61, 0x7e), errors.InvalidRecord, "bad record"),
+    # The second record repeats offset delta 0 (zigzag varint at byte 72): deltas must run 0..n-1.
+    (lambda b: b.__setitem__(72, 0), errors.InvalidRecord, "bad record 1"),
+])
+def test_a_leader_refuses_batches_whose_records_no_reader_could_decode(tmp_path, damage, error, message):
+    from kreplica.records import encode_batch
+
+    log = Log.open(tmp_path / "t-0")
+    log.append_batches_as_leader(encode_batch([b"ok"]), leader_epoch=0)
+    bad = bytearray(encode_batch([b"a", b"b", b"c"]))
+    damage(bad)
+    with pytest.raises(error, match=message):
+        log.append_batches_as_leader(bytes(_resign(bytearray(bad))), leader_epoch=0)
+    with pytest.raises(errors.CorruptMessage, match="crc mismatch"):  # not re-signed: the CRC speaks first
+        log.append_batches_as_leader(bytes(bad), leader_epoch=0)
+    assert log.log_end_offset == 1 and [r.value for r in decode_records(log.read(0, 1 << 20).view)] == [b"ok"]
+    log.close()
+
+
+def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(tmp_path):
+    log = Log.open(tmp_path / "t-0")
+    info = log.append_batches_as_leader(bytes(_gzip_batch()), leader_epoch=0)
+    assert (info.first_offset, info.last_offset) == (0, 19)
+    assert len(decode_records(log.read(0, 1 << 20).view)) == 20
+    for codec, name in ((2, "snappy"), (3, "lz4"), (4, "zstd")):
+        other = _gzip_batch()
+        other[22] = (other[22] & ~7) | codec
+        with pytest.raises(errors.UnsupportedCompressionType, match=name):
+            log.append_batches_as_leader(bytes(_resign(other)), leader_epoch=0)
+    garbled = _gzip_batch()
+    garbled[80:90] = bytes(10)  # inside the compressed records
+    with pytest.raises((errors.InvalidRecord, errors.CorruptMessage)):
+        log.append_batches_as_leader(bytes(_resign(garbled)), leader_epoch=0)
+    assert log.log_end_offset == 20
+    log.close()
+
+
+def test_a_new_partition_directory_is_made_durable_in_its_parent(tmp_path, monkeypatch):
+    import kreplica.log.log as log_module
+
+    synced = []
+    real = log_module.fsync_dir
+    monkeypatch.setattr(log_module, "fsync_dir", lambda path: (synced.append(path), real(path)))
+    Log.open(tmp_path / "data" / "t-0").close()
+    assert synced[0] == tmp_path / "data"  # before anything is written into it
+    synced.clear()
+    Log.open(tmp_path / "data" / "t-0").close()  # reopened: the entry is durable already
+    assert tmp_path / "data" not in synced

@@ -52,7 +52,8 @@ def test_seal_trims_and_load_finds_the_end(tmp_path):
     size, index_entries = seg.size, seg.offset_index.entries
     seg.close()
     assert os.path.getsize(seg.log_file.path) == size
-    loaded = LogSegment.load(tmp_path, 0, CONFIG)
+    loaded = LogSegment.load(tmp_path, 0, CONFIG, 5_000)
+    assert loaded.created_ms == 5_000
     assert (loaded.size, loaded.next_offset, loaded.offset_index.entries) == (size, 200, index_entries)
     assert loaded.max_timestamp == 1019
     assert not loaded.log_file.writable  # a sealed segment is not mapped for write

@@ -12,6 +12,7 @@ from kreplica.records import (
     HEADER_SIZE,
     Record,
     batch_at,
+    batch_fingerprints,
     batch_size,
     crc32c,
     decode_batches,
@@ -151,6 +152,22 @@ def test_scan_reports_every_batch():
     assert res.sizes.sum() == len(buf)
     assert res.positions.dtype == np.int64 and res.sizes.dtype == np.int32
     assert res.next_offset == 9
+
+
+def test_batch_fingerprints_are_the_scans_headers_with_each_batchs_stored_crc():
+    buf = three_batches()
+    res = scan_batches(buf)
+    crcs = [header(buf, pos)[4] for pos in res.positions.tolist()]
+    assert batch_fingerprints(buf) == list(zip([0, 3, 4], [2, 3, 8], [1, 1, 2], crcs))
+    assert [type(x) for x in batch_fingerprints(buf)[0]] == [int] * 4
+    # Like the scan it stops at a torn tail or zero fill, and reads any buffer.
+    assert batch_fingerprints(buf[:-5]) == batch_fingerprints(buf)[:2]
+    assert batch_fingerprints(memoryview(buf + bytes(100))) == batch_fingerprints(buf)
+    assert batch_fingerprints(b"") == []
+    # It does not check CRCs: a corrupt batch keeps its (stored) fingerprint.
+    bad = bytearray(buf)
+    bad[HEADER_SIZE + 1] ^= 1
+    assert batch_fingerprints(bad) == batch_fingerprints(buf)
 
 
 def test_scan_from_a_position_and_to_an_end():

@@ -331,6 +331,33 @@ def test_hw_checkpoint_periodic_clean_shutdown_and_restore(tmp_path):
     h.close()
 
 
+def test_recovery_point_and_log_start_checkpoints_as_kafkas_log_manager_writes_them(tmp_path):
+    h = _cluster(tmp_path, {"log.flush.offset.checkpoint.interval.ms": 1000,
+                            "log.flush.start.offset.checkpoint.interval.ms": 2000, "flush.messages": 1})
+    other = _another_partition(h, TopicPartition("foo", 3))
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    recovery, start = (OffsetCheckpointFile(h.data_dir(2) / name)
+                       for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"))
+    h.advance(1000)
+    assert recovery.read() == {TP: 2, other: 0} and not start.path.exists()  # each on its own period
+    h.advance(1000)
+    assert start.read() == {TP: 0, other: 0}
+    h.produce_sync(TP, [b"c"])
+    h.settle(TP)
+    h.partition(2, other).truncate_fully_and_start_at(7)  # as a follower far behind does
+    h.crash(2, clean=True)  # a clean shutdown writes both, after the logs closed
+    assert recovery.read() == {TP: 3, other: 7} and start.read() == {TP: 0, other: 7}
+    # Restarted, logs not yet named by a LeaderAndIsr keep their entries; opened ones move.
+    h.start(2)
+    h.send_leader_and_isr(TP, [1, 2, 3])
+    h.produce_sync(TP, [b"d"])
+    h.settle(TP)
+    h.advance(2000)
+    assert recovery.read() == {TP: 4, other: 7} and start.read() == {TP: 0, other: 7}
+    h.close()
+
+
 def test_consumer_fetch_budget_and_partitions(tmp_path):
     h = _cluster(tmp_path)
     for i in range(5):
@@ -454,3 +481,50 @@ def test_the_replication_bench_commits_every_batch(tmp_path):
     r = run(100, batch_records=10, count=20, in_flight=4, data_dir=str(tmp_path), repeat=1)
     assert r["batches"] == 20 and r["follower_fetches"] > 0
     assert r["committed_records_per_s"] > 0 and r["single_append_records_per_s"] > 0
+
+
+def test_an_unknown_isolation_level_is_refused_not_read_to_the_log_end(tmp_path):
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.crash(3)
+    pending = h.produce(TP, [b"b"], acks=1)  # appended on the leader, not committed
+    assert h.run_until(lambda: pending.done, 100)
+    got = []
+    # Kafka's own spelling reads transactions' LSO; here it would have read past the HW.
+    h.brokers[1].handle_fetch(FetchRequest(-1, (FetchPartition(TP, 0),), isolation="read_committed"), got.append)
+    assert got[0].error_code == errors.InvalidRequest.code
+    assert got[0].partitions[0].error_code == errors.InvalidRequest.code and got[0].partitions[0].records == b""
+    h.close()
+
+
+def test_retention_runs_on_every_broker_and_a_follower_behind_it_starts_over(tmp_path):
+    cfg = {"segment.bytes": 4096, "retention.bytes": 8192, "log.retention.check.interval.ms": 1000,
+           "replica.lag.time.max.ms": 1000}
+    h = _cluster(tmp_path, cfg)
+    h.crash(3)
+    for i in range(60):
+        h.produce_sync(TP, [b"x" * 200])
+    leader, follower = h.partition(1, TP), h.partition(2, TP)
+    assert leader.log_start_offset == 0
+    h.advance(1000)
+    assert leader.log_start_offset > 0 and follower.log_start_offset > 0  # each broker's own check
+    assert leader.log.size_in_bytes() <= 8192 + 4096 and leader.log_end_offset == 60
+    assert h.fetch(TP, 0).error_code == errors.OffsetOutOfRange.code
+    # Broker 3 left at offset 0, below what the leader kept: it starts over at the log start.
+    h.start(3)
+    h.send_leader_and_isr(TP, [3])
+    assert h.run_until(lambda: leader.isr == (1, 2, 3), 10_000), h.describe(TP)
+    back = h.partition(3, TP)
+    assert back.log_start_offset == leader.log_start_offset and back.log_end_offset == 60
+    h.close()
+
+
+def test_flush_ms_is_honoured_for_a_produce_followed_by_silence(tmp_path):
+    h = _cluster(tmp_path, {"flush.ms": 100, "log.flush.scheduler.interval.ms": 50})
+    h.produce_sync(TP, [b"a"])
+    h.settle(TP)
+    logs = [h.partition(b, TP).log for b in (1, 2, 3)]
+    assert all(log.recovery_point == 0 for log in logs)  # within flush.ms of the last flush
+    h.advance(200)
+    assert [log.recovery_point for log in logs] == [1, 1, 1]  # leader and followers alike
+    h.close()

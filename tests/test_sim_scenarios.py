@@ -85,3 +85,19 @@ def test_swarm_over_a_scripted_base_runs_its_story():
     r = world.run()
     assert r.ok, r.violation and r.violation.describe()
     assert sc.brokers >= 4 and world.history.counts.get("reassign", 0) >= 1
+
+
+def test_a_step_whose_target_resolves_to_nobody_is_recorded_as_skipped():
+    # Swarm seeds 11, 14 and 15 over controller-failover-mid-reassignment: background faults
+    # took the controller first, the scripted kill bound no one, and "restart $controller"
+    # died of KeyError: None.  With every broker down, "random" resolves to nobody too.
+    everyone_down = tuple(Step("crash", at_ms=1000, target=b) for b in (1, 2, 3))
+    sc = replace(BASE, until_ms=4000, steps=everyone_down + (
+        Step("pause", at_ms=2000, target="random", params={"duration_ms": 100}),
+        *(Step("restart", at_ms=3000, target=b) for b in (1, 2, 3)),
+    ))
+    world = World(sc, 1)
+    r = world.run()
+    assert r.ok, r.violation and r.violation.describe()
+    (skipped,) = [e for e in world.history.events if e.kind == "step_skipped"]
+    assert skipped.data == {"action": "pause", "target": "random"}

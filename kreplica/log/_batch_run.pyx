@@ -227,9 +227,10 @@ cdef class BatchRun:
             raise OSError(rep.error, os.strerror(rep.error))
 
 
-def frame_batches(buf, bint check_crc=False):
+def frame_batches(buf, bint check_crc=False, bint check_records=False):
     """Walk the batch headers of ``buf`` from position 0 (``check_crc``: CRCs too, as
-    recovery does) into a BatchRun; it stops at the first bad batch or at zero fill."""
+    recovery does; ``check_records``: each batch's records, as a leader checks a
+    producer's) into a BatchRun; it stops at the first bad batch or at zero fill."""
     cdef Py_buffer b
     cdef BatchRun run = BatchRun.__new__(BatchRun)
     cdef int rc
@@ -237,7 +238,7 @@ def frame_batches(buf, bint check_crc=False):
     PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
     try:
         with nogil:
-            rc = kr_scan(<const uint8_t *>b.buf, 0, <size_t>b.len, check_crc, 0, &run.r)
+            rc = kr_scan(<const uint8_t *>b.buf, 0, <size_t>b.len, check_crc, check_records, &run.r)
     finally:
         PyBuffer_Release(&b)
     if rc < 0:
@@ -260,4 +261,53 @@ def frame_append(buf):
         raise errors.CorruptMessage(run.error)
     if run.nbytes != run.given or not run.count:
         raise errors.CorruptMessage(f"{run.given - run.nbytes} trailing bytes are not a batch")
+    return run
+
+
+# Record batch attributes: the low three bits name the codec.
+cdef int COMPRESSION_MASK = 0x07
+cdef int GZIP = 1
+_CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def frame_producer_append(buf):
+    """``frame_append`` for a leader's append of producer batches, which also checks
+    what Kafka's leader checks before it assigns offsets in place: each batch's record
+    count is lastOffsetDelta + 1 and its records are well framed with offset deltas
+    0..n-1.  Otherwise a batch whose records no reader could decode would be
+    acknowledged.  A compressed batch must use a codec kreplica reads (gzip; else
+    UNSUPPORTED_COMPRESSION_TYPE), and its records are checked decompressed.  A batch
+    whose CRC is also wrong is reported as CORRUPT_MESSAGE, as the CRC is checked first."""
+    cdef BatchRun run = frame_batches(buf, check_records=True)
+    cdef Py_ssize_t i
+    cdef Py_buffer b
+    cdef const uint8_t *p
+    cdef int codec
+    if run.error is not None or run.nbytes != run.given or not run.count:
+        framed = frame_batches(buf, check_crc=True)  # the error path only: CRCs first
+        if framed.error is not None and framed.nbytes <= run.nbytes:
+            raise errors.CorruptMessage(framed.error)
+        if run.error is None:
+            raise errors.CorruptMessage(f"{run.given - run.nbytes} trailing bytes are not a batch")
+        raise errors.InvalidRecord(run.error)
+    compressed = []
+    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    try:
+        for i in range(run.count):
+            p = <const uint8_t *>b.buf + run.r.positions[i]
+            codec = ((p[21] << 8) | p[22]) & COMPRESSION_MASK  # attributes follow the CRC
+            if codec == GZIP:
+                compressed.append((run.r.positions[i], run.r.sizes[i]))
+            elif codec:
+                raise errors.UnsupportedCompressionType(
+                    f"batch at position {run.r.positions[i]} is compressed with "
+                    f"{_CODECS.get(codec, f'codec {codec}')}; kreplica reads uncompressed and gzip batches")
+    finally:
+        PyBuffer_Release(&b)
+    if compressed:
+        from kreplica.records import decode_records  # checks CRC, framing and deltas
+
+        view = memoryview(buf)
+        for pos, size in compressed:
+            decode_records(view[pos:pos + size])
     return run

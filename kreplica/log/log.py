@@ -25,7 +25,7 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
 from .log_dir import (CLEAN_SHUTDOWN, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock,
                       segment_bases)
-from ._batch_run import BatchRun, frame_append
+from ._batch_run import BatchRun, frame_append, frame_producer_append
 from ._segment import stamp_log_append_time
 from .log_segment import LogSegment, RecoveryResult
 
@@ -154,7 +154,11 @@ class Log:
         directory = Path(path)
         bases = segment_bases(directory)  # refuses a directory that is not a log
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            if not directory.is_dir():
+                directory.mkdir(parents=True, exist_ok=True)
+                # The new directory's entry must be durable in its parent, or a power loss
+                # could take the whole partition, flushed data included.
+                fsync_dir(directory.parent)
         except OSError as e:
             raise KafkaStorageError(f"creating {directory}: {e}") from e
         lock = DirLock(directory)
@@ -180,7 +184,7 @@ class Log:
         for i, base in enumerate(bases):
             if i < dirty_from:
                 try:
-                    self._add(LogSegment.load(self.dir, base, self.config))
+                    self._add(LogSegment.load(self.dir, base, self.config, self._clock.now_ms()))
                     continue
                 except KafkaStorageError:
                     dirty_from = i  # its index does not match its data: rebuild from here
@@ -293,13 +297,13 @@ class Log:
             batch.release()
 
     def append_batches_as_leader(self, batch_bytes: Any, leader_epoch: int) -> LogAppendInfo:
-        """Append ready producer batches: validated (CRC), then given offsets from the LEO
-        and ``leader_epoch`` in place in the segment, never re-encoded."""
+        """Append ready producer batches: validated (records and CRC), then given offsets
+        from the LEO and ``leader_epoch`` in place in the segment, never re-encoded."""
         self._check_open()
         data = _buffer(batch_bytes)
         if not len(data):
             raise InvalidRecord("no batches to append")
-        run = self._frame(data)
+        run = self._frame(data, frame_producer_append)
         run.rebase(self._leo)
         return self._append_run(data, run, leader_epoch)
 
@@ -321,9 +325,9 @@ class Log:
             raise InvalidRecord(f"batch {i} starts at {run.batch_offsets(i)[0]}, expected {run.batch_offsets(i - 1)[1] + 1}")
         return self._append_run(data, run, None)
 
-    def _frame(self, data: memoryview) -> BatchRun:
+    def _frame(self, data: memoryview, frame: Callable[[Any], BatchRun] = frame_append) -> BatchRun:
         """Walk the batch headers (framing; CRCs are checked while copying) and check sizes."""
-        run = frame_append(data)
+        run = frame(data)
         if run.max_batch_bytes > self.config.max_message_bytes:
             raise RecordTooLarge(
                 f"batch of {run.max_batch_bytes} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
@@ -512,6 +516,16 @@ class Log:
         return doomed
 
     # -- durability ----------------------------------------------------------------------
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush and something waits:
+        the periodic half of the flush policy (appends check it too, but a produce
+        followed by silence would otherwise stay unflushed).  True if it flushed."""
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        if self._unflushed_records and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
 
     def flush(self) -> None:
         """fsync everything up to the LEO and move the recovery point there."""

@@ -87,12 +87,13 @@ class LogSegment:
         return seg
 
     @classmethod
-    def load(cls, directory: Path, base_offset: int, config: LogConfig) -> "LogSegment":
+    def load(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
         """A segment closed cleanly: its indexes are trusted and its end is found by
-        walking the headers after the last index entry."""
-        seg = cls(directory, base_offset, config, 0)
+        walking the headers after the last index entry.  Its age (``segment.ms``) counts
+        from ``now_ms``, the log's clock at load, as Kafka's does: a file's wall-clock
+        mtime means nothing to a log on virtual time."""
+        seg = cls(directory, base_offset, config, now_ms)
         try:
-            seg.created_ms = int(os.path.getmtime(seg.log_file.path) * 1000)
             length = os.path.getsize(seg.log_file.path)
         except OSError as e:
             raise KafkaStorageError(f"opening {seg.log_file.path}: {e}") from e

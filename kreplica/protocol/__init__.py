@@ -14,7 +14,8 @@ from .controller_requests import (
     UpdateMetadataResponse,
 )
 from .alter_isr import AlterIsrRequest, AlterIsrResponse
-from .fetch import FetchPartition, FetchPartitionData, FetchRequest, FetchResponse, CONSUMER_REPLICA_ID
+from .fetch import (CONSUMER_REPLICA_ID, ISOLATION_LEVELS, FetchPartition, FetchPartitionData, FetchRequest,
+                    FetchResponse)
 from .produce import ProducePartition, ProducePartitionResult, ProduceRequest, ProduceResponse
 from .offsets_for_leader_epoch import (
     EpochEndOffset,

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from .common import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
+# A consumer reads below the HW ("committed"); "uncommitted" reads to the leader's log end,
+# for looking at what is not yet replicated.  Anything else is refused, not guessed at.
+ISOLATION_LEVELS = frozenset({"committed", "uncommitted"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import errors
-from ..config import LOG_KEYS, validate
+from ..config import LOG_KEYS, LONG_MAX, validate
 from ..log import Log, LogConfig
 from ..log.checkpoints import OffsetCheckpointFile
 from ..log.log_dir import CLEAN_SHUTDOWN
@@ -34,6 +34,7 @@ from ..protocol import (
     AlterIsrRequest,
     AlterIsrResponse,
     EpochEndOffset,
+    ISOLATION_LEVELS,
     FetchPartition,
     FetchPartitionData,
     FetchRequest,
@@ -64,6 +65,12 @@ _LEADER = Role.LEADER  # a module constant: Enum class attribute lookups are slo
 from .purgatory import Purgatory
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+# Kafka's LogManager files: every hosted log's recovery point and log start offset.  Each
+# log also keeps its own recovery point (written whenever it must move, truncation
+# included), which is what recovery trusts; these are for anything reading the data dir
+# as Kafka's (a Kafka broker, kreplica's Spark source).
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 Send = Callable[[int, Any, Callable[[Any], None]], None]
@@ -95,6 +102,12 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory(scheduler, "Fetch")
         self._hw_checkpoint = OffsetCheckpointFile(self.data_dir / HW_CHECKPOINT_FILE)
         self._checkpointed_hw: dict[TopicPartition, int] = {}
+        self._log_checkpoints = {
+            RECOVERY_POINT_CHECKPOINT_FILE: OffsetCheckpointFile(self.data_dir / RECOVERY_POINT_CHECKPOINT_FILE),
+            LOG_START_CHECKPOINT_FILE: OffsetCheckpointFile(self.data_dir / LOG_START_CHECKPOINT_FILE),
+        }
+        # What the last run wrote, kept for logs not opened yet (they have not moved).
+        self._checkpointed_logs: dict[str, dict[TopicPartition, int]] = {name: {} for name in self._log_checkpoints}
         # Partition dirs found at startup but not (yet) named by a LeaderAndIsr.
         self._unopened: dict[TopicPartition, Path] = {}
         self._timers: list[Any] = []
@@ -107,6 +120,9 @@ class ReplicaManager:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self._hw_checkpoint.path.exists():
             self._checkpointed_hw = self._hw_checkpoint.read()
+        for name, file in self._log_checkpoints.items():
+            if file.path.exists():
+                self._checkpointed_logs[name] = file.read()
         for entry in sorted(self.data_dir.iterdir()):
             m = _PARTITION_DIR.match(entry.name)
             if entry.is_dir() and m:
@@ -116,6 +132,13 @@ class ReplicaManager:
         self.running = True
         self._every(self.config["replica.lag.time.max.ms"] // 2 or 1, self.maybe_shrink_isr)
         self._every(self.config["replica.high.watermark.checkpoint.interval.ms"], self.checkpoint_high_watermarks)
+        self._every(self.config["log.retention.check.interval.ms"], self.cleanup_logs)
+        if self.config["log.flush.scheduler.interval.ms"] < LONG_MAX:  # Kafka's default: never
+            self._every(self.config["log.flush.scheduler.interval.ms"], self.flush_dirty_logs)
+        self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
+                    lambda: self.checkpoint_logs(RECOVERY_POINT_CHECKPOINT_FILE))
+        self._every(self.config["log.flush.start.offset.checkpoint.interval.ms"],
+                    lambda: self.checkpoint_logs(LOG_START_CHECKPOINT_FILE))
 
     def _every(self, period_ms: int, fn: Callable[[], Any]) -> None:
         slot = len(self._timers)
@@ -153,6 +176,9 @@ class ReplicaManager:
                 p.log.close()
             else:
                 p.log.abandon()
+        if clean:  # after the logs closed: their recovery points are their ends now
+            for name in self._log_checkpoints:
+                self.checkpoint_logs(name)
         self.partitions.clear()
 
     def checkpoint_high_watermarks(self) -> None:
@@ -164,6 +190,30 @@ class ReplicaManager:
             hws[tp] = p.high_watermark
         self._hw_checkpoint.write(hws)
         self._checkpointed_hw = hws
+
+    def flush_dirty_logs(self) -> int:
+        """Kafka's LogManager.flushDirtyLogs: flush every hosted log whose ``flush.ms`` has
+        passed with appends unflushed; returns how many flushed."""
+        now = self.scheduler.now_ms()
+        return sum(p.log.maybe_flush(now) for p in self.partitions.values())
+
+    def cleanup_logs(self) -> int:
+        """Retention (Kafka's LogManager.cleanupLogs): every hosted log, leader or follower,
+        deletes its oldest segments past ``retention.ms`` / beyond ``retention.bytes``, only
+        below its own HW.  The leader's new log start reaches followers in fetch answers;
+        one that fetches below it starts over there (OFFSET_OUT_OF_RANGE).  Returns the
+        number of segments deleted."""
+        return sum(p.log.delete_old_segments() for p in self.partitions.values())
+
+    def checkpoint_logs(self, name: str) -> None:
+        """Write every hosted log's recovery point (``recovery-point-offset-checkpoint``) or
+        log start offset (``log-start-offset-checkpoint``), as Kafka's LogManager does."""
+        offsets = {tp: off for tp, off in self._checkpointed_logs[name].items() if tp in self._unopened}
+        recovery = name == RECOVERY_POINT_CHECKPOINT_FILE
+        for tp, p in self.partitions.items():
+            offsets[tp] = p.log.recovery_point if recovery else p.log.log_start_offset
+        self._log_checkpoints[name].write(offsets)
+        self._checkpointed_logs[name] = offsets
 
     # ---- partitions --------------------------------------------------------------------
     def _start_replica(self, tp: TopicPartition) -> Partition:
@@ -347,6 +397,10 @@ class ReplicaManager:
     def handle_fetch(self, req: FetchRequest, respond: Callable[[FetchResponse], None]) -> None:
         """Serve followers (replica_id >= 0) and consumers; long-poll up to ``max_wait_ms``."""
         is_follower = req.replica_id >= 0
+        if req.isolation not in ISOLATION_LEVELS:  # a misspelt level must not read past the HW
+            respond(FetchResponse(errors.InvalidRequest.code, tuple(
+                FetchPartitionData(fp.tp, errors.InvalidRequest.code) for fp in req.partitions)))
+            return
         datas, size, failed = self._read_counted(req)
         if (
             req.max_wait_ms <= 0

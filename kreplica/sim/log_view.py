@@ -4,20 +4,17 @@ A batch is identified by (base offset, last offset, leader epoch, CRC).  The
 v2 CRC covers attributes..end, so the leader's restamping of offsets and epoch
 (both outside it) keeps the producer's CRC: the same produced batch has the same
 CRC on every replica, and two different batches at one offset (divergence) have
-different ones.  Headers are walked in C (``scan_batches``); CRCs are gathered
-with one numpy fancy index per read, never a Python loop over records.
+different ones.  Headers are walked in C (``batch_fingerprints``), which builds
+the tuples directly: most reads here hold a few batches, where arrays and numpy
+indexing would cost more than the walk.
 """
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from ..records import scan_batches
+from ..records import batch_fingerprints
 
 CRC_AT = 17  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1)
-_CRC_SPAN = np.arange(CRC_AT, CRC_AT + 4)
-_WEIGHTS = np.array([1 << 24, 1 << 16, 1 << 8, 1], dtype=np.uint64)
 
 Fingerprint = tuple[int, int, int, int]  # base, last, epoch, crc
 
@@ -28,14 +25,7 @@ def batch_crc(batch: bytes | memoryview) -> int:
 
 def fingerprints(buf: Any) -> list[Fingerprint]:
     """(base, last, epoch, crc) of every whole, valid batch in ``buf``."""
-    res = scan_batches(buf, check_crc=False)
-    if not res.count:
-        return []
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    idx = np.asarray(res.positions, dtype=np.int64)[:, None] + _CRC_SPAN
-    crcs = (raw[idx].astype(np.uint64) * _WEIGHTS).sum(axis=1)
-    return list(zip(res.base_offsets.tolist(), res.last_offsets.tolist(),
-                    res.leader_epochs.tolist(), crcs.tolist()))
+    return batch_fingerprints(buf)
 
 
 def read_fingerprints(log: Any, start: int, end: int, chunk_bytes: int = 1 << 20) -> list[Fingerprint]:
