@@ -90,8 +90,19 @@ def test_reassign_and_preferred_election(cluster):
     cluster.reassign("bar", 0, [1002, 1003, 1001])
     d = cluster.describe("bar").partitions[0]
     assert d.replicas == (1002, 1003, 1001)
-    cluster.elect_preferred_leaders("bar")
-    assert cluster.run_until(lambda: cluster.describe("bar").partitions[0].leader == 1002, 30_000)
+    assert cluster.elect_preferred_leaders("bar") == {}  # every partition led by its first replica
+    assert cluster.describe("bar").partitions[0].leader == 1002
+
+
+def test_preferred_election_reports_the_partitions_it_could_not_move(cluster):
+    cluster.reassign("bar", 0, [1002, 1003, 1001])
+    cluster.kill(1002)  # the preferred replica of bar-0 (and of any other it comes first in)
+    cluster.run_until(lambda: all(1002 not in p.isr for p in cluster.describe("bar").partitions), 60_000)
+    assert cluster.elect_preferred_leaders("bar") == {
+        p.partition: errors.PreferredLeaderNotAvailable.code
+        for p in cluster.describe("bar").partitions if p.replicas[0] == 1002}
+    assert 0 in cluster.elect_preferred_leaders("bar", wait=True)
+    assert cluster.elect_preferred_leaders("bar", wait=False) == {}
 
 
 def test_delete_topic_removes_it_everywhere(cluster, tmp_path):
