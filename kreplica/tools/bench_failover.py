@@ -165,7 +165,8 @@ def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 5000, 10000],
+                        help="cluster sizes to measure, in partitions (default 1000 5000 10000)")
     parser.add_argument("--no-zookeeper", action="store_true", help="MemoryStore only")
     parser.add_argument("--repeat", type=int, default=3, help="MemoryStore runs per size (best kept)")
 
