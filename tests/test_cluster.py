@@ -220,3 +220,22 @@ def test_same_seed_same_history(tmp_path):
                 c.describe_text("t")
 
     assert run(tmp_path / "a") == run(tmp_path / "b")
+
+
+def test_a_topics_config_overrides_reach_its_replicas():
+    # Broker-wide min.insync.replicas is 1; this topic asks for 3 and smaller segments.
+    with Cluster.embedded(brokers=[1, 2, 3], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("strict", partitions=1, replication_factor=3,
+                       config={"min.insync.replicas": 3, "segment.bytes": 1 << 20})
+        c.create_topic("plain", partitions=1, replication_factor=3)
+        for topic in ("strict", "plain"):
+            c.run_until(lambda: len(c.describe(topic).partitions[0].isr) == 3, 60_000)
+        leader = c.describe("strict").partitions[0].leader
+        p = c.brokers[leader].replica_manager.partitions[TopicPartition("strict", 0)]
+        assert p.min_insync_replicas == 3 and p.log.config.segment_bytes == 1 << 20
+        victim = next(b for b in (1, 2, 3) if b != leader)
+        c.kill(victim)
+        c.run_until(lambda: victim not in c.describe("strict").partitions[0].isr, 60_000)
+        with pytest.raises(errors.NotEnoughReplicas):
+            c.produce("strict", 0, [b"x"], acks="all", retries=0)
+        assert c.produce("plain", 0, [b"x"], acks="all") >= 0  # the broker default still holds
