@@ -217,11 +217,21 @@ class Cluster:
         if wait and not self.run_until(lambda: not self.zk.reassignment_in_progress(), timeout_ms):
             raise errors.RequestTimedOut(f"reassignment of {tp} did not finish")
 
-    def elect_preferred_leaders(self, topic: str, wait: bool = True) -> None:
+    def elect_preferred_leaders(self, topic: str, wait: bool = True, timeout_ms: int = 60_000) -> dict[int, int]:
+        """Ask the controller to give each partition of ``topic`` to its preferred (first)
+        replica, through ``/admin/preferred_replica_election``.  With ``wait``, returns the
+        partitions still led by another replica, each with PREFERRED_LEADER_NOT_AVAILABLE's
+        code (its preferred replica is down or out of the ISR) -- empty when all moved --
+        and raises REQUEST_TIMED_OUT when the controller has not taken the request in
+        ``timeout_ms``.  Without ``wait``, returns {} at once."""
         d = self.describe(topic)
         admin.elect_preferred_leaders(self.zk, [TopicPartition(topic, p.partition) for p in d.partitions])
-        if wait:
-            self.run_until(lambda: not self.zk.get_preferred_replica_election(), 60_000)
+        if not wait:
+            return {}
+        if not self.run_until(lambda: not self.zk.get_preferred_replica_election(), timeout_ms):
+            raise errors.RequestTimedOut(f"preferred leader election for {topic} was not taken up")
+        return {p.partition: errors.PreferredLeaderNotAvailable.code
+                for p in self.describe(topic).partitions if p.replicas and p.leader != p.replicas[0]}
 
     # ---- describe ------------------------------------------------------------------
     def topics(self) -> list[str]:

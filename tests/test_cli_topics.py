@@ -77,3 +77,25 @@ def test_bad_input_is_an_error_line_not_a_traceback(zk_cluster, tmp_path, capsys
         err = capsys.readouterr().err
         assert err.startswith("Error: ") and message in err, (argv, err)
     assert c.topics() == []
+
+
+def test_create_by_count_replicas_and_preferred_election_and_verify(zk_cluster, capsys):
+    c = zk_cluster
+    assert main(["topics", "--zookeeper", c.connect, "--create", "--topic", "foo",
+                 "--partitions", "2", "--replication-factor", "2"]) == 0
+    assert c.run_until(lambda: all(p.leader >= 0 for p in c.describe("foo").partitions), 20_000)
+    assert [len(p.replicas) for p in c.describe("foo").partitions] == [2, 2]
+    capsys.readouterr()
+    assert main(["topics", "--zookeeper", c.connect, "--describe"]) == 0  # every topic
+    assert capsys.readouterr().out == c.describe_text("foo")
+    # Move foo-0 by flags, watch it with --verify, then give leadership to its first replica.
+    target = [b for b in (1001, 1002, 1003) if b != c.describe("foo").partitions[0].leader][:2]
+    assert main(["reassign", "--zookeeper", c.connect, "--topic", "foo", "--partition", "0",
+                 "--replicas", ",".join(map(str, target))]) == 0
+    assert "Successfully started reassignment of foo-0" in capsys.readouterr().out
+    assert c.run_until(lambda: list(c.describe("foo").partitions[0].replicas) == target, 30_000)
+    assert main(["reassign", "--zookeeper", c.connect, "--verify"]) == 0
+    assert capsys.readouterr().out.strip() == "Reassignment in progress: none"
+    assert main(["reassign", "--zookeeper", c.connect, "--preferred-election", "--topic", "foo"]) == 0
+    assert "Started preferred replica election for foo." in capsys.readouterr().out
+    assert c.run_until(lambda: all(p.leader == p.replicas[0] for p in c.describe("foo").partitions), 30_000)

@@ -90,8 +90,19 @@ def test_reassign_and_preferred_election(cluster):
     cluster.reassign("bar", 0, [1002, 1003, 1001])
     d = cluster.describe("bar").partitions[0]
     assert d.replicas == (1002, 1003, 1001)
-    cluster.elect_preferred_leaders("bar")
-    assert cluster.run_until(lambda: cluster.describe("bar").partitions[0].leader == 1002, 30_000)
+    assert cluster.elect_preferred_leaders("bar") == {}  # every partition led by its first replica
+    assert cluster.describe("bar").partitions[0].leader == 1002
+
+
+def test_preferred_election_reports_the_partitions_it_could_not_move(cluster):
+    cluster.reassign("bar", 0, [1002, 1003, 1001])
+    cluster.kill(1002)  # the preferred replica of bar-0 (and of any other it comes first in)
+    cluster.run_until(lambda: all(1002 not in p.isr for p in cluster.describe("bar").partitions), 60_000)
+    assert cluster.elect_preferred_leaders("bar") == {
+        p.partition: errors.PreferredLeaderNotAvailable.code
+        for p in cluster.describe("bar").partitions if p.replicas[0] == 1002}
+    assert 0 in cluster.elect_preferred_leaders("bar", wait=True)
+    assert cluster.elect_preferred_leaders("bar", wait=False) == {}
 
 
 def test_delete_topic_removes_it_everywhere(cluster, tmp_path):
@@ -209,3 +220,22 @@ def test_same_seed_same_history(tmp_path):
                 c.describe_text("t")
 
     assert run(tmp_path / "a") == run(tmp_path / "b")
+
+
+def test_a_topics_config_overrides_reach_its_replicas():
+    # Broker-wide min.insync.replicas is 1; this topic asks for 3 and smaller segments.
+    with Cluster.embedded(brokers=[1, 2, 3], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("strict", partitions=1, replication_factor=3,
+                       config={"min.insync.replicas": 3, "segment.bytes": 1 << 20})
+        c.create_topic("plain", partitions=1, replication_factor=3)
+        for topic in ("strict", "plain"):
+            c.run_until(lambda: len(c.describe(topic).partitions[0].isr) == 3, 60_000)
+        leader = c.describe("strict").partitions[0].leader
+        p = c.brokers[leader].replica_manager.partitions[TopicPartition("strict", 0)]
+        assert p.min_insync_replicas == 3 and p.log.config.segment_bytes == 1 << 20
+        victim = next(b for b in (1, 2, 3) if b != leader)
+        c.kill(victim)
+        c.run_until(lambda: victim not in c.describe("strict").partitions[0].isr, 60_000)
+        with pytest.raises(errors.NotEnoughReplicas):
+            c.produce("strict", 0, [b"x"], acks="all", retries=0)
+        assert c.produce("plain", 0, [b"x"], acks="all") >= 0  # the broker default still holds

@@ -452,6 +452,18 @@ def test_failover_bench_scenario_reelects_with_batched_writes():
     assert r.round_trips == 4
 
 
+def test_failover_bench_judges_its_targets():
+    from kreplica.tools.bench_failover import FailoverResult, verdicts
+
+    def row(store, n, seconds, trips=0):
+        return FailoverResult(store, "broker", n, seconds, seconds, n // 3, trips, 1)
+
+    good = verdicts([row("memory", 1000, 0.02), row("memory", 10000, 0.25), row("zookeeper", 1000, 1.0, 4)])
+    assert len(good) == 3 and all(line.endswith("PASS") for line in good)
+    bad = verdicts([row("memory", 1000, 0.6), row("memory", 10000, 60.0), row("zookeeper", 1000, 1.0, 900)])
+    assert [line.rsplit(" ", 1)[1] for line in bad] == ["FAIL", "FAIL", "FAIL"]
+
+
 # -- random histories (hypothesis) ------------------------------------------------------------
 
 OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred", "reassign"]),

@@ -1,6 +1,8 @@
 """`kreplica demo` (make demo): seed 003's story end to end on the embedded cluster."""
 import io
 
+import pytest
+
 from rich.console import Console
 
 from kreplica import demo
@@ -18,3 +20,13 @@ def test_demo_reproduces_seed003_and_loses_nothing():
     assert "differs" not in text and "nothing acknowledged was lost" in text
     assert "Leader-election and ISR timeline" in text and "becomes leader" in text
     assert "demo passed" in text
+
+
+@pytest.mark.zookeeper
+def test_demo_on_a_private_real_zookeeper(request):
+    request.getfixturevalue("zk_server")  # fails under KREPLICA_REQUIRE_ZK=1 when ZooKeeper is missing
+    out = io.StringIO()
+    assert demo.run(Console(file=out, width=200, color_system=None), metadata="zookeeper+local:///kreplica-demo")
+    text = out.getvalue()
+    assert "metadata: zookeeper+local:///kreplica-demo, real time" in text
+    assert "nothing acknowledged was lost" in text and "demo passed" in text

@@ -113,6 +113,29 @@ def test_bad_grids_fail_before_spark(tmp_path):
         Grid.load(bad)
 
 
+def test_loopback_and_this_interpreter_are_defaults_for_a_local_master_only(monkeypatch):
+    from kreplica.spark import session
+
+    for var in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        monkeypatch.delenv(var, raising=False)
+    session.prepare_environment(master="spark://head:7077")
+    assert "SPARK_LOCAL_IP" not in os.environ and "PYSPARK_PYTHON" not in os.environ
+    remote = session.session_conf("yarn", {"spark.archives": "env.tar.gz#env",
+                                           "spark.pyspark.python": "./env/bin/python"})
+    assert remote["spark.pyspark.python"] == "./env/bin/python" and remote["spark.archives"] == "env.tar.gz#env"
+    assert "spark.pyspark.python" not in session.session_conf("spark://head:7077")
+    session.prepare_environment(master="local[2]")
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert session.session_conf("local[2]")["spark.pyspark.python"] == os.environ["PYSPARK_PYTHON"]
+
+
+def test_cli_conf_must_be_key_value(capsys):
+    from kreplica import cli
+
+    assert cli.main(["sweep", "--scenario", SCENARIO, "--out", "/tmp/x", "--conf", "nonsense"]) == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
 def test_overrides_reach_the_scenario():
     sc = build_scenario("random-chaos", RunConfig.parse(
         {"acks": "1", "min.insync.replicas": 1, "unclean": True, "truncation": "leader-epoch",

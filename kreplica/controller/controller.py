@@ -125,6 +125,7 @@ class KafkaController:
         self._generation = 0
         self._timers: list[Timer] = []
         self._unclean_cache: dict[str, bool] = {}
+        self._topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}  # overrides, read with the above
         # Reassignment fault injection (sim/ and tests): called after each step.
         self.reassignment_step_hook: Callable[[TopicPartition, int], None] | None = None
         self.failovers = 0
@@ -135,7 +136,7 @@ class KafkaController:
     def _build(self) -> None:
         """Fresh context and state machines for a new term."""
         self.ctx = ControllerContext()
-        self.batch = ControllerBrokerRequestBatch(self.broker_id, self.ctx, self._channel)
+        self.batch = ControllerBrokerRequestBatch(self.broker_id, self.ctx, self._channel, self._topic_config)
         self.selectors = BoundSelectors(self.ctx, self._unclean_enabled)
         self.deletion = TopicDeletionManager(self)
         self.psm = PartitionStateMachine(self.ctx, self.zk, self.batch, self.selectors.offline,
@@ -222,6 +223,7 @@ class KafkaController:
             t.cancel()
         self._timers.clear()
         self._unclean_cache.clear()
+        self._topic_configs.clear()
         self._build()
 
     def _abdicate(self) -> None:
@@ -636,6 +638,7 @@ class KafkaController:
                 self.rsm.states.pop(PartitionReplica(tp, r), None)
         self.ctx.remove_topic(topic)
         self._unclean_cache.pop(topic, None)
+        self._topic_configs.pop(topic, None)
 
     def _unclean_enabled(self, topic: str) -> bool:
         """unclean.leader.election.enable: the topic's override, else the controller's config.
@@ -649,13 +652,23 @@ class KafkaController:
             cached = self._unclean_cache[topic]
         return cached
 
+    def _topic_config(self, topic: str) -> tuple[tuple[str, str], ...]:
+        """The topic's config overrides, for the LeaderAndIsr that creates its replicas."""
+        cached = self._topic_configs.get(topic)
+        if cached is None:
+            self._load_topic_configs([topic])
+            cached = self._topic_configs[topic]
+        return cached
+
     def _load_topic_configs(self, topics: Iterable[str]) -> None:
         topics = sorted(topics)
         got = self.zk.session.get_many([layout.topic_config_path(t) for t in topics])
         default = bool(self.config.get("unclean.leader.election.enable", False))
         for topic, g in zip(topics, got):
-            override = None if g is None else layout.decode_topic_config(g[0]).get("unclean.leader.election.enable")
+            overrides = {} if g is None else layout.decode_topic_config(g[0])
+            override = overrides.get("unclean.leader.election.enable")
             self._unclean_cache[topic] = default if override is None else override.lower() == "true"
+            self._topic_configs[topic] = tuple(sorted((k, str(v)) for k, v in overrides.items()))
 
     # -- reassignment and preferred election -------------------------------------
     def _maybe_trigger_partition_reassignment(self) -> None:

@@ -43,10 +43,12 @@ class Channel(Protocol):
 
 
 class ControllerBrokerRequestBatch:
-    def __init__(self, controller_id: int, ctx: ControllerContext, channel: Channel) -> None:
+    def __init__(self, controller_id: int, ctx: ControllerContext, channel: Channel,
+                 topic_config: Callable[[str], tuple[tuple[str, str], ...]] = lambda topic: ()) -> None:
         self._controller_id = controller_id
         self._ctx = ctx
         self._channel = channel
+        self._topic_config = topic_config
         self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartition]] = {}
         self._stop_callbacks: dict[int, dict[TopicPartition, StopReplicaCallback]] = {}
@@ -77,7 +79,7 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         entry = LeaderAndIsrPartitionState(
             tp, state.controller_epoch, state.leader, state.leader_epoch, state.isr,
-            state.zk_version, tuple(replicas), is_new,
+            state.zk_version, tuple(replicas), is_new, self._topic_config(tp.topic),
         )
         for b in broker_ids:
             if b >= 0:

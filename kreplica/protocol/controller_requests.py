@@ -23,6 +23,11 @@ class LeaderAndIsrPartitionState:
     zk_version: int
     replicas: tuple[int, ...]
     is_new: bool = False
+    # The topic's config overrides (/config/topics/<topic>) as the controller read them,
+    # as sorted (key, value) pairs.  Kafka's brokers watch that znode themselves; here the
+    # controller, which reads it anyway (unclean.leader.election.enable), hands it over, so
+    # a broker never reads the store while it applies a LeaderAndIsr.
+    topic_config: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .. import errors
 from ..config import LOG_KEYS, LONG_MAX, validate
@@ -216,18 +216,26 @@ class ReplicaManager:
         self._checkpointed_logs[name] = offsets
 
     # ---- partitions --------------------------------------------------------------------
-    def _start_replica(self, tp: TopicPartition) -> Partition:
-        """startReplica (seed 001 'C'): open or create the partition dir, restore the HW."""
+    def _start_replica(self, tp: TopicPartition, topic_config: Iterable[tuple[str, str]] = ()) -> Partition:
+        """startReplica (seed 001 'C'): open or create the partition dir, restore the HW.
+        ``topic_config``: the topic's overrides of the broker's log keys (retention,
+        segments, flush, ``min.insync.replicas``, ...), applied when the replica starts."""
         p = self.partitions.get(tp)
         if p is not None:
             return p
+        config, log_config = self.config, self.log_config
+        overrides = dict(topic_config)
+        if overrides:
+            checked = validate(overrides, allowed=LOG_KEYS)  # the controller's store held them
+            config = {**self.config, **{k: checked[k] for k in overrides}}
+            log_config = LogConfig.from_dict({k: config[k] for k in LOG_KEYS})
         self._unopened.pop(tp, None)
-        log = Log.open(self.data_dir / str(tp), self.log_config, clock=self.scheduler)
+        log = Log.open(self.data_dir / str(tp), log_config, clock=self.scheduler)
         hw = self._checkpointed_hw.get(tp)
         if hw is not None:
             log.update_high_watermark(hw)
         p = Partition(
-            tp, self.broker_id, log, self.config, self.scheduler, self._alter_isr, self._on_high_watermark
+            tp, self.broker_id, log, config, self.scheduler, self._alter_isr, self._on_high_watermark
         )
         self.partitions[tp] = p
         return p
@@ -327,7 +335,7 @@ class ReplicaManager:
             ):
                 return errors.NONE  # a replay of the state this replica already runs
         try:
-            p = self._start_replica(state.tp)
+            p = self._start_replica(state.tp, state.topic_config)
         except errors.KReplicaError as e:
             return e.code
         if state.leader == self.broker_id:

@@ -8,6 +8,13 @@ Arrow, and filter pushdown into Python data sources is off unless asked for.
 registers the ``kreplica`` data source.  Everything it sets is a plain Spark
 option, so the same settings work with ``--master spark://...`` or ``yarn``
 when passed to ``spark-submit`` instead.
+
+Two defaults hold only for a ``local`` master, where driver and workers share
+this machine: the driver binds to 127.0.0.1 (``SPARK_LOCAL_IP``), and workers
+run this very interpreter.  With a cluster master the driver must be reachable
+from other hosts and executors bring their own Python: ship kreplica to them
+with ``spark.archives`` (a packed venv) and ``spark.pyspark.python`` given in
+``conf`` (``kreplica sweep --conf KEY=VALUE``).
 """
 from __future__ import annotations
 
@@ -60,16 +67,32 @@ def java_available() -> bool:
     return shutil.which("java") is not None
 
 
-def prepare_environment(python: str | None = None) -> None:
+def is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def prepare_environment(python: str | None = None, master: str = "local") -> None:
     """Set the environment the JVM and its Python workers inherit.
 
     Must run before the first SparkContext starts: the JVM reads these once.
-    Values already set by the user are kept.
+    Values already set by the user are kept.  Workers' Python and the loopback
+    bind are defaults for a local master only (see the module docstring).
     """
     python = python or sys.executable
-    os.environ.setdefault("PYSPARK_PYTHON", python)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", python)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if is_local(master):
+        os.environ.setdefault("PYSPARK_PYTHON", python)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The options :func:`local_session` gives the builder: :data:`BASE_CONF`, the log4j2
+    configuration, workers on this interpreter for a local master, then ``conf``."""
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j2_file()}"
+    out = {"spark.driver.extraJavaOptions": java_opts, "spark.executor.extraJavaOptions": java_opts}
+    if is_local(master):
+        out["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    return {**out, **BASE_CONF, **dict(conf or {})}
 
 
 def _log4j2_file() -> str:
@@ -90,20 +113,13 @@ def local_session(
 
     ``conf`` entries override the defaults in :data:`BASE_CONF`.
     """
-    prepare_environment()
+    prepare_environment(master=master)
     from pyspark.sql import SparkSession
 
     from .datasource import KReplicaDataSource
 
-    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j2_file()}"
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.executor.extraJavaOptions", java_opts)
-        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-    )
-    for key, value in {**BASE_CONF, **dict(conf or {})}.items():
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in session_conf(master, conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -165,7 +165,8 @@ def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 5000, 10000])
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 5000, 10000],
+                        help="cluster sizes to measure, in partitions (default 1000 5000 10000)")
     parser.add_argument("--no-zookeeper", action="store_true", help="MemoryStore only")
     parser.add_argument("--repeat", type=int, default=3, help="MemoryStore runs per size (best kept)")
 
@@ -185,4 +186,33 @@ def execute(args: argparse.Namespace) -> int:
               f"{r.cpu_seconds:>7.3f} "
               f"{r.seconds / r.partitions * 1e6:>13.1f} {r.round_trips:>11} {r.trips_per_partition:>15.4f} "
               f"{r.trips_per_reelected:>16.4f} {r.requests:>8}")
+    for line in verdicts(rows):
+        print(line)
     return 0
+
+
+def verdicts(rows: list) -> list[str]:
+    """Issue 4's targets judged on these rows: the memory store re-elects 1,000 partitions
+    after a broker failure in under 0.5 s, its cost per partition stays flat with size
+    (linear: the largest size costs at most 2x per partition what the smallest does), and
+    ZooKeeper needs at most 1 round trip per re-elected partition."""
+    out = []
+    memory = sorted((r for r in rows if r.store == "memory" and r.failed == "broker"), key=lambda r: r.partitions)
+    at_1k = [r for r in memory if r.partitions == 1000]
+    if at_1k:
+        s = at_1k[0].seconds
+        out.append(f"target: memory store, 1,000 partitions in < 0.5 s: {s:.3f} s, {_verdict(s < 0.5)}")
+    if len(memory) >= 2:
+        small, large = (r.seconds / r.partitions for r in (memory[0], memory[-1]))
+        out.append(f"target: linear in partitions: {small * 1e6:.1f} -> {large * 1e6:.1f} us/partition from "
+                   f"{memory[0].partitions:,} to {memory[-1].partitions:,}, {_verdict(large <= 2 * small)}")
+    zk = [r for r in rows if r.store == "zookeeper"]
+    if zk:
+        worst = max(r.trips_per_reelected for r in zk)
+        out.append(f"target: ZooKeeper <= 1 round trip per re-elected partition: worst {worst:.4f}, "
+                   f"{_verdict(worst <= 1)}")
+    return out
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"

@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes, comma-separated")
-    parser.add_argument("--batch-records", type=int, default=1000)
+    parser.add_argument("--batch-records", type=int, default=1000, help="records per produce request (default 1000)")
     parser.add_argument("--batches", type=int, default=0, help="batches per size (default: ~50 MB of records)")
     parser.add_argument("--in-flight", type=int, default=32, help="acks=all requests outstanding")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per size; the best counts")

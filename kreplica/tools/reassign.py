@@ -18,8 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--preferred-election", action="store_true",
                       help="move leadership of --topic's partitions to their preferred replicas")
     what.add_argument("--verify", action="store_true", help="show whether a reassignment is in progress")
-    p.add_argument("--topic")
-    p.add_argument("--partition", type=int)
+    p.add_argument("--topic", help="the topic of the partition --replicas moves")
+    p.add_argument("--partition", type=int, help="the partition --replicas moves")
 
 
 def execute(args: argparse.Namespace) -> int:

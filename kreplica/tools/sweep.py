@@ -45,7 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         src.add_argument(flag, dest=axis, metavar="V[,V]", help=text)
     run = parser.add_argument_group("run")
     run.add_argument("--out", required=True, metavar="DIR", help="output directory (Parquet), any Hadoop path")
-    run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    run.add_argument("--master", default="local[2]",
+                     help="Spark master (default local[2]); with a cluster master, ship kreplica to the "
+                          "executors through --conf, e.g. spark.archives=kreplica-venv.tar.gz#env and "
+                          "spark.pyspark.python=./env/bin/python")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="a Spark option for the session; repeatable")
     run.add_argument("--runs-per-task", type=int, default=8, help="runs per Spark task (default 8)")
     run.add_argument("--tasks-per-chunk", type=int, default=None,
                      help="tasks per Spark job, the unit a killed sweep loses (default 4 per core)")
@@ -80,6 +85,11 @@ def execute(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console(stderr=True)
+    bad = [item for item in args.conf if "=" not in item or not item.partition("=")[0].strip()]
+    if bad:
+        console.print(f"[red]sweep: --conf {bad[0]!r}: expected KEY=VALUE")
+        return 2
+    conf = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in args.conf)}
     grid = None
     if not args.report_only:
         try:
@@ -93,7 +103,7 @@ def execute(args: argparse.Namespace) -> int:
     from ..spark.session import local_session
     from ..spark.sweep import read_results, run_sweep
 
-    spark = local_session(args.master, app_name="kreplica-sweep")
+    spark = local_session(args.master, app_name="kreplica-sweep", conf=conf)
     try:
         if grid is not None:
             console.print(f"sweep: {len(grid)} runs = {len(grid.scenarios)} scenarios x "
