@@ -101,3 +101,16 @@ def test_a_step_whose_target_resolves_to_nobody_is_recorded_as_skipped():
     assert r.ok, r.violation and r.violation.describe()
     (skipped,) = [e for e in world.history.events if e.kind == "step_skipped"]
     assert skipped.data == {"action": "pause", "target": "random"}
+
+
+def test_no_scripted_fault_fires_once_the_liveness_phase_has_begun():
+    # kip101-divergence crashes brokers 2 and 3 at about 2.1 s; with --until 2000 those steps
+    # come due during the liveness phase, which must heal everything and stop faults.
+    sc = replace(scenarios.load("kip101-divergence"), until_ms=2000)
+    world = World(sc, 1)
+    world.run()
+    kinds = [e.kind for e in world.history.events]
+    start = kinds.index("liveness_start")
+    assert not {"crash", "pause", "partition", "cut_store", "controlled_shutdown"} & set(kinds[start:])
+    skipped = [e.data for e in world.history.events[start:] if e.kind == "step_skipped"]
+    assert skipped and all(d["phase"] == "liveness" for d in skipped)

@@ -438,6 +438,11 @@ class World:
         raise ValueError(f"unknown step target {target!r}")
 
     def _run_step(self, step: Step) -> None:
+        if self._phase != "run":
+            # The liveness phase heals everything and stops faults: a step scheduled (or an
+            # armed one triggered) past until_ms does not run.
+            self.record("step_skipped", None, action=step.action, target=str(step.target), phase=self._phase)
+            return
         target = self.resolve(step.target)
         if step.target is not None and target is None:
             # "$killed" when the kill found no controller, "leader:t-0" with no leader, "random"
