@@ -114,3 +114,18 @@ def test_no_scripted_fault_fires_once_the_liveness_phase_has_begun():
     assert not {"crash", "pause", "partition", "cut_store", "controlled_shutdown"} & set(kinds[start:])
     skipped = [e.data for e in world.history.events[start:] if e.kind == "step_skipped"]
     assert skipped and all(d["phase"] == "liveness" for d in skipped)
+
+
+def test_time_to_re_elect_counts_from_the_loss_that_caused_the_election():
+    # A 1 s pause of bar-0's leader (no election: shorter than the session timeout), then at
+    # 12 s a crash.  The re-election must be timed from the crash, not from the pause 10 s
+    # earlier, whose mark used to stay until the next election.
+    base = scenarios.load("seed003-broker-killed")
+    sc = replace(base, until_ms=20_000, chaos=None, steps=(
+        Step("pause", at_ms=2000, target="leader:bar-0", bind="first", params={"duration_ms": 1000}),
+        Step("crash", at_ms=12_000, target="$first"),
+        Step("restart", at_ms=16_000, target="$first"),
+    ))
+    r = World(sc, 1).run()
+    timeout = int(sc.config.get("zookeeper.session.timeout.ms", 18_000))
+    assert r.ok and r.reelect_ms and max(r.reelect_ms) <= timeout + 2000, r.reelect_ms

@@ -401,6 +401,7 @@ class World:
             self._avail[1] += 1
             if m.leader in live and not self.network.is_paused(m.leader):
                 self._avail[0] += 1
+                self._leaderless_since.pop(name, None)  # back without an election (say, a leader restarted)
             else:
                 self._leaderless_since.setdefault(name, now)
         if not self.record_samples:
@@ -458,12 +459,10 @@ class World:
         if a == "crash":
             faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False),
                          prm.get("lose_in_flight", True))
-            self._mark_leaderless(target)
         elif a == "crash_together":
             for crash in prm["crashes"]:
                 faults.crash(self, crash["broker"], crash.get("lose_unflushed", False), crash.get("torn", False),
                              crash.get("lose_in_flight", True))
-                self._mark_leaderless(crash["broker"])
         elif a == "restart":
             faults.restart(self, target)
         elif a == "controlled_shutdown":
@@ -513,6 +512,12 @@ class World:
         self._deleting.discard(topic)
         self.checker.forget_topic(topic)
         self._admin(self.cluster.create_topic, topic, partitions, replication_factor, wait=False)
+
+    def _mark_led_again(self, broker: int) -> None:
+        """``broker`` resumed from a pause: the partitions it still leads were not re-elected."""
+        for name, m in self.checker.models.items():
+            if m.leader == broker:
+                self._leaderless_since.pop(name, None)
 
     def _mark_leaderless(self, broker: int | None) -> None:
         now = self.now_ms()
