@@ -77,7 +77,8 @@ class Violation:
     def describe(self) -> str:
         lines = [f"VIOLATION {self.invariant.value} at t={self.time_ms}ms "
                  f"tp={self.tp} broker={self.broker}: {self.message}",
-                 f"last {len(self.trace)} events touching {self.tp}:"]
+                 (f"last events touching {self.tp}, with the faults among them ({len(self.trace)}):"
+                  if self.tp is not None else f"last {len(self.trace)} events:")]
         lines += ["  " + e.to_json() for e in self.trace]
         return "\n".join(lines)
 
