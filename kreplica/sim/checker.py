@@ -164,6 +164,7 @@ class Checker:
         self.elections: list[tuple[int, str, int, int]] = []  # time, tp, leader, epoch
         self.controller_epoch = -1
         self.acked_writes = 0
+        self.writes_completed = 0
         self.consumed_batches = 0
         self.checks = 0
         self._clock_ms = 0
@@ -199,7 +200,8 @@ class Checker:
     # ---- inputs from the workload and the faults ------------------------------------------
     def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int,
                leader: int | None = None) -> None:
-        if acks != -1:
+        self.writes_completed += 1
+        if acks != -1:  # only acks=all carries the promise invariant 1 checks
             return
         m = self.model(tp)
         self.acked_writes += 1

@@ -29,6 +29,7 @@ class Summary:
     losses: Counter = field(default_factory=Counter)
     unclean_elections: int = 0
     acked_writes: int = 0
+    writes_completed: int = 0
     availability_sum: float = 0.0
     reelect_ms: list[int] = field(default_factory=list)
     virtual_ms: int = 0
@@ -45,6 +46,7 @@ class Summary:
             self.losses[loss.cause] += 1
         self.unclean_elections += r.unclean_elections
         self.acked_writes += r.acked_writes
+        self.writes_completed += r.writes_completed
         self.availability_sum += r.availability
         self.reelect_ms.extend(r.reelect_ms)
         self.virtual_ms += r.virtual_ms
@@ -70,6 +72,7 @@ class Summary:
             ("unclean elections", str(self.unclean_elections)),
             ("availability %", f"{100 * self.availability_sum / max(self.runs, 1):.2f}"),
             ("time to re-elect p50 / p99 ms", f"{p50 or 0:.0f} / {p99 or 0:.0f}" if p50 is not None else "-"),
+            ("writes completed / virtual s (acked, or sent with acks=0)", f"{self.writes_completed / v_s:.1f}"),
             ("acks=all writes acked / virtual s", f"{self.acked_writes / v_s:.1f}"),
             ("simulated events / wall s", f"{self.events / max(self.wall_s, 1e-9):,.0f}"),
             ("virtual s / wall s", f"{v_s / max(self.wall_s, 1e-9):.1f}"),
@@ -92,7 +95,7 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "runs": self.runs, "violations": dict(self.violations), "losses": dict(self.losses),
-            "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes,
+            "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes, "writes_completed": self.writes_completed,
             "availability": self.availability_sum / max(self.runs, 1),
             "reelect_ms_p50": percentile(self.reelect_ms, 50), "reelect_ms_p99": percentile(self.reelect_ms, 99),
             "failed_seeds": self.failed_seeds, "wall_s": self.wall_s, "events": self.events,
