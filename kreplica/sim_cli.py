@@ -9,7 +9,9 @@ Examples::
 
 Every run prints its seed and options first and its history hash last; the
 same seed and options give the same hash.  A violation prints the last events
-touching its partition, and the command exits non-zero.
+touching its partition, and the command exits non-zero.  ``--replay`` exits as the
+recorded run did (1 with its violation, printed again; 0 without), or 3 when the
+replayed history differs from the recorded one.
 """
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 HELP = "deterministic simulation with fault injection and an invariant checker"
+#: ``--replay`` exit status when the replayed history is not the recorded one; otherwise a
+#: replay exits as the run did: 1 with a violation (its trace printed), 0 without.
+REPLAY_DIFFERS = 3
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -141,7 +146,11 @@ def _replay(path: Path) -> int:
     print(f"replayed history hash {result.history_hash}")
     same = recorded == result.history_hash
     print("identical" if same else "DIFFERENT")
-    return 0 if same else 1
+    if result.violation is not None:
+        print(result.violation.describe())
+    if not same:
+        return REPLAY_DIFFERS
+    return 1 if result.violation is not None else 0
 
 
 def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
