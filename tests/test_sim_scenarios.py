@@ -177,3 +177,29 @@ def test_every_shipped_scenario_runs_clean_under_leader_epoch(name):
     r = world.run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
     assert STORY.get(name, lambda w: True)(world), name
+
+
+def _story(steps, until_ms=15_000):
+    base = scenarios.load("slow-follower")  # 3 brokers, t-0..t-2 led by 1, 2, 1; lag 3 s, session 3 s
+    return replace(base, steps=tuple(steps), until_ms=until_ms)
+
+
+def test_session_expiry_moves_leadership_and_the_broker_comes_back():
+    world = World(_story([Step("expire_session", at_ms=2000, target=1)]), 1)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    expired = next(e.time_ms for e in world.history.events if e.kind == "expire_session")
+    new_leaders = {e.tp: e.broker for e in world.history.events if e.kind == "election" and e.time_ms > expired}
+    assert new_leaders.get("t-0") not in (None, 1) and new_leaders.get("t-2") not in (None, 1)
+    assert all(1 in isr for isr in (_isrs(world, tp)[-1] for tp in ("t-0", "t-1", "t-2")))  # re-registered, caught up
+
+
+def test_a_full_disk_fails_appends_with_a_storage_error_until_space_returns():
+    world = World(_story([Step("disk_full", at_ms=2000, target=1, params={"duration_ms": 2000})]), 1)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    freed = next(e.time_ms for e in world.history.events if e.kind == "disk_freed")
+    refused = [e for e in world.history.events if e.kind == "produce_failed" and e.tp in ("t-0", "t-2")
+               and e.data.get("error") == "KAFKA_STORAGE_ERROR"]
+    assert refused and all(2000 <= e.time_ms <= freed for e in refused)
+    assert any(e.kind == "ack" and e.tp == "t-0" and e.time_ms > freed for e in world.history.events)
