@@ -91,6 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", action="store_true",
                    help="with --out: JSON-lines history of every run (failing runs always get one)")
     p.add_argument("--timeline", action="store_true", help="with --out: a timeline PNG of every run")
+    p.add_argument("--timeline-partitions", type=_at_least(1), default=4, metavar="N",
+                   help="partitions drawn in each timeline (default 4)")
     p.add_argument("--replay", type=Path, metavar="FILE", help="re-run a recorded history and compare hashes")
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--traces", type=_at_least(0), default=3, help="print the traces of this many failing runs")
@@ -169,7 +171,7 @@ def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
         if args.history or r.violation is not None:  # a failing seed is always kept for --replay
             world.history.write_jsonl(stem.with_suffix(".jsonl"))
         if args.timeline:
-            timeline_png(r, stem.with_suffix(".png"))
+            timeline_png(r, stem.with_suffix(".png"), getattr(args, "timeline_partitions", 4))
     r.samples = []
     return r
 

@@ -192,3 +192,12 @@ def test_keep_data_leaves_the_brokers_logs_for_dump_log(tmp_path, capsys):
         shutil.rmtree(kept)
     finally:
         shutil.rmtree(world.data_dir, ignore_errors=True)
+
+
+def test_timeline_isr_stays_are_one_bar_per_stay():
+    from kreplica.sim.report import isr_stays
+
+    samples = [(0, (1, 2, 3)), (250, (1, 2, 3)), (500, (1, 2)), (750, (1, 2)), (1000, (1, 2, 3)), (1250, (1, 2, 3))]
+    assert isr_stays(samples, 3) == [(0, 500), (1000, 1250)]
+    assert isr_stays(samples, 1) == [(0, 1250)]
+    assert isr_stays(samples, 4) == []
