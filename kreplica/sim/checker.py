@@ -164,6 +164,9 @@ class Checker:
         self.elections: list[tuple[int, str, int, int]] = []  # time, tp, leader, epoch
         self.controller_epoch = -1
         self.acked_writes = 0
+        # Batches consumers read that an attributed loss then removed (invariant 2's
+        # counterpart of a counted lost ack: never silent).
+        self.superseded_reads: list[CountedLoss] = []
         self.writes_completed = 0
         self.consumed_batches = 0
         self.checks = 0
@@ -362,6 +365,8 @@ class Checker:
         for base in lost:
             self.losses.append(CountedLoss(tp, base, cause, broker, epoch, self._now()))
             self.history.record(self._now(), "counted_loss", broker, tp, offset=base, cause=cause, epoch=epoch)
+        for base in sorted(b for b in m.consumed if b >= end or (b in m.canon and m.canon[b][0] >= end)):
+            self.superseded_reads.append(CountedLoss(tp, base, cause, broker, epoch, self._now()))
         self.history.record(self._now(), "superseded", broker, tp, from_offset=end, cause=cause,
                             committed_batches=len(tail))
         self._supersede(m, end)

@@ -27,6 +27,7 @@ class Summary:
     failed_seeds: list[int] = field(default_factory=list)
     violations: Counter = field(default_factory=Counter)
     losses: Counter = field(default_factory=Counter)
+    superseded_reads: Counter = field(default_factory=Counter)
     unclean_elections: int = 0
     acked_writes: int = 0
     writes_completed: int = 0
@@ -44,6 +45,8 @@ class Summary:
             self.failed_seeds.append(r.seed)
         for loss in r.losses:
             self.losses[loss.cause] += 1
+        for read in r.superseded_reads:
+            self.superseded_reads[read.cause] += 1
         self.unclean_elections += r.unclean_elections
         self.acked_writes += r.acked_writes
         self.writes_completed += r.writes_completed
@@ -68,6 +71,9 @@ class Summary:
         ]
         for cause in sorted(self.losses):
             out.append((f"  {cause}", str(self.losses[cause])))
+        out.append(("consumed batches then lost (counted, attributed)", str(sum(self.superseded_reads.values()))))
+        for cause in sorted(self.superseded_reads):
+            out.append((f"  {cause}", str(self.superseded_reads[cause])))
         out += [
             ("unclean elections", str(self.unclean_elections)),
             ("availability %", f"{100 * self.availability_sum / max(self.runs, 1):.2f}"),
@@ -95,6 +101,7 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "runs": self.runs, "violations": dict(self.violations), "losses": dict(self.losses),
+            "superseded_reads": dict(self.superseded_reads),
             "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes, "writes_completed": self.writes_completed,
             "availability": self.availability_sum / max(self.runs, 1),
             "reelect_ms_p50": percentile(self.reelect_ms, 50), "reelect_ms_p99": percentile(self.reelect_ms, 99),

@@ -94,6 +94,7 @@ class RunResult:
     samples: list[tuple[int, str, int, int, int, int, tuple[int, ...]]] = field(default_factory=list)
     faults: list[tuple[int, str, int | None]] = field(default_factory=list)
     writes_completed: int = 0  # acked at any level, or sent with acks=0 (acked_writes: acks=all only)
+    superseded_reads: list[CountedLoss] = field(default_factory=list)  # consumed, then lost (attributed)
 
     @property
     def ok(self) -> bool:
@@ -694,7 +695,7 @@ class World:
             self.scenario.name, self.seed, self.history.hash, len(self.history), self.now_ms(), wall_s,
             c.violation, list(c.losses), c.unclean_elections, c.acked_writes, c.consumed_batches, avail,
             list(self.reelect_ms), converged, self.cluster.scheduler.events_run - events0,
-            self.samples, fault_list, c.writes_completed,
+            self.samples, fault_list, c.writes_completed, list(c.superseded_reads),
         )
 
     def close(self) -> None:
