@@ -9,7 +9,9 @@ Examples::
 
 Every run prints its seed and options first and its history hash last; the
 same seed and options give the same hash.  A violation prints the last events
-touching its partition, and the command exits non-zero.
+touching its partition, and the command exits non-zero.  ``--replay`` exits as the
+recorded run did (1 with its violation, printed again; 0 without), or 3 when the
+replayed history differs from the recorded one.
 """
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 HELP = "deterministic simulation with fault injection and an invariant checker"
+#: ``--replay`` exit status when the replayed history is not the recorded one; otherwise a
+#: replay exits as the run did: 1 with a violation (its trace printed), 0 without.
+REPLAY_DIFFERS = 3
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -86,6 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", action="store_true",
                    help="with --out: JSON-lines history of every run (failing runs always get one)")
     p.add_argument("--timeline", action="store_true", help="with --out: a timeline PNG of every run")
+    p.add_argument("--timeline-partitions", type=_at_least(1), default=4, metavar="N",
+                   help="partitions drawn in each timeline (default 4)")
     p.add_argument("--replay", type=Path, metavar="FILE", help="re-run a recorded history and compare hashes")
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--traces", type=_at_least(0), default=3, help="print the traces of this many failing runs")
@@ -141,7 +148,11 @@ def _replay(path: Path) -> int:
     print(f"replayed history hash {result.history_hash}")
     same = recorded == result.history_hash
     print("identical" if same else "DIFFERENT")
-    return 0 if same else 1
+    if result.violation is not None:
+        print(result.violation.describe())
+    if not same:
+        return REPLAY_DIFFERS
+    return 1 if result.violation is not None else 0
 
 
 def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
@@ -160,7 +171,7 @@ def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
         if args.history or r.violation is not None:  # a failing seed is always kept for --replay
             world.history.write_jsonl(stem.with_suffix(".jsonl"))
         if args.timeline:
-            timeline_png(r, stem.with_suffix(".png"))
+            timeline_png(r, stem.with_suffix(".png"), getattr(args, "timeline_partitions", 4))
     r.samples = []
     return r
 

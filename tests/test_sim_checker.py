@@ -328,3 +328,18 @@ def test_a_resumed_leader_that_lost_data_without_a_power_loss_is_still_caught(ma
     append(back, [b"other"], 0)
     c.observe(1, "t-0", back, None)
     assert c.violation is not None and c.violation.invariant is Invariant.CONSUMED_RECORD_VANISHED
+
+
+def test_records_consumers_read_and_an_unclean_election_then_removed_are_counted_not_dropped():
+    from kreplica.sim import scenarios
+    from kreplica.sim.report import Summary
+    from kreplica.sim.world import World
+
+    sc = scenarios.load("unclean-election").with_config(**{"replica.truncation.strategy": "leader-epoch"})
+    r = next(r for r in (World(sc, s, keep_history=False).run() for s in range(1, 20)) if r.superseded_reads)
+    assert r.ok and {read.cause for read in r.superseded_reads} == {"unclean-election"}
+    summary = Summary()
+    summary.add(r)
+    rows = dict(summary.rows())
+    assert rows["consumed batches then lost (counted, attributed)"] == str(len(r.superseded_reads))
+    assert summary.to_dict()["superseded_reads"] == {"unclean-election": len(r.superseded_reads)}

@@ -42,3 +42,32 @@ def test_swarm_draws_everything_from_the_seed():
         assert 2 <= rf <= sc.brokers and 1 <= sc.config["min.insync.replicas"] <= rf
         assert sc.config["replica.truncation.strategy"] in ("high-watermark", "leader-epoch")
         assert scenarios.from_dict(sc.to_dict()) == sc
+
+
+def test_a_partitions_trace_carries_the_faults_recorded_among_its_events():
+    h = History(keep_all=False, tail_per_partition=4)
+    h.record(0, "ack", 1, "t-0", offset=0)
+    h.record(1, "crash", 1)  # touches no partition
+    for i in range(1, 4):
+        h.record(2 + i, "ack", 2, "t-0", offset=i)
+    h.record(9, "ack", 2, "t-1", offset=0)
+    trace = h.tail("t-0")
+    assert [e.kind for e in trace] == ["ack", "crash", "ack", "ack", "ack"]
+    assert [e.kind for e in h.tail("t-0", 3)] == ["ack", "ack", "ack"]  # the crash is older than these
+    # A violation of the whole cluster gets the last events of any kind, even without keep_all.
+    assert [(e.kind, e.tp) for e in h.tail(None, 2)] == [("ack", "t-0"), ("ack", "t-1")]
+
+
+def test_a_kip101_loss_trace_shows_the_faults_among_its_events():
+    from dataclasses import replace
+
+    from kreplica.sim.world import World
+
+    sc = scenarios.load("kip101-hw-truncation").with_config(**{"replica.truncation.strategy": "high-watermark"})
+    for seed in range(1, 30):
+        r = World(replace(sc), seed, keep_history=False).run()
+        if r.violation is not None and r.violation.tp is not None:
+            break
+    assert r.violation is not None
+    # The broker restart that exposes the truncation (it records no partition) is in the trace.
+    assert {"restart", "truncate"} <= {e.kind for e in r.violation.trace}, r.violation.describe()

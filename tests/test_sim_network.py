@@ -95,3 +95,39 @@ def test_a_failed_host_loses_what_it_had_in_flight():
     net.lose_in_flight(1)
     sched.advance(100)
     assert [r.replica_id for _, _, r in got] == [1]
+
+
+def test_drops_lose_data_plane_messages_but_never_controller_requests():
+    sched, net, got = world(LinkProfile(drop_probability=0.5))
+    for i in range(200):
+        net.send(1, 2, fetch(i), None)
+        net.send(1, 3, lair(i), None)
+    sched.advance(1000)
+    fetches = [r.replica_id for _, node, r in got if node == 2]
+    assert 60 < len(fetches) < 140 and net.stats.dropped == 200 - len(fetches)
+    assert fetches == sorted(fetches)  # what arrives still arrives in order
+    assert [r.controller_epoch for _, node, r in got if node == 3] == list(range(200))
+
+
+def test_reordering_applies_to_clients_only_and_links_stay_fifo_between_brokers():
+    sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=40, reorder=True))
+    for i in range(100):
+        net.send(-1, 2, fetch(i), None)  # a client (negative id) with several connections
+        net.send(1, 3, fetch(i), None)   # broker to broker: one TCP connection
+    sched.advance(1000)
+    from_client = [r.replica_id for _, node, r in got if node == 2]
+    between_brokers = [r.replica_id for _, node, r in got if node == 3]
+    assert sorted(from_client) == list(range(100)) and from_client != list(range(100))
+    assert between_brokers == list(range(100))
+
+
+def test_a_link_or_node_profile_overrides_the_default():
+    sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=1))
+    net.set_node(3, LinkProfile(latency_ms_min=100, latency_ms_max=100))  # every link to or from 3
+    net.set_link(1, 2, LinkProfile(latency_ms_min=40, latency_ms_max=40))  # one direction only
+    net.send(1, 2, fetch(0), None)
+    net.send(2, 1, fetch(1), None)
+    net.send(1, 3, fetch(2), None)
+    net.send(2, 2, fetch(3), None)
+    sched.advance(1000)
+    assert sorted((r.replica_id, t) for t, _, r in got) == [(0, 40), (1, 1), (2, 100), (3, 1)]

@@ -101,3 +101,105 @@ def test_a_step_whose_target_resolves_to_nobody_is_recorded_as_skipped():
     assert r.ok, r.violation and r.violation.describe()
     (skipped,) = [e for e in world.history.events if e.kind == "step_skipped"]
     assert skipped.data == {"action": "pause", "target": "random"}
+
+
+def test_no_scripted_fault_fires_once_the_liveness_phase_has_begun():
+    # kip101-divergence crashes brokers 2 and 3 at about 2.1 s; with --until 2000 those steps
+    # come due during the liveness phase, which must heal everything and stop faults.
+    sc = replace(scenarios.load("kip101-divergence"), until_ms=2000)
+    world = World(sc, 1)
+    world.run()
+    kinds = [e.kind for e in world.history.events]
+    start = kinds.index("liveness_start")
+    assert not {"crash", "pause", "partition", "cut_store", "controlled_shutdown"} & set(kinds[start:])
+    skipped = [e.data for e in world.history.events[start:] if e.kind == "step_skipped"]
+    assert skipped and all(d["phase"] == "liveness" for d in skipped)
+
+
+def test_time_to_re_elect_counts_from_the_loss_that_caused_the_election():
+    # A 1 s pause of bar-0's leader (no election: shorter than the session timeout), then at
+    # 12 s a crash.  The re-election must be timed from the crash, not from the pause 10 s
+    # earlier, whose mark used to stay until the next election.
+    base = scenarios.load("seed003-broker-killed")
+    sc = replace(base, until_ms=20_000, chaos=None, steps=(
+        Step("pause", at_ms=2000, target="leader:bar-0", bind="first", params={"duration_ms": 1000}),
+        Step("crash", at_ms=12_000, target="$first"),
+        Step("restart", at_ms=16_000, target="$first"),
+    ))
+    r = World(sc, 1).run()
+    timeout = int(sc.config.get("zookeeper.session.timeout.ms", 18_000))
+    assert r.ok and r.reelect_ms and max(r.reelect_ms) <= timeout + 2000, r.reelect_ms
+
+
+@pytest.mark.parametrize("acks", ["0", "1"])
+def test_throughput_counts_writes_acked_at_any_level(acks):
+    from kreplica.sim.report import Summary
+
+    base = scenarios.load("seed003-controlled-shutdown")
+    sc = replace(base, until_ms=3000, workload=replace(base.workload, acks=acks)).with_config(acks=acks)
+    r = World(sc, 1).run()
+    assert r.writes_completed > 0 and r.acked_writes == 0  # acks=all alone is what invariant 1 judges
+    summary = Summary()
+    summary.add(r)
+    rows = dict(summary.rows())
+    assert float(rows["writes completed / virtual s (acked, or sent with acks=0)"]) > 0
+    assert summary.to_dict()["writes_completed"] == r.writes_completed
+
+
+def _isrs(world, tp):
+    return [tuple(e.data["isr"]) for e in world.history.events if e.kind in ("isr_changed", "election") and e.tp == tp]
+
+
+def _count(world, kind):
+    return sum(e.kind == kind for e in world.history.events)
+
+
+# What each story must show besides a clean, converged run (leader-epoch truncation).
+STORY = {
+    "reassignment-under-failure": lambda w: _isrs(w, "t-0")[-1] == (2, 3, 4) and _count(w, "crash") == 1,
+    "controller-failover-mid-reassignment": lambda w: _isrs(w, "t-0")[-1] == (2, 3, 4)
+    and _count(w, "kill_controller") == 1,
+    "rolling-restart": lambda w: _count(w, "controlled_shutdown_done") == 3 and _count(w, "restart") == 3,
+    "leader-cut-from-store": lambda w: _count(w, "cut_store") == 1 and _count(w, "election") > 3,
+    # Broker 3 drops out of every ISR and is back in each at the end.
+    "slow-follower": lambda w: all(any(3 not in isr for isr in _isrs(w, tp)) and 3 in _isrs(w, tp)[-1]
+                                   for tp in ("t-0", "t-1", "t-2")),
+    "unclean-election": lambda w: _count(w, "election") > 0,
+}
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_every_shipped_scenario_runs_clean_under_leader_epoch(name):
+    sc = scenarios.load(name).with_config(**{"replica.truncation.strategy": "leader-epoch"})
+    if sc.chaos is not None:
+        sc = replace(sc, until_ms=10_000)
+    world = World(sc, 1)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert STORY.get(name, lambda w: True)(world), name
+
+
+def _story(steps, until_ms=15_000):
+    base = scenarios.load("slow-follower")  # 3 brokers, t-0..t-2 led by 1, 2, 1; lag 3 s, session 3 s
+    return replace(base, steps=tuple(steps), until_ms=until_ms)
+
+
+def test_session_expiry_moves_leadership_and_the_broker_comes_back():
+    world = World(_story([Step("expire_session", at_ms=2000, target=1)]), 1)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    expired = next(e.time_ms for e in world.history.events if e.kind == "expire_session")
+    new_leaders = {e.tp: e.broker for e in world.history.events if e.kind == "election" and e.time_ms > expired}
+    assert new_leaders.get("t-0") not in (None, 1) and new_leaders.get("t-2") not in (None, 1)
+    assert all(1 in isr for isr in (_isrs(world, tp)[-1] for tp in ("t-0", "t-1", "t-2")))  # re-registered, caught up
+
+
+def test_a_full_disk_fails_appends_with_a_storage_error_until_space_returns():
+    world = World(_story([Step("disk_full", at_ms=2000, target=1, params={"duration_ms": 2000})]), 1)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    freed = next(e.time_ms for e in world.history.events if e.kind == "disk_freed")
+    refused = [e for e in world.history.events if e.kind == "produce_failed" and e.tp in ("t-0", "t-2")
+               and e.data.get("error") == "KAFKA_STORAGE_ERROR"]
+    assert refused and all(2000 <= e.time_ms <= freed for e in refused)
+    assert any(e.kind == "ack" and e.tp == "t-0" and e.time_ms > freed for e in world.history.events)

@@ -69,8 +69,23 @@ def test_cli_runs_seeds_and_replays_a_history_to_the_same_hash(tmp_path, capsys)
     history = tmp_path / "kip101-hw-truncation-1.jsonl"
     assert history.exists() and (tmp_path / "kip101-hw-truncation-1.png").stat().st_size > 1000
     assert rc in (0, 1)
-    assert sim_cli.main(["--replay", str(history)]) == 0
+    assert sim_cli.main(["--replay", str(history)]) == rc  # a replay exits as the run did
     assert "identical" in capsys.readouterr().out
+
+
+def test_replay_of_a_failing_seed_prints_its_violation_and_a_changed_history_is_exit_3(tmp_path, capsys):
+    args = ["--scenario", "kip101-hw-truncation", "--config", "replica.truncation.strategy=high-watermark",
+            "--out", str(tmp_path)]
+    seed = next(s for s in range(1, 40) if sim_cli.main(args + ["--seed", str(s)]) == 1)
+    history = tmp_path / f"kip101-hw-truncation-{seed}.jsonl"  # a failing run always keeps one
+    capsys.readouterr()
+    assert sim_cli.main(["--replay", str(history)]) == 1
+    out = capsys.readouterr().out
+    assert "identical" in out and "VIOLATION" in out
+    lines = history.read_text().splitlines()
+    history.write_text("\n".join(lines[:-1]) + "\n")  # the recorded history no longer matches
+    assert sim_cli.main(["--replay", str(history)]) == sim_cli.REPLAY_DIFFERS
+    assert "DIFFERENT" in capsys.readouterr().out
 
 
 def _stale_lair(world, broker_id):
@@ -177,3 +192,12 @@ def test_keep_data_leaves_the_brokers_logs_for_dump_log(tmp_path, capsys):
         shutil.rmtree(kept)
     finally:
         shutil.rmtree(world.data_dir, ignore_errors=True)
+
+
+def test_timeline_isr_stays_are_one_bar_per_stay():
+    from kreplica.sim.report import isr_stays
+
+    samples = [(0, (1, 2, 3)), (250, (1, 2, 3)), (500, (1, 2)), (750, (1, 2)), (1000, (1, 2, 3)), (1250, (1, 2, 3))]
+    assert isr_stays(samples, 3) == [(0, 500), (1000, 1250)]
+    assert isr_stays(samples, 1) == [(0, 1250)]
+    assert isr_stays(samples, 4) == []

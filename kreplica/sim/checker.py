@@ -77,7 +77,8 @@ class Violation:
     def describe(self) -> str:
         lines = [f"VIOLATION {self.invariant.value} at t={self.time_ms}ms "
                  f"tp={self.tp} broker={self.broker}: {self.message}",
-                 f"last {len(self.trace)} events touching {self.tp}:"]
+                 (f"last events touching {self.tp}, with the faults among them ({len(self.trace)}):"
+                  if self.tp is not None else f"last {len(self.trace)} events:")]
         lines += ["  " + e.to_json() for e in self.trace]
         return "\n".join(lines)
 
@@ -163,6 +164,10 @@ class Checker:
         self.elections: list[tuple[int, str, int, int]] = []  # time, tp, leader, epoch
         self.controller_epoch = -1
         self.acked_writes = 0
+        # Batches consumers read that an attributed loss then removed (invariant 2's
+        # counterpart of a counted lost ack: never silent).
+        self.superseded_reads: list[CountedLoss] = []
+        self.writes_completed = 0
         self.consumed_batches = 0
         self.checks = 0
         self._clock_ms = 0
@@ -198,7 +203,8 @@ class Checker:
     # ---- inputs from the workload and the faults ------------------------------------------
     def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int,
                leader: int | None = None) -> None:
-        if acks != -1:
+        self.writes_completed += 1
+        if acks != -1:  # only acks=all carries the promise invariant 1 checks
             return
         m = self.model(tp)
         self.acked_writes += 1
@@ -359,6 +365,8 @@ class Checker:
         for base in lost:
             self.losses.append(CountedLoss(tp, base, cause, broker, epoch, self._now()))
             self.history.record(self._now(), "counted_loss", broker, tp, offset=base, cause=cause, epoch=epoch)
+        for base in sorted(b for b in m.consumed if b >= end or (b in m.canon and m.canon[b][0] >= end)):
+            self.superseded_reads.append(CountedLoss(tp, base, cause, broker, epoch, self._now()))
         self.history.record(self._now(), "superseded", broker, tp, from_offset=end, cause=cause,
                             committed_batches=len(tail))
         self._supersede(m, end)

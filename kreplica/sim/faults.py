@@ -99,6 +99,7 @@ def crash(world: "World", broker: int, lose_unflushed: bool = False, torn: bool 
     if lose_in_flight:
         world.network.lose_in_flight(broker)
     world.cluster.kill(broker)
+    world._mark_leaderless(broker)  # time to re-elect counts from here, not from the next sample
     for t in tails:
         drop_tail(t)
         world.checker.on_power_loss(broker, f"{t.tp.topic}-{t.tp.partition}", t.first_offset)
@@ -138,6 +139,7 @@ def pause(world: "World", broker: int, duration_ms: int) -> bool:
     world.record("pause", broker, duration_ms=duration_ms)
     world.network.pause(broker)
     view.pause()
+    world._mark_leaderless(broker)
     world.later(duration_ms, _resume, world, broker, view)
     return True
 
@@ -166,6 +168,7 @@ def resume(world: "World", broker: int) -> None:
     held = view.resume() if view is not None else 0
     world.record("resume", broker, held=held)
     world.network.resume(broker)
+    world._mark_led_again(broker)
 
 
 def slow_disk(world: "World", broker: int, delay_ms: int, duration_ms: int) -> bool:

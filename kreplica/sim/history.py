@@ -65,6 +65,10 @@ class History:
         self._seq = 0
         self._tails: dict[str, deque[Event]] = {}
         self._tail_n = tail_per_partition
+        # Kept even without keep_all, for violation traces: the last events of any kind, and
+        # the last events touching no partition (crashes, pauses, partitions, phases).
+        self._recent: deque[Event] = deque(maxlen=tail_per_partition)
+        self._untargeted: deque[Event] = deque(maxlen=tail_per_partition)
         self.counts: dict[str, int] = {}
 
     def record(self, time_ms: int, kind: str, broker: int | None = None, tp: str | None = None,
@@ -78,11 +82,14 @@ class History:
         if self.keep_all:
             self.events.append(ev)
             self.lines.append(line)
+        self._recent.append(ev)
         if tp is not None:
             tail = self._tails.get(tp)
             if tail is None:
                 tail = self._tails[tp] = deque(maxlen=self._tail_n)
             tail.append(ev)
+        else:
+            self._untargeted.append(ev)
         return ev
 
     @property
@@ -93,11 +100,18 @@ class History:
         return self._seq
 
     def tail(self, tp: str | None, n: int | None = None) -> list[Event]:
-        """The last ``n`` events touching ``tp`` (the minimal trace around a violation)."""
+        """The minimal trace around a violation: the last ``n`` events touching ``tp``, with
+        the faults and phase changes (events touching no partition) recorded among them --
+        the crash that caused a loss is part of its story.  For ``tp=None`` (a violation of
+        the whole cluster: liveness, controller epoch) the last ``n`` events of any kind."""
+        n = n or self._tail_n
         if tp is None:
-            return self.events[-(n or self._tail_n):]
-        events = list(self._tails.get(tp, ()))
-        return events[-n:] if n else events
+            return list(self._recent)[-n:]
+        events = list(self._tails.get(tp, ()))[-n:]
+        if not events:
+            return []
+        first = events[0].seq
+        return sorted(events + [e for e in self._untargeted if e.seq >= first], key=lambda e: e.seq)
 
     def of_kind(self, *kinds: str) -> Iterator[Event]:
         wanted = set(kinds)

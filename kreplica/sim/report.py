@@ -27,8 +27,10 @@ class Summary:
     failed_seeds: list[int] = field(default_factory=list)
     violations: Counter = field(default_factory=Counter)
     losses: Counter = field(default_factory=Counter)
+    superseded_reads: Counter = field(default_factory=Counter)
     unclean_elections: int = 0
     acked_writes: int = 0
+    writes_completed: int = 0
     availability_sum: float = 0.0
     reelect_ms: list[int] = field(default_factory=list)
     virtual_ms: int = 0
@@ -43,8 +45,11 @@ class Summary:
             self.failed_seeds.append(r.seed)
         for loss in r.losses:
             self.losses[loss.cause] += 1
+        for read in r.superseded_reads:
+            self.superseded_reads[read.cause] += 1
         self.unclean_elections += r.unclean_elections
         self.acked_writes += r.acked_writes
+        self.writes_completed += r.writes_completed
         self.availability_sum += r.availability
         self.reelect_ms.extend(r.reelect_ms)
         self.virtual_ms += r.virtual_ms
@@ -66,10 +71,14 @@ class Summary:
         ]
         for cause in sorted(self.losses):
             out.append((f"  {cause}", str(self.losses[cause])))
+        out.append(("consumed batches then lost (counted, attributed)", str(sum(self.superseded_reads.values()))))
+        for cause in sorted(self.superseded_reads):
+            out.append((f"  {cause}", str(self.superseded_reads[cause])))
         out += [
             ("unclean elections", str(self.unclean_elections)),
             ("availability %", f"{100 * self.availability_sum / max(self.runs, 1):.2f}"),
             ("time to re-elect p50 / p99 ms", f"{p50 or 0:.0f} / {p99 or 0:.0f}" if p50 is not None else "-"),
+            ("writes completed / virtual s (acked, or sent with acks=0)", f"{self.writes_completed / v_s:.1f}"),
             ("acks=all writes acked / virtual s", f"{self.acked_writes / v_s:.1f}"),
             ("simulated events / wall s", f"{self.events / max(self.wall_s, 1e-9):,.0f}"),
             ("virtual s / wall s", f"{v_s / max(self.wall_s, 1e-9):.1f}"),
@@ -92,11 +101,26 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "runs": self.runs, "violations": dict(self.violations), "losses": dict(self.losses),
-            "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes,
+            "superseded_reads": dict(self.superseded_reads),
+            "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes, "writes_completed": self.writes_completed,
             "availability": self.availability_sum / max(self.runs, 1),
             "reelect_ms_p50": percentile(self.reelect_ms, 50), "reelect_ms_p99": percentile(self.reelect_ms, 99),
             "failed_seeds": self.failed_seeds, "wall_s": self.wall_s, "events": self.events,
         }
+
+
+def isr_stays(partition_samples: list[tuple], broker: int) -> list[tuple[int, int]]:
+    """[(from ms, to ms), ...]: the stretches of a partition's samples (time first, ISR
+    last) in which ``broker`` was in the ISR, each up to the next sample after it left."""
+    stays: list[tuple[int, int]] = []
+    for a, z in zip(partition_samples, partition_samples[1:]):
+        if broker not in a[-1]:
+            continue
+        if stays and stays[-1][1] == a[0]:
+            stays[-1] = (stays[-1][0], z[0])
+        else:
+            stays.append((a[0], z[0]))
+    return stays
 
 
 def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path:
@@ -118,16 +142,28 @@ def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path
             t = [s[0] / 1000 for s in mine]
             ax_off.plot(t, [s[4] for s in mine], label=f"LEO {broker}", linewidth=1)
             ax_off.plot(t, [s[3] for s in mine], "--", label=f"HW {broker}", linewidth=1)
-        ax_lead.step([s[0] / 1000 for s in leaders], [s[2] for s in leaders], where="post", label="leader (0: none)")
-        ax_lead.step([s[0] / 1000 for s in leaders], [len(s[6]) for s in leaders], where="post", label="ISR size")
+        # ISR membership: a bar per broker while it is in the ISR, the leader drawn over them.
+        brokers = sorted({b for s in leaders for b in s[6]} | {s[2] for s in leaders if s[2] > 0})
+        for b in brokers:
+            spans = [(start / 1000, (end - start) / 1000) for start, end in isr_stays(leaders, b)]
+            ax_lead.broken_barh(spans, (b - 0.3, 0.6), color="tab:green", alpha=0.35,
+                                label="in the ISR" if b == brokers[0] else None)
+        ax_lead.step([s[0] / 1000 for s in leaders], [s[2] for s in leaders], where="post", color="black",
+                     linewidth=1, label="leader (0: none)")
+        ax_lead.set_yticks([0, *brokers])
         ax_off.set_ylabel(f"{tp}\noffset")
-        ax_lead.set_ylabel("broker / ISR")
-        ax_off.legend(fontsize=6, ncol=6, loc="upper left")
+        ax_lead.set_ylabel("broker")
+        ax_off.legend(fontsize=6, ncol=6, loc="lower right")  # the top carries the fault names
         ax_lead.legend(fontsize=6, loc="upper left")
-        for when, kind, _broker in result.faults:
+        for when, kind, broker in result.faults:
             for ax in (ax_off, ax_lead):
                 ax.axvline(when / 1000, color="red" if kind == "crash" else "grey", alpha=0.4, linewidth=0.8)
-    axes[-1][0].set_xlabel("virtual time (s); vertical lines: faults (red: crashes)")
+            if i == 0:  # named once, along the top
+                label = kind.replace("_", " ") + ("" if broker is None else f" {broker}")
+                ax_off.annotate(label, (when / 1000, 0.97), xycoords=("data", "axes fraction"), rotation=90,
+                                fontsize=6, va="top", ha="right", color="dimgrey",
+                                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
+    axes[-1][0].set_xlabel("virtual time (s); vertical lines: faults, named at the top (red: crashes)")
     verdict = "ok" if result.violation is None else result.violation.invariant.value
     fig.suptitle(f"{result.scenario} seed {result.seed}: {verdict}")
     fig.tight_layout()

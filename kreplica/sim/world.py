@@ -93,6 +93,8 @@ class RunResult:
     scheduler_events: int
     samples: list[tuple[int, str, int, int, int, int, tuple[int, ...]]] = field(default_factory=list)
     faults: list[tuple[int, str, int | None]] = field(default_factory=list)
+    writes_completed: int = 0  # acked at any level, or sent with acks=0 (acked_writes: acks=all only)
+    superseded_reads: list[CountedLoss] = field(default_factory=list)  # consumed, then lost (attributed)
 
     @property
     def ok(self) -> bool:
@@ -401,6 +403,7 @@ class World:
             self._avail[1] += 1
             if m.leader in live and not self.network.is_paused(m.leader):
                 self._avail[0] += 1
+                self._leaderless_since.pop(name, None)  # back without an election (say, a leader restarted)
             else:
                 self._leaderless_since.setdefault(name, now)
         if not self.record_samples:
@@ -438,6 +441,11 @@ class World:
         raise ValueError(f"unknown step target {target!r}")
 
     def _run_step(self, step: Step) -> None:
+        if self._phase != "run":
+            # The liveness phase heals everything and stops faults: a step scheduled (or an
+            # armed one triggered) past until_ms does not run.
+            self.record("step_skipped", None, action=step.action, target=str(step.target), phase=self._phase)
+            return
         target = self.resolve(step.target)
         if step.target is not None and target is None:
             # "$killed" when the kill found no controller, "leader:t-0" with no leader, "random"
@@ -453,12 +461,10 @@ class World:
         if a == "crash":
             faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False),
                          prm.get("lose_in_flight", True))
-            self._mark_leaderless(target)
         elif a == "crash_together":
             for crash in prm["crashes"]:
                 faults.crash(self, crash["broker"], crash.get("lose_unflushed", False), crash.get("torn", False),
                              crash.get("lose_in_flight", True))
-                self._mark_leaderless(crash["broker"])
         elif a == "restart":
             faults.restart(self, target)
         elif a == "controlled_shutdown":
@@ -508,6 +514,12 @@ class World:
         self._deleting.discard(topic)
         self.checker.forget_topic(topic)
         self._admin(self.cluster.create_topic, topic, partitions, replication_factor, wait=False)
+
+    def _mark_led_again(self, broker: int) -> None:
+        """``broker`` resumed from a pause: the partitions it still leads were not re-elected."""
+        for name, m in self.checker.models.items():
+            if m.leader == broker:
+                self._leaderless_since.pop(name, None)
 
     def _mark_leaderless(self, broker: int | None) -> None:
         now = self.now_ms()
@@ -683,7 +695,7 @@ class World:
             self.scenario.name, self.seed, self.history.hash, len(self.history), self.now_ms(), wall_s,
             c.violation, list(c.losses), c.unclean_elections, c.acked_writes, c.consumed_batches, avail,
             list(self.reelect_ms), converged, self.cluster.scheduler.events_run - events0,
-            self.samples, fault_list,
+            self.samples, fault_list, c.writes_completed, list(c.superseded_reads),
         )
 
     def close(self) -> None:
