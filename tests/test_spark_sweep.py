@@ -292,8 +292,11 @@ def test_report_numbers_match_direct_runs(spark, swept, direct, tmp_path):  # no
     assert args[:2] == ["kreplica", "simulate"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert sim_cli.main(args[2:]) == 0
-    assert f"replayed history hash {first['history_hash']}" in printed.getvalue()
+        rc = sim_cli.main(args[2:])
+    # A replay exits as the run did: 1 with its violation, 0 for a run listed for its losses.
+    failed_run = direct[(first["scenario"], first["config_key"], first["seed"])]
+    assert rc == (1 if failed_run.violation is not None else 0)
+    assert f"replayed history hash {first['history_hash']}" in printed.getvalue() and "identical" in printed.getvalue()
     for png in report.plots:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name in md
 
