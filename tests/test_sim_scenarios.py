@@ -203,3 +203,23 @@ def test_a_full_disk_fails_appends_with_a_storage_error_until_space_returns():
                and e.data.get("error") == "KAFKA_STORAGE_ERROR"]
     assert refused and all(2000 <= e.time_ms <= freed for e in refused)
     assert any(e.kind == "ack" and e.tp == "t-0" and e.time_ms > freed for e in world.history.events)
+
+
+def test_a_scenario_file_can_give_one_direction_of_one_link_its_own_profile(tmp_path):
+    path = tmp_path / "far.toml"
+    path.write_text('name = "far"\nbrokers = 3\nuntil_ms = 3000\n'
+                    '[network]\nlatency_ms_min = 1\nlatency_ms_max = 1\n'
+                    '[links."1-3"]\nlatency_ms_min = 70\nlatency_ms_max = 70\n')
+    sc = scenarios.load(str(path))
+    assert sc.links == {(1, 3): scenarios.LinkProfile(latency_ms_min=70, latency_ms_max=70)}
+    assert scenarios.from_dict(sc.to_dict()) == sc  # the run header round-trips it (replay)
+    assert "links" not in scenarios.load("random-chaos").to_dict()  # absent when unset: old headers unchanged
+    world = World(sc, 1)
+    assert world.network.profile_for(1, 3).latency_ms_min == 70 and world.network.profile_for(3, 1).latency_ms_min == 1
+    assert world.run().ok
+    with pytest.raises(ValueError, match="must join two brokers"):
+        replace(sc, links={(1, 9): scenarios.LinkProfile()}).validate()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[links."1to3"]\nlatency_ms_min = 5\n')
+    with pytest.raises(ValueError, match="from broker"):
+        scenarios.load(str(bad))

@@ -114,6 +114,8 @@ class World:
         self.network.around_arrival = self._around_arrival
         for node, profile in sorted(scenario.nodes.items()):
             self.network.set_node(node, profile)
+        for (src, dst), profile in sorted(scenario.links.items()):
+            self.network.set_link(src, dst, profile)
         self.sample_ms = sample_ms
         self.record_samples = record_samples
         self.samples: list[tuple[int, str, int, int, int, int, tuple[int, ...]]] = []

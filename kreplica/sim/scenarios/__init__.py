@@ -1,8 +1,9 @@
 """Scenario files: one TOML per scenario in this directory, loaded into a :class:`Scenario`.
 
 A scenario is data: the cluster (``brokers``, ``config``, ``[[topics]]``), the
-``[workload]``, the ``[network]`` link profile (and ``[nodes.<id>]`` profiles for
-every link to or from one broker), optional ``[chaos]`` fault rates
+``[workload]``, the ``[network]`` link profile (``[nodes.<id>]`` profiles for
+every link to or from one broker, and ``[links."<from>-<to>"]`` for one direction of
+one link, which wins over both), optional ``[chaos]`` fault rates
 and a list of scripted ``[[steps]]``.  A step names an ``action`` (a fault or an
 admin call), when (``at_ms`` plus a seeded random ``jitter_ms``), and a
 ``target``: a broker id, ``"leader:<topic>-<p>"``, ``"follower:<topic>-<p>"``,
@@ -70,6 +71,7 @@ class Scenario:
     workload: WorkloadSpec = WorkloadSpec()
     network: LinkProfile = LinkProfile()
     nodes: dict[int, LinkProfile] = field(default_factory=dict)  # per-broker link profiles
+    links: dict[tuple[int, int], LinkProfile] = field(default_factory=dict)  # (from, to) -> profile
     chaos: FaultRates | None = None
     steps: tuple[Step, ...] = ()
     until_ms: int = 30_000
@@ -114,6 +116,9 @@ class Scenario:
         for nid in self.nodes:
             if nid not in ids:
                 raise ValueError(f"scenario {self.name}: [nodes.{nid}] names no broker (brokers 1..{self.brokers})")
+        for a, b in self.links:
+            if a not in ids or b not in ids or a == b:
+                raise ValueError(f"scenario {self.name}: [links.\"{a}-{b}\"] must join two brokers of 1..{self.brokers}")
         bound: set[str] = set()
         for i, step in enumerate(self.steps, 1):
             _check_step(f"scenario {self.name}: step {i} ({step.action})", step, ids, partitions, bound)
@@ -126,6 +131,12 @@ class Scenario:
         out: dict[str, Any] = {}
         for f in fields(self):
             out[f.name] = _plain(getattr(self, f.name))
+        # Written only when set: headers (and so the history hashes) of scenarios without
+        # link profiles stay as they were before links existed, and old histories replay.
+        if self.links:
+            out["links"] = {f"{a}-{b}": _plain(p) for (a, b), p in sorted(self.links.items())}
+        else:
+            del out["links"]
         return out
 
 
@@ -250,11 +261,19 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         workload=_build(WorkloadSpec, data.get("workload")),
         network=_build(LinkProfile, data.get("network")),
         nodes={int(k): _build(LinkProfile, v) for k, v in (data.get("nodes") or {}).items()},
+        links={_link_key(k): _build(LinkProfile, v) for k, v in (data.get("links") or {}).items()},
         chaos=_build(FaultRates, chaos) if chaos is not None else None,
         steps=tuple(steps),
         until_ms=int(data.get("until_ms", 30_000)),
         liveness_ms=int(data.get("liveness_ms", 60_000)),
     ).validate()
+
+
+def _link_key(text: str) -> tuple[int, int]:
+    a, sep, b = str(text).partition("-")
+    if not sep or not a.strip().isdigit() or not b.strip().isdigit():
+        raise ValueError(f"[links.{text!r}]: expected \"<from broker>-<to broker>\"")
+    return int(a), int(b)
 
 
 def names() -> list[str]:
