@@ -100,7 +100,7 @@ def test_a_step_whose_target_resolves_to_nobody_is_recorded_as_skipped():
     r = world.run()
     assert r.ok, r.violation and r.violation.describe()
     (skipped,) = [e for e in world.history.events if e.kind == "step_skipped"]
-    assert skipped.data == {"action": "pause", "target": "random"}
+    assert skipped.data == {"action": "pause", "target": "random", "reason": "no such broker now"}
 
 
 def test_no_scripted_fault_fires_once_the_liveness_phase_has_begun():
@@ -113,7 +113,7 @@ def test_no_scripted_fault_fires_once_the_liveness_phase_has_begun():
     start = kinds.index("liveness_start")
     assert not {"crash", "pause", "partition", "cut_store", "controlled_shutdown"} & set(kinds[start:])
     skipped = [e.data for e in world.history.events[start:] if e.kind == "step_skipped"]
-    assert skipped and all(d["phase"] == "liveness" for d in skipped)
+    assert skipped and all(d["reason"] == "liveness phase" for d in skipped)
 
 
 def test_time_to_re_elect_counts_from_the_loss_that_caused_the_election():

@@ -443,17 +443,14 @@ class World:
         raise ValueError(f"unknown step target {target!r}")
 
     def _run_step(self, step: Step) -> None:
-        if self._phase != "run":
-            # The liveness phase heals everything and stops faults: a step scheduled (or an
-            # armed one triggered) past until_ms does not run.
-            self.record("step_skipped", None, action=step.action, target=str(step.target), phase=self._phase)
-            return
-        target = self.resolve(step.target)
-        if step.target is not None and target is None:
-            # "$killed" when the kill found no controller, "leader:t-0" with no leader, "random"
-            # with every broker down: the story's premise did not happen (background faults got
-            # there first), so the step is recorded as skipped, not run at nobody.
-            self.record("step_skipped", None, action=step.action, target=str(step.target))
+        # Skipped, and recorded as such: any step once the liveness phase (which heals everything
+        # and stops faults) has begun; and a step whose target resolves to nobody -- "$killed"
+        # when the kill found no controller, "leader:t-0" with no leader, "random" with every
+        # broker down -- because background faults got there first.
+        target = self.resolve(step.target) if self._phase == "run" else None
+        if self._phase != "run" or (step.target is not None and target is None):
+            reason = f"{self._phase} phase" if self._phase != "run" else "no such broker now"
+            self.record("step_skipped", None, action=step.action, target=str(step.target), reason=reason)
             return
         if step.bind and target is not None:
             self.bound[step.bind] = target
