@@ -124,8 +124,8 @@ class KafkaController:
         self._running = False
         self._generation = 0
         self._timers: list[Timer] = []
-        self._unclean_cache: dict[str, bool] = {}
-        self._topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}  # overrides, read with the above
+        # Each topic's config overrides (/config/topics), read once per topic and term.
+        self._topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}
         # Reassignment fault injection (sim/ and tests): called after each step.
         self.reassignment_step_hook: Callable[[TopicPartition, int], None] | None = None
         self.failovers = 0
@@ -222,7 +222,6 @@ class KafkaController:
         for t in self._timers:
             t.cancel()
         self._timers.clear()
-        self._unclean_cache.clear()
         self._topic_configs.clear()
         self._build()
 
@@ -637,7 +636,6 @@ class KafkaController:
             for r in self.ctx.assignment(tp):
                 self.rsm.states.pop(PartitionReplica(tp, r), None)
         self.ctx.remove_topic(topic)
-        self._unclean_cache.pop(topic, None)
         self._topic_configs.pop(topic, None)
 
     def _unclean_enabled(self, topic: str) -> bool:
@@ -646,14 +644,14 @@ class KafkaController:
         Read once per topic and term (Kafka 0.10 read it per election); topics known
         at failover or creation are read in one batch by :meth:`_load_topic_configs`.
         """
-        cached = self._unclean_cache.get(topic)
-        if cached is None:
-            self._load_topic_configs([topic])
-            cached = self._unclean_cache[topic]
-        return cached
+        override = dict(self._topic_config(topic)).get("unclean.leader.election.enable")
+        if override is None:
+            return bool(self.config.get("unclean.leader.election.enable", False))
+        return override.lower() == "true"
 
     def _topic_config(self, topic: str) -> tuple[tuple[str, str], ...]:
-        """The topic's config overrides, for the LeaderAndIsr that creates its replicas."""
+        """The topic's config overrides, as sorted (key, value) pairs: what the LeaderAndIsr
+        that creates its replicas carries, and where its unclean setting comes from."""
         cached = self._topic_configs.get(topic)
         if cached is None:
             self._load_topic_configs([topic])
@@ -663,11 +661,8 @@ class KafkaController:
     def _load_topic_configs(self, topics: Iterable[str]) -> None:
         topics = sorted(topics)
         got = self.zk.session.get_many([layout.topic_config_path(t) for t in topics])
-        default = bool(self.config.get("unclean.leader.election.enable", False))
         for topic, g in zip(topics, got):
             overrides = {} if g is None else layout.decode_topic_config(g[0])
-            override = overrides.get("unclean.leader.election.enable")
-            self._unclean_cache[topic] = default if override is None else override.lower() == "true"
             self._topic_configs[topic] = tuple(sorted((k, str(v)) for k, v in overrides.items()))
 
     # -- reassignment and preferred election -------------------------------------
