@@ -183,13 +183,9 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every hosted partition's HW to ``replication-offset-checkpoint``."""
-        hws = dict(self._checkpointed_hw)
-        for tp in self._unopened:
-            hws.setdefault(tp, 0)
-        for tp, p in self.partitions.items():
-            hws[tp] = p.high_watermark
-        self._hw_checkpoint.write(hws)
-        self._checkpointed_hw = hws
+        hws = {tp: 0 for tp in self._unopened if tp not in self._checkpointed_hw}
+        hws.update((tp, p.high_watermark) for tp, p in self.partitions.items())
+        self._checkpointed_hw = _write_over(self._hw_checkpoint, self._checkpointed_hw, hws)
 
     def flush_dirty_logs(self) -> int:
         """Kafka's LogManager.flushDirtyLogs: flush every hosted log whose ``flush.ms`` has
@@ -208,12 +204,11 @@ class ReplicaManager:
     def checkpoint_logs(self, name: str) -> None:
         """Write every hosted log's recovery point (``recovery-point-offset-checkpoint``) or
         log start offset (``log-start-offset-checkpoint``), as Kafka's LogManager does."""
-        offsets = {tp: off for tp, off in self._checkpointed_logs[name].items() if tp in self._unopened}
         recovery = name == RECOVERY_POINT_CHECKPOINT_FILE
-        for tp, p in self.partitions.items():
-            offsets[tp] = p.log.recovery_point if recovery else p.log.log_start_offset
-        self._log_checkpoints[name].write(offsets)
-        self._checkpointed_logs[name] = offsets
+        offsets = {tp: p.log.recovery_point if recovery else p.log.log_start_offset
+                   for tp, p in self.partitions.items()}
+        self._checkpointed_logs[name] = _write_over(self._log_checkpoints[name], self._checkpointed_logs[name],
+                                                    offsets)
 
     # ---- partitions --------------------------------------------------------------------
     def _start_replica(self, tp: TopicPartition, topic_config: Iterable[tuple[str, str]] = ()) -> Partition:
@@ -250,7 +245,8 @@ class ReplicaManager:
             p.log.delete()
         elif path is not None and path.exists():
             shutil.rmtree(path)
-        self._checkpointed_hw.pop(tp, None)
+        for written in (self._checkpointed_hw, *self._checkpointed_logs.values()):
+            written.pop(tp, None)
 
     def _produce_bound(self, tp: TopicPartition) -> int | None:
         """Waiting produces with a required offset above the leader's HW cannot complete
@@ -525,6 +521,15 @@ class ReplicaManager:
         """The periodic check of seed 004 section 5, over every partition this broker leads."""
         for p in list(self.partitions.values()):
             p.maybe_shrink_isr()
+
+
+def _write_over(file: OffsetCheckpointFile, written: dict[TopicPartition, int],
+                current: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """Write ``current`` over what ``file`` last held: a partition not hosted now (not yet
+    reopened, or stopped without delete) keeps its entry; a deleted one was dropped."""
+    out = {**written, **current}
+    file.write(out)
+    return out
 
 
 # Requests answered at once (no purgatory), by type.
