@@ -201,6 +201,10 @@ class Checker:
             del self.views[key]
 
     # ---- inputs from the workload and the faults ------------------------------------------
+    def on_sent_unacknowledged(self) -> None:
+        """An acks=0 write: done once sent, as its producer sees it (counted for throughput)."""
+        self.writes_completed += 1
+
     def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int,
                leader: int | None = None) -> None:
         self.writes_completed += 1

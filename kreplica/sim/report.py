@@ -102,7 +102,8 @@ class Summary:
         return {
             "runs": self.runs, "violations": dict(self.violations), "losses": dict(self.losses),
             "superseded_reads": dict(self.superseded_reads),
-            "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes, "writes_completed": self.writes_completed,
+            "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes,
+            "writes_completed": self.writes_completed,
             "availability": self.availability_sum / max(self.runs, 1),
             "reelect_ms_p50": percentile(self.reelect_ms, 50), "reelect_ms_p99": percentile(self.reelect_ms, 99),
             "failed_seeds": self.failed_seeds, "wall_s": self.wall_s, "events": self.events,

@@ -104,7 +104,7 @@ class Producer:
         if self.acks == 0:
             self.world.network.send(self.node, leader, req, None)
             self.world.record("produce", None, tp, acks=0, leader=leader, crc=batch_crc(batch))
-            self.world.checker.writes_completed += 1  # acks=0: done once sent, as its producer sees it
+            self.world.checker.on_sent_unacknowledged()
             return self._schedule_next()
         token = self.inflight = self.inflight + 1
 
