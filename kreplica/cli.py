@@ -24,6 +24,15 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """One ``KEY=VALUE`` item of a repeatable option (``--config``, ``--conf``), both sides
+    stripped; ValueError naming the item when it is not one."""
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise ValueError(f"{text!r}: expected KEY=VALUE")
+    return key.strip(), value.strip()
+
+
 def _help(module: ModuleType) -> str:
     return getattr(module, "HELP", None) or (module.__doc__ or "").strip().split("\n")[0]
 

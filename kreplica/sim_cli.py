@@ -23,6 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .cli import key_value
+
 HELP = "deterministic simulation with fault injection and an invariant checker"
 #: ``--replay`` exit status when the replayed history is not the recorded one; otherwise a
 #: replay exits as the run did: 1 with a violation (its trace printed), 0 without.
@@ -72,9 +74,8 @@ def _seed_text(text: str) -> str:
     return text
 
 
-def _key_value(text: str) -> str:
-    if "=" not in text or not text.partition("=")[0].strip():
-        raise ValueError(f"{text!r}: expected KEY=VALUE")
+def _config_item(text: str) -> str:
+    key_value(text)  # checked here, kept as written
     return text
 
 
@@ -85,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--swarm", action="store_true",
                    help="randomize cluster, config and fault rates per seed, over --scenario's config and workload")
     p.add_argument("--until", type=_at_least(0), metavar="MS", help="virtual run time before the liveness phase")
-    p.add_argument("--config", action="append", default=[], type=_argument(_key_value), metavar="KEY=VALUE",
+    p.add_argument("--config", action="append", default=[], type=_argument(_config_item), metavar="KEY=VALUE",
                    help="override a Kafka config key")
     p.add_argument("--out", type=Path, metavar="DIR", help="write histories, timelines and a summary here")
     p.add_argument("--history", action="store_true",
@@ -116,8 +117,7 @@ def _scenario(args: argparse.Namespace, seed: int) -> Any:
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
     """``--config KEY=VALUE`` items as a dict (Kafka config keys; validated by the world)."""
-    pairs = (item.partition("=") for item in args.config)
-    return {key.strip(): value.strip() for key, _, value in pairs}
+    return dict(key_value(item) for item in args.config)
 
 
 def _options(args: argparse.Namespace, first: Any) -> dict[str, Any]:

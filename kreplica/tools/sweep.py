@@ -22,6 +22,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cli import key_value
+
 HELP = "run a fault sweep (scenario x configuration x seeds) on Spark and report on it"
 
 _AXIS_FLAGS = {
@@ -85,11 +87,11 @@ def execute(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console(stderr=True)
-    bad = [item for item in args.conf if "=" not in item or not item.partition("=")[0].strip()]
-    if bad:
-        console.print(f"[red]sweep: --conf {bad[0]!r}: expected KEY=VALUE")
+    try:
+        conf = dict(key_value(item) for item in args.conf)
+    except ValueError as exc:
+        console.print(f"[red]sweep: --conf {exc}")
         return 2
-    conf = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in args.conf)}
     grid = None
     if not args.report_only:
         try:

@@ -6,6 +6,8 @@ import random
 import sys
 from typing import Any, Callable
 
+from ..cli import key_value
+
 HELP = "create, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
 
 
@@ -33,11 +35,6 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
         raise SystemExit(f"bad --replica-assignment {text!r}: expected e.g. 1001:1002,1002:1003") from None
 
 
-def _key_value(text: str) -> tuple[str, str]:
-    key, eq, value = text.partition("=")
-    if not eq or not key:
-        raise ValueError(f"bad --config {text!r}: expected KEY=VALUE")
-    return key, value
 
 
 def open_client(connect: str) -> tuple[Any, Any]:
@@ -97,7 +94,7 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
         assignment = parse_assignment(args.replica_assignment) if args.replica_assignment else None
         if assignment is None and (args.partitions is None or args.replication_factor is None):
             raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
-        config = dict(_key_value(kv) for kv in args.config)
+        config = dict(key_value(kv) for kv in args.config)
         # The command line is the edge: an unseeded RNG picks the placement, as Kafka's does.
         admin.create_topic(client, args.topic, args.partitions, args.replication_factor,
                            assignment=assignment, config=config or None, rng=random.Random())
