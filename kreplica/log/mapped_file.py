@@ -11,7 +11,10 @@ this machine a copy through a fresh map costs 2-3x the kernel's copy, because
 every new page takes a fault; the map still sees the bytes (one page cache).
 The ``.log`` reserves its blocks in larger chunks ahead of the writes too: a
 pwrite into reserved blocks skips ext4's per-page delayed-allocation bookkeeping
-(about 10% of a 1 MiB write here).
+(about 10% of a 1 MiB write here).  A reservation grows with the file: ahead by
+what the file already holds, from ``MIN_RESERVE`` up to the chunk.  On tmpfs
+(``/dev/shm``, where simulations keep their logs) ``posix_fallocate`` zeroes real
+memory, so a small log must not pay for a full chunk it will never fill.
 ``seal`` trims the file to its data and drops the write map (``flush`` is what
 fsyncs); a sealed file is mapped read-only, lazily, only when read.
 A map still exported to a reader (a zero-copy view) cannot be closed; it is then
@@ -33,6 +36,8 @@ from typing import Iterator
 from ..errors import KafkaStorageError
 
 RESERVE_CHUNK = 1 << 20
+#: The first reservation of a file; each later one reaches as far ahead as the file holds.
+MIN_RESERVE = 64 << 10
 PAGE = mmap.PAGESIZE
 # Linux >= 5.14; Python 3.11's mmap module does not name it yet.
 _POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
@@ -95,7 +100,8 @@ class MappedFile:
             return
         if end > self.length:
             raise KafkaStorageError(f"{self.path}: write past the preallocated {self.length} bytes")
-        new = min(self.length, max(end, self.reserved + self._reserve_chunk))
+        ahead = min(self._reserve_chunk, max(MIN_RESERVE, self.reserved))
+        new = min(self.length, max(end, self.reserved + ahead))
         try:
             self._fallocate(new)
         except OSError as e:
