@@ -256,6 +256,27 @@ def test_retention_by_bytes_only_below_the_hw(log):
     assert log.leader_epoch_cache.entries == expected
 
 
+def test_a_log_start_raised_from_outside_stops_at_the_hw_and_retention_follows_it(log):
+    """KIP-107, the follower's half: the leader's log start is adopted, bounded by the HW;
+    reads below it are refused at once and the next retention pass drops the segments
+    wholly below it (retention.bytes/ms alone would keep them)."""
+    for i in range(100):
+        log.append_as_leader(values(10, 10 * i), leader_epoch=i // 50)
+    assert len(log.segments) > 3
+    log.update_high_watermark(300)
+    assert log.maybe_increment_log_start_offset(700) and log.log_start_offset == 300  # not past the HW
+    assert not log.maybe_increment_log_start_offset(200)  # never back
+    with pytest.raises(errors.OffsetOutOfRange):
+        log.read(299)
+    assert log.recovery_point >= 300
+    log.update_high_watermark(1000)
+    assert log.maybe_increment_log_start_offset(620) and log.log_start_offset == 620
+    assert log.leader_epoch_cache.entries == [(1, 620)]
+    assert log.delete_old_segments() > 0
+    assert log.segments[0].base_offset <= 620 and (len(log.segments) == 1 or log.segments[1].base_offset > 620)
+    assert log.log_start_offset == 620 and all_records(log)[0].offset <= 620
+
+
 def test_retention_by_time(tmp_path, clock):
     log = Log.open(tmp_path / "t-0", {**SMALL, "retention.ms": 10_000}, clock=clock)
     for i in range(30):

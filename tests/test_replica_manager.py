@@ -519,6 +519,32 @@ def test_retention_runs_on_every_broker_and_a_follower_behind_it_starts_over(tmp
     h.close()
 
 
+def test_followers_adopt_the_leaders_log_start_and_drop_what_lies_below_it(tmp_path):
+    """KIP-107: a leader that deleted more than its followers would (here only its own log
+    has a byte limit) moves their log start with its fetch answers; their next retention
+    pass deletes the segments below it."""
+    from dataclasses import replace
+
+    h = _cluster(tmp_path, {"segment.bytes": 4096, "log.retention.check.interval.ms": 1000})
+    for i in range(60):
+        h.produce_sync(TP, [b"x" * 200])
+    h.settle(TP)
+    leader, followers = h.partition(1, TP), [h.partition(b, TP) for b in (2, 3)]
+    leader.log.config = replace(leader.log.config, retention_bytes=8192)
+    assert leader.log.delete_old_segments() > 0
+    start = leader.log_start_offset
+    assert start > 0 and all(f.log_start_offset == 0 for f in followers)
+    h.produce_sync(TP, [b"y"])  # the next fetch answers carry the new start
+    h.settle(TP)
+    assert [f.log_start_offset for f in followers] == [start, start]
+    h.advance(1000)  # each follower's own retention pass
+    for f in followers:
+        assert f.log.segments[0].base_offset <= start
+        assert len(f.log.segments) == 1 or f.log.segments[1].base_offset > start
+    assert followers[0].log.size_in_bytes() <= leader.log.size_in_bytes() + 4096
+    h.close()
+
+
 def test_flush_ms_is_honoured_for_a_produce_followed_by_silence(tmp_path):
     h = _cluster(tmp_path, {"flush.ms": 100, "log.flush.scheduler.interval.ms": 50})
     h.produce_sync(TP, [b"a"])

@@ -484,10 +484,23 @@ class Log:
             self._persist_recovery_point(force=True)
         self.leader_epoch_cache.truncate_from_end(self._leo)
 
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start up to ``offset`` (KIP-107: a follower adopting its leader's),
+        never past the HW.  Reads below it are refused at once; the segments wholly
+        below it go at the next retention pass.  True if it moved."""
+        self._check_open()
+        offset = min(offset, self._hw)
+        if offset <= self._log_start:
+            return False
+        self._log_start = offset
+        self._recovery_point = max(self._recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return True
+
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Retention: delete the oldest segments past ``retention.ms`` or beyond
-        ``retention.bytes``, only below the HW; returns how many went.  The log start
-        offset moves to the first remaining segment."""
+        """Retention: delete the oldest segments wholly below the log start, past
+        ``retention.ms`` or beyond ``retention.bytes``, only below the HW; returns how
+        many went.  The log start offset moves to the first remaining segment."""
         self._check_open()
         now = self._clock.now_ms() if now_ms is None else now_ms
         excess = self.size_in_bytes() - self.config.retention_bytes if self.config.retention_bytes >= 0 else -1
@@ -498,7 +511,7 @@ class Log:
                 break
             newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
             expired = 0 <= self.config.retention_ms < now - newest
-            if not (expired or excess - seg.size >= 0):
+            if not (upper <= self._log_start or expired or excess - seg.size >= 0):
                 break
             excess -= seg.size
             doomed += 1

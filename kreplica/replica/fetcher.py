@@ -308,6 +308,7 @@ class ReplicaFetcher:
                     if len(data.records):
                         p.append_records_to_follower(data.records)
                     p.update_follower_high_watermark(data.high_watermark)
+                    p.update_follower_log_start_offset(data.log_start_offset)
                 except errors.KReplicaError:
                     self._delay_all([data.tp])
                     continue

@@ -325,6 +325,10 @@ class Partition:
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
 
+    def update_follower_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """KIP-107: a follower's log starts no earlier than its leader's (bounded by its HW)."""
+        self.log.maybe_increment_log_start_offset(leader_log_start_offset)
+
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
 

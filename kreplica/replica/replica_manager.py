@@ -196,9 +196,10 @@ class ReplicaManager:
     def cleanup_logs(self) -> int:
         """Retention (Kafka's LogManager.cleanupLogs): every hosted log, leader or follower,
         deletes its oldest segments past ``retention.ms`` / beyond ``retention.bytes``, only
-        below its own HW.  The leader's new log start reaches followers in fetch answers;
-        one that fetches below it starts over there (OFFSET_OUT_OF_RANGE).  Returns the
-        number of segments deleted."""
+        below its own HW.  The leader's new log start reaches followers in fetch answers:
+        each adopts it (KIP-107) and its next pass drops the segments below; one that
+        fetches below it starts over there (OFFSET_OUT_OF_RANGE).  Returns the number of
+        segments deleted."""
         return sum(p.log.delete_old_segments() for p in self.partitions.values())
 
     def checkpoint_logs(self, name: str) -> None:
