@@ -32,6 +32,7 @@ from typing import Any, Callable
 from . import errors
 from .config import validate
 from .controller.controller import KafkaController
+from .meta import layout
 from .meta.kafka_zk_client import KafkaZkClient
 from .meta.store import ConnectionLoss, MetadataStore, NodeExists, Session, SessionExpired, StoreError
 from .protocol import (
@@ -85,6 +86,7 @@ class Broker:
         self.alive = False
         self.session: Session | None = None
         self.zk: KafkaZkClient | None = None
+        self._last_config_change: int | None = None
         self.controller: KafkaController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.shutting_down = False
@@ -100,6 +102,7 @@ class Broker:
         )
         self.replica_manager.startup()
         self.unclean_shutdown_controller_epoch = None
+        self._last_config_change: int | None = None  # a new process starts listening afresh
         self.transport.register(self.broker_id, self._handle)
         self.alive = True
         self._open_session()
@@ -136,9 +139,37 @@ class Broker:
             return
         except SessionExpired:
             return  # _on_session_expired opens a new session and registers again
+        self._watch_config_changes(zk)
         self.controller = KafkaController(self.broker_id, zk, self, self.scheduler, self.config)
         self.controller.startup()
         self.observer("broker_registered", self.broker_id)
+
+    # ---- topic config changes (Kafka's DynamicConfigManager) ---------------------------------
+    def _watch_config_changes(self, zk: KafkaZkClient) -> None:
+        """Apply the topic overrides announced under ``/config/changes`` to the hosted replicas.
+
+        The first listing of a process only marks where it starts: the replicas it starts
+        get their topic's current overrides from the controller.  A later session (after
+        an expiry) applies what it missed.
+        """
+        if not self.alive or zk is not self.zk:
+            return
+        try:
+            names = zk.get_config_changes(watch=lambda _event: self._watch_config_changes(zk))
+            last = self._last_config_change
+            seqs = [layout.change_sequence(n) for n in names]
+            if last is not None:
+                fresh = [n for n, seq in zip(names, seqs) if seq > last]
+                for topic in dict.fromkeys(t for t in zk.get_config_change_topics(fresh) if t):
+                    overrides = sorted(zk.get_topic_config(topic).items())
+                    if self.replica_manager is not None and self.replica_manager.update_topic_config(topic, overrides):
+                        self.observer("topic_config_applied", self.broker_id, topic=topic)
+        except ConnectionLoss:
+            self.scheduler.call_later(REGISTRATION_RETRY_MS, self._watch_config_changes, zk)
+            return
+        except SessionExpired:
+            return  # the next session lists them again
+        self._last_config_change = max(seqs, default=-1 if last is None else last)
 
     def _on_session_expired(self) -> None:
         """A new session, as Kafka's ZooKeeper client does: re-register and stand again."""

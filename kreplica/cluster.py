@@ -202,6 +202,28 @@ class Cluster:
         part = broker.replica_manager.partitions.get(TopicPartition(topic, p.partition))
         return part is not None and part.is_leader and part.leader_epoch >= p.leader_epoch
 
+    def alter_topic_config(self, topic: str, set_config: dict[str, Any] | None = None,
+                           delete: Sequence[str] = (), wait: bool = True) -> dict[str, str]:
+        """Change a topic's overrides (kafka-configs.sh --alter --entity-type topics): ``set_config``
+        adds or replaces keys, ``delete`` drops them.  Returns the overrides now in force;
+        with ``wait``, once every live broker hosting the topic has applied them."""
+        now = admin.alter_topic_config(self.zk, topic, set_config, delete)
+        if wait and not self.run_until(lambda: self._topic_config_applied(topic, now), 30_000):
+            raise errors.RequestTimedOut(f"brokers did not apply the new config of {topic}")
+        return now
+
+    def _topic_config_applied(self, topic: str, overrides: dict[str, str]) -> bool:
+        for broker in self.brokers.values():
+            rm = broker.replica_manager
+            if not broker.alive or rm is None:
+                continue
+            config, log_config = rm.configs_with(sorted(overrides.items()))
+            for tp, p in rm.partitions.items():
+                if tp.topic == topic and (p.log.config != log_config
+                                          or p.min_insync_replicas != config["min.insync.replicas"]):
+                    return False
+        return True
+
     def delete_topic(self, topic: str, wait: bool = True) -> None:
         if not self.config["delete.topic.enable"]:
             # Kafka's brokers refuse DeleteTopics outright then (the controller would drop the request).

@@ -6,6 +6,7 @@ import pytest
 
 from kreplica import Cluster
 from kreplica.cli import main
+from kreplica.protocol import TopicPartition
 
 pytestmark = pytest.mark.zookeeper
 CONFIG = {"zookeeper.session.timeout.ms": 4000, "auto.leader.rebalance.enable": False}
@@ -99,3 +100,21 @@ def test_create_by_count_replicas_and_preferred_election_and_verify(zk_cluster, 
     assert main(["reassign", "--zookeeper", c.connect, "--preferred-election", "--topic", "foo"]) == 0
     assert "Started preferred replica election for foo." in capsys.readouterr().out
     assert c.run_until(lambda: all(p.leader == p.replicas[0] for p in c.describe("foo").partitions), 30_000)
+
+
+def test_alter_changes_a_running_topics_config(zk_cluster, capsys):
+    c = zk_cluster
+    c.create_topic("bar", partitions=1, replication_factor=3)
+    assert main(["topics", "--zookeeper", c.connect, "--alter", "--topic", "bar",
+                 "--config", "min.insync.replicas=2", "--config", "retention.ms=60000"]) == 0
+    assert capsys.readouterr().out == 'Updated config for topic "bar": min.insync.replicas=2,retention.ms=60000\n'
+    replicas = [b.replica_manager.partitions[TopicPartition("bar", 0)] for b in c.brokers.values()]
+    assert c.run_until(lambda: all(p.min_insync_replicas == 2 and p.log.config.retention_ms == 60000
+                                   for p in replicas), 20_000)
+    assert main(["topics", "--zookeeper", c.connect, "--alter", "--topic", "bar",
+                 "--delete-config", "min.insync.replicas"]) == 0
+    assert c.run_until(lambda: all(p.min_insync_replicas == 1 for p in replicas), 20_000)
+    assert main(["topics", "--zookeeper", c.connect, "--alter", "--topic", "bar", "--config", "acks=all"]) == 1
+    assert "unknown config key 'acks'" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--alter needs --config"):
+        main(["topics", "--zookeeper", c.connect, "--alter", "--topic", "bar"])

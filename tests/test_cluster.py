@@ -239,3 +239,77 @@ def test_a_topics_config_overrides_reach_its_replicas():
         with pytest.raises(errors.NotEnoughReplicas):
             c.produce("strict", 0, [b"x"], acks="all", retries=0)
         assert c.produce("plain", 0, [b"x"], acks="all") >= 0  # the broker default still holds
+
+
+def test_altering_a_running_topics_config_reaches_every_replica_at_once():
+    """kafka-configs.sh --alter: brokers watch /config/changes and apply the overrides to the
+    replicas they host; the controller hands the new ones to replicas created later."""
+    with Cluster.embedded(brokers=[1, 2, 3], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("t", partitions=2, replication_factor=3, config={"segment.bytes": 1 << 20})
+        c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("t").partitions), 60_000)
+        now = c.alter_topic_config("t", {"min.insync.replicas": 3, "retention.bytes": 4096})
+        assert now == {"min.insync.replicas": "3", "retention.bytes": "4096", "segment.bytes": "1048576"}
+        replicas = [rm.partitions[TopicPartition("t", i)] for rm in (b.replica_manager for b in c.brokers.values())
+                    for i in (0, 1)]
+        assert all(p.min_insync_replicas == 3 and p.log.config.retention_bytes == 4096
+                   and p.log.config.segment_bytes == 1 << 20 for p in replicas)
+        leader = c.describe("t").partitions[0].leader
+        victim = next(b for b in (1, 2, 3) if b != leader)
+        c.kill(victim)
+        c.run_until(lambda: victim not in c.describe("t").partitions[0].isr, 60_000)
+        with pytest.raises(errors.NotEnoughReplicas):
+            c.produce("t", 0, [b"x"], acks="all", retries=0)
+        # Dropping the key puts the broker default (1) back; the restarted broker's new
+        # replicas get the topic's current overrides from the controller.
+        assert c.alter_topic_config("t", delete=["min.insync.replicas"]) == {
+            "retention.bytes": "4096", "segment.bytes": "1048576"}
+        assert c.produce("t", 0, [b"x"], acks="all") >= 0
+        c.start(victim)
+        c.run_until(lambda: victim in c.describe("t").partitions[0].isr, 60_000)
+        back = c.brokers[victim].replica_manager.partitions[TopicPartition("t", 0)]
+        assert back.min_insync_replicas == 1 and back.log.config.retention_bytes == 4096
+
+
+def test_alter_topic_config_refuses_unknown_keys_values_and_topics():
+    with Cluster.embedded(brokers=[1, 2, 3]) as c:
+        c.create_topic("t", partitions=1, replication_factor=3)
+        with pytest.raises(errors.InvalidConfig, match="acks"):
+            c.alter_topic_config("t", {"acks": "all"})  # a producer's key, not a topic's
+        with pytest.raises(errors.InvalidConfig, match="min.insync.replicas"):
+            c.alter_topic_config("t", {"min.insync.replicas": "two"})
+        with pytest.raises(errors.InvalidConfig, match="nope"):
+            c.alter_topic_config("t", delete=["nope"])
+        with pytest.raises(errors.UnknownTopicOrPartition):
+            c.alter_topic_config("missing", {"retention.ms": 1000})
+        assert c.zk.get_topic_config("t") == {}
+
+
+def test_enabling_unclean_election_on_a_topic_brings_its_offline_partition_back():
+    """Kafka 2.x: the controller elects as soon as the override allows it, without waiting
+    for a broker to come back."""
+    cfg = {"auto.leader.rebalance.enable": False, "zookeeper.session.timeout.ms": 6000}
+    with Cluster.embedded(brokers=[1, 2], config=cfg) as c:
+        c.create_topic("t", assignment={0: [1, 2]})
+        c.run_until(lambda: len(c.describe("t").partitions[0].isr) == 2, 60_000)
+        c.kill(2)
+        c.run_until(lambda: c.describe("t").partitions[0].isr == (1,), 60_000)
+        c.produce("t", 0, [b"only on 1"], acks="all")
+        c.start(2)
+        c.kill(1)  # the only ISR member, before 2 caught up: the partition goes offline
+        assert c.run_until(lambda: c.describe("t").partitions[0].leader == -1, 60_000)
+        c.advance(5_000)
+        assert c.describe("t").partitions[0].leader == -1  # clean election only: it stays offline
+        c.alter_topic_config("t", {"unclean.leader.election.enable": True})
+        assert c.run_until(lambda: c.describe("t").partitions[0].leader == 2, 10_000)
+
+
+def test_config_change_notifications_are_purged_after_fifteen_minutes():
+    with Cluster.embedded(brokers=[1, 2, 3]) as c:
+        c.create_topic("t", partitions=1, replication_factor=3)
+        c.alter_topic_config("t", {"retention.ms": 60_000})
+        first = c.zk.get_config_changes()
+        assert len(first) == 1
+        c.advance(15 * 60 * 1000)
+        c.alter_topic_config("t", {"retention.ms": 120_000})  # the controller purges as it reads
+        assert c.run_until(lambda: len(c.zk.get_config_changes()) == 1, 1000)
+        assert c.zk.get_config_changes() != first

@@ -238,3 +238,10 @@ def test_layout_decoders_accept_what_kafka_writes() -> None:
         b'{"controller_epoch":33,"leader":102,"version":1,"leader_epoch":8,"isr":[102,103]}'
     assert layout.decode_controller(b'{"version":1,"brokerid":101,"timestamp":"1614570663255"}') == 101
     assert layout.decode_controller(b"101") == 101
+
+
+def test_config_change_notifications_name_their_topic_in_both_kafka_formats():
+    assert layout.decode_config_change(layout.encode_config_change("bar")) == "bar"
+    assert layout.decode_config_change(b'{"version":1,"entity_type":"topics","entity_name":"foo"}') == "foo"
+    assert layout.decode_config_change(b'{"version":2,"entity_path":"brokers/1"}') is None
+    assert layout.change_sequence("config_change_0000000012") == 12

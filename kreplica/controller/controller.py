@@ -90,6 +90,8 @@ from .topic_deletion_manager import TopicDeletionManager
 ELECTION_RETRY_MS = 1000
 # Kafka waits this long after failover before the first imbalance check.
 REBALANCE_INITIAL_DELAY_MS = 5000
+#: Config change notifications are kept this long (Kafka's changeExpirationMs: 15 min).
+CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
 
 
 class _GatedChannel:
@@ -126,6 +128,8 @@ class KafkaController:
         self._timers: list[Timer] = []
         # Each topic's config overrides (/config/topics), read once per topic and term.
         self._topic_configs: dict[str, tuple[tuple[str, str], ...]] = {}
+        # /config/changes children by name: when this controller first saw each.
+        self._config_changes_seen: dict[str, int] = {}
         # Reassignment fault injection (sim/ and tests): called after each step.
         self.reassignment_step_hook: Callable[[TopicPartition, int], None] | None = None
         self.failovers = 0
@@ -254,6 +258,8 @@ class KafkaController:
         live, unclean = self._read_registrations(
             self.zk.get_live_broker_ids(watch=self._watch(gen, self._on_broker_change)))
         isr_changes = self.zk.get_isr_change_notifications(watch=self._watch(gen, self._on_isr_change))
+        self._config_changes_seen = dict.fromkeys(
+            self.zk.get_config_changes(watch=self._watch(gen, self._on_config_change)), self.scheduler.now_ms())
         # 3. initialize the context
         self._initialize_context(live, topics, reassigning)
         # Back from an unclean shutdown and still leading from before it (module
@@ -451,6 +457,10 @@ class KafkaController:
             watch=self._watch(self._generation, self._on_preferred_change))
         self.process(events.PreferredReplicaElection(tuple(sorted(tps))))
 
+    def _on_config_change(self) -> None:
+        names = self.zk.get_config_changes(watch=self._watch(self._generation, self._on_config_change))
+        self.process(events.TopicConfigChange(tuple(names)))
+
     def _on_isr_change(self) -> None:
         names = self.zk.get_isr_change_notifications(watch=self._watch(self._generation, self._on_isr_change))
         self.process(events.IsrChangeNotification(tuple(names)))
@@ -538,6 +548,27 @@ class KafkaController:
         for tp in sorted(tps):
             if tp in ctx.partitions_being_reassigned and reassignment.new_replicas_in_isr(self, tp):
                 reassignment.on_partition_reassignment(self, tp)
+
+    def _handle_topic_config_change(self, event: events.TopicConfigChange) -> None:
+        """Topics' overrides changed: forget the cached ones (replicas created from now on
+        get the new), and elect where ``unclean.leader.election.enable`` now allows it
+        (Kafka 2.x; brokers apply the rest themselves).  Notifications older than
+        ``CONFIG_CHANGE_EXPIRY_MS`` on this controller's clock are deleted, as Kafka's
+        listeners purge theirs."""
+        now = self.scheduler.now_ms()
+        fresh = [n for n in event.names if n not in self._config_changes_seen]
+        for name in fresh:
+            self._config_changes_seen[name] = now
+        topics = {t for t in self.zk.get_config_change_topics(fresh) if t in self.ctx.all_topics}
+        for topic in topics:
+            self._topic_configs.pop(topic, None)
+        if any(self._unclean_enabled(t) for t in topics):
+            self.psm.trigger_online_partition_state_change()
+        expired = [n for n, seen in self._config_changes_seen.items() if now - seen >= CONFIG_CHANGE_EXPIRY_MS]
+        if expired:
+            self.zk.delete_config_changes(expired)
+            for name in expired:
+                del self._config_changes_seen[name]
 
     def _handle_auto_leader_rebalance(self, event: events.AutoLeaderRebalance) -> None:
         self._check_and_trigger_partition_rebalance()
@@ -724,6 +755,7 @@ _HANDLERS: dict[type, Callable[[KafkaController, Any], None]] = {
     events.PartitionReassignment: KafkaController._handle_partition_reassignment,
     events.PreferredReplicaElection: KafkaController._handle_preferred_replica_election,
     events.IsrChangeNotification: KafkaController._handle_isr_change_notification,
+    events.TopicConfigChange: KafkaController._handle_topic_config_change,
     events.AutoLeaderRebalance: KafkaController._handle_auto_leader_rebalance,
     events.StopReplicaAnswer: KafkaController._handle_stop_replica_answer,
 }

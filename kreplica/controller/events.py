@@ -69,6 +69,13 @@ class PreferredReplicaElection:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicConfigChange:
+    """``/config/changes`` children appeared: an admin changed topics' overrides."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class IsrChangeNotification:
     """``/isr_change_notification`` children appeared (IsrChangeNotificationListener)."""
 

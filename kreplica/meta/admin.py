@@ -21,6 +21,7 @@ from typing import Iterable, Mapping, Sequence
 from .. import config as kconfig
 from .. import errors
 from ..protocol.common import TopicPartition
+from . import layout
 from .kafka_zk_client import KafkaZkClient
 from .store import NodeExists
 
@@ -143,6 +144,27 @@ def create_topic(client: KafkaZkClient, topic: str, partitions: int | None = Non
         placed = assign_replicas(live, partitions, replication_factor, rng)
     client.create_topic(topic, placed, config)
     return placed
+
+
+def alter_topic_config(client: KafkaZkClient, topic: str, set_config: Mapping[str, object] | None = None,
+                       delete: Iterable[str] = ()) -> dict[str, str]:
+    """Change a topic's overrides (kafka-configs.sh --alter): ``set_config`` adds or
+    replaces keys, ``delete`` drops them (back to the broker's default).  Every broker
+    hosting the topic applies the result; returns the overrides now in force."""
+    changes = dict(set_config or {})
+    delete = list(delete)
+    kconfig.validate(changes, allowed=kconfig.LOG_KEYS)
+    unknown = sorted(set(delete) - set(kconfig.LOG_KEYS))
+    if unknown:
+        raise errors.InvalidConfig(f"unknown topic config {unknown[0]!r}")
+    if not client.topic_exists(topic):
+        raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
+    current = client.get_topic_config(topic)
+    for key in delete:
+        current.pop(key, None)
+    current.update({k: layout.config_str(v) for k, v in changes.items()})
+    client.set_topic_config(topic, current)
+    return current
 
 
 def delete_topic(client: KafkaZkClient, topic: str) -> None:

@@ -183,6 +183,26 @@ class KafkaZkClient:
         got = self._get_or_watch(layout.topic_config_path(topic), None)
         return {} if got is None else layout.decode_topic_config(got[0])
 
+    def set_topic_config(self, topic: str, config: Mapping[str, object]) -> None:
+        """Replace a topic's overrides, then announce it under ``/config/changes`` (Kafka's
+        order: a listener that sees the notification reads the new config)."""
+        self.session.set(layout.topic_config_path(topic), layout.encode_topic_config(config))
+        self.session.create(layout.config_change_path(layout.CONFIG_CHANGE_PREFIX),
+                            layout.encode_config_change(topic), sequential=True, makepath=True)
+
+    def get_config_changes(self, watch: Watch | None = None) -> list[str]:
+        """The change notifications, oldest first."""
+        return sorted(self._children(layout.CONFIG_CHANGES, watch), key=layout.change_sequence)
+
+    def get_config_change_topics(self, names: Sequence[str]) -> list[str | None]:
+        """The topic each notification names (None: gone, or not a topic's)."""
+        return [None if got is None else layout.decode_config_change(got[0])
+                for got in self._get_many([layout.config_change_path(n) for n in names])]
+
+    def delete_config_changes(self, names: Iterable[str]) -> None:
+        keyed = [(n, Op.delete(layout.config_change_path(n))) for n in names]
+        self._multi_dropping(keyed, _ignore_no_node)
+
     def delete_topic_znodes(self, topic: str) -> None:
         """Remove the topic's assignment, partition states and config (the deletion's last step)."""
         for path in (layout.topic_path(topic), layout.topic_config_path(topic)):

@@ -28,6 +28,8 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 
 #: persistent parents a broker makes sure of at startup (as Kafka's ``createTopLevelPaths``)
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, ISR_CHANGE_NOTIFICATION)
@@ -75,6 +77,15 @@ def topic_config_path(topic: str) -> str:
 
 def isr_change_path(name: str) -> str:
     return f"{ISR_CHANGE_NOTIFICATION}/{name}"
+
+
+def config_change_path(name: str) -> str:
+    return f"{CONFIG_CHANGES}/{name}"
+
+
+def change_sequence(name: str) -> int:
+    """The number ZooKeeper appended to a sequential node's name."""
+    return int(name.rsplit("_", 1)[1])
 
 
 # -- /brokers/ids/<id>
@@ -210,11 +221,11 @@ def decode_partition_list(data: bytes) -> set[TopicPartition]:
 
 def encode_topic_config(config: Mapping[str, Any] | None) -> bytes:
     # Kafka keeps every config value as a string.
-    values = {k: _config_str(v) for k, v in sorted((config or {}).items())}
+    values = {k: config_str(v) for k, v in sorted((config or {}).items())}
     return _dumps({"version": 1, "config": values})
 
 
-def _config_str(v: Any) -> str:
+def config_str(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
@@ -222,3 +233,18 @@ def _config_str(v: Any) -> str:
 
 def decode_topic_config(data: bytes) -> dict[str, str]:
     return dict(json.loads(data).get("config") or {})
+
+
+# -- /config/changes/config_change_<seq>: which entity's config an admin changed
+
+def encode_config_change(topic: str) -> bytes:
+    return _dumps({"version": 2, "entity_path": f"topics/{topic}"})
+
+
+def decode_config_change(data: bytes) -> str | None:
+    """The topic a change notification names; None for other entities (brokers, clients)."""
+    obj = json.loads(data)
+    kind, _, name = str(obj.get("entity_path", "")).partition("/")
+    if obj.get("version") == 1:  # Kafka 0.9-0.10 wrote the two fields apart
+        kind, name = str(obj.get("entity_type", "")), str(obj.get("entity_name", ""))
+    return name if kind == "topics" and name else None

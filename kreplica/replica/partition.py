@@ -57,8 +57,7 @@ class Partition:
         self._clock = clock
         self._alter_isr = alter_isr
         self._on_high_watermark = on_high_watermark
-        self._lag_max_ms: int = config["replica.lag.time.max.ms"]
-        self.min_insync_replicas: int = config["min.insync.replicas"]
+        self.update_config(config)
         self.role = Role.NONE
         self.assigned_replicas: tuple[int, ...] = ()
         self.isr_state = IsrState(())
@@ -71,6 +70,11 @@ class Partition:
         self.remote_replicas: dict[int, ReplicaState] = {}
         # Bumped by every state change so a late AlterIsr answer can tell it is stale.
         self._isr_generation = 0
+
+    def update_config(self, config: dict[str, Any]) -> None:
+        """The keys this partition reads (its log has its own LogConfig)."""
+        self._lag_max_ms: int = config["replica.lag.time.max.ms"]
+        self.min_insync_replicas: int = config["min.insync.replicas"]
 
     # ---- views --------------------------------------------------------------------
     @property

@@ -219,12 +219,7 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is not None:
             return p
-        config, log_config = self.config, self.log_config
-        overrides = dict(topic_config)
-        if overrides:
-            checked = validate(overrides, allowed=LOG_KEYS)  # the controller's store held them
-            config = {**self.config, **{k: checked[k] for k in overrides}}
-            log_config = LogConfig.from_dict({k: config[k] for k in LOG_KEYS})
+        config, log_config = self.configs_with(topic_config)
         self._unopened.pop(tp, None)
         log = Log.open(self.data_dir / str(tp), log_config, clock=self.scheduler)
         hw = self._checkpointed_hw.get(tp)
@@ -235,6 +230,27 @@ class ReplicaManager:
         )
         self.partitions[tp] = p
         return p
+
+    def configs_with(self, topic_config: Iterable[tuple[str, str]]) -> tuple[dict[str, Any], LogConfig]:
+        """The broker's config with a topic's overrides over it, whole and as a LogConfig."""
+        overrides = dict(topic_config)
+        if not overrides:
+            return self.config, self.log_config
+        checked = validate(overrides, allowed=LOG_KEYS)  # the controller's store held them
+        config = {**self.config, **{k: checked[k] for k in overrides}}
+        return config, LogConfig.from_dict({k: config[k] for k in LOG_KEYS})
+
+    def update_topic_config(self, topic: str, topic_config: Iterable[tuple[str, str]]) -> int:
+        """A topic's overrides changed (``/config/changes``, read by the broker): every hosted
+        replica of it takes them at once, as Kafka's TopicConfigHandler does -- retention
+        and flush at the next check, ``min.insync.replicas`` at the next produce, segment
+        sizes at the next roll.  Returns the number of replicas updated."""
+        config, log_config = self.configs_with(topic_config)
+        hosted = [p for tp, p in self.partitions.items() if tp.topic == topic]
+        for p in hosted:
+            p.update_config(config)
+            p.log.config = log_config
+        return len(hosted)
 
     def _delete_partition(self, tp: TopicPartition) -> None:
         self._remove_fetcher(tp)

@@ -19,13 +19,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     action.add_argument("--list", action="store_true", help="list the topics")
     action.add_argument("--create", action="store_true", help="create a topic")
     action.add_argument("--delete", action="store_true", help="mark a topic for deletion")
+    action.add_argument("--alter", action="store_true",
+                        help="change a topic's configs (--config, --delete-config); brokers apply them at once")
     p.add_argument("--topic", help="the topic (all topics for --describe when omitted)")
     p.add_argument("--partitions", type=int, help="partition count for --create")
     p.add_argument("--replication-factor", type=int, help="replication factor for --create")
     p.add_argument("--replica-assignment", metavar="B1:B2,B1:B2",
                    help="explicit assignment for --create: partitions separated by commas, replicas by colons")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="a topic config for --create (repeatable)")
+                   help="a topic config for --create or --alter (repeatable)")
+    p.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                   help="for --alter: drop a topic config, back to the broker's default (repeatable)")
 
 
 def parse_assignment(text: str) -> dict[int, list[int]]:
@@ -99,6 +103,15 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
         admin.create_topic(client, args.topic, args.partitions, args.replication_factor,
                            assignment=assignment, config=config or None, rng=random.Random())
         print(f'Created topic "{args.topic}".')
+    elif args.alter:
+        if not args.topic:
+            raise SystemExit("--alter needs --topic")
+        if not args.config and not args.delete_config:
+            raise SystemExit("--alter needs --config KEY=VALUE or --delete-config KEY")
+        now = admin.alter_topic_config(client, args.topic, dict(key_value(kv) for kv in args.config),
+                                       args.delete_config)
+        shown = ",".join(f"{k}={v}" for k, v in sorted(now.items())) or "(broker defaults)"
+        print(f'Updated config for topic "{args.topic}": {shown}')
     elif args.delete:
         if not args.topic:
             raise SystemExit("--delete needs --topic")
