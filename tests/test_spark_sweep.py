@@ -176,6 +176,10 @@ def test_sweep_rows_match_direct_runs(spark, swept, direct):  # noqa: F811
         assert r.lost_acks == len(d.losses) and r.unclean_elections == d.unclean_elections
         assert r.lost_by_cause == dict(Counter(loss.cause for loss in d.losses))
         assert r.acked_writes == d.acked_writes and r.availability == d.availability
+        assert r.superseded_reads == len(d.superseded_reads)
+        assert r.superseded_by_cause == dict(Counter(read.cause for read in d.superseded_reads))
+        assert r.writes_completed == d.writes_completed >= d.acked_writes
+        assert r.throughput == pytest.approx(d.writes_completed * 1000.0 / d.virtual_ms)
         assert r.reelect_ms == [float(x) for x in d.reelect_ms]
         expected = {} if d.violation is None else {d.violation.invariant.value: 1}
         assert r.violations == expected and r.violations_total == len(expected)
@@ -194,6 +198,7 @@ def test_sweep_rows_match_direct_runs(spark, swept, direct):  # noqa: F811
     unclean = [r for r in rows if r.scenario == "unclean-election"]
     assert all(r.unclean_elections > 0 for r in unclean)
     assert sum(r.lost_by_cause.get("unclean-election", 0) for r in unclean) > 0
+    assert sum(r.superseded_by_cause.get("unclean-election", 0) for r in unclean) > 0  # read, then lost
 
 
 def test_rerun_skips_everything_already_present(spark, swept):  # noqa: F811
@@ -259,6 +264,8 @@ def test_report_numbers_match_direct_runs(spark, swept, direct, tmp_path):  # no
         assert row["loss_ci_high"] == pytest.approx(high, abs=1e-9)
         assert row["lost_acks"] == sum(len(d.losses) for d in runs)
         assert row["lost_by_cause"] == dict(Counter(loss.cause for d in runs for loss in d.losses))
+        assert row["superseded_reads"] == sum(len(d.superseded_reads) for d in runs)
+        assert row["writes_completed"] == sum(d.writes_completed for d in runs)
         assert row["mean_availability"] == pytest.approx(np.mean([d.availability for d in runs]))
         samples = [ms for d in runs for ms in d.reelect_ms]
         assert row["elections"] == len(samples)

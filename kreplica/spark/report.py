@@ -10,7 +10,8 @@ the driver collects only one row per (scenario, configuration) and at most
   [0, 1] and is honest at 0 of n, which is the headline case;
 - runs with violations, by invariant; lost acknowledged writes; unclean
   elections; errors;
-- mean availability and throughput;
+- consumed batches that an attributed loss later removed ("read then lost");
+- mean availability and throughput (writes completed per virtual second, at any acks);
 - time to re-elect, p50 and p99 over every re-election of every run
   (Spark's exact ``percentile``, linear between ranks).
 
@@ -77,9 +78,11 @@ per_config AS (
          count_if(error IS NOT NULL) AS errors,
          sum(lost_acks) AS lost_acks,
          sum(unclean_elections) AS unclean_elections,
+         sum(superseded_reads) AS superseded_reads,
          avg(availability) AS mean_availability,
          avg(throughput) AS mean_throughput,
          sum(acked_writes) AS acked_writes,
+         sum(writes_completed) AS writes_completed,
          avg(wall_ms) AS mean_wall_ms
   FROM runs GROUP BY scenario, config_key
 ),
@@ -165,7 +168,7 @@ def _table_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     axes = varying_axes(rows)
     many = len({r["scenario"] for r in rows}) > 1
     head = ["scenario", "configuration", "runs", "P(loss) [95% CI]", "violations", "lost acks",
-            "unclean", "avail %", "re-elect p50/p99 ms", "acked/s"]
+            "read then lost", "unclean", "avail %", "re-elect p50/p99 ms", "writes/s"]
     body = []
     for r in rows:
         viol = _counts(r["violations"]) or "0"
@@ -175,7 +178,7 @@ def _table_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
             f"{r['loss_probability']:.3f} [{r['loss_ci_low']:.3f}, {r['loss_ci_high']:.3f}] "
             f"({r['loss_runs']}/{r['runs']})",
             viol + (f" (+{r['errors']} errors)" if r["errors"] else ""),
-            lost, str(r["unclean_elections"]),
+            lost, str(r["superseded_reads"] or 0), str(r["unclean_elections"]),
             "-" if r["mean_availability"] is None else f"{100 * r['mean_availability']:.2f}",
             f"{_ms(r['reelect_p50_ms'])} / {_ms(r['reelect_p99_ms'])}",
             "-" if r["mean_throughput"] is None else f"{r['mean_throughput']:.1f}",

@@ -227,12 +227,16 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
         lost_acks=len(result.losses),
         lost_by_cause=dict(Counter(loss.cause for loss in result.losses)),
         unclean_elections=result.unclean_elections,
+        superseded_reads=len(result.superseded_reads),
+        superseded_by_cause=dict(Counter(read.cause for read in result.superseded_reads)),
         acked_writes=result.acked_writes,
+        writes_completed=result.writes_completed,
         availability=float(result.availability),
         reelect_ms=reelect,
         reelect_p50_ms=percentile(reelect, 0.50),
         reelect_p99_ms=percentile(reelect, 0.99),
-        throughput=result.acked_writes * 1000.0 / result.virtual_ms if result.virtual_ms else 0.0,
+        # every completed write, as the simulate summary counts them (acks=0/1 runs too)
+        throughput=result.writes_completed * 1000.0 / result.virtual_ms if result.virtual_ms else 0.0,
         converged=result.converged,
         error=None,
         history_gz=_history_gz(sim.history.lines) if failing else None,
@@ -243,7 +247,8 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
 
 def _empty_result() -> dict[str, Any]:
     return {"virtual_ms": None, "violations": {}, "violations_total": 0, "first_violation": None,
-            "lost_acks": 0, "lost_by_cause": {}, "unclean_elections": 0, "acked_writes": 0,
+            "lost_acks": 0, "lost_by_cause": {}, "unclean_elections": 0, "superseded_reads": 0,
+            "superseded_by_cause": {}, "acked_writes": 0, "writes_completed": 0,
             "availability": None, "reelect_ms": [], "reelect_p50_ms": None, "reelect_p99_ms": None,
             "throughput": None, "converged": False}
 

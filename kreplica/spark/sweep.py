@@ -47,7 +47,9 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("history_hash", "string"), ("events", "long"), ("virtual_ms", "long"),
     ("violations", "map<string,long>"), ("violations_total", "long"), ("first_violation", "string"),
     ("lost_acks", "long"), ("lost_by_cause", "map<string,long>"), ("unclean_elections", "long"),
-    ("acked_writes", "long"), ("availability", "double"), ("reelect_ms", "array<double>"),
+    ("superseded_reads", "long"), ("superseded_by_cause", "map<string,long>"),
+    ("acked_writes", "long"), ("writes_completed", "long"), ("availability", "double"),
+    ("reelect_ms", "array<double>"),
     ("reelect_p50_ms", "double"), ("reelect_p99_ms", "double"), ("throughput", "double"),
     ("converged", "boolean"), ("error", "string"), ("history_gz", "binary"), ("wall_ms", "double"),
 )
