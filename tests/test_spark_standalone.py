@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pyarrow.parquet as pq
 import pytest
 from spark_fixtures import standalone_spark  # noqa: F401 - fixture
 
@@ -19,6 +18,8 @@ SCENARIO = "kip101-hw-truncation"
 
 
 def test_a_sweep_runs_on_a_standalone_cluster_and_matches_direct_runs(standalone_spark, tmp_path):  # noqa: F811
+    import pyarrow.parquet as pq  # here: without the spark extra the fixture skips (or fails in CI)
+
     out = tmp_path / "runs"
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     cmd = [sys.executable, "-m", "kreplica", "sweep", "--scenario", SCENARIO, "--seeds", "1..4",
