@@ -102,3 +102,89 @@ def as_tuples(rows) -> list[tuple]:
         for r in rows
     ]
     return sorted(out, key=lambda t: (t[0], t[1], t[2]))
+
+
+# ---- a real standalone Spark cluster (master + one worker) on loopback ----
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StandaloneSpark:
+    """Spark's own standalone master and one worker, started from the pyspark package's
+    ``bin/spark-class`` on free loopback ports (the master's REST server off), each
+    logging to a file under ``workdir``; :attr:`url` is the ``spark://`` master URL."""
+
+    def __init__(self, workdir, cores: int = 2, memory: str = "2g", start_timeout_s: float = 60) -> None:
+        import pathlib
+        import subprocess
+        import time
+
+        import pyspark
+
+        self.workdir = pathlib.Path(workdir)
+        self.work = self.workdir / "work"  # executors' directories, one per application
+        spark_class = str(pathlib.Path(pyspark.__file__).parent / "bin" / "spark-class")
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+        port = _free_port()
+        self.url = f"spark://127.0.0.1:{port}"
+        self._procs = []
+        self._logs = []
+
+        def launch(name: str, *args: str) -> pathlib.Path:
+            log = self.workdir / f"{name}.log"
+            f = open(log, "wb")
+            self._logs.append(f)
+            self._procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=f, stderr=subprocess.STDOUT,
+                                                start_new_session=True))
+            return log
+
+        try:
+            launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                   "--port", str(port), "--webui-port", str(_free_port()))
+            worker_log = launch("worker", "org.apache.spark.deploy.worker.Worker", self.url,
+                                "--host", "127.0.0.1", "--port", str(_free_port()),
+                                "--webui-port", str(_free_port()), "--cores", str(cores),
+                                "--memory", memory, "--work-dir", str(self.work))
+            deadline = time.monotonic() + start_timeout_s
+            while b"Successfully registered with master" not in worker_log.read_bytes():
+                if time.monotonic() > deadline or any(p.poll() is not None for p in self._procs):
+                    raise RuntimeError(f"standalone Spark did not start; see {self.workdir}/*.log")
+                time.sleep(0.2)
+        except BaseException:
+            self.stop()
+            raise
+
+    def applications(self) -> list[str]:
+        """The applications the worker has run executors for."""
+        return sorted(p.name for p in self.work.iterdir()) if self.work.exists() else []
+
+    def stop(self) -> None:
+        import signal
+
+        for p in reversed(self._procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self._procs:
+            try:
+                p.wait(timeout=15)
+            except Exception:  # noqa: BLE001 - escalate, never leave a JVM behind
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for f in self._logs:
+            f.close()
+
+
+@pytest.fixture(scope="module")
+def standalone_spark(tmp_path_factory) -> Iterator[StandaloneSpark]:
+    require_spark()
+    cluster = StandaloneSpark(tmp_path_factory.mktemp("spark-standalone"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -14,7 +14,10 @@ this machine: the driver binds to 127.0.0.1 (``SPARK_LOCAL_IP``), and workers
 run this very interpreter.  With a cluster master the driver must be reachable
 from other hosts and executors bring their own Python: ship kreplica to them
 with ``spark.archives`` (a packed venv) and ``spark.pyspark.python`` given in
-``conf`` (``kreplica sweep --conf KEY=VALUE``).
+``conf`` (``kreplica sweep --conf KEY=VALUE``).  PySpark itself reads the
+executors' interpreter only from ``PYSPARK_PYTHON``; spark-submit exports the
+option there, and :func:`local_session` does the same for a driver started as
+plain Python (tested against a real standalone master and worker).
 """
 from __future__ import annotations
 
@@ -118,8 +121,13 @@ def local_session(
 
     from .datasource import KReplicaDataSource
 
+    options = session_conf(master, conf)
+    if "spark.pyspark.python" in options:
+        # PySpark takes the executors' interpreter from PYSPARK_PYTHON alone; spark-submit
+        # exports the option there, and a driver started as plain Python must do the same.
+        os.environ["PYSPARK_PYTHON"] = options["spark.pyspark.python"]
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in session_conf(master, conf).items():
+    for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
