@@ -13,6 +13,7 @@ of a small scenario in under 5 minutes on one core.  Reported side by side:
 
     .venv/bin/python benchmarks/bench_sim.py            # the table
     .venv/bin/python benchmarks/bench_sim.py --by-kind  # where a whole-cluster event's time goes
+    .venv/bin/python benchmarks/bench_sim.py --side-by-side ../other-checkout [ROUNDS]
     .venv/bin/python -m pytest -q -p no:cacheprovider --benchmark-enable benchmarks/bench_sim.py
 """
 from __future__ import annotations
@@ -164,11 +165,48 @@ def by_kind() -> None:
     Console().print(table)
 
 
+_SIDE_BY_SIDE_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
+import bench_sim
+bench_sim.chaos_run(1)  # warm
+print(sum(min(bench_sim.chaos_run(seed)[1] for _ in range(2)) for seed in (1, 2, 3)))
+"""
+
+
+def side_by_side(other: str, rounds: int = 3) -> None:
+    """Three chaos runs (seeds 1-3, the best of two each) in this checkout and in ``other``
+    (a built checkout of another commit), taking turns ``rounds`` times so machine noise
+    falls on both; prints each one's best total CPU s and the ratio."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parent.parent)
+    other = str(Path(other).resolve())
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for checkout in (other, here):
+            env = {**os.environ, "PYTHONPATH": checkout}
+            out = subprocess.run([sys.executable, "-c", _SIDE_BY_SIDE_CHILD, checkout], env=env,
+                                 capture_output=True, text=True, check=True, cwd=checkout)
+            cpu = float(out.stdout.split()[-1])
+            best[checkout] = min(best.get(checkout, cpu), cpu)
+    print(f"three 60-virtual-s chaos runs, best of {rounds} rounds, CPU s:")
+    print(f"  {other}: {best[other]:.3f}")
+    print(f"  {here}: {best[here]:.3f}  ({best[other] / best[here]:.2f}x)")
+
+
 def main() -> None:
     import sys
 
     if "--by-kind" in sys.argv[1:]:
         by_kind()
+        return
+    if "--side-by-side" in sys.argv[1:]:
+        args = sys.argv[sys.argv.index("--side-by-side") + 1:]
+        side_by_side(args[0], int(args[1]) if len(args) > 1 else 3)
         return
     from rich.console import Console
     from rich.table import Table
