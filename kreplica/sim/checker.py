@@ -35,6 +35,11 @@ and compares:
 6. The controller epoch in the store never goes backwards, and a broker that
    receives a request from an older controller epoch changes nothing.
 
+Retention is not a loss: a replica's log start moves up when it deletes old
+segments, or when a follower adopts its leader's log start (KIP-107); the world
+records each move, and a replica is judged only from its own log start and the
+highest log start a current leader has had on.
+
 The first violation is kept with the last events touching its partition; the
 world stops the run there.
 """
@@ -118,6 +123,9 @@ class PartitionModel:
     committed_at: dict[int, int] = field(default_factory=dict)  # canon base -> when it was committed
     # (epoch of the election that superseded, from offset, cause) for every attributed loss
     superseded: list[tuple[int, int, str]] = field(default_factory=list)
+    # The highest log start a current leader has had: below it the history is expired
+    # (retention), and a follower's leftovers there are discarded by its next fetch.
+    expired_below: int = 0
 
     def superseded_for(self, epoch: int, unclean_only: bool = False) -> tuple[int, str] | None:
         """(from offset, cause) of the history that elections after ``epoch`` replaced: a
@@ -327,6 +335,9 @@ class Checker:
             return
         if epoch == m.epoch:
             m.isr = tuple(p.isr)
+            start = p.log.log_start_offset
+            if start > m.expired_below:
+                m.expired_below = start
         if view.verified < checked:
             # Only the newest leader grows the history; a deposed one (not yet told) is checked
             # below what later elections superseded.
@@ -429,7 +440,11 @@ class Checker:
 
     def _verify(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int,
                 leader: bool) -> None:
-        start = view.verified
+        # Below the leader's log start a follower may still hold what an election superseded:
+        # the leader's epoch cache no longer reaches back there (KAFKA-7415 answers a too-old
+        # epoch with the first start it has), and the follower's next fetch either adopts the
+        # leader's start (KIP-107) or, below it, starts over there.
+        start = max(view.verified, m.expired_below)
         for base, last, epoch, crc in read_fingerprints(p.log, start, hw):
             if last >= hw:
                 break  # a batch straddling the HW is not committed yet
@@ -485,16 +500,24 @@ class Checker:
         leader = replicas.get(m.leader)
         if leader is None:
             return
-        ref = read_fingerprints(leader.log, 0, leader.log_end_offset)
+        # Below a log start lies only what retention (or a follower adopting its leader's
+        # start) deleted on purpose, each move recorded as a "log_start" event.
+        start = leader.log.log_start_offset
+        ref = read_fingerprints(leader.log, start, leader.log_end_offset)
         by_base = {fp[0]: fp for fp in ref}
         for base, (last, epoch, crc) in m.canon.items():
+            if last < start:
+                continue
             found = by_base.get(base)
             if found is None or (found[1], found[3]) != (last, crc):
                 self._diverged(m.leader, tp, m, base, True, "the converged leader lost a committed batch")
                 return
         for b, p in sorted(replicas.items()):
-            mine = [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(p.log, 0, p.log_end_offset)]
-            if b != m.leader and mine != [(fp[0], fp[1], fp[3]) for fp in ref]:
+            if b == m.leader:
+                continue
+            common = max(start, p.log.log_start_offset)
+            mine = [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(p.log, common, p.log_end_offset)]
+            if mine != [(fp[0], fp[1], fp[3]) for fp in ref if fp[0] >= common]:
                 self.fail(Invariant.REPLICA_DIVERGENCE, tp, b,
                           f"after convergence replica {b}'s log differs from leader {m.leader}'s")
                 return

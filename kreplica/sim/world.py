@@ -287,6 +287,24 @@ class World:
         p.truncate_to = wrap_truncation(p.truncate_to, "truncate")
         p.truncate_fully_and_start_at = wrap_truncation(p.truncate_fully_and_start_at, "truncate_fully")
         log = p.log
+
+        def wrap_log_start(method: Callable[..., Any], cause: str) -> Callable[..., Any]:
+            """Retention, or a follower adopting its leader's log start (KIP-107), removes
+            committed batches on purpose: recorded, and the checker judges the replica
+            from its new log start on."""
+            def moving(*args: Any) -> Any:
+                before = log.log_start_offset
+                result = method(*args)
+                if log.log_start_offset != before:
+                    world.record("log_start", bid, name, cause=cause, start_before=before,
+                                 start=log.log_start_offset)
+                    world._dirty[(bid, tp)] = None
+                return result
+            return moving
+
+        log.delete_old_segments = wrap_log_start(log.delete_old_segments, "retention")
+        log.maybe_increment_log_start_offset = wrap_log_start(log.maybe_increment_log_start_offset,
+                                                              "leader's log start")
         log.append_batches_as_leader = faults.full_disk_guard(self, bid, log.append_batches_as_leader)
         log.append_as_follower = faults.full_disk_guard(self, bid, log.append_as_follower)
 
