@@ -165,6 +165,8 @@ STORY = {
     "slow-follower": lambda w: all(any(3 not in isr for isr in _isrs(w, tp)) and 3 in _isrs(w, tp)[-1]
                                    for tp in ("t-0", "t-1", "t-2")),
     "unclean-election": lambda w: _count(w, "election") > 0,
+    "retention-chaos": lambda w: any(e.kind == "log_start" and e.data["cause"] == "retention"
+                                     for e in w.history.events),
 }
 
 
@@ -226,12 +228,11 @@ def test_a_scenario_file_can_give_one_direction_of_one_link_its_own_profile(tmp_
 
 
 def test_retention_under_chaos_deletes_on_purpose_and_loses_nothing_acked():
-    """Tiny segments and byte retention under random chaos: leaders and followers delete
+    """retention-chaos (tiny segments, byte retention, random chaos): leaders and followers delete
     committed segments, followers adopt their leaders' log start (KIP-107), and the
     checker judges each replica from its own log start on -- with every move recorded."""
-    tiny = {"replica.truncation.strategy": "leader-epoch", "segment.bytes": 2048, "retention.bytes": 4096,
-            "log.retention.check.interval.ms": 500}
-    sc = replace(scenarios.load("random-chaos").with_config(**tiny), until_ms=12_000)
+    sc = replace(scenarios.load("retention-chaos").with_config(**{"replica.truncation.strategy": "leader-epoch"}),
+                 until_ms=12_000)
     causes = set()
     for seed in (1, 4, 5):  # 4 and 5 see followers adopt their leader's start
         world = World(sc, seed)
@@ -249,9 +250,8 @@ def test_a_follower_back_with_superseded_history_below_its_leaders_log_start_is_
     42. Back, broker 1 asks where epoch 2 ends and the leader, whose epoch cache now starts
     at 42, answers 42 (KAFKA-7415): the follower keeps 24..39 until its first fetch answer,
     which moves its log start to the leader's. Below that start it is not judged."""
-    tiny = {"replica.truncation.strategy": "leader-epoch", "segment.bytes": 2048, "retention.bytes": 4096,
-            "log.retention.check.interval.ms": 500}
-    world = World(replace(scenarios.load("random-chaos").with_config(**tiny), until_ms=20_000), 297)
+    world = World(scenarios.load("retention-chaos").with_config(**{"replica.truncation.strategy": "leader-epoch"}),
+                  297)
     r = world.run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
     restart = next(e.time_ms for e in world.history.events if e.kind == "restart" and e.broker == 1
@@ -260,3 +260,17 @@ def test_a_follower_back_with_superseded_history_below_its_leaders_log_start_is_
                and e.time_ms > restart]
     assert [(e.data["cause"], e.data["start_before"], e.data["start"]) for e in adopted][:1] == [
         ("leader's log start", 0, 42)]
+
+
+def test_a_scenario_file_extends_another_table_by_table(tmp_path):
+    (tmp_path / "more.toml").write_text('extends = "random-chaos"\nname = "more"\nbrokers = 5\n'
+                                        '[config]\n"min.insync.replicas" = 3\n[chaos]\ncrash = 0.0\n')
+    base, sc = scenarios.load("random-chaos"), scenarios.load(str(tmp_path / "more.toml"))
+    assert (sc.name, sc.brokers, sc.config["min.insync.replicas"], sc.chaos.crash) == ("more", 5, 3, 0.0)
+    assert {k: v for k, v in sc.config.items() if k != "min.insync.replicas"} == {
+        k: v for k, v in base.config.items() if k != "min.insync.replicas"}
+    assert sc.chaos.pause == base.chaos.pause and sc.workload == base.workload and sc.topics == base.topics
+    (tmp_path / "a.toml").write_text(f'extends = "{tmp_path / "b.toml"}"\nname = "a"\n')
+    (tmp_path / "b.toml").write_text(f'extends = "{tmp_path / "a.toml"}"\nname = "b"\n')
+    with pytest.raises(ValueError, match="extends itself"):
+        scenarios.load(str(tmp_path / "a.toml"))

@@ -11,6 +11,10 @@ admin call), when (``at_ms`` plus a seeded random ``jitter_ms``), and a
 with ``bind = "name"``.  A step with ``on = "election:<topic>-<p>"`` is armed at
 ``at_ms`` and fires ``jitter_ms`` (random) after the next election of that
 partition -- the timing KIP-101's double failures need.  Everything else in the step is passed to the action.
+
+``extends = "<scenario>"`` starts from another scenario file: its tables
+(``config``, ``workload``, ``network``, ``chaos``, ...) are merged key by key with
+this file's, and anything else this file gives replaces the base's.
 """
 from __future__ import annotations
 
@@ -282,10 +286,27 @@ def names() -> list[str]:
 
 def load(name: str) -> Scenario:
     """A scenario by name (a file in this directory) or by path to a TOML file."""
+    return from_dict(_read(name, ()))
+
+
+def _read(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
+    """The file's data, with what it ``extends`` merged under it."""
     path = Path(name)
     if not path.suffix:
         path = HERE / f"{name}.toml"
     if not path.exists():
         raise ValueError(f"no scenario {name!r}; known: {', '.join(names())}")
+    if str(path) in seen:
+        raise ValueError(f"scenario {name!r} extends itself: {' -> '.join((*seen, str(path)))}")
     with open(path, "rb") as f:
-        return from_dict(tomllib.load(f))
+        data = tomllib.load(f)
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    merged = _read(str(base), (*seen, str(path)))
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
