@@ -154,7 +154,7 @@ def alter_topic_config(client: KafkaZkClient, topic: str, set_config: Mapping[st
     changes = dict(set_config or {})
     delete = list(delete)
     kconfig.validate(changes, allowed=kconfig.LOG_KEYS)
-    unknown = sorted(set(delete) - set(kconfig.LOG_KEYS))
+    unknown = sorted(set(delete) - kconfig.LOG_KEYS)
     if unknown:
         raise errors.InvalidConfig(f"unknown topic config {unknown[0]!r}")
     if not client.topic_exists(topic):
