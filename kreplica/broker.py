@@ -171,6 +171,20 @@ class Broker:
             return  # the next session lists them again
         self._last_config_change = max(seqs, default=-1 if last is None else last)
 
+    def _refresh_topic_configs(self, topics: list[str]) -> None:
+        """Replicas just started took their topics' overrides from the LeaderAndIsr, which
+        the controller may have built before a change this broker has already applied from
+        ``/config/changes`` (to the replicas it hosted then): read the store's now, as
+        Kafka reads it when it creates a replica.  Retried while the store is out of reach."""
+        rm, zk = self.replica_manager, self.zk
+        if not self.alive or rm is None or zk is None:
+            return
+        try:
+            for topic, overrides in zk.get_topic_configs(topics).items():
+                rm.update_topic_config(topic, sorted(overrides.items()))
+        except (ConnectionLoss, SessionExpired):
+            self.scheduler.call_later(REGISTRATION_RETRY_MS, self._refresh_topic_configs, topics)
+
     def _on_session_expired(self) -> None:
         """A new session, as Kafka's ZooKeeper client does: re-register and stand again."""
         if not self.alive or self.shutting_down:
@@ -283,6 +297,12 @@ class Broker:
             return
         if isinstance(request, LeaderAndIsrRequest):
             self._observe_leader_and_isr(request)
+            unhosted = [ps.tp for ps in request.partition_states if ps.tp not in rm.partitions]
+            rm.handle_request(request, respond)
+            started = sorted({tp.topic for tp in unhosted if tp in rm.partitions})
+            if started:
+                self._refresh_topic_configs(started)
+            return
         if rm.handle_request(request, respond):
             return
         if isinstance(request, ControlledShutdownRequest):

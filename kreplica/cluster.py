@@ -208,11 +208,14 @@ class Cluster:
         adds or replaces keys, ``delete`` drops them.  Returns the overrides now in force;
         with ``wait``, once every live broker hosting the topic has applied them."""
         now = admin.alter_topic_config(self.zk, topic, set_config, delete)
-        if wait and not self.run_until(lambda: self._topic_config_applied(topic, now), 30_000):
+        if wait and not self.run_until(lambda: self.topic_config_applied(topic, now), 30_000):
             raise errors.RequestTimedOut(f"brokers did not apply the new config of {topic}")
         return now
 
-    def _topic_config_applied(self, topic: str, overrides: dict[str, str]) -> bool:
+    def topic_config_applied(self, topic: str, overrides: dict[str, str] | None = None) -> bool:
+        """Do all live replicas of ``topic`` run with ``overrides`` (default: what the store holds)?"""
+        if overrides is None:
+            overrides = self.zk.get_topic_config(topic)
         for broker in self.brokers.values():
             rm = broker.replica_manager
             if not broker.alive or rm is None:

@@ -313,3 +313,18 @@ def test_config_change_notifications_are_purged_after_fifteen_minutes():
         c.alter_topic_config("t", {"retention.ms": 120_000})  # the controller purges as it reads
         assert c.run_until(lambda: len(c.zk.get_config_changes()) == 1, 1000)
         assert c.zk.get_config_changes() != first
+
+
+def test_a_replica_started_from_a_leader_and_isr_with_stale_overrides_takes_the_stores():
+    """The controller's LeaderAndIsr may carry overrides from before a change the new
+    replica's broker has already applied from /config/changes (found by the config-churn
+    scenario: the request was held up by a network partition). The broker reads the
+    store's overrides for every replica it starts, as Kafka does."""
+    with Cluster.embedded(brokers=[1, 2, 3], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("t", assignment={0: [1, 2]})
+        c.alter_topic_config("t", {"min.insync.replicas": 2, "retention.ms": 60_000})
+        ctl = next(b.controller for b in c.brokers.values() if b.controller is not None and b.controller.is_active)
+        ctl.batch._topic_config = lambda topic: ()  # a copy taken before the change
+        c.reassign("t", 0, [1, 2, 3])
+        p = c.brokers[3].replica_manager.partitions[TopicPartition("t", 0)]
+        assert p.min_insync_replicas == 2 and p.log.config.retention_ms == 60_000

@@ -165,6 +165,7 @@ STORY = {
     "slow-follower": lambda w: all(any(3 not in isr for isr in _isrs(w, tp)) and 3 in _isrs(w, tp)[-1]
                                    for tp in ("t-0", "t-1", "t-2")),
     "unclean-election": lambda w: _count(w, "election") > 0,
+    "config-churn": lambda w: _count(w, "alter_config") > 0,  # convergence needs them applied
     "retention-chaos": lambda w: any(e.kind == "log_start" and e.data["cause"] == "retention"
                                      for e in w.history.events),
 }
@@ -274,3 +275,14 @@ def test_a_scenario_file_extends_another_table_by_table(tmp_path):
     (tmp_path / "b.toml").write_text(f'extends = "{tmp_path / "a.toml"}"\nname = "b"\n')
     with pytest.raises(ValueError, match="extends itself"):
         scenarios.load(str(tmp_path / "a.toml"))
+
+
+def test_convergence_requires_every_replica_to_run_with_the_topics_current_config(monkeypatch):
+    """config-churn with brokers that ignore /config/changes: the run cannot converge."""
+    from kreplica.replica.replica_manager import ReplicaManager
+
+    monkeypatch.setattr(ReplicaManager, "update_topic_config", lambda self, topic, overrides: 0)
+    sc = scenarios.load("config-churn").with_config(**{"replica.truncation.strategy": "leader-epoch"})
+    r = World(replace(sc, until_ms=10_000, liveness_ms=20_000), 3).run()  # retention.bytes set at 1 s
+    assert not r.converged and r.violation is not None
+    assert "has not applied the topic's config" in r.violation.message

@@ -690,10 +690,7 @@ class KafkaController:
         return cached
 
     def _load_topic_configs(self, topics: Iterable[str]) -> None:
-        topics = sorted(topics)
-        got = self.zk.session.get_many([layout.topic_config_path(t) for t in topics])
-        for topic, g in zip(topics, got):
-            overrides = {} if g is None else layout.decode_topic_config(g[0])
+        for topic, overrides in self.zk.get_topic_configs(sorted(topics)).items():
             self._topic_configs[topic] = tuple(sorted((k, str(v)) for k, v in overrides.items()))
 
     # -- reassignment and preferred election -------------------------------------

@@ -545,12 +545,13 @@ class World:
                 self._leaderless_since.setdefault(name, now)
 
     def _admin_tick(self) -> None:
-        """Random admin actions mid-run: a side topic's create/delete, reassignment, preferred election."""
+        """Random admin actions mid-run: a side topic's create/delete, reassignment, preferred
+        election and, with ``alter_configs``, a change of a topic's config."""
         if self._phase != "run":
             return
         rng, c = self.rng, self.cluster
         side = "admin-side"
-        choice = rng.randrange(3)
+        choice = rng.randrange(4 if self.scenario.workload.alter_configs else 3)
         if choice == 0:
             if c.zk.topic_exists(side):
                 if not c.zk.get_topic_deletions():
@@ -565,6 +566,11 @@ class World:
                 replicas = rng.sample(live, t.replication_factor)
                 self.record("reassign", None, f"{t.name}-{p}", replicas=replicas)
                 self._admin(c.reassign, t.name, p, replicas, wait=False)
+        elif choice == 3:
+            t = rng.choice(self.scenario.topics)
+            key, value = rng.choice(_config_changes(t.replication_factor))
+            self.record("alter_config", None, topic=t.name, key=key, value=value)
+            self._admin(c.alter_topic_config, t.name, {key: value}, wait=False)
         else:
             t = rng.choice(self.scenario.topics)
             self.record("elect_preferred", None, topic=t.name)
@@ -673,6 +679,8 @@ class World:
     def _convergence_gap(self) -> str | None:
         if self.cluster.zk.get_topic_deletions() or self.cluster.zk.reassignment_in_progress():
             return "admin operation in progress"
+        if self.scenario.workload.alter_configs and (gap := self._config_gap()) is not None:
+            return gap
         for tp, (state, replicas) in sorted(self._partition_states().items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
             if state is None or state.leader == NO_LEADER:
                 return f"{tp_name(tp)} has no leader"
@@ -689,6 +697,12 @@ class World:
                     return f"{tp_name(tp)} on {b}: HW {p.high_watermark} != LEO {p.log_end_offset}"
             if len(offsets) != 1:
                 return f"{tp_name(tp)} replicas disagree on HW/LEO {sorted(offsets)}"
+        return None
+
+    def _config_gap(self) -> str | None:
+        for t in self.scenario.topics:
+            if self.cluster.zk.topic_exists(t.name) and not self.cluster.topic_config_applied(t.name):
+                return f"{t.name}: a broker has not applied the topic's config"
         return None
 
     def _converged(self) -> bool:
@@ -742,3 +756,10 @@ def _default_root() -> str | None:
 
 def run(scenario: Scenario, seed: int, **kwargs: Any) -> RunResult:
     return World(scenario, seed, **kwargs).run()
+
+
+def _config_changes(replication_factor: int) -> list[tuple[str, str]]:
+    """What a random admin may set on a topic: its min ISR, unclean election, retention."""
+    return ([("min.insync.replicas", str(n)) for n in range(1, replication_factor + 1)]
+            + [("unclean.leader.election.enable", v) for v in ("true", "false")]
+            + [("retention.bytes", str(n)) for n in (-1, 4096, 16384)])

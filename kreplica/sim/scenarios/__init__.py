@@ -52,6 +52,7 @@ class WorkloadSpec:
     consumer_interval_ms: int = 100
     keys: int = 16
     admin_interval_ms: int = 0  # 0: no random admin actions
+    alter_configs: bool = False  # admin actions also change the topics' configs
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,8 @@ class Scenario:
             out["links"] = {f"{a}-{b}": _plain(p) for (a, b), p in sorted(self.links.items())}
         else:
             del out["links"]
+        if not self.workload.alter_configs:
+            del out["workload"]["alter_configs"]
         return out
 
 
