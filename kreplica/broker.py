@@ -160,10 +160,9 @@ class Broker:
             seqs = [layout.change_sequence(n) for n in names]
             if last is not None:
                 fresh = [n for n, seq in zip(names, seqs) if seq > last]
-                for topic in dict.fromkeys(t for t in zk.get_config_change_topics(fresh) if t):
-                    overrides = sorted(zk.get_topic_config(topic).items())
-                    if self.replica_manager is not None and self.replica_manager.update_topic_config(topic, overrides):
-                        self.observer("topic_config_applied", self.broker_id, topic=topic)
+                topics = sorted({t for t in zk.get_config_change_topics(fresh) if t})
+                if topics and self.replica_manager is not None and self._apply_topic_configs(zk, topics):
+                    self.observer("topic_config_applied", self.broker_id, topics=topics)
         except ConnectionLoss:
             self.scheduler.call_later(REGISTRATION_RETRY_MS, self._watch_config_changes, zk)
             return
@@ -176,14 +175,20 @@ class Broker:
         the controller may have built before a change this broker has already applied from
         ``/config/changes`` (to the replicas it hosted then): read the store's now, as
         Kafka reads it when it creates a replica.  Retried while the store is out of reach."""
-        rm, zk = self.replica_manager, self.zk
-        if not self.alive or rm is None or zk is None:
+        zk = self.zk
+        if not self.alive or self.replica_manager is None or zk is None:
             return
         try:
-            for topic, overrides in zk.get_topic_configs(topics).items():
-                rm.update_topic_config(topic, sorted(overrides.items()))
+            self._apply_topic_configs(zk, topics)
         except (ConnectionLoss, SessionExpired):
             self.scheduler.call_later(REGISTRATION_RETRY_MS, self._refresh_topic_configs, topics)
+
+    def _apply_topic_configs(self, zk: KafkaZkClient, topics: list[str]) -> int:
+        """Read the topics' overrides from the store and hand them to the hosted replicas;
+        returns how many replicas took them."""
+        assert self.replica_manager is not None
+        got = zk.get_topic_configs(topics)
+        return self.replica_manager.update_topic_configs({t: sorted(o.items()) for t, o in got.items()})
 
     def _on_session_expired(self) -> None:
         """A new session, as Kafka's ZooKeeper client does: re-register and stand again."""

@@ -281,7 +281,7 @@ def test_convergence_requires_every_replica_to_run_with_the_topics_current_confi
     """config-churn with brokers that ignore /config/changes: the run cannot converge."""
     from kreplica.replica.replica_manager import ReplicaManager
 
-    monkeypatch.setattr(ReplicaManager, "update_topic_config", lambda self, topic, overrides: 0)
+    monkeypatch.setattr(ReplicaManager, "update_topic_configs", lambda self, topic_configs: 0)
     sc = scenarios.load("config-churn").with_config(**{"replica.truncation.strategy": "leader-epoch"})
     r = World(replace(sc, until_ms=10_000, liveness_ms=20_000), 3).run()  # retention.bytes set at 1 s
     assert not r.converged and r.violation is not None

@@ -240,17 +240,21 @@ class ReplicaManager:
         config = {**self.config, **{k: checked[k] for k in overrides}}
         return config, LogConfig.from_dict({k: config[k] for k in LOG_KEYS})
 
-    def update_topic_config(self, topic: str, topic_config: Iterable[tuple[str, str]]) -> int:
-        """A topic's overrides changed (``/config/changes``, read by the broker): every hosted
-        replica of it takes them at once, as Kafka's TopicConfigHandler does -- retention
+    def update_topic_configs(self, topic_configs: dict[str, Iterable[tuple[str, str]]]) -> int:
+        """Topics' overrides changed (``/config/changes``, read by the broker): every hosted
+        replica of them takes them at once, as Kafka's TopicConfigHandler does -- retention
         and flush at the next check, ``min.insync.replicas`` at the next produce, segment
-        sizes at the next roll.  Returns the number of replicas updated."""
-        config, log_config = self.configs_with(topic_config)
-        hosted = [p for tp, p in self.partitions.items() if tp.topic == topic]
-        for p in hosted:
-            p.update_config(config)
-            p.log.config = log_config
-        return len(hosted)
+        sizes at the next roll.  One pass over the hosted replicas; returns how many
+        were updated."""
+        configs = {topic: self.configs_with(pairs) for topic, pairs in topic_configs.items()}
+        updated = 0
+        for tp, p in self.partitions.items():
+            got = configs.get(tp.topic)
+            if got is not None:
+                p.update_config(got[0])
+                p.log.config = got[1]
+                updated += 1
+        return updated
 
     def _delete_partition(self, tp: TopicPartition) -> None:
         self._remove_fetcher(tp)
