@@ -180,8 +180,7 @@ class KafkaZkClient:
         return self.session.set(layout.topic_path(topic), data, version).version
 
     def get_topic_config(self, topic: str) -> dict[str, str]:
-        got = self._get_or_watch(layout.topic_config_path(topic), None)
-        return {} if got is None else layout.decode_topic_config(got[0])
+        return self.get_topic_configs([topic])[topic]
 
     def get_topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str]]:
         """Several topics' overrides in one batched read (a missing node reads as none)."""
