@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import CorruptMessage, InvalidRecord, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
+from ..fast_init import fast_init
 from ..records import decode_records, encode_batch_into
 from ..runtime import Clock, SystemClock
 from .checkpoints import CheckpointFile, LeaderEpochCheckpointFile, fsync_dir
@@ -46,6 +47,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LogAppendInfo:
     first_offset: int

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .. import errors
+from ..fast_init import fast_init
 from ..protocol import (
     EpochEndOffset,
     FetchPartition,
@@ -54,6 +55,7 @@ LEGAL_PREVIOUS: dict[FetchPhase, frozenset[FetchPhase]] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionFetchState:
     fetch_offset: int

@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..fast_init import fast_init
+
 HEADER_KIND = "run"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Event:
     seq: int
