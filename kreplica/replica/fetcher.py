@@ -314,7 +314,10 @@ class ReplicaFetcher:
                 except errors.KReplicaError:
                     self._delay_all([data.tp])
                     continue
-                self.states[data.tp] = state.to(FetchPhase.FETCHING, p.log_end_offset)
+                leo = p.log_end_offset
+                if leo != state.fetch_offset or state.phase is not FetchPhase.FETCHING or state.delayed_until_ms:
+                    self.states[data.tp] = state.to(FetchPhase.FETCHING, leo)
+                # else: nothing new arrived; the state it was sent with stays as it is
             elif code == errors.OffsetOutOfRange.code:
                 self._on_out_of_range(p, state, data.log_end_offset, data.log_start_offset)
             elif code == errors.FencedLeaderEpoch.code:
