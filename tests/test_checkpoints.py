@@ -44,6 +44,12 @@ def test_malformed_file_is_a_storage_error(tmp_path, text):
         OffsetCheckpointFile(tmp_path / "cp").read()
 
 
+def test_undecodable_file_is_a_storage_error(tmp_path):
+    (tmp_path / "cp").write_bytes(b"0\n1\nt\xff 0 1\n")  # a torn or foreign file
+    with pytest.raises(KafkaStorageError, match="malformed"):
+        OffsetCheckpointFile(tmp_path / "cp").read()
+
+
 def test_write_into_missing_dir_is_a_storage_error(tmp_path):
     with pytest.raises(KafkaStorageError):
         OffsetCheckpointFile(tmp_path / "nope" / "cp").write({TopicPartition("t", 0): 1})

@@ -155,6 +155,33 @@ def test_a_deposed_leader_keeps_its_superseded_history_until_told_then_is_judged
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
 
 
+def test_a_deposed_leader_committing_under_the_new_leaders_uncommitted_tail_is_a_counted_loss(make):
+    """Swarm config-churn seed 1046: the unclean leader's log runs past the committed end
+    with batches nobody committed (it appended them as a zombie leader of an older epoch).
+    The deposed leader, paused through the election, resumes alone in its ISR and commits
+    and acks other batches at those offsets: lost to the unclean election, not divergence."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 1, isr=(1,))
+    append(old, [b"common"], 0)
+    c.observe(1, "t-0", old, None)             # committed: offset 0
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"common"], 0, commit=False)
+    append(outsider, [b"zombie-x"], 0, commit=False)
+    append(outsider, [b"zombie-y"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 2, (2,)
+    c.observe(2, "t-0", outsider, None)       # unclean, LEO 3: nothing committed is lost
+    outsider.log.maybe_increment_high_watermark(3)
+    c.observe(2, "t-0", outsider, None)       # its tail is the history now
+    base, last, crc = append(old, [b"acked-by-the-deposed"], 1)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=1)
+    c.observe(1, "t-0", old, None)
+    assert c.violation is None
+    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(1, "unclean-election", 2)]
+    old.role, old.leader_epoch = Role.FOLLOWER, 2   # told, but it kept its batch
+    c.observe(1, "t-0", old, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+
+
 def test_a_deposed_leaders_ack_and_read_of_superseded_history_are_a_counted_loss(make):
     """Swarm seed 1582: with min.insync.replicas=1 a deposed leader, alone in its ISR and
     cut off, acks an acks=all write after another broker's unclean election; the write

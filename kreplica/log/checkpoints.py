@@ -22,7 +22,7 @@ VERSION = 0
 T = TypeVar("T")
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | os.PathLike[str]) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -30,16 +30,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     """Replace ``path`` by ``text`` so that a crash leaves the old or the new content."""
-    tmp = path.with_name(path.name + ".tmp")
+    path = os.fspath(path)
+    tmp = path + ".tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            data = text.encode()
+            while data:  # a regular file takes it whole; a short write is retried
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        fsync_dir(os.path.dirname(path) or ".")
     except OSError as e:
         raise KafkaStorageError(f"writing {path}: {e}") from e
 
@@ -50,23 +55,25 @@ class CheckpointFile(Generic[T]):
     def __init__(self, path: str | os.PathLike[str], fmt: Callable[[T], str],
                  parse: Callable[[list[str]], T]) -> None:
         self.path = Path(path)
+        self._str_path = os.fspath(path)
         self._fmt = fmt
         self._parse = parse
 
     def write_entries(self, entries: Iterable[T]) -> None:
         lines = [self._fmt(e) for e in entries]
-        write_atomically(self.path, "".join(f"{line}\n" for line in [str(VERSION), str(len(lines)), *lines]))
+        write_atomically(self._str_path, "".join(f"{line}\n" for line in [str(VERSION), str(len(lines)), *lines]))
 
     def read_entries(self) -> list[T]:
         """The entries, or ``[]`` when the file does not exist yet."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            with open(self._str_path, "rb") as f:
+                raw = f.read()
         except FileNotFoundError:
             return []
         except OSError as e:
             raise KafkaStorageError(f"reading {self.path}: {e}") from e
-        lines = text.splitlines()
         try:
+            lines = raw.decode().splitlines()
             if int(lines[0]) != VERSION:
                 raise ValueError(f"unrecognised version {lines[0]!r}")
             count = int(lines[1])
@@ -74,7 +81,7 @@ class CheckpointFile(Generic[T]):
             if len(body) != count:
                 raise ValueError(f"expected {count} entries, found {len(body)}")
             return [self._parse(line.split()) for line in body]
-        except (IndexError, ValueError) as e:
+        except (IndexError, ValueError) as e:  # UnicodeDecodeError too
             raise KafkaStorageError(f"malformed checkpoint file {self.path}: {e}") from None
 
 

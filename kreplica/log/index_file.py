@@ -37,7 +37,9 @@ class IndexFile:
         self.base_offset = base_offset
         self._max_bytes = max_index_bytes - max_index_bytes % self.ENTRY_BYTES
         try:
-            size = os.path.getsize(self.path) if self.path.exists() else 0
+            size = os.path.getsize(self.path)
+        except FileNotFoundError:
+            size = 0
         except OSError as e:
             raise KafkaStorageError(f"opening index {self.path}: {e}") from e
         self.entries = size // self.ENTRY_BYTES

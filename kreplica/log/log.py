@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import CorruptMessage, InvalidRecord, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
+from ..fast_init import fast_init
 from ..records import decode_records, encode_batch_into
 from ..runtime import Clock, SystemClock
 from .checkpoints import CheckpointFile, LeaderEpochCheckpointFile, fsync_dir
@@ -46,6 +47,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LogAppendInfo:
     first_offset: int
@@ -154,7 +156,7 @@ class Log:
         directory = Path(path)
         bases = segment_bases(directory)  # refuses a directory that is not a log
         try:
-            if not directory.is_dir():
+            if not bases and not directory.is_dir():
                 directory.mkdir(parents=True, exist_ok=True)
                 # The new directory's entry must be durable in its parent, or a power loss
                 # could take the whole partition, flushed data included.
@@ -176,7 +178,7 @@ class Log:
 
     def _load(self, bases: list[int], recovery_point: int | None, log_start_offset: int | None) -> None:
         marker = self.dir / CLEAN_SHUTDOWN
-        clean = marker.exists()
+        had_marker = clean = marker.exists()
         saved = self._rp_file.read_entries()
         rp = recovery_point if recovery_point is not None else (saved[0] if saved else 0)
         # Segments before the one holding the recovery point were flushed: trusted.
@@ -213,7 +215,7 @@ class Log:
             for epoch, start in result.epoch_starts:
                 if epoch > cache.latest_epoch and start < self._leo:  # the flush below persists them
                     cache.assign(epoch, max(start, self._log_start), durable=False)
-        if marker.exists():  # from now on a crash must be detected
+        if had_marker:  # from now on a crash must be detected
             marker.unlink()
             fsync_dir(self.dir)
         if clean:

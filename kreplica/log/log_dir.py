@@ -27,11 +27,12 @@ def segment_bases(path: Path) -> list[int]:
     Index files whose ``.log`` is missing are leftovers of an interrupted segment
     creation and are removed; checkpoint temp files of an interrupted write too.
     """
-    if path.exists() and not path.is_dir():
-        raise KafkaStorageError(f"{path} is not a log directory: it is a file")
-    if not path.exists():
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
         return []
-    names = os.listdir(path)
+    except NotADirectoryError:
+        raise KafkaStorageError(f"{path} is not a log directory: it is a file") from None
     for name in names:
         base = name[:-4] if name.endswith(".tmp") else name
         if SEGMENT_FILE.match(name) is None and base not in KNOWN:

@@ -78,8 +78,9 @@ class MappedFile:
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             # never shorter than it is: an earlier reader's view may reach its end
-            length = max(length, data_size, os.fstat(self._fd).st_size, 1)
-            if os.fstat(self._fd).st_size != length:
+            size = os.fstat(self._fd).st_size
+            length = max(length, data_size, size, 1)
+            if size != length:
                 os.ftruncate(self._fd, length)
             self._release()
             self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_WRITE)

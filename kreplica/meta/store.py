@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..errors import KReplicaError
+from ..fast_init import fast_init
 
 
 class StoreError(KReplicaError):
@@ -84,6 +85,7 @@ class WatchEvent:
 Watch = Callable[[WatchEvent], None]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Stat:
     version: int
@@ -91,6 +93,7 @@ class Stat:
     num_children: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Op:
     """One operation of a transaction: kind is check, create, set or delete.

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..fast_init import fast_init
 from .common import TopicPartition
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AlterIsrRequest:
     broker_id: int
@@ -22,6 +24,7 @@ class AlterIsrRequest:
     controller_epoch: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AlterIsrResponse:
     tp: TopicPartition

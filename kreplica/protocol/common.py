@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..fast_init import fast_init
+
 NO_LEADER = -1
 
 
@@ -15,6 +17,7 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsr:
     """The partition state the controller (and an ISR-changing leader) writes.

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..fast_init import fast_init
 from .common import TopicPartition
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartitionState:
     tp: TopicPartition
@@ -30,6 +32,7 @@ class LeaderAndIsrPartitionState:
     topic_config: tuple[tuple[str, str], ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrRequest:
     controller_id: int
@@ -42,12 +45,14 @@ class LeaderAndIsrRequest:
     broker_epoch: int = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrResponse:
     error_code: int
     partition_errors: tuple[tuple[TopicPartition, int], ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StopReplicaPartition:
     tp: TopicPartition
@@ -55,6 +60,7 @@ class StopReplicaPartition:
     leader_epoch: int = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StopReplicaRequest:
     controller_id: int
@@ -63,12 +69,14 @@ class StopReplicaRequest:
     broker_epoch: int = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StopReplicaResponse:
     error_code: int
     partition_errors: tuple[tuple[TopicPartition, int], ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataPartitionState:
     tp: TopicPartition
@@ -81,6 +89,7 @@ class UpdateMetadataPartitionState:
     offline_replicas: tuple[int, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataRequest:
     controller_id: int
@@ -92,17 +101,20 @@ class UpdateMetadataRequest:
     broker_epoch: int = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataResponse:
     error_code: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ControlledShutdownRequest:
     broker_id: int
     broker_epoch: int = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ControlledShutdownResponse:
     error_code: int

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..fast_init import fast_init
 from .common import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
@@ -11,6 +12,7 @@ CONSUMER_REPLICA_ID = -1
 ISOLATION_LEVELS = frozenset({"committed", "uncommitted"})
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchPartition:
     tp: TopicPartition
@@ -20,6 +22,7 @@ class FetchPartition:
     max_bytes: int = 1048576
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     replica_id: int
@@ -31,6 +34,7 @@ class FetchRequest:
     isolation: str = "committed"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchPartitionData:
     tp: TopicPartition
@@ -41,6 +45,7 @@ class FetchPartitionData:
     records: bytes | memoryview = b""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     error_code: int

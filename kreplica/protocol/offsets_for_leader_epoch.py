@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..fast_init import fast_init
 from .common import TopicPartition
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetForLeaderPartition:
     tp: TopicPartition
@@ -16,12 +18,14 @@ class OffsetForLeaderPartition:
     current_leader_epoch: int = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetsForLeaderEpochRequest:
     replica_id: int
     partitions: tuple[OffsetForLeaderPartition, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class EpochEndOffset:
     tp: TopicPartition
@@ -30,6 +34,7 @@ class EpochEndOffset:
     end_offset: int = UNDEFINED_OFFSET
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetsForLeaderEpochResponse:
     partitions: tuple[EpochEndOffset, ...]

@@ -3,15 +3,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..fast_init import fast_init
 from .common import TopicPartition
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProducePartition:
     tp: TopicPartition
     records: bytes | memoryview  # one or more v2 batches; offsets are assigned by the leader
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProduceRequest:
     acks: int
@@ -23,6 +26,7 @@ class ProduceRequest:
             raise ValueError(f"acks must be 0, 1 or -1, not {self.acks}")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProducePartitionResult:
     tp: TopicPartition
@@ -31,6 +35,7 @@ class ProducePartitionResult:
     log_append_time_ms: int = -1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProduceResponse:
     partitions: tuple[ProducePartitionResult, ...]

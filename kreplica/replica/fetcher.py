@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .. import errors
+from ..fast_init import fast_init
 from ..protocol import (
     EpochEndOffset,
     FetchPartition,
@@ -54,6 +55,7 @@ LEGAL_PREVIOUS: dict[FetchPhase, frozenset[FetchPhase]] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionFetchState:
     fetch_offset: int
@@ -312,7 +314,10 @@ class ReplicaFetcher:
                 except errors.KReplicaError:
                     self._delay_all([data.tp])
                     continue
-                self.states[data.tp] = state.to(FetchPhase.FETCHING, p.log_end_offset)
+                leo = p.log_end_offset
+                if leo != state.fetch_offset or state.phase is not FetchPhase.FETCHING or state.delayed_until_ms:
+                    self.states[data.tp] = state.to(FetchPhase.FETCHING, leo)
+                # else: nothing new arrived; the state it was sent with stays as it is
             elif code == errors.OffsetOutOfRange.code:
                 self._on_out_of_range(p, state, data.log_end_offset, data.log_start_offset)
             elif code == errors.FencedLeaderEpoch.code:

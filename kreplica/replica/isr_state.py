@@ -15,6 +15,7 @@ import enum
 from dataclasses import dataclass
 
 from ..errors import StateChangeFailed
+from ..fast_init import fast_init
 
 
 class IsrPhase(enum.Enum):
@@ -31,6 +32,7 @@ LEGAL_PREVIOUS: dict[IsrPhase, frozenset[IsrPhase]] = {
 }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class IsrState:
     """``isr`` is what the store holds (in its order); ``proposed`` is the in-flight ISR, if any."""

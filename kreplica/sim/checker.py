@@ -365,8 +365,11 @@ class Checker:
         if not lost and not tail:
             if unclean:
                 # Nothing committed is lost yet, but the deposed leader, alone in its ISR,
-                # may still commit beyond ``end`` in its old epoch: that is superseded too.
-                m.superseded.append((epoch, end, "unclean-election"))
+                # may still commit in its old epoch beyond what was committed by now: that
+                # is superseded too.  Not only beyond ``end``: the new leader's log past the
+                # committed end is its own uncommitted tail, which may differ from what the
+                # deposed leader commits there (swarm config-churn seed 1046).
+                m.superseded.append((epoch, m.canon_end, "unclean-election"))
             return
         first = min(lost[:1] + tail[:1])
         cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, first)

@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..fast_init import fast_init
+
 HEADER_KIND = "run"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Event:
     seq: int
@@ -38,7 +41,7 @@ class Event:
             row["tp"] = self.tp
         if self.data:
             row["data"] = self.data
-        return json.dumps(row, sort_keys=True, separators=(",", ":"), default=_plain)
+        return _ENCODE(row)
 
     @classmethod
     def from_json(cls, line: str) -> "Event":
@@ -52,6 +55,10 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "topic") and hasattr(value, "partition"):
         return f"{value.topic}-{value.partition}"
     raise TypeError(f"{type(value).__name__} cannot enter the history")
+
+
+# One canonical encoder for every line (json.dumps would build one per call).
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_plain).encode
 
 
 class History:

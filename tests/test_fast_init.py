@@ -1,0 +1,80 @@
+"""@fast_init builds the same objects as the frozen dataclass's own __init__, faster."""
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from dataclasses import FrozenInstanceError, dataclass, field
+
+import pytest
+
+from kreplica.fast_init import fast_init
+from kreplica.protocol import FetchPartitionData, ProduceRequest
+from kreplica.protocol.common import LeaderAndIsr, TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class Plain:
+    a: int
+    b: str = "b"
+    c: tuple = ()
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class Fast:
+    a: int
+    b: str = "b"
+    c: tuple = ()
+
+
+@pytest.mark.parametrize("args,kwargs", [((1,), {}), ((1, "x"), {}), ((1,), {"c": (2,)}), ((), {"a": 3, "b": "y"})])
+def test_same_fields_as_the_dataclass_init(args, kwargs):
+    assert dataclasses.astuple(Fast(*args, **kwargs)) == dataclasses.astuple(Plain(*args, **kwargs))
+
+
+@pytest.mark.parametrize("args,kwargs", [((), {}), ((1, 2, 3, 4), {}), ((1,), {"a": 2}), ((1,), {"d": 2})])
+def test_same_errors_for_bad_arguments(args, kwargs):
+    with pytest.raises(TypeError):
+        Plain(*args, **kwargs)
+    with pytest.raises(TypeError):
+        Fast(*args, **kwargs)
+
+
+def test_still_frozen_equal_hashable_replaceable_and_picklable():
+    f = Fast(1, "x", (2,))
+    with pytest.raises(FrozenInstanceError):
+        f.a = 2  # type: ignore[misc]
+    assert f == Fast(1, "x", (2,)) and hash(f) == hash(Fast(1, "x", (2,)))
+    assert repr(f) == "Fast(a=1, b='x', c=(2,))"
+    assert dataclasses.replace(f, b="z") == Fast(1, "z", (2,))
+    assert pickle.loads(pickle.dumps(f)) == f
+    assert Fast.__init__.__qualname__ == "Fast.__init__"
+
+
+def test_post_init_still_validates():
+    with pytest.raises(ValueError, match="duplicate"):
+        LeaderAndIsr(1, 0, (1, 1))
+    with pytest.raises(ValueError, match="acks"):
+        ProduceRequest(acks=2, timeout_ms=1, partitions=())
+
+
+def test_the_messages_use_it():
+    d = FetchPartitionData(TopicPartition("t", 0), 0, records=b"x")
+    assert (d.high_watermark, d.log_start_offset, d.log_end_offset, d.records) == (-1, -1, -1, b"x")
+    assert FetchPartitionData.__init__.__module__ == "kreplica.protocol.fetch"
+    assert "_set" in FetchPartitionData.__init__.__code__.co_names
+
+
+def test_refuses_what_it_does_not_build():
+    with pytest.raises(TypeError, match="frozen"):
+        fast_init(dataclass(slots=True)(type("Mutable", (), {"__annotations__": {"a": int}})))
+    with pytest.raises(TypeError, match="plain field"):
+        @fast_init
+        @dataclass(frozen=True)
+        class Factory:
+            a: list = field(default_factory=list)
+    with pytest.raises(TypeError, match="plain field"):
+        @fast_init
+        @dataclass(frozen=True, kw_only=True)
+        class KwOnly:
+            a: int = 0
