@@ -129,6 +129,21 @@ def test_a_swarm_seed_runs_end_to_end_and_converges():
     assert r.history_hash == World(sc, 21).run().history_hash
 
 
+def test_swarm_config_churn_seed_1046_a_deposed_leaders_late_commit_is_the_unclean_elections_loss():
+    """A leader paused through its deposition appends held produces as a zombie, is then
+    elected uncleanly; the deposed leader, paused through that, resumes and commits alone
+    under the new leader's formerly uncommitted tail. The checker once called it
+    divergence (see test_sim_checker); the whole run must pass and converge."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(1046, scenarios.load("config-churn"))
+    sc = replace(sc, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    r = World(sc, 1046).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert r.unclean_elections >= 1
+
+
 def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
     import json
 
