@@ -182,6 +182,41 @@ def test_a_deposed_leader_committing_under_the_new_leaders_uncommitted_tail_is_a
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
 
 
+def test_an_unclean_election_the_store_decided_but_no_broker_served_is_still_unclean(make):
+    """Swarm config-churn seed 10780: the leader, alone in its ISR, shut down while the
+    other replica had crashed with its session still open. The controller elected that
+    replica uncleanly (epoch 9), it never led, its session expired (epoch 10: no leader,
+    ISR [it]), and it came back to be elected from that ISR (epoch 11) without the
+    committed tail. The checker must count the loss to the unclean election, not call
+    the last, clean-looking election a lost write."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 8, isr=(1,))
+    append(old, [b"a"], 8)
+    base, last, crc = append(old, [b"acked"], 8)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=1)
+    c.observe(1, "t-0", old, None)
+    short = make("short", Role.FOLLOWER, 8, isr=(1,))
+    append(short, [b"a"], 8, commit=False)
+    c.on_store_state("t-0", 3, 9, (3,))       # elected while down: not adopted yet
+    c.on_store_state("t-0", -1, 10, (3,))     # no leader, the ISR grew: not adopted
+    assert c.models["t-0"].isr == (1,)
+    short.role, short.leader_epoch, short.isr = Role.LEADER, 11, (3,)
+    c.observe(3, "t-0", short, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(base, "unclean-election", 3)]
+
+
+def test_an_isr_the_store_shrank_without_a_leader_is_adopted(make):
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 3))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_store_state("t-0", -1, 1, (1,))      # the leader died; the controller kept it alone
+    assert c.models["t-0"].isr == (1,)
+    c.on_store_state("t-0", 3, 2, (3,))       # a leader no broker has served yet: later
+    assert c.models["t-0"].isr == (1,)
+
+
 def test_a_deposed_leaders_ack_and_read_of_superseded_history_are_a_counted_loss(make):
     """Swarm seed 1582: with min.insync.replicas=1 a deposed leader, alone in its ISR and
     cut off, acks an acks=all write after another broker's unclean election; the write

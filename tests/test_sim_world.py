@@ -144,6 +144,20 @@ def test_swarm_config_churn_seed_1046_a_deposed_leaders_late_commit_is_the_uncle
     assert r.unclean_elections >= 1
 
 
+def test_swarm_config_churn_seed_10780_an_unclean_election_no_broker_served_is_counted():
+    """The controller elects a crashed replica whose session is still open, uncleanly; it
+    never leads, its session expires (no leader, ISR [it]), and it is elected again from
+    that ISR without the committed tail. The loss is the unclean election's (see
+    test_sim_checker); the whole run must pass and converge."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(10780, scenarios.load("config-churn"))
+    sc = replace(sc, until_ms=40000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    r = World(sc, 10780, keep_history=False).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+
+
 def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
     import json
 

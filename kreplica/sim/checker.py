@@ -273,11 +273,21 @@ class Checker:
 
     def on_store_state(self, tp: str, leader: int, leader_epoch: int, isr: tuple[int, ...]) -> None:
         """The controller's view: an ISR it shrank while the partition had no live leader
-        is what the next election must be judged against (clean or unclean)."""
+        is what the next election must be judged against (clean or unclean).
+
+        Without a leader an ISR only shrinks, except through an unclean election the
+        checker never saw served: the controller chose a replica it still counted live
+        (a crashed broker whose session had not expired), which never led, and then
+        dropped the leader again, leaving that replica alone in the ISR.  Such an ISR is
+        not adopted, so the replica's next election is judged against the ISR that last
+        held the committed history, and counts as the unclean election it is (swarm
+        config-churn seed 10780)."""
         m = self.models.get(tp)
         if m is None:
             return
-        if leader < 0 or (leader == m.leader and leader_epoch == m.epoch):
+        if leader == m.leader and leader_epoch == m.epoch:
+            m.isr = tuple(isr)
+        elif leader < 0 and (not m.isr or set(isr) <= set(m.isr)):
             m.isr = tuple(isr)
 
     def on_controller_epoch(self, epoch: int) -> None:
