@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from fd_count import fds_under
 from kreplica import errors
 from kreplica.log import Log, LogConfig
 from kreplica.records import decode_batches, decode_records, encode_batch, scan_batches
@@ -454,15 +455,14 @@ def test_log_append_time_is_stamped_by_the_leader_only(tmp_path, clock):
 def test_an_open_log_holds_five_descriptors(tmp_path):
     """The lock, the active .log for pwrite, and the one each of its three maps holds
     (CPython's mmap keeps a dup): sealed segments hold none until read."""
-    before = len(os.listdir("/proc/self/fd"))
     logs = [Log.open(tmp_path / f"t-{i}", SMALL) for i in range(20)]
     for log in logs:
         for i in range(40):
             log.append_as_leader(values(10, 10 * i))
-    assert len(os.listdir("/proc/self/fd")) - before == 5 * len(logs)
+    assert fds_under(tmp_path) == 5 * len(logs)
     for log in logs:
         log.close()
-    assert len(os.listdir("/proc/self/fd")) == before
+    assert fds_under(tmp_path) == 0
 
 
 class LogMachine(RuleBasedStateMachine):
