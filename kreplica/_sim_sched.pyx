@@ -34,7 +34,11 @@ cdef class Timer:
         self.cancelled = False
 
     def cancel(self):
+        # A cancelled timer waits in the heap until it comes due (lazy deletion); it lets go
+        # of its callback now, so what it would have called is not kept alive meanwhile.
         self.cancelled = True
+        self.fn = None
+        self.args = ()
 
 
 cdef inline bint _before(Timer a, Timer b):
@@ -174,7 +178,13 @@ cdef class SimScheduler:
         if t.due_ms > self._now:
             self._now = t.due_ms
         self.events_run += 1
-        t.fn(*t.args)
+        # A fired timer lets go of its callback before running it: a caller may keep the
+        # handle (to cancel it), and a callback whose arguments hold the handle itself (a
+        # PausableScheduler's trampoline) would otherwise be a cycle only the collector frees.
+        fn, args = t.fn, t.args
+        t.fn = None
+        t.args = ()
+        fn(*args)
         return True
 
     def run_next(self, until_ms=None):

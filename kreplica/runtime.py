@@ -135,7 +135,9 @@ class RealScheduler(_HeapScheduler):
         self._drain_inbox()
         while (t := self._pop_due(self.now_ms())) is not None:
             self.events_run += 1
-            t.fn(*t.args)
+            fn, args = t.fn, t.args
+            t.fn, t.args = None, ()  # the handle no longer keeps the callback alive (see _sim_sched)
+            fn(*args)
             self._drain_inbox()
 
     def _sleep_until_next(self, end_ms: int) -> None:

@@ -67,3 +67,35 @@ def test_a_scheduler_in_a_cycle_with_its_timers_is_collected():
     del owner
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("scheduler", [SimScheduler, "real"])
+def test_fired_and_cancelled_timers_let_go_of_their_callbacks_without_the_collector(scheduler):
+    """A handle kept by its caller, or a cancelled timer waiting in the heap for its due
+    time, holds nothing: a callback whose arguments hold the handle itself (as a
+    PausableScheduler's trampoline does) is freed by reference counting alone."""
+    import gc
+    import weakref
+
+    from kreplica.runtime import RealScheduler
+
+    s = SimScheduler() if scheduler is SimScheduler else RealScheduler()
+
+    class Callback:
+        def __call__(self, *args):
+            pass
+
+    gc.disable()
+    try:
+        fired, cancelled = Callback(), Callback()
+        t1 = s.call_later(0, fired)
+        t1.args = (t1, fired)  # a cycle through the handle, until it fires
+        t2 = s.call_later(10_000, cancelled)
+        refs = weakref.ref(fired), weakref.ref(cancelled)
+        del fired, cancelled
+        t2.cancel()
+        s.advance(1)
+        assert refs[0]() is None and refs[1]() is None
+        assert t1.fn is None and t2.fn is None and t2.cancelled and not t1.cancelled
+    finally:
+        gc.enable()
