@@ -222,7 +222,9 @@ def execute(args: argparse.Namespace) -> int:
         return _error(str(e))
     label = "swarm" if args.swarm else first.name
     console.print(f"kreplica simulate: {label}, seeds {args.seeds or seeds[0]}")
-    console.print(f"options: {json.dumps(_options(args, first), sort_keys=True)}")
+    # soft_wrap: a line longer than the console (80 columns when not a terminal) stays one
+    # line, whole, for whoever greps a log for a hash, the options or the progress.
+    console.print(f"options: {json.dumps(_options(args, first), sort_keys=True)}", soft_wrap=True)
     if args.out:
         try:
             args.out.mkdir(parents=True, exist_ok=True)
@@ -244,7 +246,8 @@ def execute(args: argparse.Namespace) -> int:
                                 "violation": r.violation.invariant.value if r.violation else None,
                                 "losses": len(r.losses)})
                 if len(seeds) == 1:
-                    console.print(f"seed {r.seed}: history hash {r.history_hash} ({r.events} events)")
+                    console.print(f"seed {r.seed}: history hash {r.history_hash} ({r.events} events)",
+                                  soft_wrap=True)
                 if r.violation is not None and traces < args.traces:
                     traces += 1
                     progress.console.print(f"[red]seed {r.seed}[/red]\n{r.violation.describe()}")
@@ -289,7 +292,7 @@ class PlainProgress:
             f"progress: {done}/{self.total} seeds ({done / self.total:.0%}), "
             f"{sum(summary.violations.values())} with a violation, "
             f"{_duration(elapsed)} elapsed" + (f", about {_duration(left)} left" if done < self.total else ""),
-            highlight=False)
+            highlight=False, soft_wrap=True)
 
 
 def _duration(seconds: float) -> str:

@@ -72,6 +72,39 @@ def test_plain_progress_prints_each_5_percent_at_most_once_a_second():
     assert "left" in printed[0] and "left" not in printed[-1]
 
 
+def test_plain_progress_lines_are_never_wrapped_at_the_console_width():
+    """Output that is not a terminal is 80 columns wide; a long progress line must stay
+    one line (it used to break before "left"), and so must the options and hash lines."""
+    import io
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, width=80)
+    now = [0.0]
+    progress = sim_cli.PlainProgress(100_000, console, clock=lambda: now[0])
+    summary = SimpleNamespace(runs=0, violations=Counter())
+    for done in (5_000, 10_000):
+        now[0] += 600.0
+        summary.runs = done
+        progress.advance(summary)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and all(x.startswith("progress: ") and x.endswith(" left") for x in lines)
+    assert max(map(len, lines)) > 80
+
+
+def test_cli_options_and_hash_lines_stay_whole(capsys):
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seed", "1", "--until", "1500",
+            "--config", "replica.truncation.strategy=leader-epoch"]
+    assert sim_cli.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    options = next(x for x in out if x.startswith("options: "))
+    assert json.loads(options[len("options: "):])["name"] == "seed003-controlled-shutdown"
+    assert any(x.startswith("seed 1: history hash ") and x.endswith(" events)") for x in out)
+
+
 def test_cli_interrupted_sweep_keeps_the_seeds_that_finished(tmp_path, capsys, monkeypatch):
     real = sim_cli.run_seed
 
