@@ -54,10 +54,13 @@ class CheckpointFile(Generic[T]):
 
     def __init__(self, path: str | os.PathLike[str], fmt: Callable[[T], str],
                  parse: Callable[[list[str]], T]) -> None:
-        self.path = Path(path)
         self._str_path = os.fspath(path)
         self._fmt = fmt
         self._parse = parse
+
+    @property
+    def path(self) -> Path:
+        return Path(self._str_path)  # made when asked: every Log opens two of these
 
     def write_entries(self, entries: Iterable[T]) -> None:
         lines = [self._fmt(e) for e in entries]
@@ -71,7 +74,7 @@ class CheckpointFile(Generic[T]):
         except FileNotFoundError:
             return []
         except OSError as e:
-            raise KafkaStorageError(f"reading {self.path}: {e}") from e
+            raise KafkaStorageError(f"reading {self._str_path}: {e}") from e
         try:
             lines = raw.decode().splitlines()
             if int(lines[0]) != VERSION:
@@ -82,7 +85,7 @@ class CheckpointFile(Generic[T]):
                 raise ValueError(f"expected {count} entries, found {len(body)}")
             return [self._parse(line.split()) for line in body]
         except (IndexError, ValueError) as e:  # UnicodeDecodeError too
-            raise KafkaStorageError(f"malformed checkpoint file {self.path}: {e}") from None
+            raise KafkaStorageError(f"malformed checkpoint file {self._str_path}: {e}") from None
 
 
 def _parse_offset_line(parts: list[str]) -> tuple[TopicPartition, int]:
@@ -98,7 +101,10 @@ class OffsetCheckpointFile:
         self._file: CheckpointFile[tuple[TopicPartition, int]] = CheckpointFile(
             path, lambda e: f"{e[0].topic} {e[0].partition} {e[1]}", _parse_offset_line
         )
-        self.path = self._file.path
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
 
     def write(self, offsets: dict[TopicPartition, int]) -> None:
         for tp in offsets:
@@ -123,7 +129,10 @@ class LeaderEpochCheckpointFile:
         self._file: CheckpointFile[tuple[int, int]] = CheckpointFile(
             path, lambda e: f"{e[0]} {e[1]}", _parse_epoch_line
         )
-        self.path = self._file.path
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
         self._file.write_entries(entries)

@@ -14,6 +14,8 @@ import mmap
 import os
 import struct
 
+from pathlib import Path
+
 import numpy as np
 
 from ..errors import KafkaStorageError
@@ -33,11 +35,10 @@ class IndexFile:
     def __init__(self, path: str | os.PathLike[str], base_offset: int, max_index_bytes: int,
                  writable: bool) -> None:
         self.file = MappedFile(path)
-        self.path = self.file.path
         self.base_offset = base_offset
         self._max_bytes = max_index_bytes - max_index_bytes % self.ENTRY_BYTES
         try:
-            size = os.path.getsize(self.path)
+            size = os.path.getsize(self.file.filename)
         except FileNotFoundError:
             size = 0
         except OSError as e:
@@ -46,6 +47,10 @@ class IndexFile:
         if writable:
             self.open_for_append()
         self._warm = WARM_BYTES // self.ENTRY_BYTES
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
 
     def open_for_append(self) -> None:
         mm = self.file.open_for_write(self.size_bytes(), max(self._max_bytes, self.size_bytes()), keep_fd=False)

@@ -132,10 +132,10 @@ class Log:
         self._closed = False
         self._log_append_time = config.message_timestamp_type == "LogAppendTime"
         self._rp_file: CheckpointFile[int] = CheckpointFile(
-            directory / RECOVERY_POINT_CHECKPOINT, str, lambda parts: int(parts[0])
+            os.path.join(directory, RECOVERY_POINT_CHECKPOINT), str, lambda parts: int(parts[0])
         )
         self.leader_epoch_cache = LeaderEpochCache(
-            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT), lambda: self._leo
+            LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT)), lambda: self._leo
         )
         self.last_recovery: list[RecoveryResult] = []
 
@@ -177,8 +177,8 @@ class Log:
         return log
 
     def _load(self, bases: list[int], recovery_point: int | None, log_start_offset: int | None) -> None:
-        marker = self.dir / CLEAN_SHUTDOWN
-        had_marker = clean = marker.exists()
+        marker = os.path.join(self.dir, CLEAN_SHUTDOWN)
+        had_marker = clean = os.path.exists(marker)
         saved = self._rp_file.read_entries()
         rp = recovery_point if recovery_point is not None else (saved[0] if saved else 0)
         # Segments before the one holding the recovery point were flushed: trusted.
@@ -216,7 +216,7 @@ class Log:
                 if epoch > cache.latest_epoch and start < self._leo:  # the flush below persists them
                     cache.assign(epoch, max(start, self._log_start), durable=False)
         if had_marker:  # from now on a crash must be detected
-            marker.unlink()
+            os.unlink(marker)
             fsync_dir(self.dir)
         if clean:
             self._recovery_point = self._leo

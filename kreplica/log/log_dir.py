@@ -41,7 +41,7 @@ def segment_bases(path: Path) -> list[int]:
     for name in names:
         m = SEGMENT_FILE.match(name)
         if (m and int(m.group(1)) not in logs) or name.endswith(".tmp"):
-            (path / name).unlink()
+            os.unlink(os.path.join(path, name))
     return sorted(logs)
 
 
@@ -50,7 +50,7 @@ class DirLock:
 
     def __init__(self, path: Path) -> None:
         try:
-            self._fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = os.open(os.path.join(path, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise KafkaStorageError(f"locking {path}: {e}") from e
         try:

@@ -57,11 +57,12 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self.created_ms = created_ms
-        self.log_file = MappedFile(directory / file_name(base_offset, LOG_SUFFIX), LOG_RESERVE_CHUNK)
-        self.offset_index = OffsetIndex(directory / file_name(base_offset, INDEX_SUFFIX), base_offset,
-                                         config.segment_index_bytes, writable=False)
-        self.time_index = TimeIndex(directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset,
-                                    config.segment_index_bytes, writable=False)
+        stem = os.path.join(directory, f"{base_offset:020d}")  # one join for the three files
+        self.log_file = MappedFile(stem + LOG_SUFFIX, LOG_RESERVE_CHUNK)
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, config.segment_index_bytes,
+                                         writable=False)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, config.segment_index_bytes,
+                                    writable=False)
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -94,12 +95,12 @@ class LogSegment:
         mtime means nothing to a log on virtual time."""
         seg = cls(directory, base_offset, config, now_ms)
         try:
-            length = os.path.getsize(seg.log_file.path)
+            length = os.path.getsize(seg.log_file.filename)
         except OSError as e:
-            raise KafkaStorageError(f"opening {seg.log_file.path}: {e}") from e
+            raise KafkaStorageError(f"opening {seg.log_file.filename}: {e}") from e
         _, position = seg.offset_index.lookup(1 << 62)
         if position > length:
-            raise KafkaStorageError(f"{seg.offset_index.path}: entry beyond the end of the log")
+            raise KafkaStorageError(f"{seg.offset_index.file.filename}: entry beyond the end of the log")
         seg._set_tail(length, position)
         seg.max_timestamp, seg.offset_of_max_timestamp = max(
             seg.time_index.last_entry(), (seg.max_timestamp, seg.offset_of_max_timestamp)
@@ -117,7 +118,7 @@ class LogSegment:
         if last >= 0:
             self.next_offset = last + 1
         elif from_position:
-            raise KafkaStorageError(f"{self.log_file.path}: no batch at indexed position {from_position}")
+            raise KafkaStorageError(f"{self.log_file.filename}: no batch at indexed position {from_position}")
         if max_ts > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max
 
@@ -134,9 +135,9 @@ class LogSegment:
         """Re-validate every batch (CRC, offsets), cut the file at the first bad one and
         rebuild both indexes from what remains."""
         try:
-            length = os.path.getsize(self.log_file.path)
+            length = os.path.getsize(self.log_file.filename)
         except OSError as e:
-            raise KafkaStorageError(f"recovering {self.log_file.path}: {e}") from e
+            raise KafkaStorageError(f"recovering {self.log_file.filename}: {e}") from e
         mm = self.log_file.map(length)
         run = None if mm is None else frame_batches(mm, check_crc=True)
         error = None
