@@ -13,7 +13,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-
 from pathlib import Path
 
 import numpy as np

@@ -57,7 +57,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self.created_ms = created_ms
-        stem = os.path.join(directory, f"{base_offset:020d}")  # one join for the three files
+        stem = os.path.join(directory, file_name(base_offset, ""))  # one join for the three files
         self.log_file = MappedFile(stem + LOG_SUFFIX, LOG_RESERVE_CHUNK)
         self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, config.segment_index_bytes,
                                          writable=False)
