@@ -64,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.check) as f:
         want = f.read().split("\n")
     want = [line for line in want if line]
-    differ = [w for w, g in zip(want, got) if w != g]
     if len(want) != len(got):
         print(f"the recording has {len(want)} runs, this checkout {len(got)}")
         return 1
+    differ = [w for w, g in zip(want, got) if w != g]
     for w in differ:
         print(f"DIFFERENT: {w}")
     print(f"{len(got) - len(differ)} of {len(got)} histories identical")

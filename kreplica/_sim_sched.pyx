@@ -37,8 +37,17 @@ cdef class Timer:
         # A cancelled timer waits in the heap until it comes due (lazy deletion); it lets go
         # of its callback now, so what it would have called is not kept alive meanwhile.
         self.cancelled = True
+        self.take()
+
+    cpdef tuple take(self):
+        """(callback, arguments) for the loop about to run them, which the handle no longer
+        holds: a caller may keep the handle (to cancel it), and a callback whose arguments
+        hold the handle itself (a PausableScheduler's trampoline) would otherwise be a cycle
+        only the collector frees."""
+        taken = (self.fn, self.args)
         self.fn = None
         self.args = ()
+        return taken
 
 
 cdef inline bint _before(Timer a, Timer b):
@@ -178,12 +187,7 @@ cdef class SimScheduler:
         if t.due_ms > self._now:
             self._now = t.due_ms
         self.events_run += 1
-        # A fired timer lets go of its callback before running it: a caller may keep the
-        # handle (to cancel it), and a callback whose arguments hold the handle itself (a
-        # PausableScheduler's trampoline) would otherwise be a cycle only the collector frees.
-        fn, args = t.fn, t.args
-        t.fn = None
-        t.args = ()
+        fn, args = t.take()
         fn(*args)
         return True
 

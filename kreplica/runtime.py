@@ -135,8 +135,7 @@ class RealScheduler(_HeapScheduler):
         self._drain_inbox()
         while (t := self._pop_due(self.now_ms())) is not None:
             self.events_run += 1
-            fn, args = t.fn, t.args
-            t.fn, t.args = None, ()  # the handle no longer keeps the callback alive (see _sim_sched)
+            fn, args = t.take()
             fn(*args)
             self._drain_inbox()
 
