@@ -248,6 +248,55 @@ def test_a_deposed_leaders_ack_and_read_of_superseded_history_are_a_counted_loss
     assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
 
 
+def test_a_leader_first_seen_in_an_epoch_already_ended_alone_in_its_isr_commits_the_unclean_loss(make):
+    """Swarm rolling-restart seed 2218: broker 2, elected uncleanly (epoch 4) while paused,
+    never served before broker 1 was elected again (epoch 5, judged clean against the
+    ISR the checker knew).  Resumed, it leads epoch 4 alone in its ISR and commits and
+    acks batches where epoch 5 commits others: lost to the unclean election, not a
+    divergence; once told, it is judged again."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 3, isr=(1,))
+    append(first, [b"a"], 3)
+    c.observe(1, "t-0", first, None)
+    zombie = make("zombie", Role.FOLLOWER, 3, isr=(1,))
+    append(zombie, [b"a"], 3)
+    zombie.log.maybe_increment_high_watermark(1)
+    first.leader_epoch = 5
+    c.observe(1, "t-0", first, None)          # epoch 5, clean to the checker
+    append(first, [b"b"], 5)
+    c.observe(1, "t-0", first, None)
+    zombie.role, zombie.leader_epoch, zombie.isr = Role.LEADER, 4, (2,)
+    c.observe(2, "t-0", zombie, None)         # first seen leading epoch 4, after epoch 5
+    base, last, crc = append(zombie, [b"zombie"], 4)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=2)
+    c.observe(2, "t-0", zombie, None)
+    assert c.violation is None
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(1, "unclean-election")]
+    assert [e.kind for e in c.history.events].count("late_leader") == 1
+    zombie.role, zombie.leader_epoch = Role.FOLLOWER, 5   # told, but it kept its batch
+    c.observe(2, "t-0", zombie, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+
+
+def test_a_leader_first_seen_late_with_others_in_its_isr_is_excused_nothing(make):
+    """With another replica in its ISR a late leader cannot commit alone: a batch it holds
+    committed differently from the history is divergence."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 3, isr=(1, 2))
+    append(first, [b"a"], 3)
+    c.observe(1, "t-0", first, None)
+    first.leader_epoch = 5
+    c.observe(1, "t-0", first, None)
+    append(first, [b"b"], 5)
+    c.observe(1, "t-0", first, None)
+    late = make("late", Role.LEADER, 4, isr=(2, 1))
+    append(late, [b"a"], 3)
+    append(late, [b"other"], 4)
+    c.observe(2, "t-0", late, None)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+    assert "late_leader" not in [e.kind for e in c.history.events]
+
+
 def test_power_loss_of_the_elected_replica_is_counted_and_the_deposed_leader_stays_judged(make):
     c = Checker(History())
     old = make("old", Role.LEADER, 0, isr=(1, 2))

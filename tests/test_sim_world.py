@@ -158,6 +158,22 @@ def test_swarm_config_churn_seed_10780_an_unclean_election_no_broker_served_is_c
     assert r.ok and r.converged, r.violation and r.violation.describe()
 
 
+def test_swarm_rolling_restart_seed_2218_a_late_zombie_leaders_commits_are_the_unclean_loss():
+    """Broker 2 is elected uncleanly while paused and never serves before another unclean
+    election; resumed, it leads the ended epoch alone in its ISR and commits held
+    produces. The checker once called that divergence (see test_sim_checker); the whole
+    run must pass and converge."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(2218, scenarios.load("rolling-restart"))
+    sc = replace(sc, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    world = World(sc, 2218)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert [e.tp for e in world.history.events if e.kind == "late_leader"] == ["t-1"]
+
+
 def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
     import json
 

@@ -331,6 +331,8 @@ class Checker:
         holder = m.leaders.get(epoch)
         if holder is None:
             m.leaders[epoch] = broker
+            if epoch < m.epoch and broker != m.leader:
+                checked = min(checked, self._on_late_leader(broker, tp, p, m, epoch))
         elif holder != broker:
             self.fail(Invariant.TWO_LEADERS_ONE_EPOCH, tp, broker,
                       f"brokers {holder} and {broker} both lead epoch {epoch}")
@@ -352,6 +354,26 @@ class Checker:
             # Only the newest leader grows the history; a deposed one (not yet told) is checked
             # below what later elections superseded.
             self._verify(broker, tp, p, m, view, checked, leader=epoch == m.epoch)
+
+    def _on_late_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, epoch: int) -> int:
+        """A leader first seen serving an epoch a newer election already ended: it was
+        elected while paused, say, and is a zombie from its first step.
+
+        Alone in its ISR it commits by itself, and what it commits from here on is not
+        the committed history: a sole ISR member is the only clean choice, so the newer
+        leader was elected uncleanly (in that election or one between).  The checker saw
+        neither election unclean, having never seen this ISR served; the zombie's commits
+        are superseded from here as that unclean election's (swarm rolling-restart seed
+        2218).  With others in its ISR it cannot commit alone (its ISR shrink is fenced),
+        so nothing is excused.  Returns the offset its checks now stop below."""
+        hw = p.high_watermark
+        if tuple(p.isr) != (broker,):
+            return hw
+        start = min(hw, m.canon_end)
+        self.history.record(self._now(), "late_leader", broker, tp, epoch=epoch, newest_epoch=m.epoch,
+                            superseded_from=start)
+        m.superseded.append((m.epoch, start, "unclean-election"))
+        return start
 
     def _on_election(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView,
                      epoch: int) -> None:
