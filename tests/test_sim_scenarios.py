@@ -77,6 +77,36 @@ def test_swarm_over_any_shipped_scenario_draws_runnable_scenarios(name):
         assert int(sc.config["min.insync.replicas"]) <= min(t.replication_factor for t in sc.topics)
 
 
+def test_swarm_over_a_base_mix_varies_that_mix_and_keeps_the_rest_of_the_draw():
+    """gc-pause-chaos under --swarm once drew the swarm's own mix, pauses of at most 6 s at
+    ~2 a minute, the same runs as random-chaos's; with ``swarm_mix = "base"`` each drawn
+    rate scales the base's, and its durations and admin cadence stay."""
+    gc = scenarios.load("gc-pause-chaos")
+    own = replace(gc, swarm_mix="swarm")
+    pauses = []
+    for seed in range(1, 201):
+        a, b = swarm_scenario(seed, gc), swarm_scenario(seed, own)
+        assert (a.brokers, a.topics, a.config) == (b.brokers, b.topics, b.config)
+        assert a.chaos.pause_ms_max == 10_000 and a.workload.admin_interval_ms == 3000
+        assert a.chaos.pause == round(40.0 * b.chaos.pause / 2.1, 2)  # switched off in both, or scaled
+        assert a.swarm_mix == "swarm" and "swarm_mix" not in a.to_dict()  # concrete once drawn
+        pauses.append(a.chaos.pause)
+    on = [p for p in pauses if p]
+    assert 30 < sum(on) / len(on) < 50 and len(on) < len(pauses)  # ~40 a minute as the base's, or off
+    churn = swarm_scenario(7, scenarios.load("config-churn"))
+    assert churn.workload.admin_interval_ms == 1000 and churn.workload.alter_configs
+
+
+def test_a_base_mix_without_chaos_or_an_unknown_mix_is_refused(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "bad"\nswarm_mix = "base"\n')
+    with pytest.raises(ValueError, match="needs a \\[chaos\\] mix"):
+        scenarios.load(str(path))
+    path.write_text('name = "bad"\nswarm_mix = "mine"\n[chaos]\ncrash = 1.0\n')
+    with pytest.raises(ValueError, match="swarm_mix = 'mine'; known: swarm, base"):
+        scenarios.load(str(path))
+
+
 def test_swarm_over_a_scripted_base_runs_its_story():
     # Seed 1 over this base once drew 3 brokers for a story that reassigns onto broker 4,
     # and the run died of a KeyError inside the fault injector.

@@ -13,6 +13,13 @@ swarm seed replays like any other.
 A base with a script (``[[steps]]``, or topics with a fixed assignment) keeps its
 topics and steps: the swarm only adds brokers to the ones the script names, and
 draws the configuration and a background of random faults around the story.
+
+A base whose point is its mix says ``swarm_mix = "base"``: each fault's drawn rate
+then scales the base's own rate instead (the draw's mean is 1x;
+a fault the draw switches off stays off), the base's fault durations stay, and
+so does its admin cadence.  gc-pause-chaos keeps its long, dense pauses that way,
+and config-churn its config change every second.  Either mix takes the same draws
+in the same order, so a seed gives the same cluster and configuration under both.
 """
 from __future__ import annotations
 
@@ -24,6 +31,9 @@ from .scenarios import Scenario, TopicSpec, WorkloadSpec, load
 
 _FAULTS = ("crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
            "expire_session", "partition", "cut_store")
+# A fault's drawn rate per virtual minute, when not switched off; its mean is 1x of a base's rate.
+_RATE_RANGE = (0.2, 4.0)
+_MEAN_RATE = sum(_RATE_RANGE) / 2
 
 
 def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
@@ -40,7 +50,7 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
     min_isr = rng.randint(1, rf)
     unclean = rng.random() < 0.25
     strategy = rng.choice(["high-watermark", "leader-epoch"])
-    rates = {name: (0.0 if rng.random() < 0.3 else round(rng.uniform(0.2, 4.0), 2)) for name in _FAULTS}
+    rates = {name: (0.0 if rng.random() < 0.3 else round(rng.uniform(*_RATE_RANGE), 2)) for name in _FAULTS}
     chaos = FaultRates(
         **rates,
         power_loss_fraction=round(rng.uniform(0.0, 0.5), 2),
@@ -61,6 +71,8 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
     workload = replace(base.workload if base.workload else WorkloadSpec(), acks=acks,
                        produce_interval_ms=rng.choice([20, 50, 100, 200]),
                        admin_interval_ms=rng.choice([0, 0, 5000]))
+    if base.swarm_mix == "base":
+        chaos, workload = _around_base(base, chaos, workload)
     return replace(
         base,
         name=f"swarm-{seed}",
@@ -71,4 +83,19 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
         workload=workload,
         chaos=chaos,
         until_ms=min(base.until_ms, 30_000),
+        swarm_mix="swarm",  # the drawn scenario is concrete: nothing left to vary
     )
+
+
+def _around_base(base: Scenario, drawn: FaultRates, workload: WorkloadSpec) -> tuple[FaultRates, WorkloadSpec]:
+    """``swarm_mix = "base"``: the drawn rates as multiples of the base's, its durations and
+    admin cadence kept."""
+    own = base.chaos
+    assert own is not None  # Scenario.validate requires a [chaos] mix to vary
+    rates = {name: round(getattr(own, name) * getattr(drawn, name) / _MEAN_RATE, 2) for name in _FAULTS}
+    chaos = replace(drawn, **rates, downtime_ms_max=own.downtime_ms_max, pause_ms_max=own.pause_ms_max,
+                    partition_ms_max=own.partition_ms_max)
+    if base.workload.admin_interval_ms:
+        workload = replace(workload, admin_interval_ms=base.workload.admin_interval_ms)
+    return chaos, workload
+

@@ -12,6 +12,12 @@ with ``bind = "name"``.  A step with ``on = "election:<topic>-<p>"`` is armed at
 ``at_ms`` and fires ``jitter_ms`` (random) after the next election of that
 partition -- the timing KIP-101's double failures need.  Everything else in the step is passed to the action.
 
+``swarm_mix`` says what ``--swarm`` varies for this scenario: ``"swarm"`` (the
+default) draws its own fault rates and admin cadence; ``"base"`` scales this
+scenario's own ``[chaos]`` rates per seed and keeps its fault durations and admin
+cadence, so a scenario whose point is its mix (dense long pauses, a config change
+every second) keeps that point under the swarm.
+
 ``extends = "<scenario>"`` starts from another scenario file: its tables
 (``config``, ``workload``, ``network``, ``chaos``, ...) are merged key by key with
 this file's, and anything else this file gives replaces the base's.
@@ -81,6 +87,7 @@ class Scenario:
     steps: tuple[Step, ...] = ()
     until_ms: int = 30_000
     liveness_ms: int = 60_000
+    swarm_mix: str = "swarm"  # what --swarm varies: "swarm" (its own mix) or "base" (this one's)
 
     @property
     def broker_ids(self) -> list[int]:
@@ -102,6 +109,10 @@ class Scenario:
             raise ValueError(f"scenario {self.name}: brokers = {self.brokers}, need at least 1")
         if self.until_ms < 0 or self.liveness_ms < 0:
             raise ValueError(f"scenario {self.name}: until_ms and liveness_ms must be >= 0")
+        if self.swarm_mix not in SWARM_MIXES:
+            raise ValueError(f"scenario {self.name}: swarm_mix = {self.swarm_mix!r}; known: {', '.join(SWARM_MIXES)}")
+        if self.swarm_mix == "base" and self.chaos is None:
+            raise ValueError(f"scenario {self.name}: swarm_mix = \"base\" needs a [chaos] mix to vary")
         try:
             validate_config(self.config)
         except InvalidConfig as e:
@@ -144,8 +155,13 @@ class Scenario:
             del out["links"]
         if not self.workload.alter_configs:
             del out["workload"]["alter_configs"]
+        if self.swarm_mix == "swarm":
+            del out["swarm_mix"]
         return out
 
+
+#: What ``--swarm`` may vary for a scenario: its own draws, or the scenario's mix.
+SWARM_MIXES = ("swarm", "base")
 
 #: What a step may do (World._run_step) and the parameters each one needs.
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -273,6 +289,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         steps=tuple(steps),
         until_ms=int(data.get("until_ms", 30_000)),
         liveness_ms=int(data.get("liveness_ms", 60_000)),
+        swarm_mix=str(data.get("swarm_mix", "swarm")),
     ).validate()
 
 
