@@ -15,11 +15,11 @@ topics and steps: the swarm only adds brokers to the ones the script names, and
 draws the configuration and a background of random faults around the story.
 
 A base whose point is its mix says ``swarm_mix = "base"``: each fault's drawn rate
-then scales the base's own rate instead (the draw's mean is 1x;
-a fault the draw switches off stays off), the base's fault durations stay, and
-so does its admin cadence.  gc-pause-chaos keeps its long, dense pauses that way,
-and config-churn its config change every second.  Either mix takes the same draws
-in the same order, so a seed gives the same cluster and configuration under both.
+then scales the base's own rate instead (the draw's mean is 1x; a fault the draw
+switches off stays off), and the base's fault durations and admin cadence stay.
+gc-pause-chaos keeps its long, dense pauses that way, and config-churn its config
+change every second.  Either mix takes the same draws in the same order, so a seed
+gives the same cluster and configuration under both.
 """
 from __future__ import annotations
 
