@@ -278,6 +278,36 @@ def test_a_leader_first_seen_in_an_epoch_already_ended_alone_in_its_isr_commits_
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
 
 
+def test_a_late_leader_that_committed_before_it_was_first_seen_alone_is_excused_from_its_epochs(make):
+    """Swarm gc-pause-chaos seed 358: broker 2, paused, is made leader of epoch 4 with
+    another replica in its ISR, then of epoch 5 alone (a controller fenced the other
+    out); at resume its held requests run back to back: it becomes leader of epoch 4,
+    appends a produce there, and commits it alone in epoch 5, all before the checker
+    first sees it.  Its commits count from where its log enters epoch 4."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 3, isr=(1, 2))
+    append(first, [b"a"], 3)
+    c.observe(1, "t-0", first, None)
+    zombie = make("zombie", Role.FOLLOWER, 3, isr=(1, 2))
+    append(zombie, [b"a"], 3)
+    zombie.log.maybe_increment_high_watermark(1)
+    first.leader_epoch, first.isr = 6, (1,)
+    c.observe(1, "t-0", first, None)          # epoch 6, clean to the checker
+    append(first, [b"b"], 6)
+    c.observe(1, "t-0", first, None)
+    zombie.role, zombie.leader_epoch, zombie.isr = Role.LEADER, 4, (2, 3)
+    c.observe(2, "t-0", zombie, None)         # first seen late with another in its ISR
+    assert c.violation is None and "late_leader" not in [e.kind for e in c.history.events]
+    append(zombie, [b"zombie"], 4, commit=False)
+    zombie.log.leader_epoch_cache.assign(5, zombie.log.log_end_offset)
+    zombie.leader_epoch, zombie.isr = 5, (2,)
+    zombie.log.maybe_increment_high_watermark(zombie.log.log_end_offset)
+    c.observe(2, "t-0", zombie, None)         # epoch 5, alone: its epoch-4 batch committed
+    assert c.violation is None
+    late = [e.data for e in c.history.events if e.kind == "late_leader"]
+    assert late == [{"epoch": 5, "newest_epoch": 6, "superseded_from": 1}]
+
+
 def test_a_leader_first_seen_late_with_others_in_its_isr_is_excused_nothing(make):
     """With another replica in its ISR a late leader cannot commit alone: a batch it holds
     committed differently from the history is divergence."""

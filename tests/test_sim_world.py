@@ -176,6 +176,22 @@ def test_swarm_rolling_restart_seed_2218_a_late_zombie_leaders_commits_are_the_u
     assert [e.tp for e in world.history.events if e.kind == "late_leader"] == ["t-1"]
 
 
+def test_swarm_gc_pause_chaos_seed_358_a_late_leader_committing_before_first_seen_is_excused():
+    """Broker 1, paused mid controlled shutdown, is elected (epoch 18, ISR [4, 1]) and
+    then left alone in the ISR (epoch 19) by a new controller's fence; at resume it
+    appends a held produce in epoch 18 and commits it in epoch 19 before the checker
+    first sees it. The checker once called that divergence; the run must pass."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(358, scenarios.load("gc-pause-chaos"))
+    sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    world = World(sc, 358)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert ("t-5", 128) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
+
+
 def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
     import json
 

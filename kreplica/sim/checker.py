@@ -126,6 +126,8 @@ class PartitionModel:
     # The highest log start a current leader has had: below it the history is expired
     # (retention), and a follower's leftovers there are discarded by its next fetch.
     expired_below: int = 0
+    # Leader epochs first seen served only after a newer election (see Checker._on_late_leader).
+    late: set[int] = field(default_factory=set)
 
     def superseded_for(self, epoch: int, unclean_only: bool = False) -> tuple[int, str] | None:
         """(from offset, cause) of the history that elections after ``epoch`` replaced: a
@@ -332,6 +334,7 @@ class Checker:
         if holder is None:
             m.leaders[epoch] = broker
             if epoch < m.epoch and broker != m.leader:
+                m.late.add(epoch)
                 checked = min(checked, self._on_late_leader(broker, tp, p, m, epoch))
         elif holder != broker:
             self.fail(Invariant.TWO_LEADERS_ONE_EPOCH, tp, broker,
@@ -365,11 +368,18 @@ class Checker:
         neither election unclean, having never seen this ISR served; the zombie's commits
         are superseded from here as that unclean election's (swarm rolling-restart seed
         2218).  With others in its ISR it cannot commit alone (its ISR shrink is fenced),
-        so nothing is excused.  Returns the offset its checks now stop below."""
+        so nothing is excused.  Returns the offset its checks now stop below.
+
+        It may have appended and committed before it was first seen: the held requests
+        of a pause run back to back, a LeaderAndIsr making it leader, a produce, and a
+        second LeaderAndIsr leaving it alone in the ISR (swarm gc-pause-chaos seed 358).
+        So its commits are excused from where its log enters an epoch no one was seen
+        serving before a newer one, if that is lower."""
         hw = p.high_watermark
         if tuple(p.isr) != (broker,):
             return hw
-        start = min(hw, m.canon_end)
+        unseen = [start for e, start in p.log.leader_epoch_cache.entries if e in m.late or e not in m.leaders]
+        start = min([hw, m.canon_end, *unseen])
         self.history.record(self._now(), "late_leader", broker, tp, epoch=epoch, newest_epoch=m.epoch,
                             superseded_from=start)
         m.superseded.append((m.epoch, start, "unclean-election"))
