@@ -189,7 +189,7 @@ def test_swarm_gc_pause_chaos_seed_358_a_late_leader_committing_before_first_see
     world = World(sc, 358)
     r = world.run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
-    assert ("t-5", 128) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
+    assert ("t-5", 116) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
 
 
 def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):

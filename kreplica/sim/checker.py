@@ -335,7 +335,7 @@ class Checker:
             m.leaders[epoch] = broker
             if epoch < m.epoch and broker != m.leader:
                 m.late.add(epoch)
-                checked = min(checked, self._on_late_leader(broker, tp, p, m, epoch))
+                checked = min(checked, self._on_late_leader(broker, tp, p, m, view, epoch))
         elif holder != broker:
             self.fail(Invariant.TWO_LEADERS_ONE_EPOCH, tp, broker,
                       f"brokers {holder} and {broker} both lead epoch {epoch}")
@@ -358,7 +358,8 @@ class Checker:
             # below what later elections superseded.
             self._verify(broker, tp, p, m, view, checked, leader=epoch == m.epoch)
 
-    def _on_late_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, epoch: int) -> int:
+    def _on_late_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView,
+                        epoch: int) -> int:
         """A leader first seen serving an epoch a newer election already ended: it was
         elected while paused, say, and is a zombie from its first step.
 
@@ -370,16 +371,20 @@ class Checker:
         2218).  With others in its ISR it cannot commit alone (its ISR shrink is fenced),
         so nothing is excused.  Returns the offset its checks now stop below.
 
-        It may have appended and committed before it was first seen: the held requests
-        of a pause run back to back, a LeaderAndIsr making it leader, a produce, and a
-        second LeaderAndIsr leaving it alone in the ISR (swarm gc-pause-chaos seed 358).
-        So its commits are excused from where its log enters an epoch no one was seen
-        serving before a newer one, if that is lower."""
+        It may have committed before it was first seen: the held requests of a pause run
+        back to back, so a LeaderAndIsr leaving it alone in the ISR commits at once what
+        it appended uncommitted before its pause (swarm gc-pause-chaos seed 615), or in
+        an epoch it led a moment before (seed 358).  So its commits count from its HW
+        when it was last seen; for a replica never seen before (just restarted), from
+        where its log enters an epoch no one was seen serving before a newer one."""
         hw = p.high_watermark
         if tuple(p.isr) != (broker,):
             return hw
-        unseen = [start for e, start in p.log.leader_epoch_cache.entries if e in m.late or e not in m.leaders]
-        start = min([hw, m.canon_end, *unseen])
+        if view.hw >= 0:
+            before = view.hw
+        else:
+            before = min([hw, *(s for e, s in p.log.leader_epoch_cache.entries if e in m.late or e not in m.leaders)])
+        start = min(hw, m.canon_end, before)
         self.history.record(self._now(), "late_leader", broker, tp, epoch=epoch, newest_epoch=m.epoch,
                             superseded_from=start)
         m.superseded.append((m.epoch, start, "unclean-election"))
