@@ -262,7 +262,8 @@ class Broker:
             if controller_id is None:
                 return retry()
             this = attempt
-            self.transport.send(self.broker_id, controller_id, ControlledShutdownRequest(self.broker_id),
+            epoch = self.session.session_id if self.session is not None else -1  # KIP-380
+            self.transport.send(self.broker_id, controller_id, ControlledShutdownRequest(self.broker_id, epoch),
                                 lambda response: on_response(this, response))
             self.scheduler.call_later(timeout_ms, on_response, this, None)
 

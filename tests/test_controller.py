@@ -272,6 +272,24 @@ def test_shutdown_broker_returns_partitions_it_must_still_lead():
     assert c.state("t", 0).leader == 2
 
 
+def test_a_controlled_shutdown_from_an_earlier_registration_is_refused_as_stale():
+    """KIP-380: swarm gc-pause-chaos seed 651 -- a broker crashed mid shutdown and restarted;
+    its old request, arriving late, put the new registration out of every ISR for good."""
+    c = with_topic(cluster(brokers=(1, 2, 3)))
+    old = c.sessions[1].session_id
+    c.kill(1)
+    c.start(1)
+    c.settle(100)
+    new = c.sessions[1].session_id
+    assert new != old and c.controller.ctx.broker_epochs[1] == new
+    c.channel.clear()
+    response = c.controller.handle_controlled_shutdown(ControlledShutdownRequest(1, old))
+    assert response.error_code == errors.StaleBrokerEpoch.code
+    assert 1 not in c.controller.ctx.shutting_down_broker_ids and not c.channel.requests(StopReplicaRequest)
+    response = c.controller.handle_controlled_shutdown(ControlledShutdownRequest(1, new))
+    assert response.error_code == 0 and 1 in c.controller.ctx.shutting_down_broker_ids
+
+
 def test_shutdown_broker_errors():
     c = with_topic(cluster(brokers=(1, 2)))
     with pytest.raises(errors.NotController):

@@ -192,6 +192,20 @@ def test_swarm_gc_pause_chaos_seed_358_a_late_leader_committing_before_first_see
     assert ("t-5", 116) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
 
 
+def test_swarm_gc_pause_chaos_seed_651_a_late_shutdown_request_of_a_restarted_broker_is_refused():
+    """Broker 4 crashed during its controlled shutdown and restarted; the controller
+    answered the old request afterwards and took the new registration for a broker
+    shutting down: out of every ISR, sent StopReplica, never a LeaderAndIsr again, so
+    the run never converged. The request now carries the broker epoch (KIP-380)."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(651, scenarios.load("gc-pause-chaos"))
+    sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    r = World(sc, 651, keep_history=False).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+
+
 def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
     import json
 

@@ -636,7 +636,19 @@ class KafkaController:
                 and ctx.leadership[tp].leader == broker_id}
 
     def handle_controlled_shutdown(self, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
-        """The ControlledShutdownRequest handler around :meth:`shutdown_broker`."""
+        """The ControlledShutdownRequest handler around :meth:`shutdown_broker`.
+
+        KIP-380: a request from an earlier registration of the broker is refused with
+        STALE_BROKER_EPOCH.  A broker that crashed mid shutdown and restarted would
+        otherwise be shut down by its old request arriving late: out of every ISR and
+        sent StopReplica, while the controller, counting it as shutting down, never
+        sends it a LeaderAndIsr again (swarm gc-pause-chaos seed 651: its replicas
+        never rejoined).  Session ids need not grow, so any other session is stale; a
+        new registration the controller has not read yet is refused too, and the
+        broker's retry gets through once it has."""
+        known = self.ctx.broker_epochs.get(request.broker_id)
+        if request.broker_epoch >= 0 and known is not None and request.broker_epoch != known:
+            return ControlledShutdownResponse(errors.StaleBrokerEpoch.code)
         try:
             remaining = self.shutdown_broker(request.broker_id)
         except errors.KReplicaError as e:
