@@ -196,6 +196,7 @@ STORY = {
                                    for tp in ("t-0", "t-1", "t-2")),
     "unclean-election": lambda w: _count(w, "election") > 0,
     "config-churn": lambda w: _count(w, "alter_config") > 0,  # convergence needs them applied
+    "control-plane-chaos": lambda w: _count(w, "controlled_shutdown") > 0 and _count(w, "expire_session") > 0,
     "retention-chaos": lambda w: any(e.kind == "log_start" and e.data["cause"] == "retention"
                                      for e in w.history.events),
 }
