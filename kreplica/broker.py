@@ -86,6 +86,8 @@ class Broker:
         self.alive = False
         self.session: Session | None = None
         self.zk: KafkaZkClient | None = None
+        # KIP-380's broker epoch: the session that registered /brokers/ids/<id> (-1 until then).
+        self.broker_epoch = -1
         self._last_config_change: int | None = None
         self.controller: KafkaController | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -111,6 +113,7 @@ class Broker:
     def _open_session(self) -> None:
         session = self.store.session(f"broker-{self.broker_id}", on_expired=self._on_session_expired)
         self.session = session
+        self.broker_epoch = -1  # KIP-380: known once this session has registered the broker
         self.zk = KafkaZkClient(session, self.scheduler)
         self.zk.ensure_persistent_paths()
         self._register(self.zk)
@@ -134,6 +137,7 @@ class Broker:
                 self.unclean_shutdown_controller_epoch = -1 if current is None else current[0]
             zk.register_broker(self.broker_id,
                                unclean_shutdown_controller_epoch=self.unclean_shutdown_controller_epoch)
+            self.broker_epoch = zk.session.session_id
         except (NodeExists, ConnectionLoss):
             self.scheduler.call_later(REGISTRATION_RETRY_MS, self._register, zk)
             return
@@ -262,8 +266,10 @@ class Broker:
             if controller_id is None:
                 return retry()
             this = attempt
-            epoch = self.session.session_id if self.session is not None else -1  # KIP-380
-            self.transport.send(self.broker_id, controller_id, ControlledShutdownRequest(self.broker_id, epoch),
+            # KIP-380: a process not registered yet (its predecessor's session still holds the
+            # registration) sends no epoch, as Kafka's broker before registering.
+            request = ControlledShutdownRequest(self.broker_id, self.broker_epoch)
+            self.transport.send(self.broker_id, controller_id, request,
                                 lambda response: on_response(this, response))
             self.scheduler.call_later(timeout_ms, on_response, this, None)
 

@@ -645,7 +645,8 @@ class KafkaController:
         sends it a LeaderAndIsr again (swarm gc-pause-chaos seed 651: its replicas
         never rejoined).  Session ids need not grow, so any other session is stale; a
         new registration the controller has not read yet is refused too, and the
-        broker's retry gets through once it has."""
+        broker's retry gets through once it has.  A request without an epoch (from a
+        process not registered yet) is not checked, as in Kafka."""
         known = self.ctx.broker_epochs.get(request.broker_id)
         if request.broker_epoch >= 0 and known is not None and request.broker_epoch != known:
             return ControlledShutdownResponse(errors.StaleBrokerEpoch.code)
