@@ -3,7 +3,8 @@
 A speed-up of the engine or the simulator must not change what happens: the same
 seed must give the same history, byte for byte.  This runs every shipped scenario
 under both truncation strategies for a few seeds, plus swarm seeds over
-random-chaos, and writes (or compares) one line per run: name, seed, hash.
+random-chaos (the swarm's own mix) and over gc-pause-chaos (its own mix, scaled),
+and writes (or compares) one line per run: name, seed, hash.
 
     .venv/bin/python benchmarks/history_hashes.py --record /tmp/hashes.txt   # before
     .venv/bin/python benchmarks/history_hashes.py --check /tmp/hashes.txt    # after
@@ -35,6 +36,8 @@ def runs(seeds: int, swarm_seeds: int) -> list[tuple[str, int, object]]:
             out += [(f"{name}/{strategy}", seed, sc) for seed in range(1, seeds + 1)]
     chaos = scenarios.load("random-chaos")
     out += [("swarm/random-chaos", seed, swarm_scenario(seed, chaos)) for seed in range(1, swarm_seeds + 1)]
+    pauses = scenarios.load("gc-pause-chaos")
+    out += [("swarm/gc-pause-chaos", seed, swarm_scenario(seed, pauses)) for seed in range(1, seeds + 1)]
     return out
 
 
