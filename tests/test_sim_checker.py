@@ -308,6 +308,62 @@ def test_a_late_leader_that_committed_before_it_was_first_seen_alone_is_excused_
     assert late == [{"epoch": 5, "newest_epoch": 6, "superseded_from": 1}]
 
 
+def test_a_shrink_the_controller_wrote_in_a_newer_epoch_is_adopted_and_a_removed_member_elected_is_unclean(make):
+    """Swarm control-plane-chaos seed 2990: a reassignment dropped broker 1 from the
+    replicas (ISR [4, 1, 3] -> [4, 3], its log deleted), then epochs no one served left
+    [3]; broker 1, added back empty, was elected uncleanly.  Judged against the last
+    served ISR it looked clean and its empty log a lost ack."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 16, isr=(4, 1, 3))
+    base, last, crc = append(old, [b"acked"], 16)
+    c.on_ack("t-0", base, last, crc, -1, 3, leader=4)
+    c.observe(4, "t-0", old, None)
+    c.on_store_state("t-0", 4, 17, (4, 3))    # reassignment done: 1 is no replica any more
+    c.on_store_state("t-0", 3, 18, (3,))      # 4 died; 3, paused, never served it
+    assert c.models["t-0"].isr == (3,)
+    c.on_store_state("t-0", 5, 19, (5, 3))    # an ISR that grew without being served: not adopted
+    assert c.models["t-0"].isr == (3,)
+    empty = make("empty", Role.LEADER, 20, isr=(1,))
+    c.observe(1, "t-0", empty, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
+
+
+def test_a_commit_counted_on_a_follower_that_had_already_lost_it_in_a_power_loss_is_power_loss(make):
+    """Swarm control-plane-chaos seed 2414: the follower lost its unflushed tail; until it
+    restarts its leader counts it at its old LEO, and committed on its strength. When the
+    follower is then elected without those batches, the loss is the power loss's."""
+    def run(restart_before_commit: bool) -> Checker:
+        c = Checker(History())
+        leader = make(f"l{restart_before_commit}", Role.LEADER, 0, isr=(1, 2))
+        follower = make(f"f{restart_before_commit}", Role.FOLLOWER, 0, isr=(1, 2))
+        for r in (leader, follower):
+            append(r, [b"a"], 0)
+        c.set_time(100)
+        c.observe(1, "t-0", leader, None)
+        c.set_time(200)
+        c.on_power_loss(2, "t-0", 1)              # it held offset 1 unflushed, now gone
+        if restart_before_commit:
+            c.set_time(250)
+            c.on_restart(2)
+        c.set_time(300)
+        append(leader, [b"b"], 0)                 # committed on the follower's old LEO
+        c.observe(1, "t-0", leader, None)
+        c.set_time(400)
+        c.on_restart(2)
+        follower.role, follower.leader_epoch, follower.isr = Role.LEADER, 1, (2,)
+        c.observe(2, "t-0", follower, None)       # elected without offset 1
+        append(follower, [b"c"], 1)
+        c.observe(2, "t-0", follower, None)
+        return c
+
+    c = run(restart_before_commit=False)
+    assert c.violation is None
+    assert ("superseded", "power-loss") in [(e.kind, e.data.get("cause")) for e in c.history.events]
+    c = run(restart_before_commit=True)           # back before the commit: no excuse
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+
+
 def test_a_leader_first_seen_late_with_others_in_its_isr_is_excused_nothing(make):
     """With another replica in its ISR a late leader cannot commit alone: a batch it holds
     committed differently from the history is divergence."""

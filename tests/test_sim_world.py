@@ -206,6 +206,22 @@ def test_swarm_gc_pause_chaos_seed_651_a_late_shutdown_request_of_a_restarted_br
     assert r.ok and r.converged, r.violation and r.violation.describe()
 
 
+@pytest.mark.parametrize("scenario,seed", [("control-plane-chaos", 2990), ("gc-pause-chaos", 2732),
+                                           ("control-plane-chaos", 2414)])
+def test_swarm_seeds_whose_losses_the_checker_once_misjudged_pass(scenario, seed):
+    """2990 and 2732: ISR shrinks the controller wrote in epochs no leader served (a
+    reassignment, a dead leader) made a later election unclean, which the checker judged
+    against the last served ISR. 2414: a follower's power loss before a commit its leader
+    counted on its old LEO. See test_sim_checker; each run must pass and converge."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(seed, scenarios.load(scenario))
+    sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    r = World(sc, seed, keep_history=False).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+
+
 def test_cli_swarm_header_shows_the_overrides_every_seed_runs_with(tmp_path, capsys, monkeypatch):
     import json
 

@@ -112,6 +112,7 @@ def restart(world: "World", broker: int) -> bool:
     if b.alive:
         return False
     world.record("restart", broker)
+    world.checker.on_restart(broker)
     world.network.heal_store(broker)
     world.cluster.start(broker)
     return True
