@@ -320,13 +320,28 @@ def test_a_shrink_the_controller_wrote_in_a_newer_epoch_is_adopted_and_a_removed
     c.observe(4, "t-0", old, None)
     c.on_store_state("t-0", 4, 17, (4, 3))    # reassignment done: 1 is no replica any more
     c.on_store_state("t-0", 3, 18, (3,))      # 4 died; 3, paused, never served it
-    assert c.models["t-0"].isr == (3,)
     c.on_store_state("t-0", 5, 19, (5, 3))    # an ISR that grew without being served: not adopted
-    assert c.models["t-0"].isr == (3,)
+    assert c.models["t-0"].pending_isrs == [(17, (4, 3)), (18, (3,))]
     empty = make("empty", Role.LEADER, 20, isr=(1,))
     c.observe(1, "t-0", empty, None)
     assert c.violation is None and c.unclean_elections == 1
     assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
+
+
+def test_an_election_is_judged_against_the_isr_before_its_epoch_not_a_later_shrink(make):
+    """Retention-chaos seed 217: a preferred election (epoch 4, ISR [2, 3, 1]) reached its
+    paused winner only after a later epoch had shrunk the ISR to [2, 3]; served late, it
+    was still clean."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 3, isr=(2, 3, 1))
+    append(old, [b"a"], 3)
+    c.observe(2, "t-0", old, None)
+    c.on_store_state("t-0", 2, 5, (2, 3))     # epoch 5 took 1 out, after epoch 4 chose it
+    preferred = make("preferred", Role.LEADER, 4, isr=(2, 3, 1))
+    append(preferred, [b"a"], 3)
+    c.observe(1, "t-0", preferred, None)
+    assert c.violation is None and c.unclean_elections == 0
+    assert c.models["t-0"].pending_isrs == [(5, (2, 3))]   # still ahead for epoch 5's leader
 
 
 def test_a_commit_counted_on_a_follower_that_had_already_lost_it_in_a_power_loss_is_power_loss(make):
