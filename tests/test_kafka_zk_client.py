@@ -44,6 +44,24 @@ def test_broker_registration_and_liveness(store_env: StoreEnv) -> None:
     assert ctl.get_live_broker_ids() == [1001, 1003]
 
 
+def test_broker_epochs_and_handled_unclean_restarts(store_env: StoreEnv) -> None:
+    """A broker's epoch is the session owning its registration; the handled-restart
+    record (our extension) is a persistent node per broker, overwritten each time."""
+    ctl = _client(store_env, "controller")
+    broker = _client(store_env, "b1")
+    assert ctl.get_broker_epoch(1) is None
+    broker.register_broker(1, unclean_shutdown_controller_epoch=3)
+    epoch = ctl.get_broker_epoch(1)
+    assert epoch == broker.session.session_id
+    assert ctl.get_unclean_shutdowns_handled([1, 2]) == {}
+    ctl.set_unclean_shutdown_handled(1, epoch, 4)
+    assert json.loads(_raw(store_env, "/brokers/unclean_shutdowns_handled/1")) == {
+        "version": 1, "broker_epoch": epoch, "controller_epoch": 4}
+    ctl.set_unclean_shutdown_handled(1, epoch + 1, 5)
+    assert ctl.get_unclean_shutdowns_handled([1, 2]) == {1: epoch + 1}
+    assert ctl.get_live_broker_ids() == [1]          # a sibling of /brokers/ids, not in it
+
+
 def test_topic_assignment_and_config(store_env: StoreEnv) -> None:
     c = _client(store_env)
     seen = Recorder()

@@ -251,27 +251,66 @@ def test_a_controller_in_office_handles_an_unclean_bounce_as_before():
     assert after.leader == 2 and after.leader_epoch == before.leader_epoch + 1
 
 
-def test_a_bounce_handled_by_the_controller_in_office_is_bumped_at_most_once_more():
-    """The one redundant pass the rule allows (controller module docstring): the
-    controller in office when the broker registered handles the bounce and re-grants
-    it leadership under its own epoch, which equals the registration's; the next
-    controller bumps that epoch once more, and no controller after it does."""
+def test_a_bounce_handled_by_the_controller_in_office_is_not_handled_again():
+    """The controller in office when the broker registered handles the bounce, records
+    it handled, and re-grants it leadership under its own epoch (which equals the
+    registration's); the next controllers leave that leadership alone."""
     c = _failover_cluster()
     c.stop(1)
     c.start(1, unclean_shutdown=True)                # 9 sees the bounce: 2 leads
+    assert c.admin.get_unclean_shutdowns_handled([1]) == {1: c.admin.get_broker_epoch(1)}
     c.leader_sets_isr(T0, [2, 1])
     c.controller.elect_preferred_leaders([T0])       # 9 makes 1 leader again, under epoch 1
     granted = c.state("t", 0)
     assert (granted.leader, granted.controller_epoch) == (1, 1)
     c.kill(9)
-    bumped = c.state("t", 0)
-    assert bumped.leader_epoch > granted.leader_epoch
-    c.leader_sets_isr(T0, [bumped.leader, *(r for r in (1, 2) if r != bumped.leader)])
-    c.controller.elect_preferred_leaders([T0])
-    settled = c.state("t", 0)
-    assert settled.leader == 1
+    assert c.controller.broker_id == 8
+    assert c.state("t", 0) == granted
     c.kill(8)
-    assert (c.state("t", 0).leader, c.state("t", 0).leader_epoch) == (1, settled.leader_epoch)
+    assert c.state("t", 0) == granted
+
+
+def test_a_follower_that_rejoined_the_isr_after_a_handled_bounce_keeps_its_place_at_failover():
+    """gc-pause-chaos swarm seed 358: 1 follows 2, restarts uncleanly, and the controller
+    in office (9) sees the bounce: 1 leaves the ISR and, once it has fetched again, 2
+    adds it back -- a write that carries 2's leadership's controller epoch, 9's, which
+    is also the one 1 registered with.  The next controller used to read that ISR as
+    pre-crash and take 1 out again; the handled-restart record tells it otherwise."""
+    c = ControllerCluster([1, 2, 9, 8, 7], candidates=[9, 8, 7])
+    c.create_topic("t", {0: [2, 1]})
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)
+    assert c.state("t", 0).isr == (2,)
+    rejoined = c.leader_sets_isr(T0, [2, 1])
+    assert rejoined.controller_epoch == c.admin.get_broker(1).unclean_shutdown_controller_epoch
+    c.kill(9)
+    assert c.controller.broker_id == 8
+    after = c.state("t", 0)
+    assert (after.leader, after.leader_epoch, after.isr) == (2, rejoined.leader_epoch, (2, 1))
+
+
+def test_a_record_of_an_earlier_restart_does_not_cover_the_next_one():
+    """The record names the registration (broker epoch) it vouches for: after another
+    unclean restart, unseen, the next failover takes the follower out as before."""
+    c = ControllerCluster([1, 2, 9, 8, 7], candidates=[9, 8, 7])
+    c.create_topic("t", {0: [2, 1]})
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)                # seen and recorded by 9
+    c.leader_sets_isr(T0, [2, 1])
+    recorded = c.admin.get_unclean_shutdowns_handled([1])[1]
+    _restart_unseen(c, 1, unclean=True)              # again, and 9 dies unaware
+    assert c.admin.get_broker_epoch(1) != recorded
+    after = c.state("t", 0)
+    assert (after.leader, after.isr) == (2, (2,))
+    assert c.admin.get_unclean_shutdowns_handled([1]) == {1: c.admin.get_broker_epoch(1)}
+
+
+def test_a_clean_restart_leaves_no_record():
+    c = _failover_cluster()
+    c.stop(1)
+    c.start(1, unclean_shutdown=False)
+    _restart_unseen(c, 2, unclean=False)
+    assert c.admin.get_unclean_shutdowns_handled([1, 2]) == {}
 
 
 # -- the broker: its registration says how it last shut down -----------------------------------

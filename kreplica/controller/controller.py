@@ -54,12 +54,18 @@ Where no such member is live it stays: failing it out then left only a dead
 that the restarted follower still held. (KIP-966's eligible-leader replicas, which
 keep such choices open, are not modelled.)
 
-Handling is idempotent across failovers without any extra record: the election
-rewrites those states under this controller's epoch, > N unless this controller was
-already in office when the broker registered (that one saw the bounce itself). The
-one redundant pass left: the controller in office at registration handles the
-bounce, re-grants leadership under its own epoch (= N) and loses office before
-anything rewrites that state; its successor elects once more.
+Handled once per registration. The epoch rule alone cannot tell an ISR written
+before the crash from one its leader grew after the broker fetched again: the
+leader writes its leadership's controller epoch, which is N when the controller in
+office at registration saw the bounce itself (gc-pause-chaos swarm seed 358, where
+the next controller then took a re-joined follower out and left a paused broker
+alone in the ISR). So once a controller has handled such a registration -- the seen
+bounce's failure and startup, or the failover's elections and fences, every write
+done -- it records the broker epoch it handled in
+``/brokers/unclean_shutdowns_handled/<id>`` (:func:`kreplica.meta.layout.encode_unclean_shutdown_handled`),
+and later controllers treat that registration as clean. A write that failed leaves
+no record, and the next controller handles it again; a new registration (a new
+broker epoch) is never covered by an older record.
 """
 from __future__ import annotations
 
@@ -281,6 +287,7 @@ class KafkaController:
         self._fence_stale_isr_members(suspect)
         if restarted:
             self.on_broker_startup(sorted(restarted))
+        self._record_unclean_handled(unclean, stale)
         # 6. partition change listeners for every topic
         for topic in sorted(self.ctx.all_topics):
             self._watch_topic(topic)
@@ -378,7 +385,34 @@ class KafkaController:
             since = layout.decode_broker(b, g[0]).unclean_shutdown_controller_epoch
             if since is not None:
                 unclean[b] = since
+        if unclean:
+            # Restarts a controller has already handled in full need no second look.
+            handled = self.zk.get_unclean_shutdowns_handled(sorted(unclean))
+            unclean = {b: e for b, e in unclean.items() if handled.get(b) != epochs[b]}
         return epochs, unclean
+
+    def _record_unclean_handled(self, unclean: Mapping[int, int],
+                                stale: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+        """Mark each of ``unclean`` (brokers back from an unclean shutdown whose
+        registration this controller has just handled; ``stale``: their pre-crash
+        leaderships as found before) as handled for its current broker epoch -- unless
+        a write failed and left it still suspect: leading a ``stale`` partition at the
+        same leader epoch, or in a pre-crash ISR beside a live member that restarted
+        cleanly.  Once marked, an ISR holding it was written by a controller that knew
+        of the restart or grown by a leader after it fetched again, so later failovers
+        leave it there (module docstring)."""
+        if not unclean:
+            return
+        leadership, live = self.ctx.leadership, self.ctx.live_broker_ids
+        clean = live - set(unclean)
+        suspect = {st.leader for tp, st in stale.items()
+                   if tp in leadership and (leadership[tp].leader, leadership[tp].leader_epoch)
+                   == (st.leader, st.leader_epoch)}
+        suspect.update(b for st in leadership.values() if clean.intersection(st.isr)
+                       for b in st.isr
+                       if b in unclean and b != st.leader and st.controller_epoch <= unclean[b])
+        for b in sorted(live.intersection(unclean) - suspect):
+            self.zk.set_unclean_shutdown_handled(b, self.ctx.broker_epochs[b], self.epoch)
 
     def _stale_leaderships(self, unclean: Mapping[int, int]) -> dict[TopicPartition, LeaderAndIsr]:
         """The partitions led by a broker of ``unclean`` ({broker: controller epoch it
@@ -480,17 +514,20 @@ class KafkaController:
         new, dead = live_now - before, before - live_now
         bounced = {b for b in live_now & before if ctx.broker_epochs.get(b, epochs[b]) != epochs[b]}
         ctx.broker_epochs = epochs
+        unclean = {b: e for b, e in event.unclean_shutdowns if b in new | bounced}
+        stale = self._stale_leaderships(unclean)
         # A bounced broker failed and started again: handled as both, in that order.
         if dead or bounced:
             ctx.set_live_brokers(live_now - bounced)
             self.on_broker_failure(sorted(dead | bounced))
         ctx.set_live_brokers(live_now)
         # A new broker back from an unclean shutdown that still leads from before it.
-        unclean = dict(event.unclean_shutdowns)
+        everyone = dict(event.unclean_shutdowns)
         self._elect_after_unclean_restart(
-            self._stale_leaderships({b: e for b, e in unclean.items() if b in new}), unclean)
+            self._stale_leaderships({b: e for b, e in everyone.items() if b in new}), everyone)
         if new or bounced:
             self.on_broker_startup(sorted(new | bounced))
+        self._record_unclean_handled(unclean, stale)
 
     def _handle_topic_change(self, event: events.TopicChange) -> None:
         topics = set(event.topics)

@@ -119,6 +119,30 @@ class KafkaZkClient:
             if stat is None or stat.ephemeral_owner != self.session.session_id:
                 raise
 
+    def get_broker_epoch(self, broker_id: int) -> int | None:
+        """The broker's epoch: the session that owns its registration (None: not registered)."""
+        stat = self.session.exists(layout.broker_path(broker_id))
+        return None if stat is None else stat.ephemeral_owner
+
+    def get_unclean_shutdowns_handled(self, broker_ids: Sequence[int]) -> dict[int, int]:
+        """{broker: the broker epoch whose unclean restart a controller has handled}
+        for those of ``broker_ids`` that have a marker (one batched read)."""
+        got = self._get_many([layout.unclean_shutdown_handled_path(b) for b in broker_ids])
+        return {b: layout.decode_unclean_shutdown_handled(g[0]) for b, g in zip(broker_ids, got) if g is not None}
+
+    def set_unclean_shutdown_handled(self, broker_id: int, broker_epoch: int, controller_epoch: int) -> None:
+        """Record that ``broker_id``'s unclean restart under ``broker_epoch`` is handled
+        (a persistent node, overwritten by the next one)."""
+        path = layout.unclean_shutdown_handled_path(broker_id)
+        data = layout.encode_unclean_shutdown_handled(broker_epoch, controller_epoch)
+        try:
+            self.session.set(path, data)
+        except NoNode:
+            try:
+                self.session.create(path, data, makepath=True)
+            except NodeExists:  # another controller's marker, just made: ours is as true
+                self.session.set(path, data)
+
     def get_live_broker_ids(self, watch: Watch | None = None) -> list[int]:
         return sorted(int(n) for n in self._children(layout.BROKER_IDS, watch))
 

@@ -30,6 +30,8 @@ CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+#: our extension: which broker epoch's unclean restart a controller has fully handled
+UNCLEAN_SHUTDOWNS_HANDLED = "/brokers/unclean_shutdowns_handled"
 
 #: persistent parents a broker makes sure of at startup (as Kafka's ``createTopLevelPaths``)
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, ISR_CHANGE_NOTIFICATION)
@@ -134,6 +136,22 @@ def encode_broker(broker_id: int, host: str, port: int, timestamp_ms: int,
     if unclean_shutdown_controller_epoch is not None:
         obj[UNCLEAN_SHUTDOWN_KEY] = int(unclean_shutdown_controller_epoch)
     return _dumps(obj)
+
+
+def unclean_shutdown_handled_path(broker_id: int) -> str:
+    return f"{UNCLEAN_SHUTDOWNS_HANDLED}/{broker_id}"
+
+
+def encode_unclean_shutdown_handled(broker_epoch: int, controller_epoch: int) -> bytes:
+    """Extension: a controller of ``controller_epoch`` has handled the unclean restart
+    of the broker registered under ``broker_epoch`` (its registration's session), so no
+    later controller needs to re-examine it (:mod:`kreplica.controller.controller`)."""
+    return _dumps({"version": 1, "broker_epoch": int(broker_epoch), "controller_epoch": int(controller_epoch)})
+
+
+def decode_unclean_shutdown_handled(data: bytes) -> int:
+    """The broker epoch the marker vouches for."""
+    return int(_loads(data)["broker_epoch"])
 
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
