@@ -314,3 +314,30 @@ def test_a_zombie_leader_cut_from_the_store_never_acknowledges_acks_all(make):
     values = {r.offset: r.value for r in c.fetch("bar", 1, 0)}
     assert all(values[o] == v for o, v in acked)
     assert not {b"zombie-1", b"zombie1"} & set(values.values())  # the zombie's appends were truncated
+
+
+# ---- unclean restarts across controller failovers -------------------------------------------
+def test_a_follower_back_from_a_crash_keeps_its_isr_place_at_the_next_failover(make, metadata):
+    """1003 crashes (its logs do not close cleanly, so its registration says so), comes
+    back and re-joins every ISR by fetching again; the controller in office handled the
+    restart and recorded it. When that controller dies, its successor leaves 1003 in
+    the ISRs it earned back. It used to take it out again (the leaders' ISR writes
+    carry the controller epoch 1003 registered with), which a follower that cannot
+    fetch at that moment -- paused, cut off -- does not recover from in time."""
+    t = RecordingTransport()
+    c = make({"zookeeper.session.timeout.ms": 4000, "replica.lag.time.max.ms": 30_000},
+             transport=t, metadata=metadata)
+    assert c.controller_id == 1001
+    c.kill(1003)
+    c.start(1003)
+    assert c.brokers[1003].replica_manager.recovered_uncleanly
+    assert c.run_until(lambda: c.brokers[1003].controller is not None and isr_full(c), 60_000)
+    assert c.zk.get_broker(1003).unclean_shutdown_controller_epoch == 1
+    assert c.zk.get_unclean_shutdowns_handled([1003]) == {1003: c.zk.get_broker_epoch(1003)}
+    # From here on 1003 cannot fetch from 1002: out of bar-1's ISR, it could not get back.
+    t.hold = lambda src, dst, m: src == 1003 and dst == 1002 and isinstance(m, FetchRequest)
+    c.kill(1001)                                     # the controller, and bar-0's leader
+    assert c.run_until(lambda: c.controller_id not in (None, 1001)
+                       and state(c, 0).leader not in (-1, 1001), 60_000)
+    led = state(c, 1)
+    assert led.leader == 1002 and set(led.isr) == {1002, 1003}
