@@ -73,6 +73,32 @@ def test_pause_holds_both_directions_and_resume_delivers_in_order():
     assert [r.replica_id for _, _, r in got] == [0, 1, 2]
 
 
+def test_a_message_in_flight_when_the_pause_began_stays_ahead_of_later_ones_on_its_link():
+    """Swarm config-churn seed 97: a LeaderAndIsr in flight to a broker as it paused
+    arrived after the pause had queued two StopReplicas sent later on the same link;
+    resumed, the broker deleted a partition it did not have yet and then created it,
+    and the deleted topic's replica led on beside the re-created topic's."""
+    sched, net, got = world(LinkProfile(latency_ms_min=50, latency_ms_max=50))
+    net.send(1, 2, lair(1), None)                  # due at 50
+    net.send(3, 2, fetch(30), None)                # another link, due at 50
+    sched.advance(10)
+    net.pause(2)
+    net.send(1, 2, fetch(10), None)                # sent during the pause
+    net.send(1, 2, fetch(11), None)
+    sched.advance(100)                             # lair(1) and fetch(30) arrive, paused
+    net.pause(3)
+    net.resume(3)                                  # another node's resume leaves 2's queue as it is
+    net.send(1, 2, lair(2), None)
+    assert got == []
+    net.resume(2)
+    sched.advance(200)
+    arrived = [(type(r).__name__, getattr(r, "replica_id", None) or r.controller_epoch) for _, _, r in got]
+    from_1 = [a for a in arrived if a != ("FetchRequest", 30)]
+    assert from_1 == [("LeaderAndIsrRequest", 1), ("FetchRequest", 10), ("FetchRequest", 11),
+                      ("LeaderAndIsrRequest", 2)]
+    assert ("FetchRequest", 30) in arrived
+
+
 def test_duplicates_only_for_retry_safe_requests_and_slow_nodes_answer_late():
     sched, net, got = world(LinkProfile(duplicate_probability=1.0))
     net.send(1, 2, ProduceRequest(-1, 100, ()), None)

@@ -207,6 +207,21 @@ def test_swarm_gc_pause_chaos_seed_651_a_late_shutdown_request_of_a_restarted_br
     assert r.ok and r.converged, r.violation and r.violation.describe()
 
 
+def test_swarm_config_churn_seed_97_a_pause_keeps_each_link_in_order():
+    """A LeaderAndIsr creating topic admin-side's partition was in flight to broker 3 as
+    it paused; the topic's deletion sent two StopReplicas after it, queued at send time,
+    which overtook it at resume. Broker 3 acknowledged the deletion, then created the
+    replica and led its epoch 0, beside the re-created topic's leader of epoch 0 (two
+    leaders in one epoch). The network now keeps a paused link in order."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(97, scenarios.load("config-churn"))
+    sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    r = World(sc, 97, keep_history=False).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+
+
 @pytest.mark.parametrize("scenario,seed", [("control-plane-chaos", 2990), ("gc-pause-chaos", 2732),
                                            ("control-plane-chaos", 2414)])
 def test_swarm_seeds_whose_losses_the_checker_once_misjudged_pass(scenario, seed):

@@ -99,7 +99,8 @@ class SimNetwork(InProcessTransport):
         self._groups: dict[int, int] | None = None  # node -> partition group
         self._held: dict[tuple[int, int], deque[tuple[Any, Callable[[Any], None]]]] = {}
         self._paused: set[int] = set()
-        self._paused_queue: deque[tuple[int, int, Any, Callable[[Any], None]]] = deque()
+        # (src, dst, message, arrive, sent while paused): see _arrive for the order.
+        self._paused_queue: deque[tuple[int, int, Any, Callable[[Any], None], bool]] = deque()
         self.slow_ms: dict[int, int] = {}
         self._last_due: dict[tuple[int, int], int] = {}
         self.store_cut: set[int] = set()
@@ -161,8 +162,17 @@ class SimNetwork(InProcessTransport):
             session = self._sessions.get(node)
             if session is not None:
                 session.set_reachable(True)
+        # What still touches a paused node keeps its place (and its kind); the rest goes
+        # on through the network, in order.
+        paused = self._paused
         queue, self._paused_queue = self._paused_queue, deque()
-        for src, dst, message, arrive in queue:
+        going = []
+        for entry in queue:
+            if entry[0] in paused or entry[1] in paused:
+                self._paused_queue.append(entry)
+            else:
+                going.append(entry)
+        for src, dst, message, arrive, _sent_while_paused in going:
             self.deliver(src, dst, message, arrive)
 
     def lose_in_flight(self, node: int) -> None:
@@ -206,7 +216,7 @@ class SimNetwork(InProcessTransport):
     def deliver(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
         if self._paused and (src in self._paused or dst in self._paused):
             self.stats.held += 1
-            self._paused_queue.append((src, dst, message, arrive))
+            self._paused_queue.append((src, dst, message, arrive, True))
             return
         control = type(message) in _CONTROL_TYPES
         if self._groups is not None and self.cut(src, dst):
@@ -254,8 +264,16 @@ class SimNetwork(InProcessTransport):
             self.stats.dropped += 1
             return
         if self._paused and (dst in self._paused or src in self._paused):
-            # Paused while in flight: it waits in the receiver's socket buffer.
-            self._paused_queue.append((src, dst, message, arrive))
+            # Paused while in flight: it waits in the receiver's socket buffer, ahead of
+            # what its link carried since the pause began (sent later: TCP keeps a link in
+            # order), which would otherwise overtake it at resume (swarm config-churn
+            # seed 97: a topic's deletion overtook the LeaderAndIsr creating it).
+            queue = self._paused_queue
+            for i, (s, d, _m, _a, sent_while_paused) in enumerate(queue):
+                if sent_while_paused and s == src and d == dst:
+                    queue.insert(i, (src, dst, message, arrive, False))
+                    return
+            queue.append((src, dst, message, arrive, False))
             return
         hook = self.around_arrival
         if hook is None:
