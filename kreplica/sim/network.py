@@ -124,8 +124,19 @@ class SimNetwork(InProcessTransport):
         return self.profile
 
     def partition(self, *groups: frozenset[int] | set[int] | list[int]) -> None:
-        """Cut every link between nodes of different groups (nodes in no group are unaffected)."""
+        """Cut every link between nodes of different groups (nodes in no group are unaffected).
+
+        Replaces a partition in place: controller messages held on a link the new
+        groups no longer cut go on now, ahead of anything sent on it later."""
         self._groups = {n: i for i, g in enumerate(groups) for n in g}
+        if self._held:
+            held, self._held = self._held, {}
+            for (src, dst), queue in sorted(held.items()):
+                if self.cut(src, dst):
+                    self._held[(src, dst)] = queue
+                else:
+                    for message, arrive in queue:
+                        self._schedule(src, dst, message, arrive)
 
     def heal(self) -> None:
         """Remove the partition; held controller messages are delivered in order."""
