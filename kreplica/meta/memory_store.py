@@ -22,6 +22,8 @@ events in the same order on every run.
 """
 from __future__ import annotations
 
+import bisect
+
 import enum
 from typing import Any, Callable, Sequence
 
@@ -263,7 +265,11 @@ class MemorySession(Session):
         self._sched = sched
         self._last_heard_ms = sched.now_ms()
         self._ping_interval_ms = max(1, store.session_timeout_ms // 3)
-        self._held: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        # Notices (watch events, expiry) run in the order they were sent, once each:
+        # (sequence number, callback, args) of those waiting, sorted; see _arrive.
+        self._held: list[tuple[int, Callable[..., Any], tuple[Any, ...]]] = []
+        self._sent = 0
+        self._next = 1
         self._ping_timer = sched.call_later(self._ping_interval_ms, self._ping)
         self._expiry_timer = sched.call_later(store.session_timeout_ms, self._check_expiry)
 
@@ -300,21 +306,29 @@ class MemorySession(Session):
     def _deliver(self, fn: Callable[..., Any], *args: Any) -> None:
         if self.killed or self.state is SessionState.CLOSED:
             return
+        self._sent += 1
         if self.reachable:
-            self._sched.call_soon(self._arrive, fn, args)
+            self._sched.call_soon(self._arrive, fn, args, self._sent)
         else:
-            self._held.append((fn, args))
+            self._held.append((self._sent, fn, args))
 
-    def _arrive(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def _arrive(self, fn: Callable[..., Any], args: tuple[Any, ...], n: int) -> None:
         # A notice is on the wire until it runs: if the session lost the store (a cut, or
         # its process paused) in the same instant, it waits for the reconnection, as
-        # ZooKeeper's client learns of watches that fired while it was away.
+        # ZooKeeper's client learns of watches that fired while it was away. It also waits
+        # for every notice sent before it: one held across a cut and re-sent at the
+        # reconnection must not be overtaken by a later one that was still on the wire.
         if self.killed or self.state is SessionState.CLOSED:
             return
-        if self.reachable:
-            fn(*args)
-        else:
-            self._held.append((fn, args))
+        if not self.reachable or n != self._next:
+            bisect.insort(self._held, (n, fn, args))
+            return
+        self._next = n + 1
+        fn(*args)
+        held = self._held
+        if held and held[0][0] == self._next and self.reachable:
+            _n, fn, args = held.pop(0)
+            self._sched.call_soon(self._arrive, fn, args, _n)
 
     def pause_heartbeats(self) -> None:
         """Stop pinging (a stalled process, e.g. a long GC pause); the session may expire."""
@@ -342,8 +356,8 @@ class MemorySession(Session):
             if self.state is SessionState.ALIVE and self.heartbeating:
                 self._last_heard_ms = self._sched.now_ms()
             held, self._held = self._held, []
-            for fn, args in held:
-                self._sched.call_soon(self._arrive, fn, args)
+            for n, fn, args in held:
+                self._sched.call_soon(self._arrive, fn, args, n)
 
     @property
     def expired(self) -> bool:
