@@ -1,4 +1,7 @@
 """Purgatory: watch, complete once, expire on the scheduler, re-entrant checks."""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kreplica.replica.purgatory import DelayedOperation, Purgatory
 from kreplica.runtime import SimScheduler
 
@@ -129,3 +132,75 @@ def test_an_ordered_key_rechecks_with_the_bound_a_completion_moved():
     state["level"] = state["bound"] = 1
     assert p.check_and_complete("k") == 2
     assert [op for _, op in answers] == [first, second]
+
+
+# ---- property: ordered keys never strand an operation whose condition holds ---------------------
+KEYS = ("a", "b", "c")
+
+
+class MultiKey(DelayedOperation):
+    """An acks=all produce over several partitions: done when every key's level (the
+    HW) reached what it needs there, or that key was lost (leadership gone)."""
+
+    def __init__(self, timeout_ms, need, world):
+        super().__init__(timeout_ms)
+        self.need, self.world, self.answers = need, world, 0
+
+    def order(self, key):
+        return self.need[key]
+
+    def ready(self):
+        w = self.world
+        return all(w["lost"][k] or w["level"][k] >= n for k, n in self.need.items())
+
+    def try_complete(self):
+        return self.ready() and self.force_complete()
+
+    def on_complete(self):
+        self.answers += 1
+
+
+_pop = st.one_of(
+    st.tuples(st.just("add"), st.dictionaries(st.sampled_from(KEYS), st.integers(0, 12), min_size=1),
+              st.integers(1, 50)),
+    st.tuples(st.just("raise"), st.sampled_from(KEYS), st.integers(0, 4)),
+    st.tuples(st.just("lose"), st.sampled_from(KEYS)),
+    st.tuples(st.just("regain"), st.sampled_from(KEYS)),
+    st.tuples(st.just("tick"), st.integers(1, 20)),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ops=st.lists(_pop, max_size=60), purge_every=st.sampled_from([1, 3, 1000]))
+def test_ordered_keys_complete_every_ready_operation_once(ops, purge_every):
+    """Whatever the order of HW moves, leadership losses and timeouts: an operation is
+    answered exactly once, and none stays waiting once every key it watches was
+    re-checked after its condition came to hold."""
+    s = SimScheduler()
+    world = {"level": dict.fromkeys(KEYS, 0), "lost": dict.fromkeys(KEYS, False)}
+    p = Purgatory(s, "t", bound=lambda k: None if world["lost"][k] else world["level"][k])
+    p._PURGE_EVERY = purge_every
+    made = []
+    for op in ops:
+        if op[0] == "add":
+            d = MultiKey(op[2], dict(op[1]), world)
+            made.append(d)
+            p.try_complete_else_watch(d, list(d.need))
+        elif op[0] == "raise":
+            world["level"][op[1]] += op[2]
+            p.check_and_complete(op[1])
+        elif op[0] == "lose":
+            world["lost"][op[1]] = True
+            p.check_and_complete(op[1])
+        elif op[0] == "regain":
+            world["lost"][op[1]] = False       # a new leader: its level only grows from here
+            p.check_and_complete(op[1])
+        else:
+            s.advance(op[1])
+        assert all(d.answers <= 1 for d in made)
+        # Every operation whose condition holds has been answered: each change was
+        # followed by a check of its key.
+        stranded = [d for d in made if not d.completed and d.ready()]
+        assert not stranded, [(d.need, world) for d in stranded]
+    s.advance(100)
+    assert all(d.answers == 1 for d in made)
