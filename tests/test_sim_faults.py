@@ -70,3 +70,26 @@ def test_a_torn_first_batch_of_a_never_flushed_log_leaves_it_empty(tmp_path):
         assert [r.value for r in decode_records(again.read(0).view)] == [b"p3-s20-r0", b"p3-s20-r1"]
     finally:
         again.close()
+
+
+def test_a_partition_that_replaces_another_lasts_its_own_duration():
+    """A scripted isolation during a swarm's chaos partition: the chaos partition's heal
+    timer used to heal the isolation too, at the chaos partition's time."""
+    from kreplica.runtime import SimScheduler
+    from kreplica.sim import faults
+    from kreplica.sim.network import SimNetwork
+
+    sched = SimScheduler(1)
+    net = SimNetwork(None, random.Random(1))
+    net.scheduler = sched
+    events = []
+    world = SimpleNamespace(network=net, later=sched.call_later, partition_in_place=None,
+                            record=lambda kind, *a, **k: events.append((sched.now_ms(), kind)))
+    faults.partition(world, [[1], [2, 3]], 1000)          # chaos, until 1000
+    sched.advance(500)
+    faults.partition(world, [[2], [1, 3]], 2000)          # scripted, until 2500
+    sched.advance(600)                                    # 1100: the first one's timer fired
+    assert net.partitioned and net.cut(2, 3)
+    sched.advance(1500)                                   # 2600
+    assert not net.partitioned
+    assert events == [(0, "partition"), (500, "partition"), (2500, "heal")]

@@ -229,13 +229,23 @@ def expire_session(world: "World", broker: int) -> bool:
 
 
 def partition(world: "World", groups: list[list[int]], duration_ms: int) -> bool:
+    """Cut the network between ``groups`` for ``duration_ms``. One that replaces a
+    partition still in place (a scripted step during a swarm's chaos) lasts its own
+    duration: the earlier one's heal no longer applies."""
     world.record("partition", None, groups=[sorted(g) for g in groups], duration_ms=duration_ms)
     world.network.partition(*[set(g) for g in groups])
-    world.later(duration_ms, heal, world)
+    world.partition_in_place = token = object()
+    world.later(duration_ms, _heal_partition, world, token)
     return True
 
 
+def _heal_partition(world: "World", token: object) -> None:
+    if world.partition_in_place is token:
+        heal(world)
+
+
 def heal(world: "World") -> None:
+    world.partition_in_place = None
     world.record("heal", None)
     world.network.heal()
 

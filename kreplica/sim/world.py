@@ -121,6 +121,8 @@ class World:
         self.samples: list[tuple[int, str, int, int, int, int, tuple[int, ...]]] = []
         self.disk_full: set[int] = set()
         self.bound: dict[str, int] = {}
+        # The network partition in place, if any: only its own timer heals it (faults.partition).
+        self.partition_in_place: object | None = None
         self._armed: list[Step] = []
         self._deleting: set[str] = set()
         self._dirty: dict[tuple[int, TopicPartition], None] = {}
