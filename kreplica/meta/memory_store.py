@@ -23,7 +23,6 @@ events in the same order on every run.
 from __future__ import annotations
 
 import bisect
-
 import enum
 from typing import Any, Callable, Sequence
 

@@ -129,22 +129,22 @@ class SimNetwork(InProcessTransport):
         Replaces a partition in place: controller messages held on a link the new
         groups no longer cut go on now, ahead of anything sent on it later."""
         self._groups = {n: i for i, g in enumerate(groups) for n in g}
-        if self._held:
-            held, self._held = self._held, {}
-            for (src, dst), queue in sorted(held.items()):
-                if self.cut(src, dst):
-                    self._held[(src, dst)] = queue
-                else:
-                    for message, arrive in queue:
-                        self._schedule(src, dst, message, arrive)
+        self._release_held()
 
     def heal(self) -> None:
         """Remove the partition; held controller messages are delivered in order."""
         self._groups = None
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Send on, in order, the controller messages held on links no longer cut."""
         held, self._held = self._held, {}
         for (src, dst), queue in sorted(held.items()):
-            for message, arrive in queue:
-                self._schedule(src, dst, message, arrive)
+            if self._groups is not None and self.cut(src, dst):
+                self._held[(src, dst)] = queue
+            else:
+                for message, arrive in queue:
+                    self._schedule(src, dst, message, arrive)
 
     @property
     def partitioned(self) -> bool:
