@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kreplica import errors
 from kreplica.protocol import ProducePartition, ProduceRequest, TopicPartition
@@ -338,3 +340,63 @@ def test_a_controlled_shutdown_whose_answer_died_with_the_controller_retries_and
         assert world.checker.violation is None
     finally:
         world.close()
+
+
+# ---- property: a process's timers, through pauses, cancels and a crash -------------------------
+_sop = st.one_of(
+    st.tuples(st.just("schedule"), st.integers(0, 40)),
+    st.tuples(st.just("cancel"), st.integers(0, 30)),
+    st.tuples(st.just("pause"),),
+    st.tuples(st.just("resume"),),
+    st.tuples(st.just("advance"), st.integers(0, 25)),
+    st.tuples(st.just("step"),),
+    st.tuples(st.just("kill"),),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ops=st.lists(_sop, max_size=60))
+def test_a_process_runs_each_live_timer_once_never_early_never_paused_never_after_death(ops):
+    """PausableScheduler's promise (module docstring) under any mix of pauses, cancels
+    and a crash: a timer runs at most once, never before it is due, never while its
+    process is paused or after it died, never once cancelled; every other one runs."""
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    timers, due, ran, cancelled, at = [], [], [], set(), {}
+
+    def fire(i):
+        assert not view.paused and not view.dead
+        assert shared.now_ms() >= due[i]
+        ran.append(i)
+        at[i] = shared.now_ms()
+
+    for op in ops:
+        if op[0] == "schedule" and not view.dead:
+            due.append(shared.now_ms() + op[1])
+            timers.append(view.call_later(op[1], fire, len(timers)))
+        elif op[0] == "cancel" and timers:
+            i = op[1] % len(timers)
+            if i not in ran:
+                cancelled.add(i)
+            timers[i].cancel()
+        elif op[0] == "pause":
+            view.pause()
+        elif op[0] == "resume":
+            view.resume()
+        elif op[0] == "advance":
+            shared.advance(op[1])
+        elif op[0] == "step":
+            shared.run_next(shared.now_ms())
+        elif op[0] == "kill":
+            view.kill()
+    view.resume()
+    shared.advance(1000)
+    assert len(ran) == len(set(ran))
+    assert not cancelled & set(ran)
+    if not view.dead:
+        assert set(ran) == set(range(len(timers))) - cancelled
+    # What a resume releases runs in the order it came due. (A timer due at the resume
+    # instant itself may run before or after them: the process's threads race there.)
+    for now in set(at.values()):
+        late = [i for i in ran if at[i] == now and due[i] < now]
+        assert late == sorted(late, key=lambda i: (due[i], i))

@@ -14,7 +14,9 @@ protocol by delegating to the one shared :class:`~kreplica.runtime.SimScheduler`
 history), but each callback goes through a trampoline that, while the process
 is paused, holds it instead of running it.  ``resume()`` hands the held
 callbacks back to the shared scheduler, in the order they came due (their
-(due, seq) order in the shared heap), to run at the resume instant.  A timer
+(due, seq) order in the shared heap), to run at the resume instant; one of the
+process's timers due at that very instant may run before them (its heap entry is
+older), an interleaving a process whose threads race at resume allows.  A timer
 cancelled while held never runs: the handle callers keep is the shared
 scheduler's own ``Timer``, checked again when the held callback is run.
 ``kill()`` is a crash: held callbacks are dropped and nothing the process
