@@ -223,12 +223,14 @@ def test_swarm_config_churn_seed_97_a_pause_keeps_each_link_in_order():
 
 
 @pytest.mark.parametrize("scenario,seed", [("control-plane-chaos", 2990), ("gc-pause-chaos", 2732),
-                                           ("control-plane-chaos", 2414)])
+                                           ("control-plane-chaos", 2414), ("retention-chaos", 9038)])
 def test_swarm_seeds_whose_losses_the_checker_once_misjudged_pass(scenario, seed):
     """2990 and 2732: ISR shrinks the controller wrote in epochs no leader served (a
     reassignment, a dead leader) made a later election unclean, which the checker judged
     against the last served ISR. 2414: a follower's power loss before a commit its leader
-    counted on its old LEO. See test_sim_checker; each run must pass and converge."""
+    counted on its old LEO; 9038 the same, with the commit after the follower's restart
+    but before it could register again. See test_sim_checker; each run must pass and
+    converge."""
     from kreplica.sim import scenarios
     from kreplica.sim.swarm import swarm_scenario
 

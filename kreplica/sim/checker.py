@@ -120,6 +120,9 @@ class PartitionModel:
     isr: tuple[int, ...] = ()
     # (broker, first dropped offset, time) for every power-loss crash
     drops: list[tuple[int, int, int]] = field(default_factory=list)
+    # (broker, time of its power loss) -> when this replica was first seen again after it
+    # restarted: until then its leader counts it at its LEO from before the crash
+    back: dict[tuple[int, int], int] = field(default_factory=dict)
     committed_at: dict[int, int] = field(default_factory=dict)  # canon base -> when it was committed
     # (epoch of the election that superseded, from offset, cause) for every attributed loss
     superseded: list[tuple[int, int, str]] = field(default_factory=list)
@@ -328,6 +331,8 @@ class Checker:
         m = self.models.get(tp)
         if m is None:
             m = self.model(tp)
+        if m.drops:
+            self._note_back(m, broker)
         hw = p.high_watermark
         checked = hw
         if m.superseded and p.leader_epoch < m.epoch:
@@ -482,19 +487,30 @@ class Checker:
         differs = _first_difference(p, m, 0, min(leo, m.canon_end))
         return leo if differs is None else differs
 
+    def _note_back(self, m: PartitionModel, broker: int) -> None:
+        """The replica is seen again: the first sighting after a restart that followed its
+        power loss is when it is back for its partition (see _power_loss_cause)."""
+        for b, _f, t in m.drops:
+            if b == broker and (b, t) not in m.back:
+                restarted = next((r for r in self.restarts.get(b, ()) if r >= t), None)
+                if restarted is not None:
+                    m.back[(b, t)] = self._now()
+
     def _power_loss_cause(self, m: PartitionModel, broker: int, first: int) -> str | None:
         """Power loss, if the elected replica itself dropped ``first`` after it was committed,
-        or before but while it was down: until it restarts and fetches again its leader
-        counts it at its LEO from before the crash, and may commit on the strength of bytes
-        already lost (swarm control-plane-chaos seed 2414: committed 750 ms after the power
-        loss, with the other ISR member down)."""
+        or before but while it was away: until it is back, hosting the partition again
+        after its restart, its leader counts it at its LEO from before the crash, and may
+        commit on the strength of bytes already lost (swarm control-plane-chaos seed 2414:
+        committed 750 ms after the power loss, with the other ISR member down;
+        retention-chaos seed 9038: committed 1.5 s after the restart, while the restarted
+        broker waited 2.5 s for its old session to expire before it could register)."""
         since = m.committed_at.get(first)
         if since is None and first in m.acked:
             since = m.acked[first].time_ms
         for b, dropped_from, t in m.drops:
             if b != broker or dropped_from > first:
                 continue
-            back = next((r for r in self.restarts.get(b, ()) if r >= t), None)
+            back = m.back.get((b, t))
             if since is None or t >= since or (back is not None and since <= back):
                 return "power-loss"
         return None
