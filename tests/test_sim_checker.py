@@ -308,6 +308,38 @@ def test_a_late_leader_that_committed_before_it_was_first_seen_alone_is_excused_
     assert late == [{"epoch": 5, "newest_epoch": 6, "superseded_from": 1}]
 
 
+def test_a_late_leader_holding_what_an_earlier_unclean_election_superseded_is_excused_from_there(make):
+    """Swarm gc-pause-chaos seeds 5160 and 5773: broker 3 led epoch 2 and committed a
+    batch that broker 1's unclean election (epoch 4) then superseded.  As broker 3's
+    follower fetch waited on a paused leader, it kept that batch below its HW, never
+    truncating.  Paused again, it was elected uncleanly (epoch 6); first seen leading
+    after epoch 7 began, alone in its ISR, it serves the superseded batch as committed.
+    Its commits count from the first batch it holds differently, below the HW it was
+    last seen with, not from that HW."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 2, isr=(3,))
+    append(old, [b"a"], 2)
+    append(old, [b"b"], 2)
+    c.observe(3, "t-0", old, None)            # epoch 2: a, b committed
+    new = make("new", Role.LEADER, 4, isr=(1,))
+    append(new, [b"a"], 2)
+    c.observe(1, "t-0", new, None)            # epoch 4, unclean: b superseded from 1
+    append(new, [b"c"], 4)
+    c.observe(1, "t-0", new, None)            # c committed at 1
+    old.role, old.leader_epoch, old.isr = Role.FOLLOWER, 4, (1,)
+    c.observe(3, "t-0", old, FetchPhase.TRUNCATING)  # told, but not truncated yet
+    new.leader_epoch = 7
+    c.observe(1, "t-0", new, None)            # epoch 7, clean to the checker
+    old.role, old.leader_epoch, old.isr = Role.LEADER, 6, (3,)
+    c.observe(3, "t-0", old, None)            # first seen leading epoch 6, after epoch 7
+    assert c.violation is None, c.violation.describe()
+    late = [e.data for e in c.history.events if e.kind == "late_leader"]
+    assert late == [{"epoch": 6, "newest_epoch": 7, "superseded_from": 1}]
+    old.role, old.leader_epoch, old.isr = Role.FOLLOWER, 7, (1,)   # told, but it kept b
+    c.observe(3, "t-0", old, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+
+
 def test_a_shrink_the_controller_wrote_in_a_newer_epoch_is_adopted_and_a_removed_member_elected_is_unclean(make):
     """Swarm control-plane-chaos seed 2990: a reassignment dropped broker 1 from the
     replicas (ISR [4, 1, 3] -> [4, 3], its log deleted), then epochs no one served left

@@ -193,6 +193,24 @@ def test_swarm_gc_pause_chaos_seed_615_a_late_leader_committing_before_first_see
     assert ("t-3", 250) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
 
 
+@pytest.mark.parametrize("seed,tp,start", [(5160, "t-1", 34), (5773, "t-0", 60)])
+def test_swarm_gc_pause_chaos_a_late_leader_serving_a_superseded_epoch_is_excused_from_where_it_differs(
+        seed, tp, start):
+    """A leader deposed by an unclean election kept its superseded batches below its HW
+    (its follower fetch waited on a paused leader to truncate), was elected uncleanly
+    again while paused, and was first seen leading after a newer election.  The checker
+    once excused its commits only from that HW and called the batches below divergence."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(seed, scenarios.load("gc-pause-chaos"))
+    sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    world = World(sc, seed)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert (tp, start) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
+
+
 def test_swarm_gc_pause_chaos_seed_651_a_late_shutdown_request_of_a_restarted_broker_is_refused():
     """Broker 4 crashed during its controlled shutdown and restarted; the controller
     answered the old request afterwards and took the new registration for a broker

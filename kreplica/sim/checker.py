@@ -396,7 +396,13 @@ class Checker:
         it appended uncommitted before its pause (swarm gc-pause-chaos seed 615), or in
         an epoch it led a moment before (seed 358).  So its commits count from its HW
         when it was last seen; for a replica never seen before (just restarted), from
-        where its log enters an epoch no one was seen serving before a newer one."""
+        where its log enters an epoch no one was seen serving before a newer one.
+
+        Below that HW it may also hold batches an earlier unclean election superseded,
+        excused while it sat on an older epoch and never truncated: a leader deposed by
+        that election, elected uncleanly again while paused.  Its commits count from the
+        first committed batch it holds differently, if that is lower (swarm gc-pause-chaos
+        seeds 5160 and 5773)."""
         hw = p.high_watermark
         if tuple(p.isr) != (broker,):
             return hw
@@ -405,6 +411,9 @@ class Checker:
         else:
             before = min([hw, *(s for e, s in p.log.leader_epoch_cache.entries if e in m.late or e not in m.leaders)])
         start = min(hw, m.canon_end, before)
+        differs = _first_difference(p, m, m.expired_below, start)
+        if differs is not None:
+            start = differs
         self.history.record(self._now(), "late_leader", broker, tp, epoch=epoch, newest_epoch=m.epoch,
                             superseded_from=start)
         m.superseded.append((m.epoch, start, "unclean-election"))
