@@ -168,9 +168,18 @@ def _first_difference(p: Any, m: PartitionModel, start: int, end: int) -> int | 
 
 
 class Checker:
-    def __init__(self, history: History, trace_events: int = 30) -> None:
+    """``unclean_default`` is the cluster's ``unclean.leader.election.enable``; a topic's
+    override is reported with :meth:`on_topic_config`.  An election outside the ISR
+    excuses what it loses only for a topic where unclean elections were enabled at some
+    point of the run (a controller may still act on a setting it read before a change):
+    elsewhere it is the controller's bug, and its losses are violations."""
+
+    def __init__(self, history: History, trace_events: int = 30, unclean_default: bool = True) -> None:
         self.history = history
         self.trace_events = trace_events
+        self.unclean_default = unclean_default
+        # topic -> whether its own unclean.leader.election.enable was ever true (overrides only)
+        self._unclean_topics: dict[str, bool] = {}
         self.models: dict[str, PartitionModel] = {}
         self.views: dict[tuple[int, str], ReplicaView] = {}
         self.violation: Violation | None = None
@@ -215,6 +224,16 @@ class Checker:
             del self.models[tp]
         for key in [k for k in self.views if k[1].startswith(prefix) and k[1][len(prefix):].isdigit()]:
             del self.views[key]
+
+    def on_topic_config(self, topic: str, key: str, value: str) -> None:
+        """An admin set a topic's config (asked for: the change may yet be refused)."""
+        if key == "unclean.leader.election.enable":
+            ever = self._unclean_topics.get(topic, self.unclean_default)
+            self._unclean_topics[topic] = ever or value.lower() == "true"
+
+    def unclean_allowed(self, tp: str) -> bool:
+        """Whether an unclean election of ``tp`` could have been allowed at any point so far."""
+        return self._unclean_topics.get(tp.rpartition("-")[0], self.unclean_default)
 
     # ---- inputs from the workload and the faults ------------------------------------------
     def on_sent_unacknowledged(self) -> None:
@@ -404,7 +423,9 @@ class Checker:
         first committed batch it holds differently, if that is lower (swarm gc-pause-chaos
         seeds 5160 and 5773)."""
         hw = p.high_watermark
-        if tuple(p.isr) != (broker,):
+        if tuple(p.isr) != (broker,) or not self.unclean_allowed(tp):
+            # Without unclean elections no newer leader could have been chosen over a
+            # sole ISR member: nothing it holds differently is excused.
             return hw
         if view.hw >= 0:
             before = view.hw
@@ -440,8 +461,9 @@ class Checker:
         end = self._unclean_end(p, m, leo) if unclean else self._surviving_end(broker, p, m, leo)
         lost = sorted(b for b in m.acked if m.acked[b].last >= end)
         tail = sorted(b for b in m.canon if m.canon[b][0] >= end)  # committed, now beyond what survived
+        allowed = unclean and self.unclean_allowed(tp)
         if not lost and not tail:
-            if unclean:
+            if allowed:
                 # Nothing committed is lost yet, but the deposed leader, alone in its ISR,
                 # may still commit in its old epoch beyond what was committed by now: that
                 # is superseded too.  Not only beyond ``end``: the new leader's log past the
@@ -450,11 +472,14 @@ class Checker:
                 m.superseded.append((epoch, m.canon_end, "unclean-election"))
             return
         first = min(lost[:1] + tail[:1])
-        cause = "unclean-election" if unclean else self._power_loss_cause(m, broker, first)
+        cause = "unclean-election" if allowed else self._power_loss_cause(m, broker, first)
         if cause is None:
             if lost:
+                why = (", elected outside the ISR while unclean.leader.election.enable was never "
+                       "true for its topic") if unclean else ""
                 self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
-                          f"leader of epoch {epoch} ends at {leo} without the write acked at offset {lost[0]}")
+                          f"leader of epoch {epoch} ends at {leo} without the write acked at offset {lost[0]}"
+                          + why)
             # An unacknowledged committed tail: the new leader's own commits there will
             # show the divergence (or the tail comes back before they do).
             return

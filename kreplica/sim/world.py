@@ -211,6 +211,7 @@ class World:
                                         config=sc.config, transport=self.network,
                                         broker_scheduler=self._process_scheduler)
         self.session_timeout_ms = self.cluster.config["zookeeper.session.timeout.ms"]
+        self.checker.unclean_default = bool(self.cluster.config["unclean.leader.election.enable"])
         self.network.attach_store(self.cluster.store)
         self.cluster.observers.append(self._on_cluster_event)
         for bid, broker in self.cluster.brokers.items():
@@ -572,6 +573,7 @@ class World:
             t = rng.choice(self.scenario.topics)
             key, value = rng.choice(_config_changes(t.replication_factor))
             self.record("alter_config", None, topic=t.name, key=key, value=value)
+            self.checker.on_topic_config(t.name, key, value)
             self._admin(c.alter_topic_config, t.name, {key: value}, wait=False)
         else:
             t = rng.choice(self.scenario.topics)
