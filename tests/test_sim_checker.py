@@ -488,6 +488,20 @@ def test_consumer_beyond_the_hw_and_controller_epoch_going_back():
     assert c2.violation.invariant is Invariant.CONTROLLER_EPOCH
 
 
+def test_two_controller_terms_sharing_an_epoch():
+    """A term seen again keeps its epoch; another term taking it is a violation, even
+    though the store's epoch never went backwards."""
+    c = Checker(History())
+    c.on_controller_term((1, 0, 1), 1, 1)
+    c.on_controller_term((1, 0, 1), 1, 1)
+    c.on_controller_term((2, 0, 1), 2, 2)
+    c.on_controller_term((1, 0, 2), 1, 3)
+    assert c.violation is None
+    c.on_controller_term((3, 0, 1), 3, 3)
+    assert c.violation.invariant is Invariant.CONTROLLER_EPOCH
+    assert "epoch 3" in c.violation.message
+
+
 def test_violation_carries_the_partitions_last_events():
     h = History()
     for i in range(50):

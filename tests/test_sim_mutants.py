@@ -19,7 +19,12 @@ from typing import Any, Callable
 
 import pytest
 
+from kreplica.broker import Broker
 from kreplica.controller import leader_selectors
+from kreplica.controller.leader_selectors import Election
+from kreplica.meta import layout
+from kreplica.meta.kafka_zk_client import KafkaZkClient
+from kreplica.meta.store import NodeExists, Op
 from kreplica.protocol.common import LeaderAndIsr
 from kreplica.replica.partition import Partition, Role
 from kreplica.replica.replica_manager import ReplicaManager
@@ -28,7 +33,11 @@ from kreplica.sim.checker import Invariant
 from kreplica.sim.world import World
 
 _offline = leader_selectors.offline
+_preferred = leader_selectors.preferred
+_controlled_shutdown = leader_selectors.controlled_shutdown
 _read_partition = ReplicaManager._read_partition
+_apply_alter_isr = Broker._apply_alter_isr
+_register_controller = KafkaZkClient.register_controller_and_increment_epoch
 
 
 def _hw_ignores_followers(self: Partition) -> bool:
@@ -93,6 +102,51 @@ def _consumer_reads_uncommitted(self: ReplicaManager, req: Any, fp: Any, is_foll
     return _read_partition(self, req, fp, is_follower, budget)
 
 
+def _preferred_outside_isr(assigned: Any, current: Any, live: Any) -> Any:
+    """A preferred election moves leadership to the preferred replica, in the ISR or not."""
+    pref = assigned[0]
+    if current.leader != pref and pref in live and pref not in current.isr:
+        return Election(current.with_leader(pref, current.isr + (pref,)), tuple(r for r in assigned if r in live))
+    return _preferred(assigned, current, live)
+
+
+def _controlled_shutdown_outside_isr(assigned: Any, current: Any, live_or_shutting_down: Any,
+                                     shutting_down: Any) -> Any:
+    """A controlled shutdown hands leadership to the first live replica, in the ISR or not."""
+    isr = tuple(r for r in current.isr if r not in shutting_down)
+    for r in assigned:
+        if r in live_or_shutting_down and r not in shutting_down:
+            return Election(current.with_leader(r, isr if r in isr else isr + (r,)),
+                            tuple(b for b in assigned if b in live_or_shutting_down))
+    return _controlled_shutdown(assigned, current, live_or_shutting_down, shutting_down)
+
+
+def _isr_write_unconditional(self: Broker, request: Any, on_response: Any) -> None:
+    """A leader's ISR change overwrites whatever state the store holds (no version check)."""
+    if self.alive and self.zk is not None:
+        tp = request.tp
+        try:
+            _data, stat = self.zk.session.get(layout.partition_state_path(tp.topic, tp.partition))
+            request = dataclasses.replace(request, zk_version=stat.version)
+        except Exception:
+            pass  # the original reports the store error
+    _apply_alter_isr(self, request, on_response)
+
+
+def _controller_epoch_not_bumped(self: KafkaZkClient, broker_id: int) -> Any:
+    """A new controller registers under its predecessor's epoch."""
+    current = self.get_controller_epoch()
+    if current is None:
+        return _register_controller(self, broker_id)
+    ops = [Op.create(layout.CONTROLLER, layout.encode_controller(broker_id, self.clock.now_ms()), ephemeral=True),
+           Op.set(layout.CONTROLLER_EPOCH, layout.encode_controller_epoch(current[0]), current[1])]
+    try:
+        results = self.session.multi(ops)
+    except NodeExists:
+        return None
+    return current[0], results[1].version
+
+
 @dataclasses.dataclass(frozen=True)
 class Mutant:
     name: str
@@ -113,6 +167,10 @@ MUTANTS = [
            "random-chaos", 7, Invariant.ACKED_WRITE_LOST),
     Mutant("unclean-election-always-allowed", (leader_selectors, "offline"), _unclean_always,
            "random-chaos", 7, Invariant.ACKED_WRITE_LOST),
+    Mutant("preferred-leader-outside-isr", (leader_selectors, "preferred"), _preferred_outside_isr,
+           "random-chaos", 16, Invariant.ACKED_WRITE_LOST),
+    Mutant("controlled-shutdown-leader-outside-isr", (leader_selectors, "controlled_shutdown"),
+           _controlled_shutdown_outside_isr, "random-chaos", 31, Invariant.REPLICA_DIVERGENCE),
     Mutant("consumer-reads-uncommitted", (ReplicaManager, "_read_partition"), _consumer_reads_uncommitted,
            "random-chaos", 1, Invariant.CONSUMED_RECORD_VANISHED),
     Mutant("epoch-end-offset-is-the-leo", (Partition, "end_offset_for_epoch"), _epoch_end_is_the_leo,
@@ -121,6 +179,10 @@ MUTANTS = [
            "random-chaos", 1, Invariant.TWO_LEADERS_ONE_EPOCH),
     Mutant("hw-without-the-monotonic-guard", (Partition, "maybe_increment_leader_hw"),
            _hw_without_the_monotonic_guard, "random-chaos", 8, Invariant.LEADER_HW_BACKWARDS),
+    Mutant("controller-epoch-not-bumped", (KafkaZkClient, "register_controller_and_increment_epoch"),
+           _controller_epoch_not_bumped, "random-chaos", 1, Invariant.CONTROLLER_EPOCH),
+    Mutant("isr-write-unconditional", (Broker, "_apply_alter_isr"), _isr_write_unconditional,
+           "random-chaos", 13, Invariant.LIVENESS),
     Mutant("stale-controller-requests-applied", (ReplicaManager, "_stale_controller"), _stale_controller_applied,
            "control-plane-chaos", 28, Invariant.CONTROLLER_EPOCH, until_ms=None),
 ]
@@ -151,4 +213,4 @@ def test_the_simulator_finds_a_planted_bug(mutant: Mutant, monkeypatch: pytest.M
 
 def test_every_invariant_is_reached_by_a_planted_bug() -> None:
     six = {i for i in Invariant if i.value[0].isdigit()}
-    assert {m.invariant for m in MUTANTS} == six
+    assert six <= {m.invariant for m in MUTANTS}

@@ -32,8 +32,9 @@ and compares:
    newer epoch counts as the same batch).
 4. One leader per (partition, leader epoch).
 5. A leader's HW never goes backwards (within its leadership).
-6. The controller epoch in the store never goes backwards, and a broker that
-   receives a request from an older controller epoch changes nothing.
+6. The controller epoch in the store never goes backwards, no two controller
+   terms share an epoch, and a broker that receives a request from an older
+   controller epoch changes nothing.
 
 Retention is not a loss: a replica's log start moves up when it deletes old
 segments, or when a follower adopts its leader's log start (KIP-107); the world
@@ -188,6 +189,7 @@ class Checker:
         self.elections: list[tuple[int, str, int, int]] = []  # time, tp, leader, epoch
         self.restarts: dict[int, list[int]] = {}  # broker -> the times it started again after a crash
         self.controller_epoch = -1
+        self.term_epochs: dict[int, object] = {}  # controller epoch -> the term that took it
         self.acked_writes = 0
         # Batches consumers read that an attributed loss then removed (invariant 2's
         # counterpart of a counted lost ack: never silent).
@@ -334,6 +336,15 @@ class Checker:
             self.fail(Invariant.CONTROLLER_EPOCH, None, None,
                       f"controller epoch went back from {self.controller_epoch} to {epoch}")
         self.controller_epoch = max(self.controller_epoch, epoch)
+
+    def on_controller_term(self, term: object, broker: int, epoch: int) -> None:
+        """A controller seen acting in a term (``term`` names it: broker, incarnation,
+        failover).  Each term must take an epoch of its own, or brokers cannot tell a
+        deposed controller's requests from its successor's."""
+        holder = self.term_epochs.setdefault(epoch, term)
+        if holder != term:
+            self.fail(Invariant.CONTROLLER_EPOCH, None, broker,
+                      f"controller term {term} took epoch {epoch}, already taken by term {holder}")
 
     def on_stale_request_applied(self, broker: int, tp: str | None, request_epoch: int, broker_epoch: int) -> None:
         self.fail(Invariant.CONTROLLER_EPOCH, tp, broker,

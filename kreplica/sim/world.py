@@ -131,6 +131,8 @@ class World:
         self._state_paths: dict[TopicPartition, str] = {}
         self._state_memo: dict[TopicPartition, tuple[bytes, tuple[int, int, tuple[int, ...]]]] = {}
         self._leaderless_since: dict[str, int] = {}
+        # id(controller) -> (the controller, kept so its id is never reused; its serial)
+        self._incarnations: dict[int, tuple[Any, int]] = {}
         self.reelect_ms: list[int] = []
         self._avail = [0, 0]
         self.producers: list[Producer] = []
@@ -380,6 +382,18 @@ class World:
             if checker.violation is not None:
                 return
 
+    def _note_controller_terms(self) -> None:
+        """Each live broker acting as controller, with the epoch of its term (checked
+        at every sweep: a term lasts far longer than ``sample_ms``)."""
+        for bid, broker in self.cluster.brokers.items():
+            c = broker.controller if broker.alive else None
+            if c is None or not c.is_active:
+                continue
+            incarnation = self._incarnations.setdefault(id(c), (c, len(self._incarnations)))[1]
+            self.checker.on_controller_term((bid, incarnation, c.failovers), bid, c.epoch)
+            if self.checker.violation is not None:
+                return
+
     def _note_elections(self) -> None:
         """Re-election latency: from a leader's loss to the next election of its partitions."""
         elections = self.checker.elections
@@ -418,6 +432,7 @@ class World:
         epoch = self.cluster.zk.get_controller_epoch()
         if epoch is not None:
             self.checker.on_controller_epoch(epoch[0])
+        self._note_controller_terms()
         self._sample(now)
 
     def _sample(self, now: int) -> None:
