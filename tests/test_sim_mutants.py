@@ -7,7 +7,8 @@ shipped scenario until the first violation, and asserts two things: the
 violation is of the invariant that bug breaks, and the same seed passes without
 the bug. Every one of the six invariants is reached by at least one mutant.
 
-The seed each bug is found at is recorded here and in the README. A change that
+Runs use leader-epoch truncation unless a mutant says otherwise. The seed each
+bug is found at is recorded here and in the README. A change that
 moves it is fine; a bug the simulator no longer finds is a regression of the
 checker or the fault mix.
 """
@@ -22,11 +23,13 @@ import pytest
 from kreplica.broker import Broker
 from kreplica.controller import leader_selectors
 from kreplica.controller.leader_selectors import Election
+from kreplica.log.log import Log
 from kreplica.meta import layout
 from kreplica.meta.kafka_zk_client import KafkaZkClient
 from kreplica.meta.store import NodeExists, Op
 from kreplica.protocol.common import LeaderAndIsr
 from kreplica.replica.partition import Partition, Role
+from kreplica.replica import replica_manager
 from kreplica.replica.replica_manager import ReplicaManager
 from kreplica.sim import scenarios
 from kreplica.sim.checker import Invariant
@@ -147,6 +150,25 @@ def _controller_epoch_not_bumped(self: KafkaZkClient, broker_id: int) -> Any:
     return current[0], results[1].version
 
 
+def _follower_append_keeps_no_epochs(self: Log, data: Any, run: Any, restamp_epoch: int | None) -> Any:
+    """A follower's append does not record the leader epochs its batches start (the
+    epoch cache a later truncation asks)."""
+    now = self._clock.now_ms()
+    base, last = run.base_offset, run.last_offset
+    seg = self._segment_for(len(data), base, last, now)
+    append_time = now if restamp_epoch is not None and self._log_append_time else None
+    seg.append_run(data, run, restamp_epoch, append_time)
+    max_ts = append_time if append_time is not None else run.max_timestamp
+    return self._appended(base, last, max_ts, last - base + 1, run.count, len(data), restamp_epoch, now)
+
+
+def _hw_checkpoint_writes_the_leo(self: ReplicaManager) -> None:
+    """The HW checkpoint records each log's end, not its HW."""
+    hws = {tp: 0 for tp in self._unopened if tp not in self._checkpointed_hw}
+    hws.update((tp, p.log_end_offset) for tp, p in self.partitions.items())
+    self._checkpointed_hw = replica_manager._write_over(self._hw_checkpoint, self._checkpointed_hw, hws)
+
+
 @dataclasses.dataclass(frozen=True)
 class Mutant:
     name: str
@@ -156,6 +178,7 @@ class Mutant:
     found_at: int  # the first seed that finds it, 1.. (the test runs them all, in order)
     invariant: Invariant
     until_ms: int | None = 12_000
+    strategy: str = "leader-epoch"
 
 
 MUTANTS = [
@@ -175,6 +198,13 @@ MUTANTS = [
            "random-chaos", 1, Invariant.CONSUMED_RECORD_VANISHED),
     Mutant("epoch-end-offset-is-the-leo", (Partition, "end_offset_for_epoch"), _epoch_end_is_the_leo,
            "random-chaos", 4, Invariant.REPLICA_DIVERGENCE),
+    Mutant("follower-append-keeps-no-epochs", (Log, "_append_run"), _follower_append_keeps_no_epochs,
+           "random-chaos", 14, Invariant.REPLICA_DIVERGENCE),
+    # Under leader-epoch truncation a too-high checkpointed HW is truncated away before it
+    # matters (0 in 60 seeds); under the seeds' HW truncation it is the truncation point.
+    Mutant("hw-checkpoint-writes-the-leo", (ReplicaManager, "checkpoint_high_watermarks"),
+           _hw_checkpoint_writes_the_leo, "random-chaos", 15, Invariant.REPLICA_DIVERGENCE,
+           strategy="high-watermark"),
     Mutant("leader-epoch-not-bumped", (LeaderAndIsr, "with_leader"), _epoch_not_bumped,
            "random-chaos", 1, Invariant.TWO_LEADERS_ONE_EPOCH),
     Mutant("hw-without-the-monotonic-guard", (Partition, "maybe_increment_leader_hw"),
@@ -189,7 +219,7 @@ MUTANTS = [
 
 
 def _scenario(m: Mutant) -> Any:
-    sc = scenarios.load(m.scenario).with_config(**{"replica.truncation.strategy": "leader-epoch"})
+    sc = scenarios.load(m.scenario).with_config(**{"replica.truncation.strategy": m.strategy})
     return sc if m.until_ms is None else replace(sc, until_ms=m.until_ms)
 
 
