@@ -23,6 +23,7 @@ import pytest
 from kreplica.broker import Broker
 from kreplica.controller import leader_selectors
 from kreplica.controller.leader_selectors import Election
+from kreplica.log.leader_epoch_cache import LeaderEpochCache
 from kreplica.log.log import Log
 from kreplica.meta import layout
 from kreplica.meta.kafka_zk_client import KafkaZkClient
@@ -41,6 +42,7 @@ _controlled_shutdown = leader_selectors.controlled_shutdown
 _read_partition = ReplicaManager._read_partition
 _apply_alter_isr = Broker._apply_alter_isr
 _register_controller = KafkaZkClient.register_controller_and_increment_epoch
+_end_offset_for = LeaderEpochCache.end_offset_for
 
 
 def _hw_ignores_followers(self: Partition) -> bool:
@@ -169,6 +171,24 @@ def _hw_checkpoint_writes_the_leo(self: ReplicaManager) -> None:
     self._checkpointed_hw = replica_manager._write_over(self._hw_checkpoint, self._checkpointed_hw, hws)
 
 
+def _epoch_end_one_too_far(self: LeaderEpochCache, epoch: int) -> tuple[int, int]:
+    """An earlier epoch's end is answered one offset too far: a truncating follower keeps
+    the first offset it should have dropped."""
+    found, end = _end_offset_for(self, epoch)
+    if found >= 0 and end >= 0 and epoch != self.latest_epoch:
+        return found, end + 1
+    return found, end
+
+
+def _produce_on_a_follower(self: Partition, records: Any, required_acks: int) -> Any:
+    """A produce that reaches a deposed leader is appended anyway (its acks=all answer
+    still fails: only the append is wrong)."""
+    info = self.log.append_batches_as_leader(records, self.leader_epoch)
+    if self.role is Role.LEADER:
+        self.maybe_increment_leader_hw()
+    return info
+
+
 @dataclasses.dataclass(frozen=True)
 class Mutant:
     name: str
@@ -198,6 +218,10 @@ MUTANTS = [
            "random-chaos", 1, Invariant.CONSUMED_RECORD_VANISHED),
     Mutant("epoch-end-offset-is-the-leo", (Partition, "end_offset_for_epoch"), _epoch_end_is_the_leo,
            "random-chaos", 4, Invariant.REPLICA_DIVERGENCE),
+    Mutant("epoch-end-offset-one-too-far", (LeaderEpochCache, "end_offset_for"), _epoch_end_one_too_far,
+           "kip101-divergence", 1, Invariant.REPLICA_DIVERGENCE, until_ms=None),
+    Mutant("produce-appended-on-a-follower", (Partition, "append_records_to_leader"), _produce_on_a_follower,
+           "random-chaos", 85, Invariant.REPLICA_DIVERGENCE),
     Mutant("follower-append-keeps-no-epochs", (Log, "_append_run"), _follower_append_keeps_no_epochs,
            "random-chaos", 14, Invariant.REPLICA_DIVERGENCE),
     # Under leader-epoch truncation a too-high checkpointed HW is truncated away before it
