@@ -502,6 +502,20 @@ def test_two_controller_terms_sharing_an_epoch():
     assert "epoch 3" in c.violation.message
 
 
+def test_an_acks_all_answer_below_the_lowest_min_isr_the_topic_had():
+    """min.insync.replicas=2 by default, lowered to 1 for one topic by an admin: an
+    answer with a single-member ISR is fine there, and a violation elsewhere."""
+    c = Checker(History(), min_isr_default=2)
+    c.on_acks_all_answered(1, "t-0", 0, (1, 2))
+    c.on_topic_config("low", "min.insync.replicas", "1")
+    c.on_topic_config("low", "min.insync.replicas", "3")
+    c.on_acks_all_answered(1, "low-0", 0, (1,))
+    assert c.violation is None
+    c.on_acks_all_answered(1, "t-0", 2, (1,))
+    assert c.violation.invariant is Invariant.ACKED_WRITE_LOST
+    assert "below min.insync.replicas=2" in c.violation.message
+
+
 def test_violation_carries_the_partitions_last_events():
     h = History()
     for i in range(50):

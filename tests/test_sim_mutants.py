@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import pytest
 
+from kreplica.errors import NONE, NotLeaderOrFollower
+
 from kreplica.broker import Broker
 from kreplica.controller import leader_selectors
 from kreplica.controller.leader_selectors import Election
@@ -189,6 +191,22 @@ def _produce_on_a_follower(self: Partition, records: Any, required_acks: int) ->
     return info
 
 
+def _enough_replicas_without_min_isr(self: Partition, required_offset: int) -> tuple[int, int]:
+    """acks=all completes once the HW passes the write, however small the ISR."""
+    if self.role is not Role.LEADER:
+        return True, NotLeaderOrFollower.code
+    return (True, NONE) if self.log.high_watermark >= required_offset else (False, NONE)
+
+
+def _append_without_min_isr(self: Partition, records: Any, required_acks: int) -> Any:
+    """The leader appends acks=all writes however small its ISR."""
+    if self.role is not Role.LEADER:
+        raise NotLeaderOrFollower(f"{self.tp}: not the leader")
+    info = self.log.append_batches_as_leader(records, self.leader_epoch)
+    self.maybe_increment_leader_hw()
+    return info
+
+
 @dataclasses.dataclass(frozen=True)
 class Mutant:
     name: str
@@ -199,9 +217,13 @@ class Mutant:
     invariant: Invariant
     until_ms: int | None = 12_000
     strategy: str = "leader-epoch"
+    also: tuple[tuple[Any, str, Callable[..., Any]], ...] = ()  # further functions the same bug replaces
 
 
 MUTANTS = [
+    Mutant("min-isr-not-enforced", (Partition, "check_enough_replicas_reach_offset"),
+           _enough_replicas_without_min_isr, "random-chaos", 1, Invariant.ACKED_WRITE_LOST,
+           also=((Partition, "append_records_to_leader", _append_without_min_isr),)),
     Mutant("hw-ignores-followers", (Partition, "maybe_increment_leader_hw"), _hw_ignores_followers,
            "random-chaos", 2, Invariant.ACKED_WRITE_LOST),
     Mutant("acks-all-waits-for-nothing", (Partition, "check_enough_replicas_reach_offset"),
@@ -251,6 +273,8 @@ def _scenario(m: Mutant) -> Any:
 def test_the_simulator_finds_a_planted_bug(mutant: Mutant, monkeypatch: pytest.MonkeyPatch) -> None:
     sc = _scenario(mutant)
     monkeypatch.setattr(*mutant.target, mutant.bug)
+    for owner, name, bug in mutant.also:
+        monkeypatch.setattr(owner, name, bug)
     first = None
     for seed in range(1, mutant.found_at + 1):
         r = World(sc, seed, keep_history=False).run()

@@ -8,7 +8,9 @@ world hands it the replicas that step touched; the checker reads only what is
 new in each (a verified prefix per replica, reset when the replica truncates)
 and compares:
 
-1. An acked (acks=all) write must stay at its offset: a new leader whose log
+1. A leader answers an acks=all write only while its ISR holds at least
+   ``min.insync.replicas`` (the promise the rest of this invariant rests on), and
+   an acked (acks=all) write must stay at its offset: a new leader whose log
    ends before it has lost it, and so has a leader whose committed data at that
    offset differs.  Losses caused by an unclean election or by the elected
    replica's own power loss (unflushed bytes dropped by a crash) are outside
@@ -175,10 +177,14 @@ class Checker:
     point of the run (a controller may still act on a setting it read before a change):
     elsewhere it is the controller's bug, and its losses are violations."""
 
-    def __init__(self, history: History, trace_events: int = 30, unclean_default: bool = True) -> None:
+    def __init__(self, history: History, trace_events: int = 30, unclean_default: bool = True,
+                 min_isr_default: int = 1) -> None:
         self.history = history
         self.trace_events = trace_events
         self.unclean_default = unclean_default
+        self.min_isr_default = min_isr_default
+        # topic -> the lowest min.insync.replicas it was ever set to (overrides only)
+        self._min_isr_floor: dict[str, int] = {}
         # topic -> whether its own unclean.leader.election.enable was ever true (overrides only)
         self._unclean_topics: dict[str, bool] = {}
         self.models: dict[str, PartitionModel] = {}
@@ -232,10 +238,23 @@ class Checker:
         if key == "unclean.leader.election.enable":
             ever = self._unclean_topics.get(topic, self.unclean_default)
             self._unclean_topics[topic] = ever or value.lower() == "true"
+        elif key == "min.insync.replicas":
+            self._min_isr_floor[topic] = min(self._min_isr_floor.get(topic, self.min_isr_default), int(value))
 
     def unclean_allowed(self, tp: str) -> bool:
         """Whether an unclean election of ``tp`` could have been allowed at any point so far."""
         return self._unclean_topics.get(tp.rpartition("-")[0], self.unclean_default)
+
+    def on_acks_all_answered(self, broker: int, tp: str, base: int, isr: tuple[int, ...]) -> None:
+        """A leader answers an acks=all write without error, its ISR being ``isr`` (the
+        largest it may count, a proposed shrink not yet written).  Below the lowest
+        ``min.insync.replicas`` the topic ever had, that answer breaks acks=all's promise
+        (Kafka's NotEnoughReplicas / NotEnoughReplicasAfterAppend)."""
+        floor = self._min_isr_floor.get(tp.rpartition("-")[0], self.min_isr_default)
+        if len(isr) < floor:
+            self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
+                      f"leader {broker} acked an acks=all write at offset {base} with ISR {list(isr)}, "
+                      f"below min.insync.replicas={floor}")
 
     # ---- inputs from the workload and the faults ------------------------------------------
     def on_sent_unacknowledged(self) -> None:

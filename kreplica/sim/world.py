@@ -214,6 +214,7 @@ class World:
                                         broker_scheduler=self._process_scheduler)
         self.session_timeout_ms = self.cluster.config["zookeeper.session.timeout.ms"]
         self.checker.unclean_default = bool(self.cluster.config["unclean.leader.election.enable"])
+        self.checker.min_isr_default = int(self.cluster.config["min.insync.replicas"])
         self.network.attach_store(self.cluster.store)
         self.cluster.observers.append(self._on_cluster_event)
         for bid, broker in self.cluster.brokers.items():
@@ -268,9 +269,32 @@ class World:
         rm = broker.replica_manager
         if not broker.alive or rm is None:
             return
+        if not getattr(rm, "_sim_hooks", False):
+            self._instrument_produce(bid, rm)
         for tp, p in rm.partitions.items():
             if not getattr(p, "_sim_hooks", False):
                 self._instrument(bid, tp, p)
+
+    def _instrument_produce(self, bid: int, rm: Any) -> None:
+        """Every acks=all answer a leader sends is checked against its ISR as it answers."""
+        rm._sim_hooks = True
+        handle = rm.handle_produce
+        checker = self.checker
+
+        def handle_produce(req: ProduceRequest, respond: Callable[[Any], None]) -> None:
+            if req.acks != -1:
+                handle(req, respond)
+                return
+
+            def answered(response: Any) -> None:
+                for r in response.partitions:
+                    p = rm.partitions.get(r.tp) if r.error_code == errors.NONE else None
+                    if p is not None:
+                        checker.on_acks_all_answered(bid, tp_name(r.tp), r.base_offset, p.isr_state.maximal_isr)
+                respond(response)
+            handle(req, answered)
+
+        rm.handle_produce = handle_produce
 
     def _instrument(self, bid: int, tp: TopicPartition, p: Any) -> None:
         p._sim_hooks = True
