@@ -111,6 +111,39 @@ def test_unclean_election_losses_are_counted_and_attributed(make):
     assert c.violation is None and c.models["t-0"].canon_end == 1
 
 
+@pytest.mark.parametrize("enabled_by", ["nothing", "another topic's override", "a later override to false"])
+def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_is_a_loss(make, enabled_by):
+    """The same election, with unclean.leader.election.enable false for the topic all
+    along: the controller should not have made it, so its loss is a violation.  Once
+    enabled, a topic stays excused (a controller may act on what it read before)."""
+    c = Checker(History(), unclean_default=False)
+    if enabled_by == "another topic's override":
+        c.on_topic_config("other", "unclean.leader.election.enable", "true")
+    elif enabled_by == "a later override to false":
+        c.on_topic_config("t", "unclean.leader.election.enable", "false")
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 1)
+    outsider = make("outsider", Role.LEADER, 1, isr=(3,))
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+    assert "elected outside the ISR" in c.violation.message and not c.losses
+
+
+def test_an_override_that_once_enabled_unclean_elections_excuses_the_topic(make):
+    c = Checker(History(), unclean_default=False)
+    c.on_topic_config("t", "unclean.leader.election.enable", "true")
+    c.on_topic_config("t", "unclean.leader.election.enable", "false")
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 1)
+    c.observe(3, "t-0", make("outsider", Role.LEADER, 1, isr=(3,)), None)
+    assert c.violation is None
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
+
+
 def test_an_unclean_leader_that_never_truncated_a_deposed_epoch_supersedes_from_where_it_differs(make):
     """Swarm seed 23: the outsider still held an old epoch's batch at offset 0 (it never
     fetched from the later leaders), so the loss starts there, not at its log end; what a
