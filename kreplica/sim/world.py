@@ -14,8 +14,11 @@ replica) within ``liveness_ms``; then every replica's whole log is compared.
 
 Hooks the world adds to the cluster, all from outside its modules: a wrapper
 around each partition's truncation (to record it and reset the checker's
-verified prefix) and around its log's appends (the full-disk fault), and the
-network's arrival hook (touched replicas; stale controller requests).  Each
+verified prefix) and around its log's appends (the full-disk fault), one around
+each replica manager's produce handler (every acks=all answer against the
+leader's ISR), and the network's arrival hook (touched replicas; stale
+controller requests).  Every sweep also reports each acting controller's term
+and epoch.  Each
 broker incarnation runs on its own :class:`PausableScheduler` (the cluster's
 ``broker_scheduler`` hook, ``World.processes``), so a pause stops its timers too.
 """
