@@ -18,9 +18,9 @@ verified prefix) and around its log's appends (the full-disk fault), one around
 each replica manager's produce handler (every acks=all answer against the
 leader's ISR), and the network's arrival hook (touched replicas; stale
 controller requests).  Every sweep also reports each acting controller's term
-and epoch.  Each
-broker incarnation runs on its own :class:`PausableScheduler` (the cluster's
-``broker_scheduler`` hook, ``World.processes``), so a pause stops its timers too.
+and epoch.  Each broker incarnation runs on its own :class:`PausableScheduler`
+(the cluster's ``broker_scheduler`` hook, ``World.processes``), so a pause stops
+its timers too.
 """
 from __future__ import annotations
 
