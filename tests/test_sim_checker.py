@@ -95,14 +95,21 @@ def test_acks_1_writes_are_not_promised(make):
     assert c.violation is None
 
 
-def test_unclean_election_losses_are_counted_and_attributed(make):
-    c = Checker(History())
+def _ack_then_elect_an_outsider(c: Checker, make) -> Replica:
+    """Broker 1 leads epoch 0 alone and acks a write; broker 3, outside that ISR and
+    with an empty log, is then seen leading epoch 1."""
     old = make("old", Role.LEADER, 0, isr=(1,))
     base, last, crc = append(old, [b"acked"], 0)
     c.observe(1, "t-0", old, None)
     c.on_ack("t-0", base, last, crc, -1, 1)
     outsider = make("outsider", Role.LEADER, 1, isr=(3,))
     c.observe(3, "t-0", outsider, None)
+    return outsider
+
+
+def test_unclean_election_losses_are_counted_and_attributed(make):
+    c = Checker(History())
+    outsider = _ack_then_elect_an_outsider(c, make)
     assert c.violation is None and c.unclean_elections == 1
     assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(0, "unclean-election", 3)]
     # The new leader's history replaces the lost one: its own commits are fine.
@@ -114,32 +121,23 @@ def test_unclean_election_losses_are_counted_and_attributed(make):
 @pytest.mark.parametrize("enabled_by", ["nothing", "another topic's override", "a later override to false"])
 def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_is_a_loss(make, enabled_by):
     """The same election, with unclean.leader.election.enable false for the topic all
-    along: the controller should not have made it, so its loss is a violation.  Once
-    enabled, a topic stays excused (a controller may act on what it read before)."""
+    along: the controller should not have made it, so its loss is a violation."""
     c = Checker(History(), unclean_default=False)
     if enabled_by == "another topic's override":
         c.on_topic_config("other", "unclean.leader.election.enable", "true")
     elif enabled_by == "a later override to false":
         c.on_topic_config("t", "unclean.leader.election.enable", "false")
-    old = make("old", Role.LEADER, 0, isr=(1,))
-    base, last, crc = append(old, [b"acked"], 0)
-    c.observe(1, "t-0", old, None)
-    c.on_ack("t-0", base, last, crc, -1, 1)
-    outsider = make("outsider", Role.LEADER, 1, isr=(3,))
-    c.observe(3, "t-0", outsider, None)
+    _ack_then_elect_an_outsider(c, make)
     assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
     assert "elected outside the ISR" in c.violation.message and not c.losses
 
 
 def test_an_override_that_once_enabled_unclean_elections_excuses_the_topic(make):
+    """Once enabled, a topic stays excused: a controller may act on what it read before."""
     c = Checker(History(), unclean_default=False)
     c.on_topic_config("t", "unclean.leader.election.enable", "true")
     c.on_topic_config("t", "unclean.leader.election.enable", "false")
-    old = make("old", Role.LEADER, 0, isr=(1,))
-    base, last, crc = append(old, [b"acked"], 0)
-    c.observe(1, "t-0", old, None)
-    c.on_ack("t-0", base, last, crc, -1, 1)
-    c.observe(3, "t-0", make("outsider", Role.LEADER, 1, isr=(3,)), None)
+    _ack_then_elect_an_outsider(c, make)
     assert c.violation is None
     assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
 
