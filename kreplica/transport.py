@@ -8,6 +8,11 @@ carries the request to ``dst`` and, when the handler calls ``respond(response)``
 message crosses a link; the default schedules it ``latency_ms`` later on the
 injected scheduler, so delivery is deterministic under :class:`SimScheduler`.
 
+What leaves a node is detached from it (:func:`on_the_wire`): records a message
+carries as a view into the sender's memory (a leader's fetch answer reads its log
+segments without copying) are copied as the message is sent, as a socket would
+copy them, so nothing the sender does afterwards changes what is on its way.
+
 A simulator subclasses this and overrides :meth:`deliver` to draw per-link
 latencies, drop, duplicate or partition: a dropped message simply never arrives
 (the sender's own timeout handles it, as over TCP).  A request to a node that is
@@ -15,8 +20,10 @@ not registered is answered with :data:`DISCONNECTED`, as a refused connection.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
+from .protocol import FetchResponse, ProduceRequest
 from .runtime import Scheduler
 
 Respond = Callable[[Any], None]
@@ -33,6 +40,30 @@ class _Disconnected:
 
 
 DISCONNECTED = _Disconnected()
+
+
+def on_the_wire(message: Any) -> Any:
+    """``message`` as it leaves its node, with no view into the sender's memory.
+
+    A fetch answer's records are a view into the leader's mapped log segment.  Held
+    on the way (a paused receiver, a slow link), that view used to follow the bytes
+    under it: the leader, deposed meanwhile, truncated its log and appended its new
+    leader's batches at the same file positions, and the follower appended those
+    instead of what was sent, a newer epoch in its epoch cache over an older
+    epoch's batches, so its truncation missed them (swarm control-plane-chaos seed
+    8071).  A producer's records may be a view into a buffer it reuses."""
+    kind = type(message)
+    if kind is FetchResponse:
+        parts = message.partitions
+        if any(type(d.records) is memoryview for d in parts):
+            return FetchResponse(message.error_code, tuple(
+                replace(d, records=bytes(d.records)) if type(d.records) is memoryview else d for d in parts))
+    elif kind is ProduceRequest:
+        parts = message.partitions
+        if any(type(d.records) is memoryview for d in parts):
+            return ProduceRequest(message.acks, message.timeout_ms, tuple(
+                replace(d, records=bytes(d.records)) if type(d.records) is memoryview else d for d in parts))
+    return message
 
 
 class InProcessTransport:
@@ -55,7 +86,7 @@ class InProcessTransport:
 
     def send(self, src: int, dst: int, request: Any, on_response: Respond | None) -> None:
         """Send ``request`` from ``src`` to ``dst``; ``on_response`` gets the response (or DISCONNECTED)."""
-        self.deliver(src, dst, request, lambda req: self._dispatch(src, dst, req, on_response))
+        self.deliver(src, dst, on_the_wire(request), lambda req: self._dispatch(src, dst, req, on_response))
 
     def _dispatch(self, src: int, dst: int, request: Any, on_response: Respond | None) -> None:
         handler = self._handlers.get(dst)
@@ -72,7 +103,7 @@ class InProcessTransport:
                 raise RuntimeError(f"node {dst} answered {type(request).__name__} twice")
             answered = True
             if on_response is not None and src not in self._down:
-                self.deliver(dst, src, response, on_response)
+                self.deliver(dst, src, on_the_wire(response), on_response)
 
         handler(src, request, respond)
 

@@ -211,6 +211,21 @@ def test_swarm_gc_pause_chaos_a_late_leader_serving_a_superseded_epoch_is_excuse
     assert (tp, start) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
 
 
+def test_swarm_control_plane_chaos_seed_8071_a_held_fetch_answer_keeps_its_bytes():
+    """Broker 4, paused with a fetch answer from leader 3 (epoch 11) on its way, got it
+    at resume as a view into leader 3's log segment, which leader 3, deposed meanwhile,
+    had rewritten with epoch 12's batches: broker 4 took the newer epoch into its
+    cache over epoch 11's batches, so its truncation missed them (replica divergence
+    below its HW).  What leaves a node is now copied as it is sent."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(8071, scenarios.load("control-plane-chaos"))
+    sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    r = World(sc, 8071, keep_history=False).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+
+
 def test_swarm_gc_pause_chaos_seed_651_a_late_shutdown_request_of_a_restarted_broker_is_refused():
     """Broker 4 crashed during its controlled shutdown and restarted; the controller
     answered the old request afterwards and took the new registration for a broker

@@ -77,3 +77,37 @@ def test_a_simulator_overrides_deliver_for_faults():
     t.send(2, 1, "b", got.append)  # the request arrives, its answer is dropped
     s.advance(1)
     assert got == [("echo", 3, "a")]
+
+
+def test_a_fetch_answer_on_its_way_keeps_the_bytes_it_was_sent_with(tmp_path):
+    """Swarm control-plane-chaos seed 8071: a leader answers a fetch with a view into its
+    log segment; before the answer arrives it truncates and appends other batches at
+    the same file positions.  The answer must still carry what was read."""
+    from kreplica.log import Log
+    from kreplica.protocol import FetchPartitionData, FetchRequest, FetchResponse, TopicPartition
+    from kreplica.runtime import ManualClock
+
+    tp = TopicPartition("t", 0)
+    log = Log.open(tmp_path / "leader", {"segment.bytes": 1 << 20}, ManualClock())
+    try:
+        log.append_as_leader([b"old-1", b"old-2"], leader_epoch=11)
+        s = SimScheduler()
+        t = InProcessTransport(s, latency_ms=5)
+        sent = []
+
+        def leader(src, request, respond):
+            records = log.read(0, 1 << 20).view
+            sent.append(bytes(records))
+            respond(FetchResponse(0, (FetchPartitionData(tp, 0, 0, 0, log.log_end_offset, records),)))
+
+        t.register(1, leader)
+        got = []
+        t.send(2, 1, FetchRequest(2, ()), got.append)
+        s.advance(5)                      # answered; the answer is on its way
+        log.truncate_to(0)
+        log.append_as_leader([b"new-1", b"new-2"], leader_epoch=12)
+        s.advance(5)
+        assert bytes(got[0].partitions[0].records) == sent[0]
+        assert bytes(log.read(0, 1 << 20).view) != sent[0]
+    finally:
+        log.close()
