@@ -8,7 +8,7 @@ violation is of the invariant that bug breaks, and the same seed passes without
 the bug. Every one of the six invariants is reached by at least one mutant.
 
 Runs use leader-epoch truncation unless a mutant says otherwise. The seed each
-bug is found at is recorded here and in the README. A change that
+bug is found at is recorded here and in docs/simulator.md. A change that
 moves it is fine; a bug the simulator no longer finds is a regression of the
 checker or the fault mix.
 """
