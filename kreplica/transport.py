@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from .protocol import FetchResponse, ProduceRequest
+from .protocol import ProduceRequest
 from .runtime import Scheduler
 
 Respond = Callable[[Any], None]
@@ -43,22 +43,15 @@ DISCONNECTED = _Disconnected()
 
 
 def on_the_wire(message: Any) -> Any:
-    """``message`` as it leaves its node, with no view into the sender's memory.
+    """``message`` as it leaves its node, with no view into memory the sender may reuse.
 
-    A fetch answer's records are a view into the leader's mapped log segment.  Held
-    on the way (a paused receiver, a slow link), that view used to follow the bytes
-    under it: the leader, deposed meanwhile, truncated its log and appended its new
-    leader's batches at the same file positions, and the follower appended those
-    instead of what was sent, a newer epoch in its epoch cache over an older
-    epoch's batches, so its truncation missed them (swarm control-plane-chaos seed
-    8071).  A producer's records may be a view into a buffer it reuses."""
-    kind = type(message)
-    if kind is FetchResponse:
-        parts = message.partitions
-        if any(type(d.records) is memoryview for d in parts):
-            return FetchResponse(message.error_code, tuple(
-                replace(d, records=bytes(d.records)) if type(d.records) is memoryview else d for d in parts))
-    elif kind is ProduceRequest:
+    A producer's records may be a view into a buffer it fills again, so they are
+    copied as a socket would.  A fetch answer's records stay a zero-copy view into
+    the leader's mapped log segment: the log never changes a byte under a live view
+    (a truncation moves the viewed file aside, ``MappedFile.cut_for_write``), so an
+    answer held on its way still carries what was read (swarm control-plane-chaos
+    seed 8071), and replication pays no copy per fetch."""
+    if type(message) is ProduceRequest:
         parts = message.partitions
         if any(type(d.records) is memoryview for d in parts):
             return ProduceRequest(message.acks, message.timeout_ms, tuple(

@@ -227,6 +227,62 @@ def test_truncate_to_across_segments_then_append(log):
         log.read(206)
 
 
+def test_a_view_read_before_a_truncation_keeps_its_bytes_and_the_log_moves_on(tmp_path, clock):
+    """A fetch answer is a zero-copy view into the leader's segment; a deposed leader
+    truncating and appending its successor's batches at the same file positions must
+    not change what the view shows (swarm control-plane-chaos seed 8071).  The
+    truncated file is replaced by a copy; the view keeps the old one."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, SMALL, clock=clock)
+    log.append_as_leader(values(10), leader_epoch=11)
+    log.flush()
+    view = log.read(5, 1 << 20).view[:]        # a slice holds the map as well as the view
+    sent = bytes(view)
+    ino = os.stat(path / "00000000000000000000.log").st_ino
+    assert log.truncate_to(0)
+    log.append_as_leader(values(10, 100), leader_epoch=12)
+    assert bytes(view) == sent                  # what was read stays what was read
+    assert os.stat(path / "00000000000000000000.log").st_ino != ino
+    assert [r.value[:8] for r in all_records(log)] == [b"%08d" % i for i in range(100, 110)]
+    log.flush()
+    log.close()
+    again = Log.open(path, SMALL, clock=clock)  # the replacement is the log, on disk too
+    try:
+        assert [r.value[:8] for r in all_records(again)] == [b"%08d" % i for i in range(100, 110)]
+        assert again.leader_epoch_cache.entries == [(12, 0)]
+    finally:
+        again.close()
+    del view
+
+
+def test_a_truncation_no_view_covers_cuts_the_file_in_place(log, tmp_path):
+    log.append_as_leader(values(10), leader_epoch=1)
+    log.append_as_leader(values(10, 10), leader_epoch=1)
+    name = tmp_path / "t-0" / "00000000000000000000.log"
+    ino = os.stat(name).st_ino
+    view = log.read(0, 1 << 20).view
+    del view                                    # released before the truncation: no copy
+    assert log.truncate_to(10)
+    assert os.stat(name).st_ino == ino
+    log.append_as_leader(values(3, 50), leader_epoch=2)
+    assert [r.offset for r in all_records(log)] == list(range(13))
+
+
+def test_a_replacement_interrupted_before_its_rename_leaves_the_log_as_it_was(tmp_path, clock):
+    path = tmp_path / "t-0"
+    log = Log.open(path, SMALL, clock=clock)
+    log.append_as_leader(values(10), leader_epoch=1)
+    log.flush()
+    log.close()
+    (path / "00000000000000000000.log.tmp").write_bytes(b"half a copy")
+    again = Log.open(path, SMALL, clock=clock)
+    try:
+        assert not (path / "00000000000000000000.log.tmp").exists()
+        assert [r.offset for r in all_records(again)] == list(range(10))
+    finally:
+        again.close()
+
+
 def test_truncate_fully_and_start_at(log):
     log.append_as_leader(values(10), leader_epoch=1)
     log.truncate_fully_and_start_at(500)

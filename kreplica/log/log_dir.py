@@ -25,7 +25,8 @@ def segment_bases(path: Path) -> list[int]:
     """Base offsets of the segments in ``path`` (sorted), after checking it is a log dir.
 
     Index files whose ``.log`` is missing are leftovers of an interrupted segment
-    creation and are removed; checkpoint temp files of an interrupted write too.
+    creation and are removed; temp files of an interrupted checkpoint write or
+    segment replacement (``MappedFile.cut_for_write``) too.
     """
     try:
         names = os.listdir(path)
@@ -35,7 +36,7 @@ def segment_bases(path: Path) -> list[int]:
         raise KafkaStorageError(f"{path} is not a log directory: it is a file") from None
     for name in names:
         base = name[:-4] if name.endswith(".tmp") else name
-        if SEGMENT_FILE.match(name) is None and base not in KNOWN:
+        if SEGMENT_FILE.match(base) is None and base not in KNOWN:
             raise KafkaStorageError(f"{path} is not a log directory: it holds {name!r}")
     logs = {int(m.group(1)) for n in names if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log"}
     for name in names:

@@ -309,7 +309,9 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and all after it; returns the bytes dropped.
 
-        Only the active (writable) segment is truncated; the dropped bytes are zeroed.
+        Only the active (writable) segment is truncated; the dropped bytes are zeroed,
+        or, while a reader's view may still show them, left to that view in the old
+        file (``MappedFile.cut_for_write``).
         """
         self.activate()
         pos, base = self.position_of(offset)
@@ -317,8 +319,8 @@ class LogSegment:
             return 0
         dropped = self.size - pos
         self._recent.clear()
-        mm = self.log_file.map(self.size)
-        zero_range(mm, pos, self.size)
+        if not self.log_file.cut_for_write(pos):
+            zero_range(self.log_file.map(self.size), pos, self.size)
         self.offset_index.truncate_to(base)
         self.time_index.truncate_to(base)
         self.log_file.flushed = min(self.log_file.flushed, pos)

@@ -21,6 +21,12 @@ A map still exported to a reader (a zero-copy view) cannot be closed; it is then
 left to the garbage collector, which unmaps it when the last view goes.  While such
 a map lives the file is never shortened (a view past the end would SIGBUS): its
 discarded tail is zeroed instead, which readers and recovery take as the end.
+A view's bytes never change under it: before the write position moves back over
+bytes a live view may map (``cut_for_write``, a truncation), the file is replaced by
+a copy of what stays, and the views keep the old file.  A socket copies what it
+sends; an in-process answer carries a view, and without this a deposed leader's new
+batches appeared under an answer still on its way (swarm control-plane-chaos seed
+8071).  Only a truncation pays, and only while views live; every read stays zero-copy.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import KafkaStorageError
+from .checkpoints import fsync_dir
 
 RESERVE_CHUNK = 1 << 20
 #: The first reservation of a file; each later one reaches as far ahead as the file holds.
@@ -233,6 +240,42 @@ class MappedFile:
         except OSError as e:
             raise _storage_error("truncating", self.filename, e) from e
 
+    def cut_for_write(self, keep: int) -> bool:
+        """Before appends rewrite a writable file from ``keep`` on (a truncation): if a
+        reader's view still maps the file, replace it by a copy of its first ``keep``
+        bytes, made durable, and leave the views the old one.  True if it was replaced
+        (what follows ``keep`` is then a hole: no zeroing needed)."""
+        assert self._writable and self._fd >= 0, "cut_for_write needs the file open for write"
+        self._release()  # closes the map, unless a view holds it (it is then an orphan)
+        if not self.has_live_views():
+            try:
+                self._mm = mmap.mmap(self._fd, self.length, access=mmap.ACCESS_WRITE)
+            except OSError as e:
+                raise _storage_error("mapping", self.filename, e) from e
+            return False
+        # ".tmp": a crash before the rename leaves a leftover the log's open removes
+        tmp = self.filename + ".tmp"
+        try:
+            dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _copy_prefix(self._fd, dst, keep)
+                os.ftruncate(dst, self.length)  # sparse to the mapped length, as opened
+                os.fsync(dst)
+            finally:
+                os.close(dst)
+            os.replace(tmp, self.filename)
+            fsync_dir(os.path.dirname(self.filename) or ".")
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise _storage_error("replacing", self.filename, e) from e
+        # Every orphan map of this name maps the old file now: none covers this one.
+        _ORPHANS.pop(os.path.abspath(self.filename), None)
+        self._close_fd()
+        self.open_for_write(keep, self.length)
+        self.flushed = keep  # the copy was fsynced
+        return True
+
     def has_live_views(self) -> bool:
         key = os.path.abspath(self.filename)
         live = [r for r in _ORPHANS.get(key, ()) if r() is not None]
@@ -308,3 +351,23 @@ def _zero_data(fd: int, start: int, end: int) -> None:
         hole = min(os.lseek(fd, pos, os.SEEK_HOLE), end)
         while pos < hole:
             pos += os.pwrite(fd, zeros[:min(len(zeros), hole - pos)], pos)
+
+
+def _copy_prefix(src: int, dst: int, size: int) -> None:
+    """Copy bytes ``[0, size)`` of ``src`` to the start of ``dst`` (in the kernel where it can)."""
+    done = 0
+    try:
+        while done < size:
+            n = os.copy_file_range(src, dst, size - done, done, done)
+            if n == 0:
+                raise OSError(errno.EIO, f"{size - done} bytes short of the end")
+            done += n
+        return
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+    while done < size:  # a file system without copy_file_range
+        chunk = os.pread(src, min(1 << 20, size - done), done)
+        if not chunk:
+            raise OSError(errno.EIO, f"{size - done} bytes short of the end")
+        done += os.pwrite(dst, chunk, done)
