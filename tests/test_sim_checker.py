@@ -64,6 +64,17 @@ def test_follower_holding_the_leaders_batches_passes_and_a_different_batch_is_di
     assert "offset 2" in c.violation.message
 
 
+def test_retention_may_delete_only_what_is_committed():
+    c = Checker(History())
+    c.on_retention(1, "t-0", hw=120, start=100)
+    c.on_retention(1, "t-0", hw=120, start=120)  # up to the HW: every deleted batch was committed
+    assert c.violation is None
+    c.on_retention(2, "t-0", hw=120, start=140)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and v.broker == 2
+    assert "[120, 140)" in v.message
+
+
 def test_a_truncating_follower_is_not_judged_until_it_fetches(make):
     c = Checker(History())
     leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)

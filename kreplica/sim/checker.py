@@ -317,6 +317,18 @@ class Checker:
     def on_restart(self, broker: int) -> None:
         self.restarts.setdefault(broker, []).append(self._now())
 
+    def on_retention(self, broker: int, tp: str, hw: int, start: int) -> None:
+        """Retention moved a replica's log start to ``start``; its HW was ``hw``.
+
+        Retention may delete only what is committed: the checker excuses every batch
+        below a log start as expired, so a deletion above the HW would make a write
+        acknowledged later vanish under that excuse (a planted bug that went unfound
+        over 100 retention-chaos seeds until this rule)."""
+        if start > hw:
+            self.fail(Invariant.ACKED_WRITE_LOST, tp, broker,
+                      f"retention moved the log start to {start}, above the HW {hw}: "
+                      f"batches [{hw}, {start}) were deleted before they were committed")
+
     def on_truncate(self, broker: int, tp: str, offset: int) -> None:
         view = self.views.get((broker, tp))
         if view is not None and view.verified > offset:

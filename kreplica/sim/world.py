@@ -326,10 +326,13 @@ class World:
             from its new log start on."""
             def moving(*args: Any) -> Any:
                 before = log.log_start_offset
+                hw = log.high_watermark
                 result = method(*args)
                 if log.log_start_offset != before:
                     world.record("log_start", bid, name, cause=cause, start_before=before,
                                  start=log.log_start_offset)
+                    if cause == "retention":
+                        world.checker.on_retention(bid, name, hw, log.log_start_offset)
                     world._dirty[(bid, tp)] = None
                 return result
             return moving
