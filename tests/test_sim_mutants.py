@@ -209,24 +209,13 @@ def _append_without_min_isr(self: Partition, records: Any, required_acks: int) -
 
 
 def _retention_ignores_the_hw(self: Log, now_ms: int | None = None) -> int:
-    """Retention by size deletes the oldest segments whether or not they are committed."""
-    excess = self.size_in_bytes() - self.config.retention_bytes if self.config.retention_bytes >= 0 else -1
-    doomed = 0
-    for seg in self._segments[:-1]:
-        if seg.size == 0 or excess - seg.size < 0:
-            break
-        excess -= seg.size
-        doomed += 1
-    if not doomed:
+    """Retention deletes old segments whether or not they are committed."""
+    hw = self._hw
+    self._hw = self._leo  # the bound retention respects, lifted
+    try:
         return _delete_old_segments(self, now_ms)
-    for seg in self._segments[:doomed]:
-        seg.delete()
-    del self._segments[:doomed], self._bases[:doomed]
-    self._log_start = max(self._log_start, self._bases[0])
-    self._hw = max(self._hw, self._log_start)
-    self._recovery_point = max(self._recovery_point, self._log_start)
-    self.leader_epoch_cache.truncate_from_start(self._log_start)
-    return doomed
+    finally:
+        self._hw = max(hw, self._log_start)
 
 
 @dataclasses.dataclass(frozen=True)
