@@ -255,6 +255,18 @@ def test_a_view_read_before_a_truncation_keeps_its_bytes_and_the_log_moves_on(tm
     del view
 
 
+def test_a_view_into_a_sealed_segment_survives_a_truncation_back_into_it(log):
+    for i in range(60):
+        log.append_as_leader(values(10, 10 * i), leader_epoch=1)
+    assert len(log.segments) > 2
+    view = log.read(100, 1 << 20).view          # from the first, sealed segment
+    sent = bytes(view)
+    assert log.truncate_to(50)                   # back into it: it is active again
+    log.append_as_leader(values(100, 5000), leader_epoch=2)
+    assert bytes(view) == sent
+    assert [r.value[:8] for r in all_records(log)][48:52] == [b"00000048", b"00000049", b"00005000", b"00005001"]
+
+
 def test_a_truncation_no_view_covers_cuts_the_file_in_place(log, tmp_path):
     log.append_as_leader(values(10), leader_epoch=1)
     log.append_as_leader(values(10, 10), leader_epoch=1)
