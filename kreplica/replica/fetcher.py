@@ -54,6 +54,10 @@ LEGAL_PREVIOUS: dict[FetchPhase, frozenset[FetchPhase]] = {
     FetchPhase.FETCHING: frozenset({FetchPhase.TRUNCATING, FetchPhase.FETCHING}),
 }
 
+# The per-fetch paths compare against these: an Enum member looked up on its class goes
+# through a descriptor in Python 3.11 (see partition._LEADER).
+_FETCHING, _FOLLOWER = FetchPhase.FETCHING, Role.FOLLOWER
+
 
 @fast_init
 @dataclass(frozen=True, slots=True)
@@ -141,12 +145,12 @@ class ReplicaFetcher:
         for tp, s in self.states.items():  # one pass: this runs once per fetch
             if s.delayed_until_ms <= now:
                 ready.append(tp)
-                (fetching if s.phase is FetchPhase.FETCHING else truncating).append(tp)
+                (fetching if s.phase is _FETCHING else truncating).append(tp)
         if truncating:
             if self._truncate(truncating):
                 return  # an OffsetsForLeaderEpoch request is in flight
             # what was truncated locally fetches in this same request
-            fetching = [tp for tp in ready if (s := self.states.get(tp)) is not None and s.phase is FetchPhase.FETCHING]
+            fetching = [tp for tp in ready if (s := self.states.get(tp)) is not None and s.phase is _FETCHING]
         if fetching:
             self._send_fetch(fetching)
             return
@@ -187,7 +191,7 @@ class ReplicaFetcher:
     def _follower(self, tp: TopicPartition, state: PartitionFetchState) -> Partition | None:
         """The partition if it still follows with the epoch this state was made for."""
         p = self._lookup(tp)
-        if p is None or p.role is not Role.FOLLOWER or p.leader_epoch != state.leader_epoch:
+        if p is None or p.role is not _FOLLOWER or p.leader_epoch != state.leader_epoch:
             self.states.pop(tp, None)
             return None
         return p
@@ -315,8 +319,8 @@ class ReplicaFetcher:
                     self._delay_all([data.tp])
                     continue
                 leo = p.log_end_offset
-                if leo != state.fetch_offset or state.phase is not FetchPhase.FETCHING or state.delayed_until_ms:
-                    self.states[data.tp] = state.to(FetchPhase.FETCHING, leo)
+                if leo != state.fetch_offset or state.phase is not _FETCHING or state.delayed_until_ms:
+                    self.states[data.tp] = state.to(_FETCHING, leo)
                 # else: nothing new arrived; the state it was sent with stays as it is
             elif code == errors.OffsetOutOfRange.code:
                 self._on_out_of_range(p, state, data.log_end_offset, data.log_start_offset)

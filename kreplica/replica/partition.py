@@ -196,7 +196,7 @@ class Partition:
 
     def maybe_increment_leader_hw(self) -> bool:
         """Seed 004's maybeIncrementLeaderHW: lowest LEO of the ISR and recently caught-up replicas."""
-        if self.role is not Role.LEADER:
+        if self.role is not _LEADER:
             return False
         log = self.log
         hw = log.high_watermark
@@ -225,10 +225,9 @@ class Partition:
     ) -> bool:
         """Record a follower's LEO (its fetch offset), maybe expand the ISR, maybe move the HW."""
         replica = self.remote_replicas.get(replica_id)
-        if replica is None or self.role is not Role.LEADER:
+        if replica is None or self.role is not _LEADER:
             return False
-        now = self._clock.now_ms()
-        replica.update_fetch_state(fetch_offset, follower_log_start, now, self.log.log_end_offset)
+        replica.update_fetch_state(fetch_offset, follower_log_start, self._clock.now_ms(), self.log.log_end_offset)
         self.maybe_expand_isr(replica)
         return self.maybe_increment_leader_hw()
 
