@@ -511,7 +511,9 @@ class ReplicaManager:
         else:
             upper = log.high_watermark if req.isolation == "committed" else leo
         records: Any = b""
-        if budget > 0:
+        # A follower caught up fetches at the LEO: nothing to read, and read_records would only
+        # check the bounds above again to answer the same empty bytes.
+        if budget > 0 and offset < upper:
             records = p.read_records(offset, min(fp.max_bytes, budget), upper, prefault=True)
         return FetchPartitionData(
             tp, errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, records
