@@ -394,10 +394,11 @@ class Checker:
             m = self.model(tp)
         if m.drops:
             self._note_back(m, broker)
-        hw = p.high_watermark
+        hw = p.log.high_watermark  # not through the partition's property: this runs ~20k times a run
         checked = hw
-        if m.superseded and p.leader_epoch < m.epoch:
-            gone = m.superseded_for(p.leader_epoch)
+        epoch = p.leader_epoch
+        if m.superseded and epoch < m.epoch:
+            gone = m.superseded_for(epoch)
             if gone is not None:
                 checked = min(hw, gone[0])
         role = p.role
@@ -406,7 +407,7 @@ class Checker:
         elif role is _FOLLOWER and fetch_phase is _FETCHING and view.verified < checked:
             self._verify(broker, tp, p, m, view, checked, leader=False)
         view.hw = hw
-        view.epoch = p.leader_epoch
+        view.epoch = epoch
 
     def _observe_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int,
                         checked: int) -> None:

@@ -382,8 +382,9 @@ class World:
         p = rm.partitions.get(tp)
         return None if p is None else (p.role, p.leader_epoch, p.zk_version, p.isr)
 
-    def _fetch_phase(self, broker: Any, tp: TopicPartition) -> Any:
-        for fetcher in broker.replica_manager.fetchers.values():
+    @staticmethod
+    def _fetch_phase(rm: Any, tp: TopicPartition) -> Any:
+        for fetcher in rm.fetchers.values():
             state = fetcher.states.get(tp)
             if state is not None:
                 return state.phase
@@ -392,23 +393,30 @@ class World:
     def _check_dirty(self) -> None:
         dirty, self._dirty = self._dirty, {}
         checker = self.checker
+        observe = checker.observe
         brokers = self.cluster.brokers
         deleting = self._deleting
         names = self._tp_names
+        fetch_phase = self._fetch_phase
+        # An arrival dirties the partitions of one broker, so entries come in runs of the same
+        # broker: its lookups are made once per run (observing changes nothing in the cluster).
+        last_bid = parts = rm = None
         for bid, tp in dirty:
-            broker = brokers.get(bid)
-            if broker is None or not broker.alive:
+            if bid != last_bid:
+                last_bid = bid
+                broker = brokers.get(bid)
+                rm = broker.replica_manager if broker is not None and broker.alive else None
+                parts = rm.partitions if rm is not None else None
+            if parts is None:
                 continue
-            rm = broker.replica_manager
-            p = rm.partitions.get(tp) if rm is not None else None
+            p = parts.get(tp)
             if p is None or (deleting and tp.topic in deleting):
                 continue
             name = names.get(tp)
             if name is None:
                 name = names[tp] = tp_name(tp)
             # Only a follower's check looks at its fetch phase.
-            phase = self._fetch_phase(broker, tp) if p.role is _FOLLOWER else None
-            checker.observe(bid, name, p, phase)
+            observe(bid, name, p, fetch_phase(rm, tp) if p.role is _FOLLOWER else None)
             if checker.violation is not None:
                 return
 
