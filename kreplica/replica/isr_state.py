@@ -24,6 +24,10 @@ class IsrPhase(enum.Enum):
     PENDING_SHRINK = "PendingShrink"
 
 
+# The per-fetch checks compare against these: an Enum member looked up on its class goes
+# through a descriptor in Python 3.11 (see partition._LEADER).
+_COMMITTED, _PENDING_EXPAND = IsrPhase.COMMITTED, IsrPhase.PENDING_EXPAND
+
 # Written once, checked on every transition (the seeds' assertValidPreviousStates).
 LEGAL_PREVIOUS: dict[IsrPhase, frozenset[IsrPhase]] = {
     IsrPhase.COMMITTED: frozenset(IsrPhase),
@@ -43,12 +47,12 @@ class IsrState:
 
     @property
     def is_inflight(self) -> bool:
-        return self.phase is not IsrPhase.COMMITTED
+        return self.phase is not _COMMITTED
 
     @property
     def maximal_isr(self) -> frozenset[int]:
         # Expand: count the joining replica already; shrink: keep the leaving ones.
-        if self.phase is IsrPhase.PENDING_EXPAND:
+        if self.phase is _PENDING_EXPAND:
             return frozenset(self.isr) | frozenset(self.proposed)
         return frozenset(self.isr)
 

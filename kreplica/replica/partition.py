@@ -201,6 +201,8 @@ class Partition:
         log = self.log
         hw = log.high_watermark
         new_hw = log.log_end_offset
+        if new_hw <= hw:
+            return False  # the HW is at the LEO already (the usual case): no replica can move it
         maximal = None
         # Runs on every produce and every follower fetch: the ISR set and the clock are
         # read only for a replica that could hold the HW back, and a replica at or below

@@ -252,22 +252,24 @@ class SimNetwork(InProcessTransport):
                   profile: LinkProfile | None = None) -> None:
         profile = profile or self.profile_for(src, dst)
         scheduler = self.scheduler
-        now = scheduler.now_ms()
         delay = profile.draw_latency_ms(self.rng)
         if self.slow_ms:
             delay += self.slow_ms.get(dst, 0)
         if not (profile.reorder and src < 0):
             link = (src, dst)
+            now = scheduler.now_ms()
             due = now + delay
-            last = self._last_due.get(link, 0)  # TCP keeps a link in order
+            last_due = self._last_due
+            last = last_due.get(link, 0)  # TCP keeps a link in order
             if due < last:
                 delay = last - now
                 due = last
-            self._last_due[link] = due
+            last_due[link] = due
         self.messages_delivered += 1
         self.stats.delivered += 1
+        incarnation = self._incarnation
         scheduler.call_later(delay, self._arrive, src, dst, message, arrive,
-                             self._incarnation.get(src, 0) if self._incarnation else 0)
+                             incarnation.get(src, 0) if incarnation else 0)
 
     def _arrive(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
                 incarnation: int = 0) -> None:
