@@ -39,14 +39,19 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         accumulated = 0
         need = self.request.min_bytes
+        is_follower = self.is_follower
+        # Every produce and HW move on a watched partition re-checks the parked fetches, each
+        # over all its partitions: the partition's offsets are read from its log once.
         for fp in self.request.partitions:
             p = self._lookup(fp.tp)
             if p is None or not p.is_leader or p.leader_epoch != self._epochs.get(fp.tp):
                 return self.force_complete()
-            end = p.log_end_offset if self.is_follower else p.high_watermark
+            log = p.log
+            hw = log.high_watermark
+            end = log.log_end_offset if is_follower else hw
             if fp.fetch_offset > end:
                 return self.force_complete()
-            if self.is_follower and p.high_watermark > self._hw_sent.get(fp.tp, -1):
+            if is_follower and hw > self._hw_sent.get(fp.tp, -1):
                 return self.force_complete()
             if end > fp.fetch_offset:
                 # A min_bytes of 1 (the default) needs no read to know it is met.

@@ -280,7 +280,7 @@ class ReplicaFetcher:
             if p is None:
                 continue
             parts.append(
-                FetchPartition(tp, state.fetch_offset, state.leader_epoch, p.log_start_offset, self._max_bytes)
+                FetchPartition(tp, state.fetch_offset, state.leader_epoch, p.log.log_start_offset, self._max_bytes)
             )
             sent[tp] = state
         if not parts:
@@ -320,7 +320,7 @@ class ReplicaFetcher:
                 except errors.KReplicaError:
                     self._delay_all([data.tp])
                     continue
-                leo = p.log_end_offset
+                leo = p.log.log_end_offset
                 if leo != state.fetch_offset or state.phase is not _FETCHING or state.delayed_until_ms:
                     self.states[data.tp] = state.to(_FETCHING, leo)
                 # else: nothing new arrived; the state it was sent with stays as it is
