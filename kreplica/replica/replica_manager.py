@@ -480,7 +480,8 @@ class ReplicaManager:
             d = self._read_partition(req, fp, is_follower, budget)
             n = len(d.records)
             size += n
-            budget = max(0, budget - n)
+            if n:  # most partitions of a fetch answer nothing: the budget stays as it is
+                budget = max(0, budget - n)
             failed = failed or d.error_code != errors.NONE
             out.append(d)
         return out, size, failed

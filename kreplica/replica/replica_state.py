@@ -39,10 +39,13 @@ class ReplicaState:
     def update_fetch_state(
         self, fetch_offset: int, log_start_offset: int, now_ms: int, leader_leo: int
     ) -> None:
+        # Comparisons, not max(): this runs for every partition of every follower fetch.
         if fetch_offset >= leader_leo:
-            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+            if now_ms > self.last_caught_up_ms:
+                self.last_caught_up_ms = now_ms
         elif fetch_offset >= self.last_fetch_leader_leo >= 0:
-            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+            if self.last_fetch_ms > self.last_caught_up_ms:
+                self.last_caught_up_ms = self.last_fetch_ms
         self.log_end_offset = fetch_offset
         self.log_start_offset = log_start_offset
         self.last_fetch_ms = now_ms
