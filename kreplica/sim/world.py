@@ -173,30 +173,35 @@ class World:
         return leader
 
     def _stored_leader(self, tp: TopicPartition) -> int:
-        state = self._store_states([tp]).get(tp)
-        return NO_LEADER if state is None else state[0]
+        # A client's lookup after an error (~5k a run, most of them while the partition has no
+        # leader): its one node, read as _store_states reads it, without the batching.
+        got = self.cluster.zk.session.get_many([self._state_path(tp)])[0]
+        return NO_LEADER if got is None else self._decoded_state(tp, got)[0]
 
     def _store_states(self, tps: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int, tuple[int, ...]]]:
         """(leader, leader epoch, ISR) from the partitions' state nodes, in ``tps`` order, absent
-        ones left out.  Clients ask after every failed request and every sweep reads them all,
-        so a node's JSON is decoded only when its bytes changed."""
-        paths = self._state_paths
-        memo = self._state_memo
+        ones left out.  Every sweep reads them all (and clients one, after every failed
+        request: _stored_leader), so a node's JSON is decoded only when its bytes changed."""
         session = self.cluster.zk.session
-        wanted = [paths.get(tp) or paths.setdefault(tp, layout.partition_state_path(tp.topic, tp.partition))
-                  for tp in tps]
+        wanted = [self._state_path(tp) for tp in tps]
         n = max(1, session.max_batch_ops)
         got = [g for i in range(0, len(wanted), n) for g in session.get_many(wanted[i:i + n])]
-        out = {}
-        for tp, g in zip(tps, got):
-            if g is None:
-                continue
-            m = memo.get(tp)
-            if m is None or m[0] != g[0]:
-                st = layout.decode_partition_state(g[0], g[1].version)
-                m = memo[tp] = (g[0], (st.leader, st.leader_epoch, tuple(st.isr)))
-            out[tp] = m[1]
-        return out
+        return {tp: self._decoded_state(tp, g) for tp, g in zip(tps, got) if g is not None}
+
+    def _state_path(self, tp: TopicPartition) -> str:
+        path = self._state_paths.get(tp)
+        if path is None:
+            path = self._state_paths[tp] = layout.partition_state_path(tp.topic, tp.partition)
+        return path
+
+    def _decoded_state(self, tp: TopicPartition, got: Any) -> tuple[int, int, tuple[int, ...]]:
+        """(leader, leader epoch, ISR) of a state node read as (bytes, stat); decoded only
+        when its bytes changed since the last read."""
+        m = self._state_memo.get(tp)
+        if m is None or m[0] != got[0]:
+            st = layout.decode_partition_state(got[0], got[1].version)
+            m = self._state_memo[tp] = (got[0], (st.leader, st.leader_epoch, tuple(st.isr)))
+        return m[1]
 
     def forget_leader(self, tp: TopicPartition) -> None:
         self._leaders.pop(tp, None)
