@@ -11,6 +11,7 @@ mix.  A malformed file raises :class:`~kreplica.errors.KafkaStorageError`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Callable, Generic, Iterable, TypeVar
@@ -32,21 +33,37 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     """Replace ``path`` by ``text`` so that a crash leaves the old or the new content."""
+    def write(fd: int) -> None:
+        data = text.encode()
+        while data:  # a regular file takes it whole; a short write is retried
+            data = data[os.write(fd, data):]
+
+    try:
+        replace_atomically(path, write)
+    except OSError as e:
+        raise KafkaStorageError(f"writing {path}: {e}") from e
+
+
+def replace_atomically(path: str | os.PathLike[str], fill: Callable[[int], None]) -> None:
+    """Replace ``path`` by a file ``fill`` writes through the descriptor it is given:
+    made durable, renamed over ``path`` and the rename made durable, so a crash leaves
+    the old or the new file whole.  A crash before the rename leaves ``<path>.tmp``,
+    which a log's open removes; an error removes it at once and raises OSError."""
     path = os.fspath(path)
     tmp = path + ".tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            data = text.encode()
-            while data:  # a regular file takes it whole; a short write is retried
-                data = data[os.write(fd, data):]
+            fill(fd)
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(os.path.dirname(path) or ".")
-    except OSError as e:
-        raise KafkaStorageError(f"writing {path}: {e}") from e
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(os.path.dirname(path) or ".")
 
 
 class CheckpointFile(Generic[T]):

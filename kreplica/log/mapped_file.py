@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import KafkaStorageError
-from .checkpoints import fsync_dir
+from .checkpoints import replace_atomically
 
 RESERVE_CHUNK = 1 << 20
 #: The first reservation of a file; each later one reaches as far ahead as the file holds.
@@ -253,37 +253,14 @@ class MappedFile:
             except OSError as e:
                 raise _storage_error("mapping", self.filename, e) from e
             return False
-        # ".tmp": a crash before the rename leaves a leftover the log's open removes
-        tmp = self.filename + ".tmp"
-        try:
-            dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                _copy_prefix(self._fd, dst, keep)
-                os.ftruncate(dst, self.length)  # sparse to the mapped length, as opened
-                os.fsync(dst)
-            finally:
-                os.close(dst)
-            os.replace(tmp, self.filename)
-            fsync_dir(os.path.dirname(self.filename) or ".")
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise _storage_error("replacing", self.filename, e) from e
-        # Every orphan map of this name maps the old file now: none covers this one.
-        _ORPHANS.pop(os.path.abspath(self.filename), None)
+        _replace_with_prefix(self.filename, self._fd, keep, self.length)
         self._close_fd()
         self.open_for_write(keep, self.length)
         self.flushed = keep  # the copy was fsynced
         return True
 
     def has_live_views(self) -> bool:
-        key = os.path.abspath(self.filename)
-        live = [r for r in _ORPHANS.get(key, ()) if r() is not None]
-        if live:
-            _ORPHANS[key] = live
-        else:
-            _ORPHANS.pop(key, None)
-        return bool(live)
+        return _has_live_views(self.filename)
 
     def fsync(self) -> None:
         try:
@@ -351,6 +328,50 @@ def _zero_data(fd: int, start: int, end: int) -> None:
         hole = min(os.lseek(fd, pos, os.SEEK_HOLE), end)
         while pos < hole:
             pos += os.pwrite(fd, zeros[:min(len(zeros), hole - pos)], pos)
+
+
+def _has_live_views(filename: str) -> bool:
+    """Does a map of ``filename`` that could not be closed still back a reader's view?"""
+    key = os.path.abspath(filename)
+    live = [r for r in _ORPHANS.get(key, ()) if r() is not None]
+    if live:
+        _ORPHANS[key] = live
+    else:
+        _ORPHANS.pop(key, None)
+    return bool(live)
+
+
+def zero_tail(filename: str, start: int, end: int) -> None:
+    """Zero bytes ``[start, end)`` of a file nothing has open for write, as a power loss
+    leaves what the page cache held.  Bytes a reader's live view still maps stay as the
+    view shows them: what a node had already sent does not vanish with its page cache.
+    The file is then replaced by a copy of its first ``start`` bytes (holes after them
+    read as zeros)."""
+    try:
+        with open(filename, "r+b") as f:
+            fd = f.fileno()
+            if not _has_live_views(filename):
+                while start < end:
+                    start += os.pwrite(fd, bytes(min(end - start, 1 << 20)), start)
+                return
+            _replace_with_prefix(filename, fd, start, os.fstat(fd).st_size)
+    except OSError as e:
+        raise _storage_error("zeroing the tail of", filename, e) from e
+
+
+def _replace_with_prefix(filename: str, src: int, keep: int, length: int) -> None:
+    """Atomically replace ``filename`` by a durable copy of its first ``keep`` bytes (from
+    the open descriptor ``src``), sparse to ``length``; maps of the old file keep it."""
+    def fill(dst: int) -> None:
+        _copy_prefix(src, dst, keep)
+        os.ftruncate(dst, length)
+
+    try:
+        replace_atomically(filename, fill)
+    except OSError as e:
+        raise _storage_error("replacing", filename, e) from e
+    # Every orphan map of this name maps the old file now: none covers the new one.
+    _ORPHANS.pop(os.path.abspath(filename), None)
 
 
 def _copy_prefix(src: int, dst: int, size: int) -> None:
