@@ -27,6 +27,8 @@ a copy of what stays, and the views keep the old file.  A socket copies what it
 sends; an in-process answer carries a view, and without this a deposed leader's new
 batches appeared under an answer still on its way (swarm control-plane-chaos seed
 8071).  Only a truncation pays, and only while views live; every read stays zero-copy.
+A simulated power loss (``zero_tail``) spares live views the same way: it takes the
+page cache, not what the node had already sent.
 """
 from __future__ import annotations
 
