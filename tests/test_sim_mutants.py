@@ -273,6 +273,10 @@ MUTANTS = [
            "random-chaos", 13, Invariant.LIVENESS),
     Mutant("stale-controller-requests-applied", (ReplicaManager, "_stale_controller"), _stale_controller_applied,
            "control-plane-chaos", 28, Invariant.CONTROLLER_EPOCH, until_ms=None),
+    # Judged against the epochs the world saw the broker accept: against its own record
+    # alone (which this bug never writes) nothing ever looked stale.
+    Mutant("controller-epoch-neither-checked-nor-recorded", (ReplicaManager, "_stale_controller"),
+           lambda self, epoch: False, "control-plane-chaos", 3, Invariant.CONTROLLER_EPOCH, until_ms=None),
     # With acks=all producers the HW trails the log end by a batch or two and retention
     # never reaches above it (0 in 100 retention-chaos seeds); acks=1 lets the log run ahead.
     Mutant("retention-ignores-the-hw", (Log, "delete_old_segments"), _retention_ignores_the_hw,

@@ -370,9 +370,15 @@ class World:
 
     def _arrive_controller_request(self, dst: int, broker: Any, message: Any, arrive: Callable[[Any], None]) -> None:
         rm = broker.replica_manager
-        before_epoch = rm.controller_epoch
+        # Stale against the newest epoch this process accepted a request of, as the world
+        # saw them arrive, not only as the broker recorded them: a broker that recorded
+        # none would otherwise never look stale (a planted bug that went unfound).
+        accepted = getattr(rm, "_sim_controller_epoch", -1)
+        before_epoch = max(rm.controller_epoch, accepted)
         tps = _tps(message)
         before = [self._partition_state(rm, tp) for tp in tps]
+        if not broker._stale_broker_epoch(message.broker_epoch):  # refused before any epoch is read
+            rm._sim_controller_epoch = max(accepted, message.controller_epoch)
         arrive(message)
         if isinstance(message, LeaderAndIsrRequest):
             self.instrument_broker(dst)
