@@ -19,8 +19,9 @@ memory, so a small log must not pay for a full chunk it will never fill.
 fsyncs); a sealed file is mapped read-only, lazily, only when read.
 A map still exported to a reader (a zero-copy view) cannot be closed; it is then
 left to the garbage collector, which unmaps it when the last view goes.  While such
-a map lives the file is never shortened (a view past the end would SIGBUS): its
-discarded tail is zeroed instead, which readers and recovery take as the end.
+a map lives the file is never shortened (a view past the end would SIGBUS): it is
+replaced by a copy of what stays, sparse to its old length, whose zeros readers and
+recovery take as the end.
 A view's bytes never change under it: before the write position moves back over
 bytes a live view may map (``cut_for_write``, a truncation), the file is replaced by
 a copy of what stays, and the views keep the old file.  A socket copies what it
@@ -231,14 +232,15 @@ class MappedFile:
 
     def truncate_file(self, size: int) -> None:
         """Cut a file that is not open for write to ``size`` bytes.  While readers still
-        map it, the bytes past ``size`` are zeroed instead (a view past EOF would SIGBUS)."""
+        map it, it keeps its length (a view past EOF would SIGBUS) and the views keep
+        their bytes: the file is replaced by a copy of its first ``size`` bytes."""
         self._release()
         try:
             if not self.has_live_views():
                 os.truncate(self.filename, size)
                 return
-            with open(self.filename, "r+b") as f:
-                _zero_data(f.fileno(), size, os.fstat(f.fileno()).st_size)
+            with open(self.filename, "rb") as f:
+                _replace_with_prefix(self.filename, f.fileno(), size, os.fstat(f.fileno()).st_size)
         except OSError as e:
             raise _storage_error("truncating", self.filename, e) from e
 
@@ -312,24 +314,6 @@ class MappedFile:
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.filename)
-
-
-def _zero_data(fd: int, start: int, end: int) -> None:
-    """Overwrite with zeros whatever data lies in ``[start, end)``, skipping holes."""
-    zeros = bytes(1 << 20)
-    pos = start
-    while pos < end:
-        try:
-            pos = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError as e:
-            if e.errno == errno.ENXIO:  # only holes remain
-                return
-            raise
-        if pos >= end:
-            return
-        hole = min(os.lseek(fd, pos, os.SEEK_HOLE), end)
-        while pos < hole:
-            pos += os.pwrite(fd, zeros[:min(len(zeros), hole - pos)], pos)
 
 
 def _has_live_views(filename: str) -> bool:
