@@ -102,6 +102,44 @@ def test_a_message_in_flight_when_the_pause_began_stays_ahead_of_later_ones_on_i
     assert ("FetchRequest", 30) in arrived
 
 
+def test_what_a_paused_node_sent_before_its_pause_arrives_during_it():
+    """The kernel does not pause with the process: bytes already written to the socket
+    travel on. What the paused node sends during the pause leaves at resume."""
+    sched, net, got = world(LinkProfile(latency_ms_min=50, latency_ms_max=50))
+    net.send(1, 2, fetch(0), None)                 # due at 50
+    sched.advance(10)
+    net.pause(1)
+    net.send(1, 2, fetch(1), None)                 # sent during the pause
+    sched.advance(100)
+    assert [(t, r.replica_id) for t, _, r in got] == [(50, 0)]
+    net.resume(1)
+    sched.advance(100)
+    assert [(t, r.replica_id) for t, _, r in got] == [(50, 0), (160, 1)]
+
+
+def test_at_resume_the_socket_buffer_is_handed_over_before_what_arrives_behind_it():
+    """A message reaching the resumed node at its resume instant, on a link whose earlier
+    messages still wait in its buffer, is handed over after them (TCP keeps a link in
+    order), and a node paused again at that instant keeps them buffered, in order."""
+    for pause_again in (False, True):
+        sched, net, got = world(LinkProfile(latency_ms_min=50, latency_ms_max=50))
+        sched.call_later(60, net.resume, 2)        # at 60, ahead of fetch(1)'s arrival
+        if pause_again:
+            sched.call_later(60, net.pause, 2)     # paused again before the hand-over
+        net.send(1, 2, fetch(0), None)             # due at 50, in the pause
+        sched.advance(10)
+        net.send(1, 2, fetch(1), None)             # due at 60, the resume instant
+        net.pause(2)
+        sched.advance(100)
+        if pause_again:
+            assert got == []
+            net.resume(2)
+            sched.advance(10)
+            assert [(t, r.replica_id) for t, _, r in got] == [(110, 0), (110, 1)]
+        else:
+            assert [(t, r.replica_id) for t, _, r in got] == [(60, 0), (60, 1)]
+
+
 def test_duplicates_only_for_retry_safe_requests_and_slow_nodes_answer_late():
     sched, net, got = world(LinkProfile(duplicate_probability=1.0))
     net.send(1, 2, ProduceRequest(-1, 100, ()), None)

@@ -277,21 +277,25 @@ def test_retention_under_chaos_deletes_on_purpose_and_loses_nothing_acked():
 
 
 def test_a_follower_back_with_superseded_history_below_its_leaders_log_start_is_judged_above_it():
-    """Seed 297: broker 1 crashed holding epoch-2 batches at 24..39 under a checkpointed HW; a
-    power-loss election superseded them and retention then moved every live log's start to
-    42. Back, broker 1 asks where epoch 2 ends and the leader, whose epoch cache now starts
-    at 42, answers 42 (KAFKA-7415): the follower keeps 24..39 until its first fetch answer,
-    which moves its log start to the leader's. Below that start it is not judged."""
+    """Seed 1590: broker 2 held t-1's epoch-0 batches from offset 2 on under its HW when a
+    power-loss election superseded them (epoch 4); retention then moved the live logs'
+    start to 40. Back from a crash, broker 2 holds them until its first fetch answer,
+    which finds its log below the leader's start and starts it over there (KIP-107; in
+    seed 297, before paused brokers' messages on the wire arrived during the pause, the
+    follower adopted the leader's start instead). Below that start it is not judged: the
+    checker once called its leftovers divergence."""
     world = World(scenarios.load("retention-chaos").with_config(**{"replica.truncation.strategy": "leader-epoch"}),
-                  297)
+                  1590)
     r = world.run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
-    restart = next(e.time_ms for e in world.history.events if e.kind == "restart" and e.broker == 1
-                   and e.time_ms > 20_000)
-    adopted = [e for e in world.history.events if e.kind == "log_start" and e.broker == 1 and e.tp == "t-0"
-               and e.time_ms > restart]
-    assert [(e.data["cause"], e.data["start_before"], e.data["start"]) for e in adopted][:1] == [
-        ("leader's log start", 0, 42)]
+    ev = world.history.events
+    superseded = next(e for e in ev if e.kind == "superseded" and e.tp == "t-1")
+    assert (superseded.time_ms, superseded.data["from_offset"], superseded.data["cause"]) == (11057, 2, "power-loss")
+    restart = next(e.time_ms for e in ev if e.kind == "restart" and e.broker == 2 and e.time_ms > 19_000)
+    assert [(e.broker, e.data["start"]) for e in ev if e.kind == "log_start" and e.tp == "t-1"
+            and e.time_ms < restart] == [(1, 40), (3, 40)]
+    over = [e for e in ev if e.kind == "truncate_fully" and e.broker == 2 and e.tp == "t-1" and e.time_ms > restart]
+    assert [(e.data["leo_before"], e.data["offset"]) for e in over][:1] == [(14, 40)]
 
 
 def test_a_scenario_file_extends_another_table_by_table(tmp_path):

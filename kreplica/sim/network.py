@@ -18,11 +18,15 @@ where the real protocol tolerates them:
   client requests only (a client with several connections).
 
 A host failure (:meth:`lose_in_flight`) loses what the node had sent but was
-still in its queues or on the wire.  A paused node (a GC pause) neither sends nor receives: everything to or from it
-waits and is delivered in order on resume.  A slow node (a slow disk) handles
-every request ``slow_ms`` late.  The metadata store is reached through sessions,
-not messages: cutting a broker from the store sets its session unreachable, and
-sessions the broker opens later (after an expiry) are cut too.
+still in its queues or on the wire.  A paused node (a GC pause) neither sends nor
+receives: what reaches it waits in its socket buffer and is handed over in order
+at resume, ahead of anything still on the wire behind it; what it sends, and what
+is sent to it, during the pause leaves at resume.  What it sent before the pause is already on the
+wire and arrives as usual (the kernel does not pause with the process).  A slow
+node (a slow disk) handles every request ``slow_ms`` late.  The metadata store is
+reached through sessions, not messages: cutting a broker from the store sets its
+session unreachable, and sessions the broker opens later (after an expiry) are cut
+too.
 """
 from __future__ import annotations
 
@@ -101,6 +105,10 @@ class SimNetwork(InProcessTransport):
         self._paused: set[int] = set()
         # (src, dst, message, arrive, sent while paused): see _arrive for the order.
         self._paused_queue: deque[tuple[int, int, Any, Callable[[Any], None], bool]] = deque()
+        # Arrivals a resumed node's socket buffer held, handed over at the resume instant
+        # in order; a link here takes what arrives on it meanwhile behind them.
+        self._handover: deque[tuple[int, int, Any, Callable[[Any], None]]] = deque()
+        self._handover_links: dict[tuple[int, int], int] = {}
         self.slow_ms: dict[int, int] = {}
         self._last_due: dict[tuple[int, int], int] = {}
         self.store_cut: set[int] = set()
@@ -173,18 +181,53 @@ class SimNetwork(InProcessTransport):
             session = self._sessions.get(node)
             if session is not None:
                 session.set_reachable(True)
-        # What still touches a paused node keeps its place (and its kind); the rest goes
-        # on through the network, in order.
+        # What still touches a paused node keeps its place (and its kind).  What the
+        # resumed node's socket buffer holds is handed over now, in order; what was sent
+        # while a node was paused goes on through the network, after it.
         paused = self._paused
         queue, self._paused_queue = self._paused_queue, deque()
         going = []
         for entry in queue:
-            if entry[0] in paused or entry[1] in paused:
+            src, dst, message, arrive, sent_while_paused = entry
+            if dst in paused or (sent_while_paused and src in paused):
                 self._paused_queue.append(entry)
-            else:
+            elif sent_while_paused:
                 going.append(entry)
+            else:
+                self._hand_over_later(src, dst, message, arrive)
         for src, dst, message, arrive, _sent_while_paused in going:
             self.deliver(src, dst, message, arrive)
+
+    def _hand_over_later(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+        if not self._handover:
+            # After what the resume released on the scheduler (the process's own timers).
+            self.scheduler.call_later(0, self._hand_over)
+        self._handover.append((src, dst, message, arrive))
+        link = (src, dst)
+        self._handover_links[link] = self._handover_links.get(link, 0) + 1
+
+    def _hand_over(self) -> None:
+        """Give a resumed node what its socket buffer held (and what arrived behind it)."""
+        queue, self._handover, self._handover_links = self._handover, deque(), {}
+        for src, dst, message, arrive in queue:
+            if dst in self._paused:  # paused again at the same instant: back to its buffer
+                self._buffer(src, dst, message, arrive)
+                continue
+            hook = self.around_arrival
+            if hook is None:
+                arrive(message)
+            else:
+                hook(src, dst, message, arrive)
+
+    def _buffer(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+        """Keep an arrival in a paused receiver's socket buffer: behind what the buffer holds
+        from this link, ahead of what the link's paused sender sent since (sent later)."""
+        queue = self._paused_queue
+        for i, (s, d, _m, _a, sent_while_paused) in enumerate(queue):
+            if sent_while_paused and s == src and d == dst:
+                queue.insert(i, (src, dst, message, arrive, False))
+                return
+        queue.append((src, dst, message, arrive, False))
 
     def lose_in_flight(self, node: int) -> None:
         """A host failure: messages ``node`` sent that have not arrived yet never will."""
@@ -276,17 +319,18 @@ class SimNetwork(InProcessTransport):
         if self._incarnation and incarnation != self._incarnation.get(src, 0):
             self.stats.dropped += 1
             return
-        if self._paused and (dst in self._paused or src in self._paused):
-            # Paused while in flight: it waits in the receiver's socket buffer, ahead of
-            # what its link carried since the pause began (sent later: TCP keeps a link in
-            # order), which would otherwise overtake it at resume (swarm config-churn
-            # seed 97: a topic's deletion overtook the LeaderAndIsr creating it).
-            queue = self._paused_queue
-            for i, (s, d, _m, _a, sent_while_paused) in enumerate(queue):
-                if sent_while_paused and s == src and d == dst:
-                    queue.insert(i, (src, dst, message, arrive, False))
-                    return
-            queue.append((src, dst, message, arrive, False))
+        if self._handover_links and (src, dst) in self._handover_links:
+            # Behind what a resumed receiver's buffer still holds on this link.
+            self._handover.append((src, dst, message, arrive))
+            self._handover_links[(src, dst)] += 1
+            return
+        if self._paused and dst in self._paused:
+            # Reached a paused receiver: it waits in its socket buffer, ahead of what its
+            # link carried since the pause began (sent later: TCP keeps a link in order),
+            # which would otherwise overtake it at resume (swarm config-churn seed 97: a
+            # topic's deletion overtook the LeaderAndIsr creating it).  A paused sender's
+            # message in flight arrives as usual: it left before the pause.
+            self._buffer(src, dst, message, arrive)
             return
         hook = self.around_arrival
         if hook is None:
