@@ -402,6 +402,37 @@ def test_a_shrink_the_controller_wrote_in_a_newer_epoch_is_adopted_and_a_removed
     assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
 
 
+def test_a_pending_isr_that_a_newer_served_election_no_longer_contains_is_dropped(make):
+    """Swarm gc-pause-chaos seed 9015: leader 2 (epoch 8, ISR [2]) crashed; the controller
+    elected broker 3 uncleanly while it was paused (epoch 9, ISR [3]), then broker 2,
+    back and paused, uncleanly again (epoch 10, ISR [2]). The store's epoch 10 looked
+    like a shrink of epoch 8's ISR and was kept for later elections. Broker 3, resumed,
+    led epoch 9 and committed b; broker 2 then led epoch 11 from ISR [2]. Judged against
+    the kept [2], epoch 11 looked clean and b divergence: once epoch 9's ISR [3] is
+    served, epoch 10's [2] is no shrink of it, and epoch 11 is the unclean election's."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 8, isr=(2,))
+    append(old, [b"a"], 8)
+    c.observe(2, "t-0", old, None)
+    c.on_store_state("t-0", 3, 9, (3,))       # elected while paused: no shrink, not kept
+    c.on_store_state("t-0", 2, 10, (2,))      # a shrink of epoch 8's ISR, as far as is known
+    assert c.models["t-0"].pending_isrs == [(10, (2,))]
+    three = make("three", Role.LEADER, 9, isr=(3,))
+    append(three, [b"a"], 8)
+    append(three, [b"b"], 9)
+    c.observe(3, "t-0", three, None)          # epoch 9 served at last: unclean, b committed
+    assert c.violation is None and c.unclean_elections == 1
+    assert c.models["t-0"].pending_isrs == []
+    two = make("two", Role.LEADER, 11, isr=(2,))
+    append(two, [b"a"], 8)
+    append(two, [b"c"], 11)
+    c.observe(2, "t-0", two, None)
+    assert c.violation is None, c.violation.describe()
+    assert c.unclean_elections == 2
+    assert [(e.data["from_offset"], e.data["cause"]) for e in c.history.events if e.kind == "superseded"] == [
+        (1, "unclean-election")]
+
+
 def test_an_election_is_judged_against_the_isr_before_its_epoch_not_a_later_shrink(make):
     """Retention-chaos seed 217: a preferred election (epoch 4, ISR [2, 3, 1]) reached its
     paused winner only after a later epoch had shrunk the ISR to [2, 3]; served late, it

@@ -213,6 +213,25 @@ def test_swarm_gc_pause_chaos_a_late_leader_serving_a_superseded_epoch_is_excuse
     assert (tp, start) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
 
 
+def test_swarm_gc_pause_chaos_seed_9015_an_election_after_two_unseen_unclean_ones_is_unclean():
+    """Two unclean elections of t-3 decided while their winners were paused (epoch 9:
+    broker 3, ISR [3]; epoch 10: broker 2, ISR [2]); broker 3 led epoch 9 once resumed,
+    then broker 2 led epoch 11 from ISR [2]. The checker had kept epoch 10's ISR as a
+    shrink of epoch 8's and judged epoch 11 clean, calling broker 3's commits divergence
+    (see test_sim_checker)."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    sc = swarm_scenario(9015, scenarios.load("gc-pause-chaos"))
+    sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
+    world = World(sc, 9015)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    elections = [(e.data["epoch"], e.broker, e.data["unclean"]) for e in world.history.events
+                 if e.kind == "election" and e.tp == "t-3" and e.data["epoch"] in (9, 11)]
+    assert elections == [(9, 3, True), (11, 2, True)]
+
+
 def test_swarm_control_plane_chaos_seed_8071_a_held_fetch_answer_keeps_its_bytes():
     """Broker 4, paused with a fetch answer from leader 3 (epoch 11) on its way, got it
     at resume as a view into leader 3's log segment, which leader 3, deposed meanwhile,

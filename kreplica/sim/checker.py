@@ -494,7 +494,16 @@ class Checker:
         if unclean:
             self.unclean_elections += 1
         m.epoch, m.leader, m.isr = epoch, broker, tuple(p.isr)
-        m.pending_isrs = [(e, isr) for e, isr in m.pending_isrs if e > epoch]
+        # A later epoch's ISR was kept as a shrink of the ISR known then; this election's
+        # ISR may not contain it (one unclean election here, another there, both decided
+        # while their winners were paused: swarm gc-pause-chaos seed 9015).  Only shrinks
+        # of what is served now still stand.
+        pending, known = [], m.isr
+        for e, isr in m.pending_isrs:
+            if e > epoch and (not known or set(isr) <= set(known)):
+                pending.append((e, isr))
+                known = isr
+        m.pending_isrs = pending
         self._settle_losses(broker, tp, p, m, view, epoch, unclean)
 
     def _settle_losses(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, epoch: int,
