@@ -21,9 +21,9 @@ A host failure (:meth:`lose_in_flight`) loses what the node had sent but was
 still in its queues or on the wire.  A paused node (a GC pause) neither sends nor
 receives: what reaches it waits in its socket buffer and is handed over in order
 at resume, ahead of anything still on the wire behind it; what it sends, and what
-is sent to it, during the pause leaves at resume.  What it sent before the pause is already on the
-wire and arrives as usual (the kernel does not pause with the process).  A slow
-node (a slow disk) handles every request ``slow_ms`` late.  The metadata store is
+is sent to it, during the pause leaves at resume.  What it sent before the pause
+is already on the wire and arrives as usual (the kernel does not pause with the
+process).  A slow node (a slow disk) handles every request ``slow_ms`` late.  The metadata store is
 reached through sessions, not messages: cutting a broker from the store sets its
 session unreachable, and sessions the broker opens later (after an expiry) are cut
 too.
@@ -108,7 +108,7 @@ class SimNetwork(InProcessTransport):
         # Arrivals a resumed node's socket buffer held, handed over at the resume instant
         # in order; a link here takes what arrives on it meanwhile behind them.
         self._handover: deque[tuple[int, int, Any, Callable[[Any], None]]] = deque()
-        self._handover_links: dict[tuple[int, int], int] = {}
+        self._handover_links: set[tuple[int, int]] = set()
         self.slow_ms: dict[int, int] = {}
         self._last_due: dict[tuple[int, int], int] = {}
         self.store_cut: set[int] = set()
@@ -203,12 +203,11 @@ class SimNetwork(InProcessTransport):
             # After what the resume released on the scheduler (the process's own timers).
             self.scheduler.call_later(0, self._hand_over)
         self._handover.append((src, dst, message, arrive))
-        link = (src, dst)
-        self._handover_links[link] = self._handover_links.get(link, 0) + 1
+        self._handover_links.add((src, dst))
 
     def _hand_over(self) -> None:
         """Give a resumed node what its socket buffer held (and what arrived behind it)."""
-        queue, self._handover, self._handover_links = self._handover, deque(), {}
+        queue, self._handover, self._handover_links = self._handover, deque(), set()
         for src, dst, message, arrive in queue:
             if dst in self._paused:  # paused again at the same instant: back to its buffer
                 self._buffer(src, dst, message, arrive)
@@ -322,7 +321,6 @@ class SimNetwork(InProcessTransport):
         if self._handover_links and (src, dst) in self._handover_links:
             # Behind what a resumed receiver's buffer still holds on this link.
             self._handover.append((src, dst, message, arrive))
-            self._handover_links[(src, dst)] += 1
             return
         if self._paused and dst in self._paused:
             # Reached a paused receiver: it waits in its socket buffer, ahead of what its
