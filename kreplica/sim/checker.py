@@ -49,6 +49,7 @@ world stops the run there.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +159,12 @@ class ReplicaView:
 
 def tp_name(tp: Any) -> str:
     return f"{tp.topic}-{tp.partition}"
+
+
+def _shrinks(isr: Sequence[int], of: Sequence[int]) -> bool:
+    """Whether ``isr`` is what ``of`` may become without an election outside it (an empty
+    ISR, not known yet, may become anything)."""
+    return not of or set(isr) <= set(of)
 
 
 def _first_difference(p: Any, m: PartitionModel, start: int, end: int) -> int | None:
@@ -350,7 +357,7 @@ class Checker:
             return
         if leader == m.leader and leader_epoch == m.epoch:
             m.isr = tuple(isr)
-        elif leader < 0 and (not m.isr or set(isr) <= set(m.isr)):
+        elif leader < 0 and _shrinks(isr, m.isr):
             m.isr = tuple(isr)
         elif leader_epoch > m.epoch:
             # A newer epoch no one has served yet: an ISR the controller shrank (a dead
@@ -359,7 +366,7 @@ class Checker:
             # that epoch or before (retention-chaos seed 217: a held preferred election
             # served after a later shrink was clean).
             known = m.pending_isrs[-1] if m.pending_isrs else (m.epoch, m.isr)
-            if leader_epoch > known[0] and (not known[1] or set(isr) <= set(known[1])):
+            if leader_epoch > known[0] and _shrinks(isr, known[1]):
                 m.pending_isrs.append((leader_epoch, tuple(isr)))
 
     def on_controller_epoch(self, epoch: int) -> None:
@@ -500,7 +507,7 @@ class Checker:
         # of what is served now still stand.
         pending, known = [], m.isr
         for e, isr in m.pending_isrs:
-            if e > epoch and (not known or set(isr) <= set(known)):
+            if e > epoch and _shrinks(isr, known):
                 pending.append((e, isr))
                 known = isr
         m.pending_isrs = pending
