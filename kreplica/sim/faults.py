@@ -160,9 +160,11 @@ def resume(world: "World", broker: int) -> None:
     callbacks the process held, in the order they came due (its timers were due
     before anything else could reach it: a resumed JVM's scheduler threads run
     at once); then the store's queued notices (session expiry, watches) once
-    the session reaches the store again; held messages after their link latency
-    (they are re-sent through the network, as bytes waiting in socket buffers
-    are read after the overdue tasks have started).
+    the session reaches the store again; then what its socket buffers took in
+    during the pause, in order, at the same instant (the network hands it over
+    after the callbacks, as bytes waiting in a socket are read after the overdue
+    tasks have started).  What it sent, or was sent, during the pause leaves
+    now and arrives after its link latency.
     """
     view = world.processes.get(broker)
     paused = world.network.is_paused(broker) or (view is not None and view.paused)
