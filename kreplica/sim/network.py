@@ -208,15 +208,12 @@ class SimNetwork(InProcessTransport):
     def _hand_over(self) -> None:
         """Give a resumed node what its socket buffer held (and what arrived behind it)."""
         queue, self._handover, self._handover_links = self._handover, deque(), set()
+        incarnation = self._incarnation
         for src, dst, message, arrive in queue:
-            if dst in self._paused:  # paused again at the same instant: back to its buffer
-                self._buffer(src, dst, message, arrive)
-                continue
-            hook = self.around_arrival
-            if hook is None:
-                arrive(message)
-            else:
-                hook(src, dst, message, arrive)
+            # An arrival again, but of bytes already in the receiver's buffer: a host failure
+            # of the sender since does not take them back (its current incarnation), and a
+            # receiver paused again at this instant takes them back into its buffer.
+            self._arrive(src, dst, message, arrive, incarnation.get(src, 0) if incarnation else 0)
 
     def _buffer(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
         """Keep an arrival in a paused receiver's socket buffer: behind what the buffer holds
