@@ -198,3 +198,57 @@ def test_failover_keeps_a_started_reassignment_while_a_new_replica_is_down():
     st = s.c.state(*TP)
     assert (s.c.assignment("r")[0], st.leader, set(st.isr)) == (RAR, 4, set(RAR))
     assert s.pictures == TABLE
+
+
+def test_a_new_request_naming_a_dead_broker_is_dropped_even_within_the_assignment():
+    # RAR = [1, 3] is a subset of AR = [1, 2, 3]; broker 3 is down.  Kafka refuses a
+    # request naming a dead broker, and a pending one would hold the auto rebalance off.
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2, 3]})
+    c.kill(3)
+    c.admin.create_partition_reassignment({tp: [1, 3]})
+    c.settle()
+    assert c.admin.get_partition_reassignment() == {}
+    assert not c.controller.ctx.partitions_being_reassigned
+    assert c.assignment("t") == {0: [1, 2, 3]}
+
+
+def test_a_reassignment_whose_new_replicas_are_all_down_waits_without_ending_the_term():
+    # t-0 on [1, 2], both dead: leader -1, ISR (1,).  A reassignment to [1] found on
+    # failover cannot move the leader into RAR; it waits for broker 1 rather than
+    # making every controller term fail at step 7 (and resign, and be elected again).
+    c = ControllerCluster([9, 1, 2], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2]})
+    c.kill(2)
+    c.kill(1)
+    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (-1, (1,))
+    c.kill(9)
+    c.admin.create_partition_reassignment({tp: [1]})
+    c.start(9)
+    epoch = c.admin.get_controller_epoch()[0]
+    c.sched.advance(30_000)
+    assert c.admin.get_controller_epoch()[0] == epoch and c.controller.failovers == 1
+    assert c.admin.get_partition_reassignment() == {tp: [1]}
+    c.start(1)                                   # onBrokerStartup continues it
+    c.settle()
+    st = c.state("t", 0)
+    assert (c.assignment("t")[0], st.leader, st.isr) == ([1], 1, (1,))
+    assert c.admin.get_partition_reassignment() == {}
+
+
+def test_a_failover_that_drops_a_deleted_topics_reassignment_lets_the_deletion_run():
+    # The topic is queued for deletion while one of its partitions is being reassigned;
+    # the next controller marks it ineligible for that reassignment, then drops the
+    # reassignment (its topic is going): the deletion must go on.
+    s = Story()
+    s.start_reassignment()
+    s.c.admin.create_topic_deletion("r")
+    s.c.settle()
+    assert s.c.admin.topic_exists("r")       # held up by the reassignment
+    s.c.kill(7)
+    assert s.c.controller.broker_id == 8
+    s.c.sched.advance(10_000)
+    assert s.c.admin.get_partition_reassignment() == {}
+    assert not s.c.admin.topic_exists("r") and s.c.admin.get_topic_deletions() == []

@@ -747,7 +747,7 @@ class KafkaController:
     def _maybe_trigger_partition_reassignment(self) -> None:
         for tp, rctx in sorted(self.ctx.partitions_being_reassigned.items()):
             del self.ctx.partitions_being_reassigned[tp]
-            reassignment.initiate(self, tp, list(rctx.new_replicas))
+            reassignment.initiate(self, tp, list(rctx.new_replicas), found_on_failover=True)
 
     def elect_preferred_leaders(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, errors.KReplicaError]:
         """Preferred replica election for ``tps``; returns the partitions not moved, with why."""

@@ -43,14 +43,16 @@ if TYPE_CHECKING:
     from .controller import KafkaController
 
 
-def initiate(c: "KafkaController", tp: TopicPartition, new_replicas: Sequence[int]) -> None:
+def initiate(c: "KafkaController", tp: TopicPartition, new_replicas: Sequence[int], *,
+             found_on_failover: bool = False) -> None:
     """initiateReassignReplicasForTopicPartition: validate, record, start."""
     ctx = c.ctx
     rar = list(new_replicas)
     # Past step 1 (AR already holds RAR) a reassignment found on failover is resumed
     # even while some RAR broker is down: onBrokerStartup continues it.  Kafka 0.10
-    # would drop it and leave AR widened to OAR + RAR for good.
-    resuming = set(rar) <= set(ctx.assignment(tp))
+    # would drop it and leave AR widened to OAR + RAR for good.  A new request must
+    # name live brokers only, whatever its RAR (a subset of AR included).
+    resuming = found_on_failover and set(rar) <= set(ctx.assignment(tp))
     valid = (
         tp in ctx.partition_assignment
         and not c.deletion.is_topic_queued_for_deletion(tp.topic)
@@ -63,6 +65,9 @@ def initiate(c: "KafkaController", tp: TopicPartition, new_replicas: Sequence[in
         # Unknown partition, topic being deleted, nothing to do, or a new request
         # naming a broker that is not alive: Kafka drops it from the admin path.
         remove_from_admin_path(c, tp)
+        # A failover marks a queued topic ineligible for its pending reassignments;
+        # dropped, they no longer hold its deletion up.
+        c.deletion.resume_deletion_for_topics({tp.topic})
         return
     ctx.partitions_being_reassigned[tp] = ReassignmentContext(tuple(rar))
     c.deletion.mark_topic_ineligible({tp.topic})
@@ -95,6 +100,10 @@ def on_partition_reassignment(c: "KafkaController", tp: TopicPartition) -> None:
         c.rsm.handle_state_changes(not_started, ReplicaState.NEW)
         _step(c, tp, 3)
         return
+    if not _leader_can_move_into(c, tp, rar):
+        # Every RAR replica in the ISR is down: the reassignment stays pending (in the
+        # admin path and the context) until onBrokerStartup of an RAR broker continues it.
+        return
     _step(c, tp, 4)
     old = [r for r in ctx.assignment(tp) if r not in rar]
     c.rsm.handle_state_changes([PartitionReplica(tp, r) for r in rar], ReplicaState.ONLINE)
@@ -120,10 +129,24 @@ def on_partition_reassignment(c: "KafkaController", tp: TopicPartition) -> None:
     c.deletion.resume_deletion_for_topics({tp.topic})
 
 
+def _leader_must_move(c: "KafkaController", tp: TopicPartition, rar: list[int]) -> bool:
+    st = c.ctx.leadership.get(tp)
+    return st is None or st.leader not in rar or st.leader not in c.ctx.live_broker_ids
+
+
+def _leader_can_move_into(c: "KafkaController", tp: TopicPartition, rar: list[int]) -> bool:
+    """Can step 7 succeed now: the leader stays, or the reassigned selector has a live
+    RAR replica in the ISR to choose?"""
+    if not _leader_must_move(c, tp, rar):
+        return True
+    st = c.ctx.leadership.get(tp)
+    live = c.ctx.live_broker_ids
+    return st is not None and any(r in live and r in st.isr for r in rar)
+
+
 def _move_leader_if_required(c: "KafkaController", tp: TopicPartition, rar: list[int], old: list[int]) -> None:
     """Step 7: elect from RAR if the leader is not in it (or dead), else bump the epoch."""
-    st = c.ctx.leadership.get(tp)
-    if st is None or st.leader not in rar or st.leader not in c.ctx.live_broker_ids:
+    if _leader_must_move(c, tp, rar):
         failed = c.psm.handle_state_changes([tp], PartitionState.ONLINE, c.selectors.reassigned)
         if tp in failed:
             raise failed[tp]
