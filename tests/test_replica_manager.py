@@ -7,12 +7,15 @@ from kreplica.protocol import (
     FetchPartition,
     FetchRequest,
     LeaderAndIsrRequest,
+    ProducePartition,
+    ProduceRequest,
     StopReplicaPartition,
     StopReplicaRequest,
     TopicPartition,
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from kreplica.records import encode_batch
 from kreplica.replica import Role
 from kreplica.replica.isr_state import IsrPhase
 from replica_harness import Harness
@@ -554,3 +557,72 @@ def test_flush_ms_is_honoured_for_a_produce_followed_by_silence(tmp_path):
     h.advance(200)
     assert [log.recovery_point for log in logs] == [1, 1, 1]  # leader and followers alike
     h.close()
+
+
+# ---- review findings: delayed operations and follower appends -----------------------------
+def test_a_parked_fetch_below_the_new_log_start_does_not_break_the_next_produce(tmp_path):
+    # A consumer long-poll (min_bytes above what is there) parks at offset 0; retention
+    # then moves the log start past it.  The next produce re-checks the parked fetch:
+    # it completes with OFFSET_OUT_OF_RANGE, and the produce is answered as committed.
+    cfg = {"segment.bytes": 4096, "retention.bytes": 8192, "log.retention.check.interval.ms": 1000}
+    h = Harness(tmp_path, (1,), config=cfg)
+    h.create_partition(TP, (1,))
+    for _ in range(60):
+        h.produce_sync(TP, [b"x" * 200])
+    rm, leader = h.brokers[1], h.partition(1, TP)
+    fetched = []
+    rm.handle_fetch(FetchRequest(-1, (FetchPartition(TP, 0),), max_wait_ms=30_000, min_bytes=1 << 20),
+                    fetched.append)
+    assert not fetched
+    h.advance(1000)
+    assert leader.log_start_offset > 0
+    r = h.produce_sync(TP, [b"y"])
+    assert (r.error_code, r.base_offset) == (errors.NONE, 60)
+    assert leader.high_watermark == leader.log_end_offset == 61
+    assert [d.error_code for d in fetched[0].partitions] == [errors.OffsetOutOfRange.code]
+
+
+def test_an_uncommitted_long_poll_wakes_for_data_above_the_hw(tmp_path):
+    h = _cluster(tmp_path, {"replica.lag.time.max.ms": 10_000})
+    h.produce_sync(TP, [b"a"])
+    h.settle(TP)
+    h.crash(3)                     # the HW stays at 1 until the ISR shrinks
+    rm, leader = h.brokers[1], h.partition(1, TP)
+    got = []
+    rm.handle_fetch(FetchRequest(-1, (FetchPartition(TP, 1),), max_wait_ms=5000, isolation="uncommitted"),
+                    got.append)
+    assert not got                 # nothing past offset 1 yet: parked
+    p = h.produce(TP, [b"b"], acks=1)
+    h.run_until(lambda: p.done, 100)
+    assert leader.high_watermark == 1 and leader.log_end_offset == 2
+    assert got and len(got[0].partitions[0].records) > 0   # woken by the append, not the timeout
+    # Parked at the LEO, above the HW: it waits rather than answering empty at once.
+    again = []
+    rm.handle_fetch(FetchRequest(-1, (FetchPartition(TP, 2),), max_wait_ms=5000, isolation="uncommitted"),
+                    again.append)
+    assert not again
+
+
+def test_a_produce_naming_a_partition_twice_completes_when_both_appends_commit(tmp_path):
+    h = _cluster(tmp_path, {"replica.fetch.max.bytes": 1})   # one batch per follower fetch
+    got = []
+    req = ProduceRequest(-1, 3000, (ProducePartition(TP, encode_batch([b"a"], timestamp_ms=0)),
+                                    ProducePartition(TP, encode_batch([b"b", b"c"], timestamp_ms=0))))
+    h.transport.send(-100, 1, req, got.append)
+    assert h.run_until(lambda: bool(got), 2000)                # well before the 3 s timeout
+    assert [(r.error_code, r.base_offset) for r in got[0].partitions] == [(errors.NONE, 0), (errors.NONE, 1)]
+
+
+def test_a_lagging_follower_catches_up_after_max_message_bytes_is_lowered(tmp_path):
+    h = _cluster(tmp_path, FAST_LAG)
+    h.crash(3, clean=True)
+    assert h.produce_sync(TP, [b"x" * 5000]).error_code == errors.NONE   # under the old limit
+    h.advance(2000)
+    assert h.partition(1, TP).isr == (1, 2)
+    for b in (1, 2):
+        h.brokers[b].update_topic_configs({"bar": [("max.message.bytes", "2000")]})
+    h.start(3)
+    h.send_leader_and_isr(TP, [3])
+    h.brokers[3].update_topic_configs({"bar": [("max.message.bytes", "2000")]})
+    assert h.run_until(lambda: h.partition(1, TP).isr == (1, 2, 3), 20_000)
+    assert h.partition(3, TP).log_end_offset == 1

@@ -320,7 +320,9 @@ class Log:
         data = _buffer(batch_bytes)
         if not len(data):
             return LogAppendInfo(self._leo, self._leo - 1, -1, 0, 0, 0, self._log_start)
-        run = self._frame(data)
+        # No max.message.bytes check: the leader accepted these batches (Kafka's follower
+        # append ignores the size too), and a limit lowered since must not strand a replica.
+        run = frame_append(data)
         if run.base_offset != self._leo:
             raise InvalidRecord(f"batch at offset {run.base_offset} does not start at the log end offset {self._leo}")
         i = run.first_gap()
@@ -328,7 +330,7 @@ class Log:
             raise InvalidRecord(f"batch {i} starts at {run.batch_offsets(i)[0]}, expected {run.batch_offsets(i - 1)[1] + 1}")
         return self._append_run(data, run, None)
 
-    def _frame(self, data: memoryview, frame: Callable[[Any], BatchRun] = frame_append) -> BatchRun:
+    def _frame(self, data: memoryview, frame: Callable[[Any], BatchRun]) -> BatchRun:
         """Walk the batch headers (framing; CRCs are checked while copying) and check sizes."""
         run = frame(data)
         if run.max_batch_bytes > self.config.max_message_bytes:

@@ -3,7 +3,7 @@
 A fetch that found fewer than ``min_bytes`` waits, watched under its
 partitions.  It completes early when, for any partition: this broker stopped
 leading it or its leader epoch changed; the fetch offset fell beyond the end a
-reader may see (the log was truncated); the leader's HW moved past what this
+reader may see (the log was truncated) or below the log start (retention); the leader's HW moved past what this
 follower was last told (so followers learn the HW within one round trip, the
 two-fetch advance of seed 004); or the bytes now readable reach ``min_bytes``.
 Completion re-reads and answers through ``complete`` (the ReplicaManager's
@@ -40,6 +40,8 @@ class DelayedFetch(DelayedOperation):
         accumulated = 0
         need = self.request.min_bytes
         is_follower = self.is_follower
+        # The end the answer's read stops at: a follower's and an uncommitted reader's is the LEO.
+        read_to_leo = is_follower or self.request.isolation != "committed"
         # Every produce and HW move on a watched partition re-checks the parked fetches, each
         # over all its partitions: the partition's offsets are read from its log once.
         for fp in self.request.partitions:
@@ -48,9 +50,9 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             log = p.log
             hw = log.high_watermark
-            end = log.log_end_offset if is_follower else hw
-            if fp.fetch_offset > end:
-                return self.force_complete()
+            end = log.log_end_offset if read_to_leo else hw
+            if fp.fetch_offset > end or fp.fetch_offset < log.log_start_offset:
+                return self.force_complete()  # the re-read answers OFFSET_OUT_OF_RANGE
             if is_follower and hw > self._hw_sent.get(fp.tp, -1):
                 return self.force_complete()
             if end > fp.fetch_offset:

@@ -44,11 +44,9 @@ class DelayedProduce(DelayedOperation):
         self._respond = respond
 
     def order(self, key: TopicPartition) -> int:
-        # Watched by required offset: an HW move re-checks only requests it covers.
-        for status in self.statuses:
-            if status.tp == key:
-                return status.required_offset
-        return 0
+        # Watched by required offset: an HW move re-checks only requests it covers.  A
+        # request naming a partition twice waits for its later append.
+        return max((s.required_offset for s in self.statuses if s.tp == key), default=0)
 
     def try_complete(self) -> bool:
         pending = False
