@@ -11,7 +11,12 @@ ISR changes proposed by a leader (``AlterIsrRequest``) are carried out here, as
 Kafka 0.10-2.6 brokers do: a write of the partition-state node conditional on
 the version the leader knows, then an ``/isr_change_notification`` so the
 controller learns of it.  A write that lost to a newer state (the controller
-elected someone else meanwhile) is refused and dropped (seed 001 'D').
+elected someone else meanwhile) is refused and dropped (seed 001 'D').  A write
+whose outcome is unknown (the store connection was lost) is retried, the
+partition's proposal still pending, until the store answers; a retry that finds
+its own proposal already stored (the first attempt landed, its reply was lost)
+succeeds, as Kafka's conditional ISR update does.  Dropping it instead would let
+the leader forget a follower the store has in the ISR and move the HW without it.
 
 ``kill()`` is a crash: nothing is flushed or closed cleanly, the session is
 abandoned (the store expires it after ``zookeeper.session.timeout.ms``).  A
@@ -53,6 +58,7 @@ from .runtime import Scheduler
 from .transport import DISCONNECTED, InProcessTransport
 
 REGISTRATION_RETRY_MS = 500
+ALTER_ISR_RETRY_MS = 100
 
 # Observer of what a broker does: event(kind, broker_id, **details).
 Observer = Callable[..., None]
@@ -350,19 +356,26 @@ class Broker:
     # ---- ISR changes (seed 001 'D') ------------------------------------------------
     def _alter_isr(self, request: AlterIsrRequest, on_response: Callable[[AlterIsrResponse], None]) -> None:
         # Answer on the scheduler, never re-entrantly inside the partition's call.
-        self.scheduler.call_soon(self._apply_alter_isr, request, on_response)
+        self.scheduler.call_soon(self._apply_alter_isr, request, on_response, self.replica_manager)
 
-    def _apply_alter_isr(self, request: AlterIsrRequest,
-                         on_response: Callable[[AlterIsrResponse], None]) -> None:
-        if not self.alive or self.zk is None:
-            return
+    def _apply_alter_isr(self, request: AlterIsrRequest, on_response: Callable[[AlterIsrResponse], None],
+                         proposer: ReplicaManager | None) -> None:
+        if not self.alive or self.zk is None or self.replica_manager is not proposer:
+            return  # the process that proposed it is gone
         tp = request.tp
         proposed = LeaderAndIsr(self.broker_id, request.leader_epoch, tuple(request.new_isr),
                                 request.zk_version, request.controller_epoch)
         try:
             updated, conflicts, failures = self.zk.update_partition_states({tp: proposed})
+            if tp in conflicts:
+                stored = self.zk.get_partition_states([tp]).get(tp)
+                if stored is not None and _same_state(stored, proposed):
+                    updated, conflicts = {tp: stored}, []  # our own earlier attempt landed
         except StoreError:
-            on_response(AlterIsrResponse(tp, errors.NetworkException.code))
+            failures = {tp: None}
+        if tp in failures:
+            # Unknown outcome: try again (a proposal is never taken back unanswered).
+            self.scheduler.call_later(ALTER_ISR_RETRY_MS, self._apply_alter_isr, request, on_response, proposer)
             return
         if tp in updated:
             state = updated[tp]
@@ -373,8 +386,11 @@ class Broker:
             self.observer("isr_changed", self.broker_id, tp=tp, leader_epoch=state.leader_epoch,
                           isr=state.isr, zk_version=state.zk_version)
             on_response(AlterIsrResponse(tp, errors.NONE, state.leader_epoch, state.isr, state.zk_version))
-        elif tp in conflicts:
+        else:
             # Lost to a newer state (the controller's): the proposal is dropped.
             on_response(AlterIsrResponse(tp, errors.FencedLeaderEpoch.code))
-        else:
-            on_response(AlterIsrResponse(tp, errors.NetworkException.code))
+
+
+def _same_state(a: LeaderAndIsr, b: LeaderAndIsr) -> bool:
+    """The same partition state, whatever node version each was read or written at."""
+    return (a.leader, a.leader_epoch, a.isr, a.controller_epoch) == (b.leader, b.leader_epoch, b.isr, b.controller_epoch)

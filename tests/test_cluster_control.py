@@ -192,7 +192,7 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(make, metadat
     assert c.run_until(lambda: isr_full(c), 60_000)
     leader = c.brokers[1001]
     held = []  # the leader's conditional ISR writes, delayed on their way to the store
-    leader._apply_alter_isr = lambda request, on_response: held.append((request, on_response))
+    leader._apply_alter_isr = lambda request, on_response, proposer: held.append((request, on_response))
     c.kill(1003)  # a follower: once behind, the leader proposes a shrink after the lag time
     c.produce("bar", 1, [b"x"], acks=1)
     assert c.run_until(lambda: any(r.tp == tp for r, _ in held), 10_000)
@@ -207,7 +207,7 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(make, metadat
     # ...so the old leader's conditional write, arriving now, loses and is dropped.
     del leader._apply_alter_isr
     answers = []
-    leader._apply_alter_isr(proposal, answers.append)
+    leader._apply_alter_isr(proposal, answers.append, leader.replica_manager)
     assert answers[0].error_code == errors.FencedLeaderEpoch.code
     assert state(c, 1) == after
     c.advance(10)
@@ -215,6 +215,40 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(make, metadat
     assert not part.is_leader and part.leader_epoch == after.leader_epoch
     # The new leader makes its own proposal, from the controller's state.
     assert c.run_until(lambda: set(state(c, 1).isr) == {1002, 1001}, 10_000)
+
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["write-landed", "write-lost"])
+def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers(make, landed):
+    # The leader's ISR expansion loses its store connection mid-write: with ZooKeeper the
+    # write may have landed.  The proposal stays pending and is retried; a retry that finds
+    # it stored succeeds.  Dropped, the leader would forget a follower the store has in
+    # the ISR (an electable replica) and move the HW without it.
+    from kreplica.meta.store import ConnectionLoss
+
+    c = make()
+    tp = TopicPartition("bar", 0)
+    c.kill(1003)
+    assert c.run_until(lambda: 1003 not in state(c, 0).isr, 30_000)
+    leader = c.brokers[1001]
+    real = leader.zk.update_partition_states
+    failed = []
+
+    def flaky(states):
+        if not failed and tp in states and 1003 in states[tp].isr:
+            failed.append(states[tp])
+            if landed:
+                real(states)
+            raise ConnectionLoss("the reply was lost")
+        return real(states)
+
+    leader.zk.update_partition_states = flaky
+    c.start(1003)
+    assert c.run_until(lambda: bool(failed) and 1003 in leader.replica_manager.partitions[tp].isr, 30_000)
+    stored = c.brokers[1001].zk.get_partition_states([tp])[tp]
+    part = leader.replica_manager.partitions[tp]
+    assert set(stored.isr) == set(part.isr) == {1001, 1002, 1003}
+    assert part.zk_version == stored.zk_version and not part.isr_state.is_inflight
 
 
 # ---- LeaderAndIsr INIT, HW checkpoint, reads between HW and LEO, follower min bytes ----------
