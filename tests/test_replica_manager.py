@@ -626,3 +626,13 @@ def test_a_lagging_follower_catches_up_after_max_message_bytes_is_lowered(tmp_pa
     h.brokers[3].update_topic_configs({"bar": [("max.message.bytes", "2000")]})
     assert h.run_until(lambda: h.partition(1, TP).isr == (1, 2, 3), 20_000)
     assert h.partition(3, TP).log_end_offset == 1
+
+
+def test_a_long_poll_asking_for_zero_bytes_is_answered_at_once(tmp_path):
+    # Kafka answers as soon as the readable bytes reach min_bytes: with 0, at once.
+    h = _cluster(tmp_path)
+    got = []
+    h.brokers[1].handle_fetch(FetchRequest(-1, (FetchPartition(TP, 0),), max_wait_ms=5000, min_bytes=0),
+                              got.append)
+    assert got and got[0].partitions[0].error_code == errors.NONE
+    assert len(got[0].partitions[0].records) == 0

@@ -28,7 +28,9 @@ class FetchRequest:
     replica_id: int
     partitions: tuple[FetchPartition, ...]
     max_wait_ms: int = 0
-    min_bytes: int = 0
+    # Answered at once when at least this many bytes are readable (0: at once, always),
+    # else held up to max_wait_ms; 1 is Kafka's consumer default.
+    min_bytes: int = 1
     max_bytes: int = 10485760
     # Consumers: "committed" (below the HW) or "uncommitted" (below the LEO).
     isolation: str = "committed"
