@@ -636,3 +636,10 @@ def test_a_long_poll_asking_for_zero_bytes_is_answered_at_once(tmp_path):
                               got.append)
     assert got and got[0].partitions[0].error_code == errors.NONE
     assert len(got[0].partitions[0].records) == 0
+
+
+def test_a_long_poll_naming_no_partition_is_answered_at_once(tmp_path):
+    h = _cluster(tmp_path)
+    got = []
+    h.brokers[1].handle_fetch(FetchRequest(-1, (), max_wait_ms=5000, min_bytes=1), got.append)
+    assert got and got[0].error_code == errors.NONE and got[0].partitions == ()

@@ -429,6 +429,7 @@ class ReplicaManager:
         datas, size, failed = self._read_counted(req)
         if (
             req.max_wait_ms <= 0
+            or not req.partitions
             or size >= req.min_bytes
             or failed
             or (is_follower and self._hw_news(req, datas))
