@@ -226,3 +226,43 @@ def test_epochs_learnt_from_appended_batches_survive_a_crash_before_any_flush(tm
     assert again.leader_epoch_cache.entries == [(1, 0), (2, 5), (3, 125)]
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n2 5\n3 125\n"
     again.close()
+
+
+def test_a_segment_tail_read_back_as_zeros_drops_the_later_segments(tmp_path):
+    # After a power loss a segment's last pages can read back as zeros while later
+    # segments survive: recovery cuts the zeros, and the later segments (written after
+    # the last flush too) go, or the log would have a hole in its offsets.
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 256}
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 200)
+    assert len(log.segments) > 2 and log.recovery_point == 0
+    pos, _base = log.segments[0].position_of(40)
+    size0 = log.segments[0].size
+    log.crash(lose_unflushed=False)
+    with open(os.path.join(tmp_path, "%020d.log" % 0), "r+b") as f:
+        f.seek(pos)
+        f.write(bytes(size0 - pos))
+    log = Log.open(tmp_path, cfg)
+    assert [s.base_offset for s in log.segments] == [0]
+    assert_prefix(log, 200, 0)
+    assert log.log_end_offset == 40
+    log.close()
+
+
+def test_a_log_that_recovers_short_of_its_published_start_starts_over_there(tmp_path):
+    # The start moved past unflushed data, then a power loss took that data: the log
+    # starts empty at its published start rather than give out offsets below it again.
+    log = Log.open(tmp_path, CONFIG)
+    append_range(log, 0, 10)
+    log.flush()
+    append_range(log, 10, 20)
+    log.update_high_watermark(20)
+    log.maybe_increment_log_start_offset(15)
+    log.crash(lose_unflushed=True)
+    log = Log.open(tmp_path, CONFIG, log_start_offset=15)
+    assert (log.log_start_offset, log.log_end_offset, log.leader_epoch_cache.entries) == (15, 15, [])
+    assert log.append_as_leader([b"new"], leader_epoch=1).first_offset == 15
+    log.close()
+    log = Log.open(tmp_path, CONFIG)               # and it stays so
+    assert (log.log_start_offset, log.log_end_offset) == (15, 16)
+    log.close()

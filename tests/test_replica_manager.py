@@ -643,3 +643,22 @@ def test_a_long_poll_naming_no_partition_is_answered_at_once(tmp_path):
     got = []
     h.brokers[1].handle_fetch(FetchRequest(-1, (), max_wait_ms=5000, min_bytes=1), got.append)
     assert got and got[0].error_code == errors.NONE and got[0].partitions == ()
+
+
+def test_a_restarted_replica_keeps_the_log_start_it_checkpointed(tmp_path):
+    # The follower adopts its leader's log start (KIP-107) inside one of its segments; a
+    # restart must not fall back to that segment's base and serve what lies below again.
+    h = _cluster(tmp_path, {"segment.bytes": 4096})
+    for _ in range(40):
+        h.produce_sync(TP, [b"x" * 200])
+    h.settle(TP)
+    follower = h.partition(2, TP)
+    follower.log.maybe_increment_log_start_offset(25)
+    assert follower.log_start_offset == 25 and 25 not in [s.base_offset for s in follower.log.segments]
+    h.crash(2, clean=True)                      # writes log-start-offset-checkpoint
+    h.start(2)
+    h.send_leader_and_isr(TP, [2])
+    follower = h.partition(2, TP)
+    assert follower.log_start_offset == 25
+    with pytest.raises(errors.OffsetOutOfRange):
+        follower.read_records(24, 1 << 20, follower.log_end_offset)

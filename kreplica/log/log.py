@@ -196,8 +196,11 @@ class Log:
             result = seg.recover()
             self.last_recovery.append(result)
             self._add(seg)
-            if result.error is not None:
-                for later in bases[i + 1:]:  # they can no longer follow on contiguously
+            if result.error is not None or result.cut_bytes:
+                # Cut short (a bad batch, or a tail read back as zeros after a power loss):
+                # the later segments, all written after the last flush, can no longer
+                # follow on contiguously.
+                for later in bases[i + 1:]:
                     LogSegment(self.dir, later, self.config, 0).delete()
                 break
             if i < len(bases) - 1:
@@ -224,6 +227,12 @@ class Log:
         else:
             self._recovery_point = min(rp, self._leo)
             self.flush()  # what recovery kept is made durable before anything new lands
+        start = log_start_offset or 0
+        if start > self._leo:
+            # Recovery lost the log past the start it had published (a power loss after
+            # the start moved beyond unflushed data): it starts over, empty, at that start,
+            # as Kafka's does, rather than give out offsets below it again.
+            self.truncate_fully_and_start_at(start)
 
     def _add(self, seg: LogSegment) -> None:
         self._segments.append(seg)

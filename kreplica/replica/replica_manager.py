@@ -221,7 +221,10 @@ class ReplicaManager:
             return p
         config, log_config = self.configs_with(topic_config)
         self._unopened.pop(tp, None)
-        log = Log.open(self.data_dir / str(tp), log_config, clock=self.scheduler)
+        # The log start this broker last published: a start moved inside a segment (KIP-107)
+        # must not fall back to the segment's base, making what lies below readable again.
+        log = Log.open(self.data_dir / str(tp), log_config, clock=self.scheduler,
+                       log_start_offset=self._checkpointed_logs[LOG_START_CHECKPOINT_FILE].get(tp))
         hw = self._checkpointed_hw.get(tp)
         if hw is not None:
             log.update_high_watermark(hw)
