@@ -384,6 +384,19 @@ def test_offset_for_timestamp(tmp_path, clock):
     log.close()
 
 
+def test_offset_for_timestamp_looks_past_batches_below_the_log_start(tmp_path):
+    # The first batch new enough (ts 2000) lies below the log start, and so does the
+    # part of the next holding the target: the answer is the next batch's first offset.
+    log = Log.open(tmp_path / "t-0", {})
+    for ts in (2000, 500, 1500):
+        log.append_as_leader([b"x"] * 5, timestamp_ms=ts)
+    log.update_high_watermark(15)
+    log.maybe_increment_log_start_offset(7)
+    assert log.offset_for_timestamp(1500) == 10 and log.offset_for_timestamp(1000) == 10
+    assert log.offset_for_timestamp(2001) is None
+    log.close()
+
+
 def test_flush_messages_moves_the_recovery_point(tmp_path):
     log = Log.open(tmp_path / "t-0", {"flush.messages": 10})
     log.append_as_leader(values(5))

@@ -442,10 +442,16 @@ class Log:
             found = seg.find_offset_by_timestamp(timestamp)
             if found is None:
                 continue
-            batch = self.read(max(found[1], self._log_start), 1)
-            for record in decode_records(batch.view):  # one batch: its records, in C
-                if record.timestamp >= timestamp and record.offset >= self._log_start:
-                    return record.offset
+            # Batch by batch from there: the first batch new enough may lie (partly)
+            # below the log start, and then so may every record new enough in it.
+            offset = max(found[1], self._log_start)
+            while offset < self._leo:
+                records = decode_records(self.read(offset, 1).view)  # one batch, in C
+                for record in records:
+                    if record.timestamp >= timestamp and record.offset >= offset:
+                        return record.offset
+                offset = records[-1].offset + 1
+            return None
         return None
 
     # -- truncation and retention ---------------------------------------------------------
