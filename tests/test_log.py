@@ -665,3 +665,13 @@ def test_a_prefaulted_read_is_the_same_zero_copy_view(tmp_path):
     batches = len(list(decode_batches(early.view)))
     assert [r.offset for r in decode_records(early.view)] == list(range(10 * batches))
     log.close()
+
+
+def test_a_read_bounded_inside_a_batch_leaves_that_batch_out(log):
+    # A consumer must see nothing at or above the HW: a batch holding it is not served
+    # (Kafka stops the read at that batch's position), even as the first batch.
+    log.append_as_leader(values(5))
+    log.append_as_leader(values(5, 5))           # 5..9
+    assert [r.offset for r in decode_records(log.read(0, 1 << 20, 7).view)] == [0, 1, 2, 3, 4]
+    assert len(log.read(5, 1 << 20, 7).view) == 0
+    assert [r.offset for r in decode_records(log.read(5, 1 << 20, 10).view)] == list(range(5, 10))

@@ -100,9 +100,11 @@ def find_batch(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t target_
 
 def span_batches(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t max_bytes,
                  int64_t max_offset):
-    """End position of the whole batches from ``pos`` that fit ``max_bytes`` and start
-    below ``max_offset``.  The first batch is always included, however large (KIP-74),
-    so a consumer can never be stuck behind one batch bigger than its limit."""
+    """End position of the whole batches from ``pos`` that fit ``max_bytes`` and end
+    below ``max_offset`` (a batch holding ``max_offset``, the HW, say, is left out
+    whole, as Kafka's read stops at its position).  The first batch below it is always
+    included, however large (KIP-74), so a consumer can never be stuck behind one batch
+    bigger than its limit."""
     cdef const uint8_t* p = &buf[0]
     cdef int64_t start = pos, size
     with nogil:
@@ -113,7 +115,7 @@ def span_batches(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t max_b
             if pos > start and pos - start + HEADER_SIZE > max_bytes:
                 break
             size = _batch_size(p, pos, end)
-            if size == 0 or _be64(p + pos) >= max_offset:
+            if size == 0 or _be64(p + pos) + _be32(p + pos + 23) >= max_offset:
                 break
             if pos > start and pos + size - start > max_bytes:
                 break

@@ -413,7 +413,8 @@ class Log:
     def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None, *,
              prefault: bool = False) -> LogSlice:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one
-        batch) and below ``max_offset`` (e.g. the HW for consumers).  ``prefault`` is for a
+        batch) and wholly below ``max_offset`` (e.g. the HW for consumers: a batch holding
+        it is left out).  ``prefault`` is for a
         caller that will read every byte (a fetch answered with them): the view's pages are
         mapped in one call, not faulted in 64 KiB at a time."""
         self._check_open()

@@ -272,7 +272,7 @@ class LogSegment:
     def read(self, offset: int, max_bytes: int, max_offset: int,
              prefault: bool = False) -> tuple[memoryview, int] | None:
         """Whole batches from the one holding ``offset``: ``(view, its base offset)``, or None
-        when this segment has nothing at or after ``offset`` (below ``max_offset``).
+        when this segment has nothing at or after ``offset`` wholly below ``max_offset``.
         ``prefault``: the caller reads every byte, map them all now (MappedFile.prefault)."""
         mm = self.log_file.map(self.size)
         if mm is None:
@@ -284,6 +284,8 @@ class LogSegment:
         if base < 0 or base >= max_offset:
             return None
         end = span_batches(mm, pos, self.size, max_bytes, max_offset)
+        if end == pos:
+            return None
         if prefault:
             self.log_file.prefault(pos, end)
         return memoryview(mm)[pos:end].toreadonly(), base

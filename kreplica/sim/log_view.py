@@ -34,7 +34,7 @@ def read_fingerprints(log: Any, start: int, end: int, chunk_bytes: int = 1 << 20
     pos = max(start, log.log_start_offset)
     end = min(end, log.log_end_offset)
     while pos < end:
-        view = log.read(pos, chunk_bytes, end).view
+        view = log.read(pos, chunk_bytes).view  # a batch holding ``end`` is wanted too
         got = fingerprints(view)
         if not got:
             break
