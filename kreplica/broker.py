@@ -360,9 +360,14 @@ class Broker:
 
     def _apply_alter_isr(self, request: AlterIsrRequest, on_response: Callable[[AlterIsrResponse], None],
                          proposer: ReplicaManager | None) -> None:
+        tp = request.tp
         if not self.alive or self.zk is None or self.replica_manager is not proposer:
             return  # the process that proposed it is gone
-        tp = request.tp
+        p = proposer.partitions.get(tp)
+        if p is None or not p.awaits_isr_answer(request):
+            # Overtaken (a LeaderAndIsr, the replica stopped or deleted): a retry must not
+            # write a dead proposal, perhaps into a topic re-created under the same name.
+            return
         proposed = LeaderAndIsr(self.broker_id, request.leader_epoch, tuple(request.new_isr),
                                 request.zk_version, request.controller_epoch)
         try:

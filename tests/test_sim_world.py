@@ -202,8 +202,8 @@ def test_swarm_gc_pause_chaos_a_late_leader_serving_a_superseded_epoch_is_excuse
     5160 (t-1) and 5773 found the rule, when the checker excused only from the HW and
     called the batches below divergence; since a paused broker's messages already on the
     wire arrive during its pause, neither history recurs (test_sim_checker pins the rule).
-    Seed 5924 (790, not 1040) fails without the rule since ISR writes of unknown outcome
-    are retried."""
+    Seed 5701, pinned next, lost its late leader when ISR writes of unknown outcome came
+    to be retried; seed 5924 (790, not 1040) fails without the rule."""
     from kreplica.sim import scenarios
     from kreplica.sim.swarm import swarm_scenario
 

@@ -282,6 +282,11 @@ class Partition:
         )
         self._alter_isr(request, lambda response: self._on_alter_isr(generation, response))
 
+    def awaits_isr_answer(self, request: AlterIsrRequest) -> bool:
+        """Is ``request`` still this leader's pending ISR proposal (nothing newer since)?"""
+        return (self.role is Role.LEADER and self.isr_state.is_inflight and self.leader_epoch == request.leader_epoch
+                and self.zk_version == request.zk_version and self.isr_state.proposed == tuple(request.new_isr))
+
     def _on_alter_isr(self, generation: int, response: AlterIsrResponse) -> None:
         if generation != self._isr_generation or self.role is not Role.LEADER:
             return  # a newer LeaderAndIsr (or proposal) replaced the state this answers
