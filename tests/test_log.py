@@ -675,3 +675,39 @@ def test_a_read_bounded_inside_a_batch_leaves_that_batch_out(log):
     assert [r.offset for r in decode_records(log.read(0, 1 << 20, 7).view)] == [0, 1, 2, 3, 4]
     assert len(log.read(5, 1 << 20, 7).view) == 0
     assert [r.offset for r in decode_records(log.read(5, 1 << 20, 10).view)] == list(range(5, 10))
+
+
+def test_an_append_wanting_more_index_entries_than_are_left_keeps_those_that_fit(tmp_path):
+    # Twelve batches at index.interval.bytes=0 want twelve entries; the indexes hold 12
+    # offsets and 7 (+1 reserved) times.  The indexes are sparse: the append keeps what
+    # fits and succeeds, the next one rolls, and every offset still reads back.
+    log = Log.open(tmp_path / "t-0", {"segment.index.bytes": 96, "index.interval.bytes": 0})
+    for i in range(3):
+        log.append_as_leader([b"p" * 30], timestamp_ms=1000 + i)
+    many = b"".join(encode_batch([b"q" * 30], base_offset=3 + i, timestamp_ms=2000 + i) for i in range(12))
+    assert log.append_as_follower(many).last_offset == 14
+    log.append_as_leader([b"r"], timestamp_ms=3000)
+    assert len(log.segments) == 2
+    assert [r.offset for r in all_records(log)] == list(range(16))
+    assert all(log.read(o, 1).first_offset <= o for o in range(16))
+    assert log.offset_for_timestamp(2005) == 8
+    log.close()
+
+
+def test_the_time_index_keeps_a_slot_for_the_entry_sealing_adds(tmp_path):
+    # Appends fill the time index to its reserve; the roll's (and close's) final entry
+    # still fits, where it used to make every later roll and the close fail.
+    log = Log.open(tmp_path / "t-0", {"segment.index.bytes": 120, "index.interval.bytes": 150})
+    offset = 0
+    while len(log.segments) == 1:
+        two = b"".join(encode_batch([b"x" * 60], base_offset=offset + i, timestamp_ms=1000 + offset + i)
+                       for i in range(2))
+        log.append_as_follower(two)
+        offset += 2
+    first = log.segments[0]
+    assert first.time_index.entries <= first.time_index.max_entries
+    assert first.time_index.last_entry() == (first.max_timestamp, first.offset_of_max_timestamp)
+    log.close()
+    log = Log.open(tmp_path / "t-0", {"segment.index.bytes": 120, "index.interval.bytes": 150})
+    assert log.log_end_offset == offset
+    log.close()

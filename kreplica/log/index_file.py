@@ -28,6 +28,9 @@ WARM_BYTES = 8192
 class IndexFile:
     ENTRY_BYTES = 8
     KEY_BYTES = 4
+    # Slots appends leave free: the time index keeps one for the entry sealing adds on
+    # roll and close (Kafka's TimeIndex does the same).
+    RESERVED = 0
     DTYPE: np.dtype = np.dtype([("key", ">u4"), ("value", ">u4")])
     FORMAT = ">II"
 
@@ -68,7 +71,11 @@ class IndexFile:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        return self.entries >= self.max_entries - self.RESERVED
+
+    def room_bytes(self) -> int:
+        """Bytes of entries an append may still add (the reserved slots kept free)."""
+        return max(0, self.max_entries - self.RESERVED - self.entries) * self.ENTRY_BYTES
 
     def size_bytes(self) -> int:
         return self.entries * self.ENTRY_BYTES
@@ -119,7 +126,7 @@ class IndexFile:
         """KafkaStorageError unless ``nbytes`` of encoded entries can be appended."""
         if nbytes and not self.writable:
             raise KafkaStorageError(f"index {self.path} is not open for append")
-        if self.entries + nbytes // self.ENTRY_BYTES > self.max_entries:
+        if self.entries + nbytes // self.ENTRY_BYTES > self.max_entries - self.RESERVED:
             raise KafkaStorageError(f"index {self.path} is full ({self.entries} entries)")
 
     def append_encoded(self, data: bytes | bytearray) -> None:

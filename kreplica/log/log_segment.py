@@ -231,15 +231,19 @@ class LogSegment:
 
     def _index_entries(self, run: BatchRun, pos: int) -> tuple:
         """The index entries for ``run`` written at ``pos`` and the running values after it
-        (Kafka's rule, in Cython); KafkaStorageError when an index has no room left."""
+        (Kafka's rule, in Cython).  The indexes are sparse: when many batches at a small
+        ``index.interval.bytes`` want more entries than an index has left, the append
+        keeps the first that fit (the full index rolls the segment at the next append)."""
         oi, ti = self.offset_index, self.time_index
         last_ts, last_ts_offset = ti.last_entry() if ti.entries else (-1, -1)
-        planned = run.index_entries(pos, self.base_offset, self.config.index_interval_bytes,
-                                    self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp,
-                                    oi.last_entry()[0] if oi.entries else -1, last_ts, last_ts_offset)
-        oi.check_room(len(planned[0]))
-        ti.check_room(len(planned[1]))
-        return planned
+        offsets, times, *running = run.index_entries(
+            pos, self.base_offset, self.config.index_interval_bytes, self.bytes_since_index_entry,
+            self.max_timestamp, self.offset_of_max_timestamp, oi.last_entry()[0] if oi.entries else -1,
+            last_ts, last_ts_offset)
+        offsets, times = offsets[:oi.room_bytes()], times[:ti.room_bytes()]
+        oi.check_room(len(offsets))
+        ti.check_room(len(times))
+        return (offsets, times, *running)
 
     def _put_index(self, planned: tuple) -> None:
         offsets, times, self.bytes_since_index_entry, self.max_timestamp, self.offset_of_max_timestamp = planned

@@ -16,6 +16,7 @@ from .index_file import IndexFile
 class TimeIndex(IndexFile):
     ENTRY_BYTES = 12
     KEY_BYTES = 8
+    RESERVED = 1
     DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">u4")])
     FORMAT = ">qI"
 
