@@ -42,7 +42,8 @@ SPEC: dict[str, Key] = {
         # Log (topic-level) keys.
         Key("segment.bytes", "int", 1 << 30, _between(14, INT_MAX), "segment file size before a roll"),
         Key("segment.ms", "int", 7 * 24 * 3600 * 1000, _at_least(1), "segment age before a roll"),
-        Key("segment.index.bytes", "int", 10 * 1024 * 1024, _between(8, INT_MAX), "max size of each index"),
+        # At least two 12-byte time-index entries: one for appends, one kept for sealing.
+        Key("segment.index.bytes", "int", 10 * 1024 * 1024, _between(24, INT_MAX), "max size of each index"),
         Key("index.interval.bytes", "int", 4096, _at_least(0), "bytes between index entries"),
         Key("retention.bytes", "int", -1, _at_least(-1), "log size before deleting old segments"),
         Key("retention.ms", "int", 7 * 24 * 3600 * 1000, _at_least(-1), "segment age before deletion"),

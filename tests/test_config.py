@@ -27,6 +27,7 @@ def test_strings_are_coerced():
         {"segment.bytes": "lots"},
         {"segment.bytes": 8 << 30},  # above Kafka's Int: 4-byte index positions could not address it
         {"segment.index.bytes": 1 << 31},
+        {"segment.index.bytes": 23},  # no time-index slot left for appends beside sealing's
         {"max.message.bytes": 1 << 31},
         {"min.insync.replicas": 0},
         {"acks": "2"},
