@@ -711,3 +711,23 @@ def test_the_time_index_keeps_a_slot_for_the_entry_sealing_adds(tmp_path):
     log = Log.open(tmp_path / "t-0", {"segment.index.bytes": 120, "index.interval.bytes": 150})
     assert log.log_end_offset == offset
     log.close()
+
+
+def test_a_segment_rolls_before_a_relative_offset_passes_int_max(tmp_path):
+    # Kafka reads index relative offsets as signed ints: an offset more than Int.MaxValue
+    # past the base starts a new segment (batches with gaps, as compaction leaves).
+    import struct
+
+    from kreplica.records import crc32c
+
+    def gapped(base, last_delta):
+        b = bytearray(encode_batch([b"v"], base_offset=base, timestamp_ms=1))
+        struct.pack_into(">i", b, 23, last_delta)
+        struct.pack_into(">I", b, 17, crc32c(bytes(b[21:])))
+        return bytes(b)
+
+    log = Log.open(tmp_path / "t-0", {"index.interval.bytes": 0})
+    log.append_as_follower(gapped(0, 2**31 - 1))
+    log.append_as_follower(gapped(2**31, 0))
+    assert [s.base_offset for s in log.segments] == [0, 2**31]
+    log.close()

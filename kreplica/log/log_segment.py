@@ -32,7 +32,9 @@ from .time_index import TimeIndex
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-MAX_RELATIVE_OFFSET = 0xFFFFFFFF
+# A segment rolls before an offset lies more than Int.MaxValue past its base, as Kafka's
+# does: index files hold relative offsets that Kafka's tools read as signed ints.
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF
 #: How far ahead of the writes the ``.log`` has its disk blocks reserved (see MappedFile).
 LOG_RESERVE_CHUNK = 8 << 20
 #: How many recent appends remember where they start (``read``'s shortcut).
