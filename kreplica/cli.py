@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from types import ModuleType
+from typing import Any, Callable
 
 SUBCOMMANDS: dict[str, str] = {
     "demo": "kreplica.demo",
@@ -31,6 +33,64 @@ def key_value(text: str) -> tuple[str, str]:
     if not eq or not key.strip():
         raise ValueError(f"{text!r}: expected KEY=VALUE")
     return key.strip(), value.strip()
+
+
+def argument(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` from a converter that raises ValueError with a readable message."""
+    def parse(text: str) -> Any:
+        try:
+            return convert(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def integer_at_least(low: int) -> Callable[[str], int]:
+    """A converter of an integer ``>= low``; ValueError naming the text otherwise."""
+    def number(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
+        if n < low:
+            raise ValueError(f"{n}: must be at least {low}")
+        return n
+    return number
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer ``>= low``."""
+    return argument(integer_at_least(low))
+
+
+def _directory(text: str) -> str:
+    if not os.path.exists(text):
+        raise ValueError(f"{text!r}: no such directory")
+    if not os.path.isdir(text):
+        raise ValueError(f"{text!r}: not a directory")
+    return text
+
+
+#: An argparse ``type``: an existing directory (kept as written).
+directory = argument(_directory)
+
+
+def _output_file(text: str) -> str:
+    existed = os.path.exists(text)
+    try:
+        with open(text, "a"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{text!r}: {e.strerror}") from None
+    if not existed:
+        os.unlink(text)
+    return text
+
+
+#: An argparse ``type``: a file written at the end of a long run, tried before the run
+#: (opened for appending, and removed again if it was not there).
+output_file = argument(_output_file)
 
 
 def _help(module: ModuleType) -> str:

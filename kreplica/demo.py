@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import tempfile
 from typing import Any
 
 from rich.console import Console
@@ -18,6 +20,7 @@ from rich.panel import Panel
 from rich.progress import Progress
 from rich.table import Table
 
+from .cli import argument
 from .cluster import Cluster, TimelineEvent
 
 TOPIC = "bar"
@@ -95,17 +98,36 @@ def _timeline_table(events: list[TimelineEvent]) -> Table:
 
 
 HELP = "seed 003's story on an embedded 3-broker cluster: elections, ISR changes, no acknowledged loss"
+METADATA_FORMS = "memory, zookeeper+local:///CHROOT or zookeeper://HOST:PORT/CHROOT"
+
+
+def _metadata(text: str) -> str:
+    from .meta.uri import parse_metadata_uri
+
+    try:
+        parse_metadata_uri(text)
+    except ValueError as e:
+        why = str(e) if text.startswith(("zookeeper://", "zookeeper+local://")) else f"{text!r} is not a metadata store"
+        raise ValueError(f"{why}; use {METADATA_FORMS}") from None
+    return text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the virtual-time run (default 0)")
-    p.add_argument("--metadata", default="memory",
+    p.add_argument("--metadata", default="memory", type=argument(_metadata),
                    help="'memory' (default, virtual time), 'zookeeper+local:///kreplica' (a private "
                         "Debian ZooKeeper, real time) or 'zookeeper://HOST:PORT/CHROOT'")
 
 
 def execute(args: argparse.Namespace) -> int:
-    return 0 if run(seed=args.seed, metadata=args.metadata) else 1
+    from .meta.store import StoreError
+    from .meta.zk_server import ZooKeeperUnavailable
+
+    try:
+        return 0 if run(seed=args.seed, metadata=args.metadata) else 1
+    except (StoreError, ZooKeeperUnavailable) as e:  # the store named cannot be reached or started
+        print(f"Error: --metadata {args.metadata}: {e}", file=sys.stderr)
+        return 1
 
 
 def run(console: Console | None = None, seed: int = 0, metadata: str = "memory") -> bool:
@@ -113,7 +135,9 @@ def run(console: Console | None = None, seed: int = 0, metadata: str = "memory")
     console = console or Console()
     acked: dict[int, list[tuple[int, bytes]]] = {0: [], 1: [], 2: []}
     ok = True
-    with Cluster.embedded(brokers=BROKERS, seed=seed, config=CONFIG, metadata=metadata) as c:
+    # The demo owns the data dir, so it goes even when the cluster cannot start.
+    with tempfile.TemporaryDirectory(prefix="kreplica-demo-") as data_dir, \
+            Cluster.embedded(brokers=BROKERS, data_dir=data_dir, seed=seed, config=CONFIG, metadata=metadata) as c:
         clock = "virtual time" if c.virtual_time else "real time"
         console.print(Panel.fit(f"3-broker embedded cluster, metadata: {metadata}, {clock}, seed {seed}\n"
                                 f"controller: broker {c.controller_id}"))

@@ -7,66 +7,52 @@ Examples::
     kreplica simulate --swarm --seeds 1..200 --out runs/
     kreplica simulate --replay runs/kip101-hw-truncation-7.jsonl
 
-Every run prints its seed and options first and its history hash last; the
-same seed and options give the same hash.  A violation prints the last events
-touching its partition, and the command exits non-zero.  ``--replay`` exits as the
-recorded run did (1 with its violation, printed again; 0 without), or 3 when the
-replayed history differs from the recorded one.
+The command prints the scenario, seeds and options first.  A single seed
+(``--seed N``) prints its history hash last; for several seeds, each run's hash
+is in ``summary.json`` under ``--out DIR``.  The same seed and options give the
+same hash.  A violation prints the last events touching its partition, and the
+command exits non-zero.  ``--replay`` exits as the recorded run did (1 with its
+violation, printed again; 0 without), or 3 when the replayed history differs
+from the recorded one.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from .cli import key_value
+from .cli import argument, at_least, key_value
 
 HELP = "deterministic simulation with fault injection and an invariant checker"
 #: ``--replay`` exit status when the replayed history is not the recorded one; otherwise a
 #: replay exits as the run did: 1 with a violation (its trace printed), 0 without.
 REPLAY_DIFFERS = 3
+DEFAULT_SCENARIO = "random-chaos"
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``7``, ``1..1000`` (inclusive) or ``1,5,9``; ValueError for anything else."""
+def parse_seeds(text: str) -> Sequence[int]:
+    """``7``, ``1..1000`` (inclusive) or ``1,5,9``; ValueError for anything else.  A range
+    stays a ``range``: seeds are made as they run, however many there are."""
     try:
         if ".." in text:
             a, b = text.split("..", 1)
-            seeds = list(range(int(a), int(b) + 1))
+            seeds: Sequence[int] = range(int(a), int(b) + 1)
         else:
             seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise ValueError(f"seeds {text!r}: expected N, A..B or a,b,c (integers)") from None
-    if not seeds:
+    try:
+        count = len(seeds)
+    except OverflowError:  # a range of 2**63 seeds or more
+        raise ValueError(f"seeds {text!r}: too many seeds") from None
+    if not count:
         raise ValueError(f"seeds {text!r}: no seed in it")
     return seeds
-
-
-def _argument(convert: Any) -> Any:
-    """An argparse ``type`` from a converter that raises ValueError with a readable message."""
-    def parse(text: str) -> Any:
-        try:
-            return convert(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    parse.__name__ = convert.__name__
-    return parse
-
-
-def _at_least(low: int) -> Any:
-    def number(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not an integer") from None
-        if n < low:
-            raise ValueError(f"{n}: must be at least {low}")
-        return n
-    return _argument(number)
 
 
 def _seed_text(text: str) -> str:
@@ -80,24 +66,26 @@ def _config_item(text: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenario", default="random-chaos", help="scenario name or TOML path")
-    p.add_argument("--seed", type=int, help="one seed")
-    p.add_argument("--seeds", type=_argument(_seed_text), help="seeds: N, A..B or a,b,c")
+    p.add_argument("--scenario", help=f"scenario name or TOML path (default {DEFAULT_SCENARIO})")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--seed", type=int, help="one seed (default 0)")
+    which.add_argument("--seeds", type=argument(_seed_text), help="seeds: N, A..B or a,b,c")
     p.add_argument("--swarm", action="store_true",
                    help="randomize cluster, config and fault rates per seed, over --scenario's config and workload")
-    p.add_argument("--until", type=_at_least(0), metavar="MS", help="virtual run time before the liveness phase")
-    p.add_argument("--config", action="append", default=[], type=_argument(_config_item), metavar="KEY=VALUE",
+    p.add_argument("--until", type=at_least(0), metavar="MS", help="virtual run time before the liveness phase")
+    p.add_argument("--config", action="append", default=[], type=argument(_config_item), metavar="KEY=VALUE",
                    help="override a Kafka config key")
     p.add_argument("--out", type=Path, metavar="DIR", help="write histories, timelines and a summary here")
     p.add_argument("--history", action="store_true",
                    help="with --out: JSON-lines history of every run (failing runs always get one)")
     p.add_argument("--timeline", action="store_true", help="with --out: a timeline PNG of every run")
-    p.add_argument("--timeline-partitions", type=_at_least(1), default=4, metavar="N",
+    p.add_argument("--timeline-partitions", type=at_least(1), default=4, metavar="N",
                    help="partitions drawn in each timeline (default 4)")
-    p.add_argument("--replay", type=Path, metavar="FILE", help="re-run a recorded history and compare hashes")
+    p.add_argument("--replay", type=Path, metavar="FILE",
+                   help="re-run a recorded history with its recorded scenario, seed and options, and compare hashes")
     p.add_argument("--list", action="store_true", help="list the scenarios")
-    p.add_argument("--traces", type=_at_least(0), default=3, help="print the traces of this many failing runs")
-    p.add_argument("--jobs", type=_at_least(1), default=1, help="run seeds in this many processes")
+    p.add_argument("--traces", type=at_least(0), default=3, help="print the traces of this many failing runs")
+    p.add_argument("--jobs", type=at_least(1), default=1, help="run seeds in this many processes")
     p.add_argument("--keep-data", action="store_true",
                    help="keep each run's broker log dirs (printed) for kreplica dump-log")
 
@@ -106,7 +94,7 @@ def _scenario(args: argparse.Namespace, seed: int) -> Any:
     from .sim import scenarios
     from .sim.swarm import swarm_scenario
 
-    base = scenarios.load(args.scenario)
+    base = scenarios.load(args.scenario or DEFAULT_SCENARIO)
     sc = swarm_scenario(seed, base) if args.swarm else base
     if args.until is not None:
         sc = replace(sc, until_ms=args.until)
@@ -125,7 +113,7 @@ def _options(args: argparse.Namespace, first: Any) -> dict[str, Any]:
     seed, drawn from it) the overrides laid over every seed's draw."""
     if not args.swarm:
         return first.to_dict()
-    options: dict[str, Any] = {"swarm": True, "base": args.scenario}
+    options: dict[str, Any] = {"swarm": True, "base": args.scenario or DEFAULT_SCENARIO}
     if args.until is not None:
         options["until_ms"] = args.until
     if args.config:
@@ -176,7 +164,7 @@ def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
     return r
 
 
-def _runs(args: argparse.Namespace, first: Any, seeds: list[int]) -> Any:
+def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
     """Results in seed order, from this process or a pool (``--jobs``)."""
     shared = None if args.swarm else first
     if args.jobs <= 1:
@@ -186,8 +174,30 @@ def _runs(args: argparse.Namespace, first: Any, seeds: list[int]) -> Any:
     import multiprocessing
     from functools import partial
 
-    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+    # Leaving the block (done, or Ctrl-C in this process) terminates the workers.
+    with multiprocessing.get_context("fork").Pool(args.jobs, initializer=_worker_signals) as pool:
         yield from pool.imap(partial(run_seed, args, scenario=shared), seeds)
+
+
+def _worker_signals() -> None:
+    """A pool worker leaves Ctrl-C to the parent (which stops the pool), and takes the
+    pool's terminate() (SIGTERM) as SystemExit rather than dying on the spot, so the run
+    in flight still removes its data dir on the way out (World.run's ``finally``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the clean-up short
+    raise SystemExit(128 + signum)
+
+
+def _run_options_given(args: argparse.Namespace) -> list[str]:
+    """The options that shape a run, as given; ``--replay`` takes them from the history."""
+    used = {"--scenario": args.scenario is not None, "--seed": args.seed is not None,
+            "--seeds": args.seeds is not None, "--swarm": args.swarm,
+            "--until": args.until is not None, "--config": bool(args.config)}
+    return [flag for flag, given in used.items() if given]
 
 
 def _error(message: str) -> int:
@@ -210,11 +220,16 @@ def execute(args: argparse.Namespace) -> int:
     # Bad input -- an unknown scenario, a script naming a missing broker, a bad config key,
     # an unreadable history -- is reported in one line with exit status 2, before any run.
     if args.replay is not None:
+        given = _run_options_given(args)
+        if given:
+            return _error(f"--replay re-runs the recorded scenario, seed and options: drop {', '.join(given)}")
         try:
             return _replay(args.replay)
         except (OSError, ValueError, KeyError, TypeError) as e:
             return _error(f"cannot replay {args.replay}: {e!r}" if isinstance(e, KeyError)
                           else f"cannot replay {args.replay}: {e}")
+    if (args.history or args.timeline) and not args.out:
+        return _error(f"{'--history' if args.history else '--timeline'} needs --out DIR (it writes there)")
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed is not None else 0]
     try:
         first = _scenario(args, seeds[0]).validate()

@@ -10,6 +10,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
+
+from kreplica.cli import main
 from kreplica.tools import bench_log
 from kreplica.tools.bench_log_peers import STORES, AppendWork, KReplica, RawWrite, append_work, fetch_chunks
 
@@ -92,3 +95,25 @@ def test_stores_default_to_a_disk_not_a_tmpfs(tmp_path: Path, monkeypatch) -> No
     assert bench_log.default_data_dir(str(mounts)) == str(tmp_path)
     mounts.write_text("/dev/vda / ext4 rw 0 0\ntmpfs /scratch/tmpx tmpfs rw 0 0\n")
     assert bench_log.default_data_dir(str(mounts)) == "/scratch/tmp"
+
+
+def test_bad_arguments_are_refused_before_the_benchmark_runs(tmp_path: Path, capsys, monkeypatch) -> None:
+
+    def run(*args, **kwargs):
+        raise AssertionError("the benchmark ran")
+
+    monkeypatch.setattr(bench_log, "run", run)
+    (tmp_path / "afile").write_text("x")
+    cases = [
+        (["--repeat", "-1"], "argument --repeat: -1: must be at least 1"),
+        (["--repeat", "0"], "argument --repeat: 0: must be at least 1"),
+        (["--data-dir", str(tmp_path / "nonexistent")], "no such directory"),
+        (["--data-dir", str(tmp_path / "afile")], "not a directory"),
+        (["--json", str(tmp_path / "afile" / "x.json")], "argument --json: "),
+        (["--json", str(tmp_path)], "Is a directory"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as e:
+            main(["bench", "log", "--quick", *argv])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and message in err.strip().splitlines()[-1], (argv, err)

@@ -1,4 +1,7 @@
-"""``kreplica bench replication --breakdown``: the timed rounds account for the run (no timing asserted)."""
+"""``kreplica bench replication --breakdown``: the timed rounds account for the run (no timing asserted);
+bad arguments are refused before anything runs."""
+import pytest
+
 from kreplica.log.mapped_file import MappedFile
 from kreplica.tools.bench_replication import _batches, breakdown, main
 
@@ -21,3 +24,23 @@ def test_the_cli_prints_the_breakdown(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "replicated timed round" in out and "1-replica timed round" in out
     assert "CPU ratio with replication's own work free" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sizes", "abc"], "argument --sizes: 'abc': expected record sizes in bytes"),
+    (["--sizes", ""], "argument --sizes: '': expected record sizes in bytes"),
+    (["--sizes", "100,"], "argument --sizes: '100,': expected record sizes in bytes"),
+    (["--sizes=-5"], "argument --sizes: '-5': expected record sizes in bytes"),
+    (["--repeat", "0"], "argument --repeat: 0: must be at least 1"),
+    (["--batches", "-1"], "argument --batches: -1: must be at least 1"),
+    (["--batches", "0"], "argument --batches: 0: must be at least 1"),  # was silently the default
+    (["--in-flight", "0"], "argument --in-flight: 0: must be at least 1"),
+    (["--batch-records", "0"], "argument --batch-records: 0: must be at least 1"),
+    (["--batch-records", "-1"], "argument --batch-records: -1: must be at least 1"),
+    (["--distinct", "-1"], "argument --distinct: -1: must be at least 0"),
+    (["--data-dir", "/nonexistent"], "argument --data-dir: '/nonexistent': no such directory"),
+])
+def test_bad_arguments_are_refused_by_the_parser(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]

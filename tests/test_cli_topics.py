@@ -1,4 +1,6 @@
-"""`kreplica topics` and `kreplica reassign` against a live ZooKeeper-backed cluster."""
+"""`kreplica topics` and `kreplica reassign` against a live ZooKeeper-backed cluster, and
+(first) what needs no ZooKeeper: the --list output on an in-memory store, and
+reassignment plans refused before connecting."""
 import json
 import os
 
@@ -8,8 +10,69 @@ from kreplica import Cluster
 from kreplica.cli import main
 from kreplica.protocol import TopicPartition
 
-pytestmark = pytest.mark.zookeeper
+zookeeper = pytest.mark.zookeeper
 CONFIG = {"zookeeper.session.timeout.ms": 4000, "auto.leader.rebalance.enable": False}
+
+
+@pytest.fixture
+def memory_client(monkeypatch):
+    """`kreplica topics` on a MemoryStore: a client with topics foo, bar and bar2, bar
+    marked for deletion (no controller runs, so the deletion never completes)."""
+    from kreplica.meta import KafkaZkClient, MemoryStore
+    from kreplica.runtime import SimScheduler
+    from kreplica.tools import topics
+
+    scheduler = SimScheduler(0)
+    store = MemoryStore(scheduler)
+    client = KafkaZkClient(store.session("test"), scheduler)
+    for topic in ("foo", "bar", "bar2"):
+        client.create_topic(topic, {0: [1001]})
+    client.create_topic_deletion("bar")
+    monkeypatch.setattr(topics, "open_client", lambda connect: (client, store))
+    return client
+
+
+@pytest.mark.parametrize("topic, listed", [
+    (None, ["bar - marked for deletion", "bar2", "foo"]),
+    ("bar", ["bar - marked for deletion"]),  # a whole-name match, as Kafka's whitelist
+    ("bar.*", ["bar - marked for deletion", "bar2"]),
+    ("foo,bar2", ["bar2", "foo"]),
+    ("nope", []),
+])
+def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--list", *(["--topic", topic] if topic else [])]) == 0
+    assert capsys.readouterr().out.splitlines() == listed
+
+
+def test_list_with_a_bad_topic_pattern_is_an_error_line(memory_client, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--list", "--topic", "bar("]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: --topic 'bar(': not a regular expression") and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"version":1,"partitions":[{"topic":"bar","partition":0}]}',
+     'partitions[0]: expected {"topic": NAME, "partition": N, "replicas": [BROKER, ...]}, '
+     'got {"topic": "bar", "partition": 0}'),
+    ('{"version":1}', 'expected {"version": 1, "partitions": [...]}'),
+    ('[{"topic":"bar"}]', 'expected {"version": 1, "partitions": [...]}'),
+    ('{"partitions":[{"topic":"bar","partition":0,"replicas":"1001"}]}', 'partitions[0]: expected'),
+    ('{"partitions":[{"topic":"bar","partition":"x","replicas":[1001]}]}', 'partitions[0]: expected'),
+    ("not json", "not JSON: Expecting value"),
+])
+def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_path, content, message, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text(content)
+    # Port 1 has no ZooKeeper: the plan must be refused before any attempt to connect.
+    assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(plan)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"Error: {plan}: ") and message in err and len(err.splitlines()) == 1, err
+
+
+def test_bad_replicas_are_explained_before_connecting(capsys):
+    assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--topic", "bar", "--partition", "0",
+                 "--replicas", "1001,x"]) == 1
+    assert capsys.readouterr().err == "Error: --replicas '1001,x': expected broker ids, e.g. 1001,1002\n"
 
 
 @pytest.fixture
@@ -22,6 +85,7 @@ def zk_cluster(request, tmp_path):
     c.close()
 
 
+@zookeeper
 def test_create_then_describe_matches_cluster(zk_cluster, capsys):
     c = zk_cluster
     assert main(["topics", "--zookeeper", c.connect, "--create", "--topic", "bar",
@@ -36,12 +100,14 @@ def test_create_then_describe_matches_cluster(zk_cluster, capsys):
     assert capsys.readouterr().out.split() == ["bar"]
 
 
+@zookeeper
 def test_bad_create_is_a_clear_error(zk_cluster, capsys):
     assert main(["topics", "--zookeeper", zk_cluster.connect, "--create", "--topic", "t",
                  "--partitions", "1", "--replication-factor", "9"]) == 1
     assert "INVALID_REPLICATION_FACTOR" in capsys.readouterr().err
 
 
+@zookeeper
 def test_reassign_and_delete_through_admin_paths(zk_cluster, tmp_path, capsys):
     c = zk_cluster
     c.create_topic("bar", partitions=1, replication_factor=2, assignment={0: [1001, 1002]})
@@ -54,6 +120,7 @@ def test_reassign_and_delete_through_admin_paths(zk_cluster, tmp_path, capsys):
     assert c.run_until(lambda: "bar" not in c.topics(), 30_000)
 
 
+@zookeeper
 def test_bad_input_is_an_error_line_not_a_traceback(zk_cluster, tmp_path, capsys):
     c = zk_cluster
     broken = tmp_path / "broken.json"
@@ -67,9 +134,10 @@ def test_bad_input_is_an_error_line_not_a_traceback(zk_cluster, tmp_path, capsys
           "--replication-factor", "1", "--config", "no.such.key=1"], "INVALID_CONFIG"),
         (["reassign", "--zookeeper", c.connect, "--reassignment-json-file", str(tmp_path / "missing.json")],
          "No such file"),
-        (["reassign", "--zookeeper", c.connect, "--reassignment-json-file", str(broken)], "KeyError('replicas')"),
+        (["reassign", "--zookeeper", c.connect, "--reassignment-json-file", str(broken)],
+         f"{broken}: partitions[0]: expected"),
         (["reassign", "--zookeeper", c.connect, "--topic", "bar", "--partition", "0", "--replicas", "1001,x"],
-         "invalid literal"),
+         "expected broker ids"),
         (["reassign", "--zookeeper", c.connect, "--preferred-election", "--topic", "nope"],
          "UNKNOWN_TOPIC_OR_PARTITION"),
     ]
@@ -80,6 +148,7 @@ def test_bad_input_is_an_error_line_not_a_traceback(zk_cluster, tmp_path, capsys
     assert c.topics() == []
 
 
+@zookeeper
 def test_create_by_count_replicas_and_preferred_election_and_verify(zk_cluster, capsys):
     c = zk_cluster
     assert main(["topics", "--zookeeper", c.connect, "--create", "--topic", "foo",
@@ -102,6 +171,7 @@ def test_create_by_count_replicas_and_preferred_election_and_verify(zk_cluster, 
     assert c.run_until(lambda: all(p.leader == p.replicas[0] for p in c.describe("foo").partitions), 30_000)
 
 
+@zookeeper
 def test_alter_changes_a_running_topics_config(zk_cluster, capsys):
     c = zk_cluster
     c.create_topic("bar", partitions=1, replication_factor=3)

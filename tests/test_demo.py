@@ -30,3 +30,38 @@ def test_demo_on_a_private_real_zookeeper(request):
     text = out.getvalue()
     assert "metadata: zookeeper+local:///kreplica-demo, real time" in text
     assert "nothing acknowledged was lost" in text and "demo passed" in text
+
+
+@pytest.mark.parametrize("metadata, message", [
+    ("bogus", "'bogus' is not a metadata store"),
+    ("MEMORY", "'MEMORY' is not a metadata store"),
+    ("memory://", "'memory://' is not a metadata store"),
+    ("zookeeper://:2181/x", "expected host:port, got ':2181'"),
+    ("zookeeper://127.0.0.1:abc/x", "expected host:port, got '127.0.0.1:abc'"),
+], ids=["bogus", "MEMORY", "memory-url", "no-host", "bad-port"])  # ids: `-k 'not zookeeper'` must not drop them
+def test_a_bad_metadata_store_is_a_usage_error(metadata, message, capsys):
+    from kreplica.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--metadata", metadata])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and last.startswith("kreplica demo: error: argument --metadata: ") and message in last
+    assert last.endswith("use memory, zookeeper+local:///CHROOT or zookeeper://HOST:PORT/CHROOT")
+
+
+def test_an_unreachable_store_is_one_line_and_leaves_no_data_dir(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    from kreplica.cli import main
+    from kreplica.meta import zookeeper_store
+    from kreplica.meta.store import ConnectionLoss
+
+    def unreachable(hosts, *args, **kwargs):
+        raise ConnectionLoss(f"cannot reach ZooKeeper at {hosts}: Connection time-out")
+
+    monkeypatch.setattr(zookeeper_store, "ZooKeeperStore", unreachable)  # instead of waiting 15 s
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["demo", "--metadata", "zookeeper://127.0.0.1:1/x"]) == 1
+    assert capsys.readouterr().err == ("Error: --metadata zookeeper://127.0.0.1:1/x: CONNECTIONLOSS: "
+                                       "cannot reach ZooKeeper at 127.0.0.1:1: Connection time-out\n")
+    assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,9 @@
 import io
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from kreplica.cli import main
 from kreplica.log import Log
@@ -47,7 +50,7 @@ def test_a_corrupt_batch_is_reported_invalid(tmp_path):
     data[-5] ^= 0xFF  # inside the last batch's records: CRC no longer matches
     seg.write_bytes(bytes(data))
     out = io.StringIO()
-    dump([seg], True, out)
+    assert dump([seg], True, out) == 1  # corrupt input fails the command, as bad framing does
     batches = [ln for ln in out.getvalue().splitlines() if ln.startswith("baseOffset:")]
     assert batches[-1].endswith("isvalid: false") and batches[0].endswith("isvalid: true")
 
@@ -76,3 +79,59 @@ def test_log_demo_runs_and_recovers(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "a gap-free prefix holding everything flushed" in " ".join(run.stdout.split())
     assert "baseOffset: 0 lastOffset: 999 count: 1000" in " ".join(run.stdout.split())
+    # --dir keeps the log, where the output says, for dump-log
+    (kept,) = tmp_path.glob("kreplica-log-demo-*/demo-0")
+    assert f"the log is kept in {kept}" in run.stdout and any(kept.glob("*.log"))
+    assert main(["dump-log", str(kept)]) == 0
+
+
+def test_nothing_to_dump_is_said_and_fails(tmp_path):
+    (tmp_path / "empty").mkdir()
+    make_log(tmp_path / "broker" / "bar-0")
+    (tmp_path / "x.index").write_bytes(b"garbage")  # 7 bytes: not whole 8-byte entries
+    for path, message in [(tmp_path / "empty", "  no log segments (.log files) found"),
+                          (tmp_path / "broker", "  no log segments (.log files) here, but partition directories: "
+                                                f"dump those, e.g. {tmp_path / 'broker' / 'bar-0'}"),
+                          (tmp_path / "x.index", "  invalid index: 7 bytes is not a whole number of 8-byte entries"),
+                          (Path("/dev/null"), "  not a regular file"),
+                          (tmp_path / "nope", "  no such file")]:
+        out = io.StringIO()
+        assert dump([path], False, out) == 1, path
+        assert out.getvalue().splitlines() == [f"Dumping {path}", message]
+
+
+def test_a_closed_pipe_ends_the_dump_quietly(tmp_path):
+    log = Log.open(tmp_path / "t-0", {})
+    for i in range(200):  # ~2 MB of --print-data lines: far more than a pipe holds
+        log.append_as_leader([b"value-%d" % j for j in range(100)])
+    log.close()
+    dump_log = subprocess.Popen([sys.executable, "-m", "kreplica", "dump-log", str(tmp_path / "t-0"), "--print-data"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = subprocess.run(["head", "-2"], stdin=dump_log.stdout, capture_output=True, timeout=60)
+    dump_log.stdout.close()
+    _, err = dump_log.communicate(timeout=60)
+    assert head.stdout.decode().startswith("Dumping ")
+    assert err == b"" and dump_log.returncode == 1
+
+
+def test_log_demo_appends_the_records_asked_for(tmp_path):
+    from rich.console import Console
+
+    from kreplica.tools.log_demo import _append
+
+    out = io.StringIO()
+    assert _append(Console(file=out, width=200), tmp_path / "demo-0", 1500)
+    assert "appended 1,500 records" in out.getvalue()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--records", "0"], "argument --records: 0: must be at least 1"),
+    (["--records", "-5"], "argument --records: -5: must be at least 1"),
+    (["--dir", "/nonexistent/path"], "argument --dir: '/nonexistent/path': no such directory"),
+    (["--dir", "/dev/null"], "argument --dir: '/dev/null': not a directory"),
+])
+def test_log_demo_refuses_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["log-demo", *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.strip().splitlines()[-1] == f"kreplica log-demo: error: {message}"

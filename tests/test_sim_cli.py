@@ -16,6 +16,11 @@ from kreplica import sim_cli
     (["--scenario", "kip101-hw-truncation", "--config", "replica.truncation.strategy=bogus"],
      "expected one of high-watermark, leader-epoch"),
     (["--replay", "/nonexistent/history.jsonl"], "cannot replay /nonexistent/history.jsonl: "),
+    (["--seed", "1", "--history"], "--history needs --out DIR"),
+    (["--seed", "1", "--timeline"], "--timeline needs --out DIR"),
+    (["--replay", "h.jsonl", "--config", "acks=1"], "--replay re-runs the recorded scenario, seed and options: "
+                                                    "drop --config"),
+    (["--replay", "h.jsonl", "--scenario", "x", "--seed", "0", "--until", "5"], "drop --scenario, --seed, --until"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     assert sim_cli.main(argv) == 2
@@ -36,6 +41,8 @@ def test_cli_replay_of_a_file_that_is_not_a_history(tmp_path, capsys):
     (["--jobs", "0"], "must be at least 1"),
     (["--until", "-5"], "must be at least 0"),
     (["--config", "acks"], "expected KEY=VALUE"),
+    (["--seed", "1", "--seeds", "2"], "argument --seeds: not allowed with argument --seed"),
+    (["--seeds", "1..100000000000000000000000000"], "too many seeds"),
 ])
 def test_cli_bad_arguments_are_refused_by_the_parser(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -119,3 +126,61 @@ def test_cli_interrupted_sweep_keeps_the_seeds_that_finished(tmp_path, capsys, m
     assert "2 of 5 seed(s), interrupted" in " ".join(capsys.readouterr().out.split())  # the title may wrap
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and [r["seed"] for r in summary["runs"]] == [1, 2]
+
+
+def test_a_huge_seed_range_is_not_materialised(tmp_path, capsys, monkeypatch):
+    """Seeds are made as they run: 10^11 of them start at once (a list would not fit in memory)."""
+    assert len(sim_cli.parse_seeds("1..100000000000")) == 100_000_000_000
+    real = sim_cli.run_seed
+
+    def run_seed(args, seed, scenario=None):
+        if seed == 2:
+            raise KeyboardInterrupt
+        return real(args, seed, scenario)
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seeds", "1..100000000000", "--until", "1500"]
+    assert sim_cli.main(argv) == 130
+    assert "1 of 100000000000 seed(s), interrupted" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_help_says_where_the_hashes_are(capsys):
+    with pytest.raises(SystemExit):
+        sim_cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "A single seed (``--seed N``) prints its history hash last" in text
+    assert "each run's hash is in ``summary.json`` under ``--out DIR``" in text
+    assert "Every run prints its seed and options first and its history hash last" not in text
+
+
+def test_ctrl_c_with_jobs_removes_the_data_dirs_of_runs_in_flight(tmp_path):
+    """A real Ctrl-C (SIGINT to the process group) while two workers are mid-run: the
+    command exits 130 and no run's data dir is left behind.  The runs' root is moved to
+    tmp_path so that other simulations on the machine do not count."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    code = (f"import sys, kreplica.sim.world as w; w._default_root = lambda: {str(root)!r}; "
+            "from kreplica.cli import main; sys.exit(main())")
+    proc = subprocess.Popen([sys.executable, "-c", code, "simulate", "--scenario", "random-chaos",
+                             "--seeds", "1..300", "--jobs", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(root.iterdir())) < 2 and time.monotonic() < deadline:  # both workers mid-run
+            time.sleep(0.02)
+        assert len(list(root.iterdir())) >= 2, "the workers never started a run"
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert list(root.iterdir()) == []

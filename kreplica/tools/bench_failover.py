@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..cli import at_least
+
 HELP = "controller failover time and store round trips after a broker failure"
 
 BROKERS = (1001, 1002, 1003)
@@ -52,8 +54,9 @@ class FailoverResult:
         return self.round_trips / self.partitions
 
     @property
-    def trips_per_reelected(self) -> float:
-        return self.round_trips / max(1, self.reelected)
+    def trips_per_reelected(self) -> float | None:
+        """None when no partition was re-elected (a ratio to nothing)."""
+        return self.round_trips / self.reelected if self.reelected else None
 
 
 class _Sink:
@@ -165,10 +168,10 @@ def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 5000, 10000],
+    parser.add_argument("--partitions", type=at_least(1), nargs="+", default=[1000, 5000, 10000],
                         help="cluster sizes to measure, in partitions (default 1000 5000 10000)")
     parser.add_argument("--no-zookeeper", action="store_true", help="MemoryStore only")
-    parser.add_argument("--repeat", type=int, default=3, help="MemoryStore runs per size (best kept)")
+    parser.add_argument("--repeat", type=at_least(1), default=3, help="MemoryStore runs per size (best kept)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -182,10 +185,11 @@ def execute(args: argparse.Namespace) -> int:
           f"{'us/partition':>13} "
           f"{'round trips':>11} {'trips/partition':>15} {'trips/re-elected':>16} {'requests':>8}")
     for r in rows:
+        per_reelected = "-" if r.trips_per_reelected is None else f"{r.trips_per_reelected:.4f}"
         print(f"{r.store:<10} {r.failed:<10} {r.partitions:>10} {r.reelected:>10} {r.seconds:>9.3f} "
               f"{r.cpu_seconds:>7.3f} "
               f"{r.seconds / r.partitions * 1e6:>13.1f} {r.round_trips:>11} {r.trips_per_partition:>15.4f} "
-              f"{r.trips_per_reelected:>16.4f} {r.requests:>8}")
+              f"{per_reelected:>16} {r.requests:>8}")
     for line in verdicts(rows):
         print(line)
     return 0
@@ -206,7 +210,7 @@ def verdicts(rows: list) -> list[str]:
         small, large = (r.seconds / r.partitions for r in (memory[0], memory[-1]))
         out.append(f"target: linear in partitions: {small * 1e6:.1f} -> {large * 1e6:.1f} us/partition from "
                    f"{memory[0].partitions:,} to {memory[-1].partitions:,}, {_verdict(large <= 2 * small)}")
-    zk = [r for r in rows if r.store == "zookeeper"]
+    zk = [r for r in rows if r.store == "zookeeper" and r.trips_per_reelected is not None]
     if zk:
         worst = max(r.trips_per_reelected for r in zk)
         out.append(f"target: ZooKeeper <= 1 round trip per re-elected partition: worst {worst:.4f}, "

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..cli import at_least, directory, output_file
 from ..records import crc32c_backend
 from .bench_log_peers import (BATCH_RECORDS, FSYNC_POLICY, STORES, AppendWork, KReplica, Lmdb, RawWrite,
                               Sqlite, append_work, fetch_chunks)
@@ -385,15 +386,17 @@ def run(sizes: Sizes, data_dir: str | None = None) -> list[Row]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (proves the tool, not speeds)")
-    parser.add_argument("--repeat", type=int, default=None, help="runs per figure (the median is shown)")
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write the rows as JSON")
-    parser.add_argument("--data-dir", default=None, help="where the temporary stores go (default: the system temp dir, or the current "
+    parser.add_argument("--repeat", type=at_least(1), default=None,
+                        help="runs per figure (the median is shown; default 5, 1 with --quick)")
+    parser.add_argument("--json", metavar="FILE", type=output_file, default=None, help="also write the rows as JSON")
+    parser.add_argument("--data-dir", type=directory, default=None,
+                        help="where the temporary stores go (default: the system temp dir, or the current "
                              "directory when that is a tmpfs)")
 
 
 def execute(args: argparse.Namespace) -> int:
     sizes = QUICK if args.quick else FULL
-    if args.repeat:
+    if args.repeat is not None:
         sizes = replace(sizes, repeat=args.repeat)
     load_before = os.getloadavg()[0]
     rows = run(sizes, args.data_dir)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..cli import argument, at_least, directory, integer_at_least
 from ..errors import NONE, InvalidUpdateVersion
 from ..log import Log, LogConfig
 from ..log.mapped_file import MappedFile
@@ -235,14 +236,24 @@ def main(argv: list[str] | None = None) -> int:
     return execute(parser.parse_args(argv))
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        return [integer_at_least(1)(size) for size in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{text!r}: expected record sizes in bytes (integers >= 1), e.g. 100,1024") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes, comma-separated")
-    parser.add_argument("--batch-records", type=int, default=1000, help="records per produce request (default 1000)")
-    parser.add_argument("--batches", type=int, default=0, help="batches per size (default: ~50 MB of records)")
-    parser.add_argument("--in-flight", type=int, default=32, help="acks=all requests outstanding")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds per size; the best counts")
-    parser.add_argument("--data-dir", default=None, help="where the temporary logs go")
-    parser.add_argument("--distinct", type=int, default=0,
+    parser.add_argument("--sizes", type=argument(_sizes), default=[100, 1024],
+                        help="record sizes in bytes, comma-separated (default 100,1024)")
+    parser.add_argument("--batch-records", type=at_least(1), default=1000,
+                        help="records per produce request (default 1000)")
+    parser.add_argument("--batches", type=at_least(1), default=None,
+                        help="batches per size (default: ~50 MB of records)")
+    parser.add_argument("--in-flight", type=at_least(1), default=32, help="acks=all requests outstanding")
+    parser.add_argument("--repeat", type=at_least(1), default=3, help="rounds per size; the best counts")
+    parser.add_argument("--data-dir", type=directory, default=None, help="where the temporary logs go")
+    parser.add_argument("--distinct", type=at_least(0), default=0,
                         help="distinct batches cycled through (default 0: every request its own, "
                              "as fresh producer data; a few recycled batches stay in the CPU caches)")
     parser.add_argument("--breakdown", action="store_true",
@@ -256,7 +267,7 @@ def execute(args: argparse.Namespace) -> int:
           f"best of {args.repeat} interleaved rounds; {fresh}")
     print(f"{'record':>7} {'batches':>8} {'committed rec/s':>16} {'MB/s':>7} "
           f"{'1-replica append rec/s':>23} {'ratio':>6} {'CPU-time ratio':>15}")
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in args.sizes:
         count = args.batches or max(100, (50 << 20) // (size * args.batch_records))
         r = run(size, args.batch_records, count, args.in_flight, args.data_dir, args.repeat, args.breakdown,
                 args.distinct)

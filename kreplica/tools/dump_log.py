@@ -3,12 +3,15 @@
 For a partition directory every ``.log`` is dumped in offset order; ``.index`` and
 ``.timeindex`` files given by name print their entries.  Batches are read with the
 codec's framing check; a CRC failure is reported as ``isvalid: false`` and the dump
-goes on, bad framing ends the file with the position and reason.
+goes on, bad framing ends the file with the position and reason.  Either makes the
+exit status 1, as do a missing file, a directory without segments and an index
+whose size is not a whole number of entries.
 """
 from __future__ import annotations
 
 import argparse
 import mmap
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -22,7 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    return dump([Path(p) for p in args.paths], args.print_data, sys.stdout)
+    try:
+        status = dump([Path(p) for p in args.paths], args.print_data, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (| head): stop quietly, as Python's docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
+    return status
 
 
 def _text(data: bytes | None) -> str:
@@ -32,11 +41,16 @@ def _text(data: bytes | None) -> str:
 def _files(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
-        if p.is_dir():
-            out += sorted(p.glob("*.log"))
-        else:
-            out.append(p)
+        logs = sorted(p.glob("*.log")) if p.is_dir() else [p]
+        out += logs or [p]  # a directory without segments is reported as such
     return out
+
+
+def _no_segments(path: Path) -> str:
+    partitions = sorted(d for d in path.iterdir() if d.is_dir() and any(d.glob("*.log")))
+    if partitions:  # a broker's log dir
+        return f"  no log segments (.log files) here, but partition directories: dump those, e.g. {partitions[0]}"
+    return "  no log segments (.log files) found"
 
 
 def dump(paths: list[Path], print_data: bool, out: TextIO) -> int:
@@ -45,13 +59,13 @@ def dump(paths: list[Path], print_data: bool, out: TextIO) -> int:
     for path in _files(paths):
         print(f"Dumping {path}", file=out)
         if not path.is_file():
-            print("  no such file", file=out)
+            print(_no_segments(path) if path.is_dir() else "  not a regular file" if path.exists()
+                  else "  no such file", file=out)
             status = 1
-            continue
-        if path.suffix == ".log":
+        elif path.suffix == ".log":
             status |= _dump_log(path, print_data, out)
         elif path.suffix in (".index", ".timeindex"):
-            _dump_index(path, out)
+            status |= _dump_index(path, out)
         else:
             print("  not a segment file (.log, .index, .timeindex)", file=out)
             status = 1
@@ -73,11 +87,13 @@ def _dump_log(path: Path, print_data: bool, out: TextIO) -> int:
 
 
 def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches, error) -> int:
-    position = 0
+    position, status = 0, 0
     try:
         for b in decode_batches(buf):
             position = b.position
             valid = b.valid()
+            if not valid:
+                status = 1
             count = b.record_count
             last_seq = b.base_sequence + count - 1 if b.base_sequence >= 0 else -1
             time_type = "LogAppendTime" if b.timestamp_type else "CreateTime"
@@ -101,23 +117,29 @@ def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches
                         f"payload: {_text(r.value)}",
                         file=out,
                     )
-            del b
     except error as e:
         print(f"Found invalid data after position {position}: {e}", file=out)
         return 1
-    return 0
+    finally:
+        b = r = None  # views into the mapped file: an exception (a closed pipe) must not keep them
+    return status
 
 
-def _dump_index(path: Path, out: TextIO) -> None:
+def _dump_index(path: Path, out: TextIO) -> int:
     import numpy as np
 
     base = int(path.stem) if path.stem.isdigit() else 0
     data = path.read_bytes()
+    entry = 8 if path.suffix == ".index" else 12
+    if len(data) % entry:
+        print(f"  invalid index: {len(data)} bytes is not a whole number of {entry}-byte entries", file=out)
+        return 1
     if path.suffix == ".index":
-        rows = np.frombuffer(data[: len(data) - len(data) % 8], dtype=[("rel", ">u4"), ("pos", ">u4")])
+        rows = np.frombuffer(data, dtype=[("rel", ">u4"), ("pos", ">u4")])
         for rel, pos in rows.tolist():
             print(f"offset: {base + rel} position: {pos}", file=out)
     else:
-        rows = np.frombuffer(data[: len(data) - len(data) % 12], dtype=[("ts", ">i8"), ("rel", ">u4")])
+        rows = np.frombuffer(data, dtype=[("ts", ">i8"), ("rel", ">u4")])
         for ts, rel in rows.tolist():
             print(f"timestamp: {ts} offset: {base + rel}", file=out)
+    return 0

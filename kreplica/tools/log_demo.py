@@ -1,18 +1,22 @@
 """``kreplica log-demo``: the native log in a few seconds.
 
-1. Append 100 B records in batches of 1,000 with a progress bar and the rate.
+1. Append ``--records`` 100 B records in batches of 1,000 with a progress bar and the rate.
 2. Start a writer process, let it append (flushing every 50,000 records), SIGKILL it
    mid-append.
 3. Reopen the log: recovery re-validates every batch after the recovery point,
    cuts a torn tail, rebuilds the indexes; check the result is a gap-free prefix
    holding everything that was flushed.
 4. Dump a few batches as ``kreplica dump-log`` does.
+
+The log goes in a temporary directory, deleted at the end; with ``--dir DIR`` it goes
+in a new directory under DIR and is kept there, for ``kreplica dump-log``.
 """
 from __future__ import annotations
 
 import argparse
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,13 +24,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..cli import at_least, directory
+
 HELP = "show the log: append, SIGKILL a writer, recover, dump"
 CONFIG = {"segment.bytes": 64 << 20, "flush.messages": 50_000}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--records", type=int, default=2_000_000, help="records to append in step 1")
-    parser.add_argument("--dir", default=None, help="where the demo log goes (default: a temp dir)")
+    parser.add_argument("--records", type=at_least(1), default=2_000_000,
+                        help="records to append in step 1 (default 2,000,000)")
+    parser.add_argument("--dir", type=directory, default=None,
+                        help="keep the demo log in a new directory under DIR (default: a temporary "
+                             "directory, deleted at the end)")
     parser.add_argument("--writer", default=None, help=argparse.SUPPRESS)
 
 
@@ -53,10 +62,20 @@ def execute(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console()
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        path = Path(tmp) / "demo-0"
+    try:
+        tmp = tempfile.mkdtemp(prefix="kreplica-log-demo-", dir=args.dir)
+    except OSError as e:  # e.g. a --dir this user cannot write in
+        print(f"Error: --dir {args.dir}: {e}", file=sys.stderr)
+        return 1
+    path = Path(tmp) / "demo-0"
+    try:
         ok = _append(console, path, args.records)
         ok &= _kill_and_recover(console, path)
+    finally:
+        if not args.dir:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if args.dir:
+        console.print(f"the log is kept in {path} (kreplica dump-log {path})", highlight=False, soft_wrap=True)
     return 0 if ok else 1
 
 
@@ -68,19 +87,19 @@ def _append(console, path: Path, records: int) -> bool:
     console.rule("[bold]1. append 100 B records, 1,000 per batch, through append_as_leader")
     values = [_value(i) for i in range(1000)]
     log = Log.open(path, CONFIG)
-    batches = max(records // 1000, 1)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,} records"),
                TimeElapsedColumn())
     start = time.perf_counter()
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("appending", total=batches * 1000)
-        for b in range(batches):
-            log.append_as_leader(values)
-            if b % 50 == 49 or b == batches - 1:
-                progress.update(task, completed=(b + 1) * 1000)
+        task = progress.add_task("appending", total=records)
+        for b, done in enumerate(range(0, records, 1000)):
+            n = min(1000, records - done)
+            log.append_as_leader(values if n == 1000 else values[:n])  # the last batch may be short
+            if b % 50 == 49 or done + n == records:
+                progress.update(task, completed=done + n)
     elapsed = time.perf_counter() - start
-    console.print(f"appended {batches * 1000:,} records ({log.size_in_bytes() / 1e6:,.0f} MB) in "
-                  f"{elapsed:.2f} s: [bold]{batches * 1000 / elapsed / 1e6:.2f} M records/s[/], "
+    console.print(f"appended {records:,} records ({log.size_in_bytes() / 1e6:,.0f} MB) in "
+                  f"{elapsed:.2f} s: [bold]{records / elapsed / 1e6:.2f} M records/s[/], "
                   f"{log.size_in_bytes() / elapsed / 1e9:.2f} GB/s, {len(log.segments)} segments")
     log.close()
     for p in sorted(path.iterdir()):  # the writer starts on a fresh log

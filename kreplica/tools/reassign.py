@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 HELP = "reassign partitions or elect preferred leaders (like kafka-reassign-partitions.sh)"
@@ -25,10 +26,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     from .topics import with_client
 
-    return with_client(args.zookeeper, lambda client: _execute(args, client))
+    try:  # a bad plan is refused before connecting
+        plan = _plan(args)
+    except (OSError, ValueError) as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    return with_client(args.zookeeper, lambda client: _execute(args, client, plan))
 
 
-def _execute(args: argparse.Namespace, client: Any) -> int:
+def _plan(args: argparse.Namespace) -> dict[Any, list[int]] | None:
+    """The reassignment asked for, {TopicPartition: replicas}, or None (--verify,
+    --preferred-election); ValueError saying what is wrong with it."""
+    from ..protocol import TopicPartition
+
+    if args.reassignment_json_file:
+        return _plan_file(args.reassignment_json_file)
+    if args.replicas is None:
+        return None
+    if args.topic is None or args.partition is None:
+        raise SystemExit("--replicas needs --topic and --partition")
+    try:
+        replicas = [int(b) for b in args.replicas.split(",")]
+    except ValueError:
+        raise ValueError(f"--replicas {args.replicas!r}: expected broker ids, e.g. 1001,1002") from None
+    return {TopicPartition(args.topic, args.partition): replicas}
+
+
+def _plan_file(path: str) -> dict[Any, list[int]]:
+    """Kafka's reassignment JSON; ValueError naming the file and the entry that is wrong."""
+    from ..protocol import TopicPartition
+
+    with open(path) as f:
+        try:
+            doc = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON: {e}") from None
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f'{path}: expected {{"version": 1, "partitions": [...]}}')
+    plan = {}
+    for i, e in enumerate(entries):
+        try:
+            if not isinstance(e["topic"], str) or not isinstance(e["replicas"], list):
+                raise TypeError
+            plan[TopicPartition(e["topic"], int(e["partition"]))] = [int(r) for r in e["replicas"]]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f'{path}: partitions[{i}]: expected {{"topic": NAME, "partition": N, '
+                             f'"replicas": [BROKER, ...]}}, got {json.dumps(e)}') from None
+    return plan
+
+
+def _execute(args: argparse.Namespace, client: Any, plan: dict[Any, list[int]] | None = None) -> int:
     from ..meta import admin
     from ..protocol import TopicPartition
 
@@ -44,15 +92,6 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
         admin.elect_preferred_leaders(client, [TopicPartition(args.topic, p) for p in parts])
         print(f"Started preferred replica election for {args.topic}.")
         return 0
-    if args.reassignment_json_file:
-        with open(args.reassignment_json_file) as f:
-            doc = json.load(f)
-        plan = {TopicPartition(e["topic"], int(e["partition"])): [int(r) for r in e["replicas"]]
-                for e in doc["partitions"]}
-    else:
-        if args.topic is None or args.partition is None:
-            raise SystemExit("--replicas needs --topic and --partition")
-        plan = {TopicPartition(args.topic, args.partition): [int(b) for b in args.replicas.split(",")]}
     admin.reassign_partitions(client, plan)
     print("Successfully started reassignment of " + ", ".join(str(tp) for tp in sorted(plan)))
     return 0

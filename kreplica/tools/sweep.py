@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli import key_value
+from ..cli import at_least, key_value
 
 HELP = "run a fault sweep (scenario x configuration x seeds) on Spark and report on it"
 
@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "spark.pyspark.python=./env/bin/python")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark option for the session; repeatable")
-    run.add_argument("--runs-per-task", type=int, default=8, help="runs per Spark task (default 8)")
-    run.add_argument("--tasks-per-chunk", type=int, default=None,
+    run.add_argument("--runs-per-task", type=at_least(1), default=8, help="runs per Spark task (default 8)")
+    run.add_argument("--tasks-per-chunk", type=at_least(1), default=None,
                      help="tasks per Spark job, the unit a killed sweep loses (default 4 per core)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep = parser.add_argument_group("report")
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--report-dir", metavar="DIR",
                      help="where report.md, plots and replays go (default OUT/_report, or "
                           "./kreplica-sweep-report when OUT is not a local path)")
-    rep.add_argument("--max-failing", type=int, default=200, help="failing runs listed (default 200)")
+    rep.add_argument("--max-failing", type=at_least(0), default=200, help="failing runs listed (default 200)")
 
 
 def grid_from_args(args: argparse.Namespace):
@@ -81,25 +81,41 @@ def grid_from_args(args: argparse.Namespace):
     return Grid.from_axes(scenarios, axes, args.seeds)
 
 
+def validate_grid(grid) -> None:
+    """Build and check every (scenario, configuration) as a run would, so a bad grid fails
+    before Spark starts (``Grid.validate`` builds them but does not check them)."""
+    from ..spark.sim_runner import build_scenario
+
+    for name in grid.scenarios:
+        for config in grid.configs:
+            build_scenario(name, config).validate()
+
+
 def execute(args: argparse.Namespace) -> int:
     import warnings
 
     from rich.console import Console
+    from rich.markup import escape
+
+    from ..errors import KReplicaError
 
     console = Console(stderr=True)
+
+    def refuse(message: str) -> int:
+        console.print(f"[red]sweep: {escape(message)}", soft_wrap=True)
+        return 2
+
     try:
         conf = dict(key_value(item) for item in args.conf)
     except ValueError as exc:
-        console.print(f"[red]sweep: --conf {exc}")
-        return 2
+        return refuse(f"--conf {exc}")
     grid = None
     if not args.report_only:
         try:
             grid = grid_from_args(args)
-            grid.validate()
-        except (ValueError, OSError) as exc:
-            console.print(f"[red]sweep: {exc}")
-            return 2
+            validate_grid(grid)
+        except (ValueError, OSError, KReplicaError) as exc:  # KReplicaError: InvalidConfig (acks)
+            return refuse(str(exc))
     # pyspark 4 warns about pandas 3 on every Arrow UDF; the sweep uses Arrow only.
     warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*")
     from ..spark.session import local_session

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 from typing import Any, Callable
 
@@ -21,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     action.add_argument("--delete", action="store_true", help="mark a topic for deletion")
     action.add_argument("--alter", action="store_true",
                         help="change a topic's configs (--config, --delete-config); brokers apply them at once")
-    p.add_argument("--topic", help="the topic (all topics for --describe when omitted)")
+    p.add_argument("--topic", help="the topic (for --list, a regular expression or comma-separated names "
+                                   "filtering the list; all topics for --describe when omitted)")
     p.add_argument("--partitions", type=int, help="partition count for --create")
     p.add_argument("--replication-factor", type=int, help="replication factor for --create")
     p.add_argument("--replica-assignment", metavar="B1:B2,B1:B2",
@@ -39,6 +41,14 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
         raise SystemExit(f"bad --replica-assignment {text!r}: expected e.g. 1001:1002,1002:1003") from None
 
 
+def topic_filter(text: str) -> "re.Pattern[str]":
+    """Kafka's ``--topic`` for ``--list`` (its ``Whitelist``): a regular expression matching
+    whole names, commas meaning "or", spaces and surrounding quotes dropped."""
+    pattern = text.strip().replace(",", "|").replace(" ", "").strip("\"'")
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise ValueError(f"--topic {text!r}: not a regular expression: {e}") from None
 
 
 def open_client(connect: str) -> tuple[Any, Any]:
@@ -86,8 +96,11 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
     from ..meta import admin
 
     if args.list:
+        wanted = topic_filter(args.topic) if args.topic else None
+        deleting = set(client.get_topic_deletions())
         for t in sorted(client.get_all_topics()):
-            print(t)
+            if wanted is None or wanted.fullmatch(t):
+                print(f"{t} - marked for deletion" if t in deleting else t)  # as Kafka 0.10
     elif args.describe:
         topics = [args.topic] if args.topic else sorted(client.get_all_topics())
         for t in topics:
