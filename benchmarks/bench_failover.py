@@ -40,6 +40,7 @@ def test_zookeeper_round_trips_per_partition() -> None:
     if not rows:
         pytest.skip("Debian's zookeeper package is not installed")
     for r in rows:  # a broker's failure, then the controller's own
+        assert r.trips_per_reelected is not None, "nothing was re-elected"
         print(f"\nzookeeper, {r.failed} fails, n={r.partitions}: {r.seconds * 1000:.1f} ms, "
               f"{r.trips_per_partition:.4f} round trips/partition, {r.trips_per_reelected:.4f} per re-elected")
         assert r.trips_per_reelected <= 1

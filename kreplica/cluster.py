@@ -84,21 +84,26 @@ class Cluster:
             self._tmp = tempfile.mkdtemp(prefix="kreplica-")
             data_dir = self._tmp
         self.data_dir = Path(data_dir)
-        self.store = open_store(metadata, self.scheduler, self.config["zookeeper.session.timeout.ms"])
         self.transport = transport or InProcessTransport(self.scheduler, latency_ms)
         if transport is not None:
             transport.scheduler = self.scheduler
         self.timeline: list[TimelineEvent] = []
         self.observers: list[Callable[[TimelineEvent], None]] = []
         self.brokers: dict[int, Broker] = {}
-        self._admin_session = self.store.session("admin")
-        self.zk = KafkaZkClient(self._admin_session, self.scheduler)
-        self.zk.ensure_persistent_paths()
-        for bid in broker_ids:
-            self.brokers[bid] = self._new_broker(bid)
-            self.brokers[bid].start()
-        if not self.run_until(lambda: self.controller_id is not None, 30_000):
-            raise errors.RequestTimedOut("no controller was elected")
+        self.store = self._admin_session = None
+        try:
+            self.store = open_store(metadata, self.scheduler, self.config["zookeeper.session.timeout.ms"])
+            self._admin_session = self.store.session("admin")
+            self.zk = KafkaZkClient(self._admin_session, self.scheduler)
+            self.zk.ensure_persistent_paths()
+            for bid in broker_ids:
+                self.brokers[bid] = self._new_broker(bid)
+                self.brokers[bid].start()
+            if not self.run_until(lambda: self.controller_id is not None, 30_000):
+                raise errors.RequestTimedOut("no controller was elected")
+        except BaseException:
+            self.close()  # an unreachable store, say: nothing started is left behind
+            raise
 
     @classmethod
     def embedded(cls, brokers: Sequence[int] = (1001, 1002, 1003), data_dir: str | Path | None = None,
@@ -390,10 +395,12 @@ class Cluster:
             if broker.alive:
                 broker.stop()
         try:
-            self._admin_session.close()
+            if self._admin_session is not None:
+                self._admin_session.close()
         except Exception:  # noqa: BLE001 - best effort on teardown
             pass
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 

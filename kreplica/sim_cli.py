@@ -192,6 +192,20 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
+def _sigterm_interrupts() -> Any:
+    """While seeds run, SIGTERM (``timeout``, a job scheduler) stops them as Ctrl-C does:
+    the run in flight removes its data dir and the summary covers what finished.  Returns
+    the handler it replaced (None off the main thread, where none can be set)."""
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:
+        return None
+
+
 def _run_options_given(args: argparse.Namespace) -> list[str]:
     """The options that shape a run, as given; ``--replay`` takes them from the history."""
     used = {"--scenario": args.scenario is not None, "--seed": args.seed is not None,
@@ -254,6 +268,7 @@ def execute(args: argparse.Namespace) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=len(seeds) == 1, disable=plain is not None) as progress:
         task = progress.add_task(label, total=len(seeds))
+        previous = _sigterm_interrupts()
         try:
             for r in _runs(args, first, seeds):
                 summary.add(r)
@@ -271,6 +286,9 @@ def execute(args: argparse.Namespace) -> int:
                     plain.advance(summary)
         except KeyboardInterrupt:  # keep what finished: the summary covers the seeds that ran
             interrupted = True
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
     done = f"{summary.runs} of {len(seeds)} seed(s), interrupted" if interrupted else f"{len(seeds)} seed(s)"
     console.print(summary.table(f"{label}: {done}"))
     if args.out:

@@ -328,3 +328,19 @@ def test_a_replica_started_from_a_leader_and_isr_with_stale_overrides_takes_the_
         c.reassign("t", 0, [1, 2, 3])
         p = c.brokers[3].replica_manager.partitions[TopicPartition("t", 0)]
         assert p.min_insync_replicas == 2 and p.log.config.retention_ms == 60_000
+
+
+def test_a_cluster_that_cannot_reach_its_store_leaves_no_temp_dir(tmp_path, monkeypatch):
+    import tempfile
+
+    import kreplica.cluster as cluster_module
+    from kreplica.meta.store import ConnectionLoss
+
+    def unreachable(*_args):
+        raise ConnectionLoss("cannot reach ZooKeeper at 127.0.0.1:1")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(cluster_module, "open_store", unreachable)
+    with pytest.raises(ConnectionLoss):
+        Cluster.embedded()
+    assert list(tmp_path.iterdir()) == []

@@ -153,9 +153,11 @@ def test_the_help_says_where_the_hashes_are(capsys):
     assert "Every run prints its seed and options first and its history hash last" not in text
 
 
-def test_ctrl_c_with_jobs_removes_the_data_dirs_of_runs_in_flight(tmp_path):
-    """A real Ctrl-C (SIGINT to the process group) while two workers are mid-run: the
-    command exits 130 and no run's data dir is left behind.  The runs' root is moved to
+@pytest.mark.parametrize("jobs,sig", [("2", "SIGINT"), ("1", "SIGTERM")])
+def test_ctrl_c_with_jobs_removes_the_data_dirs_of_runs_in_flight(tmp_path, jobs, sig):
+    """A real Ctrl-C (SIGINT to the process group) while two workers are mid-run, or a
+    SIGTERM (``timeout``) to a single-process run: the command exits 130 and no run's
+    data dir is left behind.  The runs' root is moved to
     tmp_path so that other simulations on the machine do not count."""
     import os
     import signal
@@ -168,15 +170,15 @@ def test_ctrl_c_with_jobs_removes_the_data_dirs_of_runs_in_flight(tmp_path):
     code = (f"import sys, kreplica.sim.world as w; w._default_root = lambda: {str(root)!r}; "
             "from kreplica.cli import main; sys.exit(main())")
     proc = subprocess.Popen([sys.executable, "-c", code, "simulate", "--scenario", "random-chaos",
-                             "--seeds", "1..300", "--jobs", "2"],
+                             "--seeds", "1..300", "--jobs", jobs],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while len(list(root.iterdir())) < 2 and time.monotonic() < deadline:  # both workers mid-run
+        while len(list(root.iterdir())) < int(jobs) and time.monotonic() < deadline:  # every worker mid-run
             time.sleep(0.02)
-        assert len(list(root.iterdir())) >= 2, "the workers never started a run"
+        assert len(list(root.iterdir())) >= int(jobs), "the workers never started a run"
         time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, getattr(signal, sig))
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
