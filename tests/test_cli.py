@@ -105,6 +105,7 @@ def no_spark(monkeypatch):
     (["--rf", "0"], "replication factor 0"),
     (["--truncation", "foo"], "replica.truncation.strategy='foo'"),
     (["--until", "-5"], "until_ms and liveness_ms must be >= 0"),
+    (["--until", "x"], "sweep axis until_ms='x'"),
 ])
 def test_sweep_refuses_a_bad_axis_value_up_front(flags, message, no_spark, tmp_path, capsys):
     argv = ["sweep", "--scenario", "random-chaos", *flags, "--out", str(tmp_path / "out")]

@@ -104,7 +104,10 @@ class RunConfig:
             axis = AXIS_ALIASES.get(name, name)
             if axis not in _PARSE:
                 raise ValueError(f"unknown sweep axis {name!r}; known: {', '.join(AXES)}")
-            out[axis] = None if value is None else _PARSE[axis](value)
+            try:
+                out[axis] = None if value is None else _PARSE[axis](value)
+            except ValueError as e:
+                raise ValueError(f"sweep axis {name}={value!r}: {e}") from None
         return cls(**out)
 
     @property
