@@ -3,9 +3,11 @@
 A fetch that found fewer than ``min_bytes`` waits, watched under its
 partitions.  It completes early when, for any partition: this broker stopped
 leading it or its leader epoch changed; the fetch offset fell beyond the end a
-reader may see (the log was truncated) or below the log start (retention); the leader's HW moved past what this
-follower was last told (so followers learn the HW within one round trip, the
-two-fetch advance of seed 004); or the bytes now readable reach ``min_bytes``.
+reader may see (the log was truncated) or below the log start (retention); the
+leader's HW moved past what this follower was last told (so followers learn the
+HW within one round trip, the two-fetch advance of seed 004); or the bytes now
+readable reach ``min_bytes``.  The end a reader may see is the LEO for followers
+and ``uncommitted`` consumers, the HW for ``committed`` ones.
 Completion re-reads and answers through ``complete`` (the ReplicaManager's
 fetch path), so a delayed answer is built exactly as an immediate one.
 """
