@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller_harness import ControllerCluster, make_cluster  # noqa: F401 (fixture)
+from controller_harness import ControllerCluster, make_cluster, success  # noqa: F401 (fixture)
 from kreplica import errors
 from kreplica.controller import PartitionState, ReplicaState
 from kreplica.controller.context import PartitionReplica
@@ -599,3 +599,36 @@ def test_every_callback_on_both_stores(make_cluster):
     assert c.admin.get_topic_deletions() == []
     if hasattr(c, "kazoo"):
         assert not c.kazoo.exists(f"{c.chroot}/brokers/topics/t")
+
+
+def test_a_stop_replica_answer_from_an_earlier_term_is_ignored():
+    # Broker 2's answer to the first term's StopReplica (an error) arrives after the same
+    # controller resigned and won again: the new term's deletion must not fail on it.
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    held = []
+    c.channel.responders[2] = lambda req: None if isinstance(req, StopReplicaRequest) else success(req)
+    real_send = c.channel.send
+
+    def send(broker_id, request, on_response):
+        if broker_id == 2 and isinstance(request, StopReplicaRequest):
+            held.append((request, on_response))
+        real_send(broker_id, request, on_response)
+
+    c.channel.send = send
+    ctrl = c.controller
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    first_term = list(held)
+    assert first_term and c.admin.topic_exists("t")
+    ctrl.resign()
+    ctrl._schedule_election()
+    c.sched.advance(5_000)
+    assert c.controller is ctrl and ctrl.is_active and len(held) > len(first_term)
+    for request, on_response in first_term:   # late, and failed
+        on_response(StopReplicaResponse(0, tuple((p.tp, 56) for p in request.partitions)))
+    c.settle()
+    assert ctrl.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_STARTED
+    for request, on_response in held[len(first_term):]:
+        on_response(success(request))
+    c.settle()
+    assert not c.admin.topic_exists("t")

@@ -149,11 +149,15 @@ class TopicDeletionManager:
 
     def _answer_handler(self) -> Callable[[PartitionReplica, int], None]:
         """StopReplica answers arrive later, outside any watch: run them as the
-        controller runs its watch handlers (a failure ends the term, not the runtime)."""
+        controller runs its watch handlers (a failure ends the term, not the runtime).
+        An answer to an earlier term's request is dropped, as a watch of that term is:
+        the same controller may have resigned and won again meanwhile, and the new
+        term's deletion must not fail on the old request's error."""
         c = self._c
+        term = c._generation
 
         def on_answer(replica: PartitionReplica, error_code: int) -> None:
-            if c.is_active:
+            if c.is_active and c._generation == term:
                 c._react(functools.partial(c.process, events.StopReplicaAnswer(replica, error_code)))
 
         return on_answer
