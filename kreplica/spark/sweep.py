@@ -144,10 +144,11 @@ class Grid:
         return RunSpec(self.scenarios[i % s], self.configs[(i // s) % c], self.seeds[0] + i // (s * c))
 
     def validate(self) -> None:
-        """Build every (scenario, configuration) once, so a bad grid fails before Spark starts."""
+        """Build and check every (scenario, configuration) once, as a run would, so a bad
+        grid fails before Spark starts."""
         for name in self.scenarios:
             for config in self.configs:
-                build_scenario(name, config)
+                build_scenario(name, config).validate()
 
     def index_columns(self, ids: "DataFrame") -> "DataFrame":
         """``id`` -> (scenario, config_index, config_key, seed), computed in the JVM."""

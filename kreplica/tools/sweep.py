@@ -81,16 +81,6 @@ def grid_from_args(args: argparse.Namespace):
     return Grid.from_axes(scenarios, axes, args.seeds)
 
 
-def validate_grid(grid) -> None:
-    """Build and check every (scenario, configuration) as a run would, so a bad grid fails
-    before Spark starts (``Grid.validate`` builds them but does not check them)."""
-    from ..spark.sim_runner import build_scenario
-
-    for name in grid.scenarios:
-        for config in grid.configs:
-            build_scenario(name, config).validate()
-
-
 def execute(args: argparse.Namespace) -> int:
     import warnings
 
@@ -113,7 +103,7 @@ def execute(args: argparse.Namespace) -> int:
     if not args.report_only:
         try:
             grid = grid_from_args(args)
-            validate_grid(grid)
+            grid.validate()
         except (ValueError, OSError, KReplicaError) as exc:  # KReplicaError: InvalidConfig (acks)
             return refuse(str(exc))
     # pyspark 4 warns about pandas 3 on every Arrow UDF; the sweep uses Arrow only.
