@@ -266,3 +266,22 @@ def test_a_log_that_recovers_short_of_its_published_start_starts_over_there(tmp_
     log = Log.open(tmp_path, CONFIG)               # and it stays so
     assert (log.log_start_offset, log.log_end_offset) == (15, 16)
     log.close()
+
+
+def test_a_sealed_segment_still_at_its_reserved_length_keeps_the_later_ones(tmp_path):
+    # A reader's view was alive when the segment rolled, so its file kept its reserved
+    # length: zeros after the data.  That is a clean end, not a hole: after a process
+    # crash (nothing lost) recovery keeps every later segment.
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 256}
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 20)
+    view = log.read(0, 1 << 20).view              # held across the roll
+    append_range(log, 20, 200)
+    assert len(log.segments) > 2
+    first = log.segments[0]
+    assert os.path.getsize(first.log_file.filename) > first.size   # not trimmed
+    log.crash(lose_unflushed=False)
+    view.release()
+    log = Log.open(tmp_path, CONFIG | cfg)
+    assert_prefix(log, 200, 200)
+    log.close()

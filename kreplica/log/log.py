@@ -196,10 +196,12 @@ class Log:
             result = seg.recover()
             self.last_recovery.append(result)
             self._add(seg)
-            if result.error is not None or result.cut_bytes:
-                # Cut short (a bad batch, or a tail read back as zeros after a power loss):
-                # the later segments, all written after the last flush, can no longer
-                # follow on contiguously.
+            if result.error is not None or (i + 1 < len(bases) and seg.next_offset != bases[i + 1]):
+                # Cut at a bad batch, or short of where the next segment starts (its tail
+                # read back as zeros after a power loss): the later segments, all written
+                # after the last flush, can no longer follow on contiguously.  (A sealed
+                # segment may end in zeros legitimately: one trimmed while a reader still
+                # mapped it keeps its reserved length.)
                 for later in bases[i + 1:]:
                     LogSegment(self.dir, later, self.config, 0).delete()
                 break

@@ -51,7 +51,6 @@ class RecoveryResult:
     batches: int
     error: str | None  # why the scan stopped early (None: clean end of data)
     epoch_starts: tuple[tuple[int, int], ...] = ()  # (leader epoch, first offset) where it rises
-    cut_bytes: int = 0  # what was cut off the file's end: a bad batch, a torn tail, zero fill
 
 
 class LogSegment:
@@ -161,8 +160,7 @@ class LogSegment:
         if count:
             self._put_index(self._index_entries(run, 0))
             self.next_offset = run.last_offset + 1
-        return RecoveryResult(valid, count, error, tuple(run.epoch_starts(-1)) if count else (),
-                              length - valid)
+        return RecoveryResult(valid, count, error, tuple(run.epoch_starts(-1)) if count else ())
 
     # -- appending -----------------------------------------------------------------------
 
