@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -174,21 +175,45 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
     import multiprocessing
     from functools import partial
 
-    # Leaving the block (done, or Ctrl-C in this process) terminates the workers.
-    with multiprocessing.get_context("fork").Pool(args.jobs, initializer=_worker_signals) as pool:
-        yield from pool.imap(partial(run_seed, args, scenario=shared), seeds)
+    pool = multiprocessing.get_context("fork").Pool(args.jobs, initializer=_worker_signals)
+    try:
+        yield from pool.imap(partial(_run_in_worker, args, scenario=shared), seeds)
+        pool.close()  # done: the workers finish and leave on their own
+    except BaseException:  # Ctrl-C, SIGTERM or an error in this process, or the caller stopped
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+# In a pool worker: a seed is running (SIGTERM must then let it clean up).
+_running = False
+
+
+def _run_in_worker(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
+    global _running
+    _running = True
+    try:
+        return run_seed(args, seed, scenario)
+    except SystemExit as e:  # the pool's terminate(), after World.run removed its data dir
+        os._exit(e.code if isinstance(e.code, int) else 1)
+    finally:
+        _running = False
 
 
 def _worker_signals() -> None:
-    """A pool worker leaves Ctrl-C to the parent (which stops the pool), and takes the
-    pool's terminate() (SIGTERM) as SystemExit rather than dying on the spot, so the run
-    in flight still removes its data dir on the way out (World.run's ``finally``)."""
+    """A pool worker leaves Ctrl-C to the parent (which stops the pool).  The pool's
+    terminate() (SIGTERM) ends a worker at once when it is idle; a run in flight gets it
+    as SystemExit, so it still removes its data dir on the way out (World.run's
+    ``finally``), and the worker then leaves without the pool's exit handlers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the clean-up short
+    if not _running:
+        os._exit(128 + signum)
     raise SystemExit(128 + signum)
 
 

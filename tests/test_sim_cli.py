@@ -186,3 +186,26 @@ def test_ctrl_c_with_jobs_removes_the_data_dirs_of_runs_in_flight(tmp_path, jobs
             proc.wait()
     assert proc.returncode == 130, err
     assert list(root.iterdir()) == []
+
+
+def _double(args, seed, scenario=None):
+    return seed * 2
+
+
+def test_a_pool_that_finishes_is_closed_not_terminated(monkeypatch):
+    # terminate() sends SIGTERM to idle workers; one caught inside the pool's queue
+    # locks could hang the join for good (seen at the end of a 1,000-seed --jobs 2 run).
+    # A finished pool is closed and joined; workers leave on their own.
+    import argparse
+    import multiprocessing.pool
+
+    from kreplica import sim_cli
+
+    terminated = []
+    terminate = multiprocessing.pool.Pool.terminate
+    monkeypatch.setattr(multiprocessing.pool.Pool, "terminate",
+                        lambda self: terminated.append(self) or terminate(self))
+    monkeypatch.setattr(sim_cli, "run_seed", _double)
+    args = argparse.Namespace(jobs=2, swarm=True)
+    assert list(sim_cli._runs(args, None, range(20))) == [2 * s for s in range(20)]
+    assert terminated == []
