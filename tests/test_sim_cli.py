@@ -112,15 +112,20 @@ def test_cli_options_and_hash_lines_stay_whole(capsys):
     assert any(x.startswith("seed 1: history hash ") and x.endswith(" events)") for x in out)
 
 
-def test_cli_interrupted_sweep_keeps_the_seeds_that_finished(tmp_path, capsys, monkeypatch):
+def _ctrl_c_at(monkeypatch, at_seed):
+    """Runs go as usual until seed ``at_seed``, where Ctrl-C is pressed."""
     real = sim_cli.run_seed
 
     def run_seed(args, seed, scenario=None):
-        if seed == 3:
+        if seed == at_seed:
             raise KeyboardInterrupt
         return real(args, seed, scenario)
 
     monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+
+
+def test_cli_interrupted_sweep_keeps_the_seeds_that_finished(tmp_path, capsys, monkeypatch):
+    _ctrl_c_at(monkeypatch, 3)
     argv = ["--scenario", "seed003-controlled-shutdown", "--seeds", "1..5", "--until", "1500", "--out", str(tmp_path)]
     assert sim_cli.main(argv) == 130
     assert "2 of 5 seed(s), interrupted" in " ".join(capsys.readouterr().out.split())  # the title may wrap
@@ -131,14 +136,7 @@ def test_cli_interrupted_sweep_keeps_the_seeds_that_finished(tmp_path, capsys, m
 def test_a_huge_seed_range_is_not_materialised(tmp_path, capsys, monkeypatch):
     """Seeds are made as they run: 10^11 of them start at once (a list would not fit in memory)."""
     assert len(sim_cli.parse_seeds("1..100000000000")) == 100_000_000_000
-    real = sim_cli.run_seed
-
-    def run_seed(args, seed, scenario=None):
-        if seed == 2:
-            raise KeyboardInterrupt
-        return real(args, seed, scenario)
-
-    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    _ctrl_c_at(monkeypatch, 2)
     argv = ["--scenario", "seed003-controlled-shutdown", "--seeds", "1..100000000000", "--until", "1500"]
     assert sim_cli.main(argv) == 130
     assert "1 of 100000000000 seed(s), interrupted" in " ".join(capsys.readouterr().out.split())
