@@ -2,6 +2,7 @@
 bad arguments are refused before anything runs."""
 import pytest
 
+from cli_refusal import refused
 from kreplica.log.mapped_file import MappedFile
 from kreplica.tools.bench_replication import _batches, breakdown, main
 
@@ -41,6 +42,4 @@ def test_the_cli_prints_the_breakdown(tmp_path, capsys):
     (["--data-dir", "/nonexistent"], "argument --data-dir: '/nonexistent': no such directory"),
 ])
 def test_bad_arguments_are_refused_by_the_parser(argv, message, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 2 and message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert message in refused(main, argv, capsys)

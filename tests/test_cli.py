@@ -5,6 +5,7 @@ import argparse
 
 import pytest
 
+from cli_refusal import refused
 from kreplica import cli
 from kreplica.tools import bench
 
@@ -49,11 +50,7 @@ def test_readme_command_table_lists_every_command():
 
 def _refused(argv, capsys) -> str:
     """The one-line usage error argparse prints (exit status 2) for ``argv``."""
-    with pytest.raises(SystemExit) as e:
-        cli.main(argv)
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and "Traceback" not in err, err
-    return err.strip().splitlines()[-1]
+    return refused(cli.main, argv, capsys)
 
 
 def test_shared_argument_types(tmp_path, capsys):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_refusal import refused
 from kreplica.cli import main
 from kreplica.log import Log
 from kreplica.tools.dump_log import dump
@@ -131,7 +132,4 @@ def test_log_demo_appends_the_records_asked_for(tmp_path):
     (["--dir", "/dev/null"], "argument --dir: '/dev/null': not a directory"),
 ])
 def test_log_demo_refuses_bad_arguments(argv, message, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["log-demo", *argv])
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and err.strip().splitlines()[-1] == f"kreplica log-demo: error: {message}"
+    assert refused(main, ["log-demo", *argv], capsys) == f"kreplica log-demo: error: {message}"

@@ -29,7 +29,7 @@ from kreplica.log.leader_epoch_cache import LeaderEpochCache
 from kreplica.log.log import Log
 from kreplica.meta import layout
 from kreplica.meta.kafka_zk_client import KafkaZkClient
-from kreplica.meta.store import NodeExists, Op
+from kreplica.meta.store import NodeExists, Op, StoreError
 from kreplica.protocol.common import LeaderAndIsr
 from kreplica.replica.partition import Partition, Role
 from kreplica.replica import replica_manager
@@ -141,10 +141,10 @@ def _isr_write_unconditional(self: Broker, request: Any, on_response: Any, propo
         for tp, state in states.items():
             try:
                 _data, stat = zk.session.get(layout.partition_state_path(tp.topic, tp.partition))
-                state = dataclasses.replace(state, zk_version=stat.version)
-            except Exception:
-                pass  # the write reports the store error
-            current[tp] = state
+            except StoreError:  # unreachable: left as it is, the write reports the error
+                current[tp] = state
+            else:
+                current[tp] = dataclasses.replace(state, zk_version=stat.version)
         return conditional(current)
 
     zk.update_partition_states = overwrite
