@@ -487,7 +487,12 @@ class MemorySession(Session):
         return results
 
     def close(self) -> None:
-        if self.state is not SessionState.ALIVE:
+        if self.state is not SessionState.ALIVE or self.killed:
+            return
+        if not self.reachable:
+            # The close-session request cannot reach the store: there the session lives on,
+            # with its ephemeral nodes, until it times out, as a crashed owner's does.
+            self.kill()
             return
         self.state = SessionState.CLOSED
         self._ping_timer.cancel()

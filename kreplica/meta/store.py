@@ -74,6 +74,10 @@ class EventType(enum.Enum):
     CHANGED = "CHANGED"
     CHILD = "CHILD"
     SESSION_EXPIRED = "SESSION_EXPIRED"
+    #: the watch was dropped by a disconnection and the session is back: the node may have
+    #: changed meanwhile, so read it again (and watch again).  ZooKeeper's store only; the
+    #: embedded store keeps watches through a cut and delivers what fired at the reconnection.
+    RECONNECTED = "RECONNECTED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,14 @@ there gives the store's ``round_trips``.
 ``kill()`` imitates a crashed broker: the client stops reconnecting and its
 socket is shut down without ZooKeeper's close-session request, so the server
 keeps the session (and its ephemeral nodes) until the session timeout passes.
+
+Disconnections.  kazoo queues a request made while it is reconnecting and sends it
+once it is back, however late; it also drops every watch at a disconnection.  So a
+session that is not connected refuses at once with ``ConnectionLoss`` (as the
+embedded store does for a cut session), a request that times out is taken back
+out of kazoo's queue if it never left, and a watch dropped by a disconnection is
+told ``RECONNECTED`` once the session is back: its owner re-reads and watches
+again, and misses no change made meanwhile.
 """
 from __future__ import annotations
 
@@ -36,7 +44,7 @@ from kazoo.protocol.serialization import (
     read_buffer,
     stat_struct,
 )
-from kazoo.protocol.states import EventType as KzEventType, KazooState, ZnodeStat
+from kazoo.protocol.states import EventType as KzEventType, KazooState, KeeperState, ZnodeStat
 
 from ..runtime import RealScheduler, Scheduler
 from .store import (
@@ -139,7 +147,7 @@ class ZooKeeperStore(MetadataStore):
 
     def __init__(self, hosts: str, chroot: str = "/kreplica", scheduler: Scheduler | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-                 connect_timeout_s: float = 15.0) -> None:
+                 connect_timeout_s: float = 15.0, op_timeout_s: float = OP_TIMEOUT_S) -> None:
         if chroot and (not chroot.startswith("/") or chroot.endswith("/")):
             raise ValueError(f"chroot must look like /name, got {chroot!r}")
         self.hosts = hosts
@@ -147,6 +155,8 @@ class ZooKeeperStore(MetadataStore):
         self.scheduler = scheduler if scheduler is not None else RealScheduler()
         self.session_timeout_ms = int(session_timeout_ms)
         self.connect_timeout_s = connect_timeout_s
+        #: how long one call waits for its answer before it is a ConnectionLoss
+        self.op_timeout_s = op_timeout_s
         self.round_trips = 0
         self._count_lock = threading.Lock()
         self._sessions: list[ZooKeeperSession] = []
@@ -193,6 +203,10 @@ class ZooKeeperSession(Session):
         self.killed = False
         self._sched = store.scheduler
         self._wrappers: dict[tuple[Watch, str, bool], Callable[[Any], None]] = {}
+        # watches a disconnection dropped, told RECONNECTED when the session is back
+        self._dropped: list[tuple[Watch, str]] = []
+        self._dropped_lock = threading.Lock()
+        self._client_done = False
         client = KazooClient(hosts=store.hosts + store.chroot, timeout=store.session_timeout_ms / 1000.0,
                              logger=_LOG)
         self.client = client
@@ -217,14 +231,35 @@ class ZooKeeperSession(Session):
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST and not (self.closed or self.killed or self.expired):
             self.expired = True
+            # Watches a disconnection dropped learn of the expiry, as the live ones do, first.
+            self._flush_dropped(EventType.SESSION_EXPIRED)
             self._sched.call_soon_threadsafe(self._after_expiry)
+        elif state == KazooState.CONNECTED:
+            self._flush_dropped(EventType.RECONNECTED)
+
+    def _flush_dropped(self, etype: EventType) -> None:
+        with self._dropped_lock:
+            dropped, self._dropped = self._dropped, []
+        for watch, path in dropped:
+            self._sched.call_soon_threadsafe(self._notify, watch, WatchEvent(etype, path))
 
     def _after_expiry(self) -> None:
         # kazoo would quietly open a fresh session; ours is over, as ZooKeeper's is.
+        self._release_client()
+        if self.on_expired is not None and not self.closed:
+            self.on_expired()
+
+    def _release_client(self) -> None:
+        """Stop the kazoo client (no reconnection, no new session) and free its sockets; once."""
+        if self._client_done:
+            return
+        self._client_done = True
         self.client.stop()
         self.client.close()
-        if self.on_expired is not None:
-            self.on_expired()
+
+    def _notify(self, watch: Watch, event: WatchEvent) -> None:
+        if not (self.killed or self.closed):
+            watch(event)
 
     def _wrap(self, watch: Watch, path: str, child: bool) -> Callable[[Any], None]:
         """One kazoo watcher per (watch, path, kind), so a re-registration is not doubled."""
@@ -235,25 +270,54 @@ class ZooKeeperSession(Session):
                 self._wrappers.pop(key, None)
                 if self.killed or self.closed:
                     return
-                etype = _EVENT_TYPES.get(event.type, EventType.SESSION_EXPIRED)
-                self._sched.call_soon_threadsafe(watch, WatchEvent(etype, path))
+                etype = _EVENT_TYPES.get(event.type)
+                if etype is None and event.state == KeeperState.CONNECTING:
+                    # Dropped by a disconnection, not fired: the session lives on. Told once
+                    # it is back (at once if it already is), so the owner's re-read can work.
+                    with self._dropped_lock:
+                        if not self.client.connected:
+                            self._dropped.append((watch, path))
+                            return
+                    etype = EventType.RECONNECTED
+                elif etype is None:
+                    etype = EventType.SESSION_EXPIRED
+                self._sched.call_soon_threadsafe(self._notify, watch, WatchEvent(etype, path))
             self._wrappers[key] = wrapper
         return wrapper
 
     def _wait(self, async_result: Any, path: str) -> Any:
         try:
-            return async_result.get(timeout=OP_TIMEOUT_S)
+            return async_result.get(timeout=self.store.op_timeout_s)
         except Exception as exc:
+            if not async_result.ready():
+                self._withdraw(async_result)
             ours = _translate(exc, path)
             if ours is None:
                 raise
             raise ours from exc
+
+    def _withdraw(self, async_result: Any) -> None:
+        """Take a timed-out request back out of kazoo's queue, so that a call reported as
+        failed is not sent when the connection returns.  Only while disconnected: kazoo's
+        connection thread sends from the head of the queue only while connected."""
+        client = self.client
+        if client.connected:
+            return  # on the wire or about to be: ZooKeeper's ConnectionLoss allows either outcome
+        for entry in list(client._queue):
+            if entry[1] is async_result:
+                try:
+                    client._queue.remove(entry)
+                except ValueError:
+                    pass  # failed by kazoo meanwhile
+                return
 
     def _enter(self) -> KazooClient:
         if self.expired:
             raise SessionExpired(f"session {self.session_id:#x}")
         if self.closed or self.killed:
             raise ConnectionLoss(f"session {self.session_id:#x} is closed")
+        if not self.client.connected:
+            raise ConnectionLoss(f"session {self.session_id:#x} is not connected to ZooKeeper")
         return self.client
 
     # -- operations
@@ -301,10 +365,21 @@ class ZooKeeperSession(Session):
                 raise NoNode(path)
             if stat.version != version:
                 raise BadVersion(path)
+        self._delete_tree(c, path)
+
+    def _delete_tree(self, c: KazooClient, path: str) -> None:
+        """Children first, each call bounded by the operation timeout (kazoo's own recursive
+        delete waits without one, so an unreachable server would hang the caller)."""
         try:
-            c.delete(path, recursive=True)
-        except Exception as exc:
-            raise (_translate(exc, path) or exc) from exc
+            children = self._wait(c.get_children_async(path), path)
+        except NoNode:
+            return
+        for child in children:
+            self._delete_tree(c, f"{path.rstrip('/')}/{child}")
+        try:
+            self._wait(c.delete_async(path), path)
+        except NoNode:
+            pass  # another client removed it meanwhile, as kazoo's recursive delete allows
 
     def exists(self, path: str, watch: Watch | None = None) -> Stat | None:
         c = self._enter()
@@ -345,14 +420,14 @@ class ZooKeeperSession(Session):
         if self.closed or self.killed:
             return
         self.closed = True
-        if not self.expired:
-            self.client.stop()
-            self.client.close()
+        # Even after an expiry: until _after_expiry has run, kazoo is opening a new session.
+        self._release_client()
 
     def kill(self) -> None:
         if self.closed or self.killed or self.expired:
             return
         self.killed = True
+        self._client_done = True
         c = self.client
         # Stop kazoo from reconnecting, then drop the TCP connection without the
         # close-session request: the server keeps the session until it times out.
@@ -364,7 +439,8 @@ class ZooKeeperSession(Session):
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        conn.connection_stopped.wait(OP_TIMEOUT_S)
+        conn.connection_stopped.wait(self.store.op_timeout_s)
+        c.handler.stop()  # its callback threads; client.stop() would have stopped them
         c.close()
 
     def __repr__(self) -> str:

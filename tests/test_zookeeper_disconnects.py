@@ -1,0 +1,189 @@
+"""Disconnections between one client and a real ZooKeeper, and the sessions' endings.
+
+A broker's store session can lose its connection while the session lives on in the
+server.  What the store promises then, on ZooKeeper as on the embedded store: a call
+that fails is not applied later behind the caller's back; watches are not lost, and
+their owners learn to re-read once the session is back; a session closed while cut
+off keeps its ephemeral nodes until it times out; ending sessions leaks no threads.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from kreplica.meta.memory_store import MemoryStore
+from kreplica.meta.store import ConnectionLoss
+from kreplica.runtime import RealScheduler, SimScheduler
+from meta_env import Recorder
+from tcp_cut import CuttableRelay
+
+_chroots = itertools.count()
+
+
+def _wait(predicate, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def relayed(zk_server):
+    """Stores on one chroot: ``via`` reaches ZooKeeper through a cuttable relay, ``direct`` not."""
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+
+    relay = CuttableRelay(zk_server.port)
+    sched = RealScheduler()
+    chroot = f"/disconnects-{os.getpid()}-{next(_chroots)}"
+    via = ZooKeeperStore(relay.hosts, chroot, sched, session_timeout_ms=10_000, op_timeout_s=1.0)
+    direct = ZooKeeperStore(zk_server.hosts, chroot, sched, session_timeout_ms=10_000)
+    yield SimpleNamespace(relay=relay, sched=sched, via=via, direct=direct)
+    via.close()
+    direct.close()
+    relay.close()
+
+
+def _cut(env, session) -> None:
+    env.relay.cut()
+    _wait(lambda: not session.client.connected)
+
+
+def _heal(env, session) -> None:
+    env.relay.heal()
+    _wait(lambda: session.client.connected)
+    session.exists("/")  # a round trip: whatever the client still had queued has been sent
+
+
+@pytest.mark.zookeeper
+def test_a_call_while_disconnected_fails_at_once_and_is_never_applied(relayed) -> None:
+    a, b = relayed.via.session("controller"), relayed.direct.session("admin")
+    a.create("/request", b"old")
+    _cut(relayed, a)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLoss):
+        a.delete("/request")
+    assert time.monotonic() - started < 0.5
+    b.set("/request", b"new")  # a newer request, written while the first client was away
+    _heal(relayed, a)
+    assert b.get("/request")[0] == b"new"
+
+
+@pytest.mark.zookeeper
+def test_a_timed_out_call_is_taken_back_and_not_sent_at_the_reconnection(relayed) -> None:
+    a, b = relayed.via.session("controller"), relayed.direct.session("admin")
+    a.create("/request", b"old")
+    _cut(relayed, a)
+    # A call that passed the connected check just as the connection dropped: kazoo
+    # queues it for the reconnection; the timeout must take it back out.
+    with pytest.raises(ConnectionLoss):
+        a._wait(a.client.delete_async("/request"), "/request")
+    assert not a.client._queue
+    b.set("/request", b"new")
+    _heal(relayed, a)
+    assert b.get("/request")[0] == b"new"
+
+
+@pytest.mark.zookeeper
+def test_watches_dropped_by_a_disconnection_are_told_to_re_read_once_back(relayed) -> None:
+    a, b = relayed.via.session("broker"), relayed.direct.session("other")
+    a.create("/n", b"1")
+    data_watch, child_watch = Recorder(), Recorder()
+    a.get("/n", data_watch)
+    a.get_children("/", child_watch)
+    _cut(relayed, a)
+    relayed.sched.run_until(lambda: False, 300)
+    assert data_watch.types() == [] and child_watch.types() == []  # nothing to re-read while away
+    b.set("/n", b"2")  # changed meanwhile: the owner must not miss it
+    relayed.relay.heal()
+    assert relayed.sched.run_until(lambda: data_watch.events and child_watch.events, 15_000)
+    assert data_watch.types() == ["RECONNECTED"] and child_watch.types() == ["RECONNECTED"]
+    assert not a.expired
+    assert a.get("/n")[0] == b"2"
+
+
+@pytest.mark.zookeeper
+def test_recursive_delete_of_an_unreachable_store_fails_instead_of_hanging(relayed) -> None:
+    a = relayed.via.session("controller")
+    a.create("/topic/partitions/0", b"", makepath=True)
+    _cut(relayed, a)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLoss):
+        a.delete("/topic", recursive=True)
+    assert time.monotonic() - started < 2.0
+    _heal(relayed, a)
+    a.delete("/topic", recursive=True)
+    assert a.exists("/topic") is None
+
+
+@pytest.mark.zookeeper
+def test_killed_and_closed_sessions_leave_no_threads(zk_server) -> None:
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+
+    before = threading.active_count()
+    store = ZooKeeperStore(zk_server.hosts, f"/threads-{os.getpid()}", RealScheduler())
+    for i in range(3):
+        store.session(f"crashed-{i}").kill()
+    store.session("clean")
+    store.close()
+    _wait(lambda: threading.active_count() <= before, 10.0)
+
+
+@pytest.mark.zookeeper
+def test_closing_an_expired_session_stops_its_client(zk_store_factory, zk_server) -> None:
+    from kazoo.client import KazooClient
+
+    sched = RealScheduler()
+    store = zk_store_factory(sched)
+    told: list[bool] = []
+    s = store.session("b1", on_expired=lambda: told.append(True))
+    sid, password = s.client.client_id
+    twin = KazooClient(hosts=zk_server.hosts + zk_store_factory.chroot, client_id=(sid, password))
+    twin.start(timeout=15)
+    twin.stop()
+    twin.close()
+    _wait(lambda: s.expired)
+    s.close()  # before the scheduler ran the expiry's own clean-up
+    assert s.client._stopped.is_set()  # kazoo would otherwise open a fresh session
+    sched.run_until(lambda: False, 200)
+    assert told == []  # a closed session tells its owner nothing more
+
+
+def test_memory_session_closed_while_cut_off_keeps_its_ephemerals_until_it_times_out() -> None:
+    sched = SimScheduler(1)
+    store = MemoryStore(sched, session_timeout_ms=6000)
+    a, b = store.session("broker-1"), store.session("observer")
+    a.create("/eph", ephemeral=True)
+    a.set_reachable(False)
+    a.close()  # its close-session request cannot reach the store
+    assert b.exists("/eph") is not None
+    sched.advance(5_000)
+    assert b.exists("/eph") is not None
+    sched.advance(2_000)
+    assert b.exists("/eph") is None
+
+
+@pytest.mark.zookeeper
+def test_zookeeper_session_closed_while_cut_off_keeps_its_ephemerals_until_it_times_out(zk_server) -> None:
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+
+    relay = CuttableRelay(zk_server.port)
+    chroot = f"/close-cut-{os.getpid()}"
+    via = ZooKeeperStore(relay.hosts, chroot, RealScheduler(), session_timeout_ms=2_000, op_timeout_s=1.0)
+    direct = ZooKeeperStore(zk_server.hosts, chroot, RealScheduler())
+    try:
+        a, b = via.session("broker-1"), direct.session("observer")
+        a.create("/eph", ephemeral=True)
+        relay.cut()
+        _wait(lambda: not a.client.connected)
+        a.close()
+        assert b.exists("/eph") is not None
+        _wait(lambda: b.exists("/eph") is None, 10.0)
+    finally:
+        via.close()
+        direct.close()
+        relay.close()
