@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from types import ModuleType
 from typing import Any, Callable
 
@@ -115,10 +117,40 @@ def build_parser(commands: dict[str, str], prog: str, argv: list[str]) -> argpar
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it unwinds as from Ctrl-C: clusters
+    close, a private ZooKeeper stops, temporary directories go."""
+
+
+def _terminate_by_unwinding() -> Any:
+    """Make SIGTERM raise :class:`Terminated` while a command runs; returns the handler
+    it replaced, or None when it left things as they were (another handler was set by
+    an embedding program, or this is not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+
+    def terminate(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short
+        raise Terminated
+
+    return signal.signal(signal.SIGTERM, terminate)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(SUBCOMMANDS, "kreplica", argv).parse_args(argv)
-    return int(args._execute(args) or 0)
+    previous = _terminate_by_unwinding()
+    try:
+        return int(args._execute(args) or 0)
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(f"kreplica {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
 """`kreplica demo` (make demo): seed 003's story end to end on the embedded cluster."""
 import io
+import os
+import signal
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from rich.console import Console
@@ -30,6 +36,36 @@ def test_demo_on_a_private_real_zookeeper(request):
     text = out.getvalue()
     assert "metadata: zookeeper+local:///kreplica-demo, real time" in text
     assert "nothing acknowledged was lost" in text and "demo passed" in text
+
+
+@pytest.mark.zookeeper
+def test_sigterm_stops_the_demo_and_its_private_zookeeper(request, tmp_path):
+    """`kill PID` (a job scheduler, `timeout`) unwinds the demo as Ctrl-C would: its
+    ZooKeeper JVM stops and its directories go, where before they outlived it."""
+    request.getfixturevalue("zk_server")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the demo's temporary directories land here
+    proc = subprocess.Popen([sys.executable, "-m", "kreplica", "demo", "--metadata", "zookeeper+local:///d"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        me = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 60
+        jvms: list[psutil.Process] = []
+        while not jvms and time.monotonic() < deadline and proc.poll() is None:
+            jvms = [p for p in me.children(recursive=True) if "ZooKeeperServerMain" in " ".join(p.cmdline())]
+            time.sleep(0.05)
+        assert jvms, "the demo never started its ZooKeeper"
+        time.sleep(1.0)  # into the story: brokers registered, topic being created
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "kreplica demo: terminated" in err.decode()
+    assert "Traceback" not in err.decode()
+    _gone, alive = psutil.wait_procs(jvms, timeout=10)
+    assert not alive
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("metadata, message", [

@@ -106,7 +106,12 @@ class ZooKeeperServer:
                 ["java", f"-Xmx{self.heap_mb}m", "-cp", cp, MAIN_CLASS, str(cfg)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
-            if self._wait_ready(timeout_s):
+            try:
+                ready = self._wait_ready(timeout_s)
+            except BaseException:  # Ctrl-C or SIGTERM while the JVM starts: it must not outlive us
+                self.stop()
+                raise
+            if ready:
                 return self
             last_error = self.log_path.read_text(errors="replace")[-2000:] if self.log_path else ""
             self.stop()
