@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from . import errors
+from . import arguments, errors
 from .broker import Broker
 from .config import parse_acks, validate
 from .describe import PartitionDescription, TopicDescription, describe_topic, format_describe
@@ -68,6 +68,9 @@ class Cluster:
                  seed: int, config: dict[str, Any] | None,
                  transport: InProcessTransport | None = None, latency_ms: int = 1,
                  broker_scheduler: BrokerScheduler | None = None) -> None:
+        # Broker ids are Kafka's broker.id: integers >= 0.  A negative id would collide with
+        # NO_LEADER (-1) or with the cluster's own client node (CLIENT_ID) on the transport.
+        broker_ids = arguments.integers(broker_ids, "broker ids", errors.InvalidRequest, minimum=0)
         if not broker_ids or len(set(broker_ids)) != len(broker_ids):
             raise errors.InvalidRequest(f"broker ids must be distinct and non-empty: {broker_ids!r}")
         self.config = validate(config)
@@ -116,7 +119,7 @@ class Cluster:
         each broker incarnation (each start) runs on instead of the shared one -- the
         simulator's hook to pause one broker process as a whole.
         """
-        return cls(list(brokers), data_dir, metadata, seed, config, transport, latency_ms, broker_scheduler)
+        return cls(brokers, data_dir, metadata, seed, config, transport, latency_ms, broker_scheduler)
 
     def _new_broker(self, bid: int) -> Broker:
         hook = self._broker_scheduler

@@ -177,6 +177,24 @@ def test_bad_client_calls(shared_cluster, call, error):
     assert shared_cluster.produce("bar", 0, [b"still fine"]) >= 0
 
 
+@pytest.mark.parametrize("brokers", [[-1, 2], [-100, 2], ["1", "2"], ["a"], [1.5], [True, 2], None, 5, "12"])
+def test_broker_ids_must_be_integers_at_least_zero(brokers, tmp_path, monkeypatch):
+    """-1 is NO_LEADER and -100 the cluster's own client node; "1" would build brokers
+    that never answer.  All are refused before anything starts."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(errors.InvalidRequest, match="broker ids"):
+        Cluster.embedded(brokers=brokers)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_broker_id_zero_is_a_broker():
+    with Cluster.embedded(brokers=(0, 1)) as c:
+        c.create_topic("t", assignment={0: [0, 1]})
+        assert c.produce("t", 0, [b"x"]) == 0 and c.describe("t").partitions[0].leader == 0
+
+
 def test_delete_topic_refused_when_deletion_is_disabled(tmp_path):
     with Cluster.embedded(data_dir=tmp_path, config={**CONFIG, "delete.topic.enable": False}) as c:
         c.create_topic("t", partitions=1, replication_factor=3)

@@ -1,0 +1,72 @@
+"""Type checks for the embedding API's arguments (``Cluster``, the admin calls, store addresses).
+
+A wrong type must be refused at the door, naming the argument, instead of failing
+deep inside with an unrelated ``TypeError`` or -- worse -- passing for a value:
+``"0"`` is not partition 0 (it would be retried for two minutes as an unknown
+partition), ``True`` is not partition 1, and the string ``"1001"`` is not the
+broker list ``[1, 0, 0, 1]``.
+
+Integers are taken as Python takes an index (``operator.index``: ``int`` and
+NumPy's integers, never floats or strings) and returned as plain ``int``; ``bool``
+is refused.  Each check raises the error class its caller names -- the Kafka
+error of the call (INVALID_PARTITIONS for a partition count, say), or
+``ValueError`` where the module already speaks in those.  Callers on the hot path
+test ``type(x) is int`` themselves and only call in here when that fails.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import errors
+
+Error = type[Exception]
+
+
+def _shown(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def integer(value: Any, name: str, error: Error = errors.InvalidRequest, minimum: int | None = None) -> int:
+    """``value`` as an ``int`` (not a bool, at least ``minimum``), or ``error`` naming ``name``."""
+    if type(value) is not int:
+        if isinstance(value, bool):
+            raise error(f"{name} must be an integer, got {_shown(value)}")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise error(f"{name} must be an integer, got {_shown(value)}") from None
+    if minimum is not None and value < minimum:
+        raise error(f"{name} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def integers(value: Any, name: str, error: Error = errors.InvalidRequest,
+             minimum: int | None = None) -> list[int]:
+    """A collection of integers (a list, tuple, set...; not a string) as a list of ``int``."""
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise error(f"{name} must be a list of integers, got {_shown(value)}")
+    return [integer(v, f"{name}[{i}]", error, minimum) for i, v in enumerate(value)]
+
+
+def text(value: Any, name: str, error: Error = errors.InvalidRequest) -> str:
+    if not isinstance(value, str):
+        raise error(f"{name} must be a str, got {_shown(value)}")
+    return value
+
+
+def texts(value: Any, name: str, error: Error = errors.InvalidRequest) -> list[str]:
+    """A collection of strings; a bare string is refused rather than read as its characters."""
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise error(f"{name} must be a list of str, got {_shown(value)}")
+    return [text(v, f"{name}[{i}]", error) for i, v in enumerate(value)]
+
+
+def mapping(value: Any, name: str, error: Error = errors.InvalidRequest) -> Mapping[Any, Any]:
+    """A mapping, ``None`` meaning empty; a list of pairs is refused, not turned into a dict."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise error(f"{name} must be a dict, got {_shown(value)}")
+    return value
