@@ -17,6 +17,7 @@ exactly as ``kafka-topics.sh`` and ``kafka-reassign-partitions.sh`` do.
 """
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -55,6 +56,17 @@ _RETRIABLE = {
 }
 
 
+def _refused_once_closed(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Raise ClusterClosed instead of running ``method`` on a closed cluster, whose store
+    session is closed and whose temporary directory a restarted broker would re-create."""
+    @functools.wraps(method)
+    def guarded(self: "Cluster", *args: Any, **kwargs: Any) -> Any:
+        if self._closed:
+            raise errors.ClusterClosed(f"the cluster is closed: {method.__name__}() refused")
+        return method(self, *args, **kwargs)
+    return guarded
+
+
 @dataclass(frozen=True, slots=True)
 class TimelineEvent:
     time_ms: int
@@ -64,6 +76,9 @@ class TimelineEvent:
 
 
 class Cluster:
+    """See the module's theory of operation.  After :meth:`close` (idempotent) every
+    method but ``now_ms`` and ``live_brokers`` raises :class:`~kreplica.errors.ClusterClosed`."""
+
     def __init__(self, broker_ids: Sequence[int], data_dir: str | Path | None, metadata: str,
                  seed: int, config: dict[str, Any] | None,
                  transport: InProcessTransport | None = None, latency_ms: int = 1,
@@ -73,6 +88,7 @@ class Cluster:
         broker_ids = arguments.integers(broker_ids, "broker ids", errors.InvalidRequest, minimum=0)
         if not broker_ids or len(set(broker_ids)) != len(broker_ids):
             raise errors.InvalidRequest(f"broker ids must be distinct and non-empty: {broker_ids!r}")
+        self._closed = False
         self.config = validate(config)
         self.metadata = metadata
         try:
@@ -137,14 +153,17 @@ class Cluster:
     def now_ms(self) -> int:
         return self.scheduler.now_ms()
 
+    @_refused_once_closed
     def advance(self, ms: int) -> None:
         self.scheduler.advance(ms)
 
+    @_refused_once_closed
     def run_until(self, predicate: Callable[[], bool], timeout_ms: int = 30_000) -> bool:
         return self.scheduler.run_until(predicate, timeout_ms)
 
     # ---- membership ----------------------------------------------------------------
     @property
+    @_refused_once_closed
     def controller_id(self) -> int | None:
         return self.zk.get_controller_id()
 
@@ -157,10 +176,12 @@ class Cluster:
         except KeyError:
             raise errors.BrokerNotAvailable(f"no broker {broker_id} in this cluster") from None
 
+    @_refused_once_closed
     def kill(self, broker_id: int) -> None:
         """Crash a broker: its session is abandoned and expires after the session timeout."""
         self._broker(broker_id).kill()
 
+    @_refused_once_closed
     def start(self, broker_id: int) -> None:
         """(Re)start a broker, recovering its logs from disk."""
         if self._broker(broker_id).alive:
@@ -168,6 +189,7 @@ class Cluster:
         self.brokers[broker_id] = self._new_broker(broker_id)
         self.brokers[broker_id].start()
 
+    @_refused_once_closed
     def controlled_shutdown(self, broker_id: int, timeout_ms: int = 120_000) -> bool:
         """Move leadership off ``broker_id`` (seed 003), then stop it; True if nothing was left."""
         broker = self._broker(broker_id)
@@ -180,6 +202,7 @@ class Cluster:
         return result[0]
 
     # ---- admin ---------------------------------------------------------------------
+    @_refused_once_closed
     def create_topic(self, topic: str, partitions: int | None = None, replication_factor: int | None = None,
                      assignment: dict[int, Sequence[int]] | None = None,
                      config: dict[str, Any] | None = None, wait: bool = True) -> None:
@@ -210,6 +233,7 @@ class Cluster:
         part = broker.replica_manager.partitions.get(TopicPartition(topic, p.partition))
         return part is not None and part.is_leader and part.leader_epoch >= p.leader_epoch
 
+    @_refused_once_closed
     def alter_topic_config(self, topic: str, set_config: dict[str, Any] | None = None,
                            delete: Sequence[str] = (), wait: bool = True) -> dict[str, str]:
         """Change a topic's overrides (kafka-configs.sh --alter --entity-type topics): ``set_config``
@@ -220,6 +244,7 @@ class Cluster:
             raise errors.RequestTimedOut(f"brokers did not apply the new config of {topic}")
         return now
 
+    @_refused_once_closed
     def topic_config_applied(self, topic: str, overrides: dict[str, str] | None = None) -> bool:
         """Do all live replicas of ``topic`` run with ``overrides`` (default: what the store holds)?"""
         if overrides is None:
@@ -235,6 +260,7 @@ class Cluster:
                     return False
         return True
 
+    @_refused_once_closed
     def delete_topic(self, topic: str, wait: bool = True) -> None:
         if not self.config["delete.topic.enable"]:
             # Kafka's brokers refuse DeleteTopics outright then (the controller would drop the request).
@@ -243,6 +269,7 @@ class Cluster:
         if wait and not self.run_until(lambda: not self.zk.topic_exists(topic), 60_000):
             raise errors.RequestTimedOut(f"deletion of {topic} did not finish")
 
+    @_refused_once_closed
     def reassign(self, topic: str, partition: int, replicas: Sequence[int], wait: bool = True,
                  timeout_ms: int = 120_000) -> None:
         tp = TopicPartition(topic, partition)
@@ -250,6 +277,7 @@ class Cluster:
         if wait and not self.run_until(lambda: not self.zk.reassignment_in_progress(), timeout_ms):
             raise errors.RequestTimedOut(f"reassignment of {tp} did not finish")
 
+    @_refused_once_closed
     def elect_preferred_leaders(self, topic: str, wait: bool = True, timeout_ms: int = 60_000) -> dict[int, int]:
         """Ask the controller to give each partition of ``topic`` to its preferred (first)
         replica, through ``/admin/preferred_replica_election``.  With ``wait``, returns the
@@ -267,17 +295,21 @@ class Cluster:
                 for p in self.describe(topic).partitions if p.replicas and p.leader != p.replicas[0]}
 
     # ---- describe ------------------------------------------------------------------
+    @_refused_once_closed
     def topics(self) -> list[str]:
         return sorted(self.zk.get_all_topics())
 
+    @_refused_once_closed
     def describe(self, topic: str) -> TopicDescription:
         return describe_topic(self.zk, topic)
 
+    @_refused_once_closed
     def describe_text(self, topic: str | None = None) -> str:
         """``kafka-topics.sh --describe`` output, in the 0.10 layout of seed 003."""
         topics = [topic] if topic is not None else self.topics()
         return "".join(format_describe(self.describe(t)) for t in topics)
 
+    @_refused_once_closed
     def offsets(self, topic: str, partition: int) -> dict[int, tuple[int, int]]:
         """{broker_id: (log_end_offset, high_watermark)} for each live replica."""
         tp = TopicPartition(topic, partition)
@@ -299,6 +331,7 @@ class Cluster:
         return replicas
 
     # ---- client --------------------------------------------------------------------
+    @_refused_once_closed
     def leader_for(self, topic: str, partition: int) -> int:
         tp = TopicPartition(topic, partition)
         states = self.zk.get_partition_states([tp])
@@ -335,6 +368,7 @@ class Cluster:
                 errors.raise_for_code(last, f"{topic}-{partition}: gave up after {tries} attempts")
             self.advance(backoff_ms)
 
+    @_refused_once_closed
     def produce(self, topic: str, partition: int, values: Iterable[Any], acks: Any = None,
                 timeout_ms: int | None = None, retries: int | None = None, backoff_ms: int = 100,
                 delivery_timeout_ms: int = 120_000) -> int:
@@ -364,6 +398,7 @@ class Cluster:
 
         return self._with_retries(topic, partition, attempt, retries, backoff_ms, delivery_timeout_ms)
 
+    @_refused_once_closed
     def fetch(self, topic: str, partition: int, offset: int = 0, max_bytes: int = 1 << 20,
               isolation: str = "committed", retries: int | None = None, backoff_ms: int = 100,
               delivery_timeout_ms: int = 120_000) -> list[Record]:
@@ -394,6 +429,9 @@ class Cluster:
 
     # ---- teardown ------------------------------------------------------------------
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         for broker in self.brokers.values():
             if broker.alive:
                 broker.stop()
@@ -407,6 +445,7 @@ class Cluster:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
+    @_refused_once_closed
     def __enter__(self) -> "Cluster":
         return self
 

@@ -87,6 +87,11 @@ class StateChangeFailed(KReplicaError):
     """Controller: an illegal state-machine transition (Kafka's StateChangeFailedException)."""
 
 
+class ClusterClosed(InvalidRequest):
+    """The embedded Cluster was closed: its brokers, store session and temporary
+    directory are gone, so every call but ``close()`` is refused."""
+
+
 def error_for_code(code: int) -> type[KReplicaError]:
     return _BY_CODE.get(code, KReplicaError)
 

@@ -195,6 +195,54 @@ def test_broker_id_zero_is_a_broker():
         assert c.produce("t", 0, [b"x"]) == 0 and c.describe("t").partitions[0].leader == 0
 
 
+CLOSED_CALLS = {
+    "advance": lambda c: c.advance(1000),
+    "run_until": lambda c: c.run_until(lambda: True, 10),
+    "controller_id": lambda c: c.controller_id,
+    "kill": lambda c: c.kill(1001),
+    "start": lambda c: c.start(1001),
+    "controlled_shutdown": lambda c: c.controlled_shutdown(1001),
+    "create_topic": lambda c: c.create_topic("x", 1, 1),
+    "alter_topic_config": lambda c: c.alter_topic_config("bar", {"retention.ms": 1000}),
+    "topic_config_applied": lambda c: c.topic_config_applied("bar"),
+    "delete_topic": lambda c: c.delete_topic("bar"),
+    "reassign": lambda c: c.reassign("bar", 0, [1001, 1002, 1003]),
+    "elect_preferred_leaders": lambda c: c.elect_preferred_leaders("bar"),
+    "topics": lambda c: c.topics(),
+    "describe": lambda c: c.describe("bar"),
+    "describe_text": lambda c: c.describe_text("bar"),
+    "offsets": lambda c: c.offsets("bar", 0),
+    "leader_for": lambda c: c.leader_for("bar", 0),
+    "produce": lambda c: c.produce("bar", 0, [b"x"], acks=0),
+    "fetch": lambda c: c.fetch("bar", 0, 0),
+    "__enter__": lambda c: c.__enter__(),
+}
+# What a closed cluster still answers: trivial reads of what it holds in memory.
+OPEN_AFTER_CLOSE = {"embedded", "close", "now_ms", "live_brokers"}
+
+
+@pytest.fixture(scope="module")
+def closed_cluster():
+    c = Cluster.embedded()
+    c.create_topic("bar", partitions=1, replication_factor=3)
+    c.produce("bar", 0, [b"v"])
+    c.close()
+    return c
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED_CALLS))
+def test_a_closed_cluster_refuses_every_call_but_close(closed_cluster, name):
+    with pytest.raises(errors.ClusterClosed, match=f"closed: {name}\\(\\) refused"):
+        CLOSED_CALLS[name](closed_cluster)
+    closed_cluster.close()  # idempotent
+    assert closed_cluster.live_brokers() == [] and not closed_cluster.data_dir.exists()
+
+
+def test_every_public_cluster_method_is_refused_once_closed():
+    public = {n for n in vars(Cluster) if not n.startswith("_")}
+    assert public | {"__enter__"} == set(CLOSED_CALLS) | OPEN_AFTER_CLOSE
+
+
 def test_delete_topic_refused_when_deletion_is_disabled(tmp_path):
     with Cluster.embedded(data_dir=tmp_path, config={**CONFIG, "delete.topic.enable": False}) as c:
         c.create_topic("t", partitions=1, replication_factor=3)
