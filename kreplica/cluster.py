@@ -67,6 +67,14 @@ def _refused_once_closed(method: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
+def _partition_of(topic: str, partition: int) -> TopicPartition:
+    """The partition a caller names.  Checked up front: "0" or 0.0 would otherwise be
+    retried as an unknown partition until the delivery timeout, and True taken for 1."""
+    if type(partition) is not int or partition < 0:
+        partition = arguments.integer(partition, "partition", errors.InvalidRequest, minimum=0)
+    return TopicPartition(topic, partition)
+
+
 @dataclass(frozen=True, slots=True)
 class TimelineEvent:
     time_ms: int
@@ -272,7 +280,7 @@ class Cluster:
     @_refused_once_closed
     def reassign(self, topic: str, partition: int, replicas: Sequence[int], wait: bool = True,
                  timeout_ms: int = 120_000) -> None:
-        tp = TopicPartition(topic, partition)
+        tp = _partition_of(topic, partition)
         admin.reassign_partitions(self.zk, {tp: list(replicas)})
         if wait and not self.run_until(lambda: not self.zk.reassignment_in_progress(), timeout_ms):
             raise errors.RequestTimedOut(f"reassignment of {tp} did not finish")
@@ -312,7 +320,7 @@ class Cluster:
     @_refused_once_closed
     def offsets(self, topic: str, partition: int) -> dict[int, tuple[int, int]]:
         """{broker_id: (log_end_offset, high_watermark)} for each live replica."""
-        tp = TopicPartition(topic, partition)
+        tp = _partition_of(topic, partition)
         self._assigned_replicas(tp)
         out = {}
         for bid, broker in sorted(self.brokers.items()):
@@ -333,7 +341,7 @@ class Cluster:
     # ---- client --------------------------------------------------------------------
     @_refused_once_closed
     def leader_for(self, topic: str, partition: int) -> int:
-        tp = TopicPartition(topic, partition)
+        tp = _partition_of(topic, partition)
         states = self.zk.get_partition_states([tp])
         if not states:
             self._assigned_replicas(tp)
@@ -379,7 +387,7 @@ class Cluster:
         """
         acks_i = parse_acks(self.config["acks"] if acks is None else acks)
         timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
-        tp = TopicPartition(topic, partition)
+        tp = _partition_of(topic, partition)
         try:
             batch = encode_batch(list(values), timestamp_ms=self.now_ms())
         except (TypeError, ValueError) as e:
@@ -396,7 +404,7 @@ class Cluster:
             r = resp.partitions[0]
             return r.error_code, r.base_offset
 
-        return self._with_retries(topic, partition, attempt, retries, backoff_ms, delivery_timeout_ms)
+        return self._with_retries(topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
 
     @_refused_once_closed
     def fetch(self, topic: str, partition: int, offset: int = 0, max_bytes: int = 1 << 20,
@@ -407,7 +415,9 @@ class Cluster:
         the leader's log end instead (what is not yet replicated)."""
         if isolation not in ISOLATION_LEVELS:
             raise errors.InvalidRequest(f"isolation={isolation!r}: expected one of {sorted(ISOLATION_LEVELS)}")
-        tp = TopicPartition(topic, partition)
+        tp = _partition_of(topic, partition)
+        if type(offset) is not int:
+            offset = arguments.integer(offset, "offset", errors.InvalidRequest)
         out: list[Record] = []
         position = offset
         while True:
@@ -419,7 +429,7 @@ class Cluster:
                     return errors.NetworkException.code, None
                 return resp.partitions[0].error_code, resp.partitions[0]
 
-            data = self._with_retries(topic, partition, attempt, retries, backoff_ms, delivery_timeout_ms)
+            data = self._with_retries(topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
             # The first batch may start before ``position`` (a fetch from mid-batch).
             records = decode_records(data.records, start_offset=position)
             if not records:

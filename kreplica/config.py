@@ -143,10 +143,12 @@ def validate(config: Mapping[str, Any] | None, allowed: frozenset[str] | None = 
     return out
 
 
+_ACKS = {"all": -1, "-1": -1, -1: -1, "0": 0, 0: 0, "1": 1, 1: 1}
+
+
 def parse_acks(acks: Any) -> int:
-    """Kafka's acks as an int: 0, 1 or -1 (all)."""
-    if acks in ("all", "-1", -1):
-        return -1
-    if acks in (0, 1, "0", "1"):
-        return int(acks)
+    """Kafka's acks as an int: 0, 1 or -1 (all).  Only ints and strings: True and 1.0
+    equal 1 but are not an acks setting."""
+    if type(acks) in (int, str) and acks in _ACKS:
+        return _ACKS[acks]
     raise InvalidConfig(f"acks={acks!r}: expected 0, 1 or all")

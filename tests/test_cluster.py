@@ -243,6 +243,42 @@ def test_every_public_cluster_method_is_refused_once_closed():
     assert public | {"__enter__"} == set(CLOSED_CALLS) | OPEN_AFTER_CLOSE
 
 
+@pytest.mark.parametrize("partition", ["0", 0.0, True, None, -1])
+@pytest.mark.parametrize("call", [
+    lambda c, p: c.produce("bar", p, [b"x"], acks=1),
+    lambda c, p: c.fetch("bar", p, 0),
+    lambda c, p: c.leader_for("bar", p),
+    lambda c, p: c.offsets("bar", p),
+    lambda c, p: c.reassign("bar", p, [1001, 1002, 1003]),
+], ids=["produce", "fetch", "leader_for", "offsets", "reassign"])
+def test_a_partition_that_is_not_an_integer_at_least_zero_is_refused_at_once(shared_cluster, call, partition):
+    """"0" was retried as an unknown partition for the whole delivery timeout (120 s of
+    virtual time, with ISR shrinks on the way); True stood for partition 1."""
+    before, now = shared_cluster.describe_text(), shared_cluster.now_ms()
+    with pytest.raises(errors.InvalidRequest, match="partition must be an integer"):
+        call(shared_cluster, partition)
+    assert shared_cluster.now_ms() == now and shared_cluster.describe_text() == before
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda c: c.fetch("bar", 0, "0"), errors.InvalidRequest),
+    (lambda c: c.fetch("bar", 0, 0.0), errors.InvalidRequest),
+    (lambda c: c.produce("bar", 0, [b"x"], acks=True), errors.InvalidConfig),
+    (lambda c: c.produce("bar", 0, [b"x"], acks=1.0), errors.InvalidConfig),
+], ids=["offset-str", "offset-float", "acks-True", "acks-1.0"])
+def test_an_offset_or_acks_of_the_wrong_type_is_refused_at_once(shared_cluster, call, error):
+    now = shared_cluster.now_ms()
+    with pytest.raises(error, match="offset must be an integer|acks="):
+        call(shared_cluster)
+    assert shared_cluster.now_ms() == now
+
+
+def test_numpy_integers_name_a_partition_and_an_offset(shared_cluster):
+    np = pytest.importorskip("numpy")
+    base = shared_cluster.produce("bar", np.int64(2), [b"np"], acks="all")
+    assert shared_cluster.fetch("bar", np.int32(2), np.int64(base))[0].value == b"np"
+
+
 def test_delete_topic_refused_when_deletion_is_disabled(tmp_path):
     with Cluster.embedded(data_dir=tmp_path, config={**CONFIG, "delete.topic.enable": False}) as c:
         c.create_topic("t", partitions=1, replication_factor=3)
