@@ -216,12 +216,16 @@ class Cluster:
                      config: dict[str, Any] | None = None, wait: bool = True) -> None:
         """Write the topic's assignment (kafka-topics.sh --create); wait until every partition leads.
 
-        Without an ``assignment``, ``partitions`` and ``replication_factor`` default to 1;
-        with one, they are checked against it when given.
+        Without an ``assignment``, ``partitions`` and ``replication_factor`` default to the
+        broker configs ``num.partitions`` and ``default.replication.factor``, as a Kafka
+        broker fills in a CreateTopics request that leaves them out; with one, they are
+        checked against it when given.
         """
         if assignment is None:
-            partitions = 1 if partitions is None else partitions
-            replication_factor = 1 if replication_factor is None else replication_factor
+            if partitions is None:
+                partitions = self.config["num.partitions"]
+            if replication_factor is None:
+                replication_factor = self.config["default.replication.factor"]
         admin.create_topic(self.zk, topic, partitions, replication_factor,
                            assignment=assignment, config=config, rng=self.scheduler.rng)
         if wait and not self.run_until(lambda: self._all_have_leaders(topic), 60_000):

@@ -279,6 +279,16 @@ def test_numpy_integers_name_a_partition_and_an_offset(shared_cluster):
     assert shared_cluster.fetch("bar", np.int32(2), np.int64(base))[0].value == b"np"
 
 
+def test_counts_left_out_of_create_topic_come_from_the_broker_config():
+    with Cluster.embedded(config={"num.partitions": 3, "default.replication.factor": 2}) as c:
+        c.create_topic("both")
+        c.create_topic("rf", partitions=1)
+        c.create_topic("count", replication_factor=3)
+        c.create_topic("given", assignment={0: [1001]})
+        shape = {t: (len(c.describe(t).partitions), c.describe(t).replication_factor) for t in c.topics()}
+        assert shape == {"both": (3, 2), "rf": (1, 2), "count": (3, 3), "given": (1, 1)}
+
+
 def test_delete_topic_refused_when_deletion_is_disabled(tmp_path):
     with Cluster.embedded(data_dir=tmp_path, config={**CONFIG, "delete.topic.enable": False}) as c:
         c.create_topic("t", partitions=1, replication_factor=3)
