@@ -17,10 +17,12 @@ from .protocol.common import NO_LEADER
 @dataclass(frozen=True, slots=True)
 class PartitionDescription:
     partition: int
-    leader: int
+    leader: int  # NO_LEADER (-1) when the state says so, or when there is no state yet
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader_epoch: int
+    # False until the controller writes the partition-state node (a topic just created).
+    has_state: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,7 @@ def describe_topic(zk: KafkaZkClient, topic: str) -> TopicDescription:
             tuple(assignment[tp.partition]),
             tuple(s.isr) if s else (),
             s.leader_epoch if s else -1,
+            s is not None,
         ))
     return TopicDescription(topic, tuple(parts), zk.get_topic_config(topic))
 
@@ -58,6 +61,8 @@ def format_describe(d: TopicDescription) -> str:
     lines = [f"Topic:{d.topic}\tPartitionCount:{len(d.partitions)}\t"
              f"ReplicationFactor:{d.replication_factor}\tConfigs:{configs}"]
     for p in d.partitions:
-        lines.append(f"\tTopic: {d.topic}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+        # 0.10 prints "none" only without a state node; a stored leader of -1 prints as is.
+        leader = p.leader if p.has_state else "none"
+        lines.append(f"\tTopic: {d.topic}\tPartition: {p.partition}\tLeader: {leader}\t"
                      f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
     return "\n".join(lines) + "\n"

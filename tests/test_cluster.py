@@ -64,6 +64,23 @@ def test_describe_text_layout(cluster):
     assert lines[1].startswith("\tTopic: bar\tPartition: 0\tLeader: 1001\tReplicas: 1001,1003,1002\tIsr: ")
 
 
+def test_describe_text_says_none_before_the_state_node_and_the_stored_leader_after():
+    """kafka-topics.sh --describe (0.10) prints "none" while a partition has no state
+    node, and the stored leader -- -1 for an offline partition -- once it has one."""
+    cfg = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False}
+    with Cluster.embedded(brokers=[1001, 1002], config=cfg) as c:
+        c.create_topic("solo", assignment={0: [1001]}, wait=False)
+        assert c.describe("solo").partitions[0].has_state is False
+        assert c.describe_text("solo").splitlines()[1] == (
+            "\tTopic: solo\tPartition: 0\tLeader: none\tReplicas: 1001\tIsr: ")
+        assert c.run_until(lambda: c.describe("solo").partitions[0].leader == 1001, 10_000)
+        c.kill(1001)
+        assert c.run_until(lambda: c.describe("solo").partitions[0].leader == -1, 60_000)
+        assert c.describe("solo").partitions[0].has_state is True
+        assert c.describe_text("solo").splitlines()[1] == (
+            "\tTopic: solo\tPartition: 0\tLeader: -1\tReplicas: 1001\tIsr: 1001")
+
+
 def test_nothing_acknowledged_is_lost_across_failures(cluster):
     acked = []
     for i in range(5):
