@@ -285,7 +285,7 @@ class Cluster:
     def reassign(self, topic: str, partition: int, replicas: Sequence[int], wait: bool = True,
                  timeout_ms: int = 120_000) -> None:
         tp = _partition_of(topic, partition)
-        admin.reassign_partitions(self.zk, {tp: list(replicas)})
+        admin.reassign_partitions(self.zk, {tp: replicas})
         if wait and not self.run_until(lambda: not self.zk.reassignment_in_progress(), timeout_ms):
             raise errors.RequestTimedOut(f"reassignment of {tp} did not finish")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from . import arguments
 from .errors import InvalidConfig
 
 LONG_MAX = (1 << 63) - 1
@@ -129,7 +130,7 @@ def _coerce(key: Key, value: Any) -> Any:
 
 def validate(config: Mapping[str, Any] | None, allowed: frozenset[str] | None = None) -> dict[str, Any]:
     """Return ``config`` complete with defaults, or raise InvalidConfig naming the bad key."""
-    config = dict(config or {})
+    config = dict(arguments.mapping(config, "config", InvalidConfig))
     names = allowed if allowed is not None else frozenset(SPEC)
     out: dict[str, Any] = {}
     for name in names:

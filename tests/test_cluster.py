@@ -175,6 +175,13 @@ def test_bad_admin_calls_raise_kafka_errors(shared_cluster, kwargs, error):
         (lambda c: c.reassign("bar", 0, [1001, 9999]), errors.InvalidReplicaAssignment),
         (lambda c: c.reassign("bar", 0, []), errors.InvalidReplicaAssignment),
         (lambda c: c.reassign("bar", 5, [1001]), errors.UnknownTopicOrPartition),
+        (lambda c: c.reassign("bar", 0, "1001"), errors.InvalidReplicaAssignment),
+        (lambda c: c.reassign("bar", 0, None), errors.InvalidReplicaAssignment),
+        (lambda c: c.create_topic(b"t", 1, 1), errors.InvalidTopic),
+        (lambda c: c.create_topic("t", "2", 1), errors.InvalidPartitions),
+        (lambda c: c.create_topic("t", assignment={0: "1001"}), errors.InvalidReplicaAssignment),
+        (lambda c: Cluster.embedded(metadata=None), errors.InvalidConfig),
+        (lambda c: Cluster.embedded(config=[("acks", "1")]), errors.InvalidConfig),
         (lambda c: c.elect_preferred_leaders("nope"), errors.UnknownTopicOrPartition),
         (lambda c: c.delete_topic("nope"), errors.UnknownTopicOrPartition),
         (lambda c: c.describe("nope"), errors.UnknownTopicOrPartition),
@@ -410,6 +417,8 @@ def test_alter_topic_config_refuses_unknown_keys_values_and_topics():
             c.alter_topic_config("t", delete=["nope"])
         with pytest.raises(errors.UnknownTopicOrPartition):
             c.alter_topic_config("missing", {"retention.ms": 1000})
+        with pytest.raises(errors.InvalidConfig, match="delete must be a list of str"):
+            c.alter_topic_config("t", delete="retention.ms")  # not "r", "e", "t", ...
         assert c.zk.get_topic_config("t") == {}
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -89,6 +90,52 @@ def test_create_topic_errors(store_env: StoreEnv) -> None:
     assert c.get_all_topics() == ["a.b"]
 
 
+@pytest.mark.parametrize("error, kwargs, message", [
+    (errors.InvalidTopic, dict(topic=5, partitions=1, replication_factor=1), "topic name must be a str, got int"),
+    (errors.InvalidTopic, dict(topic=b"xx", partitions=1, replication_factor=1), "topic name must be a str"),
+    (errors.InvalidPartitions, dict(topic="t", partitions="2", replication_factor=1), "partitions must be an int"),
+    (errors.InvalidPartitions, dict(topic="t", partitions=2.0, replication_factor=1), "partitions must be an int"),
+    (errors.InvalidPartitions, dict(topic="t", partitions=True, replication_factor=1), "got bool True"),
+    (errors.InvalidReplicationFactor, dict(topic="t", partitions=1, replication_factor="3"),
+     "replication_factor must be an integer"),
+    (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: "1001"}), "assignment[0] must be a list"),
+    (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: ["1001"]}), "must be an integer"),
+    (errors.InvalidReplicaAssignment, dict(topic="t", assignment={"0": [1001]}), "assignment partition must be"),
+    (errors.InvalidReplicaAssignment, dict(topic="t", assignment=[[1001]]), "assignment must be a dict"),
+    (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1, config=[("retention.ms", 1)]),
+     "config must be a dict"),
+])
+def test_create_topic_names_the_argument_of_the_wrong_type(store_env: StoreEnv, error, kwargs, message) -> None:
+    c = _cluster(store_env)
+    with pytest.raises(error, match=re.escape(message)):
+        admin.create_topic(c, rng=random.Random(0), **kwargs)
+    assert c.get_all_topics() == []
+
+
+def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001, 1002, 1003]})
+    cases = [
+        (errors.InvalidReplicaAssignment, "replicas of bar-0 must be a list of integers, got str '1001'",
+         lambda: admin.reassign_partitions(c, {TP("bar", 0): "1001"})),
+        (errors.InvalidReplicaAssignment, "must be an integer, got str '1001'",
+         lambda: admin.reassign_partitions(c, {TP("bar", 0): ["1001"]})),
+        (errors.InvalidRequest, "partition must be an integer, got str '0'",
+         lambda: admin.reassign_partitions(c, {("bar", "0"): [1001]})),
+        (errors.InvalidRequest, "partition must be an integer, got bool True",
+         lambda: admin.elect_preferred_leaders(c, [("bar", True)])),
+        (errors.InvalidConfig, "delete must be a list of str, got str 'retention.ms'",
+         lambda: admin.alter_topic_config(c, "bar", delete="retention.ms")),
+        (errors.InvalidConfig, "set_config must be a dict",
+         lambda: admin.alter_topic_config(c, "bar", [("retention.ms", 5)])),
+    ]
+    for error, message, call in cases:
+        with pytest.raises(error, match=re.escape(message)):
+            call()
+    assert c.get_partition_reassignment() == {} and c.get_preferred_replica_election() == set()
+    assert c.get_topic_config("bar") == {}
+
+
 def test_delete_reassign_and_elect(store_env: StoreEnv) -> None:
     c = _cluster(store_env)
     admin.create_topic(c, "bar", assignment={0: [1001, 1002, 1003], 1: [1002, 1003, 1001]})
@@ -123,6 +170,8 @@ def test_metadata_uris() -> None:
     assert parse_metadata_uri("zookeeper://127.0.0.1:2181").chroot == "/kreplica"
     assert parse_metadata_uri("zookeeper+local:///demo").chroot == "/demo"
     assert parse_zookeeper_connect("localhost:2181/kreplica") == ("localhost:2181", "/kreplica")
+    with pytest.raises(ValueError, match="metadata store address must be a str, got NoneType None"):
+        parse_metadata_uri(None)
     for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x"]:
         with pytest.raises(ValueError):
             parse_metadata_uri(bad)

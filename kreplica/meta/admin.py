@@ -18,8 +18,8 @@ import random
 import re
 from typing import Iterable, Mapping, Sequence
 
+from .. import arguments, errors
 from .. import config as kconfig
-from .. import errors
 from ..protocol.common import TopicPartition
 from . import layout
 from .kafka_zk_client import KafkaZkClient
@@ -31,6 +31,7 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 def validate_topic_name(topic: str) -> None:
     """Kafka's rules: 1..249 of ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``."""
+    arguments.text(topic, "topic name", errors.InvalidTopic)
     if not topic:
         raise errors.InvalidTopic("topic name is empty")
     if topic in (".", ".."):
@@ -94,6 +95,14 @@ def validate_assignment(assignment: Mapping[int, Sequence[int]], known_brokers: 
         raise errors.InvalidReplicaAssignment("all partitions must have the same number of replicas")
 
 
+def _assignment_of(assignment: object) -> dict[int, list[int]]:
+    """``{partition: [broker, ...]}`` with integer keys and broker lists, or INVALID_REPLICA_ASSIGNMENT
+    (``{0: "1001"}`` is not the brokers 1, 0, 0, 1)."""
+    bad = errors.InvalidReplicaAssignment
+    return {arguments.integer(p, "assignment partition", bad): arguments.integers(rs, f"assignment[{p!r}]", bad)
+            for p, rs in arguments.mapping(assignment, "assignment", bad).items()}
+
+
 def _validate_replicas(tp: TopicPartition, replicas: Sequence[int], known: set[int]) -> None:
     where = f"partition {tp.partition}" if not tp.topic else str(tp)
     if not replicas:
@@ -117,7 +126,14 @@ def create_topic(client: KafkaZkClient, topic: str, partitions: int | None = Non
     must agree with any that are also given).
     """
     validate_topic_name(topic)
-    kconfig.validate(dict(config or {}), allowed=kconfig.LOG_KEYS)
+    if partitions is not None:
+        partitions = arguments.integer(partitions, "partitions", errors.InvalidPartitions)
+    if replication_factor is not None:
+        replication_factor = arguments.integer(replication_factor, "replication_factor",
+                                               errors.InvalidReplicationFactor)
+    if assignment is not None:
+        assignment = _assignment_of(assignment)
+    kconfig.validate(config, allowed=kconfig.LOG_KEYS)
     existing = client.get_all_topics()
     if topic in existing:
         raise errors.TopicAlreadyExists(f"topic {topic!r} already exists")
@@ -126,7 +142,6 @@ def create_topic(client: KafkaZkClient, topic: str, partitions: int | None = Non
         raise errors.InvalidTopic(f"topic {topic!r} collides with existing topic {clash[0]!r}")
     live = client.get_live_broker_ids()
     if assignment is not None:
-        assignment = {int(p): [int(r) for r in rs] for p, rs in assignment.items()}
         validate_assignment(assignment, live)
         if partitions is not None and partitions != len(assignment):
             raise errors.InvalidReplicaAssignment(
@@ -151,8 +166,9 @@ def alter_topic_config(client: KafkaZkClient, topic: str, set_config: Mapping[st
     """Change a topic's overrides (kafka-configs.sh --alter): ``set_config`` adds or
     replaces keys, ``delete`` drops them (back to the broker's default).  Every broker
     hosting the topic applies the result; returns the overrides now in force."""
-    changes = dict(set_config or {})
-    delete = list(delete)
+    changes = dict(arguments.mapping(set_config, "set_config", errors.InvalidConfig))
+    # A bare string would be read as its characters: "retention.ms" as "r", "e", ...
+    delete = arguments.texts(delete, "delete", errors.InvalidConfig)
     kconfig.validate(changes, allowed=kconfig.LOG_KEYS)
     unknown = sorted(set(delete) - kconfig.LOG_KEYS)
     if unknown:
@@ -174,6 +190,13 @@ def delete_topic(client: KafkaZkClient, topic: str) -> None:
     client.create_topic_deletion(topic)
 
 
+def _partition_key(tp: Iterable[object]) -> TopicPartition:
+    """A (topic, partition) pair named by the caller: a partition "0" is not partition 0."""
+    topic, partition = tp
+    return TopicPartition(arguments.text(topic, "topic", errors.InvalidTopic),
+                          arguments.integer(partition, "partition", errors.InvalidRequest, minimum=0))
+
+
 def _existing_partitions(client: KafkaZkClient, tps: Iterable[TopicPartition]) -> dict[TopicPartition, list[int]]:
     tps = list(tps)
     current = client.get_replica_assignment(sorted({tp.topic for tp in tps}))
@@ -189,7 +212,8 @@ def reassign_partitions(client: KafkaZkClient, reassignment: Mapping[TopicPartit
         raise errors.InvalidReplicaAssignment("the reassignment names no partitions")
     if client.reassignment_in_progress():
         raise errors.ReassignmentInProgress("a partition reassignment is already in progress")
-    reassignment = {TopicPartition(*tp): [int(r) for r in rs] for tp, rs in reassignment.items()}
+    reassignment = {_partition_key(tp): arguments.integers(rs, f"replicas of {tp}", errors.InvalidReplicaAssignment)
+                    for tp, rs in reassignment.items()}
     _existing_partitions(client, reassignment)
     # Kafka's tool checks the targets against every registered broker.
     known = set(client.get_live_broker_ids())
@@ -203,7 +227,7 @@ def reassign_partitions(client: KafkaZkClient, reassignment: Mapping[TopicPartit
 
 def elect_preferred_leaders(client: KafkaZkClient, partitions: Iterable[TopicPartition]) -> None:
     """Write ``/admin/preferred_replica_election`` for existing partitions."""
-    tps = {TopicPartition(*tp) for tp in partitions}
+    tps = {_partition_key(tp) for tp in partitions}
     if not tps:
         raise errors.InvalidRequest("no partitions named for preferred leader election")
     _existing_partitions(client, tps)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import arguments
 from ..runtime import Scheduler
 from .memory_store import DEFAULT_SESSION_TIMEOUT_MS, MemoryStore
 from .store import MetadataStore
@@ -39,6 +40,7 @@ def parse_zookeeper_connect(connect: str) -> tuple[str, str]:
 
 
 def parse_metadata_uri(uri: str) -> MetadataUri:
+    arguments.text(uri, "metadata store address", ValueError)
     if uri == "memory":
         return MetadataUri("memory")
     for scheme in ("zookeeper+local", "zookeeper"):
