@@ -50,6 +50,13 @@ def test_list_with_a_bad_topic_pattern_is_an_error_line(memory_client, capsys):
     assert err.startswith("Error: --topic 'bar(': not a regular expression") and len(err.splitlines()) == 1
 
 
+def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
+                 "--config", "retention.ms=1000", "--delete-config", "retention.ms"]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith("Error: ") and "'retention.ms' is both set and deleted" in err and out == ""
+
+
 @pytest.mark.parametrize("content, message", [
     ('{"version":1,"partitions":[{"topic":"bar","partition":0}]}',
      'partitions[0]: expected {"topic": NAME, "partition": N, "replicas": [BROKER, ...]}, '

@@ -128,6 +128,8 @@ def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env:
          lambda: admin.alter_topic_config(c, "bar", delete="retention.ms")),
         (errors.InvalidConfig, "set_config must be a dict",
          lambda: admin.alter_topic_config(c, "bar", [("retention.ms", 5)])),
+        (errors.InvalidConfig, "'retention.ms' is both set and deleted",
+         lambda: admin.alter_topic_config(c, "bar", {"retention.ms": 5}, delete=["retention.ms"])),
     ]
     for error, message, call in cases:
         with pytest.raises(error, match=re.escape(message)):

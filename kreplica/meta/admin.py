@@ -173,6 +173,9 @@ def alter_topic_config(client: KafkaZkClient, topic: str, set_config: Mapping[st
     unknown = sorted(set(delete) - kconfig.LOG_KEYS)
     if unknown:
         raise errors.InvalidConfig(f"unknown topic config {unknown[0]!r}")
+    both = sorted(set(delete) & set(changes))
+    if both:
+        raise errors.InvalidConfig(f"topic config {both[0]!r} is both set and deleted: which one is meant?")
     if not client.topic_exists(topic):
         raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
     current = client.get_topic_config(topic)
