@@ -113,15 +113,29 @@ class Broker:
         self._last_config_change: int | None = None  # a new process starts listening afresh
         self.transport.register(self.broker_id, self._handle)
         self.alive = True
-        self._open_session()
+        try:
+            self._open_session()
+        except BaseException:
+            self._leave(clean=True)  # no store to join: not half started, and start() may be retried
+            raise
         self.observer("broker_started", self.broker_id)
 
     def _open_session(self) -> None:
-        session = self.store.session(f"broker-{self.broker_id}", on_expired=self._on_session_expired)
+        """A new store session (the previous one, if any, is closed first), then registration.
+
+        Only the session in use may report its expiry: an abandoned one expiring later must
+        not tear down the session that has registered since."""
+        old, self.session = self.session, None
+        if old is not None:
+            try:
+                old.close()
+            except StoreError:
+                pass
+        session = self.store.session(f"broker-{self.broker_id}",
+                                     on_expired=lambda: self._on_session_expired(session))
         self.session = session
         self.broker_epoch = -1  # KIP-380: known once this session has registered the broker
         self.zk = KafkaZkClient(session, self.scheduler)
-        self.zk.ensure_persistent_paths()
         self._register(self.zk)
 
     def _register(self, zk: KafkaZkClient) -> None:
@@ -136,6 +150,7 @@ class Broker:
             return
         try:
             rm = self.replica_manager
+            zk.ensure_persistent_paths()
             if rm is not None and rm.recovered_uncleanly and self.unclean_shutdown_controller_epoch is None:
                 # Read after the crash: every leadership this broker held before it was
                 # written by a controller of this epoch or older.
@@ -200,18 +215,23 @@ class Broker:
         got = zk.get_topic_configs(topics)
         return self.replica_manager.update_topic_configs({t: sorted(o.items()) for t, o in got.items()})
 
-    def _on_session_expired(self) -> None:
+    def _on_session_expired(self, session: Any) -> None:
         """A new session, as Kafka's ZooKeeper client does: re-register and stand again."""
-        if not self.alive or self.shutting_down:
+        if not self.alive or self.shutting_down or session is not self.session:
             return
         self.observer("session_expired", self.broker_id)
         if self.controller is not None:
             self.controller.shutdown()
+        self._renew_session()
+
+    def _renew_session(self) -> None:
+        if not self.alive or self.shutting_down:
+            return
         try:
             self._open_session()
         except (ConnectionLoss, SessionExpired):
             # The store is out of reach: try again later.
-            self.scheduler.call_later(1000, self._on_session_expired)
+            self.scheduler.call_later(1000, self._renew_session)
 
     def kill(self) -> None:
         """Crash: no flush, no clean close; the store expires the abandoned session."""
@@ -263,6 +283,8 @@ class Broker:
 
         def try_once() -> None:
             nonlocal attempt
+            if not self.alive:
+                return  # killed meanwhile: a dead process neither sends nor stops again
             attempt += 1
             controller_id = None
             try:
@@ -281,8 +303,8 @@ class Broker:
 
         def on_response(which: int, response: Any) -> None:
             nonlocal answered
-            if which != attempt or answered == which:
-                return  # a late answer, or the timeout of an attempt already answered
+            if which != attempt or answered == which or not self.alive:
+                return  # a late answer, the timeout of an attempt already answered, or a dead process
             answered = which
             if (isinstance(response, ControlledShutdownResponse) and response.error_code == 0
                     and not response.partitions_remaining):

@@ -205,9 +205,9 @@ class Cluster:
             raise errors.BrokerNotAvailable(f"broker {broker_id} is not running")
         result: list[bool] = []
         broker.controlled_shutdown(result.append)
-        if not self.run_until(lambda: bool(result), timeout_ms):
+        if not self.run_until(lambda: bool(result) or not broker.alive, timeout_ms):
             raise errors.RequestTimedOut(f"controlled shutdown of {broker_id} did not finish")
-        return result[0]
+        return bool(result) and result[0]  # killed before it finished: not a controlled shutdown
 
     # ---- admin ---------------------------------------------------------------------
     @_refused_once_closed

@@ -13,6 +13,7 @@ from kreplica import Cluster, errors
 from kreplica.log.checkpoints import OffsetCheckpointFile
 from kreplica.broker import ALTER_ISR_RETRY_MS
 from kreplica.cluster import CLIENT_ID
+from kreplica.meta.store import ConnectionLoss
 from kreplica.protocol import (
     ControlledShutdownRequest,
     FetchRequest,
@@ -407,3 +408,90 @@ def test_a_retried_isr_write_stops_once_its_partition_moved_on(make):
     seen = len(attempts)
     c.advance(2000)
     assert len(attempts) == seen
+
+
+# ---- broker sessions and lifecycle under a flapping store ------------------------------------
+
+def _cut_new_sessions_of(c, broker_id, cut):
+    """Open broker ``broker_id``'s next sessions cut off from the store while ``cut(session)``
+    says so (a flap right after a reconnection); returns the sessions it opened."""
+    opened = []
+    open_session = c.store.session
+
+    def session(name="", on_expired=None):
+        s = open_session(name, on_expired)
+        if name == f"broker-{broker_id}":
+            opened.append(s)
+            if cut(s, len(opened)):
+                s.set_reachable(False)
+        return s
+
+    c.store.session = session
+    return opened
+
+
+def test_only_the_session_in_use_may_tear_the_broker_down_when_it_expires(make):
+    """A session the broker gave up on while the store flapped, expiring later, used to
+    replace the session that had registered since: the broker ran on with broker epoch
+    -1 and every LeaderAndIsr to it was answered STALE_BROKER_EPOCH, for good."""
+    c = make()
+    opened = _cut_new_sessions_of(c, 1003, lambda s, n: n == 1)
+    broker = c.brokers[1003]
+    broker.session.pause_heartbeats()  # a long pause: the session expires
+    c.advance(SESSION_MS + 1_000)
+    assert opened, "the broker did not renew its session"
+    c.scheduler.call_later(25_000, opened[0].set_reachable, True)  # the flap ends
+    c.advance(120_000)
+    assert broker.broker_epoch == broker.session.session_id != -1
+    assert c.zk.get_broker_epoch(1003) == broker.broker_epoch
+    c.kill(1002)
+    c.advance(SESSION_MS + 30_000)
+    for p in c.describe("bar").partitions:
+        assert p.leader in (1001, 1003) and 1003 in p.isr
+
+
+def test_a_broker_that_cannot_reach_the_store_at_start_is_not_left_half_started(make):
+    c = make()
+    c.kill(1003)
+    c.advance(SESSION_MS + 1_000)
+    real_session = c.store.session
+
+    def unreachable(name="", on_expired=None):
+        raise ConnectionLoss("the store is out of reach")
+
+    c.store.session = unreachable
+    with pytest.raises(ConnectionLoss):
+        c.start(1003)
+    assert not c.brokers[1003].alive and 1003 not in c.live_brokers()
+    c.store.session = real_session
+    c.start(1003)  # it may be started again once the store is back
+    assert c.run_until(lambda: isr_full(c), 60_000)
+
+
+def test_a_broker_killed_while_its_controlled_shutdown_is_answered_did_not_shut_down_cleanly():
+    c = Cluster.embedded(data_dir=None, config=CONFIG, latency_ms=5)
+    try:
+        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+        victim = next(b for b in (1001, 1002, 1003) if b != c.controller_id)
+        done = []
+        c.brokers[victim].controlled_shutdown(done.append)  # answered at +10 ms
+        c.advance(7)
+        c.kill(victim)  # the answer is on the wire
+        c.advance(1_000)
+        assert done == []
+        kinds = [e.kind for e in c.timeline if e.broker == victim]
+        assert kinds[-1] == "broker_killed" and "controlled_shutdown_done" not in kinds
+    finally:
+        c.close()
+
+
+def test_cluster_controlled_shutdown_of_a_broker_killed_midway_returns_false():
+    c = Cluster.embedded(data_dir=None, config=CONFIG, latency_ms=5)
+    try:
+        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+        victim = next(b for b in (1001, 1002, 1003) if b != c.controller_id)
+        c.scheduler.call_later(7, c.kill, victim)
+        assert c.controlled_shutdown(victim) is False
+        assert c.now_ms() < 1_000  # it did not wait out its timeout
+    finally:
+        c.close()
