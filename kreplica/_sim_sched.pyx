@@ -202,13 +202,17 @@ cdef class SimScheduler:
         cdef long long end = self._now + ms
         while self._run_next(end):
             pass
-        self._now = end
+        if end > self._now:  # an event may have advanced the clock further itself
+            self._now = end
 
     def run_until(self, predicate, long long timeout_ms):
         """Run events until ``predicate()`` holds; False if ``timeout_ms`` passes first."""
+        if timeout_ms < 0:
+            raise ValueError("time never goes backwards")
         cdef long long end = self._now + timeout_ms
         while not predicate():
             if not self._run_next(end):
-                self._now = end
+                if end > self._now:
+                    self._now = end
                 return predicate()
         return True

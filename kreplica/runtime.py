@@ -132,8 +132,11 @@ class RealScheduler(_HeapScheduler):
         self._wake.set()
 
     def _run_due(self) -> None:
+        # What is due now, not what comes due while it runs: timers that keep coming due
+        # must not keep advance() and run_until() from checking their deadline and predicate.
+        now = self.now_ms()
         self._drain_inbox()
-        while (t := self._pop_due(self.now_ms())) is not None:
+        while (t := self._pop_due(now)) is not None:
             self.events_run += 1
             fn, args = t.take()
             fn(*args)

@@ -53,3 +53,40 @@ def test_manual_clock_never_goes_backwards():
         pass
     else:
         raise AssertionError("negative advance accepted")
+
+
+def test_real_scheduler_checks_its_predicate_and_deadline_while_timers_keep_coming_due():
+    """Timers that come due while others run used to keep run_until() and advance() in one
+    pass for as long as they came: here three seconds for a predicate true from the start."""
+    import time
+
+    from kreplica.runtime import RealScheduler
+
+    sched = RealScheduler()
+    stop_at = time.monotonic() + 3.0
+
+    def busy() -> None:
+        time.sleep(0.002)
+        if time.monotonic() < stop_at:
+            sched.call_later(1, busy)
+
+    sched.call_soon(busy)
+    sched.call_soon(busy)
+    started = time.monotonic()
+    assert sched.run_until(lambda: True, 10)
+    sched.advance(20)
+    assert time.monotonic() - started < 0.5
+
+
+def test_sim_scheduler_time_never_goes_backwards():
+    import pytest
+
+    s = SimScheduler(1)
+    with pytest.raises(ValueError):
+        s.run_until(lambda: False, -5)
+    s.call_later(5, s.advance, 100)  # a callback that drives the scheduler itself (reaches 105)
+    s.advance(10)
+    assert s.now_ms() == 105
+    s.call_later(5, s.advance, 100)
+    assert not s.run_until(lambda: False, 10)
+    assert s.now_ms() == 210
