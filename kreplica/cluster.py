@@ -104,6 +104,12 @@ class Cluster:
         except ValueError as e:
             raise errors.InvalidConfig(f"metadata={metadata!r}: {e}") from None
         self.virtual_time = kind == "memory"
+        latency_ms = arguments.integer(latency_ms, "latency_ms", errors.InvalidRequest, minimum=0)
+        seed = arguments.integer(seed, "seed", errors.InvalidRequest)
+        if self.virtual_time and transport is None and latency_ms == 0 and self.config["replica.fetch.wait.max.ms"] == 0:
+            # Every follower would fetch again at once, forever, without virtual time moving.
+            raise errors.InvalidConfig("latency_ms=0 with replica.fetch.wait.max.ms=0: virtual time would never "
+                                       "advance (followers re-fetch instantly); give either at least 1")
         self.scheduler = SimScheduler(seed) if self.virtual_time else RealScheduler(seed)
         self._broker_scheduler = broker_scheduler
         self._tmp = None

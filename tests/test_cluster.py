@@ -484,3 +484,15 @@ def test_a_cluster_that_cannot_reach_its_store_leaves_no_temp_dir(tmp_path, monk
     with pytest.raises(ConnectionLoss):
         Cluster.embedded()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"latency_ms": -1}, errors.InvalidRequest),
+    ({"latency_ms": 1.5}, errors.InvalidRequest),
+    ({"seed": "x"}, errors.InvalidRequest),
+    ({"latency_ms": 0, "config": {"replica.fetch.wait.max.ms": 0}}, errors.InvalidConfig),
+])
+def test_a_cluster_refuses_a_latency_or_seed_it_cannot_run_on(kwargs, error):
+    """latency_ms=0 with fetch waits of 0 used to spin at t=0 for ever (millions of fetches)."""
+    with pytest.raises(error):
+        Cluster.embedded(**kwargs)
