@@ -16,7 +16,7 @@ from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromS
 from cpython.ref cimport PyObject
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_Check, PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy, memset
 
@@ -30,6 +30,7 @@ cnp.import_array()
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    object PyUnicode_FromObject(object s)  # a str subclass's text as an exact str
 
 kr_crc32c_init()
 
@@ -224,58 +225,81 @@ cdef inline Py_ssize_t _bytes_size(Py_ssize_t n) noexcept:
     return kr_varint_size(n) + (n if n > 0 else 0)
 
 
-cdef Py_ssize_t _headers_size(object headers, Py_ssize_t index, Py_ssize_t *count) except -1:
-    cdef Py_ssize_t total = 0, klen, n = 0
-    # Both encoding passes walk the headers, so a one-shot iterator cannot serve.
+cdef tuple _normal_headers(object headers, Py_ssize_t index):
+    """``headers`` read once, as an exact tuple of exact ``(str, bytes | None)`` tuples.
+
+    Both the size and the bytes written come from this one snapshot: a list or pair
+    subclass whose iteration or indexing says something else the next time (or a value
+    that is not bytes) could otherwise make the write pass copy more than was measured."""
+    cdef Py_ssize_t i, n
+    cdef bint exact = True
+    cdef object h, k, v
     if not isinstance(headers, (list, tuple)):
         raise TypeError(f"record {index}: headers must be a list or tuple of (str, bytes) "
                         f"pairs, not {type(headers).__name__}")
-    for h in headers:
-        if not isinstance(h, tuple) or len(<tuple>h) != 2:
+    cdef tuple snapshot = tuple(headers)  # one iteration, whatever the type's __iter__ does
+    n = PyTuple_GET_SIZE(snapshot)
+    for i in range(n):
+        h = <object>PyTuple_GET_ITEM(snapshot, i)
+        if not PyTuple_Check(h) or PyTuple_GET_SIZE(h) != 2:
             raise TypeError(f"record {index}: a header is a (str, bytes) pair, got {h!r}")
-        k, v = <tuple>h
+        k = <object>PyTuple_GET_ITEM(h, 0)
+        v = <object>PyTuple_GET_ITEM(h, 1)
         if not PyUnicode_Check(k):
             raise TypeError(f"record {index}: header key must be str, not {type(k).__name__}")
-        PyUnicode_AsUTF8AndSize(k, &klen)
-        total += _bytes_size(klen)
-        if v is None:
-            total += 1
-        elif PyBytes_CheckExact(v):
-            total += _bytes_size(PyBytes_GET_SIZE(v))
-        else:
+        if v is not None and not PyBytes_CheckExact(v):
             raise TypeError(f"record {index}: header value must be bytes or None, "
                             f"not {type(v).__name__}")
-        n += 1
-    count[0] = n
+        if not PyTuple_CheckExact(h) or not PyUnicode_CheckExact(k):
+            exact = False
+    if exact:
+        return snapshot
+    pairs = []
+    for i in range(n):
+        h = <object>PyTuple_GET_ITEM(snapshot, i)
+        pairs.append((PyUnicode_FromObject(<object>PyTuple_GET_ITEM(h, 0)),
+                      <object>PyTuple_GET_ITEM(h, 1)))
+    return tuple(pairs)
+
+
+cdef Py_ssize_t _headers_size(tuple headers) except -1:
+    """Encoded bytes of headers from _normal_headers (their count not included)."""
+    cdef Py_ssize_t total = 0, klen, i
+    cdef object h, v
+    for i in range(PyTuple_GET_SIZE(headers)):
+        h = <object>PyTuple_GET_ITEM(headers, i)
+        PyUnicode_AsUTF8AndSize(<object>PyTuple_GET_ITEM(h, 0), &klen)
+        v = <object>PyTuple_GET_ITEM(h, 1)
+        total += _bytes_size(klen) + (1 if v is None else _bytes_size(PyBytes_GET_SIZE(v)))
     return total
 
 
-cdef uint8_t *_put_headers(uint8_t *p, object headers) except NULL:
-    cdef Py_ssize_t klen, vlen
+cdef uint8_t *_put_headers(uint8_t *p, const uint8_t *limit, tuple headers) except NULL:
+    """Writes headers from _normal_headers at p, never past limit."""
+    cdef Py_ssize_t klen, vlen, i
     cdef const char *kp
-    for k, v in headers:
-        kp = PyUnicode_AsUTF8AndSize(k, &klen)
+    cdef object h, v
+    for i in range(PyTuple_GET_SIZE(headers)):
+        h = <object>PyTuple_GET_ITEM(headers, i)
+        kp = PyUnicode_AsUTF8AndSize(<object>PyTuple_GET_ITEM(h, 0), &klen)
+        v = <object>PyTuple_GET_ITEM(h, 1)
+        vlen = -1 if v is None else PyBytes_GET_SIZE(v)
+        if _bytes_size(klen) + _bytes_size(vlen) > limit - p:
+            raise RuntimeError("the headers changed while they were being encoded")
         p = kr_put_varint(p, klen)
         memcpy(p, kp, klen)
-        p += klen
-        if v is None:
-            p = kr_put_varint(p, -1)
-        else:
-            vlen = PyBytes_GET_SIZE(v)
-            p = kr_put_varint(p, vlen)
+        p = kr_put_varint(p + klen, vlen)
+        if vlen > 0:
             memcpy(p, PyBytes_AS_STRING(v), vlen)
             p += vlen
     return p
 
 
 cdef inline Py_ssize_t _body_size(_Item *it, Py_ssize_t index, int64_t ts_delta,
-                                  Py_ssize_t *hcount, Py_ssize_t *hsize) except -1:
-    hcount[0] = 0
-    hsize[0] = 0
-    if it.headers != NULL:
-        hsize[0] = _headers_size(<object>it.headers, index, hcount)
+                                  tuple headers) except -1:
     return (1 + kr_varint_size(ts_delta) + kr_varint_size(index) + _bytes_size(it.key.len)
-            + _bytes_size(it.value.len) + kr_varint_size(hcount[0]) + hsize[0])
+            + _bytes_size(it.value.len) + kr_varint_size(PyTuple_GET_SIZE(headers))
+            + _headers_size(headers))
 
 
 cdef inline bint _plain_field(PyObject *o, _Field *f) noexcept:
@@ -322,8 +346,10 @@ cdef inline uint8_t *_put_field(uint8_t *p, _Field *f) noexcept:
 
 cdef Py_ssize_t _measure(list items, int64_t default_ts, int64_t *base_ts,
                          int64_t *max_ts) except -1:
-    cdef Py_ssize_t n = len(items), i, body, hcount, hsize, total = KR_HEADER_SIZE
+    cdef Py_ssize_t n = len(items), i, body, total = KR_HEADER_SIZE
     cdef PyObject *item
+    cdef object held
+    cdef tuple headers
     cdef _Field key, value
     cdef _Item it
     if n == 0:
@@ -340,14 +366,16 @@ cdef Py_ssize_t _measure(list items, int64_t default_ts, int64_t *base_ts,
             body = _plain_body_size(i, default_ts - base_ts[0], &key, &value)
             total += kr_varint_size(body) + body
             continue
-        _item_open(<object>item, i, default_ts, &it)
+        held = <object>item  # owned: header iteration may run code that drops it from the list
+        _item_open(held, i, default_ts, &it)
         try:
             if i == 0:
                 base_ts[0] = it.timestamp
                 max_ts[0] = it.timestamp
             elif it.timestamp > max_ts[0]:
                 max_ts[0] = it.timestamp
-            body = _body_size(&it, i, it.timestamp - base_ts[0], &hcount, &hsize)
+            headers = _NO_HEADERS if it.headers == NULL else _normal_headers(<object>it.headers, i)
+            body = _body_size(&it, i, it.timestamp - base_ts[0], headers)
         finally:
             _item_close(&it)
         total += kr_varint_size(body) + body
@@ -359,8 +387,10 @@ cdef Py_ssize_t _measure(list items, int64_t default_ts, int64_t *base_ts,
 cdef Py_ssize_t _write(uint8_t *dst, Py_ssize_t size, list items, int64_t default_ts,
                        kr_header *h) except -1:
     """Writes records then the header into dst[0:size] (size from _measure)."""
-    cdef Py_ssize_t n = len(items), i, body, hcount, hsize
+    cdef Py_ssize_t n = len(items), i, body
     cdef PyObject *item
+    cdef object held
+    cdef tuple headers
     cdef _Field key, value
     cdef uint8_t *p = dst + KR_HEADER_SIZE
     cdef uint8_t *limit = dst + size
@@ -384,9 +414,12 @@ cdef Py_ssize_t _write(uint8_t *dst, Py_ssize_t size, list items, int64_t defaul
             p[0] = 0  # no headers
             p += 1
             continue
-        _item_open(<object>item, i, default_ts, &it)
+        held = <object>item
+        _item_open(held, i, default_ts, &it)
         try:
-            body = _body_size(&it, i, it.timestamp - h.base_timestamp, &hcount, &hsize)
+            # One snapshot of the headers both sizes this record and is written.
+            headers = _NO_HEADERS if it.headers == NULL else _normal_headers(<object>it.headers, i)
+            body = _body_size(&it, i, it.timestamp - h.base_timestamp, headers)
             # Guards against items mutated between the two passes: never write past size.
             if kr_varint_size(body) + body > limit - p:
                 raise RuntimeError("the item list changed while it was being encoded")
@@ -402,9 +435,7 @@ cdef Py_ssize_t _write(uint8_t *dst, Py_ssize_t size, list items, int64_t defaul
             if it.value.len > 0:
                 memcpy(p, it.value.ptr, it.value.len)
                 p += it.value.len
-            p = kr_put_varint(p, hcount)
-            if hcount:
-                p = _put_headers(p, <object>it.headers)
+            p = _put_headers(kr_put_varint(p, PyTuple_GET_SIZE(headers)), limit, headers)
         finally:
             _item_close(&it)
     if p != limit:

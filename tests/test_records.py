@@ -106,6 +106,58 @@ def test_encode_rejects_bad_items():
         encode_batch([b"x"], attributes=1)
 
 
+class _ShiftyHeaders(list):
+    """Headers that read short the first two times and long ever after: the encoder
+    used to measure them twice and write them on a third walk (a heap overflow)."""
+
+    def __init__(self):
+        super().__init__([("k", b"x")])
+        self.walks = 0
+
+    def __iter__(self):
+        self.walks += 1
+        return iter([("k", b"X" * (1 << 20))] if self.walks > 2 else list.__iter__(self))
+
+
+class _LyingPair(tuple):
+    """A header pair whose unpacking says something else than its items."""
+
+    def __iter__(self):
+        return iter(("k", b"Y" * (1 << 20)))
+
+
+@pytest.mark.parametrize("encode", [
+    lambda items: encode_batch(items, timestamp_ms=1),
+    lambda items: bytes(memoryview(buf := bytearray(1 << 21))[:encode_batch_into(buf, 0, items, 0, -1, 1)]),
+])
+def test_headers_are_read_once_whatever_their_type_does(encode):
+    expected = encode_batch([(None, b"v", [("k", b"x")])], timestamp_ms=1)
+    shifty = _ShiftyHeaders()
+    assert encode([(None, b"v", shifty)]) == expected
+    assert shifty.walks == 2  # one snapshot per pass, each both measured and written
+    assert encode([(None, b"v", [_LyingPair(("k", b"x"))])]) == expected
+    assert encode([(None, b"v", (_LyingPair(("k", b"x")),))]) == expected
+
+    class Key(str):
+        pass
+
+    assert decode_records(encode([(None, b"v", [(Key("k"), b"x")])]))[0].headers == (("k", b"x"),)
+    with pytest.raises(TypeError, match="header value must be bytes"):
+        encode([(None, b"v", [_LyingPair(("k", 7))])])
+
+
+def test_headers_that_change_between_the_passes_are_refused_not_overrun():
+    class Growing(list):
+        walks = 0
+
+        def __iter__(self):
+            Growing.walks += 1
+            return iter([("k", b"Z" * Growing.walks)])
+
+    with pytest.raises(RuntimeError, match="changed while it was being encoded"):
+        encode_batch([(None, b"v", Growing())])
+
+
 def test_encode_into_a_buffer_and_report_the_space_needed():
     items = [b"a" * 100] * 10
     need = batch_size(items, 5)
