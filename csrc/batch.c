@@ -60,7 +60,9 @@ kr_status kr_check_batch(const uint8_t *p, size_t avail, int check_crc, kr_heade
         *detail_a = (int8_t)p[KR_OFF_MAGIC];
         return KR_BAD_MAGIC;
     }
-    if (h->batch_length < KR_HEADER_SIZE - KR_LOG_OVERHEAD) {
+    /* A batch's whole size (the length plus the 12 bytes before it) must fit an int32, as
+     * Kafka's sizeInBytes does; a larger length wrapped negative in sizes and positions. */
+    if (h->batch_length < KR_HEADER_SIZE - KR_LOG_OVERHEAD || h->batch_length > KR_MAX_BATCH_LENGTH) {
         *detail_a = h->batch_length;
         return KR_BAD_LENGTH;
     }

@@ -19,6 +19,7 @@
 
 #define KR_HEADER_SIZE 61
 #define KR_LOG_OVERHEAD 12 /* baseOffset + batchLength precede what batchLength counts */
+#define KR_MAX_BATCH_LENGTH (INT32_MAX - KR_LOG_OVERHEAD) /* so a batch's whole size fits an int32 */
 #define KR_CRC_START 21
 #define KR_MIN_RECORD_SIZE 7 /* one byte each: length, attrs, ts, offset, key, value, headers */
 #define KR_COMPRESSION_MASK 0x07
@@ -44,7 +45,7 @@ typedef enum {
     KR_OK = 0,
     KR_END,          /* zero bytes where a header would start: a preallocated tail */
     KR_TORN,         /* the batch runs past the end of the data */
-    KR_BAD_LENGTH,   /* batchLength below the header size or impossibly large */
+    KR_BAD_LENGTH,   /* batchLength below the header size or above KR_MAX_BATCH_LENGTH */
     KR_BAD_MAGIC,    /* not magic 2 */
     KR_BAD_HEADER,   /* negative record count or offset delta, count too large for the size */
     KR_CRC_MISMATCH,

@@ -22,6 +22,7 @@ cdef extern from "batch.h" nogil:
     enum:
         KR_HEADER_SIZE
         KR_LOG_OVERHEAD
+        KR_MAX_BATCH_LENGTH
         KR_CRC_START
         KR_MIN_RECORD_SIZE
         KR_OFF_BASE_OFFSET
@@ -138,7 +139,7 @@ cdef class RecordBatch:
     cdef readonly int16_t producer_epoch
     cdef readonly int32_t base_sequence
     cdef readonly int32_t record_count
-    cdef readonly int32_t size
+    cdef readonly int64_t size
     cdef readonly int64_t position
     cdef readonly object data
 

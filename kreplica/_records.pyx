@@ -614,7 +614,7 @@ cdef int _decode_run(list out, const uint8_t *p, const uint8_t *end, const kr_he
 cdef int _decode_batch(list out, const uint8_t *batch, const kr_header *h,
                        Py_ssize_t pos, int64_t start=INT64_MIN, int64_t stop=INT64_MAX) except -1:
     cdef const uint8_t *run = batch + KR_HEADER_SIZE
-    cdef Py_ssize_t run_len = KR_LOG_OVERHEAD + h.batch_length - KR_HEADER_SIZE
+    cdef Py_ssize_t run_len = <Py_ssize_t>h.batch_length + KR_LOG_OVERHEAD - KR_HEADER_SIZE
     cdef int codec = h.attributes & KR_COMPRESSION_MASK
     if codec == 0:
         return _decode_run(out, run, run + run_len, h, pos, start, stop)
@@ -645,7 +645,7 @@ cdef int decode_into(list out, const unsigned char *buf, Py_ssize_t n,
         # Whole batches outside the range are skipped without parsing their records.
         if h.base_offset + h.last_offset_delta >= start_offset and h.base_offset < stop_offset:
             _decode_batch(out, buf + pos, &h, base_position + pos, start_offset, stop_offset)
-        pos += KR_LOG_OVERHEAD + h.batch_length
+        pos += <Py_ssize_t>h.batch_length + KR_LOG_OVERHEAD
     return 0
 
 
@@ -737,7 +737,7 @@ cdef class RecordBatch:
 cdef void _header_of(RecordBatch rb, kr_header *h) noexcept:
     memset(h, 0, sizeof(kr_header))
     h.base_offset = rb.base_offset
-    h.batch_length = rb.size - KR_LOG_OVERHEAD
+    h.batch_length = <int32_t>(rb.size - KR_LOG_OVERHEAD)
     h.leader_epoch = rb.leader_epoch
     h.attributes = rb.attributes
     h.last_offset_delta = rb.last_offset_delta
@@ -760,7 +760,7 @@ cdef RecordBatch _make_batch(object view, Py_ssize_t pos, const kr_header *h):
     rb.producer_epoch = h.producer_epoch
     rb.base_sequence = h.base_sequence
     rb.record_count = h.record_count
-    rb.size = KR_LOG_OVERHEAD + h.batch_length
+    rb.size = <int64_t>h.batch_length + KR_LOG_OVERHEAD
     rb.position = pos
     rb.data = view[pos:pos + rb.size]
     return rb

@@ -56,6 +56,18 @@ def test_a_corrupt_batch_is_reported_invalid(tmp_path):
     assert batches[-1].endswith("isvalid: false") and batches[0].endswith("isvalid: true")
 
 
+def test_a_batch_length_past_int32_sizes_is_invalid_data_not_a_crash(tmp_path):
+    import struct
+
+    seg = tmp_path / "00000000000000000000.log"
+    with open(seg, "wb") as f:  # a 2 GiB batch, all hole but its header
+        f.truncate(12 + 0x7FFFFFFF)
+        f.write(struct.pack(">qiib", 0, 0x7FFFFFFF, 0, 2))
+    out = io.StringIO()
+    assert dump([seg], False, out) == 1
+    assert "Found invalid data after position 0: CORRUPT_MESSAGE: bad batch length 2147483647" in out.getvalue()
+
+
 def test_indexes_and_missing_files(tmp_path):
     make_log(tmp_path / "t-0")
     index = sorted((tmp_path / "t-0").glob("*.index"))[0]

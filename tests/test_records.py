@@ -282,6 +282,32 @@ def test_records_inside_a_crc_valid_batch_are_checked():
     assert not next(decode_batches(good)).valid()
 
 
+def _sparse_batch(path, batch_length):
+    """A file holding one batch header with ``batch_length`` and the rest of that batch as a
+    hole (2 GiB files cost no disk); returns it mapped read-only."""
+    hdr = bytearray(HEADER_SIZE)
+    struct.pack_into(">qiib", hdr, 0, 0, batch_length, 0, 2)
+    with open(path, "wb") as f:
+        f.truncate(12 + batch_length)
+        f.write(hdr)
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def test_a_batch_length_whose_size_overflows_an_int32_is_a_bad_length(tmp_path):
+    # 12 + batchLength wrapped negative: sizes went negative and the batch iterator
+    # stepped backwards, out of the buffer (a segfault in decode_batches and dump-log).
+    with _sparse_batch(tmp_path / "big.log", 0x7FFFFFFF) as mm:
+        res = scan_batches(mm, check_crc=False)
+        assert (res.count, res.error) == (0, "bad batch length 2147483647 at position 0")
+        with pytest.raises(errors.CorruptMessage, match="bad batch length 2147483647"):
+            list(decode_batches(mm))
+    # The largest batch whose whole size still fits an int32 frames as before.
+    with _sparse_batch(tmp_path / "edge.log", 0x7FFFFFFF - 12) as mm:
+        assert scan_batches(mm, check_crc=False).sizes.tolist() == [0x7FFFFFFF]
+        assert [b.size for b in decode_batches(mm)] == [0x7FFFFFFF]
+
+
 def test_restamp_assigns_offsets_and_epoch_without_touching_the_crc():
     buf = bytearray(three_batches())
     before = scan_batches(buf)
