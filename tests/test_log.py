@@ -397,6 +397,47 @@ def test_offset_for_timestamp_looks_past_batches_below_the_log_start(tmp_path):
     log.close()
 
 
+def _resigned(batch, **fields):
+    """``batch`` with header fields overwritten and its CRC redone (as compaction leaves
+    batches: lastOffsetDelta past the last record, or no records at all)."""
+    import struct
+
+    from kreplica.records import crc32c
+
+    b = bytearray(batch)
+    at = {"length": (8, ">i"), "last_offset_delta": (23, ">i"), "max_timestamp": (35, ">q"),
+          "record_count": (57, ">i")}
+    for name, value in fields.items():
+        struct.pack_into(at[name][1], b, at[name][0], value)
+    b[17:21] = struct.pack(">I", crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+def test_offset_for_timestamp_steps_over_compacted_and_empty_batches(tmp_path, monkeypatch):
+    # Stepping by the last record's offset + 1 re-read the same batch for ever when it
+    # ended below its lastOffsetDelta, and raised IndexError on a batch with no records.
+    log = Log.open(tmp_path / "t-0", {})
+    log.append_as_follower(_resigned(encode_batch([(None, b"a", None, 100), (None, b"b", None, 200)]),
+                                     last_offset_delta=5, max_timestamp=500))      # offsets 0..5
+    empty = encode_batch([b"x"], base_offset=6)[:61]
+    log.append_as_follower(_resigned(empty, length=49, last_offset_delta=2, max_timestamp=500,
+                                     record_count=0))                              # offsets 6..8
+    log.append_as_follower(encode_batch([b"c"], base_offset=9, timestamp_ms=400))
+    reads, real_read = [], log.read
+
+    def read(*args, **kwargs):
+        reads.append(args)
+        if len(reads) > 10:
+            pytest.fail("offset_for_timestamp is going round in circles")
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(log, "read", read)
+    assert log.offset_for_timestamp(150) == 1
+    assert log.offset_for_timestamp(300) == 9
+    assert log.offset_for_timestamp(401) is None
+    log.close()
+
+
 def test_flush_messages_moves_the_recovery_point(tmp_path):
     log = Log.open(tmp_path / "t-0", {"flush.messages": 10})
     log.append_as_leader(values(5))

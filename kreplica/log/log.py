@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import CorruptMessage, InvalidRecord, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
 from ..fast_init import fast_init
-from ..records import decode_records, encode_batch_into
+from ..records import batch_at, decode_records, encode_batch_into
 from ..runtime import Clock, SystemClock
 from .checkpoints import CheckpointFile, LeaderEpochCheckpointFile, fsync_dir
 from .leader_epoch_cache import LeaderEpochCache
@@ -446,14 +446,18 @@ class Log:
             if found is None:
                 continue
             # Batch by batch from there: the first batch new enough may lie (partly)
-            # below the log start, and then so may every record new enough in it.
+            # below the log start, and then so may every record new enough in it.  The
+            # next batch starts after the header's last offset, not the last record's: a
+            # compacted batch may end below its lastOffsetDelta, or hold no record at all.
             offset = max(found[1], self._log_start)
             while offset < self._leo:
-                records = decode_records(self.read(offset, 1).view)  # one batch, in C
-                for record in records:
-                    if record.timestamp >= timestamp and record.offset >= offset:
+                view = self.read(offset, 1).view  # one batch
+                if not len(view):
+                    return None
+                for record in decode_records(view, start_offset=offset):  # in C
+                    if record.timestamp >= timestamp:
                         return record.offset
-                offset = records[-1].offset + 1
+                offset = batch_at(view).next_offset
             return None
         return None
 
