@@ -203,6 +203,40 @@ def test_append_batches_as_leader_restamps_in_place(log):
     assert log.log_end_offset == 7
 
 
+@pytest.mark.parametrize("call, name, kind", [
+    (lambda log: log.read("0"), "offset", "str"),
+    (lambda log: log.read(1.5), "offset", "float"),
+    (lambda log: log.read(True), "offset", "bool"),
+    (lambda log: log.read(0, 1.5), "max_bytes", "float"),
+    (lambda log: log.read(0, 100, "3"), "max_offset", "str"),
+    (lambda log: log.truncate_to("2"), "offset", "str"),
+    (lambda log: log.truncate_to(2.0), "offset", "float"),
+    (lambda log: log.truncate_fully_and_start_at(False), "offset", "bool"),
+    (lambda log: log.offset_for_timestamp(1.5), "timestamp", "float"),
+    (lambda log: log.update_high_watermark("1"), "offset", "str"),
+    (lambda log: log.maybe_increment_high_watermark(1.0), "offset", "float"),
+    (lambda log: log.maybe_increment_log_start_offset("1"), "offset", "str"),
+    (lambda log: log.append_as_leader([b"x"], leader_epoch=1.0), "leader_epoch", "float"),
+    (lambda log: log.append_as_leader([b"x"], timestamp_ms="5"), "timestamp_ms", "str"),
+    (lambda log: log.append_batches_as_leader(encode_batch([b"x"]), "0"), "leader_epoch", "str"),
+    (lambda log: log.delete_old_segments(now_ms=1.5), "now_ms", "float"),
+])
+def test_offsets_and_times_must_be_ints(log, call, name, kind):
+    log.append_as_leader(values(3), leader_epoch=0)
+    log.update_high_watermark(3)
+    with pytest.raises(TypeError, match=f"^{name} must be an int, not {kind}$"):
+        call(log)
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (0, 3, 3)
+
+
+def test_integer_types_other_than_int_are_taken_as_ints(log):
+    import numpy as np
+
+    log.append_as_leader(values(3), leader_epoch=np.int32(0))
+    assert log.read(np.int64(1), np.int64(1 << 20)).first_offset == 0
+    assert log.update_high_watermark(np.int64(2)) == 2 and type(log.high_watermark) is int
+
+
 def test_high_watermark_bounds(log):
     log.append_as_leader(values(10))
     assert log.high_watermark == 0

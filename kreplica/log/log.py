@@ -20,6 +20,7 @@ rebuilds the indexes, so nothing flushed is lost and nothing torn survives.
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 import shutil
 import threading
@@ -111,6 +112,17 @@ def _encode(items: list, base: int, leader_epoch: int, ts: int) -> memoryview:
     return memoryview(buf)[:n]
 
 
+def _int(value: Any, name: str) -> int:
+    """``value`` as an int, or a TypeError naming ``name``: an offset given as a str or a
+    float would otherwise fail in some comparison deep inside (or, a float, be taken).
+    Integer types other than int (numpy's) pass through ``__index__``; bool does not."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return operator.index(value)
+
+
 def _buffer(data: Any) -> memoryview:
     return data.view if isinstance(data, LogSlice) else memoryview(data).cast("B")
 
@@ -154,6 +166,10 @@ class Log:
         """
         if not isinstance(config, LogConfig):
             config = LogConfig.from_dict(config)
+        if recovery_point is not None:
+            recovery_point = _int(recovery_point, "recovery_point")
+        if log_start_offset is not None:
+            log_start_offset = _int(log_start_offset, "log_start_offset")
         directory = Path(path)
         bases = segment_bases(directory)  # refuses a directory that is not a log
         try:
@@ -271,11 +287,15 @@ class Log:
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, clamped to [log start, LEO] (a follower taking the leader's HW,
         or a restart restoring the checkpoint); returns the HW set."""
+        if type(offset) is not int:
+            offset = _int(offset, "offset")
         self._hw = min(max(offset, self._log_start), self._leo)
         return self._hw
 
     def maybe_increment_high_watermark(self, offset: int) -> int | None:
         """Raise the HW to ``offset`` if that is higher; returns the old HW, or None."""
+        if type(offset) is not int:
+            offset = _int(offset, "offset")
         if offset > self._leo:
             raise ValueError(f"high watermark {offset} would pass the log end offset {self._leo}")
         if offset <= self._hw:
@@ -290,6 +310,10 @@ class Log:
         """Encode ``items`` (values, or (key, value[, headers]) tuples) as one batch at the
         LEO, stamped with ``leader_epoch``; the records get ``timestamp_ms`` (default: now)."""
         self._check_open()
+        if type(leader_epoch) is not int:
+            leader_epoch = _int(leader_epoch, "leader_epoch")
+        if timestamp_ms is not None and type(timestamp_ms) is not int:
+            timestamp_ms = _int(timestamp_ms, "timestamp_ms")
         if not isinstance(items, list):
             items = list(items)
         if not items:
@@ -314,6 +338,8 @@ class Log:
         """Append ready producer batches: validated (records and CRC), then given offsets
         from the LEO and ``leader_epoch`` in place in the segment, never re-encoded."""
         self._check_open()
+        if type(leader_epoch) is not int:
+            leader_epoch = _int(leader_epoch, "leader_epoch")
         data = _buffer(batch_bytes)
         if not len(data):
             raise InvalidRecord("no batches to append")
@@ -420,6 +446,12 @@ class Log:
         caller that will read every byte (a fetch answered with them): the view's pages are
         mapped in one call, not faulted in 64 KiB at a time."""
         self._check_open()
+        if type(offset) is not int:
+            offset = _int(offset, "offset")
+        if type(max_bytes) is not int:
+            max_bytes = _int(max_bytes, "max_bytes")
+        if max_offset is not None and type(max_offset) is not int:
+            max_offset = _int(max_offset, "max_offset")
         if offset < self._log_start or offset > self._leo:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self._log_start}, {self._leo}] in {self.dir.name}"
@@ -437,6 +469,7 @@ class Log:
         """The first offset whose record timestamp is >= ``timestamp`` (Kafka's ListOffsets;
         -1 means the LEO, -2 the log start offset); None when every record is older."""
         self._check_open()
+        timestamp = _int(timestamp, "timestamp")
         if timestamp == LATEST_TIMESTAMP:
             return self._leo
         if timestamp == EARLIEST_TIMESTAMP:
@@ -470,6 +503,7 @@ class Log:
         is its base.  Returns True if anything was removed.
         """
         self._check_open()
+        offset = _int(offset, "offset")
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._leo:
@@ -490,6 +524,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart empty at ``offset`` (a follower far behind)."""
         self._check_open()
+        offset = _int(offset, "offset")
         if offset < 0:
             raise ValueError(f"cannot start a log at negative offset {offset}")
         for seg in self._segments:
@@ -516,6 +551,7 @@ class Log:
         never past the HW.  Reads below it are refused at once; the segments wholly
         below it go at the next retention pass.  True if it moved."""
         self._check_open()
+        offset = _int(offset, "offset")
         offset = min(offset, self._hw)
         if offset <= self._log_start:
             return False
@@ -529,7 +565,7 @@ class Log:
         ``retention.ms`` or beyond ``retention.bytes``, only below the HW; returns how
         many went.  The log start offset moves to the first remaining segment."""
         self._check_open()
-        now = self._clock.now_ms() if now_ms is None else now_ms
+        now = self._clock.now_ms() if now_ms is None else _int(now_ms, "now_ms")
         excess = self.size_in_bytes() - self.config.retention_bytes if self.config.retention_bytes >= 0 else -1
         doomed = 0
         for i, seg in enumerate(self._segments):
@@ -561,7 +597,7 @@ class Log:
         """Flush when ``flush.ms`` has passed since the last flush and something waits:
         the periodic half of the flush policy (appends check it too, but a produce
         followed by silence would otherwise stay unflushed).  True if it flushed."""
-        now = self._clock.now_ms() if now_ms is None else now_ms
+        now = self._clock.now_ms() if now_ms is None else _int(now_ms, "now_ms")
         if self._unflushed_records and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
             return True
