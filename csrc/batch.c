@@ -131,8 +131,11 @@ int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check
                                      &out->detail_b);
         if (s == KR_OK && check_records) {
             /* What Kafka's leader demands of a producer's batch before it assigns
-             * offsets in place: a record count that matches the offset range. */
-            if (h.record_count == 0 || h.record_count != (int64_t)h.last_offset_delta + 1) {
+             * offsets in place: no control batch (only brokers write those: transaction
+             * markers), a record count that matches the offset range, decodable records. */
+            if (h.attributes & KR_CONTROL) {
+                s = KR_CONTROL_BATCH;
+            } else if (h.record_count == 0 || h.record_count != (int64_t)h.last_offset_delta + 1) {
                 s = KR_BAD_HEADER;
                 out->detail_a = h.record_count;
                 out->detail_b = h.last_offset_delta;
@@ -306,6 +309,7 @@ const char *kr_status_name(kr_status s)
     case KR_CRC_MISMATCH: return "crc mismatch";
     case KR_BAD_RECORD: return "bad record";
     case KR_NO_MEMORY: return "out of memory";
+    case KR_CONTROL_BATCH: return "control batch";
     }
     return "unknown";
 }

@@ -51,6 +51,7 @@ typedef enum {
     KR_CRC_MISMATCH,
     KR_BAD_RECORD,   /* record framing inside a CRC-valid batch is inconsistent */
     KR_NO_MEMORY,
+    KR_CONTROL_BATCH,   /* a producer's batch with the control bit: only brokers write those */
 } kr_status;
 
 typedef struct {
@@ -154,8 +155,9 @@ kr_status kr_check_batch(const uint8_t *p, size_t avail, int check_crc, kr_heade
                          int64_t *detail_a, int64_t *detail_b);
 
 /* Walks batches from buf[pos] to buf[end], stopping at the first bad one or at zeros.
- * check_records adds the leader's checks of a producer batch: a nonzero record count
- * equal to lastOffsetDelta + 1, and well-framed records with deltas 0..n-1.
+ * check_records adds the leader's checks of a producer batch: not a control batch, a
+ * nonzero record count equal to lastOffsetDelta + 1, and well-framed records with deltas
+ * 0..n-1.
  * Returns 0, or -1 when out of memory (out->status is then KR_NO_MEMORY). */
 int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check_records,
             kr_scan_result *out);

@@ -53,6 +53,7 @@ cdef extern from "batch.h" nogil:
         KR_CRC_MISMATCH
         KR_BAD_RECORD
         KR_NO_MEMORY
+        KR_CONTROL_BATCH
 
     ctypedef struct kr_header:
         int64_t base_offset

@@ -548,11 +548,13 @@ cdef str _describe(kr_status s, Py_ssize_t pos, int64_t a, int64_t b):
         return f"bad record {a} in the batch at position {pos}"
     if s == KR_NO_MEMORY:
         return f"out of memory scanning at position {pos}"
+    if s == KR_CONTROL_BATCH:
+        return f"control batch at position {pos}: clients may not write control records"
     return f"{kr_status_name(s).decode()} at position {pos}"
 
 
 cdef int _raise_for(kr_status s, Py_ssize_t pos, int64_t a, int64_t b) except -1:
-    if s == KR_BAD_RECORD:
+    if s == KR_BAD_RECORD or s == KR_CONTROL_BATCH:
         raise errors.InvalidRecord(_describe(s, pos, a, b))
     if s == KR_NO_MEMORY:
         raise MemoryError(_describe(s, pos, a, b))

@@ -171,6 +171,23 @@ def test_a_leader_refuses_batches_whose_records_no_reader_could_decode(tmp_path,
     log.close()
 
 
+def test_a_leader_refuses_control_batches_from_a_client_and_a_follower_copies_them(tmp_path):
+    # Control records (transaction markers) are the broker's to write: a client's batch with
+    # the control bit was acknowledged and stored as a marker.
+    from kreplica.records import decode_batches, encode_batch
+
+    marker = encode_batch([(b"\x00\x00\x00\x00", b"\x00" * 6)], attributes=0x30, producer_id=7,
+                          producer_epoch=0, timestamp_ms=5)
+    log = Log.open(tmp_path / "t-0")
+    with pytest.raises(errors.InvalidRecord, match="control batch at position 0: clients may not write"):
+        log.append_batches_as_leader(marker, leader_epoch=0)
+    assert log.log_end_offset == 0
+    follower = Log.open(tmp_path / "t-1")
+    follower.append_as_follower(marker)  # what a leader wrote, a follower copies
+    assert next(decode_batches(follower.read(0).view)).is_control
+    log.close(), follower.close()
+
+
 def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(tmp_path):
     log = Log.open(tmp_path / "t-0")
     info = log.append_batches_as_leader(bytes(_gzip_batch()), leader_epoch=0)
