@@ -233,6 +233,54 @@ const uint8_t *kr_parse_record(const uint8_t *p, const uint8_t *end, kr_record *
     return p == rend ? p : NULL;
 }
 
+/* Strict UTF-8, as Python's decoder takes it: no overlong forms, no surrogates, nothing
+ * past U+10FFFF. */
+static int valid_utf8(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        uint8_t c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        int len;
+        uint32_t cp, min;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2, cp = c & 0x1F, min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3, cp = c & 0x0F, min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4, cp = c & 0x07, min = 0x10000;
+        } else {
+            return 0;
+        }
+        if (end - p < len)
+            return 0;
+        for (int i = 1; i < len; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (p[i] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        p += len;
+    }
+    return 1;
+}
+
+/* The header keys of a record parsed by kr_parse_record (headers..end) are UTF-8. */
+static int header_keys_utf8(const uint8_t *p, const uint8_t *end, int32_t count)
+{
+    for (int32_t i = 0; i < count; i++) {
+        const uint8_t *k, *v;
+        int32_t kl, vl;
+        p = kr_parse_header(p, end, &k, &kl, &v, &vl);
+        if (!p || !valid_utf8(k, k + kl))
+            return 0;
+    }
+    return 1;
+}
+
 kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index)
 {
     if (h->attributes & KR_COMPRESSION_MASK)
@@ -242,13 +290,18 @@ kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *ba
     int32_t prev = -1;
     for (int32_t i = 0; i < h->record_count; i++) {
         kr_record r;
-        p = kr_parse_record(p, end, &r);
+        const uint8_t *next = kr_parse_record(p, end, &r);
         /* offsets rise strictly inside a batch and end at lastOffsetDelta at the latest */
-        if (!p || r.offset_delta <= prev || r.offset_delta > h->last_offset_delta) {
+        if (!next || r.offset_delta <= prev || r.offset_delta > h->last_offset_delta) {
             *bad_index = i;
             return KR_BAD_RECORD;
         }
+        if (r.header_count && !header_keys_utf8(r.headers, next, r.header_count)) {
+            *bad_index = i;
+            return KR_BAD_HEADER_KEY;
+        }
         prev = r.offset_delta;
+        p = next;
     }
     if (p != end) {
         *bad_index = h->record_count;
@@ -310,6 +363,7 @@ const char *kr_status_name(kr_status s)
     case KR_BAD_RECORD: return "bad record";
     case KR_NO_MEMORY: return "out of memory";
     case KR_CONTROL_BATCH: return "control batch";
+    case KR_BAD_HEADER_KEY: return "header key not UTF-8";
     }
     return "unknown";
 }

@@ -52,6 +52,7 @@ typedef enum {
     KR_BAD_RECORD,   /* record framing inside a CRC-valid batch is inconsistent */
     KR_NO_MEMORY,
     KR_CONTROL_BATCH,   /* a producer's batch with the control bit: only brokers write those */
+    KR_BAD_HEADER_KEY,  /* a record header key that is not UTF-8 */
 } kr_status;
 
 typedef struct {
@@ -157,7 +158,7 @@ kr_status kr_check_batch(const uint8_t *p, size_t avail, int check_crc, kr_heade
 /* Walks batches from buf[pos] to buf[end], stopping at the first bad one or at zeros.
  * check_records adds the leader's checks of a producer batch: not a control batch, a
  * nonzero record count equal to lastOffsetDelta + 1, and well-framed records with deltas
- * 0..n-1.
+ * 0..n-1 and UTF-8 header keys.
  * Returns 0, or -1 when out of memory (out->status is then KR_NO_MEMORY). */
 int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check_records,
             kr_scan_result *out);
@@ -171,8 +172,9 @@ const uint8_t *kr_parse_record(const uint8_t *p, const uint8_t *end, kr_record *
 const uint8_t *kr_parse_header(const uint8_t *p, const uint8_t *end, const uint8_t **key,
                                int32_t *key_len, const uint8_t **value, int32_t *value_len);
 
-/* Checks the records of an uncompressed batch: count, framing, and offset deltas that
- * rise strictly within [0, lastOffsetDelta].  Header keys are not checked for UTF-8. */
+/* Checks the records of an uncompressed batch: count, framing, offset deltas that rise
+ * strictly within [0, lastOffsetDelta], and header keys in UTF-8 (no reader could decode
+ * others).  A compressed batch is not looked into. */
 kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index);
 
 /* Sets baseOffset and partitionLeaderEpoch of consecutive batches in place, starting at

@@ -54,6 +54,7 @@ cdef extern from "batch.h" nogil:
         KR_BAD_RECORD
         KR_NO_MEMORY
         KR_CONTROL_BATCH
+        KR_BAD_HEADER_KEY
 
     ctypedef struct kr_header:
         int64_t base_offset

@@ -550,11 +550,13 @@ cdef str _describe(kr_status s, Py_ssize_t pos, int64_t a, int64_t b):
         return f"out of memory scanning at position {pos}"
     if s == KR_CONTROL_BATCH:
         return f"control batch at position {pos}: clients may not write control records"
+    if s == KR_BAD_HEADER_KEY:
+        return f"header key of record {a} is not UTF-8 in the batch at position {pos}"
     return f"{kr_status_name(s).decode()} at position {pos}"
 
 
 cdef int _raise_for(kr_status s, Py_ssize_t pos, int64_t a, int64_t b) except -1:
-    if s == KR_BAD_RECORD or s == KR_CONTROL_BATCH:
+    if s == KR_BAD_RECORD or s == KR_CONTROL_BATCH or s == KR_BAD_HEADER_KEY:
         raise errors.InvalidRecord(_describe(s, pos, a, b))
     if s == KR_NO_MEMORY:
         raise MemoryError(_describe(s, pos, a, b))
@@ -718,7 +720,8 @@ cdef class RecordBatch:
         return out
 
     def valid(self):
-        """True when the stored CRC matches and the records are well framed."""
+        """True when the stored CRC matches and the records are well framed (header keys
+        in UTF-8 included: records() could not decode others)."""
         cdef Py_buffer b
         cdef kr_header h
         cdef int64_t bad
@@ -872,9 +875,9 @@ def scan_batches(buf, Py_ssize_t position=0, end=None, *, bint check_crc=True,
     """Validates consecutive batches from ``position`` (to ``end``) in C, without the GIL.
 
     Stops at the first torn, corrupt or zero-filled batch.  ``check_records`` adds what
-    Kafka's leader checks in a producer's batch before assigning offsets in place: a
-    nonzero record count equal to lastOffsetDelta + 1 and well-framed records whose
-    offset deltas run 0..n-1.
+    Kafka's leader checks in a producer's batch before assigning offsets in place: not a
+    control batch, a nonzero record count equal to lastOffsetDelta + 1 and well-framed
+    records whose offset deltas run 0..n-1 and whose header keys are UTF-8.
     """
     cdef Py_buffer b
     cdef kr_scan_result r

@@ -20,8 +20,9 @@ oracle tests check it.
   ``-needed`` when there is not room.  ``batch_size(items, timestamp_ms)`` measures.
 - ``scan_batches(buf, position=0, end=None, *, check_crc=True, check_records=False)``
   validates consecutive batches in C without the GIL (magic, lengths, CRC; with
-  ``check_records`` also the leader's producer-batch rules: count == lastOffsetDelta + 1,
-  well-framed records with deltas 0..n-1) and returns a ``ScanResult`` of numpy columns.
+  ``check_records`` also the leader's producer-batch rules: no control batch, count ==
+  lastOffsetDelta + 1, well-framed records with deltas 0..n-1 and UTF-8 header keys) and
+  returns a ``ScanResult`` of numpy columns.
   It stops at the first torn or corrupt batch (``error`` names it and its position) or
   at zero fill, which is a preallocated tail and not an error.
 - ``batch_fingerprints(buf)`` walks the same headers (no CRC check) straight into

@@ -188,6 +188,27 @@ def test_a_leader_refuses_control_batches_from_a_client_and_a_follower_copies_th
     log.close(), follower.close()
 
 
+def _with_header_key(key: bytes) -> bytes:
+    """A producer batch whose one record has a header key of these raw bytes."""
+    from kreplica.records import encode_batch
+
+    b = bytearray(encode_batch([(None, b"v", [("#" * len(key), b"h")], 10)]))
+    at = b.index(b"#" * len(key) + b"\x02h")
+    b[at:at + len(key)] = key
+    return bytes(_resign(b))
+
+
+def test_a_leader_refuses_header_keys_no_reader_could_decode(tmp_path):
+    # A key that is not UTF-8 was acknowledged, then every read of the batch failed.
+    log = Log.open(tmp_path / "t-0")
+    with pytest.raises(errors.InvalidRecord, match="header key of record 0 is not UTF-8 in the batch at pos"):
+        log.append_batches_as_leader(_with_header_key(b"\xff"), leader_epoch=0)
+    assert log.log_end_offset == 0
+    log.append_batches_as_leader(_with_header_key("clé-日本-🙂".encode()), leader_epoch=0)
+    assert decode_records(log.read(0).view)[0].headers == (("clé-日本-🙂", b"h"),)
+    log.close()
+
+
 def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(tmp_path):
     log = Log.open(tmp_path / "t-0")
     info = log.append_batches_as_leader(bytes(_gzip_batch()), leader_epoch=0)

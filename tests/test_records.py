@@ -308,6 +308,30 @@ def test_a_batch_length_whose_size_overflows_an_int32_is_a_bad_length(tmp_path):
         assert [b.size for b in decode_batches(mm)] == [0x7FFFFFFF]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=6), st.text(max_size=4).map(lambda s: s.encode("utf-8", "surrogatepass")),
+                 st.sampled_from([b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe6\x97",
+                                  b"\xf0\x9f\x99\x82", b"\xef\xbf\xbf"])))
+def test_leader_checks_take_a_header_key_exactly_when_the_decoder_does(key):
+    # The leader's C check and the decoder (Python's strict UTF-8) must agree: a key only
+    # one of them takes is either refused for nothing or acknowledged and unreadable.
+    b = bytearray(encode_batch([(None, b"v", [("#" * len(key), b"h")])], timestamp_ms=1))
+    at = b.index(b"#" * len(key) + b"\x02h") if key else 0
+    b[at:at + len(key)] = key
+    b[17:21] = struct.pack(">I", crc32c(bytes(b[21:])))
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        assert scan_batches(b, check_records=True).error == (
+            "header key of record 0 is not UTF-8 in the batch at position 0")
+        assert not next(decode_batches(b)).valid()
+        with pytest.raises(errors.InvalidRecord, match="not UTF-8"):
+            decode_records(b)
+    else:
+        assert scan_batches(b, check_records=True).error is None and next(decode_batches(b)).valid()
+        assert decode_records(b)[0].headers == ((key.decode(), b"h"),)
+
+
 def test_restamp_assigns_offsets_and_epoch_without_touching_the_crc():
     buf = bytearray(three_batches())
     before = scan_batches(buf)

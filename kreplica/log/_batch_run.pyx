@@ -274,9 +274,9 @@ def frame_producer_append(buf):
     """``frame_append`` for a leader's append of producer batches, which also checks
     what Kafka's leader checks before it assigns offsets in place: no control batch
     (INVALID_RECORD: only brokers write those), each batch's record count is
-    lastOffsetDelta + 1 and its records are well framed with offset deltas 0..n-1.
-    Otherwise a batch whose records no reader could decode would be acknowledged.  A
-    compressed batch must use a codec kreplica reads (gzip; else
+    lastOffsetDelta + 1 and its records are well framed with offset deltas 0..n-1 and
+    UTF-8 header keys.  Otherwise a batch whose records no reader could decode would be
+    acknowledged.  A compressed batch must use a codec kreplica reads (gzip; else
     UNSUPPORTED_COMPRESSION_TYPE), and its records are checked decompressed.  A batch
     whose CRC is also wrong is reported as CORRUPT_MESSAGE, as the CRC is checked first."""
     cdef BatchRun run = frame_batches(buf, check_records=True)
