@@ -281,12 +281,9 @@ static int header_keys_utf8(const uint8_t *p, const uint8_t *end, int32_t count)
     return 1;
 }
 
-kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index)
+kr_status kr_check_record_run(const uint8_t *p, const uint8_t *end, const kr_header *h,
+                              int64_t *bad_index)
 {
-    if (h->attributes & KR_COMPRESSION_MASK)
-        return KR_OK; /* framing of compressed records is checked when decompressed */
-    const uint8_t *p = batch + KR_HEADER_SIZE;
-    const uint8_t *end = batch + KR_LOG_OVERHEAD + h->batch_length;
     int32_t prev = -1;
     for (int32_t i = 0; i < h->record_count; i++) {
         kr_record r;
@@ -308,6 +305,14 @@ kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *ba
         return KR_BAD_RECORD;
     }
     return KR_OK;
+}
+
+kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index)
+{
+    if (h->attributes & KR_COMPRESSION_MASK)
+        return KR_OK; /* framing of compressed records is checked when decompressed */
+    return kr_check_record_run(batch + KR_HEADER_SIZE, batch + KR_LOG_OVERHEAD + h->batch_length, h,
+                               bad_index);
 }
 
 kr_status kr_restamp(uint8_t *buf, size_t len, int64_t base_offset, int32_t leader_epoch,

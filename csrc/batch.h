@@ -177,6 +177,11 @@ const uint8_t *kr_parse_header(const uint8_t *p, const uint8_t *end, const uint8
  * others).  A compressed batch is not looked into. */
 kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index);
 
+/* kr_check_records over a run of h->record_count records at p..end (an uncompressed
+ * batch's, or a compressed one's once decompressed). */
+kr_status kr_check_record_run(const uint8_t *p, const uint8_t *end, const kr_header *h,
+                              int64_t *bad_index);
+
 /* Sets baseOffset and partitionLeaderEpoch of consecutive batches in place, starting at
  * base_offset.  *next_offset receives the offset after the last batch.  On error,
  * *error_pos is the bad batch's position and nothing after it was touched. */

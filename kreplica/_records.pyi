@@ -11,6 +11,7 @@ COMPILED: Final[bool]
 HEADER_SIZE: Final[int]
 LOG_OVERHEAD: Final[int]
 NO_TIMESTAMP: Final[int]
+MAX_DECOMPRESSED_BYTES: Final[int]
 
 _Bytes = Union[bytes, bytearray, memoryview, None]
 _Headers = Sequence[tuple[str, bytes | None]]

@@ -39,6 +39,9 @@ COMPILED = cython.compiled
 HEADER_SIZE = KR_HEADER_SIZE
 LOG_OVERHEAD = KR_LOG_OVERHEAD
 NO_TIMESTAMP = -1
+#: Most bytes of records a compressed batch may hold once decompressed (decoding builds
+#: them in memory; a leader refuses larger ones, often well below this: see LogConfig).
+MAX_DECOMPRESSED_BYTES = 1 << 30
 
 cdef tuple _NO_HEADERS = ()
 cdef dict _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -615,6 +618,35 @@ cdef int _decode_run(list out, const uint8_t *p, const uint8_t *end, const kr_he
     return 0
 
 
+cdef bytes _gunzip(const uint8_t *data, Py_ssize_t n, Py_ssize_t cap, Py_ssize_t pos):
+    """The records of a gzip batch: every member decompressed (a writer may concatenate
+    several, and Kafka's reader takes them all), streamed into at most ``cap`` bytes, so a
+    small batch that claims gigabytes costs ``cap`` of memory, not the gigabytes."""
+    src = PyBytes_FromStringAndSize(<const char *>data, n)
+    cdef bytes plain = b""
+    try:
+        while True:
+            d = zlib.decompressobj(47)  # gzip or zlib header
+            plain += d.decompress(src, cap + 1 - len(plain))  # max_length >= 1: never unlimited
+            if len(plain) > cap:
+                raise errors.RecordTooLarge(f"gzip data of the batch at position {pos} decompresses "
+                                            f"to more than {cap} bytes")
+            if not d.eof:
+                raise errors.CorruptMessage(f"gzip data of the batch at position {pos} is truncated")
+            src = d.unused_data
+            if not src:
+                return plain
+    except zlib.error as e:
+        raise errors.CorruptMessage(f"gzip data of the batch at position {pos} is corrupt: {e}")
+
+
+cdef int _check_codec(int codec, Py_ssize_t pos) except -1:
+    if codec > 1:
+        raise errors.InvalidRecord(f"compression codec {_CODECS.get(codec, codec)} of the batch "
+                                   f"at position {pos} is not supported (only gzip)")
+    return 0
+
+
 cdef int _decode_batch(list out, const uint8_t *batch, const kr_header *h,
                        Py_ssize_t pos, int64_t start=INT64_MIN, int64_t stop=INT64_MAX) except -1:
     cdef const uint8_t *run = batch + KR_HEADER_SIZE
@@ -622,15 +654,29 @@ cdef int _decode_batch(list out, const uint8_t *batch, const kr_header *h,
     cdef int codec = h.attributes & KR_COMPRESSION_MASK
     if codec == 0:
         return _decode_run(out, run, run + run_len, h, pos, start, stop)
-    if codec != 1:
-        raise errors.InvalidRecord(f"compression codec {_CODECS.get(codec, codec)} of the batch "
-                                   f"at position {pos} is not supported (only gzip)")
-    try:
-        plain = zlib.decompress(PyBytes_FromStringAndSize(<const char *>run, run_len), 47)
-    except zlib.error as e:
-        raise errors.CorruptMessage(f"gzip data of the batch at position {pos} is corrupt: {e}")
+    _check_codec(codec, pos)
+    plain = _gunzip(run, run_len, MAX_DECOMPRESSED_BYTES, pos)
     run = <const uint8_t *>PyBytes_AS_STRING(plain)
     return _decode_run(out, run, run + PyBytes_GET_SIZE(plain), h, pos, start, stop)
+
+
+cdef int check_compressed_records(const uint8_t *batch, Py_ssize_t size, Py_ssize_t pos,
+                                  Py_ssize_t max_plain) except -1:
+    cdef kr_header h
+    cdef kr_status s
+    cdef int64_t a = 0, b = 0
+    cdef bytes plain
+    cdef const uint8_t *run
+    s = kr_check_batch(batch, <size_t>size, 1, &h, &a, &b)  # the CRC speaks first
+    if s != KR_OK:
+        _raise_for(s, pos, a, b)
+    _check_codec(h.attributes & KR_COMPRESSION_MASK, pos)
+    plain = _gunzip(batch + KR_HEADER_SIZE, size - KR_HEADER_SIZE, max_plain, pos)
+    run = <const uint8_t *>PyBytes_AS_STRING(plain)
+    s = kr_check_record_run(run, run + PyBytes_GET_SIZE(plain), &h, &a)
+    if s != KR_OK:
+        _raise_for(s, pos, a, 0)
+    return 0
 
 
 cdef int decode_into(list out, const unsigned char *buf, Py_ssize_t n,

@@ -33,7 +33,8 @@ oracle tests check it.
 - ``decode_batches(buf)`` iterates zero-copy ``RecordBatch`` views (``batch_at`` gives
   one); ``decode_records(buf, *, start_offset=None, stop_offset=None)`` returns the
   ``Record`` objects of every batch, CRCs checked, optionally only an offset range.
-  Gzip batches are read; other codecs raise ``InvalidRecord``.
+  Gzip batches are read (every gzip member; at most ``MAX_DECOMPRESSED_BYTES`` of records
+  each, else ``RecordTooLarge``); other codecs raise ``InvalidRecord``.
 - Other .pyx modules cimport the C-level ``encode_into`` / ``decode_into`` and the C
   helpers from ``kreplica/_records.pxd``.
 
@@ -46,6 +47,7 @@ from kreplica._records import (
     COMPILED,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAX_DECOMPRESSED_BYTES,
     NO_TIMESTAMP,
     Record,
     RecordBatch,
@@ -69,6 +71,7 @@ __all__ = [
     "COMPILED",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
+    "MAX_DECOMPRESSED_BYTES",
     "NO_TIMESTAMP",
     "Record",
     "RecordBatch",

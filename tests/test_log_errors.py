@@ -227,6 +227,54 @@ def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(t
     log.close()
 
 
+def _gzip_of(*members: bytes, record_count: int, cut: int = 0, tail: bytes = b"") -> bytes:
+    """A gzip producer batch of ``record_count`` records whose compressed payload is these
+    gzip members, concatenated (less ``cut`` bytes, plus ``tail``)."""
+    import gzip
+    import struct
+
+    payload = b"".join(gzip.compress(m) for m in members)
+    b = bytearray(61) + payload[:len(payload) - cut] + tail
+    struct.pack_into(">qiibIhiqqqhii", b, 0, 0, len(b) - 12, 0, 2, 0, 1, record_count - 1,
+                     1000, 1000, -1, -1, -1, record_count)
+    return bytes(_resign(b))
+
+
+def test_a_leader_bounds_what_a_gzip_batch_may_decompress_to(tmp_path):
+    # A gzip batch of a few KiB that inflates to far more than a batch may hold was
+    # decompressed whole into memory before any record was looked at.
+    log = Log.open(tmp_path / "t-0", {"max.message.bytes": 4096})
+    assert log.config.max_decompressed_bytes == 1 << 20  # 64 x 4096 is below the 1 MiB floor
+    bomb = _gzip_of(bytes(2 << 20), record_count=1)
+    assert len(bomb) < 4096
+    with pytest.raises(errors.RecordTooLarge, match="decompresses to more than 1048576 bytes"):
+        log.append_batches_as_leader(bomb, leader_epoch=0)
+    with pytest.raises(errors.CorruptMessage, match="truncated"):
+        log.append_batches_as_leader(_gzip_of(b"", record_count=1, cut=10), leader_epoch=0)
+    assert log.log_end_offset == 0
+    log.close()
+
+
+def test_every_gzip_member_of_a_batch_is_read(tmp_path, monkeypatch):
+    # Only the first member was decompressed: records in a second one were invisible, and
+    # the leader refused the batch as if it were short of records.
+    import kreplica._records
+    from kreplica.records import encode_batch
+
+    records = encode_batch([b"a", b"b", b"c"], timestamp_ms=1000)[61:]
+    two_members = _gzip_of(records[:9], records[9:], record_count=3)
+    log = Log.open(tmp_path / "t-0")
+    log.append_batches_as_leader(two_members, leader_epoch=0)
+    assert [r.value for r in decode_records(log.read(0).view)] == [b"a", b"b", b"c"]
+    with pytest.raises(errors.CorruptMessage, match="corrupt"):  # what follows a member must be one
+        log.append_batches_as_leader(_gzip_of(records, record_count=3, tail=b"\x01\x02"), leader_epoch=0)
+    # Readers have a bound too: what no leader would take is not decoded into memory either.
+    monkeypatch.setattr(kreplica._records, "MAX_DECOMPRESSED_BYTES", len(records) - 1)
+    with pytest.raises(errors.RecordTooLarge, match=f"more than {len(records) - 1} bytes"):
+        decode_records(log.read(0).view)
+    log.close()
+
+
 def test_a_new_partition_directory_is_made_durable_in_its_parent(tmp_path, monkeypatch):
     import kreplica.log.log as log_module
 

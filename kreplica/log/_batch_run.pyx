@@ -20,9 +20,10 @@ import os
 
 import numpy as np
 
-from kreplica._records cimport (KR_CRC_MISMATCH, KR_END, KR_OK, kr_put_be32, kr_put_be64, kr_scan,
-                                kr_scan_free, kr_scan_result, _describe)
+from kreplica._records cimport (KR_CRC_MISMATCH, KR_END, KR_OK, check_compressed_records, kr_put_be32,
+                                kr_put_be64, kr_scan, kr_scan_free, kr_scan_result, _describe)
 from kreplica import errors
+from kreplica._records import MAX_DECOMPRESSED_BYTES
 
 cdef extern from "checked_write.h" nogil:
     ctypedef enum kr_write_status:
@@ -270,15 +271,16 @@ cdef int GZIP = 1
 _CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
-def frame_producer_append(buf):
+def frame_producer_append(buf, Py_ssize_t max_decompressed=MAX_DECOMPRESSED_BYTES):
     """``frame_append`` for a leader's append of producer batches, which also checks
     what Kafka's leader checks before it assigns offsets in place: no control batch
     (INVALID_RECORD: only brokers write those), each batch's record count is
     lastOffsetDelta + 1 and its records are well framed with offset deltas 0..n-1 and
     UTF-8 header keys.  Otherwise a batch whose records no reader could decode would be
     acknowledged.  A compressed batch must use a codec kreplica reads (gzip; else
-    UNSUPPORTED_COMPRESSION_TYPE), and its records are checked decompressed.  A batch
-    whose CRC is also wrong is reported as CORRUPT_MESSAGE, as the CRC is checked first."""
+    UNSUPPORTED_COMPRESSION_TYPE), and its records are checked decompressed, at most
+    ``max_decompressed`` bytes of them (else RECORD_TOO_LARGE).  A batch whose CRC is
+    also wrong is reported as CORRUPT_MESSAGE, as the CRC is checked first."""
     cdef BatchRun run = frame_batches(buf, check_records=True)
     cdef Py_ssize_t i
     cdef Py_buffer b
@@ -291,24 +293,19 @@ def frame_producer_append(buf):
         if run.error is None:
             raise errors.CorruptMessage(f"{run.given - run.nbytes} trailing bytes are not a batch")
         raise errors.InvalidRecord(run.error)
-    compressed = []
     PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
     try:
         for i in range(run.count):
             p = <const uint8_t *>b.buf + run.r.positions[i]
             codec = ((p[21] << 8) | p[22]) & COMPRESSION_MASK  # attributes follow the CRC
-            if codec == GZIP:
-                compressed.append((run.r.positions[i], run.r.sizes[i]))
-            elif codec:
+            if codec and codec != GZIP:
                 raise errors.UnsupportedCompressionType(
                     f"batch at position {run.r.positions[i]} is compressed with "
                     f"{_CODECS.get(codec, f'codec {codec}')}; kreplica reads uncompressed and gzip batches")
+        for i in range(run.count):
+            p = <const uint8_t *>b.buf + run.r.positions[i]
+            if p[22] & COMPRESSION_MASK:
+                check_compressed_records(p, run.r.sizes[i], run.r.positions[i], max_decompressed)
     finally:
         PyBuffer_Release(&b)
-    if compressed:
-        from kreplica.records import decode_records  # checks CRC, framing and deltas
-
-        view = memoryview(buf)
-        for pos, size in compressed:
-            decode_records(view[pos:pos + size])
     return run

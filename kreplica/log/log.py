@@ -343,7 +343,7 @@ class Log:
         data = _buffer(batch_bytes)
         if not len(data):
             raise InvalidRecord("no batches to append")
-        run = self._frame(data, frame_producer_append)
+        run = self._frame(data, lambda d: frame_producer_append(d, self.config.max_decompressed_bytes))
         run.rebase(self._leo)
         return self._append_run(data, run, leader_epoch)
 

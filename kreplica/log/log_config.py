@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from .. import config as _config
 from ..errors import InvalidConfig
+from ..records import MAX_DECOMPRESSED_BYTES
 
 # The preallocated .log map needs room for at least one batch header (61 bytes).
 _MIN_SEGMENT_BYTES = 1 << 10
@@ -41,6 +42,14 @@ class LogConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name.replace("_", "."): getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def max_decompressed_bytes(self) -> int:
+        """Most bytes of records a leader takes in one compressed producer batch once
+        decompressed: 64 x ``max.message.bytes`` (at least 1 MiB, at most what any reader
+        decodes).  It checks the records decompressed, in memory; without a bound a small
+        gzip batch of zeros cost gigabytes before anything was refused."""
+        return min(MAX_DECOMPRESSED_BYTES, max(1 << 20, 64 * self.max_message_bytes))
 
     @property
     def max_index_entries(self) -> int:
