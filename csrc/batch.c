@@ -129,6 +129,7 @@ int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check
         kr_header h;
         kr_status s = kr_check_batch(buf + pos, end - pos, check_crc, &h, &out->detail_a,
                                      &out->detail_b);
+        int64_t max_ts = h.max_timestamp;
         if (s == KR_OK && check_records) {
             /* What Kafka's leader demands of a producer's batch before it assigns
              * offsets in place: no control batch (only brokers write those: transaction
@@ -140,7 +141,7 @@ int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check
                 out->detail_a = h.record_count;
                 out->detail_b = h.last_offset_delta;
             } else {
-                s = kr_check_records(buf + pos, &h, &out->detail_a);
+                s = kr_check_records(buf + pos, &h, &out->detail_a, &max_ts);
             }
         }
         if (s != KR_OK) {
@@ -157,7 +158,7 @@ int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check
         out->positions[i] = (int64_t)pos;
         out->base_offsets[i] = h.base_offset;
         out->last_offsets[i] = h.base_offset + h.last_offset_delta;
-        out->max_timestamps[i] = h.max_timestamp;
+        out->max_timestamps[i] = max_ts;
         out->sizes[i] = h.batch_length + KR_LOG_OVERHEAD;
         out->record_counts[i] = h.record_count;
         out->leader_epochs[i] = h.leader_epoch;
@@ -282,9 +283,10 @@ static int header_keys_utf8(const uint8_t *p, const uint8_t *end, int32_t count)
 }
 
 kr_status kr_check_record_run(const uint8_t *p, const uint8_t *end, const kr_header *h,
-                              int64_t *bad_index)
+                              int64_t *bad_index, int64_t *max_timestamp)
 {
     int32_t prev = -1;
+    int64_t max_delta = INT64_MIN;
     for (int32_t i = 0; i < h->record_count; i++) {
         kr_record r;
         const uint8_t *next = kr_parse_record(p, end, &r);
@@ -298,21 +300,28 @@ kr_status kr_check_record_run(const uint8_t *p, const uint8_t *end, const kr_hea
             return KR_BAD_HEADER_KEY;
         }
         prev = r.offset_delta;
+        if (r.timestamp_delta > max_delta)
+            max_delta = r.timestamp_delta;
         p = next;
     }
     if (p != end) {
         *bad_index = h->record_count;
         return KR_BAD_RECORD;
     }
+    /* a record's timestamp is the base plus its delta, wrapping as the decoder's does */
+    *max_timestamp = h->record_count
+        ? (int64_t)((uint64_t)h->base_timestamp + (uint64_t)max_delta) : h->max_timestamp;
     return KR_OK;
 }
 
-kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index)
+kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index,
+                           int64_t *max_timestamp)
 {
+    *max_timestamp = h->max_timestamp;
     if (h->attributes & KR_COMPRESSION_MASK)
         return KR_OK; /* framing of compressed records is checked when decompressed */
     return kr_check_record_run(batch + KR_HEADER_SIZE, batch + KR_LOG_OVERHEAD + h->batch_length, h,
-                               bad_index);
+                               bad_index, max_timestamp);
 }
 
 kr_status kr_restamp(uint8_t *buf, size_t len, int64_t base_offset, int32_t leader_epoch,

@@ -158,7 +158,8 @@ kr_status kr_check_batch(const uint8_t *p, size_t avail, int check_crc, kr_heade
 /* Walks batches from buf[pos] to buf[end], stopping at the first bad one or at zeros.
  * check_records adds the leader's checks of a producer batch: not a control batch, a
  * nonzero record count equal to lastOffsetDelta + 1, and well-framed records with deltas
- * 0..n-1 and UTF-8 header keys.
+ * 0..n-1 and UTF-8 header keys; the max_timestamps column then holds the records' own
+ * max timestamp (for an uncompressed batch), whatever its header says.
  * Returns 0, or -1 when out of memory (out->status is then KR_NO_MEMORY). */
 int kr_scan(const uint8_t *buf, size_t pos, size_t end, int check_crc, int check_records,
             kr_scan_result *out);
@@ -174,13 +175,15 @@ const uint8_t *kr_parse_header(const uint8_t *p, const uint8_t *end, const uint8
 
 /* Checks the records of an uncompressed batch: count, framing, offset deltas that rise
  * strictly within [0, lastOffsetDelta], and header keys in UTF-8 (no reader could decode
- * others).  A compressed batch is not looked into. */
-kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index);
+ * others).  *max_timestamp gets the records' max timestamp (a compressed batch is not
+ * looked into: its header's). */
+kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index,
+                           int64_t *max_timestamp);
 
 /* kr_check_records over a run of h->record_count records at p..end (an uncompressed
  * batch's, or a compressed one's once decompressed). */
 kr_status kr_check_record_run(const uint8_t *p, const uint8_t *end, const kr_header *h,
-                              int64_t *bad_index);
+                              int64_t *bad_index, int64_t *max_timestamp);
 
 /* Sets baseOffset and partitionLeaderEpoch of consecutive batches in place, starting at
  * base_offset.  *next_offset receives the offset after the last batch.  On error,

@@ -113,9 +113,10 @@ cdef extern from "batch.h" nogil:
     const uint8_t *kr_parse_record(const uint8_t *p, const uint8_t *end, kr_record *r)
     const uint8_t *kr_parse_header(const uint8_t *p, const uint8_t *end, const uint8_t **key,
                                    int32_t *key_len, const uint8_t **value, int32_t *value_len)
-    kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index)
+    kr_status kr_check_records(const uint8_t *batch, const kr_header *h, int64_t *bad_index,
+                               int64_t *max_timestamp)
     kr_status kr_check_record_run(const uint8_t *p, const uint8_t *end, const kr_header *h,
-                                  int64_t *bad_index)
+                                  int64_t *bad_index, int64_t *max_timestamp)
     kr_status kr_restamp(uint8_t *buf, size_t len, int64_t base_offset, int32_t leader_epoch,
                          int64_t *next_offset, size_t *error_pos)
     void kr_write_header(uint8_t *p, size_t total_size, const kr_header *h)
@@ -169,6 +170,7 @@ cdef str _describe(kr_status s, Py_ssize_t pos, int64_t a, int64_t b)
 
 # What a leader checks in a compressed producer batch of `size` bytes at `batch` (position
 # `pos`): its CRC, then its records once decompressed (at most `max_plain` bytes of them, else
-# RecordTooLarge), as kr_check_records does an uncompressed batch's.
+# RecordTooLarge), as kr_check_records does an uncompressed batch's.  *max_timestamp gets the
+# records' max timestamp.
 cdef int check_compressed_records(const uint8_t *batch, Py_ssize_t size, Py_ssize_t pos,
-                                  Py_ssize_t max_plain) except -1
+                                  Py_ssize_t max_plain, int64_t *max_timestamp) except -1

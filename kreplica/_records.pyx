@@ -661,7 +661,7 @@ cdef int _decode_batch(list out, const uint8_t *batch, const kr_header *h,
 
 
 cdef int check_compressed_records(const uint8_t *batch, Py_ssize_t size, Py_ssize_t pos,
-                                  Py_ssize_t max_plain) except -1:
+                                  Py_ssize_t max_plain, int64_t *max_timestamp) except -1:
     cdef kr_header h
     cdef kr_status s
     cdef int64_t a = 0, b = 0
@@ -673,7 +673,7 @@ cdef int check_compressed_records(const uint8_t *batch, Py_ssize_t size, Py_ssiz
     _check_codec(h.attributes & KR_COMPRESSION_MASK, pos)
     plain = _gunzip(batch + KR_HEADER_SIZE, size - KR_HEADER_SIZE, max_plain, pos)
     run = <const uint8_t *>PyBytes_AS_STRING(plain)
-    s = kr_check_record_run(run, run + PyBytes_GET_SIZE(plain), &h, &a)
+    s = kr_check_record_run(run, run + PyBytes_GET_SIZE(plain), &h, &a, max_timestamp)
     if s != KR_OK:
         _raise_for(s, pos, a, 0)
     return 0
@@ -770,12 +770,12 @@ cdef class RecordBatch:
         in UTF-8 included: records() could not decode others)."""
         cdef Py_buffer b
         cdef kr_header h
-        cdef int64_t bad
+        cdef int64_t bad, max_ts
         PyObject_GetBuffer(self.data, &b, PyBUF_SIMPLE)
         try:
             if kr_check_batch(<const uint8_t *>b.buf, <size_t>b.len, 1, &h, NULL, NULL) != KR_OK:
                 return False
-            return kr_check_records(<const uint8_t *>b.buf, &h, &bad) == KR_OK
+            return kr_check_records(<const uint8_t *>b.buf, &h, &bad, &max_ts) == KR_OK
         finally:
             PyBuffer_Release(&b)
 
@@ -923,7 +923,9 @@ def scan_batches(buf, Py_ssize_t position=0, end=None, *, bint check_crc=True,
     Stops at the first torn, corrupt or zero-filled batch.  ``check_records`` adds what
     Kafka's leader checks in a producer's batch before assigning offsets in place: not a
     control batch, a nonzero record count equal to lastOffsetDelta + 1 and well-framed
-    records whose offset deltas run 0..n-1 and whose header keys are UTF-8.
+    records whose offset deltas run 0..n-1 and whose header keys are UTF-8; the
+    ``max_timestamps`` of uncompressed batches are then their records' own, whatever
+    their headers say (the leader writes those into the headers).
     """
     cdef Py_buffer b
     cdef kr_scan_result r

@@ -472,6 +472,31 @@ def test_offset_for_timestamp_steps_over_compacted_and_empty_batches(tmp_path, m
     log.close()
 
 
+def test_a_leader_gives_a_producer_batch_its_records_max_timestamp(tmp_path):
+    # The header's maxTimestamp was kept as the producer sent it: with 0 for records
+    # written now, offset_for_timestamp missed them and retention.ms deleted them at once.
+    clock = ManualClock(10_000_000)
+    log = Log.open(tmp_path / "t-0", {"retention.ms": 3_600_000, "segment.bytes": 1024}, clock=clock)
+    now = clock.now_ms()
+    honest = encode_batch([(None, b"a", None, now), (None, b"b", None, now + 1)], base_offset=0, leader_epoch=3)
+    assert log.append_batches_as_leader(_resigned(honest, max_timestamp=0), 3).max_timestamp == now + 1
+    assert bytes(log.read(0).view) == honest  # header and CRC as an honest producer's
+    assert log.offset_for_timestamp(now) == 0
+    # Too high is corrected as well, and a LogAppendTime type on a CreateTime log goes.
+    high = encode_batch([(None, b"c", None, now + 2)], base_offset=2, leader_epoch=3)
+    log.append_batches_as_leader(_resigned(high, max_timestamp=2**40), 3)
+    log.append_batches_as_leader(encode_batch([(None, b"d", None, now + 3)], attributes=0x08), 3)
+    stored = list(decode_batches(log.read(2, 1 << 20).view))
+    assert [(b.max_timestamp, b.timestamp_type, b.valid()) for b in stored] == [(now + 2, 0, True), (now + 3, 0, True)]
+    assert log.offset_for_timestamp(now + 3) == 3 and log.offset_for_timestamp(now + 4) is None
+    log.roll()
+    for _ in range(3):
+        log.append_as_leader([b"x" * 100], leader_epoch=3)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == 0 and log.log_start_offset == 0
+    log.close()
+
+
 def test_flush_messages_moves_the_recovery_point(tmp_path):
     log = Log.open(tmp_path / "t-0", {"flush.messages": 10})
     log.append_as_leader(values(5))

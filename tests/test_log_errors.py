@@ -227,16 +227,17 @@ def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(t
     log.close()
 
 
-def _gzip_of(*members: bytes, record_count: int, cut: int = 0, tail: bytes = b"") -> bytes:
+def _gzip_of(*members: bytes, record_count: int, cut: int = 0, tail: bytes = b"", max_ts: int = 1000) -> bytes:
     """A gzip producer batch of ``record_count`` records whose compressed payload is these
-    gzip members, concatenated (less ``cut`` bytes, plus ``tail``)."""
+    gzip members, concatenated (less ``cut`` bytes, plus ``tail``); its header says
+    ``max_ts`` and its base timestamp is 1000."""
     import gzip
     import struct
 
     payload = b"".join(gzip.compress(m) for m in members)
     b = bytearray(61) + payload[:len(payload) - cut] + tail
     struct.pack_into(">qiibIhiqqqhii", b, 0, 0, len(b) - 12, 0, 2, 0, 1, record_count - 1,
-                     1000, 1000, -1, -1, -1, record_count)
+                     1000, max_ts, -1, -1, -1, record_count)
     return bytes(_resign(b))
 
 
@@ -272,6 +273,17 @@ def test_every_gzip_member_of_a_batch_is_read(tmp_path, monkeypatch):
     monkeypatch.setattr(kreplica._records, "MAX_DECOMPRESSED_BYTES", len(records) - 1)
     with pytest.raises(errors.RecordTooLarge, match=f"more than {len(records) - 1} bytes"):
         decode_records(log.read(0).view)
+    log.close()
+
+
+def test_a_gzip_batch_gets_its_records_max_timestamp_too(tmp_path):
+    from kreplica.records import decode_batches, encode_batch
+
+    records = encode_batch([b"a", b"b"], timestamp_ms=1000)[61:]
+    log = Log.open(tmp_path / "t-0")
+    assert log.append_batches_as_leader(_gzip_of(records, record_count=2, max_ts=1500), 0).max_timestamp == 1000
+    stored = next(decode_batches(log.read(0).view))
+    assert stored.max_timestamp == 1000 and stored.valid()
     log.close()
 
 

@@ -12,7 +12,7 @@ from memory once.  A batch whose CRC fails stops the append; what was written of
 it is zeroed again and nothing was counted as appended, so the log is unchanged.
 Kafka does the same checks (LogValidator on the follower's records: CRC, offsets).
 """
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memset
 
@@ -20,8 +20,10 @@ import os
 
 import numpy as np
 
-from kreplica._records cimport (KR_CRC_MISMATCH, KR_END, KR_OK, check_compressed_records, kr_put_be32,
-                                kr_put_be64, kr_scan, kr_scan_free, kr_scan_result, _describe)
+from kreplica._records cimport (KR_CRC_MISMATCH, KR_END, KR_LOG_APPEND_TIME, KR_OFF_ATTRIBUTES, KR_OFF_CRC,
+                                KR_CRC_START, KR_OFF_MAX_TIMESTAMP, KR_OK, check_compressed_records,
+                                kr_be64, kr_crc32c, kr_put_be32, kr_put_be64, kr_scan, kr_scan_free,
+                                kr_scan_result, _describe)
 from kreplica import errors
 from kreplica._records import MAX_DECOMPRESSED_BYTES
 
@@ -139,6 +141,34 @@ cdef class BatchRun:
         cdef Py_ssize_t i
         for i in range(self.count):
             self.r.max_timestamps[i] = timestamp
+
+    def stamp_create_time(self, buf):
+        """Give every batch in ``buf`` (their copies, laid out as framed) whose header
+        says other than this run's max timestamp (the records' own, as a producer run
+        is framed) that max timestamp, the CreateTime type and a new CRC; returns how
+        many changed.  Kafka's leader does the same: a producer's stale or false
+        maxTimestamp would otherwise steer the time index, ListOffsets and retention."""
+        cdef Py_buffer b
+        cdef Py_ssize_t i, changed = 0
+        cdef uint8_t *p
+        PyObject_GetBuffer(buf, &b, PyBUF_WRITABLE)
+        try:
+            if b.len < self.nbytes:
+                raise ValueError(f"{b.len} bytes given, {self.nbytes} were framed")
+            with nogil:
+                for i in range(self.count):
+                    p = <uint8_t *>b.buf + self.r.positions[i]
+                    if (<int64_t>kr_be64(p + KR_OFF_MAX_TIMESTAMP) == self.r.max_timestamps[i]
+                            and not p[KR_OFF_ATTRIBUTES + 1] & KR_LOG_APPEND_TIME):
+                        continue
+                    p[KR_OFF_ATTRIBUTES + 1] &= ~KR_LOG_APPEND_TIME
+                    kr_put_be64(p + KR_OFF_MAX_TIMESTAMP, <uint64_t>self.r.max_timestamps[i])
+                    kr_put_be32(p + KR_OFF_CRC, kr_crc32c(0, p + KR_CRC_START,
+                                                          <size_t>self.r.sizes[i] - KR_CRC_START))
+                    changed += 1
+        finally:
+            PyBuffer_Release(&b)
+        return changed
 
     def positions(self):
         """Where each batch starts (numpy), for the rare paths that need them all."""
@@ -280,7 +310,8 @@ def frame_producer_append(buf, Py_ssize_t max_decompressed=MAX_DECOMPRESSED_BYTE
     acknowledged.  A compressed batch must use a codec kreplica reads (gzip; else
     UNSUPPORTED_COMPRESSION_TYPE), and its records are checked decompressed, at most
     ``max_decompressed`` bytes of them (else RECORD_TOO_LARGE).  A batch whose CRC is
-    also wrong is reported as CORRUPT_MESSAGE, as the CRC is checked first."""
+    also wrong is reported as CORRUPT_MESSAGE, as the CRC is checked first.  The run's
+    max timestamps are the records' own (see ``BatchRun.stamp_create_time``)."""
     cdef BatchRun run = frame_batches(buf, check_records=True)
     cdef Py_ssize_t i
     cdef Py_buffer b
@@ -305,7 +336,8 @@ def frame_producer_append(buf, Py_ssize_t max_decompressed=MAX_DECOMPRESSED_BYTE
         for i in range(run.count):
             p = <const uint8_t *>b.buf + run.r.positions[i]
             if p[22] & COMPRESSION_MASK:
-                check_compressed_records(p, run.r.sizes[i], run.r.positions[i], max_decompressed)
+                check_compressed_records(p, run.r.sizes[i], run.r.positions[i], max_decompressed,
+                                         &run.r.max_timestamps[i])
     finally:
         PyBuffer_Release(&b)
     return run

@@ -201,8 +201,8 @@ class LogSegment:
         checking their CRCs on the way; returns the position they went to.
 
         With ``restamp_epoch`` the copies get ``run``'s offsets (already rebased by the
-        caller) and that leader epoch in place; with ``log_append_time`` they are stamped
-        with it (LogAppendTime).  Nothing counts as appended before all of it is written
+        caller) and that leader epoch in place, and ``run``'s max timestamps (the records'
+        own, CreateTime); with ``log_append_time`` they are stamped with it (LogAppendTime).  Nothing counts as appended before all of it is written
         and checked; a bad batch raises with the segment unchanged.  The caller checked
         that they fit."""
         pos = self.size
@@ -228,6 +228,8 @@ class LogSegment:
                 raise KafkaStorageError(f"restamping batches at {pos} did not end at offset {run.last_offset}")
             if log_append_time is not None:
                 stamp_log_append_time(copy, run.positions(), log_append_time)
+            elif restamp_epoch is not None:  # a producer's batches: their max timestamps are the records'
+                run.stamp_create_time(copy)
 
     def _index_entries(self, run: BatchRun, pos: int) -> tuple:
         """The index entries for ``run`` written at ``pos`` and the running values after it
