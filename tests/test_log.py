@@ -335,6 +335,36 @@ def test_a_replacement_interrupted_before_its_rename_leaves_the_log_as_it_was(tm
         again.close()
 
 
+def test_a_damaged_batch_header_fails_reads_and_truncations_and_changes_nothing(tmp_path):
+    # The header walks took a damaged length for the end of the data: truncate_to(1)
+    # deleted the later segments, cut nothing and returned True; read(1) was answered
+    # from the next segment.  The damage lies behind the index entries, where a clean
+    # open (walking from the last entry) does not see it.
+    cfg = {"segment.bytes": 1024, "index.interval.bytes": 200}
+    log = Log.open(tmp_path / "t-0", cfg)
+    for i in range(30):
+        log.append_as_leader(values(1, i), leader_epoch=0)
+    log.close()
+    path = log.segments[0].log_file.filename
+    with open(path, "r+b") as f:
+        second = 12 + int.from_bytes(f.read(12)[8:], "big")
+        f.seek(second + 8)  # batch 1's length
+        f.write(b"\xff\xff\xff\xff")
+    log = Log.open(tmp_path / "t-0", cfg)
+    before = (log.log_end_offset, [s.base_offset for s in log.segments])
+    assert log.last_recovery == [] and len(before[1]) > 1
+    damaged = f"00000000000000000000.log: damaged batch header at position {second}:"
+    with pytest.raises(errors.KafkaStorageError, match=damaged):
+        log.truncate_to(1)
+    assert (log.log_end_offset, [s.base_offset for s in log.segments]) == before
+    with pytest.raises(errors.KafkaStorageError, match=damaged):
+        log.read(1)
+    with pytest.raises(errors.KafkaStorageError, match=damaged):
+        log.read(0, 1 << 20)  # a read spanning it
+    assert [r.offset for r in decode_records(log.read(0, 1).view)] == [0]  # what lies before it still reads
+    log.close()
+
+
 def test_truncate_fully_and_start_at(log):
     log.append_as_leader(values(10), leader_epoch=1)
     log.truncate_fully_and_start_at(500)

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from kreplica.log import Log
@@ -268,10 +269,12 @@ def test_a_log_that_recovers_short_of_its_published_start_starts_over_there(tmp_
     log.close()
 
 
-def test_a_sealed_segment_still_at_its_reserved_length_keeps_the_later_ones(tmp_path):
+@pytest.mark.parametrize("stop", ["crash", "close"])
+def test_a_sealed_segment_still_at_its_reserved_length_keeps_the_later_ones(tmp_path, stop):
     # A reader's view was alive when the segment rolled, so its file kept its reserved
-    # length: zeros after the data.  That is a clean end, not a hole: after a process
-    # crash (nothing lost) recovery keeps every later segment.
+    # length: zeros after the data.  That is a clean end, not a hole or damage: after a
+    # process crash (nothing lost) recovery keeps every later segment, and a clean open's
+    # header walk ends there.
     cfg = {"segment.bytes": 4096, "index.interval.bytes": 256}
     log = Log.open(tmp_path, cfg)
     append_range(log, 0, 20)
@@ -280,8 +283,57 @@ def test_a_sealed_segment_still_at_its_reserved_length_keeps_the_later_ones(tmp_
     assert len(log.segments) > 2
     first = log.segments[0]
     assert os.path.getsize(first.log_file.filename) > first.size   # not trimmed
-    log.crash(lose_unflushed=False)
+    log.crash(lose_unflushed=False) if stop == "crash" else log.close()
     view.release()
     log = Log.open(tmp_path, CONFIG | cfg)
     assert_prefix(log, 200, 200)
+    assert stop == "crash" or log.last_recovery == []
+    log.close()
+
+
+def _damage(path, batch_index=None, append=b""):
+    """Set the batchLength of the ``batch_index``-th batch of the .log file at ``path`` to -1,
+    or append bytes to it."""
+    data = path.read_bytes()
+    with open(path, "r+b") as f:
+        if batch_index is not None:
+            pos = 0
+            for _ in range(batch_index):
+                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+            f.seek(pos + 8)
+            f.write((-1).to_bytes(4, "big", signed=True))
+        f.seek(0, 2)
+        f.write(append)
+
+
+def test_a_damaged_header_in_a_trusted_segment_is_recovered_not_taken_for_its_end(tmp_path):
+    # A clean open walked a trusted segment's headers and took a damaged length for the
+    # end of its data: reads past it were served from the next segment, a hole in the log.
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 1 << 20}  # no index entry: walks start at 0
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 200)
+    assert len(log.segments) > 2
+    log.close()
+    _damage(tmp_path / ("%020d.log" % 0), batch_index=1)
+    log = Log.open(tmp_path, cfg)
+    assert log.last_recovery[0].error.startswith("bad batch length -1 at position ")
+    assert [s.base_offset for s in log.segments] == [0] and log.log_end_offset == 10  # no hole
+    assert_prefix(log, 200, 0)
+    log.close()
+
+
+def test_garbage_after_a_trusted_segments_data_is_cut_and_costs_no_later_segment(tmp_path):
+    # Not zeros, so not a clean end: the segment is recovered.  But its batches still reach
+    # the next segment's base, so the later (flushed) segments stay.
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 256}
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 200)
+    log.close()
+    first = tmp_path / ("%020d.log" % 0)
+    size = os.path.getsize(first)
+    _damage(first, append=b"\xff" * 100)
+    log = Log.open(tmp_path, cfg)
+    assert log.last_recovery[0].error is not None and os.path.getsize(first) == size
+    assert_prefix(log, 200, 200)
+    assert log.log_end_offset == 200
     log.close()

@@ -4,17 +4,26 @@
 Everything here reads only the fixed 61-byte v2 batch header (big-endian):
 baseOffset @0 i64, batchLength @8 i32, lastOffsetDelta @23 i32, maxTimestamp @35 i64.
 The batches were validated (CRC, framing) when they entered the log, so a walk
-trusts them; it stops at a zero or impossible length, which is how a preallocated
-tail ends.  Python calls these once per read or append, never once per record.
+trusts their contents; it ends where the data ends or at zeros, which is how a
+preallocated tail (or a sealed segment still mapped by a reader) ends.  Anything
+else where a header should start (an impossible length, a batch running past the
+end, another magic) is damage: the walk raises KafkaStorageError, which a load
+answers by recovering the segment, rather than take it for the end and serve the
+next segment's batches as this one's.  Python calls these once per read or
+append, never once per record.
 """
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uint8_t
 from libc.string cimport memset
 
 import numpy as np
 
+from kreplica import errors
+
 cdef enum:
     HEADER_SIZE = 61
     LOG_OVERHEAD = 12
+    MAGIC_AT = 16
+    MAX_BATCH_LENGTH = 0x7FFFFFFF - LOG_OVERHEAD  # a batch's whole size fits an int32
 
 
 cdef inline int64_t _be64(const uint8_t* p) noexcept nogil:
@@ -35,14 +44,28 @@ cdef inline int64_t _beu32(const uint8_t* p) noexcept nogil:
 
 
 
+cdef inline bint _zeros(const uint8_t* p, int64_t n) noexcept nogil:
+    cdef int64_t i
+    for i in range(n):
+        if p[i]:
+            return False
+    return True
+
+
 cdef inline int64_t _batch_size(const uint8_t* p, int64_t pos, int64_t end) noexcept nogil:
-    """Total bytes of the batch at ``pos``, or 0 if no whole batch starts there."""
-    if end - pos < HEADER_SIZE:
-        return 0
-    cdef int64_t length = _be32(p + pos + 8)
-    if length < HEADER_SIZE - LOG_OVERHEAD or pos + LOG_OVERHEAD + length > end:
-        return 0
-    return LOG_OVERHEAD + length
+    """Total bytes of the batch at ``pos``; 0 where the data ends (``end``, or zeros
+    where the header would be); -1 when anything else is there."""
+    cdef int64_t length
+    if end - pos >= HEADER_SIZE:
+        length = _be32(p + pos + 8)
+        if (HEADER_SIZE - LOG_OVERHEAD <= length <= MAX_BATCH_LENGTH and pos + LOG_OVERHEAD + length <= end
+                and p[pos + MAGIC_AT] == 2):
+            return LOG_OVERHEAD + length
+    return 0 if _zeros(p + pos, min(end - pos, <int64_t>HEADER_SIZE)) else -1
+
+
+cdef int _damaged(int64_t pos) except -1:
+    raise errors.KafkaStorageError(f"damaged batch header at position {pos}: neither a batch nor zeros")
 
 
 def index_slot(const uint8_t[::1] buf, Py_ssize_t entries, int entry_bytes, int key_bytes,
@@ -84,17 +107,19 @@ def find_batch(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t target_
     """``(position, base_offset)`` of the first batch from ``pos`` whose last offset is
     >= ``target_offset``; ``(end_of_batches, -1)`` when there is none."""
     cdef const uint8_t* p = &buf[0]
-    cdef int64_t size, base = -1
+    cdef int64_t size = 0, base = -1
     with nogil:
         while True:
             size = _batch_size(p, pos, end)
-            if size == 0:
+            if size <= 0:
                 base = -1
                 break
             base = _be64(p + pos)
             if base + _be32(p + pos + 23) >= target_offset:
                 break
             pos += size
+    if size < 0:
+        _damaged(pos)
     return pos, base
 
 
@@ -106,7 +131,7 @@ def span_batches(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t max_b
     included, however large (KIP-74), so a consumer can never be stuck behind one batch
     bigger than its limit."""
     cdef const uint8_t* p = &buf[0]
-    cdef int64_t start = pos, size
+    cdef int64_t start = pos, size = 0
     with nogil:
         while True:
             # Stop before touching the next header when not even an empty batch would fit:
@@ -115,11 +140,13 @@ def span_batches(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t max_b
             if pos > start and pos - start + HEADER_SIZE > max_bytes:
                 break
             size = _batch_size(p, pos, end)
-            if size == 0 or _be64(p + pos) + _be32(p + pos + 23) >= max_offset:
+            if size <= 0 or _be64(p + pos) + _be32(p + pos + 23) >= max_offset:
                 break
             if pos > start and pos + size - start > max_bytes:
                 break
             pos += size
+    if size < 0:
+        _damaged(pos)
     return pos
 
 
@@ -127,17 +154,19 @@ def find_timestamp(const uint8_t[::1] buf, int64_t pos, int64_t end, int64_t tim
     """``(position, base_offset, last_offset)`` of the first batch from ``pos`` whose max
     timestamp is >= ``timestamp``; base_offset -1 when there is none."""
     cdef const uint8_t* p = &buf[0]
-    cdef int64_t size, base = -1, last = -1
+    cdef int64_t size = 0, base = -1, last = -1
     with nogil:
         while True:
             size = _batch_size(p, pos, end)
-            if size == 0:
+            if size <= 0:
                 break
             if _be64(p + pos + 35) >= timestamp:
                 base = _be64(p + pos)
                 last = base + _be32(p + pos + 23)
                 break
             pos += size
+    if size < 0:
+        _damaged(pos)
     return pos, base, last
 
 
@@ -145,11 +174,11 @@ def walk_to_end(const uint8_t[::1] buf, int64_t pos, int64_t end):
     """From a batch boundary, walk every header: ``(end_position, last_offset, max_timestamp,
     offset_of_max_timestamp)``; last_offset -1 and timestamps -1 when no batch follows."""
     cdef const uint8_t* p = &buf[0]
-    cdef int64_t size, last = -1, ts, max_ts = -1, off_max = -1
+    cdef int64_t size = 0, last = -1, ts, max_ts = -1, off_max = -1
     with nogil:
         while True:
             size = _batch_size(p, pos, end)
-            if size == 0:
+            if size <= 0:
                 break
             last = _be64(p + pos) + _be32(p + pos + 23)
             ts = _be64(p + pos + 35)
@@ -157,6 +186,8 @@ def walk_to_end(const uint8_t[::1] buf, int64_t pos, int64_t end):
                 max_ts = ts
                 off_max = last
             pos += size
+    if size < 0:
+        _damaged(pos)
     return pos, last, max_ts, off_max
 
 

@@ -199,25 +199,28 @@ class Log:
         saved = self._rp_file.read_entries()
         rp = recovery_point if recovery_point is not None else (saved[0] if saved else 0)
         # Segments before the one holding the recovery point were flushed: trusted.
-        dirty_from = len(bases) if clean else max(bisect.bisect_right(bases, rp) - 1, 0)
+        flushed = dirty_from = len(bases) if clean else max(bisect.bisect_right(bases, rp) - 1, 0)
         for i, base in enumerate(bases):
             if i < dirty_from:
                 try:
                     self._add(LogSegment.load(self.dir, base, self.config, self._clock.now_ms()))
                     continue
                 except KafkaStorageError:
-                    dirty_from = i  # its index does not match its data: rebuild from here
+                    dirty_from = i  # its index or a batch header is damaged: rebuild from here
                     clean = False
             seg = LogSegment(self.dir, base, self.config, self._clock.now_ms())
             result = seg.recover()
             self.last_recovery.append(result)
             self._add(seg)
-            if result.error is not None or (i + 1 < len(bases) and seg.next_offset != bases[i + 1]):
+            hole = i + 1 < len(bases) and seg.next_offset != bases[i + 1]
+            if hole or (result.error is not None and i >= flushed):
                 # Cut at a bad batch, or short of where the next segment starts (its tail
                 # read back as zeros after a power loss): the later segments, all written
                 # after the last flush, can no longer follow on contiguously.  (A sealed
                 # segment may end in zeros legitimately: one trimmed while a reader still
-                # mapped it keeps its reserved length.)
+                # mapped it keeps its reserved length.)  A flushed segment recovered only
+                # because a header in it was found damaged keeps the later, flushed ones
+                # unless the cut left a hole: garbage past its data costs nothing else.
                 for later in bases[i + 1:]:
                     LogSegment(self.dir, later, self.config, 0).delete()
                 break
@@ -512,6 +515,7 @@ class Log:
             self.truncate_fully_and_start_at(offset)
             return True
         keep = bisect.bisect_right(self._bases, offset)
+        self._segments[keep - 1].truncation_point(offset)  # a damaged header raises before a segment goes
         for seg in self._segments[keep:]:
             seg.delete()
         del self._segments[keep:], self._bases[keep:]

@@ -114,7 +114,10 @@ class LogSegment:
         if mm is None:
             self.size, self.next_offset = 0, self.base_offset
             return
-        end, last, max_ts, off_max = walk_to_end(mm, from_position, length)
+        try:
+            end, last, max_ts, off_max = walk_to_end(mm, from_position, length)
+        except KafkaStorageError as e:
+            raise self._damage(e) from None
         self.size = end
         self.bytes_since_index_entry = end - from_position
         if last >= 0:
@@ -286,10 +289,13 @@ class LogSegment:
         pos = self._recent.get(offset)
         if pos is None:
             _, pos = self.offset_index.lookup(offset)
-        pos, base = find_batch(mm, pos, self.size, offset)
-        if base < 0 or base >= max_offset:
-            return None
-        end = span_batches(mm, pos, self.size, max_bytes, max_offset)
+        try:
+            pos, base = find_batch(mm, pos, self.size, offset)
+            if base < 0 or base >= max_offset:
+                return None
+            end = span_batches(mm, pos, self.size, max_bytes, max_offset)
+        except KafkaStorageError as e:  # damage: never the end of the data, or the next segment's
+            raise self._damage(e) from None
         if end == pos:
             return None
         if prefault:
@@ -302,7 +308,10 @@ class LogSegment:
         if mm is None:
             return 0, -1
         _, pos = self.offset_index.lookup(offset)
-        return find_batch(mm, pos, self.size, offset)
+        try:
+            return find_batch(mm, pos, self.size, offset)
+        except KafkaStorageError as e:
+            raise self._damage(e) from None
 
     def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(position, base offset)`` of the first batch whose max timestamp >= ``timestamp``."""
@@ -311,20 +320,42 @@ class LogSegment:
             return None
         _, offset = self.time_index.lookup(timestamp)
         pos, _ = self.position_of(offset)
-        pos, base, _ = find_timestamp(mm, pos, self.size, timestamp)
+        try:
+            pos, base, _ = find_timestamp(mm, pos, self.size, timestamp)
+        except KafkaStorageError as e:
+            raise self._damage(e) from None
         return (pos, base) if base >= 0 else None
 
+    def _damage(self, e: KafkaStorageError) -> KafkaStorageError:
+        """A header walk's KafkaStorageError (a damaged header), naming this segment's file."""
+        return KafkaStorageError(f"{self.log_file.filename}: {e.message}")
+
     # -- truncation, flush, close --------------------------------------------------------
+
+    def truncation_point(self, offset: int) -> tuple[int, int]:
+        """``(position, base offset)`` where ``truncate_to(offset)`` cuts (base -1: nothing
+        to cut), once every header that truncation walks was found sound: a damaged one
+        raises KafkaStorageError here, before anything changed."""
+        pos, base = self.position_of(offset)
+        if base >= 0:
+            _, tail_from = self.offset_index.lookup(base - 1)  # where the new tail is walked from
+            try:
+                walk_to_end(self.log_file.map(self.size), tail_from, pos)
+            except KafkaStorageError as e:
+                raise self._damage(e) from None
+        return pos, base
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and all after it; returns the bytes dropped.
 
         Only the active (writable) segment is truncated; the dropped bytes are zeroed,
         or, while a reader's view may still show them, left to that view in the old
-        file (``MappedFile.cut_for_write``).
+        file (``MappedFile.cut_for_write``).  A damaged batch header on the way raises
+        KafkaStorageError with nothing changed (it was taken for the end of the data,
+        and the truncation reported done while nothing was cut).
         """
+        pos, base = self.truncation_point(offset)
         self.activate()
-        pos, base = self.position_of(offset)
         if base < 0:
             return 0
         dropped = self.size - pos
