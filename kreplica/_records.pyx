@@ -14,7 +14,8 @@ from cpython.buffer cimport (PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
 from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize,
                             PyBytes_GET_SIZE)
 from cpython.ref cimport PyObject
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.sequence cimport PySequence_Fast_GET_ITEM, PySequence_Fast_GET_SIZE
 from cpython.tuple cimport PyTuple_Check, PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint32_t
@@ -228,80 +229,93 @@ cdef inline Py_ssize_t _bytes_size(Py_ssize_t n) noexcept:
     return kr_varint_size(n) + (n if n > 0 else 0)
 
 
-cdef tuple _normal_headers(object headers, Py_ssize_t index):
-    """``headers`` read once, as an exact tuple of exact ``(str, bytes | None)`` tuples.
+cdef inline bint _exact_pair(PyObject *h) noexcept:
+    """An exact (exact str, exact bytes | None) tuple: reading it runs no Python code."""
+    cdef PyObject *v
+    if not PyTuple_CheckExact(<object>h) or PyTuple_GET_SIZE(<object>h) != 2:
+        return False
+    v = PyTuple_GET_ITEM(<object>h, 1)
+    return (PyUnicode_CheckExact(<object>PyTuple_GET_ITEM(<object>h, 0))
+            and (v == <PyObject *>None or PyBytes_CheckExact(<object>v)))
 
-    Both the size and the bytes written come from this one snapshot: a list or pair
-    subclass whose iteration or indexing says something else the next time (or a value
-    that is not bytes) could otherwise make the write pass copy more than was measured."""
+
+cdef object _normal_headers(object headers, Py_ssize_t index):
+    """``headers`` read once, as an exact list or tuple of exact ``(str, bytes | None)``
+    tuples: ``headers`` itself when it is one (the common case, no copy), else a tuple
+    made from one iteration of it, from each pair's items.
+
+    Each encoding pass both sizes and writes a record's headers from what this returns,
+    with no Python code running in between: a list or pair subclass whose iteration or
+    unpacking says something else the next time (or a value that is not bytes) made the
+    write copy more than was measured."""
     cdef Py_ssize_t i, n
-    cdef bint exact = True
     cdef object h, k, v
-    if not isinstance(headers, (list, tuple)):
+    if PyList_CheckExact(headers) or PyTuple_CheckExact(headers):
+        for i in range(PySequence_Fast_GET_SIZE(headers)):
+            if not _exact_pair(PySequence_Fast_GET_ITEM(headers, i)):
+                break
+        else:
+            return headers
+    elif not isinstance(headers, (list, tuple)):
         raise TypeError(f"record {index}: headers must be a list or tuple of (str, bytes) "
                         f"pairs, not {type(headers).__name__}")
     cdef tuple snapshot = tuple(headers)  # one iteration, whatever the type's __iter__ does
     n = PyTuple_GET_SIZE(snapshot)
+    pairs = []
     for i in range(n):
         h = <object>PyTuple_GET_ITEM(snapshot, i)
         if not PyTuple_Check(h) or PyTuple_GET_SIZE(h) != 2:
             raise TypeError(f"record {index}: a header is a (str, bytes) pair, got {h!r}")
-        k = <object>PyTuple_GET_ITEM(h, 0)
+        k = <object>PyTuple_GET_ITEM(h, 0)  # the pair's items, not what its __iter__ says
         v = <object>PyTuple_GET_ITEM(h, 1)
         if not PyUnicode_Check(k):
             raise TypeError(f"record {index}: header key must be str, not {type(k).__name__}")
         if v is not None and not PyBytes_CheckExact(v):
             raise TypeError(f"record {index}: header value must be bytes or None, "
                             f"not {type(v).__name__}")
-        if not PyTuple_CheckExact(h) or not PyUnicode_CheckExact(k):
-            exact = False
-    if exact:
-        return snapshot
-    pairs = []
-    for i in range(n):
-        h = <object>PyTuple_GET_ITEM(snapshot, i)
-        pairs.append((PyUnicode_FromObject(<object>PyTuple_GET_ITEM(h, 0)),
-                      <object>PyTuple_GET_ITEM(h, 1)))
+        pairs.append((PyUnicode_FromObject(k), v))
     return tuple(pairs)
 
 
-cdef Py_ssize_t _headers_size(tuple headers) except -1:
+cdef Py_ssize_t _headers_size(object headers) except -1:
     """Encoded bytes of headers from _normal_headers (their count not included)."""
     cdef Py_ssize_t total = 0, klen, i
-    cdef object h, v
-    for i in range(PyTuple_GET_SIZE(headers)):
-        h = <object>PyTuple_GET_ITEM(headers, i)
-        PyUnicode_AsUTF8AndSize(<object>PyTuple_GET_ITEM(h, 0), &klen)
-        v = <object>PyTuple_GET_ITEM(h, 1)
-        total += _bytes_size(klen) + (1 if v is None else _bytes_size(PyBytes_GET_SIZE(v)))
+    cdef PyObject *h
+    cdef PyObject *v
+    for i in range(PySequence_Fast_GET_SIZE(headers)):
+        h = PySequence_Fast_GET_ITEM(headers, i)
+        PyUnicode_AsUTF8AndSize(<object>PyTuple_GET_ITEM(<object>h, 0), &klen)
+        v = PyTuple_GET_ITEM(<object>h, 1)
+        total += _bytes_size(klen) + (1 if v == <PyObject *>None else _bytes_size(PyBytes_GET_SIZE(<object>v)))
     return total
 
 
-cdef uint8_t *_put_headers(uint8_t *p, const uint8_t *limit, tuple headers) except NULL:
+cdef uint8_t *_put_headers(uint8_t *p, const uint8_t *limit, object headers) except NULL:
     """Writes headers from _normal_headers at p, never past limit."""
     cdef Py_ssize_t klen, vlen, i
     cdef const char *kp
-    cdef object h, v
-    for i in range(PyTuple_GET_SIZE(headers)):
-        h = <object>PyTuple_GET_ITEM(headers, i)
-        kp = PyUnicode_AsUTF8AndSize(<object>PyTuple_GET_ITEM(h, 0), &klen)
-        v = <object>PyTuple_GET_ITEM(h, 1)
-        vlen = -1 if v is None else PyBytes_GET_SIZE(v)
+    cdef PyObject *h
+    cdef PyObject *v
+    for i in range(PySequence_Fast_GET_SIZE(headers)):
+        h = PySequence_Fast_GET_ITEM(headers, i)
+        kp = PyUnicode_AsUTF8AndSize(<object>PyTuple_GET_ITEM(<object>h, 0), &klen)
+        v = PyTuple_GET_ITEM(<object>h, 1)
+        vlen = -1 if v == <PyObject *>None else PyBytes_GET_SIZE(<object>v)
         if _bytes_size(klen) + _bytes_size(vlen) > limit - p:
             raise RuntimeError("the headers changed while they were being encoded")
         p = kr_put_varint(p, klen)
         memcpy(p, kp, klen)
         p = kr_put_varint(p + klen, vlen)
         if vlen > 0:
-            memcpy(p, PyBytes_AS_STRING(v), vlen)
+            memcpy(p, PyBytes_AS_STRING(<object>v), vlen)
             p += vlen
     return p
 
 
 cdef inline Py_ssize_t _body_size(_Item *it, Py_ssize_t index, int64_t ts_delta,
-                                  tuple headers) except -1:
+                                  object headers) except -1:
     return (1 + kr_varint_size(ts_delta) + kr_varint_size(index) + _bytes_size(it.key.len)
-            + _bytes_size(it.value.len) + kr_varint_size(PyTuple_GET_SIZE(headers))
+            + _bytes_size(it.value.len) + kr_varint_size(PySequence_Fast_GET_SIZE(headers))
             + _headers_size(headers))
 
 
@@ -351,8 +365,7 @@ cdef Py_ssize_t _measure(list items, int64_t default_ts, int64_t *base_ts,
                          int64_t *max_ts) except -1:
     cdef Py_ssize_t n = len(items), i, body, total = KR_HEADER_SIZE
     cdef PyObject *item
-    cdef object held
-    cdef tuple headers
+    cdef object held, headers
     cdef _Field key, value
     cdef _Item it
     if n == 0:
@@ -392,8 +405,7 @@ cdef Py_ssize_t _write(uint8_t *dst, Py_ssize_t size, list items, int64_t defaul
     """Writes records then the header into dst[0:size] (size from _measure)."""
     cdef Py_ssize_t n = len(items), i, body
     cdef PyObject *item
-    cdef object held
-    cdef tuple headers
+    cdef object held, headers
     cdef _Field key, value
     cdef uint8_t *p = dst + KR_HEADER_SIZE
     cdef uint8_t *limit = dst + size
@@ -438,7 +450,7 @@ cdef Py_ssize_t _write(uint8_t *dst, Py_ssize_t size, list items, int64_t defaul
             if it.value.len > 0:
                 memcpy(p, it.value.ptr, it.value.len)
                 p += it.value.len
-            p = _put_headers(kr_put_varint(p, PyTuple_GET_SIZE(headers)), limit, headers)
+            p = _put_headers(kr_put_varint(p, PySequence_Fast_GET_SIZE(headers)), limit, headers)
         finally:
             _item_close(&it)
     if p != limit:
