@@ -861,3 +861,27 @@ def test_a_segment_rolls_before_a_relative_offset_passes_int_max(tmp_path):
     log.append_as_follower(gapped(2**31, 0))
     assert [s.base_offset for s in log.segments] == [0, 2**31]
     log.close()
+
+
+def test_one_follower_append_spanning_more_than_a_segment_may_rolls_inside_it(tmp_path):
+    # All of one append went into one segment, however many offsets it spanned: relative
+    # offsets past what a segment holds, and recovery after a crash cut flushed batches.
+    big = 2**31 - 1  # the widest a batch's own offsets can be
+    batches = [_resigned(encode_batch([b"v"], base_offset=base, timestamp_ms=1), last_offset_delta=delta)
+               for base, delta in ((0, big), (big + 1, big), (2 * big + 2, big), (3 * big + 3, 0))]
+    log = Log.open(tmp_path / "t-0", {})
+    info = log.append_as_follower(b"".join(batches))
+    assert (info.first_offset, info.last_offset, info.num_batches) == (0, 3 * big + 3, 4)
+    assert [s.base_offset for s in log.segments] == [0, big + 1, 2 * big + 2, 3 * big + 3]
+    log.flush()
+    log.crash()
+    log = Log.open(tmp_path / "t-0", {})
+    assert log.log_end_offset == 3 * big + 4 and all(r.error is None for r in log.last_recovery)
+    # A bad CRC anywhere still refuses the whole append, with nothing appended.
+    bad = bytearray(encode_batch([b"w"], base_offset=3 * big + 4 + big + 1, timestamp_ms=1))
+    bad[-1] ^= 1
+    with pytest.raises(errors.CorruptMessage, match="crc mismatch"):
+        log.append_as_follower(_resigned(encode_batch([b"v"], base_offset=3 * big + 4), last_offset_delta=big)
+                               + bytes(bad))
+    assert log.log_end_offset == 3 * big + 4 and len(log.segments) == 4
+    log.close()

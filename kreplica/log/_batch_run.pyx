@@ -102,6 +102,19 @@ cdef class BatchRun:
                 return i
         return -1
 
+    def segment_starts(self, int64_t max_relative):
+        """Positions of the batches (after the first) that must start a new segment for no
+        batch to end more than ``max_relative`` offsets past its segment's base, when each
+        segment starts at a batch's base offset.  Empty for any run with no wide gaps."""
+        out = []
+        cdef Py_ssize_t i
+        cdef int64_t base = self.r.base_offsets[0] if self.count else 0
+        for i in range(1, self.count):
+            if self.r.last_offsets[i] - base > max_relative:
+                out.append(self.r.positions[i])
+                base = self.r.base_offsets[i]
+        return out
+
     def batch_offsets(self, Py_ssize_t i):
         """``(base offset, last offset)`` of batch ``i``."""
         if not 0 <= i < self.count:

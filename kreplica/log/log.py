@@ -39,9 +39,9 @@ from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
 from .log_dir import (CLEAN_SHUTDOWN, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock,
                       segment_bases)
-from ._batch_run import BatchRun, frame_append, frame_producer_append
+from ._batch_run import BatchRun, frame_append, frame_batches, frame_producer_append
 from ._segment import stamp_log_append_time
-from .log_segment import LogSegment, RecoveryResult
+from .log_segment import MAX_RELATIVE_OFFSET, LogSegment, RecoveryResult
 from .mapped_file import zero_tail
 
 # ListOffsets' special timestamps.
@@ -368,7 +368,22 @@ class Log:
         i = run.first_gap()
         if i >= 0:
             raise InvalidRecord(f"batch {i} starts at {run.batch_offsets(i)[0]}, expected {run.batch_offsets(i - 1)[1] + 1}")
+        if run.last_offset - run.base_offset > MAX_RELATIVE_OFFSET:
+            return self._append_in_segments(data, run)
         return self._append_run(data, run, None)
+
+    def _append_in_segments(self, data: memoryview, run: BatchRun) -> LogAppendInfo:
+        """A follower's batches spanning more offsets than one segment may (offset gaps,
+        as compaction leaves them): each piece that fits goes to a segment of its own,
+        rolled at its first batch, as Kafka rolls rather than overflow a relative offset.
+        All CRCs are checked first, so a bad batch still leaves the log unchanged."""
+        checked = frame_batches(data, check_crc=True)
+        if checked.error is not None:
+            raise CorruptMessage(checked.error)
+        cuts = [0, *run.segment_starts(MAX_RELATIVE_OFFSET), len(data)]
+        pieces = [self._append_run(data[a:b], frame_append(data[a:b]), None) for a, b in zip(cuts, cuts[1:])]
+        return LogAppendInfo(run.base_offset, run.last_offset, max(p.max_timestamp for p in pieces),
+                             sum(p.num_records for p in pieces), run.count, len(data), self._log_start)
 
     def _frame(self, data: memoryview, frame: Callable[[Any], BatchRun]) -> BatchRun:
         """Walk the batch headers (framing; CRCs are checked while copying) and check sizes."""
