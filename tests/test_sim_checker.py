@@ -697,3 +697,28 @@ def test_records_consumers_read_and_an_unclean_election_then_removed_are_counted
     rows = dict(summary.rows())
     assert rows["consumed batches then lost (counted, attributed)"] == str(len(r.superseded_reads))
     assert summary.to_dict()["superseded_reads"] == {"unclean-election": len(r.superseded_reads)}
+
+
+def test_a_read_from_a_deposed_leader_of_what_a_power_loss_superseded_is_that_loss_counted(make):
+    """Swarm gc-pause-chaos seed 18087: leader 4 (epoch 1, ISR [4, 3]) committed a, then
+    paused; broker 3 lost a in a power loss and, 4's session gone, was elected cleanly
+    from ISR [3] with an empty log (epoch 2: a superseded, cause power loss).  Resumed
+    and not yet told, 4 served a to a consumer as committed.  That read is the power
+    loss seen late, counted with it, not a consumer seeing a committed record vanish."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 1, isr=(4, 3))
+    base, last, crc = append(old, [b"a"], 1)
+    c.observe(4, "t-0", old, None)            # epoch 1: a committed
+    c.on_power_loss(3, "t-0", 0)              # broker 3 drops everything from offset 0
+    new = make("new", Role.LEADER, 2, isr=(3,))
+    c.observe(3, "t-0", new, None)            # epoch 2, clean, empty: a superseded
+    assert c.violation is None
+    c.on_consume("t-0", [(base, last, 1, crc)], high_watermark=1, leader=4)
+    assert c.violation is None, c.violation.describe()
+    assert [(r.offset, r.cause) for r in c.superseded_reads] == [(0, "power-loss")]
+    # An ack from the deposed leader there is still a finding after a clean election.
+    c.on_ack("t-0", base, last, crc, -1, 2, leader=4)
+    later = make("later", Role.LEADER, 2, isr=(3,))
+    append(later, [b"b"], 2)
+    c.observe(3, "t-0", later, None)
+    assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST

@@ -292,17 +292,24 @@ class Checker:
         m.acked[base] = Ack(last, crc, self._now(), isr_size)
 
     @staticmethod
-    def _superseded_under(m: PartitionModel, leader: int | None) -> tuple[int, str] | None:
-        """(from offset, cause) of what later unclean elections superseded of the history
-        ``leader`` (not the newest leader) served in the last epoch it was seen leading."""
+    def _superseded_under(m: PartitionModel, leader: int | None,
+                          unclean_only: bool = True) -> tuple[int, str] | None:
+        """(from offset, cause) of what later elections (unclean ones only, by default)
+        superseded of the history ``leader`` (not the newest leader) served in the last
+        epoch it was seen leading."""
         if leader is None or leader == m.leader or not m.superseded:
             return None
         led = [e for e, b in m.leaders.items() if b == leader]
-        return m.superseded_for(max(led), unclean_only=True) if led else None
+        return m.superseded_for(max(led), unclean_only=unclean_only) if led else None
 
     def on_consume(self, tp: str, batches: list[Fingerprint], high_watermark: int, leader: int) -> None:
         m = self.model(tp)
-        gone = self._superseded_under(m, leader)
+        # A deposed leader not yet told serves what it had committed.  Where a later
+        # election superseded that history, by any cause, a read of it is that loss seen
+        # late, counted with it: the zombie cannot commit anew there (after a clean
+        # election its ISR shrink is fenced), so what it serves was committed before.
+        # (Acks are stricter, on_ack: after a clean election a zombie's ack is a finding.)
+        gone = self._superseded_under(m, leader, unclean_only=False)
         for base, last, _epoch, crc in batches:
             self.consumed_batches += 1
             if last >= high_watermark:
@@ -310,7 +317,8 @@ class Checker:
                           f"consumer got offsets {base}..{last} beyond the HW {high_watermark}")
                 return
             if gone is not None and base >= gone[0]:
-                continue  # a deposed leader's superseded history: gone with its acks (on_ack)
+                self.superseded_reads.append(CountedLoss(tp, base, gone[1], leader, m.epoch, self._now()))
+                continue
             known = m.canon.get(base)
             if known is not None and (known[0], known[2]) != (last, crc):
                 self.fail(Invariant.CONSUMED_RECORD_VANISHED, tp, leader,
