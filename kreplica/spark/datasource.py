@@ -15,12 +15,13 @@ epoch, a long, so rows equal the log exactly and pushdown compares integers.
 
 Theory of operation
 -------------------
-Planning (driver side) reads only small files: the directory listing, each
+Planning (driver side) reads mostly small files: the directory listing, each
 segment's sparse ``.index`` and ``.timeindex`` (see :mod:`kreplica.spark.log_files`)
-and ``replication-offset-checkpoint`` for the high watermark.  It never scans
-record data.  Each input partition is a byte range of one segment, cut at
-offset-index positions (which are batch starts) when ``max_partition_bytes`` is
-set, and clipped by the pushed-down partition, offset and timestamp filters.
+and ``replication-offset-checkpoint`` for the high watermark.  Of the record data
+it reads one batch per segment, to check the index there.  Each input partition is
+the offset range of one segment, cut at offset-index entries (batch starts)
+when ``max_partition_bytes`` is set, and clipped by the pushed-down partition,
+offset and timestamp filters.
 
 Reading (executor side) preads the range, validates it with the native
 :func:`kreplica.records.scan_batches` (CRC and framing in C), decodes the kept

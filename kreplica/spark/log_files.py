@@ -7,11 +7,20 @@ so this module reads only directory listings, the sparse ``.index`` and
 touched only to find a log end offset for uncommitted streaming.
 
 Index semantics relied on (Kafka's ``LogSegment.append``): an ``.index`` entry
-maps some offset of a batch to that batch's start position, and a
-``.timeindex`` entry ``(T, o)`` says that every record at an offset <= ``o``
+``(o, p)`` says the batch whose base offset is ``o`` starts at position ``p``,
+and a ``.timeindex`` entry ``(T, o)`` says that every record at an offset <= ``o``
 has a timestamp <= ``T`` (it records the running maximum).  Both files may be
-preallocated with zeros: only the strictly increasing prefix is used.  Index
-data only ever narrows what is read; the reader validates every byte it uses.
+preallocated with zeros: only the strictly increasing prefix is used.
+
+The index files are hints, never the truth.  On a live broker a truncation
+only lowers the entry count the log keeps in memory: the old entries stay on
+disk past it, still increasing, naming batches that were replaced.  So an
+offset-index entry is believed only up to the last one whose position really
+holds a batch with its base offset (one header read while the last entry checks
+out, as it does unless the log was truncated while open).  A time-index entry
+cannot be checked that way, so time pruning uses only index files trimmed to
+their entries, as a segment is when rolled or closed.  Readers check the
+position they start from again (:mod:`kreplica.spark.segment_reader`).
 """
 from __future__ import annotations
 
@@ -23,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..log.checkpoints import OffsetCheckpointFile
-from .segment_reader import SegmentSlice, last_valid_offset
+from .segment_reader import DataEnd, SegmentSlice, batch_base_at, data_end
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 HW_CHECKPOINT = "replication-offset-checkpoint"
@@ -48,12 +57,62 @@ def _increasing_prefix(keys: np.ndarray) -> int:
     return int(breaks[0]) + 1 if len(breaks) else len(keys)
 
 
-def _read_entries(path: Path, dtype: np.dtype) -> np.ndarray:
+def _index_prefix(path: Path, dtype: np.dtype, keys: tuple[str, ...]) -> tuple[np.ndarray, bool]:
+    """The leading entries of an index file whose ``keys`` all strictly increase, and
+    whether the file holds nothing else (it was trimmed).  Reads only as far as the
+    entries go: a live segment's index is preallocated, megabytes of zeros."""
     try:
-        raw = path.read_bytes()
+        f = open(path, "rb")
     except FileNotFoundError:
-        return np.zeros(0, dtype)
-    return np.frombuffer(raw, dtype, count=len(raw) // dtype.itemsize)
+        return np.zeros(0, dtype), True
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        total = size // dtype.itemsize
+        count = min(total, 4096)
+        while True:
+            raw = os.pread(f.fileno(), count * dtype.itemsize, 0)
+            e = np.frombuffer(raw, dtype, count=len(raw) // dtype.itemsize)
+            n = min(_increasing_prefix(e[k]) for k in keys)
+            if n < len(e) or len(e) >= total:
+                break
+            count = min(total, count * 8)
+    return e[:n], n == total and size % dtype.itemsize == 0
+
+
+def _believed(log_path: str, offsets: np.ndarray, positions: np.ndarray) -> int:
+    """How many leading offset-index entries to believe: up to the last whose
+    position holds a valid batch with the entry's base offset."""
+    n = len(offsets)
+    if not n:
+        return 0
+    with open(log_path, "rb") as f:
+        fd = f.fileno()
+        if batch_base_at(fd, int(positions[-1])) == offsets[-1]:
+            return n
+        # Entries left by a truncation mostly point past the data, into zeros or
+        # beyond the file: bisect those away, then walk back to an entry that checks
+        # out.  Zeros inside the data can only make this stop early, believing less.
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if any(os.pread(fd, 12, int(positions[mid]))):
+                lo = mid + 1
+            else:
+                hi = mid
+        for i in range(lo - 1, -1, -1):
+            if batch_base_at(fd, int(positions[i])) == offsets[i]:
+                return i + 1
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHints:
+    """What a segment's index files may be trusted for (see the module docstring)."""
+
+    offsets: np.ndarray  # base offsets of batches, increasing
+    positions: np.ndarray  # where those batches start
+    timestamps: np.ndarray  # time-index entries usable for pruning (empty if none are)
+    timestamp_offsets: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,71 +123,90 @@ class SegmentFiles:
     base_offset: int
     next_base_offset: int | None  # None for the active (last) segment
 
-    def offset_index(self) -> tuple[np.ndarray, np.ndarray]:
-        """(absolute offsets, batch positions) of the valid ``.index`` entries."""
-        e = _read_entries(Path(self.log_path).with_suffix(".index"), _OFFSET_ENTRY)
-        n = min(_increasing_prefix(e["rel"]), _increasing_prefix(e["pos"]))
+    def hints(self) -> IndexHints:
+        e, trimmed = _index_prefix(Path(self.log_path).with_suffix(".index"), _OFFSET_ENTRY, ("rel", "pos"))
         # A lone first entry (0, 0) is a real entry only in a non-empty segment;
         # either way it names position 0, which is always a batch start.
-        return e["rel"][:n].astype(np.int64) + self.base_offset, e["pos"][:n].astype(np.int64)
+        offsets = e["rel"].astype(np.int64) + self.base_offset
+        positions = e["pos"].astype(np.int64)
+        believed = _believed(self.log_path, offsets, positions)
+        t, t_trimmed = _index_prefix(Path(self.log_path).with_suffix(".timeindex"), _TIME_ENTRY, ("ts",))
+        if len(t) == 1 and t["ts"][0] == 0 and t["rel"][0] == 0:
+            t = t[:0]  # an all-zero preallocated file
+        # Trimmed files (nothing past the entries) cannot hold stale entries.
+        if not (trimmed and t_trimmed and believed == len(e)):
+            t = t[:0]
+        return IndexHints(offsets[:believed], positions[:believed], t["ts"].astype(np.int64),
+                          t["rel"].astype(np.int64) + self.base_offset)
+
+    def offset_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(absolute base offsets, batch positions) of the believed ``.index`` entries."""
+        h = self.hints()
+        return h.offsets, h.positions
 
     def time_index(self) -> tuple[np.ndarray, np.ndarray]:
-        """(max timestamp so far, absolute offset) of the valid ``.timeindex`` entries."""
-        e = _read_entries(Path(self.log_path).with_suffix(".timeindex"), _TIME_ENTRY)
-        n = _increasing_prefix(e["ts"])
-        if n and e["ts"][0] == 0 and e["rel"][0] == 0 and (n == 1 or len(e) == 1):
-            n = 0  # an all-zero preallocated file
-        return e["ts"][:n].astype(np.int64), e["rel"][:n].astype(np.int64) + self.base_offset
+        """(max timestamp so far, absolute offset) of the usable ``.timeindex`` entries."""
+        h = self.hints()
+        return h.timestamps, h.timestamp_offsets
 
     def slices(self, bounds: OffsetBounds, timestamp_lo: int | None, max_bytes: int | None, *,
                topic: str, partition: int, on_corrupt: str,
                corrupt_report: str | None) -> list[SegmentSlice]:
-        """Byte ranges of this segment that may hold offsets in ``bounds`` with
+        """Ranges of this segment that may hold offsets in ``bounds`` with
         timestamps >= ``timestamp_lo``, each at most ``max_bytes`` where batch
         boundaries allow."""
         lo, hi = bounds.lo, bounds.hi
-        if timestamp_lo is not None:
-            ts, ts_off = self.time_index()
-            k = int(np.searchsorted(ts, timestamp_lo, side="left")) - 1
-            if k >= 0:  # every record up to ts_off[k] is older than timestamp_lo
-                lo = max(lo, int(ts_off[k]) + 1)
         seg_end = self.next_base_offset
-        if (hi is not None and hi <= max(lo, self.base_offset)) or (seg_end is not None and lo >= seg_end):
+        if self._misses(lo, hi):
             return []
-        offsets, positions = self.offset_index()
+        h = self.hints()
+        if timestamp_lo is not None:
+            k = int(np.searchsorted(h.timestamps, timestamp_lo, side="left")) - 1
+            if k >= 0:  # every record up to that entry's offset is older than timestamp_lo
+                lo = max(lo, int(h.timestamp_offsets[k]) + 1)
+            if self._misses(lo, hi):
+                return []
+        offsets, positions = h.offsets, h.positions
         k = int(np.searchsorted(offsets, lo, side="right")) - 1
-        start = int(positions[k]) if k >= 0 else 0
-        end: int | None = None
-        if hi is not None and (seg_end is None or hi < seg_end):
-            # Entry j holds an offset >= hi; batches after its batch start beyond hi.
-            j = int(np.searchsorted(offsets, hi, side="left"))
-            if j + 1 < len(offsets):
-                end = int(positions[j + 1])
+        # Entry j's batch starts at an offset >= hi: the data wanted ends before it.
+        j = len(offsets) if hi is None else int(np.searchsorted(offsets, hi, side="left"))
+        end = int(positions[j]) if j < len(offsets) else None
+        # Cuts are (position, base offset) of batches; the first is where reading starts.
+        cuts = [(int(positions[k]), int(offsets[k])) if k >= 0 else (0, self.base_offset)]
+        if max_bytes is not None:
+            for i in range(k + 1, j):
+                if positions[i] - cuts[-1][0] >= max_bytes:
+                    cuts.append((int(positions[i]), int(offsets[i])))
         # Offsets the last slice must reach before it may stop: a sealed
         # segment's data runs to the next base offset, the active one's to hi.
         need = hi if seg_end is None else (seg_end if hi is None else min(hi, seg_end))
-        cuts = [start]
-        if max_bytes is not None:
-            inner = positions[(positions > start) & (positions < end if end is not None else True)]
-            for p in inner.tolist():
-                if p - cuts[-1] >= max_bytes:
-                    cuts.append(int(p))
-        edges: list[int | None] = [*cuts[1:], end]
-        return [
-            SegmentSlice(
+        out = []
+        for i, (position, offset) in enumerate(cuts):
+            last = i + 1 == len(cuts)
+            slice_hi = hi if last else cuts[i + 1][1]
+            out.append(SegmentSlice(
                 topic=topic, partition=partition, log_path=self.log_path,
-                base_offset=self.base_offset, start_position=a, end_position=b,
-                offset_lo=lo, offset_hi=hi,
-                need_offset=need, timestamp_lo=timestamp_lo, on_corrupt=on_corrupt,
-                corrupt_report=corrupt_report,
-            )
-            for a, b in zip(cuts, edges)
-        ]
+                base_offset=self.base_offset, start_position=position,
+                end_position=end if last else cuts[i + 1][0],
+                offset_lo=lo if i == 0 else offset, offset_hi=slice_hi,
+                need_offset=need if last else slice_hi, timestamp_lo=timestamp_lo,
+                on_corrupt=on_corrupt, corrupt_report=corrupt_report, start_offset=offset,
+            ))
+        return out
+
+    def _misses(self, lo: int, hi: int | None) -> bool:
+        """True when ``[lo, hi)`` and this segment's offsets do not meet."""
+        return ((hi is not None and hi <= max(lo, self.base_offset))
+                or (self.next_base_offset is not None and lo >= self.next_base_offset))
+
+    def data_end(self) -> DataEnd:
+        """Where the valid batches end (scanned from the last believed index entry)."""
+        _, positions = self.offset_index()
+        return data_end(self.log_path, int(positions[-1]) if len(positions) else 0)
 
     def end_offset(self) -> int:
-        """The offset after the last valid batch (scans from the last index entry)."""
-        _, positions = self.offset_index()
-        last = last_valid_offset(self.log_path, int(positions[-1]) if len(positions) else 0)
+        """The offset after the last valid batch."""
+        last = self.data_end().last_offset
         return self.base_offset if last is None else last + 1
 
 

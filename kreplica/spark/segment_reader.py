@@ -5,13 +5,18 @@ A :class:`SegmentSlice` is the picklable unit of work Spark ships to a task.
 scanner, decodes the kept batches natively and yields ``pyarrow.RecordBatch``es
 (one per chunk): Python runs per chunk and per batch run, never per record.
 
+A slice is defined by offsets; its positions are hints from the offset index,
+which may be stale on a live broker (a truncation leaves old entries on disk
+past the ones the log still counts).  ``start_position`` must hold the batch
+whose base offset is ``start_offset``; when it does not, the slice is read from
+the segment's first batch instead.  ``end_position`` only sizes the reads: the
+slice ends on offsets, never on a position.
+
 Stopping rules (why a range may end early):
-- at ``end_position`` (a batch start taken from the offset index);
 - once offsets up to ``offset_hi`` were seen (the HW: beyond it a live leader
   may be mid-append, so a torn tail there is expected, not corruption);
-- for a range open to the end of the file, at zeros or the end of the data,
-  provided ``need_offset`` was reached (a sealed segment must run to the next
-  segment's base offset).
+- otherwise at zeros or the end of the data, provided ``need_offset`` was
+  reached (a sealed segment must run to the next segment's base offset).
 Anything else is corruption: a :class:`~kreplica.errors.CorruptMessage` naming
 the file and position, or with ``on_corrupt=skip`` a skipped batch recorded in
 the ``corrupt_report`` directory.
@@ -48,8 +53,9 @@ ARROW_SCHEMA = pa.schema([
 
 @dataclass(frozen=True, slots=True)
 class SegmentSlice:
-    """Batches of one segment file in ``[start_position, end_position)``, keeping
-    offsets in ``[offset_lo, offset_hi)`` (None: unbounded)."""
+    """The records of one segment file at offsets ``[offset_lo, offset_hi)`` (None:
+    unbounded), expected between ``start_position`` (the batch starting at
+    ``start_offset``) and ``end_position``."""
 
     topic: str
     partition: int
@@ -63,6 +69,7 @@ class SegmentSlice:
     timestamp_lo: int | None = None
     on_corrupt: str = "fail"
     corrupt_report: str | None = None
+    start_offset: int | None = None  # None: start_position is not an index hint
 
     @property
     def report_name(self) -> str:
@@ -75,14 +82,25 @@ class _Cursor:
     covered: int = -1  # one past the last offset of the batches scanned so far
 
 
+class _StaleHint(Exception):
+    """The batch at a slice's start position is not the one the index named."""
+
+
 def read_slice(s: SegmentSlice) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records of ``s`` (see the module docstring)."""
     regions: list[dict] = []
     with open(s.log_path, "rb") as f:
         fd = f.fileno()
         cur = _Cursor(s.start_position)
+        expect = s.start_offset if s.start_position else None
         while True:
-            reason = yield from _read_valid(fd, s, cur)
+            try:
+                reason = yield from _read_valid(fd, s, cur, expect=expect)
+            except _StaleHint:
+                # Position 0 always starts the segment's first batch: walk from there
+                # (batches below offset_lo are validated, not decoded).
+                cur, expect = _Cursor(0), None
+                continue
             if reason is None:
                 break
             if s.on_corrupt != "skip":
@@ -102,29 +120,34 @@ def _context(s: SegmentSlice, cur: _Cursor) -> str:
 
 
 def _done(s: SegmentSlice, cur: _Cursor) -> bool:
-    if s.end_position is not None and cur.position >= s.end_position:
-        return True
     return s.offset_hi is not None and cur.covered >= s.offset_hi
 
 
-def _read_valid(fd: int, s: SegmentSlice, cur: _Cursor,
-                decode: bool = True) -> Iterator[pa.RecordBatch]:
+def _read_valid(fd: int, s: SegmentSlice, cur: _Cursor, decode: bool = True,
+                expect: int | None = None) -> Iterator[pa.RecordBatch]:
     """Yield the valid batches from ``cur``; return None when the slice ended
-    cleanly, else the reason the data at ``cur.position`` is bad."""
+    cleanly, else the reason the data at ``cur.position`` is bad.  With ``expect``
+    the first batch must have that base offset, else :class:`_StaleHint`."""
     size = os.fstat(fd).st_size
-    limit = size if s.end_position is None else min(s.end_position, size)
-    want = CHUNK_BYTES
+    at_least = 0  # a batch larger than the chunk (or cut by it) needs this many bytes
     # One buffer per slice: fresh 8 MiB allocations cost page faults on every
     # chunk.  Rows never point into it (decoding copies keys and values out).
-    buf = bytearray(min(want, max(limit - cur.position, 0)))
+    buf = bytearray(0)
     while not _done(s, cur):
-        wanted = max(min(want, limit - cur.position), 0)
+        room = max(size - cur.position, 0)
+        span = CHUNK_BYTES
+        if s.end_position is not None and cur.position < s.end_position:
+            span = min(span, s.end_position - cur.position)  # a small slice reads little
+        wanted = min(max(span, at_least), room)
         if wanted > len(buf):
             buf = bytearray(wanted)
         chunk = memoryview(buf)[:os.preadv(fd, [memoryview(buf)[:wanted]], cur.position)] if wanted else b""
         scan = scan_batches(chunk, 0, len(chunk))
         if scan.count:
-            want = CHUNK_BYTES
+            if expect is not None and int(scan.base_offsets[0]) != expect:
+                raise _StaleHint
+            expect = None
+            at_least = 0
             out = _decode_kept(chunk, scan, s) if decode else None
             if out is not None:
                 yield out
@@ -132,9 +155,11 @@ def _read_valid(fd: int, s: SegmentSlice, cur: _Cursor,
             cur.position += int(scan.valid_bytes)
             continue
         need = _declared_size(chunk)
-        if scan.error is not None and need is not None and len(chunk) < need <= limit - cur.position:
-            want = need  # one batch larger than a chunk, or cut by the chunk's end
+        if scan.error is not None and need is not None and len(chunk) < need <= room:
+            at_least = need  # one batch larger than a chunk, or cut by the chunk's end
             continue
+        if expect is not None:
+            raise _StaleHint  # no batch where the index points
         return _verdict(s, cur, _at(scan.error, cur.position), len(chunk))
     return None
 
@@ -146,21 +171,40 @@ def _at(error: str | None, chunk_position: int) -> str | None:
     return re.sub(r"position (\d+)", lambda m: f"position {int(m.group(1)) + chunk_position}", error)
 
 
-def last_valid_offset(log_path: str, position: int) -> int | None:
-    """The last offset of the valid batches from ``position`` on (None if none)."""
+@dataclass(frozen=True, slots=True)
+class DataEnd:
+    """Where the valid batches from some position stop."""
+
+    last_offset: int | None  # None: no valid batch there
+    clean: bool  # zeros or the end of the file follow (not a bad or torn batch)
+
+
+def data_end(log_path: str, position: int) -> DataEnd:
+    """Walk the valid batches from ``position`` (a batch start) to their end."""
     probe = SegmentSlice("", 0, log_path, 0, position, None, 0, None, None)
     cur = _Cursor(position)
     with open(log_path, "rb") as f:
-        for _ in _read_valid(f.fileno(), probe, cur, decode=False):
+        fd = f.fileno()
+        for _ in _read_valid(fd, probe, cur, decode=False):
             pass
-    return cur.covered - 1 if cur.covered >= 0 else None
+        head = os.pread(fd, BATCH_OVERHEAD, cur.position)
+    return DataEnd(cur.covered - 1 if cur.covered >= 0 else None, not any(head))
+
+
+def batch_base_at(fd: int, position: int) -> int | None:
+    """The base offset of the valid batch starting at ``position``, else None."""
+    size = _declared_size(os.pread(fd, BATCH_OVERHEAD, position))
+    if size is None or position + size > os.fstat(fd).st_size:
+        return None
+    scan = scan_batches(os.pread(fd, size, position))
+    return int(scan.base_offsets[0]) if scan.count else None
 
 
 def _verdict(s: SegmentSlice, cur: _Cursor, error: str | None, available: int) -> str | None:
-    if s.end_position is None and (s.need_offset is None or cur.covered >= s.need_offset):
+    if s.need_offset is None or cur.covered >= s.need_offset:
         return None  # the log's end (a torn tail past the HW is a live append)
     what = error or f"{'zero bytes' if available else 'end of file'} at position {cur.position}"
-    if s.end_position is not None:
+    if s.end_position is not None and cur.position < s.end_position:
         return f"{what}, where batches run to position {s.end_position}"
     return f"{what}, before offset {s.need_offset}"
 
