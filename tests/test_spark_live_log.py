@@ -118,6 +118,50 @@ def test_uncommitted_stream_of_a_truncated_live_log_reads_to_the_log_end(spark, 
         log.close()
 
 
+def test_a_high_watermark_checkpoint_above_the_log_end_is_clamped_to_it(spark, tmp_path):
+    """A broker truncating below its HW checkpoints the lower HW only later."""
+    data_dir = str(tmp_path)
+    log = _live(data_dir, 30, keep=10)
+    try:
+        write_high_watermarks(data_dir, {("t", 0): 30})
+        expected = log_rows(data_dir, "t", 0)
+        assert [r[2] for r in expected] == list(range(10))
+        assert as_tuples(_read(spark, data_dir).collect()) == expected
+        # A committed stream must not move past records it has not read either.
+        from kreplica.spark.datasource import KReplicaStreamReader, ReadOptions
+
+        reader = KReplicaStreamReader(ReadOptions.from_options({"path": data_dir, "topic": "t"}))
+        assert reader.latestOffset() == {"0": 10}
+    finally:
+        log.close()
+
+
+def test_the_clamp_never_hides_a_corrupt_batch_below_the_high_watermark(spark, tmp_path):
+    """The clamp applies to a log that ends in zeros, not to one that ends in garbage."""
+    from kreplica.records import scan_batches
+    from kreplica.spark.log_files import SegmentFiles
+
+    data_dir = str(tmp_path)
+    log = _live(data_dir, 30)
+    try:
+        write_high_watermarks(data_dir, {("t", 0): 30})
+        [path] = segment_files(data_dir, "t", 0)
+        with open(path, "rb") as f:
+            scan = scan_batches(f.read())
+        # The batch after the last index entry: the planner's scan for the log end meets it.
+        [last_indexed] = SegmentFiles(path, 0, None).offset_index()[0][-1:]
+        bad = int(last_indexed) + 1
+        assert bad < 30
+        pos = int(scan.positions[bad])
+        with open(path, "r+b") as f:  # inside the max timestamp: a CRC mismatch
+            f.seek(pos + 40)
+            f.write(b"\xff\xfe")
+        with pytest.raises(Exception, match=f"CORRUPT_MESSAGE.*position {pos}"):
+            _read(spark, data_dir).collect()
+    finally:
+        log.close()
+
+
 def test_a_slice_whose_start_position_holds_another_batch_is_read_from_the_segment_start(tmp_path):
     """The reader's own check of an index hint, whatever the planner believed."""
     require_spark()
@@ -170,17 +214,17 @@ def test_plans_and_reads_match_the_log_files(tmp_path_factory, history):
                 log.append_as_leader([(b"k", bytes(size))] * n, leader_epoch=i // 8,
                                      timestamp_ms=clock.now_ms() + skew)
                 clock.advance(100)
-            elif kind == "truncate":
-                log.truncate_to(max(hw, int(args[0] * log.log_end_offset)))
+            elif kind == "truncate":  # below the checkpointed HW too: a live broker's edge
+                log.truncate_to(int(args[0] * log.log_end_offset))
             else:
                 hw = int(args[0] * log.log_end_offset)
         write_high_watermarks(data_dir, {("t", 0): hw})
+        committed = min(hw, log.log_end_offset)  # the reader clamps a checkpoint past the data
         if closed:
             log.close()
         else:
             log.flush()
         rows = log_rows(data_dir, "t", 0)
-        committed = hw
         for isolation in ("committed", "uncommitted"):
             opts = ReadOptions.from_options({"path": data_dir, "topic": "t", "isolation": isolation,
                                              **({"max_partition_bytes": str(max_bytes)} if max_bytes else {})})

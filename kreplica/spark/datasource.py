@@ -18,7 +18,8 @@ Theory of operation
 Planning (driver side) reads mostly small files: the directory listing, each
 segment's sparse ``.index`` and ``.timeindex`` (see :mod:`kreplica.spark.log_files`)
 and ``replication-offset-checkpoint`` for the high watermark.  Of the record data
-it reads one batch per segment, to check the index there.  Each input partition is
+it reads one batch per segment, to check the index there, and the active
+segment's tail when the HW may lie past the log end.  Each input partition is
 the offset range of one segment, cut at offset-index entries (batch starts)
 when ``max_partition_bytes`` is set, and clipped by the pushed-down partition,
 offset and timestamp filters.
@@ -244,11 +245,12 @@ def _partitions_of(opts: ReadOptions) -> list[PartitionFiles]:
 
 
 def _upper_bounds(opts: ReadOptions, parts: Sequence[PartitionFiles]) -> dict[int, int | None]:
-    """Per partition, the offset reads stop before: the HW, or None for the log end."""
+    """Per partition, the offset reads stop before: the HW (never past the log end),
+    or None for the log end."""
     if opts.isolation == "uncommitted":
         return {p.partition: None for p in parts}
     hws = read_high_watermarks(opts.path, opts.topic)
-    return {p.partition: hws.get(p.partition, 0) for p in parts}
+    return {p.partition: p.committed_end(hws.get(p.partition, 0)) for p in parts}
 
 
 def plan_slices(opts: ReadOptions, pushdown: Pushdown, hi_by_partition: dict[int, int | None],
@@ -328,7 +330,7 @@ class KReplicaStreamReader(DataSourceStreamReader):
         if self.opts.isolation == "uncommitted":
             return {str(p.partition): p.log_end_offset() for p in parts}
         hws = read_high_watermarks(self.opts.path, self.opts.topic)
-        return {str(p.partition): hws.get(p.partition, p.log_start_offset) for p in parts}
+        return {str(p.partition): p.committed_end(hws.get(p.partition, p.log_start_offset)) for p in parts}
 
     def initialOffset(self) -> dict:
         parts = _partitions_of(self.opts)

@@ -223,6 +223,24 @@ class PartitionFiles:
             return self.log_start_offset
         return max(self.segments[-1].end_offset(), self.log_start_offset)
 
+    def committed_end(self, hw: int) -> int:
+        """Where committed records end: below the HW checkpoint, and below the log end.
+
+        A broker that truncates below its HW (a follower after an unclean election)
+        lowers the HW in memory at once but checkpoints it later, so the file may name
+        an HW past the data.  Only a log that ends cleanly (in zeros or at the end of
+        the file) clamps it: a bad batch below the HW stays for the reader to report.
+        """
+        active = self.segments[-1] if self.segments else None
+        if active is None or hw <= active.base_offset:
+            return hw
+        offsets, _ = active.offset_index()
+        if len(offsets) and hw <= offsets[-1]:
+            return hw
+        end = active.data_end()
+        leo = active.base_offset if end.last_offset is None else end.last_offset + 1
+        return min(hw, leo) if end.clean else hw
+
 
 def _checkpoint(data_dir: str, name: str, topic: str) -> dict[int, int]:
     entries = OffsetCheckpointFile(Path(data_dir) / name).read()
