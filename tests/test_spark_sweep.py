@@ -247,6 +247,7 @@ def test_report_numbers_match_direct_runs(spark, swept, direct, tmp_path):  # no
     from rich.console import Console
 
     from kreplica.sim.history import read_jsonl, run_header
+    from kreplica.sim.report import Summary
     from kreplica.spark.report import build_report
 
     out, _ = swept
@@ -266,6 +267,15 @@ def test_report_numbers_match_direct_runs(spark, swept, direct, tmp_path):  # no
         assert row["lost_by_cause"] == dict(Counter(loss.cause for d in runs for loss in d.losses))
         assert row["superseded_reads"] == sum(len(d.superseded_reads) for d in runs)
         assert row["writes_completed"] == sum(d.writes_completed for d in runs)
+        # writes/s as `kreplica simulate` prints it for the same seeds: total over total
+        # (the high-watermark runs stop at their violation, so a mean of rates differs).
+        local = Summary()
+        for d in runs:
+            local.add(d)
+        assert f"{row['throughput']:.1f}" == dict(local.rows())[
+            "writes completed / virtual s (acked, or sent with acks=0)"]
+        assert row["throughput"] == pytest.approx(sum(d.writes_completed for d in runs) * 1000
+                                                  / sum(d.virtual_ms for d in runs))
         assert row["mean_availability"] == pytest.approx(np.mean([d.availability for d in runs]))
         samples = [ms for d in runs for ms in d.reelect_ms]
         assert row["elections"] == len(samples)

@@ -17,8 +17,16 @@ from typing import Any
 import numpy as np
 
 
-def percentile(values: list[int], q: float) -> float | None:
+def percentile(values: list[int] | list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0..100), linear between ranks; None for no samples.
+    ``kreplica simulate`` and the sweep's per-run figures both use it."""
     return float(np.percentile(values, q)) if values else None
+
+
+def writes_per_virtual_s(writes: int, virtual_ms: int) -> float:
+    """Writes completed per virtual second, over runs taken together (total writes over
+    total virtual time, not a mean of per-run rates).  The sweep report's SQL says the same."""
+    return writes / (virtual_ms / 1000 or 1)
 
 
 @dataclass
@@ -78,7 +86,8 @@ class Summary:
             ("unclean elections", str(self.unclean_elections)),
             ("availability %", f"{100 * self.availability_sum / max(self.runs, 1):.2f}"),
             ("time to re-elect p50 / p99 ms", f"{p50 or 0:.0f} / {p99 or 0:.0f}" if p50 is not None else "-"),
-            ("writes completed / virtual s (acked, or sent with acks=0)", f"{self.writes_completed / v_s:.1f}"),
+            ("writes completed / virtual s (acked, or sent with acks=0)",
+             f"{writes_per_virtual_s(self.writes_completed, self.virtual_ms):.1f}"),
             ("acks=all writes acked / virtual s", f"{self.acked_writes / v_s:.1f}"),
             ("simulated events / wall s", f"{self.events / max(self.wall_s, 1e-9):,.0f}"),
             ("virtual s / wall s", f"{v_s / max(self.wall_s, 1e-9):.1f}"),

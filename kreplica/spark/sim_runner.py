@@ -203,6 +203,7 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
     row carries it in ``error`` and counts as failing.
     """
     from ..sim import world
+    from ..sim.report import writes_per_virtual_s
 
     wall0 = time.perf_counter()
     sc = scenario if scenario is not None else build_scenario(spec.scenario, spec.config)
@@ -239,7 +240,7 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
         reelect_p50_ms=percentile(reelect, 0.50),
         reelect_p99_ms=percentile(reelect, 0.99),
         # every completed write, as the simulate summary counts them (acks=0/1 runs too)
-        throughput=result.writes_completed * 1000.0 / result.virtual_ms if result.virtual_ms else 0.0,
+        throughput=writes_per_virtual_s(result.writes_completed, result.virtual_ms),
         converged=result.converged,
         error=None,
         history_gz=_history_gz(sim.history.lines) if failing else None,
