@@ -100,12 +100,12 @@ def _scenario(args: argparse.Namespace, seed: int) -> Any:
     if args.until is not None:
         sc = replace(sc, until_ms=args.until)
     if args.config:
-        sc = replace(sc, config={**sc.config, **_overrides(args)})
+        sc = sc.with_config(**_overrides(args))
     return sc
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
-    """``--config KEY=VALUE`` items as a dict (Kafka config keys; validated by the world)."""
+    """``--config KEY=VALUE`` items as a dict of text (typed by ``Scenario.with_config``)."""
     return dict(key_value(item) for item in args.config)
 
 

@@ -149,6 +149,29 @@ def test_overrides_reach_the_scenario():
     assert build_scenario("random-chaos", RunConfig(fault_rate=0.0)).chaos is None
 
 
+@pytest.mark.parametrize("sweep_flag, simulate_config", [
+    (["--min-isr", "2"], "min.insync.replicas=2"),
+    (["--unclean", "true"], "unclean.leader.election.enable=true"),
+])
+def test_a_sweep_run_and_simulate_give_one_history_hash(sweep_flag, simulate_config, capsys):
+    """The run header records the scenario's config: typed by the sweep, text from --config,
+    until both go through Scenario.with_config."""
+    import argparse
+
+    from kreplica import sim_cli
+    from kreplica.spark.sim_runner import run
+    from kreplica.tools.sweep import add_arguments, grid_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    grid = grid_from_args(parser.parse_args(
+        ["--scenario", SCENARIO, "--seeds", "1", "--until", "6000", "--out", "unused", *sweep_flag]))
+    row = run(grid.spec(0))
+    assert row["error"] is None
+    sim_cli.main(["--scenario", SCENARIO, "--seed", "1", "--until", "6000", "--config", simulate_config])
+    assert f"history hash {row['history_hash']}" in capsys.readouterr().out
+
+
 def test_index_decoded_on_the_executors_matches_the_grid(spark):  # noqa: F811
     g = Grid.from_axes(["a-scenario", "b-scenario", "c-scenario"],
                        {"acks": ["0", "1", "all"], "unclean": [False, True]}, "10..14")

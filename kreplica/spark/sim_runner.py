@@ -137,7 +137,7 @@ def build_scenario(scenario: str, config: RunConfig) -> Any:
     sc = scenarios.load(scenario)
     overrides = {CONFIG_KEYS[a]: getattr(config, a) for a in CONFIG_KEYS if getattr(config, a) is not None}
     if overrides:
-        sc = replace(sc, config={**sc.config, **overrides})
+        sc = sc.with_config(**overrides)  # typed as `kreplica simulate --config` types them
     if config.acks is not None:
         sc = replace(sc, workload=replace(sc.workload, acks=config.acks))
     if config.rf is not None:

@@ -94,11 +94,20 @@ class Scenario:
         return list(range(1, self.brokers + 1))
 
     def with_config(self, **overrides: Any) -> "Scenario":
-        """A copy with Kafka config keys overridden (dotted names given with underscores too)."""
-        config = dict(self.config)
-        for k, v in overrides.items():
-            config[k.replace("_", ".")] = v
-        return replace(self, config=config)
+        """A copy with Kafka config keys overridden (dotted names given with underscores too).
+
+        Each value is typed as :data:`kreplica.config.SPEC` types it ("2" -> 2, "true" ->
+        True): the run header records the scenario's config, so an override given as text
+        (``kreplica simulate --config``) and the same one given typed (a sweep's axis) must
+        make the same scenario, or the same run gets two history hashes.  Raises ValueError
+        naming a bad key or value.
+        """
+        given = {k.replace("_", "."): v for k, v in overrides.items()}
+        try:
+            typed = validate_config(given)
+        except InvalidConfig as e:
+            raise ValueError(f"scenario {self.name}: {e}") from None
+        return replace(self, config={**self.config, **{k: typed[k] for k in given}})
 
     def validate(self) -> "Scenario":
         """Raise ValueError naming the first thing that cannot run here: a topic with more
