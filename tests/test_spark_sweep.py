@@ -204,6 +204,9 @@ def test_sweep_rows_match_direct_runs(spark, swept, direct):  # noqa: F811
         assert r.writes_completed == d.writes_completed >= d.acked_writes
         assert r.throughput == pytest.approx(d.writes_completed * 1000.0 / d.virtual_ms)
         assert r.reelect_ms == [float(x) for x in d.reelect_ms]
+        # Per-run percentiles as `kreplica simulate` computes them (numpy, linear between ranks).
+        for q, got in ((50, r.reelect_p50_ms), (99, r.reelect_p99_ms)):
+            assert got == (pytest.approx(np.percentile(d.reelect_ms, q)) if d.reelect_ms else None)
         expected = {} if d.violation is None else {d.violation.invariant.value: 1}
         assert r.violations == expected and r.violations_total == len(expected)
         assert r.truncation in TRUNCATIONS and r.config_key.endswith(f"truncation={r.truncation},rf=-,"

@@ -187,15 +187,6 @@ def effective_config(sc: Any, config: RunConfig) -> dict[str, Any]:
     }
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (``q`` in 0..1), None for no samples."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q * len(ordered)))
-    return float(ordered[rank - 1])
-
-
 def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
     """Run one simulation; one flat row (see :data:`kreplica.spark.sweep.RESULT_SCHEMA`).
 
@@ -203,7 +194,7 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
     row carries it in ``error`` and counts as failing.
     """
     from ..sim import world
-    from ..sim.report import writes_per_virtual_s
+    from ..sim.report import percentile, writes_per_virtual_s
 
     wall0 = time.perf_counter()
     sc = scenario if scenario is not None else build_scenario(spec.scenario, spec.config)
@@ -237,8 +228,9 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
         writes_completed=result.writes_completed,
         availability=float(result.availability),
         reelect_ms=reelect,
-        reelect_p50_ms=percentile(reelect, 0.50),
-        reelect_p99_ms=percentile(reelect, 0.99),
+        # as `kreplica simulate` computes them (linear between ranks, as the report's SQL)
+        reelect_p50_ms=percentile(reelect, 50),
+        reelect_p99_ms=percentile(reelect, 99),
         # every completed write, as the simulate summary counts them (acks=0/1 runs too)
         throughput=writes_per_virtual_s(result.writes_completed, result.virtual_ms),
         converged=result.converged,
