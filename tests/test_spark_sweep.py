@@ -21,6 +21,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -381,6 +382,69 @@ def test_resume_after_killed_sweep(spark, direct, tmp_path):  # noqa: F811
     assert set(keys) == set(direct)
     for r in after:
         assert r.history_hash == direct[(r.scenario, r.config_key, r.seed)].history_hash
+
+
+# ---- an interrupted sweep ------------------------------------------------------------------------
+
+_FIRST = 7_300_001  # seeds no other run uses: data dirs named for them are a sweep's here
+
+
+def _run_data_left() -> list[str]:
+    import glob
+
+    from kreplica.sim.world import default_data_root
+
+    root = default_data_root()
+    return glob.glob(os.path.join(root, "kreplica-sim-7300*")) + glob.glob(os.path.join(root, "*", "kreplica-sim-7300*"))
+
+
+def _sweep_scratch_dirs() -> set[str]:
+    import glob
+
+    from kreplica.sim.world import default_data_root
+
+    return set(glob.glob(os.path.join(default_data_root(), "kreplica-sweep-*")))
+
+
+def _interrupt_a_sweep(tmp_path: Path, stop: Callable[[subprocess.Popen], None]) -> tuple[int, str]:
+    """Start ``kreplica sweep`` (local[1]), ``stop`` it once a run is in flight; (exit, stderr)."""
+    cmd = [sys.executable, "-m", "kreplica", "sweep", "--scenario", "random-chaos",
+           "--seeds", f"{_FIRST}..{_FIRST + 399}", "--out", str(tmp_path / "runs"), "--master", "local[1]",
+           "--runs-per-task", "2", "--tasks-per-chunk", "1", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _run_data_left() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _run_data_left() and proc.poll() is None, "no run started in time"
+        time.sleep(0.5)
+        stop(proc)
+        _, err = proc.communicate(timeout=120)
+        # What the sweep started (the JVM, its Python workers) ends with it.
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return proc.returncode, err.decode()
+
+
+def test_a_sweep_killed_outright_still_leaves_no_run_data(tmp_path):
+    """SIGKILL of the driver alone: its JVM exits and the Python daemon hangs up on its
+    workers mid-run; they close their worlds on the way out."""
+    require_spark()
+    scratch_before = _sweep_scratch_dirs()
+    _interrupt_a_sweep(tmp_path, lambda p: p.kill())
+    assert _run_data_left() == []
+    for d in _sweep_scratch_dirs() - scratch_before:  # the driver could not remove its (empty) one
+        os.rmdir(d)
 
 
 # ---- progress ------------------------------------------------------------------------------------

@@ -822,6 +822,12 @@ def _default_root() -> str | None:
     return str(shm) if shm.is_dir() else None
 
 
+def default_data_root() -> str:
+    """Where a World makes its data dir when given no ``data_root``: /dev/shm when there
+    is one (the runs are fsync-heavy and short-lived), else the temp dir."""
+    return _default_root() or tempfile.gettempdir()
+
+
 def run(scenario: Scenario, seed: int, **kwargs: Any) -> RunResult:
     return World(scenario, seed, **kwargs).run()
 

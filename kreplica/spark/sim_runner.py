@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
+import shutil
+import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, fields, replace
@@ -187,11 +190,52 @@ def effective_config(sc: Any, config: RunConfig) -> dict[str, Any]:
     }
 
 
-def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
+def scratch_dir(name: str) -> str:
+    """This host's directory ``name`` for the brokers' data of a sweep's runs (beside
+    where a lone run would keep them: /dev/shm, else the temp dir)."""
+    from ..sim.world import default_data_root
+
+    return os.path.join(default_data_root(), name)
+
+
+def remove_scratch(name: str) -> None:
+    shutil.rmtree(scratch_dir(name), ignore_errors=True)
+
+
+class stopped_by_signals:
+    """While a sweep task runs: SIGTERM and SIGHUP (an executor or its Python daemon
+    shutting down) raise SystemExit, so the run in flight closes its World and removes
+    its data dir; SIGINT is ignored, since a terminal's Ctrl-C reaches every process of
+    its group and stopping the tasks is the driver's call.  Outside the main thread
+    (where handlers cannot be set) it does nothing."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+    def __enter__(self) -> "stopped_by_signals":
+        self.previous: dict[int, Any] = {}
+        try:
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, signal.SIG_IGN if sig == signal.SIGINT else _exit)
+        except ValueError:
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def _exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def run(spec: RunSpec, scenario: Any = None, data_root: str | None = None) -> dict[str, Any]:
     """Run one simulation; one flat row (see :data:`kreplica.spark.sweep.RESULT_SCHEMA`).
 
     An exception inside the simulator is a finding, not a crash of the sweep: the
-    row carries it in ``error`` and counts as failing.
+    row carries it in ``error`` and counts as failing.  The brokers keep their data
+    in a directory under ``data_root`` (default: where a World puts it), removed
+    when the run ends.
     """
     from ..sim import world
     from ..sim.report import percentile, writes_per_virtual_s
@@ -200,7 +244,7 @@ def run(spec: RunSpec, scenario: Any = None) -> dict[str, Any]:
     sc = scenario if scenario is not None else build_scenario(spec.scenario, spec.config)
     row: dict[str, Any] = {"scenario": spec.scenario, "config_key": spec.config.key, "seed": spec.seed,
                            **effective_config(sc, spec.config)}
-    sim = world.World(sc, spec.seed, keep_history=True)
+    sim = world.World(sc, spec.seed, keep_history=True, data_root=data_root)
     try:
         result = sim.run()
     except Exception as exc:  # noqa: BLE001 - recorded in the row, see docstring

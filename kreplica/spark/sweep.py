@@ -23,6 +23,7 @@ task files would be published by the next job and duplicate rows.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import time
 import tomllib
@@ -181,25 +182,40 @@ class SweepStats:
         return self.executed / self.wall_s if self.wall_s else 0.0
 
 
-def run_tasks(grid: Grid, batches: Iterator[Any]) -> Iterator[Any]:
-    """The executor side: Arrow batches of (scenario, config_index, seed) in, result rows out."""
+def new_scratch_name() -> str:
+    """A fresh name for the directory a sweep's runs keep their brokers' data in."""
+    return f"kreplica-sweep-{uuid.uuid4().hex[:12]}"
+
+
+def run_tasks(grid: Grid, batches: Iterator[Any], scratch: str | None = None) -> Iterator[Any]:
+    """The executor side: Arrow batches of (scenario, config_index, seed) in, result rows out.
+
+    Runs keep their data under this host's ``scratch`` directory (see :func:`run_sweep`).
+    It is made once per task: once the driver has removed it, a run that would start
+    after the sweep ended fails instead of leaving a new directory behind.
+    """
     import pyarrow as pa
 
     from . import sim_runner
 
     schema = _arrow_schema()
+    root = None
+    if scratch is not None:
+        root = sim_runner.scratch_dir(scratch)
+        os.makedirs(root, exist_ok=True)
     scenarios: dict[tuple[str, int], Any] = {}
-    for batch in batches:
-        cols = batch.to_pydict()
-        rows = []
-        for name, ci, seed in zip(cols["scenario"], cols["config_index"], cols["seed"]):
-            config = grid.configs[ci]
-            sc = scenarios.get((name, ci))
-            if sc is None:
-                sc = scenarios[(name, ci)] = sim_runner.build_scenario(name, config)
-            rows.append(sim_runner.run(RunSpec(name, config, seed), sc))
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+    with sim_runner.stopped_by_signals():
+        for batch in batches:
+            cols = batch.to_pydict()
+            rows = []
+            for name, ci, seed in zip(cols["scenario"], cols["config_index"], cols["seed"]):
+                config = grid.configs[ci]
+                sc = scenarios.get((name, ci))
+                if sc is None:
+                    sc = scenarios[(name, ci)] = sim_runner.build_scenario(name, config)
+                rows.append(sim_runner.run(RunSpec(name, config, seed), sc, data_root=root))
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
 def _arrow_schema() -> Any:
@@ -263,6 +279,7 @@ def run_sweep(
     progress: bool = False,
     console: Any = None,
     on_chunk: Callable[[int, int, SweepStats], None] | None = None,
+    scratch: str | None = None,
 ) -> SweepStats:
     """Run every run of ``grid`` not yet in ``out``; append their rows there.
 
@@ -271,9 +288,19 @@ def run_sweep(
     Spark job.  ``progress`` shows a bar of completed tasks (see
     :mod:`kreplica.spark.progress`); ``on_chunk(done_chunks, all_chunks, stats)``
     is called after each chunk.
+
+    The runs keep their brokers' data in a directory named ``scratch`` (default
+    :func:`new_scratch_name`) under /dev/shm or the temp dir of each host.  A run
+    removes its own data when it ends, but a task Spark kills (a cancelled or
+    interrupted sweep) cannot, so the driver removes this host's ``scratch`` when the
+    sweep ends, however it ends; call :func:`kreplica.spark.sim_runner.remove_scratch`
+    again after stopping the session to catch tasks that were still dying.
     """
+    from .sim_runner import remove_scratch
+
     sc = spark.sparkContext
     grid.validate()
+    scratch = scratch or new_scratch_name()
     t0 = time.perf_counter()
     tasks = tasks_per_chunk or max(1, 4 * sc.defaultParallelism)
     chunk = tasks * max(1, runs_per_task)
@@ -289,8 +316,9 @@ def run_sweep(
     try:
         if bar is not None:
             bar.__enter__()
-        stats = _run_chunks(spark, grid, out, tasks, chunk, chunks, bar, on_chunk)
+        stats = _run_chunks(spark, grid, out, tasks, chunk, chunks, bar, on_chunk, scratch)
     finally:
+        remove_scratch(scratch)  # first: the calls below may fail on an interrupted gateway
         if bar is not None:
             bar.__exit__(None, None, None)
         sc.setLocalProperty("spark.jobGroup.id", None)
@@ -299,7 +327,8 @@ def run_sweep(
 
 
 def _run_chunks(spark: "SparkSession", grid: Grid, out: str, tasks: int, chunk: int, chunks: int,
-                bar: Any, on_chunk: Callable[[int, int, SweepStats], None] | None) -> SweepStats:
+                bar: Any, on_chunk: Callable[[int, int, SweepStats], None] | None,
+                scratch: str) -> SweepStats:
     t0 = time.perf_counter()
     remove_stale_staging(spark, out)
     done = done_runs(spark, out)
@@ -320,7 +349,7 @@ def _run_chunks(spark: "SparkSession", grid: Grid, out: str, tasks: int, chunk: 
         if done is not None:
             todo = todo.join(done, list(KEY_COLUMNS), "left_anti").repartition(min(tasks, hi - lo))
         rows = todo.select("scenario", "config_index", "seed").mapInArrow(
-            _counting(grid, executed), result_schema())
+            _counting(grid, executed, scratch), result_schema())
         rows.write.mode("append").partitionBy("scenario").parquet(out)
         stats.chunks = k + 1
         stats.chunk_seconds.append(time.perf_counter() - c0)
@@ -333,9 +362,9 @@ def _run_chunks(spark: "SparkSession", grid: Grid, out: str, tasks: int, chunk: 
     return stats
 
 
-def _counting(grid: Grid, executed: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _counting(grid: Grid, executed: Any, scratch: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def task(batches: Iterator[Any]) -> Iterator[Any]:
-        for out in run_tasks(grid, batches):
+        for out in run_tasks(grid, batches, scratch):
             executed.add(out.num_rows)
             yield out
     return task
