@@ -436,6 +436,23 @@ def _interrupt_a_sweep(tmp_path: Path, stop: Callable[[subprocess.Popen], None])
     return proc.returncode, err.decode()
 
 
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_an_interrupted_sweep_says_so_in_one_line_and_leaves_no_run_data(how, tmp_path):
+    """Ctrl-C reaches the whole process group (driver, JVM, Python workers); SIGTERM only
+    the driver.  Either way: exit 130 with one line, and no simulator data left behind."""
+    require_spark()
+    scratch_before = _sweep_scratch_dirs()
+    if how == "ctrl-c":
+        rc, err = _interrupt_a_sweep(tmp_path, lambda p: os.killpg(p.pid, signal.SIGINT))
+    else:
+        rc, err = _interrupt_a_sweep(tmp_path, lambda p: p.send_signal(signal.SIGTERM))
+    lines = [line for line in err.splitlines() if line.strip() and "incubator" not in line]
+    assert rc == 130, err[-3000:]
+    assert "Traceback" not in err and "Exception" not in err and len(lines) <= 4, err[-3000:]
+    assert "sweep: interrupted after" in lines[-1]
+    assert _run_data_left() == [] and _sweep_scratch_dirs() <= scratch_before
+
+
 def test_a_sweep_killed_outright_still_leaves_no_run_data(tmp_path):
     """SIGKILL of the driver alone: its JVM exits and the Python daemon hangs up on its
     workers mid-run; they close their worlds on the way out."""
@@ -445,6 +462,17 @@ def test_a_sweep_killed_outright_still_leaves_no_run_data(tmp_path):
     assert _run_data_left() == []
     for d in _sweep_scratch_dirs() - scratch_before:  # the driver could not remove its (empty) one
         os.rmdir(d)
+
+
+def test_out_naming_a_file_is_a_usage_error(tmp_path, capsys):
+    from kreplica.cli import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out in (afile, afile / "runs"):
+        assert main(["sweep", "--scenario", SCENARIO, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.strip() == f"sweep: --out {out}: {afile} is a file, not a directory"
 
 
 # ---- progress ------------------------------------------------------------------------------------

@@ -15,12 +15,19 @@ the scenario's own value): ``--scenario``, ``--seeds 1..N``, ``--acks``,
 re-run into the same directory runs only what is missing.  ``--master`` takes
 ``local[N]``, ``spark://HOST:PORT`` or ``yarn`` unchanged.  ``--report`` prints
 the per-configuration table and writes ``report.md``, plots and replay files.
+
+Ctrl-C or SIGTERM stops the sweep as ``kreplica simulate`` stops: it says in one
+line how many runs finished (their rows are kept; the same command resumes) and
+exits 130.  Spark's own failures are one line too, exit 1; bad usage exits 2.
 """
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from ..cli import at_least, key_value
 
@@ -81,6 +88,77 @@ def grid_from_args(args: argparse.Namespace):
     return Grid.from_axes(scenarios, axes, args.seeds)
 
 
+def _out_problem(out: str) -> str | None:
+    """Why a local ``--out`` cannot hold the sweep's directory, or None."""
+    if "://" in out and not out.startswith("file:"):
+        return None  # another file system: Spark reports it
+    path = Path(out.removeprefix("file://").removeprefix("file:"))
+    for p in (path, *path.parents):
+        if p.exists():
+            return None if p.is_dir() else f"{p} is a file, not a directory"
+    return None
+
+
+class _Interrupts:
+    """Ctrl-C and SIGTERM while Spark runs: cancel the jobs and let them fail.
+
+    PySpark's own Ctrl-C handler calls the JVM from inside the signal handler, while
+    the main thread waits in a call to the same gateway: the reentrant call spills
+    hundreds of lines of tracebacks.  Here the handler only starts a thread that
+    silences Spark's log (cancelled jobs and killed workers log stack traces) and
+    cancels every job, again each half second until the main thread is out of
+    Spark, so a job started just after the signal is cancelled too.  A second
+    signal stops at once.
+    """
+
+    def __init__(self, sc: Any) -> None:
+        self.sc = sc
+        self.requested = False
+        self._over = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_Interrupts":
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        except ValueError:  # not the main thread: leave signals to whoever owns them
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._over.set()
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        threading.Thread(target=self._cancel, name="kreplica-sweep-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
+        try:
+            self.sc.setLogLevel("OFF")
+            while not self._over.is_set():
+                self.sc.cancelAllJobs()
+                self._over.wait(0.5)
+        except Exception:  # noqa: BLE001 - a gateway already down has nothing left to cancel
+            pass
+
+
+def _spark_error(exc: BaseException) -> str | None:
+    """One line for a failure inside Spark (a Py4J or PySpark error), else None."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            return str(java.toString()).splitlines()[0]
+        except Exception:  # noqa: BLE001 - the gateway is gone; Python's text says enough
+            pass
+    if type(exc).__module__.startswith(("pyspark.", "py4j.")):
+        return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    return None
+
+
 def execute(args: argparse.Namespace) -> int:
     import warnings
 
@@ -106,40 +184,86 @@ def execute(args: argparse.Namespace) -> int:
             grid.validate()
         except (ValueError, OSError, KReplicaError) as exc:  # KReplicaError: InvalidConfig (acks)
             return refuse(str(exc))
+        problem = _out_problem(args.out)
+        if problem is not None:
+            return refuse(f"--out {args.out}: {problem}")
     # pyspark 4 warns about pandas 3 on every Arrow UDF; the sweep uses Arrow only.
     warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*")
     from ..spark.session import local_session
+    from ..spark.sim_runner import remove_scratch
+    from ..spark.sweep import new_scratch_name
+
+    try:
+        spark = local_session(args.master, app_name="kreplica-sweep", conf=conf)
+    except KeyboardInterrupt:
+        console.print("sweep: interrupted while Spark started; nothing ran")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a Spark failure is one line; anything else raises
+        message = _spark_error(exc)
+        if message is None:
+            raise
+        return refuse(f"Spark did not start (check --master and --conf): {message}")
+    scratch = new_scratch_name()
+    finished: list[Any] = []  # the stats after each chunk committed
+    interrupts = _Interrupts(spark.sparkContext)
+    try:
+        with interrupts:
+            return _sweep_and_report(spark, args, grid, console, scratch, finished)
+    except BaseException as exc:  # noqa: BLE001 - sorted below: interrupt, Spark failure, bug
+        if interrupts.requested or isinstance(exc, KeyboardInterrupt):
+            if grid is None:
+                console.print("report: interrupted")
+                return 130
+            st = finished[-1] if finished else None
+            todo = f" of {st.total - st.already_done}" if st else ""
+            console.print(f"sweep: interrupted after {st.executed if st else 0}{todo} runs, kept in "
+                          f"{args.out} (the same command runs the rest)", soft_wrap=True)
+            return 130
+        message = _spark_error(exc)
+        if message is None:
+            raise
+        console.print(f"[red]sweep: Spark failed: {escape(message)}", soft_wrap=True)
+        return 1
+    finally:
+        try:
+            spark.stop()
+        finally:
+            # Tasks Spark killed left their runs' data; stopping ended the last of them.
+            remove_scratch(scratch)
+
+
+def _sweep_and_report(spark: Any, args: argparse.Namespace, grid: Any, console: Any, scratch: str,
+                      finished: list[Any]) -> int:
+    from rich.console import Console
+
     from ..spark.sweep import read_results, run_sweep
 
-    spark = local_session(args.master, app_name="kreplica-sweep", conf=conf)
-    try:
-        if grid is not None:
-            console.print(f"sweep: {len(grid)} runs = {len(grid.scenarios)} scenarios x "
-                          f"{len(grid.configs)} configurations x {grid.seed_count} seeds "
-                          f"({grid.seeds[0]}..{grid.seeds[1]}) on {args.master} into {args.out}")
-            stats = run_sweep(spark, grid, args.out, runs_per_task=args.runs_per_task,
-                              tasks_per_chunk=args.tasks_per_chunk, progress=not args.no_progress,
-                              console=console)
-            console.print(f"sweep: ran {stats.executed}, skipped {stats.already_done} already in "
-                          f"{args.out}, {stats.chunks} jobs, {stats.wall_s:.1f} s "
-                          f"({stats.runs_per_second:.2f} runs/s)")
-        if args.report or args.report_only:
-            from ..spark.report import build_report
-            from ..spark.sweep import done_runs
+    if grid is not None:
+        console.print(f"sweep: {len(grid)} runs = {len(grid.scenarios)} scenarios x "
+                      f"{len(grid.configs)} configurations x {grid.seed_count} seeds "
+                      f"({grid.seeds[0]}..{grid.seeds[1]}) on {args.master} into {args.out}")
+        stats = run_sweep(spark, grid, args.out, runs_per_task=args.runs_per_task,
+                          tasks_per_chunk=args.tasks_per_chunk, progress=not args.no_progress,
+                          console=console, scratch=scratch,
+                          on_chunk=lambda done, total, st: finished.append(st))
+        console.print(f"sweep: ran {stats.executed}, skipped {stats.already_done} already in "
+                      f"{args.out}, {stats.chunks} jobs, {stats.wall_s:.1f} s "
+                      f"({stats.runs_per_second:.2f} runs/s)")
+    if args.report or args.report_only:
+        from ..spark.report import build_report
+        from ..spark.sweep import done_runs
 
-            if done_runs(spark, args.out) is None:
-                console.print(f"[red]report: no sweep rows in {args.out}")
-                return 2
+        if done_runs(spark, args.out) is None:
+            console.print(f"[red]report: no sweep rows in {args.out}")
+            return 2
 
-            local = "://" not in args.out or args.out.startswith("file://")
-            report_dir = args.report_dir or (str(Path(args.out.removeprefix("file://")) / "_report")
-                                             if local else "kreplica-sweep-report")
-            # A pipe gets the whole table, not rich's 80-column fallback.
-            out_console = Console() if sys.stdout.isatty() else Console(width=200)
-            report = build_report(spark, read_results(spark, args.out), report_dir,
-                                  console=out_console, max_failing=args.max_failing, source=args.out)
-            console.print(f"report: {report.markdown} ({report.failing_total} failing runs)")
-    finally:
-        spark.stop()
+        local = "://" not in args.out or args.out.startswith("file://")
+        report_dir = args.report_dir or (str(Path(args.out.removeprefix("file://")) / "_report")
+                                         if local else "kreplica-sweep-report")
+        # A pipe gets the whole table, not rich's 80-column fallback.
+        out_console = Console() if sys.stdout.isatty() else Console(width=200)
+        report = build_report(spark, read_results(spark, args.out), report_dir,
+                              console=out_console, max_failing=args.max_failing, source=args.out)
+        console.print(f"report: {report.markdown} ({report.failing_total} failing runs)")
     return 0
 
