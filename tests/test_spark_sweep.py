@@ -436,21 +436,47 @@ def _interrupt_a_sweep(tmp_path: Path, stop: Callable[[subprocess.Popen], None])
     return proc.returncode, err.decode()
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_an_interrupted_sweep_says_so_in_one_line_and_leaves_no_run_data(how, tmp_path):
-    """Ctrl-C reaches the whole process group (driver, JVM, Python workers); SIGTERM only
-    the driver.  Either way: exit 130 with one line, and no simulator data left behind."""
+def test_ctrl_c_stops_a_sweep_in_one_line_and_leaves_no_run_data(tmp_path):
+    """Ctrl-C reaches the whole process group (driver, JVM, Python workers): exit 130 with
+    one line saying what finished, and no simulator data left behind."""
     require_spark()
     scratch_before = _sweep_scratch_dirs()
-    if how == "ctrl-c":
-        rc, err = _interrupt_a_sweep(tmp_path, lambda p: os.killpg(p.pid, signal.SIGINT))
-    else:
-        rc, err = _interrupt_a_sweep(tmp_path, lambda p: p.send_signal(signal.SIGTERM))
+    rc, err = _interrupt_a_sweep(tmp_path, lambda p: os.killpg(p.pid, signal.SIGINT))
     lines = [line for line in err.splitlines() if line.strip() and "incubator" not in line]
     assert rc == 130, err[-3000:]
     assert "Traceback" not in err and "Exception" not in err and len(lines) <= 4, err[-3000:]
     assert "sweep: interrupted after" in lines[-1]
     assert _run_data_left() == [] and _sweep_scratch_dirs() <= scratch_before
+
+
+def test_sigterm_cancels_the_jobs_from_another_thread_as_ctrl_c_does():
+    """The handler itself must not call the JVM: the main thread is inside a gateway call."""
+    import threading
+
+    from kreplica.tools.sweep import _Interrupts
+
+    class Context:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+            self.cancelled = threading.Event()
+
+        def setLogLevel(self, level: str) -> None:
+            self.calls.append((threading.current_thread().name, f"log {level}"))
+
+        def cancelAllJobs(self) -> None:
+            self.calls.append((threading.current_thread().name, "cancel"))
+            self.cancelled.set()
+
+    sc = Context()
+    before = signal.getsignal(signal.SIGTERM)
+    with _Interrupts(sc) as interrupts:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert sc.cancelled.wait(10) and interrupts.requested
+        with pytest.raises(KeyboardInterrupt):  # a second signal does not wait for Spark
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    assert sc.calls[:2] == [("kreplica-sweep-cancel", "log OFF"), ("kreplica-sweep-cancel", "cancel")]
+    assert signal.getsignal(signal.SIGTERM) == before
 
 
 def test_a_sweep_killed_outright_still_leaves_no_run_data(tmp_path):
@@ -473,6 +499,19 @@ def test_out_naming_a_file_is_a_usage_error(tmp_path, capsys):
         assert main(["sweep", "--scenario", SCENARIO, "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert err.strip() == f"sweep: --out {out}: {afile} is a file, not a directory"
+
+
+def test_a_failure_in_a_python_worker_is_named_by_its_own_last_line():
+    """Spark's first line only says a Python worker failed; the sweep prints what did."""
+    from kreplica.tools.sweep import _spark_error
+
+    captured = type("PythonException", (Exception,), {"__module__": "pyspark.errors.exceptions.captured"})
+    exc = captured("An exception was thrown from the Python worker. Please see the stack trace below.\n"
+                   "Traceback (most recent call last):\n  File \"task.py\", line 1, in <module>\n"
+                   "TypeError: run_tasks() takes 2 positional arguments but 3 were given\n")
+    assert _spark_error(exc) == ("in a Python worker: TypeError: run_tasks() takes 2 positional "
+                                 "arguments but 3 were given")
+    assert _spark_error(ValueError("not Spark's")) is None
 
 
 # ---- progress ------------------------------------------------------------------------------------

@@ -147,16 +147,23 @@ class _Interrupts:
 
 
 def _spark_error(exc: BaseException) -> str | None:
-    """One line for a failure inside Spark (a Py4J or PySpark error), else None."""
+    """One line for a failure inside Spark (a Py4J or PySpark error), else None: the
+    Java exception's first line, or for an error in a Python worker its last line."""
+    text = None
     java = getattr(exc, "java_exception", None)
     if java is not None:
         try:
-            return str(java.toString()).splitlines()[0]
+            text = str(java.toString())
         except Exception:  # noqa: BLE001 - the gateway is gone; Python's text says enough
             pass
-    if type(exc).__module__.startswith(("pyspark.", "py4j.")):
-        return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-    return None
+    if text is None:
+        if not type(exc).__module__.startswith(("pyspark.", "py4j.")):
+            return None
+        text = f"{type(exc).__name__}: {str(exc).strip()}"
+    if "Traceback (most recent call last)" in text:
+        python = [line for line in text.split("\n\tat ")[0].splitlines() if line.strip()]
+        return f"in a Python worker: {python[-1].strip()}"
+    return (text.strip().splitlines() or [""])[0]
 
 
 def execute(args: argparse.Namespace) -> int:
