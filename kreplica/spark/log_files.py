@@ -199,9 +199,9 @@ class SegmentFiles:
         return ((hi is not None and hi <= max(lo, self.base_offset))
                 or (self.next_base_offset is not None and lo >= self.next_base_offset))
 
-    def data_end(self) -> DataEnd:
+    def data_end(self, hints: IndexHints | None = None) -> DataEnd:
         """Where the valid batches end (scanned from the last believed index entry)."""
-        _, positions = self.offset_index()
+        positions = (hints or self.hints()).positions
         return data_end(self.log_path, int(positions[-1]) if len(positions) else 0)
 
     def end_offset(self) -> int:
@@ -234,10 +234,10 @@ class PartitionFiles:
         active = self.segments[-1] if self.segments else None
         if active is None or hw <= active.base_offset:
             return hw
-        offsets, _ = active.offset_index()
-        if len(offsets) and hw <= offsets[-1]:
+        hints = active.hints()
+        if len(hints.offsets) and hw <= hints.offsets[-1]:
             return hw
-        end = active.data_end()
+        end = active.data_end(hints)
         leo = active.base_offset if end.last_offset is None else end.last_offset + 1
         return min(hw, leo) if end.clean else hw
 
