@@ -370,6 +370,9 @@ def test_resume_after_killed_sweep(spark, direct, tmp_path):  # noqa: F811
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        from kreplica.spark.sim_runner import remove_orphaned_scratch
+
+        remove_orphaned_scratch(keep="", min_age_s=0)  # what the killed sweep left
     before = read_results(spark, str(out)).collect()
     assert 2 <= len(before) < len(GRID)
     assert len({(r.scenario, r.config_key, r.seed) for r in before}) == len(before)
@@ -406,18 +409,24 @@ def _sweep_scratch_dirs() -> set[str]:
     return set(glob.glob(os.path.join(default_data_root(), "kreplica-sweep-*")))
 
 
-def _interrupt_a_sweep(tmp_path: Path, stop: Callable[[subprocess.Popen], None]) -> tuple[int, str]:
-    """Start ``kreplica sweep`` (local[1]), ``stop`` it once a run is in flight; (exit, stderr)."""
+def _interrupt_a_sweep(tmp_path: Path, stop: Callable[[subprocess.Popen], None],
+                       at_start: bool = False) -> tuple[int, str]:
+    """Start ``kreplica sweep`` (local[1]), ``stop`` it once a run is in flight (or while
+    Spark starts); (exit status, stderr)."""
     cmd = [sys.executable, "-m", "kreplica", "sweep", "--scenario", "random-chaos",
            "--seeds", f"{_FIRST}..{_FIRST + 399}", "--out", str(tmp_path / "runs"), "--master", "local[1]",
            "--runs-per-task", "2", "--tasks-per-chunk", "1", "--no-progress"]
+    before = set(_run_data_left())  # a failed earlier test's, not this sweep's
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while not _run_data_left() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _run_data_left() and proc.poll() is None, "no run started in time"
-        time.sleep(0.5)
+        if at_start:
+            time.sleep(1)
+        else:
+            while not set(_run_data_left()) - before and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert set(_run_data_left()) - before and proc.poll() is None, "no run started in time"
+            time.sleep(0.5)
         stop(proc)
         _, err = proc.communicate(timeout=120)
         # What the sweep started (the JVM, its Python workers) ends with it.
@@ -479,15 +488,27 @@ def test_sigterm_cancels_the_jobs_from_another_thread_as_ctrl_c_does():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_a_sweep_killed_outright_still_leaves_no_run_data(tmp_path):
-    """SIGKILL of the driver alone: its JVM exits and the Python daemon hangs up on its
-    workers mid-run; they close their worlds on the way out."""
+def test_what_a_sweep_killed_outright_leaves_the_next_sweep_removes(tmp_path):
+    """SIGKILL of the driver alone: its JVM exits, the Python daemon hangs up on the workers
+    mid-run (they close their worlds on the way out, unless Spark kills them first), and
+    nobody is left to remove the sweep's scratch directory.  The next sweep's tasks on the
+    host do, once no task holds it (here without waiting the minute they leave it)."""
     require_spark()
+    from kreplica.spark.sim_runner import remove_orphaned_scratch, scratch_dir, use_scratch
+
     scratch_before = _sweep_scratch_dirs()
     _interrupt_a_sweep(tmp_path, lambda p: p.kill())
-    assert _run_data_left() == []
-    for d in _sweep_scratch_dirs() - scratch_before:  # the driver could not remove its (empty) one
-        os.rmdir(d)
+    left = _sweep_scratch_dirs() - scratch_before
+    assert len(left) == 1
+    busy = "kreplica-sweep-test-busy"
+    lock = use_scratch(busy)  # a live task's: kept
+    try:
+        removed = remove_orphaned_scratch(keep="", min_age_s=0)
+        assert left <= set(removed) and scratch_dir(busy) not in removed
+        assert _run_data_left() == [] and _sweep_scratch_dirs() <= scratch_before | {scratch_dir(busy)}
+    finally:
+        os.close(lock)
+    assert scratch_dir(busy) in remove_orphaned_scratch(keep="", min_age_s=0)
 
 
 def test_out_naming_a_file_is_a_usage_error(tmp_path, capsys):

@@ -16,6 +16,7 @@ This is the only module of ``kreplica.spark`` that imports ``kreplica.sim``.
 """
 from __future__ import annotations
 
+import fcntl
 import gzip
 import math
 import os
@@ -190,6 +191,10 @@ def effective_config(sc: Any, config: RunConfig) -> dict[str, Any]:
     }
 
 
+SCRATCH_PREFIX = "kreplica-sweep-"
+_LOCK = ".in-use"
+
+
 def scratch_dir(name: str) -> str:
     """This host's directory ``name`` for the brokers' data of a sweep's runs (beside
     where a lone run would keep them: /dev/shm, else the temp dir)."""
@@ -200,6 +205,49 @@ def scratch_dir(name: str) -> str:
 
 def remove_scratch(name: str) -> None:
     shutil.rmtree(scratch_dir(name), ignore_errors=True)
+
+
+def use_scratch(name: str) -> int:
+    """Make this host's scratch directory ``name`` and hold a shared lock in it while the
+    returned descriptor is open: the kernel drops it with the process, however it ends."""
+    root = scratch_dir(name)
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(os.path.join(root, _LOCK), os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def remove_orphaned_scratch(keep: str, min_age_s: float = 60.0) -> list[str]:
+    """Remove the sweep scratch directories of this host that no live task uses.
+
+    A sweep whose driver was killed outright cannot remove its own, and Spark may kill a
+    task before its run closes its World; the next sweep's tasks on the host remove them.
+    ``min_age_s`` spares a directory a task has made but not yet locked.
+    """
+    from ..sim.world import default_data_root
+
+    removed = []
+    base = default_data_root()
+    for entry in os.scandir(base):
+        if not entry.name.startswith(SCRATCH_PREFIX) or entry.name == keep or not entry.is_dir():
+            continue
+        try:
+            if time.time() - entry.stat().st_mtime < min_age_s:
+                continue
+            fd = os.open(os.path.join(entry.path, _LOCK), os.O_RDWR)
+        except FileNotFoundError:
+            fd = -1  # killed before it locked, or already removed
+        try:
+            if fd >= 0:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        except BlockingIOError:
+            pass  # a task of a running sweep holds it
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    return removed
 
 
 class stopped_by_signals:

@@ -192,30 +192,36 @@ def run_tasks(grid: Grid, batches: Iterator[Any], scratch: str | None = None) ->
 
     Runs keep their data under this host's ``scratch`` directory (see :func:`run_sweep`).
     It is made once per task: once the driver has removed it, a run that would start
-    after the sweep ended fails instead of leaving a new directory behind.
+    after the sweep ended fails instead of leaving a new directory behind.  The task
+    holds a lock in it while it runs, and first removes the scratch directories that no
+    live task holds: those of sweeps killed outright.
     """
     import pyarrow as pa
 
     from . import sim_runner
 
     schema = _arrow_schema()
-    root = None
+    root, lock = None, -1
     if scratch is not None:
-        root = sim_runner.scratch_dir(scratch)
-        os.makedirs(root, exist_ok=True)
+        sim_runner.remove_orphaned_scratch(keep=scratch)
+        root, lock = sim_runner.scratch_dir(scratch), sim_runner.use_scratch(scratch)
     scenarios: dict[tuple[str, int], Any] = {}
-    with sim_runner.stopped_by_signals():
-        for batch in batches:
-            cols = batch.to_pydict()
-            rows = []
-            for name, ci, seed in zip(cols["scenario"], cols["config_index"], cols["seed"]):
-                config = grid.configs[ci]
-                sc = scenarios.get((name, ci))
-                if sc is None:
-                    sc = scenarios[(name, ci)] = sim_runner.build_scenario(name, config)
-                rows.append(sim_runner.run(RunSpec(name, config, seed), sc, data_root=root))
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+    try:
+        with sim_runner.stopped_by_signals():
+            for batch in batches:
+                cols = batch.to_pydict()
+                rows = []
+                for name, ci, seed in zip(cols["scenario"], cols["config_index"], cols["seed"]):
+                    config = grid.configs[ci]
+                    sc = scenarios.get((name, ci))
+                    if sc is None:
+                        sc = scenarios[(name, ci)] = sim_runner.build_scenario(name, config)
+                    rows.append(sim_runner.run(RunSpec(name, config, seed), sc, data_root=root))
+                if rows:
+                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
+    finally:
+        if lock >= 0:
+            os.close(lock)
 
 
 def _arrow_schema() -> Any:
