@@ -458,6 +458,13 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_leaves_no_run_data(tmp_path):
     assert _run_data_left() == [] and _sweep_scratch_dirs() <= scratch_before
 
 
+def test_ctrl_c_while_spark_starts_is_one_line_too(tmp_path):
+    require_spark()
+    rc, err = _interrupt_a_sweep(tmp_path, lambda p: os.killpg(p.pid, signal.SIGINT), at_start=True)
+    lines = [line for line in err.splitlines() if line.strip() and "incubator" not in line]
+    assert rc == 130 and lines == ["sweep: interrupted while Spark started; nothing ran"], err[-3000:]
+
+
 def test_sigterm_cancels_the_jobs_from_another_thread_as_ctrl_c_does():
     """The handler itself must not call the JVM: the main thread is inside a gateway call."""
     import threading
@@ -478,12 +485,17 @@ def test_sigterm_cancels_the_jobs_from_another_thread_as_ctrl_c_does():
 
     sc = Context()
     before = signal.getsignal(signal.SIGTERM)
-    with _Interrupts(sc) as interrupts:
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert sc.cancelled.wait(10) and interrupts.requested
+    interrupts = _Interrupts().install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # before the session is up: only noted
+        assert interrupts.requested and not sc.calls
+        interrupts.attach(sc)
+        assert sc.cancelled.wait(10)
         with pytest.raises(KeyboardInterrupt):  # a second signal does not wait for Spark
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
+    finally:
+        interrupts.restore()
     assert sc.calls[:2] == [("kreplica-sweep-cancel", "log OFF"), ("kreplica-sweep-cancel", "cancel")]
     assert signal.getsignal(signal.SIGTERM) == before
 

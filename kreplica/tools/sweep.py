@@ -100,32 +100,43 @@ def _out_problem(out: str) -> str | None:
 
 
 class _Interrupts:
-    """Ctrl-C and SIGTERM while Spark runs: cancel the jobs and let them fail.
+    """Ctrl-C and SIGTERM around Spark: cancel the jobs and let them fail.
 
     PySpark's own Ctrl-C handler calls the JVM from inside the signal handler, while
     the main thread waits in a call to the same gateway: the reentrant call spills
     hundreds of lines of tracebacks.  Here the handler only starts a thread that
     silences Spark's log (cancelled jobs and killed workers log stack traces) and
     cancels every job, again each half second until the main thread is out of
-    Spark, so a job started just after the signal is cancelled too.  A second
+    Spark, so a job started just after the signal is cancelled too.  Installed
+    before the session starts, a signal is only noted until the session is
+    :meth:`attach`-ed (a JVM still starting cannot be stopped cleanly).  A second
     signal stops at once.
     """
 
-    def __init__(self, sc: Any) -> None:
-        self.sc = sc
+    def __init__(self) -> None:
+        self.sc: Any = None
         self.requested = False
         self._over = threading.Event()
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_Interrupts":
+    def install(self) -> "_Interrupts":
+        """Take SIGINT and SIGTERM (again after a SparkContext started on this thread: it
+        sets its own SIGINT handler)."""
         try:
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
+                previous = signal.signal(sig, self._handle)
+                self._previous.setdefault(sig, previous)
         except ValueError:  # not the main thread: leave signals to whoever owns them
             pass
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def attach(self, sc: Any) -> None:
+        self.install()
+        self.sc = sc
+        if self.requested:
+            self._start()
+
+    def restore(self) -> None:
         self._over.set()
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
@@ -134,6 +145,10 @@ class _Interrupts:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        if self.sc is not None:
+            self._start()
+
+    def _start(self) -> None:
         threading.Thread(target=self._cancel, name="kreplica-sweep-cancel", daemon=True).start()
 
     def _cancel(self) -> None:
@@ -196,13 +211,24 @@ def execute(args: argparse.Namespace) -> int:
             return refuse(f"--out {args.out}: {problem}")
     # pyspark 4 warns about pandas 3 on every Arrow UDF; the sweep uses Arrow only.
     warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*")
+    interrupts = _Interrupts().install()
+    try:
+        return _run(args, grid, conf, console, interrupts, refuse)
+    finally:
+        interrupts.restore()
+
+
+def _run(args: argparse.Namespace, grid: Any, conf: dict[str, str], console: Any, interrupts: _Interrupts,
+         refuse: Any) -> int:
+    from rich.markup import escape
+
     from ..spark.session import local_session
     from ..spark.sim_runner import remove_scratch
     from ..spark.sweep import new_scratch_name
 
     try:
-        spark = local_session(args.master, app_name="kreplica-sweep", conf=conf)
-    except KeyboardInterrupt:
+        spark = _start_session(lambda: local_session(args.master, app_name="kreplica-sweep", conf=conf))
+    except KeyboardInterrupt:  # a second Ctrl-C while the JVM started
         console.print("sweep: interrupted while Spark started; nothing ran")
         return 130
     except Exception as exc:  # noqa: BLE001 - a Spark failure is one line; anything else raises
@@ -212,10 +238,12 @@ def execute(args: argparse.Namespace) -> int:
         return refuse(f"Spark did not start (check --master and --conf): {message}")
     scratch = new_scratch_name()
     finished: list[Any] = []  # the stats after each chunk committed
-    interrupts = _Interrupts(spark.sparkContext)
     try:
-        with interrupts:
-            return _sweep_and_report(spark, args, grid, console, scratch, finished)
+        interrupts.attach(spark.sparkContext)
+        if interrupts.requested:
+            console.print("sweep: interrupted while Spark started; nothing ran")
+            return 130
+        return _sweep_and_report(spark, args, grid, console, scratch, finished)
     except BaseException as exc:  # noqa: BLE001 - sorted below: interrupt, Spark failure, bug
         if interrupts.requested or isinstance(exc, KeyboardInterrupt):
             if grid is None:
@@ -232,11 +260,32 @@ def execute(args: argparse.Namespace) -> int:
         console.print(f"[red]sweep: Spark failed: {escape(message)}", soft_wrap=True)
         return 1
     finally:
+        interrupts.restore()  # before stopping: Spark is no longer ours to cancel
         try:
             spark.stop()
         finally:
             # Tasks Spark killed left their runs' data; stopping ended the last of them.
             remove_scratch(scratch)
+
+
+def _start_session(start: Any) -> Any:
+    """``start()`` on another thread, waited for here: PySpark sets its own Ctrl-C handler
+    (the one :class:`_Interrupts` replaces) only when a context starts on the main thread."""
+    made: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            made["spark"] = start()
+        except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
+            made["error"] = exc
+
+    thread = threading.Thread(target=run, name="kreplica-sweep-start", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)  # a timed wait: signal handlers run in between
+    if "error" in made:
+        raise made["error"]
+    return made["spark"]
 
 
 def _sweep_and_report(spark: Any, args: argparse.Namespace, grid: Any, console: Any, scratch: str,
