@@ -37,3 +37,15 @@ class Recorder:
 
     def types(self) -> list[str]:
         return [e.type.value for e in self.events]
+
+
+def expire_from_a_twin(session: Any, hosts: str) -> None:
+    """Expire a ZooKeeper session the server's own way: a second client presents its id
+    and password, then closes it (``hosts`` includes the store's chroot)."""
+    from kazoo.client import KazooClient
+
+    sid, password = session.client.client_id
+    twin = KazooClient(hosts=hosts, client_id=(sid, password))
+    twin.start(timeout=15)
+    twin.stop()
+    twin.close()

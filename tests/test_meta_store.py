@@ -16,7 +16,7 @@ from kreplica.meta.store import (
     Op,
     SessionExpired,
 )
-from meta_env import Recorder, StoreEnv
+from meta_env import Recorder, StoreEnv, expire_from_a_twin
 
 
 def test_create_get_set_versions(store_env: StoreEnv) -> None:
@@ -304,8 +304,6 @@ def test_memory_store_is_deterministic() -> None:
 
 @pytest.mark.zookeeper
 def test_zookeeper_expired_session_tells_its_owner(zk_store_factory, zk_server) -> None:
-    from kazoo.client import KazooClient
-
     from kreplica.runtime import RealScheduler
 
     sched = RealScheduler()
@@ -315,13 +313,7 @@ def test_zookeeper_expired_session_tells_its_owner(zk_store_factory, zk_server) 
     s.create("/e", ephemeral=True)
     watch = Recorder()
     s.exists("/e", watch)
-    # ZooKeeper's own way to expire a session: close it from a second client that
-    # presents the same session id and password.
-    sid, password = s.client.client_id
-    twin = KazooClient(hosts=zk_server.hosts + zk_store_factory.chroot, client_id=(sid, password))
-    twin.start(timeout=15)
-    twin.stop()
-    twin.close()
+    expire_from_a_twin(s, zk_server.hosts + zk_store_factory.chroot)
     assert sched.run_until(lambda: bool(expired), 20_000)
     assert "SESSION_EXPIRED" in watch.types() or "DELETED" in watch.types()
     with pytest.raises(SessionExpired):

@@ -19,7 +19,7 @@ import pytest
 from kreplica.meta.memory_store import MemoryStore
 from kreplica.meta.store import ConnectionLoss
 from kreplica.runtime import RealScheduler, SimScheduler
-from meta_env import Recorder
+from meta_env import Recorder, expire_from_a_twin
 from tcp_cut import CuttableRelay
 
 _chroots = itertools.count()
@@ -135,17 +135,11 @@ def test_killed_and_closed_sessions_leave_no_threads(zk_server) -> None:
 
 @pytest.mark.zookeeper
 def test_closing_an_expired_session_stops_its_client(zk_store_factory, zk_server) -> None:
-    from kazoo.client import KazooClient
-
     sched = RealScheduler()
     store = zk_store_factory(sched)
     told: list[bool] = []
     s = store.session("b1", on_expired=lambda: told.append(True))
-    sid, password = s.client.client_id
-    twin = KazooClient(hosts=zk_server.hosts + zk_store_factory.chroot, client_id=(sid, password))
-    twin.start(timeout=15)
-    twin.stop()
-    twin.close()
+    expire_from_a_twin(s, zk_server.hosts + zk_store_factory.chroot)
     _wait(lambda: s.expired)
     s.close()  # before the scheduler ran the expiry's own clean-up
     assert s.client._stopped.is_set()  # kazoo would otherwise open a fresh session
