@@ -27,6 +27,7 @@ again, and misses no change made meanwhile.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -305,10 +306,8 @@ class ZooKeeperSession(Session):
             return  # on the wire or about to be: ZooKeeper's ConnectionLoss allows either outcome
         for entry in list(client._queue):
             if entry[1] is async_result:
-                try:
+                with contextlib.suppress(ValueError):  # kazoo failed it meanwhile
                     client._queue.remove(entry)
-                except ValueError:
-                    pass  # failed by kazoo meanwhile
                 return
 
     def _enter(self) -> KazooClient:
@@ -376,10 +375,8 @@ class ZooKeeperSession(Session):
             return
         for child in children:
             self._delete_tree(c, f"{path.rstrip('/')}/{child}")
-        try:
+        with contextlib.suppress(NoNode):  # another client removed it meanwhile, as kazoo's delete allows
             self._wait(c.delete_async(path), path)
-        except NoNode:
-            pass  # another client removed it meanwhile, as kazoo's recursive delete allows
 
     def exists(self, path: str, watch: Watch | None = None) -> Stat | None:
         c = self._enter()

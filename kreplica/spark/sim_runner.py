@@ -243,7 +243,7 @@ def remove_orphaned_scratch(keep: str, min_age_s: float = 60.0) -> list[str]:
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
         except BlockingIOError:
-            pass  # a task of a running sweep holds it
+            continue  # a task of a running sweep holds it: leave it (the finally closes fd)
         finally:
             if fd >= 0:
                 os.close(fd)
