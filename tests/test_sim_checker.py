@@ -549,6 +549,39 @@ def test_leader_hw_going_back(make):
     assert c.violation.invariant is Invariant.LEADER_HW_BACKWARDS
 
 
+def test_leader_hw_going_back_when_re_elected_without_truncating(make):
+    """A leader re-elected in a new epoch (a preferred election, an epoch bump) keeps the
+    HW it committed: nothing truncated its log.  Once it has truncated as a follower in
+    between, a lower HW is legitimate."""
+    c = Checker(History())
+    leader = make("a", Role.LEADER, 0)
+    append(leader, [b"a", b"b"], 0)
+    c.observe(1, "t-0", leader, None)
+    leader.leader_epoch = 1
+    c.observe(1, "t-0", leader, None)  # the same HW in the new epoch
+    assert c.violation is None
+    leader.leader_epoch = 2
+    leader.log.update_high_watermark(1)
+    c.observe(1, "t-0", leader, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.LEADER_HW_BACKWARDS
+    assert "re-elected in epoch 2" in v.message
+
+
+def test_a_leader_that_truncated_as_a_follower_may_lead_again_from_a_lower_hw(make):
+    c = Checker(History())
+    r = make("a", Role.LEADER, 0)
+    append(r, [b"a", b"b"], 0)
+    c.observe(1, "t-0", r, None)
+    r.role, r.leader_epoch = Role.FOLLOWER, 1
+    c.observe(1, "t-0", r, FetchPhase.TRUNCATING)
+    r.log.truncate_to(1)
+    c.on_truncate(1, "t-0", 1)
+    r.role, r.leader_epoch = Role.LEADER, 2
+    c.observe(1, "t-0", r, None)
+    assert c.violation is None
+
+
 def test_consumer_beyond_the_hw_and_controller_epoch_going_back():
     c = Checker(History())
     c.on_consume("t-0", [(0, 0, 0, 7)], high_watermark=1, leader=1)

@@ -46,6 +46,7 @@ _apply_alter_isr = Broker._apply_alter_isr
 _register_controller = KafkaZkClient.register_controller_and_increment_epoch
 _end_offset_for = LeaderEpochCache.end_offset_for
 _delete_old_segments = Log.delete_old_segments
+_make_leader = Partition.make_leader
 
 
 def _hw_ignores_followers(self: Partition) -> bool:
@@ -231,6 +232,14 @@ def _retention_ignores_the_hw(self: Log, now_ms: int | None = None) -> int:
         self._hw = max(hw, self._log_start)
 
 
+def _hw_reset_on_a_new_epoch(self: Partition, state: Any) -> bool:
+    """A leader taking a new epoch starts its HW over from its log start, for its
+    followers' fetches to raise again: a re-elected leader's HW falls."""
+    if state.leader_epoch != self.leader_epoch:
+        self.log.update_high_watermark(self.log.log_start_offset)
+    return _make_leader(self, state)
+
+
 @dataclasses.dataclass(frozen=True)
 class Mutant:
     name: str
@@ -280,6 +289,9 @@ MUTANTS = [
            "random-chaos", 1, Invariant.TWO_LEADERS_ONE_EPOCH),
     Mutant("hw-without-the-monotonic-guard", (Partition, "maybe_increment_leader_hw"),
            _hw_without_the_monotonic_guard, "random-chaos", 8, Invariant.LEADER_HW_BACKWARDS),
+    # Judged across a re-election too: within one epoch alone, 0 in 50 random-chaos seeds.
+    Mutant("hw-reset-on-a-new-epoch", (Partition, "make_leader"), _hw_reset_on_a_new_epoch,
+           "random-chaos", 1, Invariant.LEADER_HW_BACKWARDS),
     Mutant("controller-epoch-not-bumped", (KafkaZkClient, "register_controller_and_increment_epoch"),
            _controller_epoch_not_bumped, "random-chaos", 1, Invariant.CONTROLLER_EPOCH),
     Mutant("isr-write-unconditional", (Broker, "_apply_alter_isr"), _isr_write_unconditional,

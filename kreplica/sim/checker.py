@@ -33,7 +33,8 @@ and compares:
    the leader epoch in the header is not covered, so a retry re-appended under a
    newer epoch counts as the same batch).
 4. One leader per (partition, leader epoch).
-5. A leader's HW never goes backwards (within its leadership).
+5. A leader's HW never goes backwards: within its leadership, nor when it is
+   re-elected (a new epoch, the same broker) without having truncated since.
 6. The controller epoch in the store never goes backwards, no two controller
    terms share an epoch, and a broker that receives a request from an older
    controller epoch changes nothing.
@@ -155,6 +156,8 @@ class ReplicaView:
     verified: int = 0  # offsets below this matched the canonical history
     hw: int = -1
     epoch: int = -1
+    # Seen leading last time, and not truncated since: a re-election keeps its HW.
+    led: bool = False
 
 
 def tp_name(tp: Any) -> str:
@@ -346,8 +349,10 @@ class Checker:
 
     def on_truncate(self, broker: int, tp: str, offset: int) -> None:
         view = self.views.get((broker, tp))
-        if view is not None and view.verified > offset:
-            view.verified = offset
+        if view is not None:
+            view.led = False
+            if view.verified > offset:
+                view.verified = offset
 
     def on_store_state(self, tp: str, leader: int, leader_epoch: int, isr: tuple[int, ...]) -> None:
         """The controller's view: an ISR it shrank while the partition had no live leader
@@ -423,6 +428,7 @@ class Checker:
             self._verify(broker, tp, p, m, view, checked, leader=False)
         view.hw = hw
         view.epoch = epoch
+        view.led = role is _LEADER
 
     def _observe_leader(self, broker: int, tp: str, p: Any, m: PartitionModel, view: ReplicaView, hw: int,
                         checked: int) -> None:
@@ -444,6 +450,15 @@ class Checker:
         elif view.epoch == epoch and hw < view.hw:
             self.fail(Invariant.LEADER_HW_BACKWARDS, tp, broker,
                       f"leader HW went back from {view.hw} to {hw} in epoch {epoch}")
+            return
+        if view.led and view.epoch < epoch and hw < view.hw:
+            # Re-elected straight from leading (a preferred election, an ISR change the
+            # controller wrote with a new epoch): nothing truncated its log, so the HW it
+            # had committed stands.  Only a replica that truncated as a follower between
+            # its leaderships may lead again from a lower HW.
+            self.fail(Invariant.LEADER_HW_BACKWARDS, tp, broker,
+                      f"leader HW went back from {view.hw} in epoch {view.epoch} to {hw} "
+                      f"when re-elected in epoch {epoch}")
             return
         if epoch == m.epoch:
             m.isr = tuple(p.isr)
