@@ -11,7 +11,8 @@ from kreplica.replica.partition import Role
 from kreplica.runtime import ManualClock
 from kreplica.sim.checker import Checker, Invariant
 from kreplica.sim.history import History
-from kreplica.sim.log_view import read_fingerprints
+from kreplica.records import encode_batch
+from kreplica.sim.log_view import DAMAGED, fingerprints, read_fingerprints
 
 
 class Replica(SimpleNamespace):
@@ -62,6 +63,37 @@ def test_follower_holding_the_leaders_batches_passes_and_a_different_batch_is_di
     c.observe(2, "t-0", follower, FetchPhase.FETCHING)
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
     assert "offset 2" in c.violation.message
+
+
+def test_a_batch_whose_bytes_no_longer_match_its_crc_is_damaged():
+    """The header keeps the intact batch's CRC; only the bytes tell (a torn write kept)."""
+    a, b = bytes(encode_batch([b"a", b"b"], base_offset=0)), bytes(encode_batch([b"c"], base_offset=2))
+    torn = bytearray(a + b)
+    torn[len(a) - 1] ^= 0xFF  # the first batch's last record byte
+    intact = fingerprints(a + b)
+    assert fingerprints(bytes(torn)) == intact  # the headers alone cannot tell
+    got = fingerprints(bytes(torn), verified=True)
+    assert got == [intact[0][:3] + (DAMAGED,), intact[1]]
+    assert fingerprints(a + b, verified=True) == intact
+
+
+def test_a_follower_holding_a_damaged_copy_of_a_committed_batch_is_divergence(make):
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    append(leader, [b"committed"], 0)
+    append(follower, [b"committed"], 0)
+    follower.log.flush()
+    segment = next(follower.log.segments[0].log_file.path.parent.glob("*.log"))
+    with open(segment, "r+b") as f:  # a record byte, after the header (and its CRC)
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
+    assert "do not match" in v.message
 
 
 def test_retention_may_delete_only_what_is_committed():

@@ -26,6 +26,7 @@ from kreplica.broker import Broker
 from kreplica.controller import leader_selectors
 from kreplica.controller.leader_selectors import Election
 from kreplica.log.leader_epoch_cache import LeaderEpochCache
+from kreplica.log import log_segment
 from kreplica.log.log import Log
 from kreplica.meta import layout
 from kreplica.meta.kafka_zk_client import KafkaZkClient
@@ -47,6 +48,7 @@ _register_controller = KafkaZkClient.register_controller_and_increment_epoch
 _end_offset_for = LeaderEpochCache.end_offset_for
 _delete_old_segments = Log.delete_old_segments
 _make_leader = Partition.make_leader
+_frame_batches = log_segment.frame_batches
 
 
 def _hw_ignores_followers(self: Partition) -> bool:
@@ -240,6 +242,12 @@ def _hw_reset_on_a_new_epoch(self: Partition, state: Any) -> bool:
     return _make_leader(self, state)
 
 
+def _recovery_without_crcs(buf: Any, check_crc: bool = False, check_records: bool = False) -> Any:
+    """Recovery frames a segment by its headers only: a torn batch whose header survived
+    is kept, its damaged bytes under the CRC of the intact batch."""
+    return _frame_batches(buf, check_crc=False, check_records=check_records)
+
+
 @dataclasses.dataclass(frozen=True)
 class Mutant:
     name: str
@@ -294,6 +302,10 @@ MUTANTS = [
            "random-chaos", 1, Invariant.LEADER_HW_BACKWARDS),
     Mutant("controller-epoch-not-bumped", (KafkaZkClient, "register_controller_and_increment_epoch"),
            _controller_epoch_not_bumped, "random-chaos", 1, Invariant.CONTROLLER_EPOCH),
+    # A torn header (its CRC gone too) shows at seed 2; a torn batch with its header intact
+    # only by its bytes (test_a_torn_batch_kept_by_recovery_is_found_by_its_bytes).
+    Mutant("recovery-keeps-torn-batches", (log_segment, "frame_batches"), _recovery_without_crcs,
+           "random-chaos", 2, Invariant.REPLICA_DIVERGENCE),
     Mutant("isr-write-unconditional", (Broker, "_apply_alter_isr"), _isr_write_unconditional,
            "random-chaos", 13, Invariant.LIVENESS),
     Mutant("stale-controller-requests-applied", (ReplicaManager, "_stale_controller"), _stale_controller_applied,
@@ -334,6 +346,17 @@ def test_the_simulator_finds_a_planted_bug(mutant: Mutant, monkeypatch: pytest.M
     monkeypatch.undo()
     r = World(sc, seed, keep_history=False).run()
     assert r.ok, r.violation and r.violation.describe()
+
+
+def test_a_torn_batch_kept_by_recovery_is_found_by_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At seed 6 recovery keeps torn batches whose headers survived, their stored CRCs
+    those of the intact batches: compared by the CRCs in their headers they pass."""
+    monkeypatch.setattr(log_segment, "frame_batches", _recovery_without_crcs)
+    sc = replace(scenarios.load("random-chaos").with_config(**{"replica.truncation.strategy": "leader-epoch"}),
+                 until_ms=12_000)
+    r = World(sc, 6, keep_history=False).run()
+    assert r.violation is not None and r.violation.invariant is Invariant.REPLICA_DIVERGENCE
+    assert "do not match" in r.violation.message
 
 
 def test_every_invariant_is_reached_by_a_planted_bug() -> None:

@@ -31,7 +31,8 @@ and compares:
 3. Every follower that has finished truncating holds, below its HW, exactly the
    canonical batches (same offsets and batch CRC, which covers every record byte;
    the leader epoch in the header is not covered, so a retry re-appended under a
-   newer epoch counts as the same batch).
+   newer epoch counts as the same batch).  The CRC is checked against the bytes,
+   not only read from the header: a damaged batch keeps its intact CRC there.
 4. One leader per (partition, leader epoch).
 5. A leader's HW never goes backwards: within its leadership, nor when it is
    re-elected (a new epoch, the same broker) without having truncated since.
@@ -57,7 +58,7 @@ from typing import Any
 from ..replica.fetcher import FetchPhase
 from ..replica.partition import Role
 from .history import Event, History
-from .log_view import Fingerprint, read_fingerprints
+from .log_view import DAMAGED, Fingerprint, read_fingerprints
 
 # Module constants for the per-event check: Enum class attribute lookups are slow in 3.11.
 _LEADER, _FOLLOWER, _FETCHING = Role.LEADER, Role.FOLLOWER, FetchPhase.FETCHING
@@ -650,10 +651,13 @@ class Checker:
         # epoch with the first start it has), and the follower's next fetch either adopts the
         # leader's start (KIP-107) or, below it, starts over there.
         start = max(view.verified, m.expired_below)
-        for base, last, epoch, crc in read_fingerprints(p.log, start, hw):
+        for base, last, epoch, crc in read_fingerprints(p.log, start, hw, verified=True):
             if last >= hw:
                 break  # a batch straddling the HW is not committed yet
             known = m.canon.get(base)
+            if crc == DAMAGED:
+                self._diverged(broker, tp, m, base, leader, "its bytes do not match the batch's CRC")
+                return
             if known is None:
                 if leader and base == m.canon_end:
                     self._extend(tp, m, base, last, epoch, crc, broker)
@@ -708,7 +712,7 @@ class Checker:
         # Below a log start lies only what retention (or a follower adopting its leader's
         # start) deleted on purpose, each move recorded as a "log_start" event.
         start = leader.log.log_start_offset
-        ref = read_fingerprints(leader.log, start, leader.log_end_offset)
+        ref = read_fingerprints(leader.log, start, leader.log_end_offset, verified=True)
         by_base = {fp[0]: fp for fp in ref}
         for base, (last, epoch, crc) in m.canon.items():
             if last < start:
@@ -721,7 +725,7 @@ class Checker:
             if b == m.leader:
                 continue
             common = max(start, p.log.log_start_offset)
-            mine = [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(p.log, common, p.log_end_offset)]
+            mine = [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(p.log, common, p.log_end_offset, verified=True)]
             if mine != [(fp[0], fp[1], fp[3]) for fp in ref if fp[0] >= common]:
                 self.fail(Invariant.REPLICA_DIVERGENCE, tp, b,
                           f"after convergence replica {b}'s log differs from leader {m.leader}'s")

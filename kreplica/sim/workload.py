@@ -202,7 +202,7 @@ class Consumer:
         else:
             d = resp.partitions[0]
             if d.error_code == errors.NONE:
-                fps = [fp for fp in fingerprints(d.records) if fp[1] >= self.position]
+                fps = [fp for fp in fingerprints(d.records, verified=True) if fp[1] >= self.position]
                 if fps:
                     self.batches += len(fps)
                     self.world.record("consume", leader, self.name, first=fps[0][0], last=fps[-1][1],
