@@ -115,6 +115,8 @@ class World:
         self.checker = Checker(self.history)
         self.network = SimNetwork(None, random.Random(f"network:{seed}"), scenario.network)
         self.network.around_arrival = self._around_arrival
+        self._deliver = self.network.deliver
+        self.network.deliver = self._on_send
         for node, profile in sorted(scenario.nodes.items()):
             self.network.set_node(node, profile)
         for (src, dst), profile in sorted(scenario.links.items()):
@@ -433,15 +435,29 @@ class World:
 
     def _note_controller_terms(self) -> None:
         """Each live broker acting as controller, with the epoch of its term (checked
-        at every sweep: a term lasts far longer than ``sample_ms``)."""
+        at every sweep, and as it sends each request: see _on_send)."""
         for bid, broker in self.cluster.brokers.items():
             c = broker.controller if broker.alive else None
             if c is None or not c.is_active:
                 continue
-            incarnation = self._incarnations.setdefault(id(c), (c, len(self._incarnations)))[1]
-            self.checker.on_controller_term((bid, incarnation, c.failovers), bid, c.epoch)
+            self._note_term(bid, c)
             if self.checker.violation is not None:
                 return
+
+    def _note_term(self, bid: int, c: Any) -> None:
+        incarnation = self._incarnations.setdefault(id(c), (c, len(self._incarnations)))[1]
+        self.checker.on_controller_term((bid, incarnation, c.failovers), bid, c.epoch)
+
+    def _on_send(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
+        """Every message a node sends.  A controller request is noted with the term that
+        sends it: a term can end between two sweeps, and one that took its predecessor's
+        epoch (a controller re-elected after losing the store) would go unseen there."""
+        if type(message) in _CONTROLLER_REQUESTS and self.cluster is not None:
+            broker = self.cluster.brokers.get(src)
+            c = broker.controller if broker is not None else None
+            if c is not None and c.is_active and c.epoch == message.controller_epoch:
+                self._note_term(src, c)
+        self._deliver(src, dst, message, arrive)
 
     def _note_elections(self) -> None:
         """Re-election latency: from a leader's loss to the next election of its partitions."""
