@@ -292,7 +292,7 @@ class KafkaController:
         for topic in sorted(self.ctx.all_topics):
             self._watch_topic(topic)
         # 7-8. resume reassignments and preferred elections
-        self._maybe_trigger_partition_reassignment()
+        self._maybe_trigger_partition_reassignment(reassigning)
         self.process(events.PreferredReplicaElection(tuple(sorted(preferred))))
         # 9. leadership info to every broker
         self.send_update_metadata(self.ctx.live_or_shutting_down_broker_ids)
@@ -744,7 +744,14 @@ class KafkaController:
             self._topic_configs[topic] = tuple(sorted((k, str(v)) for k, v in overrides.items()))
 
     # -- reassignment and preferred election -------------------------------------
-    def _maybe_trigger_partition_reassignment(self) -> None:
+    def _maybe_trigger_partition_reassignment(self, requested: Mapping[TopicPartition, list[int]]) -> None:
+        """Resume the admin path's reassignments.  One naming a partition the store no longer
+        holds (its topic deleted after the admin tool checked it) goes through :func:`initiate`
+        too, which drops it, as Kafka 0.10's initializePartitionReassignment does: left in the
+        path, it would refuse every later reassignment."""
+        for tp, rar in sorted(requested.items()):
+            if tp not in self.ctx.partition_assignment:
+                reassignment.initiate(self, tp, rar, found_on_failover=True)
         for tp, rctx in sorted(self.ctx.partitions_being_reassigned.items()):
             del self.ctx.partitions_being_reassigned[tp]
             reassignment.initiate(self, tp, list(rctx.new_replicas), found_on_failover=True)
