@@ -632,3 +632,36 @@ def test_a_stop_replica_answer_from_an_earlier_term_is_ignored():
         on_response(success(request))
     c.settle()
     assert not c.admin.topic_exists("t")
+
+
+# -- requests the controller cannot read ---------------------------------------------------
+
+MALFORMED = {layout.REASSIGN_PARTITIONS: b'{"version":1,"partitions":[{"topic":"t","partition":0}]}',
+             layout.PREFERRED_REPLICA_ELECTION: b"not json"}
+
+
+def test_an_admin_request_that_does_not_decode_is_dropped_at_failover():
+    # Written by some other tool while no controller was active.  Failover read it and
+    # raised: the next controller held /controller with an empty context and never
+    # elected again (t-0 kept its dead leader).
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]))
+    first = c.controller.broker_id
+    c.kill(first, wait_expiry=False)
+    for path, data in MALFORMED.items():
+        c.admin.session.create(path, data, makepath=True)
+    assert c.wait_for(lambda: any(x.is_active for x in c.controllers.values()), 30_000)
+    assert all(c.admin.session.exists(path) is None for path in MALFORMED)
+    c.kill(1)
+    assert c.state("t", 0).leader == 2
+
+
+@pytest.mark.parametrize("path", sorted(MALFORMED))
+def test_an_admin_request_that_does_not_decode_is_dropped_by_the_active_controller(path):
+    c = with_topic(cluster())
+    ctrl = c.controller
+    c.admin.session.create(path, MALFORMED[path], makepath=True)
+    c.settle(10)
+    assert ctrl.is_active and c.admin.session.exists(path) is None
+    c.admin.create_preferred_replica_election([T0])      # the next request is taken
+    c.settle(10)
+    assert c.admin.get_preferred_replica_election() == set()

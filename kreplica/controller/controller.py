@@ -98,6 +98,8 @@ ELECTION_RETRY_MS = 1000
 REBALANCE_INITIAL_DELAY_MS = 5000
 #: Config change notifications are kept this long (Kafka's changeExpirationMs: 15 min).
 CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
+#: What the admin nodes' decoders raise on JSON that is not a request (bad JSON, keys missing).
+_UNREADABLE = (ValueError, KeyError, TypeError)
 
 
 class _GatedChannel:
@@ -257,8 +259,8 @@ class KafkaController:
     def _failover_steps(self, gen: int) -> None:
         """Steps 2-11 of seed 000's onControllerFailover, in its order."""
         # 2. register listeners; their first reads are the source of truth loaded in 3.
-        reassigning = self.zk.get_partition_reassignment(watch=self._watch(gen, self._on_reassignment_change))
-        preferred = self.zk.get_preferred_replica_election(watch=self._watch(gen, self._on_preferred_change))
+        reassigning = self._reassignment_request(self._watch(gen, self._on_reassignment_change))
+        preferred = self._preferred_election_request(self._watch(gen, self._on_preferred_change))
         topics = self.zk.get_all_topics(watch=self._watch(gen, self._on_topic_change))
         deleting = self.zk.get_topic_deletions(watch=self._watch(gen, self._on_delete_topics_change))
         live, unclean = self._read_registrations(
@@ -482,14 +484,30 @@ class KafkaController:
         self.process(events.TopicDeletion(tuple(sorted(topics))))
 
     def _on_reassignment_change(self) -> None:
-        wanted = self.zk.get_partition_reassignment(
-            watch=self._watch(self._generation, self._on_reassignment_change))
+        wanted = self._reassignment_request(self._watch(self._generation, self._on_reassignment_change))
         self.process(events.PartitionReassignment(tuple(sorted((tp, tuple(r)) for tp, r in wanted.items()))))
 
     def _on_preferred_change(self) -> None:
-        tps = self.zk.get_preferred_replica_election(
-            watch=self._watch(self._generation, self._on_preferred_change))
+        tps = self._preferred_election_request(self._watch(self._generation, self._on_preferred_change))
         self.process(events.PreferredReplicaElection(tuple(sorted(tps))))
+
+    # An admin node is written by tools other than ours too.  One that does not decode is a
+    # request no controller can carry out: it is removed, as Kafka removes a reassignment it
+    # cannot start "to unblock the admin client", and read as no request.  The decoder's
+    # error used to escape a failover half done: that controller stayed active, handling nothing.
+    def _reassignment_request(self, watch: Callable[[WatchEvent], None]) -> dict[TopicPartition, list[int]]:
+        try:
+            return self.zk.get_partition_reassignment(watch=watch)
+        except _UNREADABLE:
+            self.zk.delete_partition_reassignment()
+            return {}
+
+    def _preferred_election_request(self, watch: Callable[[WatchEvent], None]) -> set[TopicPartition]:
+        try:
+            return self.zk.get_preferred_replica_election(watch=watch)
+        except _UNREADABLE:
+            self.zk.delete_preferred_replica_election()
+            return set()
 
     def _on_config_change(self) -> None:
         names = self.zk.get_config_changes(watch=self._watch(self._generation, self._on_config_change))
