@@ -665,3 +665,29 @@ def test_an_admin_request_that_does_not_decode_is_dropped_by_the_active_controll
     c.admin.create_preferred_replica_election([T0])      # the next request is taken
     c.settle(10)
     assert c.admin.get_preferred_replica_election() == set()
+
+
+def test_an_unexpected_error_in_a_failover_frees_the_controller_node():
+    # Seed 000: a controller that meets an unexpected error while becoming controller
+    # resigns, so that another election runs.  It used to stay active, its context empty.
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]))
+    first = c.controller.broker_id
+    other = c.controllers[17 - first]
+    real = other.zk.get_isr_change_notifications
+    calls = []
+
+    def broken_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        return real(*args, **kwargs)
+
+    other.zk.get_isr_change_notifications = broken_once
+    c.kill(first, wait_expiry=False)
+    with pytest.raises(RuntimeError):
+        c.sched.advance(30_000)
+    assert not other.is_active and c.admin.get_controller_id() is None
+    c.sched.advance(5_000)                        # stands again, and this time serves
+    assert other.is_active and c.admin.get_controller_id() == other.broker_id
+    c.kill(1)
+    assert c.state("t", 0).leader == 2

@@ -356,6 +356,13 @@ class KafkaController:
         except errors.KReplicaError:
             self.resign()
             self._schedule_election()
+        except Exception:
+            # Anything else is a bug, and surfaces.  The term ends first, /controller freed
+            # (seed 000: a controller meeting an unexpected error while becoming controller
+            # resigns, so that another election runs): kept, it left an active controller
+            # with an empty context that handled nothing, for good.
+            self._abdicate()
+            raise
 
     def _act(self, fn: Callable[..., Any], *args: Any) -> Any:
         """An action requested from outside (a broker, an admin API)."""
