@@ -17,6 +17,7 @@ partition's proposal still pending, until the store answers; a retry that finds
 its own proposal already stored (the first attempt landed, its reply was lost)
 succeeds, as Kafka's conditional ISR update does.  Dropping it instead would let
 the leader forget a follower the store has in the ISR and move the HW without it.
+The notification is retried too: the controller hears of the change only from it.
 
 ``kill()`` is a crash: nothing is flushed or closed cleanly, the session is
 abandoned (the store expires it after ``zookeeper.session.timeout.ms``).  A
@@ -50,6 +51,7 @@ from .protocol import (
     LeaderAndIsrResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    TopicPartition,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
@@ -406,16 +408,26 @@ class Broker:
             return
         if tp in updated:
             state = updated[tp]
-            try:
-                self.zk.create_isr_change_notification([tp])
-            except StoreError:
-                pass  # the controller reads the state itself on its next failover
+            self._announce_isr_change(tp, proposer)
             self.observer("isr_changed", self.broker_id, tp=tp, leader_epoch=state.leader_epoch,
                           isr=state.isr, zk_version=state.zk_version)
             on_response(AlterIsrResponse(tp, errors.NONE, state.leader_epoch, state.isr, state.zk_version))
         else:
             # Lost to a newer state (the controller's): the proposal is dropped.
             on_response(AlterIsrResponse(tp, errors.FencedLeaderEpoch.code))
+
+    def _announce_isr_change(self, tp: TopicPartition, proposer: ReplicaManager) -> None:
+        """The ``/isr_change_notification`` for an ISR this process wrote, retried while
+        the store is out of reach.  The controller learns of the change only from it: a
+        reassignment waiting for its new replicas to join the ISR (seed 000 step 4) never
+        went on when the one attempt was lost right after the write.  A repeat is harmless:
+        the controller re-reads the partition's state."""
+        if not self.alive or self.zk is None or self.replica_manager is not proposer:
+            return  # the process that wrote it is gone; the next controller reads the states
+        try:
+            self.zk.create_isr_change_notification([tp])
+        except StoreError:
+            self.scheduler.call_later(ALTER_ISR_RETRY_MS, self._announce_isr_change, tp, proposer)
 
 
 def _same_state(a: LeaderAndIsr, b: LeaderAndIsr) -> bool:

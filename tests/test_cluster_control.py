@@ -256,6 +256,28 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
     assert part.zk_version == stored.zk_version and not part.isr_state.is_inflight
 
 
+def test_an_isr_change_notification_lost_with_the_store_is_sent_again(make):
+    # The leader's ISR expansion lands, then the store is lost before its notification:
+    # the controller, which hears of ISR changes only from those, left the reassignment
+    # waiting for its new replica to join the ISR (seed 000 step 4) for good.
+    c = make(topic=False)
+    c.create_topic("r", assignment={0: [1001, 1002]})
+    leader = c.brokers[c.leader_for("r", 0)]
+    real = leader.zk.create_isr_change_notification
+    lost = []
+
+    def flaky(tps):
+        if not lost:
+            lost.append(tps)
+            raise ConnectionLoss("the store went away right after the ISR write")
+        return real(tps)
+
+    leader.zk.create_isr_change_notification = flaky
+    c.reassign("r", 0, [1002, 1003], timeout_ms=60_000)
+    assert lost and state(c, 0, "r").replicas == (1002, 1003)
+    assert set(state(c, 0, "r").isr) == {1002, 1003}
+
+
 # ---- LeaderAndIsr INIT, HW checkpoint, reads between HW and LEO, follower min bytes ----------
 def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(make, tmp_path, metadata):
     c = make(metadata=metadata)
