@@ -269,3 +269,28 @@ def test_a_failover_drops_a_request_for_a_partition_the_store_no_longer_holds():
     assert c.admin.get_partition_reassignment() == {}
     assert not c.controller.ctx.partitions_being_reassigned
     assert c.assignment("t") == {0: [1, 2]}
+
+
+@pytest.mark.parametrize("leader_dies", ["before the deletion request", "after it"])
+def test_a_reassignment_holding_a_deletion_up_still_gets_its_partition_elected(leader_dies):
+    # t-0 on [2] moves to [1]; 1 can catch up only from a leader.  The topic is queued for
+    # deletion meanwhile, which waits for the reassignment (as Kafka's does).  Partitions
+    # of a queued topic were never elected: once 2 was back, t-0 stayed leaderless, the
+    # reassignment waited for it and the deletion for the reassignment, for good.
+    c = ControllerCluster([9, 1, 2], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [2]})
+    if leader_dies == "before the deletion request":
+        c.kill(2)
+    c.admin.create_partition_reassignment({tp: [1]})
+    c.settle()
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    if leader_dies == "after it":
+        c.kill(2)
+    assert c.state("t", 0).leader == -1 and c.admin.topic_exists("t")
+    c.start(2)
+    assert c.state("t", 0).leader == 2
+    c.leader_sets_isr(tp, [2, 1])
+    assert c.wait_for(lambda: not c.admin.topic_exists("t"), 20_000)
+    assert c.admin.get_partition_reassignment() == {} and c.admin.get_topic_deletions() == []

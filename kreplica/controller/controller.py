@@ -152,7 +152,7 @@ class KafkaController:
         self.selectors = BoundSelectors(self.ctx, self._unclean_enabled)
         self.deletion = TopicDeletionManager(self)
         self.psm = PartitionStateMachine(self.ctx, self.zk, self.batch, self.selectors.offline,
-                                         self.deletion.is_topic_queued_for_deletion)
+                                         self._held_offline_for_deletion)
         self.rsm = ReplicaStateMachine(self.ctx, self.zk, self.batch)
 
     # -- public state ----------------------------------------------------------
@@ -659,7 +659,7 @@ class KafkaController:
         ctx = self.ctx
         dead = set(dead_brokers)
         ctx.shutting_down_broker_ids -= dead
-        queued = self.deletion.is_topic_queued_for_deletion
+        queued = self._held_offline_for_deletion
         leaderless = [tp for tp, st in ctx.leadership.items() if st.leader in dead and not queued(tp.topic)]
         self.psm.handle_state_changes(leaderless, PartitionState.OFFLINE)
         self.psm.trigger_online_partition_state_change()
@@ -669,6 +669,16 @@ class KafkaController:
         deleting = [pr for pr in on_dead if queued(pr.tp.topic)]
         if deleting:
             self.deletion.fail_replica_deletion(deleting)
+
+    def _held_offline_for_deletion(self, topic: str) -> bool:
+        """Is ``topic`` queued for deletion, so that its partitions are not elected and its
+        dead replicas are failed for the deletion rather than taken offline?  Not while a
+        reassignment of it is pending: the deletion waits for that (as Kafka's does), and a
+        leaderless partition's new replicas can catch up only once it has a leader.  Held
+        offline, the partition, the reassignment and the deletion waited on one another
+        for good."""
+        return self.deletion.is_topic_queued_for_deletion(topic) and not any(
+            tp.topic == topic for tp in self.ctx.partitions_being_reassigned)
 
     def shutdown_broker(self, broker_id: int) -> set[TopicPartition]:
         """Controlled shutdown (seed 003): move its leaderships away, take it out of every ISR.
