@@ -57,6 +57,33 @@ def test_seed003_controlled_shutdown_then_kill(cluster):
     assert isrs(cluster) == {0: (1003, {1003, 1001}), 1: (1001, {1003, 1001}), 2: (1003, {1003, 1001})}
 
 
+def test_seed003_published_pictures_with_kafkas_periodic_rebalance(tmp_path):
+    """Seed 003's cluster ran with auto.leader.rebalance.enable (the default, every 300 s):
+    its published picture after the kill has bar-0 back on its preferred replica 1001,
+    which the imbalance check put there.  Same story, Kafka's defaults, every line as
+    published."""
+    cfg = {**CONFIG, "auto.leader.rebalance.enable": True}
+    with Cluster.embedded(brokers=[1001, 1002, 1003], data_dir=tmp_path, config=cfg) as c:
+        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+        assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("bar").partitions), 60_000)
+        assert c.controlled_shutdown(1001) is True
+        assert c.describe_text("bar").splitlines()[1:] == [
+            "\tTopic: bar\tPartition: 0\tLeader: 1003\tReplicas: 1001,1003,1002\tIsr: 1003,1002",
+            "\tTopic: bar\tPartition: 1\tLeader: 1002\tReplicas: 1002,1001,1003\tIsr: 1002,1003",
+            "\tTopic: bar\tPartition: 2\tLeader: 1003\tReplicas: 1003,1002,1001\tIsr: 1003,1002"]
+        c.start(1001)
+        assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("bar").partitions), 60_000)
+        c.kill(1002)
+        t0 = c.now_ms()
+        assert c.run_until(lambda: isrs(c) == {0: (1001, {1003, 1001}), 1: (1001, {1003, 1001}),
+                                               2: (1003, {1003, 1001})}, 400_000)
+        assert c.now_ms() - t0 <= 300_000 + 10_000  # within one check interval (and the expiry)
+        assert c.describe_text("bar").splitlines()[1:] == [
+            "\tTopic: bar\tPartition: 0\tLeader: 1001\tReplicas: 1001,1003,1002\tIsr: 1003,1001",
+            "\tTopic: bar\tPartition: 1\tLeader: 1001\tReplicas: 1002,1001,1003\tIsr: 1003,1001",
+            "\tTopic: bar\tPartition: 2\tLeader: 1003\tReplicas: 1003,1002,1001\tIsr: 1003,1001"]
+
+
 def test_describe_text_layout(cluster):
     text = cluster.describe_text("bar")
     lines = text.splitlines()
