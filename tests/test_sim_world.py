@@ -368,3 +368,73 @@ def test_timeline_isr_stays_are_one_bar_per_stay():
     assert isr_stays(samples, 3) == [(0, 500), (1000, 1250)]
     assert isr_stays(samples, 1) == [(0, 1250)]
     assert isr_stays(samples, 4) == []
+
+
+_PREFERRED_BACK = """
+name = "preferred-back"
+description = "the leader moves away in a controlled shutdown, and back in a preferred election"
+brokers = 3
+until_ms = 20000
+
+[config]
+"replica.lag.time.max.ms" = 3000
+"zookeeper.session.timeout.ms" = 3000
+"replica.fetch.wait.max.ms" = 200
+"request.timeout.ms" = 3000
+"controlled.shutdown.retry.backoff.ms" = 500
+"auto.leader.rebalance.enable" = false
+"min.insync.replicas" = 2
+
+[[topics]]
+name = "t"
+partitions = 1
+replication_factor = 3
+assignment = { 0 = [1, 2, 3] }
+
+[workload]
+acks = "all"
+produce_interval_ms = 30
+
+[[steps]]
+action = "controlled_shutdown"
+target = 1
+at_ms = 2000
+
+[[steps]]
+action = "restart"
+target = 1
+at_ms = 5000
+
+[[steps]]
+action = "elect_preferred"
+at_ms = 15000
+params = { topic = "t" }
+"""
+
+
+def test_liveness_requires_the_stores_leader_to_lead(tmp_path, monkeypatch):
+    """A leader the store names but that never took up its LeaderAndIsr serves nothing,
+    while the idle replicas all show HW = LEO and the store's ISR is full.  The liveness
+    phase used to call that converged (seed 1: broker 1, elected back at epoch 2, still
+    followed at epoch 1)."""
+    from kreplica import errors
+    from kreplica.replica.partition import Role
+    from kreplica.replica.replica_manager import ReplicaManager
+
+    path = tmp_path / "preferred-back.toml"
+    path.write_text(_PREFERRED_BACK)
+    sc = scenarios.load(str(path))
+    assert World(sc, 1).run().converged
+    apply_state = ReplicaManager._apply_partition_state
+
+    def promotion_ignored(self, state):  # a planted bug: the preferred election's promotion is lost
+        p = self.partitions.get(state.tp)
+        if (p is not None and p.role is Role.FOLLOWER and state.leader == self.broker_id
+                and self.scheduler.now_ms() >= 14_000):
+            return errors.NONE
+        return apply_state(self, state)
+
+    monkeypatch.setattr(ReplicaManager, "_apply_partition_state", promotion_ignored)
+    r = World(sc, 1).run()
+    assert not r.converged and r.violation.invariant is Invariant.LIVENESS
+    assert "leader 1 (epoch 2) is not leading it" in r.violation.message

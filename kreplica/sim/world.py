@@ -770,6 +770,11 @@ class World:
                 return f"{tp_name(tp)} has no leader"
             if sorted(state.isr) != sorted(replicas):
                 return f"{tp_name(tp)} ISR {list(state.isr)} != replicas {replicas}"
+            # The store naming a leader is not enough: that broker must lead at that epoch.
+            # A leader that never took up its LeaderAndIsr serves nothing, while every
+            # replica, idle, still shows HW = LEO.
+            if (gap := self._leader_gap(tp, state)) is not None:
+                return gap
             offsets = set()
             for b in replicas:
                 broker = self.cluster.brokers[b]
@@ -781,6 +786,16 @@ class World:
                     return f"{tp_name(tp)} on {b}: HW {p.high_watermark} != LEO {p.log_end_offset}"
             if len(offsets) != 1:
                 return f"{tp_name(tp)} replicas disagree on HW/LEO {sorted(offsets)}"
+        return None
+
+    def _leader_gap(self, tp: TopicPartition, state: Any) -> str | None:
+        """Why the store's leader of ``tp`` does not lead it at the store's leader epoch, if it does not."""
+        broker = self.cluster.brokers.get(state.leader)
+        rm = broker.replica_manager if broker is not None and broker.alive else None
+        p = rm.partitions.get(tp) if rm is not None else None
+        if p is None or not p.is_leader or p.leader_epoch != state.leader_epoch:
+            role = "not hosted" if p is None else f"{p.role.value} at epoch {p.leader_epoch}"
+            return f"{tp_name(tp)} leader {state.leader} (epoch {state.leader_epoch}) is not leading it: {role}"
         return None
 
     def _config_gap(self) -> str | None:
