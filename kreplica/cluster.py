@@ -17,6 +17,7 @@ exactly as ``kafka-topics.sh`` and ``kafka-reassign-partitions.sh`` do.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import tempfile
@@ -30,6 +31,7 @@ from .config import parse_acks, validate
 from .describe import PartitionDescription, TopicDescription, describe_topic, format_describe
 from .meta import admin
 from .meta.kafka_zk_client import KafkaZkClient
+from .meta.store import StoreError
 from .meta.uri import open_store, parse_metadata_uri
 from .protocol import (
     ISOLATION_LEVELS,
@@ -126,8 +128,7 @@ class Cluster:
         self.store = self._admin_session = None
         try:
             self.store = open_store(metadata, self.scheduler, self.config["zookeeper.session.timeout.ms"])
-            self._admin_session = self.store.session("admin")
-            self.zk = KafkaZkClient(self._admin_session, self.scheduler)
+            self._open_admin_session()
             self.zk.ensure_persistent_paths()
             for bid in broker_ids:
                 self.brokers[bid] = self._new_broker(bid)
@@ -150,6 +151,26 @@ class Cluster:
         simulator's hook to pause one broker process as a whole.
         """
         return cls(brokers, data_dir, metadata, seed, config, transport, latency_ms, broker_scheduler)
+
+    # ---- the admin session ---------------------------------------------------------
+    def _open_admin_session(self) -> None:
+        """A new store session for the cluster's own reads and admin writes; the expired one,
+        if any, is closed once it is replaced (a store out of reach keeps it, to try again)."""
+        session = self.store.session("admin")
+        old, self._admin_session = self._admin_session, session
+        self._zk = KafkaZkClient(session, self.scheduler)
+        if old is not None:
+            with contextlib.suppress(StoreError):
+                old.close()
+
+    @property
+    def zk(self) -> KafkaZkClient:
+        """The cluster's client of the store.  A session the store expired (a ZooKeeper
+        outage longer than the session timeout) is replaced at the next use, as Kafka's
+        ZooKeeper client re-initialises; otherwise every call after it failed for good."""
+        if getattr(self._admin_session, "expired", False) and not self._closed:
+            self._open_admin_session()
+        return self._zk
 
     def _new_broker(self, bid: int) -> Broker:
         hook = self._broker_scheduler

@@ -268,8 +268,9 @@ CLOSED_CALLS = {
     "fetch": lambda c: c.fetch("bar", 0, 0),
     "__enter__": lambda c: c.__enter__(),
 }
-# What a closed cluster still answers: trivial reads of what it holds in memory.
-OPEN_AFTER_CLOSE = {"embedded", "close", "now_ms", "live_brokers"}
+# What a closed cluster still answers: trivial reads of what it holds in memory, and its
+# store client (``zk``), whose closed session refuses every call and is not reopened.
+OPEN_AFTER_CLOSE = {"embedded", "close", "now_ms", "live_brokers", "zk"}
 
 
 @pytest.fixture(scope="module")
@@ -523,3 +524,12 @@ def test_a_cluster_refuses_a_latency_or_seed_it_cannot_run_on(kwargs, error):
     """latency_ms=0 with fetch waits of 0 used to spin at t=0 for ever (millions of fetches)."""
     with pytest.raises(error):
         Cluster.embedded(**kwargs)
+
+
+def test_a_closed_clusters_store_client_is_not_reopened():
+    c = Cluster.embedded()
+    c.close()
+    zk = c.zk
+    with pytest.raises(errors.KReplicaError):
+        zk.get_all_topics()
+    assert c.zk is zk

@@ -92,3 +92,23 @@ def test_controller_failover_keeps_serving(cluster):
     tp = TopicPartition("bar", 0)
     assert cluster.run_until(lambda: all(
         cluster.brokers[b].replica_manager.partitions[tp].high_watermark == offset + 1 for b in live), 30_000)
+
+
+def test_the_cluster_replaces_its_own_expired_session(cluster):
+    """The cluster's admin session, expired by a store outage longer than the session
+    timeout, used to fail every later call (describe, produce, fetch) with SESSIONEXPIRED
+    for good, while the brokers had renewed theirs."""
+    old = cluster._admin_session
+    if cluster.chroot is None:
+        old.pause_heartbeats()
+        cluster.advance(CONFIG["zookeeper.session.timeout.ms"] + 1000)
+    else:
+        from meta_env import expire_from_a_twin
+
+        hosts = cluster.metadata[len("zookeeper://"):]
+        expire_from_a_twin(old, hosts)
+        assert cluster.run_until(lambda: old.expired, 10_000)
+    assert old.expired
+    offset = cluster.produce("bar", 0, [b"after-expiry"])
+    assert cluster.fetch("bar", 0, offset)[0].value == b"after-expiry"
+    assert cluster._admin_session is not old and cluster.describe("bar").partitions
