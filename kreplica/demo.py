@@ -55,7 +55,7 @@ def _produce(c: Cluster, console: Console, acked: dict[int, list[tuple[int, byte
                 acked[p].extend((base + j, v) for j, v in enumerate(values))
                 progress.advance(task)
     total = sum(len(v) for v in acked.values())
-    console.print(f"  acknowledged so far: [bold]{total}[/] records (t={c.now_ms()} ms virtual)")
+    console.print(f"  acknowledged so far: [bold]{total}[/] records (t={_elapsed_ms(c)} ms {_clock(c)})")
 
 
 def _check(c: Cluster, console: Console, expected: dict[int, tuple[int, set[int]]]) -> bool:
@@ -75,8 +75,18 @@ def _isr_full(c: Cluster) -> bool:
     return all(len(p.isr) == len(p.replicas) for p in c.describe(TOPIC).partitions)
 
 
-def _timeline_table(events: list[TimelineEvent]) -> Table:
-    table = Table(title="Leader-election and ISR timeline (virtual time)")
+def _elapsed_ms(c: Cluster, time_ms: int | None = None) -> int:
+    """Milliseconds since the cluster's clock started: virtual time starts at 0, real time
+    at the epoch milliseconds of the cluster's creation."""
+    return (c.now_ms() if time_ms is None else time_ms) - getattr(c.scheduler, "started_ms", 0)
+
+
+def _clock(c: Cluster) -> str:
+    return "virtual" if c.virtual_time else "real"
+
+
+def _timeline_table(c: Cluster, events: list[TimelineEvent]) -> Table:
+    table = Table(title=f"Leader-election and ISR timeline ({_clock(c)} time)")
     for col in ("t (ms)", "event", "broker", "details"):
         table.add_column(col)
     seen: dict[Any, Any] = {}
@@ -99,7 +109,7 @@ def _timeline_table(events: list[TimelineEvent]) -> Table:
             kind = e.kind.replace("_", " ")
         else:
             continue
-        table.add_row(str(e.time_ms), kind, str(e.broker), text)
+        table.add_row(str(_elapsed_ms(c, e.time_ms)), kind, str(e.broker), text)
     return table
 
 
@@ -164,7 +174,7 @@ def run(console: Console | None = None, seed: int = 0, metadata: str = "memory")
         c.start(1001)
         full = c.run_until(lambda: _isr_full(c), 120_000)
         ok &= full
-        console.print(f"  ISR full again: {full} (t={c.now_ms()} ms)")
+        console.print(f"  ISR full again: {full} (t={_elapsed_ms(c)} ms)")
         console.print(c.describe_text(TOPIC), markup=False, highlight=False, soft_wrap=True)
 
         console.print("[bold]4. kill 1002 (no clean shutdown; its session expires)[/]")
@@ -190,6 +200,6 @@ def run(console: Console | None = None, seed: int = 0, metadata: str = "memory")
         ok &= lost == 0
         verdict = "[green]nothing acknowledged was lost[/]" if lost == 0 else f"[red]{lost} records lost[/]"
         console.print(f"  {verdict}")
-        console.print(_timeline_table(c.timeline))
+        console.print(_timeline_table(c, c.timeline))
     console.print("[bold green]demo passed[/]" if ok else "[bold red]demo found a difference[/]")
     return ok

@@ -117,15 +117,22 @@ class _HeapScheduler:
 
 
 class RealScheduler(_HeapScheduler):
-    """Wall-clock time; callbacks from other threads arrive via call_soon_threadsafe."""
+    """Wall-clock time; callbacks from other threads arrive via call_soon_threadsafe.
+
+    ``now_ms`` is epoch milliseconds, as Kafka's record timestamps, retention and znode
+    timestamps read them: the wall clock at construction (``started_ms``), moved on by
+    the monotonic clock, so a wall-clock step never runs timers early or late.  Counted
+    from 0 instead, a restarted process stamped records older than the ones its logs
+    already held, and time-based retention waited out the previous process's uptime."""
 
     def __init__(self, seed: int = 0) -> None:
         super().__init__(seed)
         self._t0 = time.monotonic()
+        self.started_ms = int(time.time() * 1000)
         self._wake = threading.Event()
 
     def now_ms(self) -> int:
-        return int((time.monotonic() - self._t0) * 1000)
+        return self.started_ms + int((time.monotonic() - self._t0) * 1000)
 
     def call_soon_threadsafe(self, fn: Callable[..., Any], *args: Any) -> None:
         super().call_soon_threadsafe(fn, *args)

@@ -112,3 +112,22 @@ def test_the_cluster_replaces_its_own_expired_session(cluster):
     offset = cluster.produce("bar", 0, [b"after-expiry"])
     assert cluster.fetch("bar", 0, offset)[0].value == b"after-expiry"
     assert cluster._admin_session is not old and cluster.describe("bar").partitions
+
+
+@pytest.mark.zookeeper
+def test_real_time_is_the_wall_clock_in_records_and_registrations(request, tmp_path):
+    """Real time counted from 0 at the cluster's creation: a record produced now was stamped
+    1970-01-01, as were the broker registrations; a restarted process stamped records older
+    than those its logs held, and time-based retention waited out the last one's uptime."""
+    import time
+
+    server = request.getfixturevalue("zk_server")
+    before = int(time.time() * 1000)
+    with Cluster.embedded(data_dir=tmp_path, metadata=f"zookeeper://{server.hosts}/wall-{os.getpid()}",
+                          config=CONFIG) as c:
+        c.create_topic("bar", partitions=1, replication_factor=3)
+        offset = c.produce("bar", 0, [b"now"])
+        stamped = c.fetch("bar", 0, offset)[0].timestamp
+        registered = int(json.loads(c.zk.session.get("/brokers/ids/1001")[0])["timestamp"])
+    after = int(time.time() * 1000)
+    assert before <= stamped <= after and before <= registered <= after
