@@ -93,3 +93,25 @@ def test_a_partition_that_replaces_another_lasts_its_own_duration():
     sched.advance(1500)                                   # 2600
     assert not net.partitioned
     assert events == [(0, "partition"), (500, "partition"), (2500, "heal")]
+
+
+def test_a_slow_disk_that_replaces_another_lasts_its_own_duration():
+    """A second slow disk on a broker still slow: the first one's end used to end it too."""
+    from kreplica.runtime import SimScheduler
+    from kreplica.sim import faults
+    from kreplica.sim.network import SimNetwork
+
+    sched = SimScheduler(1)
+    net = SimNetwork(None, random.Random(1))
+    net.scheduler = sched
+    events = []
+    world = SimpleNamespace(network=net, later=sched.call_later, slow_disks={},
+                            record=lambda kind, *a, **k: events.append((sched.now_ms(), kind)))
+    faults.slow_disk(world, 2, 100, 5000)                 # until 5000
+    sched.advance(3000)
+    faults.slow_disk(world, 2, 50, 5000)                  # until 8000
+    sched.advance(2100)                                   # 5100: the first one's timer fired
+    assert net.slow_ms == {2: 50}
+    sched.advance(3000)                                   # 8100
+    assert net.slow_ms == {}
+    assert events == [(0, "slow_disk"), (3000, "slow_disk"), (8000, "disk_fast")]

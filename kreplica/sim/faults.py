@@ -177,13 +177,20 @@ def resume(world: "World", broker: int) -> None:
 
 
 def slow_disk(world: "World", broker: int, delay_ms: int, duration_ms: int) -> bool:
+    """``broker`` handles every request ``delay_ms`` late for ``duration_ms``.  One that
+    replaces a slow disk still in place lasts its own duration: the earlier one's end no
+    longer applies (it used to end the new one early)."""
     world.record("slow_disk", broker, delay_ms=delay_ms, duration_ms=duration_ms)
     world.network.slow_ms[broker] = delay_ms
-    world.later(duration_ms, _fast_disk, world, broker)
+    world.slow_disks[broker] = token = object()
+    world.later(duration_ms, _fast_disk, world, broker, token)
     return True
 
 
-def _fast_disk(world: "World", broker: int) -> None:
+def _fast_disk(world: "World", broker: int, token: object) -> None:
+    if world.slow_disks.get(broker) is not token:
+        return
+    del world.slow_disks[broker]
     if world.network.slow_ms.pop(broker, None) is not None:
         world.record("disk_fast", broker)
 

@@ -128,6 +128,8 @@ class World:
         self.bound: dict[str, int] = {}
         # The network partition in place, if any: only its own timer heals it (faults.partition).
         self.partition_in_place: object | None = None
+        # Each slow disk in place, by broker: only its own timer ends it (faults.slow_disk).
+        self.slow_disks: dict[int, object] = {}
         self._armed: list[Step] = []
         self._deleting: set[str] = set()
         self._dirty: dict[tuple[int, TopicPartition], None] = {}
