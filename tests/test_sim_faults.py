@@ -115,3 +115,26 @@ def test_a_slow_disk_that_replaces_another_lasts_its_own_duration():
     sched.advance(3000)                                   # 8100
     assert net.slow_ms == {}
     assert events == [(0, "slow_disk"), (3000, "slow_disk"), (8000, "disk_fast")]
+
+
+def test_a_restart_does_not_heal_a_cut_from_the_store():
+    """A broker crashed and restarted while cut from the store: its new session used to
+    reach the store at once, and the cut's end was never recorded (no heal_store)."""
+    from kreplica.sim import faults, scenarios
+    from kreplica.sim.world import World
+
+    world = World(scenarios.load("rolling-restart"), 1)
+    try:
+        world._build()
+        sched = world.cluster.scheduler
+        faults.cut_store(world, 2, 5000)
+        faults.crash(world, 2)
+        sched.advance(500)
+        faults.restart(world, 2)
+        sched.advance(1000)
+        assert not world.cluster.brokers[2].session.reachable
+        sched.advance(4000)
+        assert world.cluster.brokers[2].session.reachable
+        assert [e.kind for e in world.history.events if e.broker == 2][-3:] == ["crash", "restart", "heal_store"]
+    finally:
+        world.close()

@@ -323,7 +323,7 @@ MUTANTS = [
     Mutant("isr-write-unconditional", (Broker, "_apply_alter_isr"), _isr_write_unconditional,
            "random-chaos", 13, Invariant.LIVENESS),
     Mutant("stale-controller-requests-applied", (ReplicaManager, "_stale_controller"), _stale_controller_applied,
-           "control-plane-chaos", 28, Invariant.CONTROLLER_EPOCH, until_ms=None),
+           "control-plane-chaos", 37, Invariant.CONTROLLER_EPOCH, until_ms=None),
     # Judged against the epochs the world saw the broker accept: against its own record
     # alone (which this bug never writes) nothing ever looked stale.
     Mutant("controller-epoch-neither-checked-nor-recorded", (ReplicaManager, "_stale_controller"),

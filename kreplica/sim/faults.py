@@ -115,7 +115,6 @@ def restart(world: "World", broker: int) -> bool:
         return False
     world.record("restart", broker)
     world.checker.on_restart(broker)
-    world.network.heal_store(broker)
     world.cluster.start(broker)
     return True
 

@@ -25,7 +25,7 @@ is sent to it, during the pause leaves at resume.  What it sent before the pause
 is already on the wire and arrives as usual (the kernel does not pause with the
 process).  A slow node (a slow disk) handles every request ``slow_ms`` late.  The metadata store is
 reached through sessions, not messages: cutting a broker from the store sets its
-session unreachable, and sessions the broker opens later (after an expiry) are cut
+session unreachable, and sessions the broker opens later (after an expiry or a restart) are cut
 too.
 """
 from __future__ import annotations
