@@ -8,7 +8,7 @@ Examples::
     kreplica simulate --replay runs/kip101-hw-truncation-7.jsonl
 
 The command prints the scenario, seeds and options first.  A single seed
-(``--seed N``) prints its history hash last; for several seeds, each run's hash
+(``--seed N``) prints its history hash before the summary table; for several seeds, each run's hash
 is in ``summary.json`` under ``--out DIR``.  The same seed and options give the
 same hash.  A violation prints the last events touching its partition, and the
 command exits non-zero.  ``--replay`` exits as the recorded run did (1 with its

@@ -146,7 +146,7 @@ def test_the_help_says_where_the_hashes_are(capsys):
     with pytest.raises(SystemExit):
         sim_cli.main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "A single seed (``--seed N``) prints its history hash last" in text
+    assert "A single seed (``--seed N``) prints its history hash before the summary table" in text
     assert "each run's hash is in ``summary.json`` under ``--out DIR``" in text
     assert "Every run prints its seed and options first and its history hash last" not in text
 

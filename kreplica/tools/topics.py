@@ -1,4 +1,4 @@
-"""Create, delete, list and describe topics in a ZooKeeper-backed cluster (like kafka-topics.sh)."""
+"""Create, alter, delete, list and describe topics in a ZooKeeper-backed cluster (like kafka-topics.sh)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ..cli import key_value
 
-HELP = "create, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
+HELP = "create, alter, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
