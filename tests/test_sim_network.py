@@ -270,3 +270,14 @@ def test_data_messages_between_brokers_may_be_lost_or_doubled_but_never_reordere
                           latency_ms_tail=200, drop_probability=0.2, duplicate_probability=0.2)
     received = _run_ops(profile, seed, ops, fetch)
     assert all(seqs == sorted(seqs) for seqs in received.values())
+
+
+def test_calm_stops_loss_and_duplication_everywhere_and_keeps_latency():
+    lossy = LinkProfile(2, 9, 0.1, 40, drop_probability=0.3, duplicate_probability=0.2)
+    net = SimNetwork(SimScheduler(1), random.Random(1), lossy)
+    net.set_link(1, 2, lossy)
+    net.set_node(3, lossy)
+    net.calm()
+    for p in (net.profile, net.links[(1, 2)], net.node_profiles[3]):
+        assert (p.drop_probability, p.duplicate_probability) == (0.0, 0.0)
+        assert (p.latency_ms_min, p.latency_ms_max, p.tail_probability, p.latency_ms_tail) == (2, 9, 0.1, 40)

@@ -97,6 +97,29 @@ def test_swarm_over_a_base_mix_varies_that_mix_and_keeps_the_rest_of_the_draw():
     assert churn.workload.admin_interval_ms == 1000 and churn.workload.alter_configs
 
 
+def test_the_swarm_draws_the_network_too():
+    """Latency, its tail, loss and duplication vary per seed (some seeds lose nothing); a
+    base mix keeps its latencies and scales its own loss and duplication."""
+    nets = [swarm_scenario(seed).network for seed in range(1, 101)]
+    assert len({(n.latency_ms_min, n.latency_ms_max) for n in nets}) > 5
+    assert len({n.tail_probability for n in nets}) > 2
+    for field in ("drop_probability", "duplicate_probability"):
+        rates = [getattr(n, field) for n in nets]
+        assert 0 in rates and max(rates) > 0.005 and all(0 <= r <= 0.01 for r in rates)
+    assert swarm_scenario(5).network == swarm_scenario(5).network != swarm_scenario(6).network
+    gc = scenarios.load("gc-pause-chaos")
+    assert gc.network.drop_probability > 0
+    drops = []
+    for seed in range(1, 101):
+        n = swarm_scenario(seed, gc).network
+        assert (n.latency_ms_min, n.latency_ms_max, n.tail_probability, n.latency_ms_tail) == \
+            (gc.network.latency_ms_min, gc.network.latency_ms_max, gc.network.tail_probability,
+             gc.network.latency_ms_tail)
+        drops.append(n.drop_probability / gc.network.drop_probability)
+    on = [d for d in drops if d]
+    assert 0.7 < sum(on) / len(on) < 1.3 and len(on) < len(drops)  # ~1x the base's, or off
+
+
 def test_a_base_mix_without_chaos_or_an_unknown_mix_is_refused(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text('name = "bad"\nswarm_mix = "base"\n')

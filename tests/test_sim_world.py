@@ -61,6 +61,16 @@ def test_liveness_phase_reports_a_cluster_that_cannot_converge_in_time():
     assert r.violation is not None and r.violation.invariant is Invariant.LIVENESS
 
 
+def test_the_liveness_phase_stops_message_loss_too():
+    """Heal everything, stop faults: random loss is one.  With every data-plane message lost
+    until the liveness phase, the followers drop out of the ISR; once loss stops they catch
+    up and the cluster converges (with loss going on, it never did)."""
+    sc = scenarios.load("seed003-broker-killed")
+    sc = replace(sc, until_ms=15000, network=replace(sc.network, drop_probability=1.0))
+    r = World(sc, 1).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+
+
 def test_cli_runs_seeds_and_replays_a_history_to_the_same_hash(tmp_path, capsys):
     rc = sim_cli.main(["--scenario", "kip101-hw-truncation", "--seeds", "1..1", "--until", "6000",
                        "--out", str(tmp_path), "--history", "--timeline"])
@@ -120,6 +130,15 @@ def test_a_request_from_an_older_controller_epoch_must_change_nothing(broken):
         world.close()
 
 
+def as_found(seed, base):
+    """A swarm seed's scenario as it was when the seed was found, before the swarm drew a
+    network for every seed: every link kept the base's profile.  The stories pinned below
+    need the histories they were found in."""
+    from kreplica.sim.swarm import swarm_scenario
+
+    return replace(swarm_scenario(seed, base), network=base.network)
+
+
 def test_a_swarm_seed_runs_end_to_end_and_converges():
     from kreplica.sim.swarm import swarm_scenario
 
@@ -135,10 +154,9 @@ def test_swarm_config_churn_seed_1046_a_deposed_leaders_late_commit_is_the_uncle
     under the new leader's formerly uncommitted tail. The checker once called it
     divergence (see test_sim_checker); the whole run must pass and converge."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
     # The swarm's own fault mix, as when the seed was found (config-churn now varies its own).
-    sc = swarm_scenario(1046, replace(scenarios.load("config-churn"), swarm_mix="swarm"))
+    sc = as_found(1046, replace(scenarios.load("config-churn"), swarm_mix="swarm"))
     sc = replace(sc, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     r = World(sc, 1046).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
@@ -151,10 +169,9 @@ def test_swarm_config_churn_seed_10780_an_unclean_election_no_broker_served_is_c
     that ISR without the committed tail. The loss is the unclean election's (see
     test_sim_checker); the whole run must pass and converge."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
     # The swarm's own fault mix, as when the seed was found (config-churn now varies its own).
-    sc = swarm_scenario(10780, replace(scenarios.load("config-churn"), swarm_mix="swarm"))
+    sc = as_found(10780, replace(scenarios.load("config-churn"), swarm_mix="swarm"))
     sc = replace(sc, until_ms=40000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     r = World(sc, 10780, keep_history=False).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
@@ -169,9 +186,8 @@ def test_swarm_seeds_where_a_late_leader_once_looked_like_divergence_pass(scenar
     controller already handled, both histories take other courses, and each whole run
     must still pass and converge. Seed 615 below keeps a late leader in a whole run."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(seed, scenarios.load(scenario))
+    sc = as_found(seed, scenarios.load(scenario))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     r = World(sc, seed, keep_history=False).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
@@ -183,9 +199,8 @@ def test_swarm_gc_pause_chaos_seed_615_a_late_leader_committing_before_first_see
     checker once called that divergence; it supersedes those commits from the leader's
     last seen HW as the ending election's loss (a ``late_leader`` event)."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(615, scenarios.load("gc-pause-chaos"))
+    sc = as_found(615, scenarios.load("gc-pause-chaos"))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     world = World(sc, 615)
     r = world.run()
@@ -205,9 +220,8 @@ def test_swarm_gc_pause_chaos_a_late_leader_serving_a_superseded_epoch_is_excuse
     Seed 5701, pinned next, lost its late leader when ISR writes of unknown outcome came
     to be retried; seed 5924 (790, not 1040) fails without the rule."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(seed, scenarios.load("gc-pause-chaos"))
+    sc = as_found(seed, scenarios.load("gc-pause-chaos"))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     world = World(sc, seed)
     r = world.run()
@@ -222,9 +236,8 @@ def test_swarm_gc_pause_chaos_seed_9015_an_election_after_two_unseen_unclean_one
     shrink of epoch 8's and judged epoch 11 clean, calling broker 3's commits divergence
     (see test_sim_checker)."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(9015, scenarios.load("gc-pause-chaos"))
+    sc = as_found(9015, scenarios.load("gc-pause-chaos"))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     world = World(sc, 9015)
     r = world.run()
@@ -241,9 +254,8 @@ def test_swarm_control_plane_chaos_seed_8071_a_held_fetch_answer_keeps_its_bytes
     cache over epoch 11's batches, so its truncation missed them (replica divergence
     below its HW).  What leaves a node is now copied as it is sent."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(8071, scenarios.load("control-plane-chaos"))
+    sc = as_found(8071, scenarios.load("control-plane-chaos"))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     r = World(sc, 8071, keep_history=False).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
@@ -255,9 +267,8 @@ def test_swarm_gc_pause_chaos_seed_651_a_late_shutdown_request_of_a_restarted_br
     shutting down: out of every ISR, sent StopReplica, never a LeaderAndIsr again, so
     the run never converged. The request now carries the broker epoch (KIP-380)."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(651, scenarios.load("gc-pause-chaos"))
+    sc = as_found(651, scenarios.load("gc-pause-chaos"))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     r = World(sc, 651, keep_history=False).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
@@ -270,9 +281,8 @@ def test_swarm_config_churn_seed_97_a_pause_keeps_each_link_in_order():
     replica and led its epoch 0, beside the re-created topic's leader of epoch 0 (two
     leaders in one epoch). The network now keeps a paused link in order."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(97, scenarios.load("config-churn"))
+    sc = as_found(97, scenarios.load("config-churn"))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     r = World(sc, 97, keep_history=False).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
@@ -288,9 +298,8 @@ def test_swarm_seeds_whose_losses_the_checker_once_misjudged_pass(scenario, seed
     but before it could register again. See test_sim_checker; each run must pass and
     converge."""
     from kreplica.sim import scenarios
-    from kreplica.sim.swarm import swarm_scenario
 
-    sc = swarm_scenario(seed, scenarios.load(scenario))
+    sc = as_found(seed, scenarios.load(scenario))
     sc = replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
     r = World(sc, seed, keep_history=False).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ..protocol import (
@@ -138,6 +138,15 @@ class SimNetwork(InProcessTransport):
         groups no longer cut go on now, ahead of anything sent on it later."""
         self._groups = {n: i for i, g in enumerate(groups) for n in g}
         self._release_held()
+
+    def calm(self) -> None:
+        """No more random loss or duplication on any link (the liveness phase stops every
+        fault); latencies, tails and reordering stay as they were."""
+        def quiet(p: LinkProfile) -> LinkProfile:
+            return replace(p, drop_probability=0.0, duplicate_probability=0.0)
+        self.profile = quiet(self.profile)
+        self.links = {link: quiet(p) for link, p in self.links.items()}
+        self.node_profiles = {node: quiet(p) for node, p in self.node_profiles.items()}
 
     def heal(self) -> None:
         """Remove the partition; held controller messages are delivered in order."""

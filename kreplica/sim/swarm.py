@@ -5,8 +5,9 @@ Testing").  One fixed fault mix explores one corner of the state space; drawing
 the mix itself from the seed explores many.  :func:`swarm_scenario` derives,
 from the seed alone, the cluster size (3 to 7 brokers), topic shape and
 replication factor, the configuration (acks, ``min.insync.replicas``,
-``unclean.leader.election.enable``, ``replica.truncation.strategy``) and the
-rate of each fault (some switched off entirely), on top of a base scenario.
+``unclean.leader.election.enable``, ``replica.truncation.strategy``), the
+rate of each fault (some switched off entirely) and the network (latency, its
+slow tail, message loss and duplication), on top of a base scenario.
 The result is an ordinary :class:`Scenario`, recorded in the run header, so a
 swarm seed replays like any other.
 
@@ -16,7 +17,8 @@ draws the configuration and a background of random faults around the story.
 
 A base whose point is its mix says ``swarm_mix = "base"``: each fault's drawn rate
 then scales the base's own rate instead (the draw's mean is 1x; a fault the draw
-switches off stays off), and the base's fault durations and admin cadence stay.
+switches off stays off), and the base's fault durations and admin cadence stay;
+its network keeps its latencies, with loss and duplication scaled the same way.
 gc-pause-chaos keeps its long, dense pauses that way, and config-churn its config
 change every second.  Either mix takes the same draws in the same order, so a seed
 gives the same cluster and configuration under both.
@@ -27,6 +29,7 @@ import random
 from dataclasses import replace
 
 from .faults import FaultRates
+from .network import LinkProfile
 from .scenarios import Scenario, TopicSpec, WorkloadSpec, load
 
 _FAULTS = ("crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
@@ -71,10 +74,17 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
     workload = replace(base.workload if base.workload else WorkloadSpec(), acks=acks,
                        produce_interval_ms=rng.choice([20, 50, 100, 200]),
                        admin_interval_ms=rng.choice([0, 0, 5000]))
+    # Drawn last, so that a seed keeps the cluster, configuration and faults it had before.
+    network = _draw_network(rng)
     if base.swarm_mix == "base":
         chaos, workload = _around_base(base, chaos, workload)
+        network = replace(base.network,
+                          drop_probability=_scaled(base.network.drop_probability, network.drop_probability),
+                          duplicate_probability=_scaled(base.network.duplicate_probability,
+                                                        network.duplicate_probability))
     return replace(
         base,
+        network=network,
         name=f"swarm-{seed}",
         description=f"swarm seed {seed} over {base.name}",
         brokers=brokers,
@@ -85,6 +95,29 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
         until_ms=min(base.until_ms, 30_000),
         swarm_mix="swarm",  # the drawn scenario is concrete: nothing left to vary
     )
+
+
+# Loss and duplication per message, when not switched off; their mean is 1x of a base's.
+_LOSS_RANGE = (0.0002, 0.01)
+_MEAN_LOSS = sum(_LOSS_RANGE) / 2
+
+
+def _draw_network(rng: random.Random) -> LinkProfile:
+    """Every link's profile: a latency range, an occasional slow tail, message loss and
+    duplication (the network applies those to the data plane only)."""
+    low = rng.choice([1, 1, 2, 5])
+    return LinkProfile(
+        latency_ms_min=low,
+        latency_ms_max=low + rng.choice([0, 4, 10, 30]),
+        tail_probability=rng.choice([0.0, 0.01, 0.1, 0.3]),
+        latency_ms_tail=rng.choice([20, 50, 200]),
+        drop_probability=0.0 if rng.random() < 0.3 else round(rng.uniform(*_LOSS_RANGE), 4),
+        duplicate_probability=0.0 if rng.random() < 0.3 else round(rng.uniform(*_LOSS_RANGE), 4),
+    )
+
+
+def _scaled(own: float, drawn: float) -> float:
+    return round(own * drawn / _MEAN_LOSS, 6)
 
 
 def _around_base(base: Scenario, drawn: FaultRates, workload: WorkloadSpec) -> tuple[FaultRates, WorkloadSpec]:

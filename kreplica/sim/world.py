@@ -8,7 +8,8 @@ then steps the scheduler one event at a time.  The network tells the world which
 replicas each delivered message touched; after every step the checker looks at
 exactly those (plus a full sweep every ``sample_ms``), and the first violation
 stops the run.  At ``until_ms`` the liveness phase begins: faults and producers
-stop, the network heals, dead brokers restart, and the cluster must converge
+stop, the network heals (and loses or duplicates nothing more), dead brokers
+restart, and the cluster must converge
 (a leader for every partition, the full replica set in sync, HW = LEO on every
 replica) within ``liveness_ms``; then every replica's whole log is compared.
 
@@ -727,6 +728,7 @@ class World:
         net = self.network
         net.heal()
         net.heal_store()
+        net.calm()
         for b in sorted(self.cluster.brokers):
             faults.resume(self, b)
         net.slow_ms.clear()
