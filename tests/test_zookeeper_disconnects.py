@@ -147,6 +147,25 @@ def test_closing_an_expired_session_stops_its_client(zk_store_factory, zk_server
     assert told == []  # a closed session tells its owner nothing more
 
 
+@pytest.mark.zookeeper
+def test_a_store_holds_only_the_sessions_that_have_not_ended(zk_store_factory, zk_server) -> None:
+    """A long-running cluster opens sessions for good (an expiry, a restart, each a new
+    one); the store keeps the live ones for its close(), not every one it ever made."""
+    sched = RealScheduler()
+    store = zk_store_factory(sched)
+    live = store.session("live")
+    for i in range(5):
+        store.session(f"closed-{i}").close()
+        store.session(f"killed-{i}").kill()
+    expired = store.session("expired")
+    expire_from_a_twin(expired, zk_server.hosts + zk_store_factory.chroot)
+    _wait(lambda: expired.expired)
+    sched.run_until(lambda: False, 200)  # the expiry's clean-up runs on the scheduler
+    assert store._sessions == [live]
+    store.close()
+    assert live.closed and store._sessions == []
+
+
 def test_memory_session_closed_while_cut_off_keeps_its_ephemerals_until_it_times_out() -> None:
     sched = SimScheduler(1)
     store = MemoryStore(sched, session_timeout_ms=6000)

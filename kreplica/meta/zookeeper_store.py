@@ -165,7 +165,9 @@ class ZooKeeperStore(MetadataStore):
         self.op_timeout_s = op_timeout_s
         self.round_trips = 0
         self._count_lock = threading.Lock()
+        # Sessions not yet ended (closed, killed or expired), for close() to end.
         self._sessions: list[ZooKeeperSession] = []
+        self._sessions_lock = threading.Lock()
         #: a server this store started itself (``zookeeper+local://``), stopped on close
         self.owned_server: Any = None
         if self.chroot:
@@ -185,13 +187,22 @@ class ZooKeeperStore(MetadataStore):
 
     def session(self, name: str = "", on_expired: Callable[[], None] | None = None) -> "ZooKeeperSession":
         s = ZooKeeperSession(self, name, on_expired)
-        self._sessions.append(s)
+        with self._sessions_lock:
+            self._sessions.append(s)
         return s
 
+    def _forget(self, session: "ZooKeeperSession") -> None:
+        """An ended session: a long-running cluster opens new ones for good (expiries,
+        restarts), and the store must not hold every one it ever made."""
+        with self._sessions_lock:
+            if session in self._sessions:
+                self._sessions.remove(session)
+
     def close(self) -> None:
-        for s in self._sessions:
+        with self._sessions_lock:
+            live, self._sessions = self._sessions, []
+        for s in live:
             s.close()
-        self._sessions.clear()
         if self.owned_server is not None:
             self.owned_server.stop()
             self.owned_server = None
@@ -252,6 +263,7 @@ class ZooKeeperSession(Session):
     def _after_expiry(self) -> None:
         # kazoo would quietly open a fresh session; ours is over, as ZooKeeper's is.
         self._release_client()
+        self.store._forget(self)
         if self.on_expired is not None and not self.closed:
             self.on_expired()
 
@@ -424,12 +436,14 @@ class ZooKeeperSession(Session):
         self.closed = True
         # Even after an expiry: until _after_expiry has run, kazoo is opening a new session.
         self._release_client()
+        self.store._forget(self)
 
     def kill(self) -> None:
         if self.closed or self.killed or self.expired:
             return
         self.killed = True
         self._client_done = True
+        self.store._forget(self)
         c = self.client
         # Stop kazoo from reconnecting, then drop the TCP connection without the
         # close-session request: the server keeps the session until it times out.
