@@ -50,6 +50,34 @@ def test_list_with_a_bad_topic_pattern_is_an_error_line(memory_client, capsys):
     assert err.startswith("Error: --topic 'bar(': not a regular expression") and len(err.splitlines()) == 1
 
 
+# kafka-topics.sh (0.10): --topic "can also accept a regular expression except for --create",
+# matching whole names; commas mean "or".  (Each command closes its store: one per test.)
+def test_describe_takes_topic_as_kafkas_regular_expression(memory_client, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "bar.*"]) == 0
+    heads = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("Topic:")]
+    assert heads == ["Topic:bar", "Topic:bar2"]
+
+
+def test_alter_takes_topic_as_kafkas_regular_expression(memory_client, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo,bar2",
+                 "--config", "retention.ms=1000"]) == 0
+    assert capsys.readouterr().out.splitlines() == ['Updated config for topic "bar2": retention.ms=1000',
+                                                     'Updated config for topic "foo": retention.ms=1000']
+
+
+def test_delete_takes_topic_as_kafkas_regular_expression(memory_client, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--delete", "--topic", "fo.|bar2"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["Topic bar2 is marked for deletion.",
+                                                     "Topic foo is marked for deletion."]
+
+
+@pytest.mark.parametrize("action", [["--describe"], ["--delete"], ["--alter", "--config", "retention.ms=1"]])
+def test_a_topic_pattern_matching_nothing_is_an_error_line(memory_client, action, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", *action, "--topic", "ba"]) == 1  # whole names only
+    out, err = capsys.readouterr()
+    assert out == "" and err == "Error: UNKNOWN_TOPIC_OR_PARTITION: no topic matches --topic 'ba'\n"
+
+
 def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
     assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
                  "--config", "retention.ms=1000", "--delete-config", "retention.ms"]) == 1

@@ -22,8 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     action.add_argument("--delete", action="store_true", help="mark a topic for deletion")
     action.add_argument("--alter", action="store_true",
                         help="change a topic's configs (--config, --delete-config); brokers apply them at once")
-    p.add_argument("--topic", help="the topic (for --list, a regular expression or comma-separated names "
-                                   "filtering the list; all topics for --describe when omitted)")
+    p.add_argument("--topic", help="the topic; except for --create, a regular expression matching whole "
+                                   "names (commas meaning 'or'), as kafka-topics.sh takes it; all topics "
+                                   "for --list and --describe when omitted")
     p.add_argument("--partitions", type=int, help="partition count for --create")
     p.add_argument("--replication-factor", type=int, help="replication factor for --create")
     p.add_argument("--replica-assignment", metavar="B1:B2,B1:B2",
@@ -49,6 +50,19 @@ def topic_filter(text: str) -> "re.Pattern[str]":
         return re.compile(pattern)
     except re.error as e:
         raise ValueError(f"--topic {text!r}: not a regular expression: {e}") from None
+
+
+def matching_topics(client: Any, text: str) -> list[str]:
+    """The topics ``--topic`` names for --describe, --alter and --delete, sorted; an error
+    when none matches (Kafka 0.10's --alter and --delete refuse; --describe printing
+    nothing would hide a mistyped name)."""
+    from .. import errors
+
+    wanted = topic_filter(text)
+    topics = [t for t in sorted(client.get_all_topics()) if wanted.fullmatch(t)]
+    if not topics:
+        raise errors.UnknownTopicOrPartition(f"no topic matches --topic {text!r}")
+    return topics
 
 
 def open_client(connect: str) -> tuple[Any, Any]:
@@ -102,7 +116,7 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
             if wanted is None or wanted.fullmatch(t):
                 print(f"{t} - marked for deletion" if t in deleting else t)  # as Kafka 0.10
     elif args.describe:
-        topics = [args.topic] if args.topic else sorted(client.get_all_topics())
+        topics = matching_topics(client, args.topic) if args.topic else sorted(client.get_all_topics())
         for t in topics:
             sys.stdout.write(format_describe(describe_topic(client, t)))
     elif args.create:
@@ -121,13 +135,15 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
             raise SystemExit("--alter needs --topic")
         if not args.config and not args.delete_config:
             raise SystemExit("--alter needs --config KEY=VALUE or --delete-config KEY")
-        now = admin.alter_topic_config(client, args.topic, dict(key_value(kv) for kv in args.config),
-                                       args.delete_config)
-        shown = ",".join(f"{k}={v}" for k, v in sorted(now.items())) or "(broker defaults)"
-        print(f'Updated config for topic "{args.topic}": {shown}')
+        changes = dict(key_value(kv) for kv in args.config)
+        for t in matching_topics(client, args.topic):
+            now = admin.alter_topic_config(client, t, changes, args.delete_config)
+            shown = ",".join(f"{k}={v}" for k, v in sorted(now.items())) or "(broker defaults)"
+            print(f'Updated config for topic "{t}": {shown}')
     elif args.delete:
         if not args.topic:
             raise SystemExit("--delete needs --topic")
-        admin.delete_topic(client, args.topic)
-        print(f"Topic {args.topic} is marked for deletion.")
+        for t in matching_topics(client, args.topic):
+            admin.delete_topic(client, t)
+            print(f"Topic {t} is marked for deletion.")
     return 0
