@@ -74,14 +74,10 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
     workload = replace(base.workload if base.workload else WorkloadSpec(), acks=acks,
                        produce_interval_ms=rng.choice([20, 50, 100, 200]),
                        admin_interval_ms=rng.choice([0, 0, 5000]))
-    # Drawn last, so that a seed keeps the cluster, configuration and faults it had before.
+    # Drawn last: adding it left a seed's cluster, configuration and faults as they were.
     network = _draw_network(rng)
     if base.swarm_mix == "base":
-        chaos, workload = _around_base(base, chaos, workload)
-        network = replace(base.network,
-                          drop_probability=_scaled(base.network.drop_probability, network.drop_probability),
-                          duplicate_probability=_scaled(base.network.duplicate_probability,
-                                                        network.duplicate_probability))
+        chaos, workload, network = _around_base(base, chaos, workload, network)
     return replace(
         base,
         network=network,
@@ -116,13 +112,13 @@ def _draw_network(rng: random.Random) -> LinkProfile:
     )
 
 
-def _scaled(own: float, drawn: float) -> float:
-    return round(own * drawn / _MEAN_LOSS, 6)
-
-
-def _around_base(base: Scenario, drawn: FaultRates, workload: WorkloadSpec) -> tuple[FaultRates, WorkloadSpec]:
-    """``swarm_mix = "base"``: the drawn rates as multiples of the base's, its durations and
-    admin cadence kept."""
+def _around_base(base: Scenario, drawn: FaultRates, workload: WorkloadSpec,
+                 network: LinkProfile) -> tuple[FaultRates, WorkloadSpec, LinkProfile]:
+    """``swarm_mix = "base"``: the drawn rates as multiples of the base's, its durations,
+    admin cadence and latencies kept."""
+    losses = {name: round(getattr(base.network, name) * getattr(network, name) / _MEAN_LOSS, 6)
+              for name in ("drop_probability", "duplicate_probability")}
+    network = replace(base.network, **losses)
     own = base.chaos
     assert own is not None  # Scenario.validate requires a [chaos] mix to vary
     rates = {name: round(getattr(own, name) * getattr(drawn, name) / _MEAN_RATE, 2) for name in _FAULTS}
@@ -130,5 +126,5 @@ def _around_base(base: Scenario, drawn: FaultRates, workload: WorkloadSpec) -> t
                     partition_ms_max=own.partition_ms_max)
     if base.workload.admin_interval_ms:
         workload = replace(workload, admin_interval_ms=base.workload.admin_interval_ms)
-    return chaos, workload
+    return chaos, workload, network
 
