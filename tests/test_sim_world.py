@@ -370,6 +370,19 @@ def test_keep_data_leaves_the_brokers_logs_for_dump_log(tmp_path, capsys):
         shutil.rmtree(world.data_dir, ignore_errors=True)
 
 
+def test_timeline_lines_break_where_a_broker_has_no_samples():
+    """A broker down from 1.0 s to 3.0 s has no samples then: its HW/LEO line breaks
+    rather than drawing a straight line through values it never had."""
+    import math
+
+    from kreplica.sim.report import broken_at_gaps
+
+    xs, ys = broken_at_gaps([0.0, 0.25, 0.5, 3.0, 3.25], [1, 2, 3, 9, 9], 0.375)
+    assert xs[:3] == [0.0, 0.25, 0.5] and math.isnan(xs[3]) and xs[4:] == [3.0, 3.25]
+    assert ys[:3] == [1, 2, 3] and math.isnan(ys[3]) and ys[4:] == [9, 9]
+    assert broken_at_gaps([0.0, 0.25], [1, 2], 0.375) == ([0.0, 0.25], [1, 2])
+
+
 def test_timeline_isr_stays_are_one_bar_per_stay():
     from kreplica.sim.report import isr_stays
 

@@ -9,6 +9,7 @@ per partition over virtual time, with faults marked.
 """
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +134,21 @@ def isr_stays(partition_samples: list[tuple], broker: int) -> list[tuple[int, in
     return stays
 
 
+def broken_at_gaps(times: list[float], values: list[float], gap: float) -> tuple[list[float], list[float]]:
+    """The points of a line, a NaN put where two samples lie more than ``gap`` apart, which
+    breaks the drawn line there: a broker that was down has no samples, and its HW and LEO
+    are not known meanwhile (a straight line across would draw values it never had)."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, (t, v) in enumerate(zip(times, values)):
+        if i and t - times[i - 1] > gap:
+            xs.append(float("nan"))
+            ys.append(float("nan"))
+        xs.append(t)
+        ys.append(v)
+    return xs, ys
+
+
 def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path:
     """Leader/ISR and HW/LEO per replica over virtual time, faults marked (needs samples)."""
     import matplotlib
@@ -147,11 +163,16 @@ def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path
         ax_off, ax_lead = axes[2 * i][0], axes[2 * i + 1][0]
         rows = [s for s in samples if s[1] == tp and s[5] < 2]
         leaders = [s for s in samples if s[1] == tp and s[5] == 2]
+        # The sample period: the usual step between sampling instants (a few come off-beat).
+        instants = sorted({s[0] for s in samples if s[1] == tp})
+        period = statistics.median([b - a for a, b in zip(instants, instants[1:])] or [0]) / 1000
         for broker in sorted({s[2] for s in rows}):
             mine = [s for s in rows if s[2] == broker]
             t = [s[0] / 1000 for s in mine]
-            ax_off.plot(t, [s[4] for s in mine], label=f"LEO {broker}", linewidth=1)
-            ax_off.plot(t, [s[3] for s in mine], "--", label=f"HW {broker}", linewidth=1)
+            ax_off.plot(*broken_at_gaps(t, [s[4] for s in mine], 1.5 * period), label=f"LEO {broker}",
+                        linewidth=1)
+            ax_off.plot(*broken_at_gaps(t, [s[3] for s in mine], 1.5 * period), "--", label=f"HW {broker}",
+                        linewidth=1)
         # ISR membership: a bar per broker while it is in the ISR, the leader drawn over them.
         brokers = sorted({b for s in leaders for b in s[6]} | {s[2] for s in leaders if s[2] > 0})
         for b in brokers:
