@@ -305,7 +305,9 @@ def execute(args: argparse.Namespace) -> int:
                                   soft_wrap=True)
                 if r.violation is not None and traces < args.traces:
                     traces += 1
-                    progress.console.print(f"[red]seed {r.seed}[/red]\n{r.violation.describe()}")
+                    progress.console.print(f"[red]seed {r.seed}[/red]")
+                    # One event per line, as recorded, for grep and jq: no wrapping, no markup.
+                    progress.console.print(r.violation.describe(), soft_wrap=True, markup=False, highlight=False)
                 progress.advance(task)
                 if plain is not None:
                     plain.advance(summary)

@@ -207,3 +207,16 @@ def test_a_pool_that_finishes_is_closed_not_terminated(monkeypatch):
     args = argparse.Namespace(jobs=2, swarm=True)
     assert list(sim_cli._runs(args, None, range(20))) == [2 * s for s in range(20)]
     assert terminated == []
+
+
+def test_a_violations_trace_prints_one_event_per_line_when_piped(capsys):
+    """Not a terminal (a pipe, CI's log): each event of the trace stays one JSON line,
+    for grep and jq, however long, and brackets in it are not taken for markup."""
+    import json
+
+    argv = ["--scenario", "kip101-hw-truncation", "--seed", "1", "--until", "12000",
+            "--config", "replica.truncation.strategy=high-watermark", "--traces", "1"]
+    assert sim_cli.main(argv) == 1
+    events = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  {")]
+    assert len(events) > 10 and max(map(len, events)) > 80
+    assert all(json.loads(line)["kind"] for line in events)
