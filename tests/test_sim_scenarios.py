@@ -207,6 +207,10 @@ def _count(world, kind):
     return sum(e.kind == kind for e in world.history.events)
 
 
+def _leaders(world, tp):
+    return [e.broker for e in world.history.events if e.kind == "election" and e.tp == tp]
+
+
 # What each story must show besides a clean, converged run (leader-epoch truncation).
 STORY = {
     "reassignment-under-failure": lambda w: _isrs(w, "t-0")[-1] == (2, 3, 4) and _count(w, "crash") == 1,
@@ -220,6 +224,10 @@ STORY = {
     "unclean-election": lambda w: _count(w, "election") > 0,
     "config-churn": lambda w: _count(w, "alter_config") > 0,  # convergence needs them applied
     "control-plane-chaos": lambda w: _count(w, "controlled_shutdown") > 0 and _count(w, "expire_session") > 0,
+    # 3's join lands once the store heals, and 3 (holding every acked write) succeeds 2.
+    "isr-join-leader-loss": lambda w: (2, 1, 3) in _isrs(w, "t-0") and _leaders(w, "t-0") == [2, 3],
+    # 3 leads with a lagging HW, 2 stays out of its ISR, and 4 succeeds 3.
+    "isr-join-new-leader": lambda w: _leaders(w, "t-0")[-2:] == [3, 4],
     "retention-chaos": lambda w: any(e.kind == "log_start" and e.data["cause"] == "retention"
                                      for e in w.history.events),
 }
