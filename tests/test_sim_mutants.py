@@ -86,6 +86,38 @@ def _expand_isr_before_caught_up(self: Partition, replica: Any) -> None:
     self._propose_isr(state.isr + (replica.broker_id,), expand=True)
 
 
+def _hw_counts_the_committed_isr(self: Partition) -> bool:
+    """The HW waits for the committed ISR only: a replica whose join is still being
+    written (PendingExpand) counts only while caught up, as any non-member does."""
+    if self.role is not Role.LEADER:
+        return False
+    log = self.log
+    hw = log.high_watermark
+    new_hw = log.log_end_offset
+    if new_hw <= hw:
+        return False
+    now = self._clock.now_ms()
+    for r in self.remote_replicas.values():
+        leo = r.log_end_offset
+        if leo < new_hw and (r.broker_id in self.isr_state.isr or r.is_caught_up(now, self._lag_max_ms)):
+            if leo <= hw:
+                return False
+            new_hw = leo
+    if log.maybe_increment_high_watermark(new_hw) is None:
+        return False
+    self._on_high_watermark(self.tp)
+    return True
+
+
+def _expand_isr_ignoring_the_epoch_start(self: Partition, replica: Any) -> None:
+    """A follower joins the ISR once it reaches the HW, wherever the leader's epoch began."""
+    state = self.isr_state
+    if state.is_inflight or replica.broker_id in state.isr or replica.broker_id not in self.assigned_replicas:
+        return
+    if replica.log_end_offset >= self.log.high_watermark:
+        self._propose_isr(state.isr + (replica.broker_id,), expand=True)
+
+
 def _unclean_always(assigned: Any, current: Any, live: Any, unclean_enabled: bool) -> Any:
     """The offline selector ignores unclean.leader.election.enable."""
     return _offline(assigned, current, live, True)
@@ -281,6 +313,14 @@ MUTANTS = [
            lambda self, offset: (True, 0), "random-chaos", 1, Invariant.ACKED_WRITE_LOST),
     Mutant("isr-expands-before-caught-up", (Partition, "maybe_expand_isr"), _expand_isr_before_caught_up,
            "random-chaos", 26, Invariant.REPLICA_DIVERGENCE),
+    # Each needs a scenario of its own: 0 in 50 (the second: 300) random-chaos, 100 swarm,
+    # 60 control-plane-chaos and 100 slow-follower seeds (docs/simulator.md).
+    Mutant("hw-ignores-a-joining-follower", (Partition, "maybe_increment_leader_hw"),
+           _hw_counts_the_committed_isr, "isr-join-leader-loss", 1, Invariant.ACKED_WRITE_LOST,
+           until_ms=None),
+    Mutant("isr-expands-below-the-epoch-start", (Partition, "maybe_expand_isr"),
+           _expand_isr_ignoring_the_epoch_start, "isr-join-new-leader", 2, Invariant.ACKED_WRITE_LOST,
+           until_ms=None),
     Mutant("unclean-election-always-allowed", (leader_selectors, "offline"), _unclean_always,
            "random-chaos", 13, Invariant.ACKED_WRITE_LOST),
     Mutant("preferred-leader-outside-isr", (leader_selectors, "preferred"), _preferred_outside_isr,
