@@ -18,6 +18,7 @@ trimming them.  A peer has a method only for the workloads it can do:
 """
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import sqlite3
@@ -37,18 +38,29 @@ FSYNC_POLICY = ("no forced fsync anywhere: the Log's default flush policy (like 
 
 @dataclass(frozen=True, slots=True)
 class AppendWork:
-    """``batches`` batches of ``values`` (one list reused, as a producer's buffer would be),
-    and ``encoded``: the exact bytes the Log writes for them, for the raw-write peer
-    (empty when the workload has no raw peer)."""
+    """``batches`` batches of 1,000 records: ``batch_values`` holds each batch's own
+    values (fresh data, as a producer sends: no store finds its input in the CPU caches
+    because it read the same values a batch ago, which the raw peer, writing distinct
+    encoded bytes, never could); when it is None, the one list ``values`` is reused for
+    every batch (only the memory run does that).  ``values`` is the first batch's list.
+    ``encoded``: the exact bytes the Log writes for them, for the raw-write peer (empty
+    when the workload has no raw peer)."""
 
     values: list[bytes]
     batches: int
     encoded: list[bytes]
+    batch_values: list[list[bytes]] | None = None
+
+    def each_batch(self):
+        """Every batch's values, in order."""
+        return self.batch_values if self.batch_values is not None else itertools.repeat(self.values, self.batches)
 
     def pieces(self, count: int) -> list["AppendWork"]:
         """The same batches cut into about ``count`` consecutive runs (for taking turns)."""
         step = max(1, -(-self.batches // count))
-        return [AppendWork(self.values, min(step, self.batches - start), self.encoded[start:start + step])
+        return [AppendWork(self.values if self.batch_values is None else self.batch_values[start],
+                           min(step, self.batches - start), self.encoded[start:start + step],
+                           None if self.batch_values is None else self.batch_values[start:start + step])
                 for start in range(0, self.batches, step)]
 
     @property
@@ -66,12 +78,13 @@ class AppendWork:
 
 def append_work(value_size: int, batches: int, batch_records: int = BATCH_RECORDS, *,
                 encode: bool = True, seed: int = 0) -> AppendWork:
-    """The records of one append workload; ``encode=False`` skips the raw peer's bytes."""
+    """The records of one append workload, each batch its own values; ``encode=False``
+    skips the raw peer's bytes."""
     rng = random.Random(seed)  # reproducible, incompressible-looking values
-    values = [rng.randbytes(value_size) for _ in range(batch_records)]
-    encoded = [encode_batch(values, base_offset=b * batch_records, leader_epoch=0, timestamp_ms=TIMESTAMP_MS)
+    per_batch = [[rng.randbytes(value_size) for _ in range(batch_records)] for _ in range(max(batches, 1))]
+    encoded = [encode_batch(per_batch[b], base_offset=b * batch_records, leader_epoch=0, timestamp_ms=TIMESTAMP_MS)
                for b in range(batches)] if encode else []
-    return AppendWork(values, batches, encoded)
+    return AppendWork(per_batch[0], batches, encoded, per_batch[:batches])
 
 
 def fetch_chunks(encoded: list[bytes], max_bytes: int = 1 << 20) -> list[bytes]:
@@ -96,8 +109,8 @@ class KReplica:
 
     def append(self, work: AppendWork) -> None:
         append = self.log.append_as_leader
-        for _ in range(work.batches):
-            append(work.values, 0, TIMESTAMP_MS)
+        for values in work.each_batch():
+            append(values, 0, TIMESTAMP_MS)
 
     def follow(self, chunks: list[bytes]) -> None:
         append = self.log.append_as_follower
@@ -176,9 +189,9 @@ class Sqlite:
 
     def append(self, work: AppendWork) -> None:
         db, n = self.db, len(work.values)
-        for _ in range(work.batches):
+        for values in work.each_batch():
             db.execute("BEGIN")
-            db.executemany("INSERT INTO log VALUES (?, ?)", zip(range(self.next, self.next + n), work.values))
+            db.executemany("INSERT INTO log VALUES (?, ?)", zip(range(self.next, self.next + n), values))
             db.execute("COMMIT")
             self.next += n
 
@@ -210,10 +223,10 @@ class Lmdb:
 
     def append(self, work: AppendWork) -> None:
         key, n = self._key, len(work.values)
-        for _ in range(work.batches):
+        for values in work.each_batch():
             with self.env.begin(write=True) as txn:
                 keys = [key(o) for o in range(self.next, self.next + n)]
-                txn.cursor().putmulti(zip(keys, work.values), append=True)
+                txn.cursor().putmulti(zip(keys, values), append=True)
             self.next += n
 
     def read_all(self) -> int:
@@ -245,10 +258,10 @@ class PlainPython:
 
     def append(self, work: AppendWork) -> None:
         pack, fd = self._header.pack, self.fd
-        for _ in range(work.batches):
+        for values in work.each_batch():
             parts = []
             offset = self.next
-            for v in work.values:
+            for v in values:
                 parts.append(pack(offset, len(v)))
                 parts.append(v)
                 offset += 1
