@@ -83,6 +83,17 @@ def run(n: int, store: Any = None, sched: Any = None, controller_fails: bool = F
     itself: then the clock also covers the election of a new controller and its
     whole onControllerFailover (loading the context for ``n`` partitions).
     """
+    state = prepare(n, store, sched, controller_fails)
+    result = fail(state)
+    teardown(state)
+    return result
+
+
+def prepare(n: int, store: Any = None, sched: Any = None, controller_fails: bool = False) -> dict[str, Any]:
+    """The cluster of :func:`run` with every partition online and the failing broker's
+    controller stopped, just before its session closes (untimed); :func:`fail` then
+    times the failover.  Apart so that pytest-benchmark times the failover alone, as
+    the table does."""
     from ..config import validate
     from ..controller import KafkaController
     from ..meta import KafkaZkClient, MemoryStore
@@ -127,25 +138,39 @@ def run(n: int, store: Any = None, sched: Any = None, controller_fails: bool = F
     if real:
         time.sleep(0.2)  # let in-flight watch traffic settle before counting
     gc.collect()  # the setup's garbage is not the failover's cost
+    return {"kind": kind, "real": real, "n": n, "store": store, "sched": sched, "sink": sink,
+            "sessions": sessions, "controllers": controllers, "failed": failed, "reelected": reelected,
+            "controller_fails": controller_fails, "done": done}
+
+
+def fail(state: dict[str, Any]) -> FailoverResult:
+    """The measured stretch on the cluster :func:`prepare` built: from the failed broker's
+    session close to every leader re-elected (nothing else: pytest-benchmark times
+    this function whole).  :func:`teardown` closes the cluster afterwards."""
+    store, sched, done = state["store"], state["sched"], state["done"]
     trips0 = store.round_trips
     t0 = time.perf_counter()
     c0 = time.process_time()
-    sessions.pop(failed).close()
-    if real:
+    state["sessions"].pop(state["failed"]).close()
+    if state["real"]:
         assert sched.run_until(done, 60_000), "leaders were not re-elected"
     else:
         sched.advance(0)  # the watch and the whole callback run now, in virtual time
     seconds = time.perf_counter() - t0
     cpu_seconds = time.process_time() - c0
     trips = store.round_trips - trips0
-    assert done(), "leaders were not re-elected"
-    for c in controllers.values():
+    return FailoverResult(state["kind"], "controller" if state["controller_fails"] else "broker", state["n"],
+                          seconds, cpu_seconds, state["reelected"], trips, state["sink"].sent)
+
+
+def teardown(state: dict[str, Any]) -> None:
+    """Check the failover's outcome, then close the cluster :func:`prepare` built."""
+    assert state["done"](), "leaders were not re-elected"
+    for c in state["controllers"].values():
         c.shutdown()
-    for s in sessions.values():
+    for s in state["sessions"].values():
         s.close()
-    store.close()
-    return FailoverResult(kind, "controller" if controller_fails else "broker", n, seconds, cpu_seconds,
-                          reelected, trips, sink.sent)
+    state["store"].close()
 
 
 def run_zookeeper(sizes: list[int]) -> list[FailoverResult]:
