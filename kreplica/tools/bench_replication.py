@@ -73,6 +73,14 @@ def _handler(rm: ReplicaManager):
 
 def run_replicated(root: Path, batches: list[bytes], count: int, in_flight: int) -> dict[str, float]:
     """Produce ``count`` batches with acks=all to a 3-replica partition; wall-clock figures."""
+    cluster = prepare_replicated(root)
+    produced = produce_replicated(cluster, batches, count, in_flight)
+    return finish_replicated(cluster, produced, batches, count)
+
+
+def prepare_replicated(root: Path) -> dict[str, Any]:
+    """Three ReplicaManagers with the partition online (untimed: the setup of
+    :func:`run_replicated`, apart so that pytest-benchmark times the produce alone)."""
     scheduler = SimScheduler(0)
     transport = InProcessTransport(scheduler, latency_ms=0)
     state = {"isr": BROKERS, "version": 0}
@@ -99,7 +107,12 @@ def run_replicated(root: Path, batches: list[bytes], count: int, in_flight: int)
     for rm in managers.values():
         rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (ps,)))
     scheduler.advance(1)
+    return {"scheduler": scheduler, "transport": transport, "managers": managers}
 
+
+def produce_replicated(cluster: dict[str, Any], batches: list[bytes], count: int, in_flight: int) -> dict[str, Any]:
+    """The measured stretch: ``count`` acks=all requests, ``in_flight`` outstanding."""
+    scheduler, transport = cluster["scheduler"], cluster["transport"]
     sent = acked = 0
     failures: list[int] = []
 
@@ -123,6 +136,15 @@ def run_replicated(root: Path, batches: list[bytes], count: int, in_flight: int)
         send_next()
     scheduler.run_until(lambda: acked == count, 3_600_000)
     elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    return {"seconds": elapsed, "cpu_seconds": cpu, "acked": acked, "failures": failures}
+
+
+def finish_replicated(cluster: dict[str, Any], produced: dict[str, Any], batches: list[bytes],
+                      count: int) -> dict[str, float]:
+    """Check the run (every request acknowledged, the replicas converged), shut the
+    brokers down, and return the figures (untimed)."""
+    managers, acked, failures = cluster["managers"], produced["acked"], produced["failures"]
+    elapsed, cpu = produced["seconds"], produced["cpu_seconds"]
     leader = managers[1].partitions[TP]
     if failures or acked != count:
         raise RuntimeError(f"replication bench: {acked}/{count} acknowledged, errors {failures[:5]}")
@@ -175,14 +197,23 @@ def breakdown(root: Path, batches: list[bytes], count: int, in_flight: int,
 
 def run_single_log(root: Path, batches: list[bytes], count: int) -> dict[str, float]:
     """The same batches appended to one Log (``append_batches_as_leader``): the peer figure."""
-    log = Log.open(root / "single-0", LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES}))
-    t0, c0 = time.perf_counter(), time.thread_time()
-    for i in range(count):
-        log.append_batches_as_leader(batches[i % len(batches)], 0)
-    elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    log = open_single_log(root)
+    elapsed, cpu = append_single_log(log, batches, count)
     records = log.log_end_offset
     log.close()
     return {"seconds": elapsed, "cpu_seconds": cpu, "records": records}
+
+
+def open_single_log(root: Path) -> Log:
+    return Log.open(root / "single-0", LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES}))
+
+
+def append_single_log(log: Log, batches: list[bytes], count: int) -> tuple[float, float]:
+    """The peer's measured stretch: (wall s, this thread's CPU s)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for i in range(count):
+        log.append_batches_as_leader(batches[i % len(batches)], 0)
+    return time.perf_counter() - t0, time.thread_time() - c0
 
 
 def run(record_bytes: int, batch_records: int = 1000, count: int = 500, in_flight: int = 32,
