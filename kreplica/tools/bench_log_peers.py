@@ -118,7 +118,8 @@ class KReplica:
             append(chunk)
 
     def read_bytes(self, max_bytes: int = 1 << 20) -> int:
-        """Sequential ``read()`` of the whole log in fetch-sized slices; returns the bytes."""
+        """Sequential ``read()`` of the whole log in fetch-sized slices; returns the bytes.
+        The views' bytes are not touched (zero-copy): see ``read_bytes_copied``."""
         from ..log._segment import walk_to_end  # header walk: where the next fetch starts
 
         log, offset, total = self.log, self.log.log_start_offset, 0
@@ -127,6 +128,22 @@ class KReplica:
             view = log.read(offset, max_bytes).view
             total += len(view)
             offset = walk_to_end(view, 0, len(view))[1] + 1
+        return total
+
+    def read_bytes_copied(self, max_bytes: int = 1 << 20) -> int:
+        """``read_bytes`` that also copies every view into a reused buffer: the raw
+        peer's job (``readinto``), so the two figures compare like with like."""
+        from ..log._segment import walk_to_end
+
+        log, offset, total = self.log, self.log.log_start_offset, 0
+        end = log.log_end_offset
+        buf = bytearray(2 * max_bytes)
+        while offset < end:
+            view = log.read(offset, max_bytes).view
+            n = len(view)
+            buf[:n] = view
+            total += n
+            offset = walk_to_end(view, 0, n)[1] + 1
         return total
 
     def read_all(self) -> int:
