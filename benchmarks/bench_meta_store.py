@@ -70,14 +70,16 @@ def test_memory_failover_writes(benchmark, n: int) -> None:
     store = MemoryStore(sched)
     zk, tps = prepare(store, sched, n)
 
-    def one_round() -> None:
-        fail_over(zk, tps)
-        # put 1001 back as leader for the next round
+    def put_back() -> None:
+        """Untimed: 1001 leader again with the full ISR, so each round fails it over anew."""
         states = zk.get_partition_states(tps)
-        zk.update_partition_states({tp: LeaderAndIsr(1001, s.leader_epoch + 1, BROKERS, s.zk_version, 1)
-                                    for tp, s in states.items()})
+        if any(s.leader != 1001 for s in states.values()):
+            zk.update_partition_states({tp: LeaderAndIsr(1001, s.leader_epoch + 1, BROKERS, s.zk_version, 1)
+                                        for tp, s in states.items()})
 
-    benchmark(one_round)
+    # Only the failover's read+write is timed, as in the table (main()); putting 1001
+    # back, the same amount of store work again, was timed with it before.
+    benchmark.pedantic(fail_over, args=(zk, tps), setup=put_back, rounds=20, iterations=1)
 
 
 @pytest.fixture(scope="module")
