@@ -44,12 +44,13 @@ def _remove(root) -> None:
 # shutdown, close) are pedantic()'s setup and teardown.
 
 def test_replicated_acks_all_rf3(benchmark, batches, tmp_path):
-    fresh, results = _fresh(tmp_path), []
+    fresh, results, cluster_left = _fresh(tmp_path), [], []
 
     def setup():
         root = fresh()
         cluster = bench_replication.prepare_replicated(root)
         cluster["root"] = root
+        cluster_left.append(cluster)
         return (cluster,), {}
 
     def produce(cluster):
@@ -60,6 +61,8 @@ def test_replicated_acks_all_rf3(benchmark, batches, tmp_path):
         _remove(cluster["root"])
 
     benchmark.pedantic(produce, setup=setup, teardown=teardown, rounds=3, iterations=1, warmup_rounds=1)
+    if benchmark.disabled:  # --benchmark-disable: one plain call, and pedantic() skips the teardown
+        teardown(cluster_left[-1])
     assert all(r["records"] == BATCHES * 1000 for r in results)
     benchmark.extra_info["records"] = results[-1]["records"]
 
@@ -67,9 +70,12 @@ def test_replicated_acks_all_rf3(benchmark, batches, tmp_path):
 def test_single_replica_append(benchmark, batches, tmp_path):
     fresh = _fresh(tmp_path)
 
+    opened = []
+
     def setup():
         root = fresh()
-        return (bench_replication.open_single_log(root), root), {}
+        opened.append((bench_replication.open_single_log(root), root))
+        return opened[-1], {}
 
     def teardown(log, root):
         assert log.log_end_offset == BATCHES * 1000
@@ -78,4 +84,6 @@ def test_single_replica_append(benchmark, batches, tmp_path):
 
     benchmark.pedantic(lambda log, root: bench_replication.append_single_log(log, batches, BATCHES), setup=setup,
                        teardown=teardown, rounds=3, iterations=1, warmup_rounds=1)
+    if benchmark.disabled:  # --benchmark-disable: one plain call, and pedantic() skips the teardown
+        teardown(*opened[-1])
     benchmark.extra_info["records"] = BATCHES * 1000
