@@ -186,6 +186,10 @@ def test_reordering_applies_to_clients_only_and_links_stay_fifo_between_brokers(
     between_brokers = [r.replica_id for _, node, r in got if node == 3]
     assert sorted(from_client) == list(range(100)) and from_client != list(range(100))
     assert between_brokers == list(range(100))
+    # Counted: each client request that arrived ahead of one its client sent earlier.
+    position = {sent: i for i, sent in enumerate(from_client)}
+    overtook = sum(any(position[j] > position[i] for j in range(i)) for i in range(100))
+    assert net.stats.reordered == overtook > 10
 
 
 def test_a_link_or_node_profile_overrides_the_default():

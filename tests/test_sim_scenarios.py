@@ -120,6 +120,31 @@ def test_the_swarm_draws_the_network_too():
     assert 0.7 < sum(on) / len(on) < 1.3 and len(on) < len(drops)  # ~1x the base's, or off
 
 
+def test_the_swarm_draws_client_reordering_and_batches_in_flight_under_either_mix():
+    """Drawn after the network: some seeds let clients' requests overtake one another and
+    keep several batches in flight per producer, others keep TCP order and one batch.
+    The run header names max_in_flight only when it is not 1, so a scenario's history
+    hash is as it was before the field existed; replay rebuilds it from the header."""
+    gc = scenarios.load("gc-pause-chaos")
+    for base in (scenarios.load("random-chaos"), gc):
+        drawn = [swarm_scenario(seed, base) for seed in range(1, 101)]
+        assert 15 < sum(sc.network.reorder for sc in drawn) < 45
+        assert {sc.workload.max_in_flight for sc in drawn} == {1, 2, 5}
+        for sc in drawn:
+            header = sc.to_dict()
+            assert ("max_in_flight" in header["workload"]) == (sc.workload.max_in_flight != 1)
+            assert scenarios.from_dict(header) == sc
+    a, b = swarm_scenario(3, gc), swarm_scenario(3, replace(gc, swarm_mix="swarm"))
+    assert (a.network.reorder, a.workload.max_in_flight) == (b.network.reorder, b.workload.max_in_flight)
+
+
+def test_a_workload_with_no_batch_in_flight_is_refused(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "bad"\n[workload]\nmax_in_flight = 0\n')
+    with pytest.raises(ValueError, match="max_in_flight = 0, need at least 1"):
+        scenarios.load(str(path))
+
+
 def test_a_base_mix_without_chaos_or_an_unknown_mix_is_refused(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text('name = "bad"\nswarm_mix = "base"\n')

@@ -88,6 +88,7 @@ class NetworkStats:
     dropped: int = 0
     duplicated: int = 0
     held: int = 0
+    reordered: int = 0  # client requests due before one their client sent earlier on that link
 
 
 class SimNetwork(InProcessTransport):
@@ -313,6 +314,15 @@ class SimNetwork(InProcessTransport):
                 delay = last - now
                 due = last
             last_due[link] = due
+        else:
+            # Not held back: counted when it overtakes one sent before it.
+            link = (src, dst)
+            due = scheduler.now_ms() + delay
+            last = self._last_due.get(link, 0)
+            if due < last:
+                self.stats.reordered += 1
+            else:
+                self._last_due[link] = due
         self.messages_delivered += 1
         self.stats.delivered += 1
         incarnation = self._incarnation

@@ -6,8 +6,10 @@ the mix itself from the seed explores many.  :func:`swarm_scenario` derives,
 from the seed alone, the cluster size (3 to 7 brokers), topic shape and
 replication factor, the configuration (acks, ``min.insync.replicas``,
 ``unclean.leader.election.enable``, ``replica.truncation.strategy``), the
-rate of each fault (some switched off entirely) and the network (latency, its
-slow tail, message loss and duplication), on top of a base scenario.
+rate of each fault (some switched off entirely), the network (latency, its
+slow tail, message loss and duplication, clients' requests overtaking one
+another) and how many batches a producer keeps in flight, on top of a base
+scenario.
 The result is an ordinary :class:`Scenario`, recorded in the run header, so a
 swarm seed replays like any other.
 
@@ -76,8 +78,15 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
                        admin_interval_ms=rng.choice([0, 0, 5000]))
     # Drawn last: adding it left a seed's cluster, configuration and faults as they were.
     network = _draw_network(rng)
+    # Drawn after the network, for the same reason: client requests that may overtake one
+    # another (a client with several connections), and producers with several batches
+    # unanswered, so that a retry can land behind a later batch.
+    reorder = rng.random() < 0.3
+    max_in_flight = rng.choice([1, 1, 2, 5])
     if base.swarm_mix == "base":
         chaos, workload, network = _around_base(base, chaos, workload, network)
+    network = replace(network, reorder=reorder)
+    workload = replace(workload, max_in_flight=max_in_flight)
     return replace(
         base,
         network=network,

@@ -4,9 +4,11 @@ Theory of operation.  Clients are nodes with negative ids on the simulated
 network; they send typed requests and react to responses or to their own
 timeouts, never blocking the scheduler (the Cluster's blocking conveniences are
 for setup only).  A producer picks a key, maps it to a partition (CRC32 of the
-key, as Kafka's default partitioner hashes it), sends one batch with one
-request in flight, and retries retriable errors and timeouts with backoff, so a
-batch may be written twice (at-least-once, as Kafka without idempotence).
+key, as Kafka's default partitioner hashes it), sends batches with up to
+``max_in_flight`` of them unanswered (Kafka's
+max.in.flight.requests.per.connection; one by default), and retries retriable
+errors and timeouts with backoff, so a batch may be written twice (at-least-once,
+as Kafka without idempotence) and, with several in flight, behind a later one.
 Every batch is unique (producer id and sequence in each value), so its CRC names
 it.  Acknowledged batches (offset, CRC, ISR size) go to the checker.  A
 consumer reads each partition from the leader, committed data only, and reports
@@ -68,7 +70,10 @@ class Producer:
         self.acks = parse_acks(spec.acks)
         self.seq = 0
         self.running = False
-        self.inflight = 0  # attempt number of the request in flight, 0 for none
+        self._tokens = 0
+        self._live: set[int] = set()  # tokens of the requests awaiting an answer
+        self.outstanding = 0  # batches (acks 1 or all) sent and not yet acknowledged or failed
+        self.peak_outstanding = 0
         self.sent = self.acked = self.failed = 0
 
     def start(self) -> None:
@@ -87,11 +92,25 @@ class Producer:
         self.seq += 1
         values = [(key, b"p%d-s%d-r%d" % (self.pid, self.seq, i)) for i in range(self.spec.batch_records)]
         batch = encode_batch(values, timestamp_ms=self.world.now_ms())
+        if self.acks:
+            self.outstanding += 1
+            self.peak_outstanding = max(self.peak_outstanding, self.outstanding)
         self._send(TopicPartition(self.topic, p), batch, 0)
+        if self.acks and self.outstanding < self.spec.max_in_flight:
+            self._schedule_next()  # room for another batch before this one is answered
 
     def _schedule_next(self) -> None:
         gap = self.world.rng.randint(1, 2 * self.spec.produce_interval_ms)
         self.world.later(gap, self._next)
+
+    def _done(self) -> None:
+        """A batch was acknowledged or given up on.  The next one is already scheduled
+        unless every slot was taken (acks=0 sends never wait: one chain of sends)."""
+        if not self.acks:
+            return self._schedule_next()
+        self.outstanding -= 1
+        if self.outstanding == self.spec.max_in_flight - 1:
+            self._schedule_next()
 
     def _send(self, tp: TopicPartition, batch: bytes, attempt: int) -> None:
         if not self.running:
@@ -106,12 +125,13 @@ class Producer:
             self.world.record("produce", None, tp, acks=0, leader=leader, crc=batch_crc(batch))
             self.world.checker.on_sent_unacknowledged()
             return self._schedule_next()
-        token = self.inflight = self.inflight + 1
+        token = self._tokens = self._tokens + 1
+        self._live.add(token)
 
         def on_response(resp: Any) -> None:
-            if token != self.inflight:
+            if token not in self._live:
                 return  # a duplicate or a late answer after our timeout
-            self.inflight += 1
+            self._live.discard(token)
             timer.cancel()
             self._on_response(tp, batch, attempt, leader, resp)
 
@@ -119,9 +139,9 @@ class Producer:
         self.world.network.send(self.node, leader, req, on_response)
 
     def _on_timeout(self, tp: TopicPartition, batch: bytes, attempt: int, token: int) -> None:
-        if token != self.inflight:
+        if token not in self._live:
             return
-        self.inflight += 1
+        self._live.discard(token)
         self._retry(tp, batch, attempt, errors.RequestTimedOut.code)
 
     def _on_response(self, tp: TopicPartition, batch: bytes, attempt: int, leader: int, resp: Any) -> None:
@@ -138,7 +158,7 @@ class Producer:
         self.world.record("ack", leader, name, offset=r.base_offset, last=last, crc=crc,
                           acks=self.acks, attempt=attempt)
         self.world.checker.on_ack(name, r.base_offset, last, crc, self.acks, isr, leader)
-        self._schedule_next()
+        self._done()
 
     def _retry(self, tp: TopicPartition, batch: bytes, attempt: int, code: int) -> None:
         self.world.forget_leader(tp)
@@ -146,7 +166,7 @@ class Producer:
             self.failed += 1
             self.world.record("produce_failed", None, f"{tp.topic}-{tp.partition}",
                               error=error_name(code), crc=batch_crc(batch))
-            return self._schedule_next()
+            return self._done()
         self.world.later(self.spec.retry_backoff_ms, self._send, tp, batch, attempt + 1)
 
 

@@ -59,6 +59,9 @@ class WorkloadSpec:
     keys: int = 16
     admin_interval_ms: int = 0  # 0: no random admin actions
     alter_configs: bool = False  # admin actions also change the topics' configs
+    # Batches a producer (acks 1 or all) has unanswered at once, as Kafka's
+    # max.in.flight.requests.per.connection: above 1 a retry can land behind a later batch.
+    max_in_flight: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,9 @@ class Scenario:
             raise ValueError(f"scenario {self.name}: until_ms and liveness_ms must be >= 0")
         if self.swarm_mix not in SWARM_MIXES:
             raise ValueError(f"scenario {self.name}: swarm_mix = {self.swarm_mix!r}; known: {', '.join(SWARM_MIXES)}")
+        if self.workload.max_in_flight < 1:
+            raise ValueError(f"scenario {self.name}: workload max_in_flight = {self.workload.max_in_flight}, "
+                             "need at least 1")
         if self.swarm_mix == "base" and self.chaos is None:
             raise ValueError(f"scenario {self.name}: swarm_mix = \"base\" needs a [chaos] mix to vary")
         try:
@@ -164,6 +170,8 @@ class Scenario:
             del out["links"]
         if not self.workload.alter_configs:
             del out["workload"]["alter_configs"]
+        if self.workload.max_in_flight == 1:
+            del out["workload"]["max_in_flight"]
         if self.swarm_mix == "swarm":
             del out["swarm_mix"]
         return out
