@@ -294,3 +294,49 @@ def test_a_reassignment_holding_a_deletion_up_still_gets_its_partition_elected(l
     c.leader_sets_isr(tp, [2, 1])
     assert c.wait_for(lambda: not c.admin.topic_exists("t"), 20_000)
     assert c.admin.get_partition_reassignment() == {} and c.admin.get_topic_deletions() == []
+
+
+def _failover_reading_an_unclean_restart(c: ControllerCluster, broker: int, request: dict) -> None:
+    """``broker`` restarts from an unclean shutdown and ``request`` is written while the
+    controller cannot see either; it dies, and the next controller's failover reads both
+    (so it runs onBrokerStartup for ``broker`` before step 7 of onControllerFailover)."""
+    old = c.controller.broker_id
+    c.sessions[old].set_reachable(False)
+    c.stop(broker)
+    c.start(broker, unclean_shutdown=True)
+    c.admin.create_partition_reassignment(request)
+    c.kill(old)
+    assert c.controller.broker_id != old
+
+
+@pytest.mark.parametrize("moved", [0, 1], ids=["the partition it led", "one it follows"])
+def test_a_failover_that_restarts_an_unclean_broker_still_drops_a_request_naming_a_dead_one(moved):
+    # 1 led t-0 and follows 2 in t-1.  Found with it at failover: a request moving t-<moved>
+    # to [1, 4], 4 dead.  The failover's onBrokerStartup of 1 used to continue it before
+    # step 7 validated it: AR widened to [1, 2, 4], and step 7 then took it for one
+    # already started (AR holding RAR) and kept it.  Kafka drops it, the AR untouched.
+    c = ControllerCluster([1, 2, 4, 9, 8, 7], candidates=[9, 8, 7])
+    c.create_topic("t", {0: [1, 2], 1: [2, 1]})
+    c.kill(4)
+    tp = TopicPartition("t", moved)
+    mark = len(c.channel.sent)
+    _failover_reading_an_unclean_restart(c, 1, {tp: [1, 4]})
+    assert c.admin.get_partition_reassignment() == {}
+    assert not c.controller.ctx.partitions_being_reassigned
+    assert c.assignment("t") == {0: [1, 2], 1: [2, 1]}
+    assert not [ps for s in c.channel.sent[mark:] if isinstance(s.request, LeaderAndIsrRequest)
+                for ps in s.request.partition_states if 4 in ps.replicas]
+    assert c.state("t", 0).leader == 2        # the unclean restart itself was handled
+
+
+def test_a_failover_that_restarts_an_unclean_broker_resumes_a_valid_request_naming_it():
+    c = ControllerCluster([1, 2, 3, 9, 8, 7], candidates=[9, 8, 7])
+    c.create_topic("t", {0: [1, 2]})
+    tp = TopicPartition("t", 0)
+    _failover_reading_an_unclean_restart(c, 1, {tp: [3, 1]})
+    assert c.admin.get_partition_reassignment() == {tp: [3, 1]}
+    assert c.assignment("t")[0] == [1, 2, 3]
+    c.leader_sets_isr(tp, [2, 3, 1])
+    assert c.wait_for(lambda: c.admin.get_partition_reassignment() == {})
+    st = c.state("t", 0)
+    assert (c.assignment("t")[0], st.leader, set(st.isr)) == ([3, 1], 3, {3, 1})

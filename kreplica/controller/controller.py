@@ -288,7 +288,8 @@ class KafkaController:
         self.rsm.offline_dead_replicas(self.deletion.is_topic_queued_for_deletion)
         self._fence_stale_isr_members(suspect)
         if restarted:
-            self.on_broker_startup(sorted(restarted))
+            # Not the reassignments yet: step 7 validates the admin path's first.
+            self.on_broker_startup(sorted(restarted), resume_reassignments=False)
         self._record_unclean_handled(unclean, stale)
         # 6. partition change listeners for every topic
         for topic in sorted(self.ctx.all_topics):
@@ -639,8 +640,15 @@ class KafkaController:
         self.deletion.on_stop_replica_answer(event.replica, event.error_code)
 
     # -- callbacks (seed 000) ------------------------------------------------------
-    def on_broker_startup(self, new_brokers: list[int]) -> None:
-        """onBrokerStartup: metadata to the new brokers, their replicas online, elections, resumes."""
+    def on_broker_startup(self, new_brokers: list[int], *, resume_reassignments: bool = True) -> None:
+        """onBrokerStartup: metadata to the new brokers, their replicas online, elections, resumes.
+
+        ``resume_reassignments=False`` (the failover's startup of brokers back from an
+        unclean shutdown, which Kafka's failover never runs): the reassignments in the
+        context are then the admin path's, not validated yet. Continued here, one naming
+        a dead broker had its AR widened to OAR + RAR, and step 7 then took it for one
+        already started and kept it, where Kafka drops it; step 7 resumes every valid one.
+        """
         new_set = set(new_brokers)
         self.send_update_metadata(new_brokers)
         self.batch.mark_init(new_brokers)
@@ -648,7 +656,7 @@ class KafkaController:
         self.rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
         self.psm.trigger_online_partition_state_change()
         for tp, rctx in sorted(self.ctx.partitions_being_reassigned.items()):
-            if new_set.intersection(rctx.new_replicas):
+            if resume_reassignments and new_set.intersection(rctx.new_replicas):
                 reassignment.on_partition_reassignment(self, tp)
         deleting = {pr.tp.topic for pr in replicas if self.deletion.is_topic_queued_for_deletion(pr.tp.topic)}
         if deleting:
