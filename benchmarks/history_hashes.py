@@ -18,10 +18,15 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from pathlib import Path
 
-from kreplica.sim import scenarios
-from kreplica.sim.swarm import swarm_scenario
-from kreplica.sim.world import World
+# The checkout this file is in, not whichever one the venv's editable install names: a
+# check run in a second worktree must judge that worktree's code.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kreplica.sim import scenarios  # noqa: E402
+from kreplica.sim.swarm import swarm_scenario  # noqa: E402
+from kreplica.sim.world import World  # noqa: E402
 
 STRATEGIES = ("high-watermark", "leader-epoch")
 
