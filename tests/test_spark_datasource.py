@@ -139,6 +139,17 @@ def test_pushdown_on_timestamp_uses_the_time_index(spark, data):
     assert as_tuples(df.collect()) == [r for r in _all_rows(data_dir) if r[3] >= since]
 
 
+def test_uncommitted_reads_with_offset_bounds_past_the_log_end(spark, data):
+    """A pushed-down upper bound is no promise that the log reaches it: the active
+    segment ends where its data does (a false CORRUPT_MESSAGE before the fix)."""
+    data_dir, _ = data
+    df = _read(spark, data_dir, isolation="uncommitted")
+    assert as_tuples(df.where("offset < 1000000").collect()) == _all_rows(data_dir)
+    assert as_tuples(df.where("partition = 2 and offset in (5, 1000000)").collect()) == [
+        r for r in log_rows(data_dir, TOPIC, 2) if r[2] == 5]
+    assert df.where("offset >= 1000 and offset <= 1000").count() == 0
+
+
 def test_filters_that_cannot_be_pushed_still_hold(spark, data):
     data_dir, hws = data
     df = _read(spark, data_dir).where("offset % 7 = 3 or timestamp < 0")

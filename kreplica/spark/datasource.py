@@ -264,6 +264,7 @@ def plan_slices(opts: ReadOptions, pushdown: Pushdown, hi_by_partition: dict[int
             lo=_max(_max(pushdown.offset_lo, part.log_start_offset),
                     (lo_by_partition or {}).get(part.partition)) or 0,
             hi=_min(pushdown.offset_hi, hi_by_partition[part.partition]),
+            known_end=hi_by_partition[part.partition],
         )
         for seg in part.segments:
             slices.extend(

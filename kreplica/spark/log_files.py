@@ -43,10 +43,14 @@ _TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">u4")])
 
 @dataclass(frozen=True, slots=True)
 class OffsetBounds:
-    """Offsets ``[lo, hi)`` to read; ``hi`` None means to the log end."""
+    """Offsets ``[lo, hi)`` to read; ``hi`` None means to the log end.  ``known_end``
+    is where the data is known to reach (the committed end, a stream's end offset),
+    None when only the log's end says (uncommitted reads): a pushed-down ``hi``
+    promises no data, so the active segment may end short of it without error."""
 
     lo: int
     hi: int | None
+    known_end: int | None
 
 
 def _increasing_prefix(keys: np.ndarray) -> int:
@@ -178,8 +182,10 @@ class SegmentFiles:
                 if positions[i] - cuts[-1][0] >= max_bytes:
                     cuts.append((int(positions[i]), int(offsets[i])))
         # Offsets the last slice must reach before it may stop: a sealed
-        # segment's data runs to the next base offset, the active one's to hi.
-        need = hi if seg_end is None else (seg_end if hi is None else min(hi, seg_end))
+        # segment's data runs to the next base offset, the active one's to the
+        # known end (none for an uncommitted read), and neither past hi.
+        reach = bounds.known_end if seg_end is None else seg_end
+        need = None if reach is None else (reach if hi is None else min(hi, reach))
         out = []
         for i, (position, offset) in enumerate(cuts):
             last = i + 1 == len(cuts)
