@@ -177,6 +177,42 @@ def test_stream_reader_offsets_follow_the_hw_or_the_log_end(tmp_path):
         producer.close()
 
 
+def test_a_segment_deleted_after_planning_fails_the_read_or_is_skipped(tmp_path):
+    """Retention can delete a segment between the driver's plan and the task that reads
+    it. The read then fails naming the deletion, not with a bare FileNotFoundError; with
+    fail_on_data_loss=false the deleted records are skipped, as below the log start."""
+    require_spark()
+    import os
+
+    from kreplica.errors import OffsetOutOfRange
+    from kreplica.spark.datasource import KReplicaDataSource
+
+    data_dir = str(tmp_path / "broker")
+    producer = Producer(data_dir)
+    try:
+        for _ in range(80):
+            producer.round()
+        first, second = segment_files(data_dir, TOPIC, 0)[:2]
+
+        def reader(**options):
+            return KReplicaDataSource({"path": data_dir, "topic": TOPIC, **options}).streamReader(None)
+
+        start, end = {"0": 0, "1": 0}, {"0": producer.hw[0], "1": 0}
+        strict, lossy = reader(), reader(fail_on_data_loss="false")
+        plans = strict.partitions(start, end), lossy.partitions(start, end)
+    finally:
+        producer.close()
+    os.remove(first)  # as retention would, once the broker's log let go of it
+
+    def offsets(r, parts):
+        return [row["offset"] for part in parts for batch in r.read(part) for row in batch.to_pylist()]
+
+    with pytest.raises(OffsetOutOfRange, match="deleted \\(retention\\) after the read was planned"):
+        offsets(strict, plans[0])
+    base = int(os.path.basename(second).split(".")[0])
+    assert base > 0 and offsets(lossy, plans[1]) == list(range(base, producer.hw[0]))
+
+
 def _committed(cluster, topic: str, partition: int) -> list[tuple]:
     """(partition, offset, key, value) of every committed record, fetched from the leader."""
     out, offset = [], 0

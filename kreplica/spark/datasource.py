@@ -9,7 +9,9 @@ Options: ``path`` (a broker's data dir), ``topic``; ``isolation`` =
 one input partition per segment); ``on_corrupt`` = ``fail`` (default) | ``skip``
 with ``corrupt_report`` = a directory for the count; streaming only:
 ``starting_offsets`` = ``earliest`` (default) | ``latest``, ``fail_on_data_loss``
-(default true), ``max_records_per_trigger``.  Needs pyspark 4.2 or later (filter
+(default true: records retention deleted before the query read them stop it;
+false skips them, a segment deleted while being read included),
+``max_records_per_trigger``.  Needs pyspark 4.2 or later (filter
 pushdown and read limits of the Python Data Source API).  ``timestamp`` is the record's Kafka timestamp in ms since the
 epoch, a long, so rows equal the log exactly and pushdown compares integers.
 
@@ -270,7 +272,8 @@ def plan_slices(opts: ReadOptions, pushdown: Pushdown, hi_by_partition: dict[int
             slices.extend(
                 seg.slices(bounds, pushdown.timestamp_lo, opts.max_partition_bytes,
                            topic=opts.topic, partition=part.partition,
-                           on_corrupt=opts.on_corrupt, corrupt_report=opts.corrupt_report)
+                           on_corrupt=opts.on_corrupt, corrupt_report=opts.corrupt_report,
+                           on_missing="fail" if opts.fail_on_data_loss else "skip")
             )
     return slices
 

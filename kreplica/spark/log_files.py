@@ -155,7 +155,7 @@ class SegmentFiles:
 
     def slices(self, bounds: OffsetBounds, timestamp_lo: int | None, max_bytes: int | None, *,
                topic: str, partition: int, on_corrupt: str,
-               corrupt_report: str | None) -> list[SegmentSlice]:
+               corrupt_report: str | None, on_missing: str = "fail") -> list[SegmentSlice]:
         """Ranges of this segment that may hold offsets in ``bounds`` with
         timestamps >= ``timestamp_lo``, each at most ``max_bytes`` where batch
         boundaries allow."""
@@ -197,6 +197,7 @@ class SegmentFiles:
                 offset_lo=lo if i == 0 else offset, offset_hi=slice_hi,
                 need_offset=need if last else slice_hi, timestamp_lo=timestamp_lo,
                 on_corrupt=on_corrupt, corrupt_report=corrupt_report, start_offset=offset,
+                on_missing=on_missing,
             ))
         return out
 

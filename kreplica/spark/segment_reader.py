@@ -36,7 +36,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptMessage
+from ..errors import CorruptMessage, OffsetOutOfRange
 from ..records import decode_records, scan_batches
 
 CHUNK_BYTES = 8 << 20
@@ -70,6 +70,7 @@ class SegmentSlice:
     on_corrupt: str = "fail"
     corrupt_report: str | None = None
     start_offset: int | None = None  # None: start_position is not an index hint
+    on_missing: str = "fail"  # the segment was deleted after planning: "fail" or "skip"
 
     @property
     def report_name(self) -> str:
@@ -89,7 +90,17 @@ class _StaleHint(Exception):
 def read_slice(s: SegmentSlice) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the records of ``s`` (see the module docstring)."""
     regions: list[dict] = []
-    with open(s.log_path, "rb") as f:
+    try:
+        f = open(s.log_path, "rb")
+    except FileNotFoundError:
+        # Retention deleted the segment between planning and this task.
+        if s.on_missing == "skip":
+            return
+        raise OffsetOutOfRange(
+            f"{s.log_path}: the segment was deleted (retention) after the read was planned; "
+            f"partition {s.topic}-{s.partition} no longer has offsets {s.offset_lo} and up in it "
+            "(re-run the read, or stream with fail_on_data_loss=false to skip them)") from None
+    with f:
         fd = f.fileno()
         cur = _Cursor(s.start_position)
         expect = s.start_offset if s.start_position else None
