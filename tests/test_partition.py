@@ -199,3 +199,69 @@ def test_make_leader_records_the_epoch_and_make_follower_reports_changes(rig):
     assert rig.p.check_leader_epoch(1) == errors.FencedLeaderEpoch.code
     assert rig.p.check_leader_epoch(3) == errors.UnknownLeaderEpoch.code
     assert rig.p.check_leader_epoch(-1) == rig.p.check_leader_epoch(2) == errors.NONE
+
+
+def test_a_follower_fetching_often_but_never_catching_up_leaves_the_isr(rig):
+    """The shrink rule is the time a follower last caught up, not the time it last
+    fetched: one that keeps fetching but stays behind (a full disk refusing its appends,
+    a fetch size too small for the produce rate) must still drop out of the ISR."""
+    rig.lead(isr=(1, 2, 3))
+    rig.append(1)
+    rig.fetch(2, 1)
+    rig.fetch(3, 1)
+    for _ in range(4):
+        rig.clock.advance(LAG // 2)
+        rig.append(1)
+        rig.fetch(2, rig.p.log_end_offset)
+        rig.fetch(3, 1)  # fetches every half lag period, always from the same offset
+    assert rig.p.out_of_sync_replicas() == (3,)
+    assert rig.p.maybe_shrink_isr() is True and rig.proposals[-1][0].new_isr == (1, 2)
+
+
+def test_min_isr_after_the_append_counts_a_joining_replica(tmp_path):
+    """The write waited for the replica being added (maximal ISR), so the answer counts it:
+    two copies exist though the store's ISR has only the leader."""
+    rig = Rig(tmp_path, min_isr=2)
+    rig.lead(isr=(1,))
+    rig.append(1)  # acks=1: nobody else counts, HW 1
+    assert rig.p.high_watermark == 1
+    rig.fetch(3, 1)  # at the HW: 3 is proposed in
+    assert rig.p.isr_state.phase is IsrPhase.PENDING_EXPAND and rig.p.isr == (1,)
+    rig.append(1)
+    assert rig.p.check_enough_replicas_reach_offset(2) == (False, errors.NONE)  # 3 holds it
+    rig.fetch(3, 2)
+    assert rig.p.check_enough_replicas_reach_offset(2) == (True, errors.NONE)
+    rig.log.close()
+
+
+def test_a_new_leader_gives_its_isr_one_lag_period_to_fetch(rig):
+    """make_leader counts the ISR as caught up now: followers that have not fetched from
+    the new leader yet are not proposed out at its first shrink check."""
+    rig.lead(isr=(1, 2, 3))
+    rig.append(2)
+    assert rig.p.out_of_sync_replicas() == ()
+    assert rig.p.maybe_shrink_isr() is False
+    rig.clock.advance(LAG)
+    assert rig.p.out_of_sync_replicas() == ()
+    rig.clock.advance(1)
+    assert rig.p.out_of_sync_replicas() == (2, 3)  # never fetched: now they lag
+
+
+def test_a_follower_joins_only_at_both_the_hw_and_the_epoch_start(rig):
+    """Seed 004 and KIP-101: the ISR admits a follower whose LEO reached the leader's HW
+    *and* the offset where the leader's current epoch began; either alone is not enough."""
+    rig.lead(isr=(1, 2))
+    rig.append(4)
+    rig.fetch(2, 2)
+    rig.lead(isr=(1, 2), epoch=1, version=1)  # re-elected with its HW behind its LEO
+    assert (rig.p.high_watermark, rig.p.leader_epoch_start_offset) == (2, 4)
+    rig.fetch(3, 3)  # at the HW, below the epoch start
+    assert rig.proposals == []
+    rig.fetch(2, 4)
+    rig.append(2)
+    rig.fetch(2, 6)
+    assert rig.p.high_watermark == 6
+    rig.fetch(3, 5)  # past the epoch start, below the HW
+    assert rig.proposals == []
+    rig.fetch(3, 6)
+    assert [req.new_isr for req, _ in rig.proposals] == [(1, 2, 3)]

@@ -248,6 +248,32 @@ def test_fetch_leader_epoch_is_fenced(tmp_path):
     h.close()
 
 
+def test_a_parked_follower_fetch_is_answered_when_the_hw_passes_what_it_was_told(tmp_path):
+    """Followers learn a new HW within one round trip (seed 004's two-fetch advance): the
+    fetch that moves the HW is answered at once, and so is every other follower's fetch
+    parked at the log end, without waiting out replica.fetch.wait.max.ms."""
+    h = _cluster(tmp_path, {"replica.fetch.wait.max.ms": 5000})
+    assert h.produce_sync(TP, [b"a"]).error_code == errors.NONE
+    assert h.run_until(lambda: all(h.partition(b, TP).high_watermark == 1 for b in (2, 3)), 100)
+    h.close()
+
+
+def test_a_parked_fetch_is_answered_when_the_leader_epoch_changes(tmp_path):
+    """A long-poll parked at the HW completes as soon as its partition's leader epoch
+    changes, even with the same leader: the re-read tells the reader it is fenced
+    instead of leaving it waiting out max_wait_ms on an epoch that is gone."""
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.settle(TP)
+    rm = h.brokers[1]
+    got = []
+    rm.handle_fetch(FetchRequest(-1, (FetchPartition(TP, 1, 0),), max_wait_ms=5000), got.append)
+    assert not got  # nothing past the HW: parked
+    h.elect(TP, 1)  # same leader, epoch 1
+    assert got and got[0].partitions[0].error_code == errors.FencedLeaderEpoch.code
+    h.close()
+
+
 def test_old_leader_stops_accepting_and_waiting_produces_fail(tmp_path):
     h = _cluster(tmp_path)
     h.crash(3)
