@@ -154,13 +154,48 @@ def test_batches_in_flight_over_a_reordering_network_land_out_of_order_and_lose_
         for segment in sorted(Path(world.data_dir).glob("broker-*/t-*/*.log")):
             newest: dict[int, int] = {}
             for batch in decode_batches(segment.read_bytes()):
-                pid, seq = map(int, re.match(rb"p(\d+)-s(\d+)-", batch.records()[0].value).groups())
+                m = re.match(rb"p(\d+)-s(\d+)-", batch.records()[0].value)
+                if m is None:
+                    continue  # the liveness probe's write
+                pid, seq = map(int, m.groups())
                 behind += seq < newest.get(pid, 0)
                 newest[pid] = max(seq, newest.get(pid, 0))
         assert behind > 0
     finally:
         shutil.rmtree(world.data_dir, ignore_errors=True)
     assert World(sc, 2).run().history_hash == r.history_hash
+
+
+def test_liveness_ends_with_one_acknowledged_write_per_partition():
+    """After convergence every partition takes a probe write with acks=all; each is
+    recorded and held to invariant 1 like any acknowledged write."""
+    sc = replace(scenarios.load("random-chaos"), until_ms=8000)
+    world = World(sc, 3)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    kinds = [e.kind for e in world.history.events]
+    start = kinds.index("probe_start")
+    assert kinds.index("liveness_start") < start < kinds.index("liveness_end")
+    acked = sorted(e.tp for e in world.history.events if e.kind == "probe_ack")
+    assert acked == [f"t-{p}" for p in range(sc.topics[0].partitions)]
+    for e in world.history.events:
+        if e.kind == "probe_ack":
+            assert world.checker.models[e.tp].acked[e.data["offset"]].crc == e.data["crc"]
+
+
+def test_a_cluster_that_converges_but_commits_nothing_fails_liveness(monkeypatch):
+    """A planted bug that passed every safety invariant: a leader whose HW moves never
+    completes its parked acks=all produces. The cluster still converges (leaders, full
+    ISRs, HW = LEO); only the probe's writes, never acknowledged, show it."""
+    from kreplica.replica.replica_manager import ReplicaManager
+
+    monkeypatch.setattr(ReplicaManager, "_on_high_watermark",
+                        lambda self, tp: self.fetch_purgatory.check_and_complete(tp))
+    sc = replace(scenarios.load("random-chaos").with_config(**{"replica.truncation.strategy": "leader-epoch"}),
+                 until_ms=8000)
+    r = World(sc, 1).run()
+    assert r.violation is not None and r.violation.invariant is Invariant.LIVENESS
+    assert "took no acks=all write within 10000 ms of convergence: t-0" in r.violation.message
 
 
 def as_found(seed, base):

@@ -273,12 +273,16 @@ class Checker:
         self.writes_completed += 1
 
     def on_ack(self, tp: str, base: int, last: int, crc: int, acks: int, isr_size: int,
-               leader: int | None = None) -> None:
-        self.writes_completed += 1
+               leader: int | None = None, probe: bool = False) -> None:
+        """An acknowledged write.  ``probe``: the liveness probe's, checked like the
+        workload's but not counted in its throughput."""
+        if not probe:
+            self.writes_completed += 1
         if acks != -1:  # only acks=all carries the promise invariant 1 checks
             return
         m = self.model(tp)
-        self.acked_writes += 1
+        if not probe:
+            self.acked_writes += 1
         gone = self._superseded_under(m, leader)
         if gone is not None and base >= gone[0]:
             # A deposed leader, not yet told, acked (its ISR alone meets min.insync.replicas)

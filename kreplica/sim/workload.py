@@ -170,6 +170,84 @@ class Producer:
         self.world.later(self.spec.retry_backoff_ms, self._send, tp, batch, attempt + 1)
 
 
+class Probe:
+    """The liveness phase's last question: once converged, does every partition still take
+    an acks=all write?
+
+    A cluster can converge (leaders, full ISRs, HW = LEO) and still commit nothing: a
+    purgatory that never completes a produce, followers served only up to the HW.  Every
+    safety invariant holds in such a run; planted bugs of that kind went unseen.  The probe
+    sends one batch per partition from its own client and retries any error or timeout
+    after ``retry_backoff_ms`` until the batch is acknowledged.  An acknowledged probe is
+    an acks=all write like any other: the checker holds it to invariant 1.  A partition
+    with fewer replicas than its ``min.insync.replicas`` can never take acks=all (Kafka
+    refuses it, NOT_ENOUGH_REPLICAS, by configuration): its probe asks for acks=1."""
+
+    NODE = -3000
+
+    def __init__(self, world: "World", acks: dict[TopicPartition, int], spec: "WorkloadSpec") -> None:
+        self.world = world
+        self.spec = spec
+        self.acks = acks  # tp -> -1, or 1 where acks=all cannot be met by configuration
+        self.pending: dict[TopicPartition, str] = {tp: "not sent" for tp in acks}  # tp -> last error
+        self._batches: dict[TopicPartition, bytes] = {}
+        self._live: dict[TopicPartition, int] = {}
+        self._tokens = 0
+
+    def start(self) -> None:
+        for tp in list(self.pending):
+            self._send(tp)
+
+    def _send(self, tp: TopicPartition) -> None:
+        if tp not in self.pending:
+            return
+        w = self.world
+        leader = w.leader_of(tp)
+        if leader == NO_LEADER:
+            return self._retry(tp, errors.LeaderNotAvailable.code)
+        batch = self._batches.get(tp)
+        if batch is None:
+            value = b"probe-%s-%d" % (tp.topic.encode(), tp.partition)
+            batch = self._batches[tp] = encode_batch([(b"probe", value)], timestamp_ms=w.now_ms())
+        token = self._tokens = self._tokens + 1
+        self._live[tp] = token
+
+        def on_response(resp: Any) -> None:
+            if self._live.get(tp) != token:
+                return  # a late answer after our timeout
+            del self._live[tp]
+            timer.cancel()
+            self._on_response(tp, batch, leader, resp)
+
+        timer = w.later(self.spec.request_timeout_ms + 500, self._on_timeout, tp, token)
+        req = ProduceRequest(self.acks[tp], self.spec.request_timeout_ms, (ProducePartition(tp, batch),))
+        w.network.send(self.NODE, leader, req, on_response)
+
+    def _on_timeout(self, tp: TopicPartition, token: int) -> None:
+        if self._live.get(tp) == token:
+            del self._live[tp]
+            self._retry(tp, errors.RequestTimedOut.code)
+
+    def _on_response(self, tp: TopicPartition, batch: bytes, leader: int, resp: Any) -> None:
+        if resp is DISCONNECTED or not isinstance(resp, ProduceResponse):
+            return self._retry(tp, errors.NetworkException.code)
+        r = resp.partitions[0]
+        if r.error_code != errors.NONE:
+            return self._retry(tp, r.error_code)
+        del self.pending[tp]
+        crc = batch_crc(batch)
+        name = f"{tp.topic}-{tp.partition}"
+        acks = self.acks[tp]
+        self.world.record("probe_ack", leader, name, offset=r.base_offset, crc=crc, acks=acks)
+        self.world.checker.on_ack(name, r.base_offset, r.base_offset, crc, acks, self.world.isr_size(tp), leader,
+                                  probe=True)
+
+    def _retry(self, tp: TopicPartition, code: int) -> None:
+        self.pending[tp] = error_name(code)
+        self.world.forget_leader(tp)
+        self.world.later(self.spec.retry_backoff_ms, self._send, tp)
+
+
 class Consumer:
     """Reads one partition from its leader, committed records only, and reports them."""
 

@@ -54,8 +54,11 @@ from .history import HEADER_KIND, History
 from .network import SimNetwork
 from .pausable_scheduler import PausableScheduler
 from .scenarios import Scenario, Step
-from .workload import Consumer, Producer
+from .workload import Consumer, Probe, Producer
 
+# The liveness probe's bound: from convergence to every partition's acks=all write
+# acknowledged and the replicas converged again with it.
+PROBE_MS = 10_000
 _FOLLOWER = Role.FOLLOWER  # a module constant: Enum class attribute lookups are slow in 3.11
 _CONTROLLER_REQUESTS = frozenset((LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest))
 
@@ -742,9 +745,41 @@ class World:
             self.checker.fail(Invariant.LIVENESS, None, None,
                               f"no convergence within {self.scenario.liveness_ms} ms: {self._convergence_gap()}")
         if ok:
+            ok = self._probe()
+        if ok:
             self._final_check()
         self.record("liveness_end", converged=ok)
         return ok and self.checker.violation is None
+
+    def _probe(self) -> bool:
+        """Converged is not enough: every partition must still take an acks=all write
+        (:class:`Probe`), and the replicas converge again with it, within PROBE_MS."""
+        default_min_isr = int(self.cluster.config["min.insync.replicas"])
+        acks = {}
+        for tp, (_state, replicas) in sorted(self._partition_states().items(),
+                                              key=lambda kv: (kv[0].topic, kv[0].partition)):
+            overrides = self.cluster.zk.get_topic_config(tp.topic)
+            min_isr = int(overrides.get("min.insync.replicas", default_min_isr))
+            acks[tp] = -1 if len(replicas) >= min_isr else 1
+        probe = Probe(self, acks, self.scenario.workload)
+        self.record("probe_start", partitions=len(probe.pending))
+        probe.start()
+        self._step_until(self.now_ms() + PROBE_MS, lambda: not probe.pending and self._converged())
+        if self.checker.violation is not None:
+            return False
+        gap = name = None
+        if probe.pending:
+            tp, error = next(iter(sorted(probe.pending.items(), key=lambda kv: (kv[0].topic, kv[0].partition))))
+            name = tp_name(tp)
+            gap = (f"{len(probe.pending)} partition(s) took no acks=all write within {PROBE_MS} ms of "
+                   f"convergence: {name} (last error {error})")
+        elif (why := self._convergence_gap()) is not None:
+            gap = f"no convergence within {PROBE_MS} ms of the probe writes: {why}"
+        if gap is not None:
+            self.checker.set_time(self.now_ms())
+            self.checker.fail(Invariant.LIVENESS, name, None, gap)
+            return False
+        return True
 
     def _restart_stopped(self) -> bool:
         for bid in sorted(self.cluster.brokers):
