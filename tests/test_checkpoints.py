@@ -53,3 +53,26 @@ def test_undecodable_file_is_a_storage_error(tmp_path):
 def test_write_into_missing_dir_is_a_storage_error(tmp_path):
     with pytest.raises(KafkaStorageError):
         OffsetCheckpointFile(tmp_path / "nope" / "cp").write({TopicPartition("t", 0): 1})
+
+
+def test_a_write_is_made_durable_before_and_after_its_rename(tmp_path, monkeypatch):
+    """The temp file is fsynced before it replaces the old one (else a crash could leave
+    the name on a file whose bytes never reached the disk), the directory after (else the
+    old file could come back)."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.fspath(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint").write({TopicPartition("t", 0): 1})
+    target = os.path.realpath(tmp_path / "replication-offset-checkpoint")
+    assert events == [("fsync", target + ".tmp"), ("replace", str(tmp_path / "replication-offset-checkpoint")),
+                      ("fsync", os.path.realpath(tmp_path))]

@@ -57,6 +57,17 @@ def test_truncation_from_end_and_start(tmp_path):
     assert cp.read() == [] and c.latest_epoch == -1
 
 
+def test_truncation_from_end_at_the_latest_epochs_start_drops_it(tmp_path):
+    """The log truncated to where the latest epoch began holds nothing it wrote: the
+    epoch goes (Kafka drops every entry starting at or after the end offset)."""
+    c, _, cp = make(tmp_path)
+    c.assign(0, 0)
+    c.assign(1, 20)
+    c.truncate_from_end(20)
+    assert c.entries == [(0, 0)] and cp.read() == [(0, 0)]
+    assert c.end_offset_for(1) == (-1, -1)
+
+
 def test_persisted_and_reloaded(tmp_path):
     c, _, _ = make(tmp_path)
     c.assign(0, 0)

@@ -94,6 +94,39 @@ def test_rolls_on_size_and_reads_across_segments(log):
     assert os.path.getsize(log.segments[-1].log_file.path) == 16 * 1024  # active: preallocated
 
 
+def test_a_batch_that_exactly_fills_a_segment_goes_in_it(tmp_path, clock):
+    """A segment rolls when an append would pass ``segment.bytes`` (Kafka's
+    ``size > maxSegmentBytes - messagesSize``), not when it would reach it."""
+    probe = Log.open(tmp_path / "probe", SMALL, clock=clock)
+    n = probe.append_as_leader(values(10), timestamp_ms=1000).valid_bytes
+    probe.close()
+    log = Log.open(tmp_path / "t-0", {**SMALL, "segment.bytes": 24 * n}, clock=clock)
+    for i in range(24):
+        assert log.append_as_leader(values(10, 10 * i), timestamp_ms=1000).valid_bytes == n
+    assert [s.base_offset for s in log.segments] == [0] and log.segments[0].size == 24 * n
+    log.append_as_leader(values(10, 240), timestamp_ms=1000)
+    assert [s.base_offset for s in log.segments] == [0, 240]
+    log.close()
+
+
+def test_rolling_an_empty_active_segment_replaces_it(tmp_path, clock):
+    """``roll`` on a segment holding nothing (a new log, one just restarted at an offset)
+    recreates it at the same base: a second segment would share its files."""
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [0]
+    log.truncate_fully_and_start_at(70)
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [70]
+    log.append_as_leader(values(3, 70))
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [70, 73]
+    log.close()
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    assert [r.offset for r in all_records(log)] == [70, 71, 72]
+    log.close()
+
+
 def test_rolls_on_segment_ms(tmp_path, clock):
     log = Log.open(tmp_path / "t-0", {"segment.ms": 1000}, clock=clock)
     log.append_as_leader(values(1))
@@ -258,6 +291,7 @@ def test_truncate_to_across_segments_then_append(log):
     assert len(log.segments) < segs
     assert log.leader_epoch_cache.entries == [(0, 0)]  # epochs starting at or after 200 went
     assert not log.truncate_to(300)
+    assert not log.truncate_to(log.log_end_offset)  # nothing at or after the LEO
     log.append_as_leader(values(5, 9000), leader_epoch=7)
     recs = all_records(log)
     assert [r.offset for r in recs] == list(range(205))
@@ -365,6 +399,39 @@ def test_a_damaged_batch_header_fails_reads_and_truncations_and_changes_nothing(
     log.close()
 
 
+def test_truncating_to_a_segments_base_offset_empties_that_segment_and_seals_the_rest(log):
+    """Kafka's truncateTo keeps the segment whose base is the target, emptied, as the
+    active one: the sealed segment before it is not reopened and rewritten."""
+    for i in range(60):
+        log.append_as_leader(values(10, 10 * i))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 3
+    assert log.truncate_to(bases[2])
+    assert [s.base_offset for s in log.segments] == bases[:3]
+    assert log.segments[-1].size == 0 and log.log_end_offset == bases[2]
+    assert not log.segments[1].log_file.writable
+    assert log.append_as_leader(values(1, 7000)).first_offset == bases[2]
+    assert [s.base_offset for s in log.segments] == bases[:3]
+
+
+def test_a_truncation_forgets_the_max_timestamp_of_the_batches_it_removed(tmp_path, clock):
+    """The segment's max timestamp goes back to what its remaining batches hold: kept, the
+    removed batch's newer timestamp held old data back from time retention and was sealed
+    into the time index as an entry for an offset the segment no longer has."""
+    log = Log.open(tmp_path / "t-0", {**SMALL, "retention.ms": 10_000}, clock=clock)
+    for i in range(5):
+        log.append_as_leader(values(10, 10 * i), timestamp_ms=1000)
+    log.append_as_leader(values(10, 50), timestamp_ms=clock.now_ms())  # a fresh one, then cut
+    assert log.truncate_to(50)
+    assert log.segments[0].max_timestamp == 1000
+    log.roll()
+    log.append_as_leader(values(1, 50))
+    assert log.segments[0].time_index.last_entry() == (1000, 9)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == 1 and log.log_start_offset == 50
+    log.close()
+
+
 def test_truncate_fully_and_start_at(log):
     log.append_as_leader(values(10), leader_epoch=1)
     log.truncate_fully_and_start_at(500)
@@ -431,6 +498,55 @@ def test_retention_by_time(tmp_path, clock):
     log.delete_old_segments()  # everything expired: the active one is rolled, then deleted
     assert log.log_start_offset == log.log_end_offset == 600
     assert log.append_as_leader(values(1)).first_offset == 600
+    log.close()
+
+
+def test_retention_limits_are_kafkas_boundaries(tmp_path, clock):
+    """A segment goes once its newest record is more than retention.ms old (exactly that
+    old it stays), and while the log without it still holds retention.bytes (Kafka's
+    ``diff - segment.size >= 0``)."""
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    for i in range(60):
+        log.append_as_leader(values(10, 10 * i), timestamp_ms=1000)
+    log.update_high_watermark(log.log_end_offset)
+    assert len(log.segments) >= 3
+    total, first = log.size_in_bytes(), log.segments[0].size
+    age = clock.now_ms() - 1000
+    log.config = LogConfig.from_dict({**SMALL, "retention.ms": age})
+    assert log.delete_old_segments() == 0
+    log.config = LogConfig.from_dict({**SMALL, "retention.bytes": total - first + 1})
+    assert log.delete_old_segments() == 0
+    log.config = LogConfig.from_dict({**SMALL, "retention.bytes": total - first})
+    assert log.delete_old_segments() == 1 and log.size_in_bytes() == total - first
+    log.config = LogConfig.from_dict({**SMALL, "retention.ms": age - 1})
+    assert log.delete_old_segments() > 0
+    assert log.log_start_offset == log.log_end_offset == 600
+    log.close()
+
+
+def test_the_recovery_point_never_lags_the_log_start(tmp_path, clock):
+    """Retention past unflushed segments, and a restart at a later offset, raise the
+    recovery point to the new log start (Kafka's updateLogStartOffset and
+    truncateFullyAndStartAt do).  Left below it, a power loss took every segment with it
+    and the log came back at offset 0, giving out again offsets below its published start."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, {**SMALL, "retention.bytes": 16 * 1024}, clock=clock)
+    for i in range(60):
+        log.append_as_leader(values(10, 10 * i))
+    log.update_high_watermark(log.log_end_offset)
+    assert log.recovery_point == 0 and log.delete_old_segments() > 0
+    start = log.log_start_offset
+    assert log.recovery_point >= start > 0
+    log.crash(lose_unflushed=True)
+    log = Log.open(path, SMALL, clock=clock)
+    assert log.log_start_offset == log.log_end_offset == start
+    log.append_as_leader(values(5))  # unflushed
+    log.truncate_fully_and_start_at(5000)
+    assert log.recovery_point == 5000
+    log.append_as_leader(values(5))
+    log.crash(lose_unflushed=True)
+    log = Log.open(path, SMALL, clock=clock)
+    assert log.log_start_offset == log.log_end_offset == 5000
     log.close()
 
 
@@ -576,6 +692,38 @@ def test_clean_reopen_keeps_everything(tmp_path, clock):
     assert [(r.offset, r.value) for r in all_records(log)] == [(r.offset, r.value) for r in before]
     assert log.leader_epoch_cache.entries == [(0, 0), (1, 100), (2, 200), (3, 300)]
     assert log.append_as_leader(values(1), leader_epoch=3).first_offset == 400
+    log.close()
+
+
+def test_a_clean_reopen_keeps_a_segments_max_timestamp_from_its_time_index(tmp_path, clock):
+    """A clean open walks only the batches after the last offset-index entry; the max
+    timestamp of those before comes from the time index.  Lost, a record newer than the
+    segment's tail was no longer found by timestamp (and time retention saw the segment
+    as older than it is)."""
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    log.append_as_leader(values(10), timestamp_ms=5000)
+    for i in range(1, 15):
+        log.append_as_leader(values(10, 10 * i), timestamp_ms=1000)
+    assert len(log.segments) == 1 and log.segments[0].offset_index.entries > 2
+    assert log.offset_for_timestamp(4000) == 0
+    log.close()
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    assert log.segments[0].max_timestamp == 5000
+    assert log.offset_for_timestamp(4000) == 0
+    log.close()
+
+
+def test_an_open_with_a_later_log_start_clamps_the_leader_epoch_cache(tmp_path):
+    """A log start from the broker's checkpoint, above the cache's first entry (the cache
+    file was not rewritten before a crash), clamps the epoch covering it, as Kafka's
+    LogLoader does with truncateFromStart."""
+    log = Log.open(tmp_path / "t-0", SMALL)
+    for i in range(100):
+        log.append_as_leader(values(10, 10 * i), leader_epoch=i // 50)
+    log.close()
+    log = Log.open(tmp_path / "t-0", SMALL, log_start_offset=300)
+    assert log.log_start_offset == 300
+    assert log.leader_epoch_cache.entries == [(0, 300), (1, 500)]
     log.close()
 
 

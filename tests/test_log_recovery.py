@@ -118,6 +118,24 @@ def test_crash_loses_only_unflushed_and_recovery_truncates_the_torn_batch(tmp_pa
     log.close()
 
 
+def test_a_truncation_below_the_recovery_point_moves_it_back(tmp_path):
+    """What was flushed past the cut is gone, and what is appended over it is not durable
+    yet: the recovery point comes back to the new LEO.  Left above it, the batches
+    appended next counted as flushed, and a power loss kept them unsynced."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    log.flush()
+    assert log.truncate_to(50) and log.recovery_point == 50
+    append_range(log, 50, 80)
+    assert log.recovery_point == 50
+    log.crash(lose_unflushed=True)
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == 50
+    assert_prefix(log, 80, 50)
+    log.close()
+
+
 def test_unclean_open_without_loss_keeps_everything(tmp_path):
     path = tmp_path / "t-0"
     log = Log.open(path, CONFIG)
@@ -322,6 +340,35 @@ def test_a_damaged_header_in_a_trusted_segment_is_recovered_not_taken_for_its_en
     log.close()
 
 
+def test_an_open_that_cut_a_trusted_segment_rewrites_the_recovery_point_checkpoint(tmp_path):
+    """The open found a damaged header in a cleanly closed log and cut it there: the
+    recovery point checkpoint must follow it back.  Left at the old end, it vouched for
+    the offsets appended next, and after a crash their segments were trusted unscanned,
+    a corrupt batch among them served as data."""
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 1 << 20}
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 200)
+    log.close()
+    _damage(tmp_path / ("%020d.log" % 0), batch_index=1)
+    log = Log.open(tmp_path, cfg)
+    assert log.log_end_offset == 10 and log.recovery_point == 10
+    append_range(log, 10, 150)  # unflushed, over several segments
+    assert len(log.segments) >= 3
+    victim = log.segments[1]
+    scan = scan_batches(victim.log_file.map(victim.size), 0, victim.size)
+    position, base = int(scan.positions[1]), int(scan.base_offsets[1])
+    log.crash(lose_unflushed=False)
+    with open(victim.log_file.path, "r+b") as f:  # a write the disk never finished
+        f.seek(position + 70)
+        byte = f.read(1)
+        f.seek(position + 70)
+        f.write(bytes([byte[0] ^ 0x5A]))
+    log = Log.open(tmp_path, cfg)
+    assert log.log_end_offset == base
+    assert_prefix(log, 150, 10)
+    log.close()
+
+
 def test_garbage_after_a_trusted_segments_data_is_cut_and_costs_no_later_segment(tmp_path):
     # Not zeros, so not a clean end: the segment is recovered.  But its batches still reach
     # the next segment's base, so the later (flushed) segments stay.
@@ -336,4 +383,82 @@ def test_garbage_after_a_trusted_segments_data_is_cut_and_costs_no_later_segment
     assert log.last_recovery[0].error is not None and os.path.getsize(first) == size
     assert_prefix(log, 200, 200)
     assert log.log_end_offset == 200
+    log.close()
+
+
+def test_batches_recovery_cut_never_come_back_after_the_next_crash(tmp_path):
+    """Recovery cuts the file at the first bad batch, not only the log's idea of its end:
+    the intact batches after the bad one would otherwise still sit in the file, and once
+    an append of the same size overwrote the bad one, the next recovery would find them
+    contiguous again and bring back offsets the log had given out anew."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    active = log.segments[-1]
+    scan = scan_batches(active.log_file.map(active.size), 0, active.size)
+    victim, victim_base = int(scan.positions[-3]), int(scan.base_offsets[-3])
+    log.crash(lose_unflushed=False)
+    with open(active.log_file.path, "r+b") as f:
+        f.seek(victim + 70)
+        byte = f.read(1)
+        f.seek(victim + 70)
+        f.write(bytes([byte[0] ^ 0x5A]))
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == victim_base
+    append_range(log, victim_base, victim_base + 10)  # the same size as the batch cut
+    log.crash(lose_unflushed=False)
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == victim_base + 10
+    assert_prefix(log, victim_base + 10, victim_base + 10)
+    log.close()
+
+
+def fsynced(monkeypatch):
+    """The files fsynced from now on, in order (each descriptor's path, from /proc)."""
+    paths = []
+    real = os.fsync
+
+    def spy(fd):
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return paths
+
+
+def test_a_flush_fsyncs_every_segment_written_since_the_last_before_the_recovery_point_moves(
+        tmp_path, monkeypatch):
+    """The segment holding the old recovery point has unflushed batches after it too; and
+    the recovery point reaches its checkpoint only once the data is durable (written
+    first, a power loss in between left a checkpoint vouching for batches the disk never
+    got, in segments the next open trusts without a scan)."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    log.flush()
+    append_range(log, 100, 2000)
+    assert len(log.segments) >= 3 and log.segments[0].next_offset > 100
+    synced = fsynced(monkeypatch)
+    log.flush()
+    logs = [os.path.realpath(s.log_file.path) for s in log.segments]
+    assert [p for p in synced if p.endswith(".log")] == logs
+    checkpoint = synced.index(os.path.realpath(path / "recovery-point-checkpoint") + ".tmp")
+    assert max(synced.index(p) for p in logs) < checkpoint
+    log.close()
+
+
+def test_batches_appended_over_a_truncated_flushed_tail_are_fsynced(tmp_path, monkeypatch):
+    """A truncation moves the segment's durable mark back to the cut: left where it was,
+    a flush took the batches written since over the same bytes for durable already and
+    moved the recovery point past them without an fsync."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    log.flush()
+    assert log.truncate_to(50)
+    append_range(log, 50, 60)
+    synced = fsynced(monkeypatch)
+    log.flush()
+    assert os.path.realpath(log.segments[-1].log_file.path) in synced
+    assert log.recovery_point == 60
     log.close()

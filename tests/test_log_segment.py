@@ -159,3 +159,28 @@ def test_a_run_of_batches_gets_the_index_entries_one_batch_at_a_time_would(tmp_p
     assert (run.max_timestamp, run.offset_of_max_timestamp) == (one.max_timestamp, one.offset_of_max_timestamp)
     one.close()
     run.close()
+
+
+@pytest.mark.parametrize("path", ["one batch at a time", "run"])
+def test_an_index_entry_goes_only_once_more_than_the_interval_was_written(tmp_path, path):
+    """Kafka's rule, exactly: a batch gets an entry when the bytes since the last entry
+    are more than ``index.interval.bytes``; having written exactly that much is not
+    enough.  With batches of n bytes and an interval of 2n the entries fall on every
+    third batch, on both append paths."""
+    batches = [encode_batch([b"v%06d" % (4 * i + j) for j in range(4)], base_offset=4 * i, leader_epoch=1,
+                            timestamp_ms=1000 + i) for i in range(12)]
+    n = len(batches[0])
+    assert all(len(b) == n for b in batches)
+    config = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 2 * n,
+                                  "segment.index.bytes": 4096})
+    seg = LogSegment.create(tmp_path, 0, config, 0)
+    if path == "run":
+        data = b"".join(batches)
+        seg.append_run(data, frame_batches(data))
+    else:
+        for i, b in enumerate(batches):
+            seg.append_encoded(memoryview(b), 4 * i, 4 * i + 3, 1000 + i)
+    index = seg.offset_index.array()
+    assert index["position"].tolist() == [3 * n, 6 * n, 9 * n]
+    assert index["relative_offset"].tolist() == [12, 24, 36]
+    seg.close()
