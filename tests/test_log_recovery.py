@@ -462,3 +462,22 @@ def test_batches_appended_over_a_truncated_flushed_tail_are_fsynced(tmp_path, mo
     assert os.path.realpath(log.segments[-1].log_file.path) in synced
     assert log.recovery_point == 60
     log.close()
+
+
+def test_a_truncation_over_durable_batches_makes_its_zeroes_durable_at_once(tmp_path, monkeypatch):
+    """Zeroes left in the page cache over batches already on disk could be lost to a power
+    loss, and the next open would find the cut batches again, CRCs intact. A truncation
+    that cuts only batches never flushed needs no fsync."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    log.flush()
+    append_range(log, 100, 120)
+    synced = fsynced(monkeypatch)
+    assert log.truncate_to(110)  # only unflushed batches
+    segment = os.path.realpath(log.segments[-1].log_file.path)
+    assert segment not in synced
+    assert log.truncate_to(50)  # batches a flush made durable
+    assert os.path.realpath(log.segments[-1].log_file.path) in synced
+    log.close()
+

@@ -360,8 +360,14 @@ class LogSegment:
             return 0
         dropped = self.size - pos
         self._recent.clear()
+        durable = self.log_file.flushed
         if not self.log_file.cut_for_write(pos):
             zero_range(self.log_file.map(self.size), pos, self.size)
+            if pos < durable:
+                # The cut batches were on disk: left in the page cache, the zeroes could
+                # be lost to a power loss, and the next open would find the batches again,
+                # CRCs intact, past a point every replica has since agreed to drop.
+                self.log_file.sync_range(pos, durable)
         self.offset_index.truncate_to(base)
         self.time_index.truncate_to(base)
         self.log_file.flushed = min(self.log_file.flushed, pos)

@@ -208,6 +208,20 @@ class MappedFile:
             raise _storage_error("flushing", self.filename, e) from e
         self.flushed = end
 
+    def sync_range(self, start: int, end: int) -> None:
+        """Make bytes ``[start, end)`` durable as they are now, whatever ``flushed`` says
+        (a truncation's zeroes over data already durable)."""
+        if not self.writable or end <= start:
+            return
+        first = start - start % PAGE
+        try:
+            assert self._mm is not None
+            self._mm.flush(first, min(end, self.length) - first)
+            with self._descriptor() as fd:
+                os.fsync(fd)
+        except OSError as e:
+            raise _storage_error("flushing", self.filename, e) from e
+
     def drop_cache(self, end: int) -> None:
         """Let the kernel reclaim the durable pages below ``end`` (keeps RSS bounded)."""
         if self._mm is not None and end > PAGE:
