@@ -93,6 +93,14 @@ def log_rows(data_dir, topic: str, partition: int) -> list[tuple]:
     return rows
 
 
+def read_topic(spark, data_dir, topic: str, **options):
+    """``spark.read.format("kreplica")`` of ``topic`` under ``data_dir``, with ``options``."""
+    reader = spark.read.format("kreplica").option("path", data_dir).option("topic", topic)
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load()
+
+
 def as_tuples(rows) -> list[tuple]:
     """Spark rows in the shape of :func:`log_rows`, sorted by (topic, partition, offset)."""
     out = [

@@ -13,6 +13,15 @@ from kreplica.records import decode_records, encode_batch, scan_batches
 CONFIG = {"segment.bytes": 32 * 1024, "index.interval.bytes": 256}
 
 
+def flip_byte(path, position: int) -> None:
+    """Damage one byte in place (a bit flip the CRC must catch)."""
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0x5A]))
+
+
 def value(i):
     return b"%08d" % i + b"." * 40
 
@@ -91,11 +100,7 @@ def test_flipped_tail_bytes_are_cut_at_the_first_bad_batch(tmp_path):
     victim = int(scan.positions[-3])  # third batch from the end
     victim_base = int(scan.base_offsets[-3])
     log.crash(lose_unflushed=False)
-    with open(active.log_file.path, "r+b") as f:
-        f.seek(victim + 70)
-        byte = f.read(1)
-        f.seek(victim + 70)
-        f.write(bytes([byte[0] ^ 0x5A]))
+    flip_byte(active.log_file.path, victim + 70)
     log = Log.open(path, CONFIG)
     assert log.log_end_offset == victim_base
     assert log.last_recovery[-1].error is not None
@@ -398,11 +403,7 @@ def test_batches_recovery_cut_never_come_back_after_the_next_crash(tmp_path):
     scan = scan_batches(active.log_file.map(active.size), 0, active.size)
     victim, victim_base = int(scan.positions[-3]), int(scan.base_offsets[-3])
     log.crash(lose_unflushed=False)
-    with open(active.log_file.path, "r+b") as f:
-        f.seek(victim + 70)
-        byte = f.read(1)
-        f.seek(victim + 70)
-        f.write(bytes([byte[0] ^ 0x5A]))
+    flip_byte(active.log_file.path, victim + 70)
     log = Log.open(path, CONFIG)
     assert log.log_end_offset == victim_base
     append_range(log, victim_base, victim_base + 10)  # the same size as the batch cut

@@ -18,6 +18,7 @@ from spark_fixtures import (  # noqa: F401  (spark is a fixture)
     as_tuples,
     log_rows,
     open_log,
+    read_topic,
     segment_files,
     spark,
     write_high_watermarks,
@@ -63,10 +64,7 @@ def data(tmp_path_factory):
 
 
 def _read(spark, data_dir, **options):
-    reader = spark.read.format("kreplica").option("path", data_dir).option("topic", TOPIC)
-    for k, v in options.items():
-        reader = reader.option(k, str(v))
-    return reader.load()
+    return read_topic(spark, data_dir, TOPIC, **options)
 
 
 def _all_rows(data_dir):

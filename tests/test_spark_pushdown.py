@@ -26,6 +26,7 @@ from spark_fixtures import (  # noqa: F401  (spark is a fixture)
     as_tuples,
     log_rows,
     open_log,
+    read_topic,
     require_spark,
     segment_files,
     spark,
@@ -136,10 +137,7 @@ def broker(tmp_path_factory):
 
 
 def _read(spark, data_dir, **options):
-    reader = spark.read.format("kreplica").option("path", data_dir).option("topic", TOPIC)
-    for k, v in options.items():
-        reader = reader.option(k, str(v))
-    return reader.load()
+    return read_topic(spark, data_dir, TOPIC, **options)
 
 
 def test_executors_import_the_code_under_test(spark):

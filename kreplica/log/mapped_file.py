@@ -198,14 +198,7 @@ class MappedFile:
         """Make bytes ``[0, end)`` durable (msync of what changed, then fsync)."""
         if not self.writable or end <= self.flushed:
             return
-        start = self.flushed - self.flushed % PAGE
-        try:
-            assert self._mm is not None
-            self._mm.flush(start, min(end, self.length) - start)
-            with self._descriptor() as fd:
-                os.fsync(fd)
-        except OSError as e:
-            raise _storage_error("flushing", self.filename, e) from e
+        self.sync_range(self.flushed, end)
         self.flushed = end
 
     def sync_range(self, start: int, end: int) -> None:
