@@ -186,8 +186,9 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
         pool.join()
 
 
-# In a pool worker: a seed is running (SIGTERM must then let it clean up).
+# In a pool worker: a seed is running (SIGTERM must then let it clean up); SIGTERM came.
 _running = False
+_terminated = False
 
 
 def _run_in_worker(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
@@ -199,6 +200,11 @@ def _run_in_worker(args: argparse.Namespace, seed: int, scenario: Any = None) ->
         os._exit(e.code if isinstance(e.code, int) else 1)
     finally:
         _running = False
+        if _terminated:
+            # The SystemExit was lost: raised inside a finalizer (printed, then dropped) or
+            # replaced by an error from a clean-up.  Going on to the next task would block
+            # for good on the queue lock the terminating pool holds (CI saw the hang).
+            os._exit(128 + signal.SIGTERM)
 
 
 def _worker_signals() -> None:
@@ -211,7 +217,9 @@ def _worker_signals() -> None:
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    global _terminated
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the clean-up short
+    _terminated = True
     if not _running:
         os._exit(128 + signum)
     raise SystemExit(128 + signum)

@@ -868,13 +868,15 @@ class World:
         )
 
     def close(self) -> None:
-        if self.cluster is not None:
-            try:
-                self.cluster.close()
-            except Exception:  # noqa: BLE001 - a crashed world still frees its files
-                pass
-        if self._tmp is not None and not self.keep_data:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+        try:
+            if self.cluster is not None:
+                try:
+                    self.cluster.close()
+                except Exception:  # noqa: BLE001 - a crashed world still frees its files
+                    pass
+        finally:  # a SystemExit (a pool worker's SIGTERM) inside the close too
+            if self._tmp is not None and not self.keep_data:
+                shutil.rmtree(self._tmp, ignore_errors=True)
 
     @property
     def data_dir(self) -> str | None:
