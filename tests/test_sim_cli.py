@@ -166,7 +166,10 @@ def test_ctrl_c_with_jobs_removes_the_data_dirs_of_runs_in_flight(tmp_path, jobs
     root = tmp_path / "runs"
     root.mkdir()
     # faulthandler: should the command hang, its threads' stacks reach the failure message.
-    code = (f"import sys, faulthandler, kreplica.sim.world as w; w._default_root = lambda: {str(root)!r}; "
+    # Ctrl-C as at a terminal: a SIGINT ignored by whatever started pytest is inherited
+    # (ignored stays ignored across exec), and the command then rightly ignores it too.
+    code = (f"import sys, signal, faulthandler, kreplica.sim.world as w; w._default_root = lambda: {str(root)!r}; "
+            "signal.signal(signal.SIGINT, signal.default_int_handler); "
             "faulthandler.dump_traceback_later(50); from kreplica.cli import main; sys.exit(main())")
     proc = subprocess.Popen([sys.executable, "-c", code, "simulate", "--scenario", "random-chaos",
                              "--seeds", "1..300", "--jobs", jobs],
