@@ -304,25 +304,19 @@ class SimNetwork(InProcessTransport):
         delay = profile.draw_latency_ms(self.rng)
         if self.slow_ms:
             delay += self.slow_ms.get(dst, 0)
-        if not (profile.reorder and src < 0):
-            link = (src, dst)
-            now = scheduler.now_ms()
-            due = now + delay
-            last_due = self._last_due
-            last = last_due.get(link, 0)  # TCP keeps a link in order
-            if due < last:
+        link = (src, dst)
+        now = scheduler.now_ms()
+        due = now + delay
+        last_due = self._last_due
+        last = last_due.get(link, 0)
+        if due < last:
+            if profile.reorder and src < 0:
+                self.stats.reordered += 1  # a client request overtakes one sent before it
+            else:  # TCP keeps a link in order
                 delay = last - now
                 due = last
+        if due > last:
             last_due[link] = due
-        else:
-            # Not held back: counted when it overtakes one sent before it.
-            link = (src, dst)
-            due = scheduler.now_ms() + delay
-            last = self._last_due.get(link, 0)
-            if due < last:
-                self.stats.reordered += 1
-            else:
-                self._last_due[link] = due
         self.messages_delivered += 1
         self.stats.delivered += 1
         incarnation = self._incarnation
