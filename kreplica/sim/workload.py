@@ -19,7 +19,7 @@ metadata, and refreshed after an error.
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import errors
 from ..config import parse_acks
@@ -59,6 +59,29 @@ def partition_for_key(key: bytes, partitions: int) -> int:
     return zlib.crc32(key) % partitions
 
 
+def request_once(world: "World", node: int, dst: int, request: Any, timeout_ms: int,
+                 on_answer: Callable[[Any], None], on_timeout: Callable[[], None]) -> None:
+    """Send ``request``; exactly one of ``on_answer(response)`` or ``on_timeout()`` runs.
+    A duplicate, or an answer after the timeout, is dropped."""
+    pending = True
+
+    def answered(response: Any) -> None:
+        nonlocal pending
+        if pending:
+            pending = False
+            timer.cancel()
+            on_answer(response)
+
+    def timed_out() -> None:
+        nonlocal pending
+        if pending:
+            pending = False
+            on_timeout()
+
+    timer = world.later(timeout_ms, timed_out)
+    world.network.send(node, dst, request, answered)
+
+
 class Producer:
     def __init__(self, world: "World", pid: int, topic: str, partitions: int, spec: "WorkloadSpec") -> None:
         self.world = world
@@ -70,8 +93,6 @@ class Producer:
         self.acks = parse_acks(spec.acks)
         self.seq = 0
         self.running = False
-        self._tokens = 0
-        self._live: set[int] = set()  # tokens of the requests awaiting an answer
         self.outstanding = 0  # batches (acks 1 or all) sent and not yet acknowledged or failed
         self.peak_outstanding = 0
         self.sent = self.acked = self.failed = 0
@@ -125,24 +146,9 @@ class Producer:
             self.world.record("produce", None, tp, acks=0, leader=leader, crc=batch_crc(batch))
             self.world.checker.on_sent_unacknowledged()
             return self._schedule_next()
-        token = self._tokens = self._tokens + 1
-        self._live.add(token)
-
-        def on_response(resp: Any) -> None:
-            if token not in self._live:
-                return  # a duplicate or a late answer after our timeout
-            self._live.discard(token)
-            timer.cancel()
-            self._on_response(tp, batch, attempt, leader, resp)
-
-        timer = self.world.later(self.spec.request_timeout_ms + 500, self._on_timeout, tp, batch, attempt, token)
-        self.world.network.send(self.node, leader, req, on_response)
-
-    def _on_timeout(self, tp: TopicPartition, batch: bytes, attempt: int, token: int) -> None:
-        if token not in self._live:
-            return
-        self._live.discard(token)
-        self._retry(tp, batch, attempt, errors.RequestTimedOut.code)
+        request_once(self.world, self.node, leader, req, self.spec.request_timeout_ms + 500,
+                     lambda resp: self._on_response(tp, batch, attempt, leader, resp),
+                     lambda: self._retry(tp, batch, attempt, errors.RequestTimedOut.code))
 
     def _on_response(self, tp: TopicPartition, batch: bytes, attempt: int, leader: int, resp: Any) -> None:
         if resp is DISCONNECTED or not isinstance(resp, ProduceResponse):
@@ -191,8 +197,6 @@ class Probe:
         self.acks = acks  # tp -> -1, or 1 where acks=all cannot be met by configuration
         self.pending: dict[TopicPartition, str] = {tp: "not sent" for tp in acks}  # tp -> last error
         self._batches: dict[TopicPartition, bytes] = {}
-        self._live: dict[TopicPartition, int] = {}
-        self._tokens = 0
 
     def start(self) -> None:
         for tp in list(self.pending):
@@ -209,24 +213,10 @@ class Probe:
         if batch is None:
             value = b"probe-%s-%d" % (tp.topic.encode(), tp.partition)
             batch = self._batches[tp] = encode_batch([(b"probe", value)], timestamp_ms=w.now_ms())
-        token = self._tokens = self._tokens + 1
-        self._live[tp] = token
-
-        def on_response(resp: Any) -> None:
-            if self._live.get(tp) != token:
-                return  # a late answer after our timeout
-            del self._live[tp]
-            timer.cancel()
-            self._on_response(tp, batch, leader, resp)
-
-        timer = w.later(self.spec.request_timeout_ms + 500, self._on_timeout, tp, token)
         req = ProduceRequest(self.acks[tp], self.spec.request_timeout_ms, (ProducePartition(tp, batch),))
-        w.network.send(self.NODE, leader, req, on_response)
-
-    def _on_timeout(self, tp: TopicPartition, token: int) -> None:
-        if self._live.get(tp) == token:
-            del self._live[tp]
-            self._retry(tp, errors.RequestTimedOut.code)
+        request_once(w, self.NODE, leader, req, self.spec.request_timeout_ms + 500,
+                     lambda resp: self._on_response(tp, batch, leader, resp),
+                     lambda: self._retry(tp, errors.RequestTimedOut.code))
 
     def _on_response(self, tp: TopicPartition, batch: bytes, leader: int, resp: Any) -> None:
         if resp is DISCONNECTED or not isinstance(resp, ProduceResponse):
