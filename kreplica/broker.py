@@ -57,7 +57,7 @@ from .protocol import (
 )
 from .replica.replica_manager import ReplicaManager
 from .runtime import Scheduler
-from .transport import DISCONNECTED, InProcessTransport
+from .transport import DISCONNECTED, Transport
 
 REGISTRATION_RETRY_MS = 500
 ALTER_ISR_RETRY_MS = 100
@@ -79,7 +79,7 @@ class Broker:
         broker_id: int,
         data_dir: str | os.PathLike[str],
         store: MetadataStore,
-        transport: InProcessTransport,
+        transport: Transport,
         scheduler: Scheduler,
         config: dict[str, Any] | None = None,
         observer: Observer | None = None,
@@ -92,6 +92,7 @@ class Broker:
         self.config = validate(config)
         self.observer = observer or (lambda *a, **k: None)
         self.alive = False
+        self.port: int | None = None  # where it listens over real sockets (None in-process)
         self.session: Session | None = None
         self.zk: KafkaZkClient | None = None
         # KIP-380's broker epoch: the session that registered /brokers/ids/<id> (-1 until then).
@@ -113,7 +114,8 @@ class Broker:
         self.replica_manager.startup()
         self.unclean_shutdown_controller_epoch = None
         self._last_config_change: int | None = None  # a new process starts listening afresh
-        self.transport.register(self.broker_id, self._handle)
+        # Registered under the port it listens on, where it has one (real sockets).
+        self.port = self.transport.register(self.broker_id, self._handle)
         self.alive = True
         try:
             self._open_session()
@@ -158,7 +160,8 @@ class Broker:
                 # written by a controller of this epoch or older.
                 current = zk.get_controller_epoch()
                 self.unclean_shutdown_controller_epoch = -1 if current is None else current[0]
-            zk.register_broker(self.broker_id,
+            endpoint = {} if self.port is None else {"port": self.port}
+            zk.register_broker(self.broker_id, **endpoint,
                                unclean_shutdown_controller_epoch=self.unclean_shutdown_controller_epoch)
             self.broker_epoch = zk.session.session_id
         except (NodeExists, ConnectionLoss):

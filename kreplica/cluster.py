@@ -6,7 +6,9 @@ default ``metadata="memory"`` the scheduler is a :class:`SimScheduler`: virtual
 time, seeded randomness, nothing moves until a call drives it (``advance``,
 ``run_until``, or a blocking convenience call such as ``produce``, which runs
 the scheduler until its answer arrives).  With ``metadata="zookeeper://..."``
-the store is a real ZooKeeper and time is real (:class:`RealScheduler`).
+the store is a real ZooKeeper and time is real (:class:`RealScheduler`).  Over
+real sockets (``transport=`` a :class:`~kreplica.net.tcp_transport.TcpTransport`,
+which the caller closes after the cluster) time is real with either store.
 
 The cluster is also a client: ``produce`` and ``fetch`` find the leader from
 the partition-state nodes, send typed requests and retry retriable errors
@@ -46,7 +48,7 @@ from .protocol import (
 from .protocol.common import NO_LEADER
 from .records import Record, decode_records, encode_batch
 from .runtime import RealScheduler, Scheduler, SimScheduler
-from .transport import DISCONNECTED, InProcessTransport
+from .transport import DISCONNECTED, InProcessTransport, Transport
 
 CLIENT_ID = -100  # the cluster's own client node on the transport
 # broker_scheduler(broker_id, cluster_scheduler) -> the scheduler one broker incarnation runs on.
@@ -91,7 +93,7 @@ class Cluster:
 
     def __init__(self, broker_ids: Sequence[int], data_dir: str | Path | None, metadata: str,
                  seed: int, config: dict[str, Any] | None,
-                 transport: InProcessTransport | None = None, latency_ms: int = 1,
+                 transport: Transport | None = None, latency_ms: int = 1,
                  broker_scheduler: BrokerScheduler | None = None) -> None:
         # Broker ids are Kafka's broker.id: integers >= 0.  A negative id would collide with
         # NO_LEADER (-1) or with the cluster's own client node (CLIENT_ID) on the transport.
@@ -105,7 +107,9 @@ class Cluster:
             kind = parse_metadata_uri(metadata).kind
         except ValueError as e:
             raise errors.InvalidConfig(f"metadata={metadata!r}: {e}") from None
-        self.virtual_time = kind == "memory"
+        # Virtual time with the embedded store, unless the transport is real sockets:
+        # their messages travel on the wall clock.
+        self.virtual_time = kind == "memory" and not getattr(transport, "real_time", False)
         latency_ms = arguments.integer(latency_ms, "latency_ms", errors.InvalidRequest, minimum=0)
         seed = arguments.integer(seed, "seed", errors.InvalidRequest)
         if self.virtual_time and transport is None and latency_ms == 0 and self.config["replica.fetch.wait.max.ms"] == 0:
@@ -142,7 +146,7 @@ class Cluster:
     @classmethod
     def embedded(cls, brokers: Sequence[int] = (1001, 1002, 1003), data_dir: str | Path | None = None,
                  metadata: str = "memory", seed: int = 0, config: dict[str, Any] | None = None,
-                 transport: InProcessTransport | None = None, latency_ms: int = 1,
+                 transport: Transport | None = None, latency_ms: int = 1,
                  broker_scheduler: BrokerScheduler | None = None) -> "Cluster":
         """In-process brokers; ``latency_ms`` is the one-way delay of every message.
 

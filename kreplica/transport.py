@@ -21,13 +21,29 @@ not registered is answered with :data:`DISCONNECTED`, as a refused connection.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from .protocol import ProduceRequest
 from .runtime import Scheduler
 
 Respond = Callable[[Any], None]
 Handler = Callable[[int, Any, Respond], None]
+
+
+class Transport(Protocol):
+    """What brokers and the cluster need of a transport: this module's in-process one,
+    the simulator's :class:`~kreplica.sim.network.SimNetwork`, or real sockets
+    (:class:`~kreplica.net.tcp_transport.TcpTransport`).  ``register`` returns the
+    port the node listens on, or None where there are no ports."""
+
+    scheduler: Scheduler
+    messages_delivered: int
+
+    def register(self, node_id: int, handler: Handler) -> int | None: ...
+
+    def unregister(self, node_id: int) -> None: ...
+
+    def send(self, src: int, dst: int, request: Any, on_response: Respond | None) -> None: ...
 
 
 class _Disconnected:
@@ -72,6 +88,7 @@ class InProcessTransport:
     def register(self, node_id: int, handler: Handler) -> None:
         self._handlers[node_id] = handler
         self._down.discard(node_id)
+        return None  # no ports in-process
 
     def unregister(self, node_id: int) -> None:
         if self._handlers.pop(node_id, None) is not None:

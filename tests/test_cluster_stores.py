@@ -1,4 +1,5 @@
-"""The same cluster scenarios on the embedded store (virtual time) and a real ZooKeeper (wall clock).
+"""The same cluster scenarios on the embedded store (virtual time) and a real ZooKeeper (wall clock),
+each also over real sockets (kreplica.net's TcpTransport: wall clock with either store).
 
 Against ZooKeeper the test also reads the znodes directly with kazoo and checks
 the leaderAndIsr JSON that Kafka's tools would read.
@@ -10,6 +11,7 @@ import os
 import pytest
 
 from kreplica import Cluster
+from kreplica.net.tcp_transport import TcpTransport
 from kreplica.protocol import TopicPartition
 
 BAR = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
@@ -19,21 +21,29 @@ CONFIG = {"min.insync.replicas": 2, "zookeeper.session.timeout.ms": 4000,
 _chroots = itertools.count()
 
 
-@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper),
+                        "memory+tcp", pytest.param("zookeeper+tcp", marks=pytest.mark.zookeeper)])
 def cluster(request, tmp_path):
-    if request.param == "memory":
+    store, _, net = request.param.partition("+")
+    if store == "memory":
         uri = "memory"
         chroot = None
     else:
         server = request.getfixturevalue("zk_server")
         chroot = f"/cluster-{os.getpid()}-{next(_chroots)}"
         uri = f"zookeeper://{server.hosts}{chroot}"
-    c = Cluster.embedded(brokers=[1001, 1002, 1003], data_dir=tmp_path, metadata=uri, config=CONFIG)
+    transport = TcpTransport() if net == "tcp" else None
+    c = Cluster.embedded(brokers=[1001, 1002, 1003], data_dir=tmp_path, metadata=uri, config=CONFIG,
+                         transport=transport)
     c.chroot = chroot
-    c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
-    assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("bar").partitions), 30_000)
-    yield c
-    c.close()
+    try:
+        c.create_topic("bar", partitions=3, replication_factor=3, assignment=BAR)
+        assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("bar").partitions), 30_000)
+        yield c
+    finally:
+        c.close()
+        if transport is not None:
+            transport.close()
 
 
 def leaders_and_isrs(c):

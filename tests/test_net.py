@@ -1,0 +1,258 @@
+"""Real sockets: the wire codec and the TCP transport (kreplica/net).
+
+The whole-cluster scenarios over TCP are in test_cluster_stores.py (the ``tcp``
+parameters of its ``cluster`` fixture); here, the pieces.
+"""
+import dataclasses
+import json
+import socket
+import struct
+import typing
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kreplica import Cluster
+from kreplica.net import codec
+from kreplica.net.tcp_transport import TcpTransport
+from kreplica.protocol import (FetchPartition, FetchRequest, FetchResponse, ProducePartition, ProduceRequest,
+                               TopicPartition, UpdateMetadataResponse)
+from kreplica.runtime import RealScheduler
+from kreplica.transport import DISCONNECTED
+
+TP = TopicPartition("t", 0)
+
+
+# ---- the codec ---------------------------------------------------------------------------------
+def _strategy(annotation):
+    if annotation is int:
+        return st.integers(-(2**63), 2**63 - 1)
+    if annotation is bool:
+        return st.booleans()
+    if annotation is str:
+        return st.text(max_size=12)
+    if annotation is bytes or typing.get_args(annotation) == (bytes, memoryview):
+        return st.binary(max_size=40)
+    if annotation is TopicPartition:
+        return st.builds(TopicPartition, st.text(max_size=12), st.integers(0, 2**31 - 1))
+    if typing.get_origin(annotation) is tuple:
+        args = typing.get_args(annotation)
+        if args[1:] == (Ellipsis,):
+            return st.lists(_strategy(args[0]), max_size=4).map(tuple)
+        return st.tuples(*(_strategy(a) for a in args))
+    hints = typing.get_type_hints(annotation)
+    fields = [f.name for f in dataclasses.fields(annotation)]
+    return st.builds(_checked(annotation), *(_strategy(hints[f]) for f in fields)).filter(bool)
+
+
+def _checked(cls):
+    """``cls``'s constructor, or None where it refuses the values (acks outside 0, 1, -1)."""
+    def build(*values):
+        try:
+            return cls(*values)
+        except ValueError:
+            return None
+    return build
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(*(_strategy(cls) for cls in codec.MESSAGE_TYPES)))
+def test_every_message_type_round_trips(message):
+    body = codec.encode(message)
+    assert codec.decode(body) == message
+    assert type(codec.decode(body)) is type(message)
+
+
+def test_every_message_type_is_on_the_wire_and_disconnected_too():
+    import kreplica.protocol as protocol
+
+    messages = {cls for name in protocol.__all__ if (name.endswith("Request") or name.endswith("Response"))
+                and isinstance(cls := getattr(protocol, name), type)}
+    assert messages == set(codec.MESSAGE_TYPES)
+    assert codec.decode(codec.encode(DISCONNECTED)) is DISCONNECTED
+
+
+def test_a_fetch_answer_leaves_its_node_as_a_copy():
+    """Encoding detaches: a record view the sender changes afterwards is not what arrives."""
+    buffer = bytearray(b"abcdef")
+    body = codec.encode(FetchResponse(0, (_data(memoryview(buffer)),)))
+    buffer[:] = b"XXXXXX"
+    assert codec.decode(body).partitions[0].records == b"abcdef"
+
+
+def _data(records):
+    from kreplica.protocol import FetchPartitionData
+
+    return FetchPartitionData(TP, 0, 1, 0, 2, records)
+
+
+@pytest.mark.parametrize("body, complaint", [
+    (b"", "empty"),
+    (bytes([200]), "unknown message type 200"),
+    (codec.encode(UpdateMetadataResponse(0)) + b"\0", "1 bytes left over"),
+    (codec.encode(UpdateMetadataResponse(0))[:-1], "does not decode"),
+    (codec.encode(ProduceRequest(1, 100, (ProducePartition(TP, b"xy"),)))[:-1], "past the end"),
+    (bytes([codec.MESSAGE_TYPES.index(FetchRequest)]) + struct.pack(">q", 1) + struct.pack(">I", 2**31),
+     "cannot fit"),
+])
+def test_a_frame_that_does_not_decode_is_a_wire_error(body, complaint):
+    with pytest.raises(codec.WireError, match=complaint) as e:
+        codec.decode(body)
+    assert e.value.name == "CORRUPT_MESSAGE"
+
+
+def test_a_peer_of_another_wire_version_is_refused():
+    hello = codec.HELLO_BODY.pack(7, codec.WIRE_VERSION + 1)
+    with pytest.raises(codec.WireError, match="wire version"):
+        codec.read_hello(hello)
+    assert codec.read_hello(codec.HELLO_BODY.pack(-100, codec.WIRE_VERSION)) == -100
+
+
+def test_an_object_that_is_not_a_message_is_refused_before_the_wire():
+    with pytest.raises(TypeError, match="not a message"):
+        codec.encode(TP)
+
+
+# ---- the transport -----------------------------------------------------------------------------
+@pytest.fixture
+def net():
+    sched = RealScheduler()
+    transport = TcpTransport(sched)
+    yield sched, transport
+    transport.close()
+
+
+def _fetch(offset=0):
+    return FetchRequest(1, (FetchPartition(TP, offset),))
+
+
+def _echo(got):
+    def handler(src, request, respond):
+        got.append((src, request))
+        respond(FetchResponse(0, (_data(b"answer-%d" % request.partitions[0].fetch_offset),)))
+    return handler
+
+
+def test_a_request_and_its_answer_cross_real_sockets(net):
+    sched, t = net
+    got, answers = [], []
+    port = t.register(2, _echo(got))
+    assert t.address(2) == ("127.0.0.1", port)
+    with socket.create_connection(("127.0.0.1", port)):  # something really listens there
+        pass
+    t.send(1, 2, _fetch(7), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
+    assert got == [(1, _fetch(7))]
+    assert answers[0].partitions[0].records == b"answer-7"
+    assert t.messages_delivered == 1
+
+
+def test_a_link_keeps_its_requests_in_order_and_answers_find_their_senders(net):
+    sched, t = net
+    got = []
+    t.register(2, _echo(got))
+    answers = {1: [], 3: []}
+    for i in range(200):
+        src = 1 if i % 2 else 3
+        t.send(src, 2, _fetch(i), answers[src].append)
+    assert sched.run_until(lambda: len(answers[1]) + len(answers[3]) == 200, 10_000)
+    assert [r.partitions[0].fetch_offset for src, r in got if src == 1] == list(range(1, 200, 2))
+    assert [a.partitions[0].records for a in answers[3]] == [b"answer-%d" % i for i in range(0, 200, 2)]
+
+
+def test_a_long_poll_answers_later_on_the_same_connection(net):
+    sched, t = net
+    held, answers = [], []
+    t.register(2, lambda src, request, respond: held.append(respond))
+    t.send(1, 2, _fetch(), answers.append)
+    assert sched.run_until(lambda: held, 5_000)
+    sched.advance(50)
+    assert answers == []
+    held[0](UpdateMetadataResponse(0))
+    assert sched.run_until(lambda: answers, 5_000) and answers == [UpdateMetadataResponse(0)]
+    with pytest.raises(RuntimeError, match="answered FetchRequest twice"):
+        held[0](UpdateMetadataResponse(0))
+
+
+def test_a_node_that_is_not_listening_refuses(net):
+    sched, t = net
+    answers = []
+    t.send(1, 9, _fetch(), answers.append)
+    assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+
+
+def test_a_node_going_away_disconnects_what_it_had_not_answered(net):
+    sched, t = net
+    held, answers = [], []
+    t.register(2, lambda src, request, respond: held.append(respond))
+    t.send(1, 2, _fetch(), answers.append)
+    assert sched.run_until(lambda: held, 5_000)
+    t.unregister(2)
+    assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+    held[0](UpdateMetadataResponse(0))  # a crashed process's late answer goes nowhere
+    sched.advance(100)
+    assert answers == [DISCONNECTED]
+
+
+def test_answers_on_their_way_to_a_node_that_went_away_are_lost(net):
+    sched, t = net
+    held, answers = [], []
+    t.register(1, _echo([]))
+    t.register(2, lambda src, request, respond: held.append(respond))
+    t.send(1, 2, _fetch(), answers.append)
+    assert sched.run_until(lambda: held, 5_000)
+    t.unregister(1)
+    held[0](UpdateMetadataResponse(0))
+    sched.advance(200)
+    assert answers == []
+
+
+def test_a_restarted_node_listens_anew_and_its_old_incarnation_gets_nothing(net):
+    sched, t = net
+    first, second, answers = [], [], []
+    old_port = t.register(2, _echo(first))
+    t.send(1, 2, _fetch(1), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
+    t.unregister(2)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", old_port)).close()
+    assert t.address(2) is None
+    new_port = t.register(2, _echo(second))
+    t.send(1, 2, _fetch(2), answers.append)
+    assert sched.run_until(lambda: len(answers) == 2, 5_000)
+    assert [r.partitions[0].fetch_offset for _, r in first] == [1]
+    assert [r.partitions[0].fetch_offset for _, r in second] == [2]
+    assert new_port == t.address(2)[1]
+
+
+def test_garbage_on_a_port_closes_that_connection_only(net):
+    sched, t = net
+    got, answers = [], []
+    port = t.register(2, _echo(got))
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(codec.hello(5) + codec.frame(codec.REQUEST, 1, bytes([250])))
+        s.settimeout(5)
+        assert s.recv(10) == b""  # the server hung up on it
+    t.send(1, 2, _fetch(3), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
+    assert [src for src, _ in got] == [1]
+
+
+def test_close_stops_the_sockets_and_the_thread():
+    t = TcpTransport(RealScheduler())
+    port = t.register(2, _echo([]))
+    t.close()
+    t.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port)).close()
+    assert not t._thread.is_alive()
+
+
+def test_brokers_register_the_port_they_really_listen_on(tmp_path):
+    with TcpTransport() as t, Cluster.embedded(data_dir=tmp_path, transport=t) as c:
+        assert not c.virtual_time
+        for bid, broker in c.brokers.items():
+            doc = json.loads(c.zk.session.get(f"/brokers/ids/{bid}")[0])
+            assert doc["port"] == broker.port == t.address(bid)[1]
+            assert doc["host"] == "127.0.0.1"
