@@ -75,6 +75,21 @@ def on_the_wire(message: Any) -> Any:
     return message
 
 
+def answer_once(node: int, request: Any, carry: Respond) -> Respond:
+    """The ``respond`` a handler on ``node`` gets for ``request``: it ``carry``s the answer
+    back, once.  A handler answers once; a late second answer is a bug in the handler."""
+    answered = False
+
+    def respond(response: Any) -> None:
+        nonlocal answered
+        if answered:
+            raise RuntimeError(f"node {node} answered {type(request).__name__} twice")
+        answered = True
+        carry(response)
+
+    return respond
+
+
 class InProcessTransport:
     def __init__(self, scheduler: Scheduler, latency_ms: int = 0) -> None:
         self.scheduler = scheduler
@@ -104,18 +119,12 @@ class InProcessTransport:
             if on_response is not None:
                 self.deliver(dst, src, DISCONNECTED, on_response)
             return
-        answered = False
 
-        def respond(response: Any) -> None:
-            nonlocal answered
-            # A handler answers once; a late second answer is a bug in the handler.
-            if answered:
-                raise RuntimeError(f"node {dst} answered {type(request).__name__} twice")
-            answered = True
+        def carry(response: Any) -> None:
             if on_response is not None and src not in self._down:
                 self.deliver(dst, src, on_the_wire(response), on_response)
 
-        handler(src, request, respond)
+        handler(src, request, answer_once(dst, request, carry))
 
     def deliver(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
         """Carry one message across the link ``src -> dst``; ``arrive(message)`` is its arrival.

@@ -134,6 +134,15 @@ def _echo(got):
     return handler
 
 
+def _held_request(sched, t):
+    """Node 1 asks node 2, which holds the request unanswered: (node 2's responders, node 1's answers)."""
+    held, answers = [], []
+    t.register(2, lambda src, request, respond: held.append(respond))
+    t.send(1, 2, _fetch(), answers.append)
+    assert sched.run_until(lambda: held, 5_000)
+    return held, answers
+
+
 def test_a_request_and_its_answer_cross_real_sockets(net):
     sched, t = net
     got, answers = [], []
@@ -163,10 +172,7 @@ def test_a_link_keeps_its_requests_in_order_and_answers_find_their_senders(net):
 
 def test_a_long_poll_answers_later_on_the_same_connection(net):
     sched, t = net
-    held, answers = [], []
-    t.register(2, lambda src, request, respond: held.append(respond))
-    t.send(1, 2, _fetch(), answers.append)
-    assert sched.run_until(lambda: held, 5_000)
+    held, answers = _held_request(sched, t)
     sched.advance(50)
     assert answers == []
     held[0](UpdateMetadataResponse(0))
@@ -184,10 +190,7 @@ def test_a_node_that_is_not_listening_refuses(net):
 
 def test_a_node_going_away_disconnects_what_it_had_not_answered(net):
     sched, t = net
-    held, answers = [], []
-    t.register(2, lambda src, request, respond: held.append(respond))
-    t.send(1, 2, _fetch(), answers.append)
-    assert sched.run_until(lambda: held, 5_000)
+    held, answers = _held_request(sched, t)
     t.unregister(2)
     assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
     held[0](UpdateMetadataResponse(0))  # a crashed process's late answer goes nowhere
@@ -197,11 +200,8 @@ def test_a_node_going_away_disconnects_what_it_had_not_answered(net):
 
 def test_answers_on_their_way_to_a_node_that_went_away_are_lost(net):
     sched, t = net
-    held, answers = [], []
     t.register(1, _echo([]))
-    t.register(2, lambda src, request, respond: held.append(respond))
-    t.send(1, 2, _fetch(), answers.append)
-    assert sched.run_until(lambda: held, 5_000)
+    held, answers = _held_request(sched, t)
     t.unregister(1)
     held[0](UpdateMetadataResponse(0))
     sched.advance(200)

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from .. import errors
 from ..runtime import Scheduler
-from ..transport import DISCONNECTED
+from ..transport import DISCONNECTED, answer_once
 from . import codec
 
 Respond = Callable[[Any], None]
@@ -145,17 +145,12 @@ class TcpTransport:
         handler = self._handlers.get(node)
         if handler is None or self._incarnations.get(node) != incarnation:
             return  # it arrived for an incarnation that has gone: its connection is closing
-        answered = False
 
-        def respond(response: Any) -> None:
-            nonlocal answered
-            if answered:
-                raise RuntimeError(f"node {node} answered {type(request).__name__} twice")
-            answered = True
+        def carry(response: Any) -> None:
             frame = codec.frame(codec.RESPONSE, correlation_id, codec.encode(response))
             self._loop.call_soon_threadsafe(_write, writer, frame)
 
-        handler(src, request, respond)
+        handler(src, request, answer_once(node, request, carry))
 
     # ---- the loop's side -----------------------------------------------------------------------
     async def _listen(self, node: int, incarnation: int) -> int:
