@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 SUBCOMMANDS: dict[str, str] = {
     "demo": "kreplica.demo",
+    "broker": "kreplica.net.broker_process",
     "topics": "kreplica.tools.topics",
     "reassign": "kreplica.tools.reassign",
     "log-demo": "kreplica.tools.log_demo",

@@ -94,13 +94,18 @@ class Cluster:
     def __init__(self, broker_ids: Sequence[int], data_dir: str | Path | None, metadata: str,
                  seed: int, config: dict[str, Any] | None,
                  transport: Transport | None = None, latency_ms: int = 1,
-                 broker_scheduler: BrokerScheduler | None = None) -> None:
+                 broker_scheduler: BrokerScheduler | None = None, remote: bool = False) -> None:
+        """``remote``: the brokers run in other processes (:func:`kreplica.net.remote.connect`),
+        none here; the cluster closes ``transport`` when it closes."""
         # Broker ids are Kafka's broker.id: integers >= 0.  A negative id would collide with
         # NO_LEADER (-1) or with the cluster's own client node (CLIENT_ID) on the transport.
         broker_ids = arguments.integers(broker_ids, "broker ids", errors.InvalidRequest, minimum=0)
-        if not broker_ids or len(set(broker_ids)) != len(broker_ids):
+        if remote and broker_ids:
+            raise errors.InvalidRequest("a client of remote brokers starts none of its own")
+        if (not broker_ids and not remote) or len(set(broker_ids)) != len(broker_ids):
             raise errors.InvalidRequest(f"broker ids must be distinct and non-empty: {broker_ids!r}")
         self._closed = False
+        self._remote = remote
         self.config = validate(config)
         self.metadata = metadata
         try:
@@ -119,10 +124,10 @@ class Cluster:
         self.scheduler = SimScheduler(seed) if self.virtual_time else RealScheduler(seed)
         self._broker_scheduler = broker_scheduler
         self._tmp = None
-        if data_dir is None:
+        if data_dir is None and not remote:
             self._tmp = tempfile.mkdtemp(prefix="kreplica-")
             data_dir = self._tmp
-        self.data_dir = Path(data_dir)
+        self.data_dir = Path(data_dir) if data_dir is not None else None
         self.transport = transport or InProcessTransport(self.scheduler, latency_ms)
         if transport is not None:
             transport.scheduler = self.scheduler
@@ -207,7 +212,13 @@ class Cluster:
         return self.zk.get_controller_id()
 
     def live_brokers(self) -> list[int]:
+        if self._remote:
+            return sorted(self.zk.get_live_broker_ids())
         return sorted(b for b, broker in self.brokers.items() if broker.alive)
+
+    def _in_process(self, what: str) -> None:
+        if self._remote:
+            raise errors.InvalidRequest(f"{what} looks inside brokers, and these run in other processes")
 
     def _broker(self, broker_id: int) -> Broker:
         try:
@@ -270,6 +281,8 @@ class Cluster:
         return all(p.leader != NO_LEADER and self._leader_ready(topic, p) for p in d.partitions)
 
     def _leader_ready(self, topic: str, p: PartitionDescription) -> bool:
+        if self._remote:  # elected, and live; produce and fetch retry until it has heard
+            return p.leader in self.zk.get_live_broker_ids()
         broker = self.brokers.get(p.leader)
         if broker is None or not broker.alive or broker.replica_manager is None:
             return False
@@ -281,8 +294,10 @@ class Cluster:
                            delete: Sequence[str] = (), wait: bool = True) -> dict[str, str]:
         """Change a topic's overrides (kafka-configs.sh --alter --entity-type topics): ``set_config``
         adds or replaces keys, ``delete`` drops them.  Returns the overrides now in force;
-        with ``wait``, once every live broker hosting the topic has applied them."""
+        with ``wait``, once every live broker hosting the topic has applied them (brokers in
+        other processes apply them as they hear of the change; nothing here waits)."""
         now = admin.alter_topic_config(self.zk, topic, set_config, delete)
+        wait = wait and not self._remote
         if wait and not self.run_until(lambda: self.topic_config_applied(topic, now), 30_000):
             raise errors.RequestTimedOut(f"brokers did not apply the new config of {topic}")
         return now
@@ -290,6 +305,7 @@ class Cluster:
     @_refused_once_closed
     def topic_config_applied(self, topic: str, overrides: dict[str, str] | None = None) -> bool:
         """Do all live replicas of ``topic`` run with ``overrides`` (default: what the store holds)?"""
+        self._in_process("topic_config_applied")
         if overrides is None:
             overrides = self.zk.get_topic_config(topic)
         for broker in self.brokers.values():
@@ -355,6 +371,7 @@ class Cluster:
     @_refused_once_closed
     def offsets(self, topic: str, partition: int) -> dict[int, tuple[int, int]]:
         """{broker_id: (log_end_offset, high_watermark)} for each live replica."""
+        self._in_process("offsets")
         tp = _partition_of(topic, partition)
         self._assigned_replicas(tp)
         out = {}
@@ -487,6 +504,8 @@ class Cluster:
             pass
         if self.store is not None:
             self.store.close()
+        if self._remote:
+            self.transport.close()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 

@@ -24,6 +24,12 @@ Failures look as they do in the in-process transport, because they are real:
 - a node that starts again listens on a new port, and nothing sent to its previous
   incarnation reaches it.
 
+Nodes in other processes are found with ``resolve(node_id)``, called on the
+scheduler's thread for a node not registered here: a broker process reads the
+peer's ``/brokers/ids/<id>`` registration, which carries the port it listens on.
+The address is kept until a connection to it ends (a peer that restarts listens
+on a new port), then asked for again.
+
 A frame that does not decode closes its connection: the far end sees the
 connection drop, as with any broken peer.
 """
@@ -42,6 +48,8 @@ from . import codec
 
 Respond = Callable[[Any], None]
 Handler = Callable[[int, Any, Respond], None]
+Address = tuple[str, int]
+Resolve = Callable[[int], "Address | None"]
 
 LOOP_CALL_TIMEOUT_S = 10.0  # listening or closing a port takes milliseconds; 10 s is a hung loop
 
@@ -61,20 +69,24 @@ class _Link:
 
 class TcpTransport:
     """See the module's theory of operation.  ``host`` is the address every node listens
-    on (loopback by default); :meth:`close` stops it all (idempotent)."""
+    on (loopback by default), ``resolve`` finds nodes of other processes;
+    :meth:`close` stops it all (idempotent)."""
 
     real_time = True  # sockets run on the wall clock: a cluster over them cannot use virtual time
 
-    def __init__(self, scheduler: Scheduler | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, scheduler: Scheduler | None = None, host: str = "127.0.0.1",
+                 resolve: Resolve | None = None) -> None:
         self.scheduler = scheduler
         self.host = host
+        self.resolve = resolve
         self.messages_delivered = 0
         # Scheduler-thread state.
         self._handlers: dict[int, Handler] = {}
+        self._resolved: dict[int, Address] = {}
         self._incarnations: dict[int, int] = {}
         self._down: set[int] = set()
         # Loop-thread state.
-        self._addresses: dict[int, tuple[str, int]] = {}
+        self._addresses: dict[int, Address] = {}
         self._servers: dict[int, asyncio.base_events.Server] = {}
         self._accepted: dict[int, set[asyncio.StreamWriter]] = {}
         self._links: dict[tuple[int, int], _Link] = {}
@@ -104,7 +116,7 @@ class TcpTransport:
         if not self._closed:
             self._on_loop(self._stop_node(node_id))
 
-    def address(self, node_id: int) -> tuple[str, int] | None:
+    def address(self, node_id: int) -> Address | None:
         """Where ``node_id`` listens, or None while it is not registered."""
         return self._addresses.get(node_id) if node_id in self._handlers else None
 
@@ -113,7 +125,14 @@ class TcpTransport:
         DISCONNECTED if ``dst`` is not listening or goes away before answering."""
         body = codec.encode(request)  # encoded here: what the sender changes next is not on the wire
         self.messages_delivered += 1
-        self._loop.call_soon_threadsafe(self._send_on_loop, src, dst, body, on_response)
+        remote = None
+        if dst not in self._handlers and self.resolve is not None:
+            remote = self._resolved.get(dst)
+            if remote is None:
+                remote = self.resolve(dst)
+                if remote is not None:
+                    self._resolved[dst] = remote
+        self._loop.call_soon_threadsafe(self._send_on_loop, src, dst, body, on_response, remote)
 
     def close(self) -> None:
         if self._closed:
@@ -134,6 +153,9 @@ class TcpTransport:
 
     def _on_loop(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(LOOP_CALL_TIMEOUT_S)
+
+    def _forget(self, dst: int) -> None:
+        self._resolved.pop(dst, None)  # a connection to it ended: look it up again next time
 
     def _answer(self, src: int, on_response: Respond | None, response: Any) -> None:
         # Answers on their way to a node that has since gone away are lost, as in-process.
@@ -189,12 +211,13 @@ class TcpTransport:
             accepted.discard(writer)
             writer.close()
 
-    def _send_on_loop(self, src: int, dst: int, body: bytes, on_response: Respond | None) -> None:
+    def _send_on_loop(self, src: int, dst: int, body: bytes, on_response: Respond | None,
+                      remote: Address | None) -> None:
         key = (src, dst)
         link = self._links.get(key)
         if link is None:
             link = self._links[key] = _Link()
-            link.task = self._loop.create_task(self._run_link(src, dst, link))
+            link.task = self._loop.create_task(self._run_link(src, dst, link, remote))
         correlation_id = next(link.ids) & 0xFFFFFFFF
         link.pending[correlation_id] = on_response
         frame = codec.frame(codec.REQUEST, correlation_id, body)
@@ -203,12 +226,13 @@ class TcpTransport:
         else:
             link.writer.write(frame)
 
-    async def _run_link(self, src: int, dst: int, link: _Link) -> None:
-        """Connect, send what waited, then read answers until the connection ends; then every
-        request still unanswered is answered DISCONNECTED."""
+    async def _run_link(self, src: int, dst: int, link: _Link, remote: Address | None) -> None:
+        """Connect (to ``dst`` here if it listens here, else at ``remote``), send what waited,
+        then read answers until the connection ends; then every request still unanswered is
+        answered DISCONNECTED."""
         writer = None
         try:
-            address = self._addresses.get(dst) if dst in self._servers else None
+            address = self._addresses.get(dst) if dst in self._servers else remote
             if address is None:
                 return  # nothing listens for dst: refused
             reader, writer = await asyncio.open_connection(*address)
@@ -234,6 +258,8 @@ class TcpTransport:
                 del self._links[(src, dst)]
             if writer is not None:
                 writer.close()
+            if remote is not None:
+                self.scheduler.call_soon_threadsafe(self._forget, dst)
             if not link.closed:  # a link closed by its own node going away answers no one
                 for on_response in link.pending.values():
                     self.scheduler.call_soon_threadsafe(self._answer, src, on_response, DISCONNECTED)

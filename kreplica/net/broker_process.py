@@ -1,0 +1,117 @@
+"""`kreplica broker`: one broker in this process, on real sockets, with a shared ZooKeeper.
+
+Start one per broker id against the same ZooKeeper and they form a cluster: each
+listens on a loopback port of its own, registers it under ``/brokers/ids/<id>``
+and finds its peers there.  Create topics with ``kreplica topics --zookeeper``,
+and produce and fetch with :func:`kreplica.net.remote.connect`.
+
+SIGTERM or Ctrl-C shuts the broker down as Kafka's does by default
+(``controlled.shutdown.enable``): the controller moves its leaderships away
+first, then it closes its logs cleanly.  SIGKILL is a crash: the logs recover at
+the next start and the controller re-elects once the session expires.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..cli import argument, at_least, key_value
+
+HELP = "run one broker in this process: real sockets, a shared ZooKeeper (a cluster of processes)"
+TICK_MS = 200  # how long the main loop sleeps at most between checks that the broker still runs
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .remote import require_shared_store
+
+    p.add_argument("--id", type=at_least(0), required=True, help="this broker's broker.id")
+    p.add_argument("--metadata", required=True, type=argument(require_shared_store),
+                   help="zookeeper://HOST:PORT/CHROOT, the same for every broker of the cluster")
+    p.add_argument("--data-dir", required=True, type=Path,
+                   help="this broker's log directory (created if missing; recovered at start)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", type=argument(key_value),
+                   help="a broker config by Kafka's name, e.g. min.insync.replicas=2 (repeatable)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from .. import errors
+    from ..config import validate
+    from ..meta.store import StoreError
+
+    try:
+        config = validate(dict(args.config))
+    except errors.KReplicaError as e:
+        print(f"Error: --config: {e}", file=sys.stderr)
+        return 2
+    try:
+        return run(args.id, args.metadata, args.data_dir, config)
+    except StoreError as e:
+        print(f"Error: --metadata {args.metadata}: {e}", file=sys.stderr)
+        return 1
+
+
+def run(broker_id: int, metadata: str, data_dir: Path, config: dict) -> int:
+    """Run the broker until it is signalled (0 after a controlled shutdown that moved every
+    leadership, 1 if some were left) or stops on its own (1)."""
+    from ..broker import Broker
+    from ..meta.kafka_zk_client import KafkaZkClient
+    from ..meta.uri import open_store
+    from ..runtime import RealScheduler
+    from .remote import registered_address
+    from .tcp_transport import TcpTransport
+
+    scheduler = RealScheduler()
+    store = open_store(metadata, scheduler, config["zookeeper.session.timeout.ms"])
+    transport = broker = None
+    try:
+        lookups = KafkaZkClient(store.session(f"resolver-{broker_id}"), scheduler)
+        transport = TcpTransport(scheduler, resolve=lambda peer: registered_address(lookups, peer))
+        broker = Broker(broker_id, data_dir, store, transport, scheduler, config)
+        broker.start()
+        print(f"broker {broker_id} listening on {transport.host}:{broker.port}", flush=True)
+        # A signal is noted and acted on between scheduler steps, never in the middle of one.
+        signalled: list[int] = []
+        with _noting_signals(signalled):
+            while broker.alive and not signalled:
+                scheduler.advance(TICK_MS)
+        if signalled:
+            return _controlled_shutdown(broker, scheduler)
+        print(f"broker {broker_id} stopped", file=sys.stderr)
+        return 1
+    finally:
+        if broker is not None and broker.alive:
+            broker.stop()
+        if transport is not None:
+            transport.close()
+        store.close()
+
+
+@contextlib.contextmanager
+def _noting_signals(signalled: list[int]) -> Iterator[None]:
+    def note(signum: int, frame: Any) -> None:
+        signalled.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _controlled_shutdown(broker: Any, scheduler: Any) -> int:
+    print(f"broker {broker.broker_id}: controlled shutdown", file=sys.stderr, flush=True)
+    done: list[bool] = []
+    broker.controlled_shutdown(done.append)
+    config = broker.config
+    bound = (config["controlled.shutdown.max.retries"] + 1) * (
+        config["controller.socket.timeout.ms"] + config["controlled.shutdown.retry.backoff.ms"])
+    scheduler.run_until(lambda: bool(done) or not broker.alive, bound)
+    moved = bool(done) and done[0]
+    print(f"broker {broker.broker_id}: stopped, "
+          f"{'every leadership moved' if moved else 'leaderships left behind'}", file=sys.stderr)
+    return 0 if moved else 1

@@ -1,0 +1,128 @@
+"""A cluster of `kreplica broker` processes over TCP with a real ZooKeeper.
+
+Three OS processes, each one broker on its own loopback port, found by its peers
+through /brokers/ids; this test process is only a client (kreplica.net.remote.connect)
+and the one that kills and starts them.  Nothing acknowledged with acks=all may be
+lost across a SIGKILL of a leader, its restart, and a SIGTERM's controlled shutdown.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kreplica import errors
+from kreplica.net.remote import connect
+
+pytestmark = pytest.mark.zookeeper
+
+BROKERS = (1, 2, 3)
+CONFIG = {"zookeeper.session.timeout.ms": 3000, "min.insync.replicas": 2,
+          "replica.lag.time.max.ms": 4000, "controlled.shutdown.retry.backoff.ms": 200,
+          "auto.leader.rebalance.enable": False}
+CONFIG_ARGS = [arg for k, v in CONFIG.items() for arg in ("--config", f"{k}={v}".lower())]
+
+
+class BrokerProcesses:
+    def __init__(self, metadata, root):
+        self.metadata = metadata
+        self.root = root
+        self.procs = {}
+
+    def start(self, bid):
+        log = open(self.root / f"broker-{bid}.out", "ab")
+        self.procs[bid] = subprocess.Popen(
+            [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--metadata", self.metadata,
+             "--data-dir", str(self.root / f"broker-{bid}"), *CONFIG_ARGS],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        log.close()
+
+    def output(self, bid):
+        return (self.root / f"broker-{bid}.out").read_text()
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+
+
+@pytest.fixture
+def processes(request, tmp_path):
+    server = request.getfixturevalue("zk_server")
+    procs = BrokerProcesses(f"zookeeper://{server.hosts}/processes-{os.getpid()}-{time.monotonic_ns()}", tmp_path)
+    try:
+        for bid in BROKERS:
+            procs.start(bid)
+        yield procs
+    finally:
+        procs.stop_all()
+
+
+def _describe(c):
+    return {p.partition: (p.leader, tuple(sorted(p.isr))) for p in c.describe("orders").partitions}
+
+
+def test_processes_elect_fail_over_and_lose_nothing_acknowledged(processes):
+    with connect(processes.metadata, config=CONFIG) as c:
+        assert c.run_until(lambda: sorted(c.zk.get_live_broker_ids()) == list(BROKERS), 60_000), \
+            [processes.output(b) for b in BROKERS]
+        for bid in BROKERS:  # each registered the port it really listens on, and says so
+            port = json.loads(c.zk.session.get(f"/brokers/ids/{bid}")[0])["port"]
+            assert c.run_until(lambda: f"listening on 127.0.0.1:{port}" in processes.output(bid), 10_000)
+        c.create_topic("orders", partitions=2, replication_factor=3)
+        assert c.run_until(lambda: all(len(isr) == 3 for _, isr in _describe(c).values()), 30_000)
+
+        acked = {0: [], 1: []}
+
+        def produce(tag, n=5):
+            for p in (0, 1):
+                for i in range(n):
+                    value = b"%s-%d-%d" % (tag, p, i)
+                    acked[p].append((c.produce("orders", p, [value], acks="all"), value))
+
+        produce(b"first")
+        victim = c.leader_for("orders", 0)
+        processes.procs[victim].send_signal(signal.SIGKILL)
+        processes.procs[victim].wait(10)
+        assert c.run_until(lambda: all(leader not in (victim, -1) and victim not in isr
+                                       for leader, isr in _describe(c).values()), 30_000)
+        produce(b"after-kill")
+
+        processes.start(victim)  # recovers its logs, truncates, catches up, rejoins every ISR
+        assert c.run_until(lambda: all(len(isr) == 3 for _, isr in _describe(c).values()), 60_000), \
+            processes.output(victim)
+        produce(b"after-restart")
+
+        leader = c.leader_for("orders", 1)
+        processes.procs[leader].send_signal(signal.SIGTERM)
+        assert processes.procs[leader].wait(60) == 0, processes.output(leader)
+        assert "every leadership moved" in processes.output(leader)
+        assert all(l != leader and leader not in isr for l, isr in _describe(c).values())
+        produce(b"after-shutdown")
+
+        for p in (0, 1):
+            got = {r.offset: r.value for r in c.fetch("orders", p, 0)}
+            assert [got.get(offset) for offset, _ in acked[p]] == [v for _, v in acked[p]]
+            assert len(acked[p]) == 20
+
+        # A client of processes owns none of them and cannot look inside them.
+        assert c.live_brokers() == sorted(set(BROKERS) - {leader})
+        with pytest.raises(errors.BrokerNotAvailable):
+            c.kill(1)
+        with pytest.raises(errors.InvalidRequest, match="other processes"):
+            c.offsets("orders", 0)
+
+
+def test_a_broker_process_refuses_a_store_it_cannot_share_and_bad_configs(tmp_path):
+    run = [sys.executable, "-m", "kreplica", "broker", "--id", "1", "--data-dir", str(tmp_path)]
+    out = subprocess.run([*run, "--metadata", "memory"], capture_output=True, text=True)
+    assert out.returncode == 2 and "share a running ZooKeeper" in out.stderr
+    out = subprocess.run([*run, "--metadata", "zookeeper://127.0.0.1:1/x", "--config", "acks=7"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "acks" in out.stderr
+    with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
+        connect("memory")
