@@ -240,13 +240,19 @@ def test_garbage_on_a_port_closes_that_connection_only(net):
 
 
 def test_close_stops_the_sockets_and_the_thread():
-    t = TcpTransport(RealScheduler())
+    sched = RealScheduler()
+    t = TcpTransport(sched)
     port = t.register(2, _echo([]))
+    answers = []
+    t.send(1, 2, _fetch(), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
     t.close()
     t.close()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port)).close()
     assert not t._thread.is_alive()
+    t.send(1, 2, _fetch(), answers.append)  # a timer that outlived its cluster is refused, not lost
+    assert sched.run_until(lambda: len(answers) == 2, 1_000) and answers[1] is DISCONNECTED
 
 
 def test_brokers_register_the_port_they_really_listen_on(tmp_path):

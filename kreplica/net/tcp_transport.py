@@ -124,6 +124,10 @@ class TcpTransport:
         """Send ``request`` from ``src`` to ``dst``; ``on_response`` gets the answer, or
         DISCONNECTED if ``dst`` is not listening or goes away before answering."""
         body = codec.encode(request)  # encoded here: what the sender changes next is not on the wire
+        if self._closed:  # a timer that outlived its cluster: no socket carries this any more
+            if on_response is not None:
+                self.scheduler.call_soon(on_response, DISCONNECTED)
+            return
         self.messages_delivered += 1
         remote = None
         if dst not in self._handlers and self.resolve is not None:
@@ -295,6 +299,11 @@ class TcpTransport:
         for (src, dst), link in list(self._links.items()):
             link.closed = True
             self._drop_link(src, dst, link)
+        # The connections' own tasks end here, not destroyed pending when the loop closes.
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _write(writer: asyncio.StreamWriter, frame: bytes) -> None:
