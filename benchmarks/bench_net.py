@@ -77,16 +77,16 @@ def processes(values: list[list[bytes]]) -> float | None:
     if not zookeeper_available():
         return None
     server = ZooKeeperServer().start()
-    metadata = f"zookeeper://{server.hosts}/bench-net-{os.getpid()}"
+    zookeeper = f"{server.hosts}/bench-net-{os.getpid()}"
     procs = []
     try:
         with tempfile.TemporaryDirectory(prefix="kreplica-bench-net-") as root:
             for bid in (1, 2, 3):
                 procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--metadata", metadata,
+                    [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--zookeeper", zookeeper,
                      "--data-dir", str(Path(root) / f"broker-{bid}"), "--config", "min.insync.replicas=2"],
                     stdout=subprocess.DEVNULL))
-            with connect(metadata, config=CONFIG) as c:
+            with connect(f"zookeeper://{zookeeper}", config=CONFIG) as c:
                 assert c.run_until(lambda: len(c.live_brokers()) == 3, 60_000)
                 return _produce_all(c, values)
     finally:

@@ -19,6 +19,8 @@ from typing import Any, Callable
 SUBCOMMANDS: dict[str, str] = {
     "demo": "kreplica.demo",
     "broker": "kreplica.net.broker_process",
+    "produce": "kreplica.tools.produce",
+    "consume": "kreplica.tools.consume",
     "topics": "kreplica.tools.topics",
     "reassign": "kreplica.tools.reassign",
     "log-demo": "kreplica.tools.log_demo",
@@ -77,6 +79,18 @@ def _directory(text: str) -> str:
 
 #: An argparse ``type``: an existing directory (kept as written).
 directory = argument(_directory)
+
+
+def _zookeeper_connect(text: str) -> str:
+    from .meta.uri import parse_zookeeper_connect
+
+    parse_zookeeper_connect(text)
+    return text
+
+
+#: An argparse ``type``: a ZooKeeper connect string, ``HOST:PORT[,HOST:PORT...][/CHROOT]``
+#: (kept as written; the chroot defaults to /kreplica where it is used).
+zookeeper_connect = argument(_zookeeper_connect)
 
 
 def _output_file(text: str) -> str:

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -69,6 +70,12 @@ def _refused_once_closed(method: Callable[..., Any]) -> Callable[..., Any]:
             raise errors.ClusterClosed(f"the cluster is closed: {method.__name__}() refused")
         return method(self, *args, **kwargs)
     return guarded
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """The partition a keyed record goes to: a stable hash of the key (CRC32; Kafka's
+    default partitioner uses murmur2), so one key's records stay in order on one partition."""
+    return zlib.crc32(key) % partitions
 
 
 def _partition_of(topic: str, partition: int) -> TopicPartition:
@@ -212,7 +219,7 @@ class Cluster:
         return self.zk.get_controller_id()
 
     def live_brokers(self) -> list[int]:
-        if self._remote:
+        if self._remote and not self._closed:
             return sorted(self.zk.get_live_broker_ids())
         return sorted(b for b, broker in self.brokers.items() if broker.alive)
 
@@ -488,6 +495,27 @@ class Cluster:
                 return out
             out.extend(records)
             position = records[-1].offset + 1
+
+    @_refused_once_closed
+    def offset_range(self, topic: str, partition: int, retries: int | None = None, backoff_ms: int = 100,
+                     delivery_timeout_ms: int = 120_000) -> tuple[int, int]:
+        """(log start offset, high watermark) as the partition's leader has them: where a
+        consumer can start and where the committed records end (a Kafka consumer's
+        beginningOffsets and endOffsets)."""
+        tp = _partition_of(topic, partition)
+
+        def attempt(leader: int) -> tuple[int, Any]:
+            # Offset 0 is below the log start once retention has run: the leader then answers
+            # OFFSET_OUT_OF_RANGE, with both offsets all the same.
+            req = FetchRequest(-1, (FetchPartition(tp, 0, max_bytes=1),))
+            resp = self._request(leader, req, 30_000)
+            if resp is None or resp is DISCONNECTED or not isinstance(resp, FetchResponse):
+                return errors.NetworkException.code, None
+            d = resp.partitions[0]
+            code = errors.NONE if d.error_code == errors.OffsetOutOfRange.code else d.error_code
+            return code, (d.log_start_offset, d.high_watermark)
+
+        return self._with_retries(topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
 
     # ---- teardown ------------------------------------------------------------------
     def close(self) -> None:

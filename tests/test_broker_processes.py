@@ -27,15 +27,16 @@ CONFIG_ARGS = [arg for k, v in CONFIG.items() for arg in ("--config", f"{k}={v}"
 
 
 class BrokerProcesses:
-    def __init__(self, metadata, root):
-        self.metadata = metadata
+    def __init__(self, connect, root):
+        self.connect = connect
+        self.metadata = f"zookeeper://{connect}"
         self.root = root
         self.procs = {}
 
     def start(self, bid):
         log = open(self.root / f"broker-{bid}.out", "ab")
         self.procs[bid] = subprocess.Popen(
-            [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--metadata", self.metadata,
+            [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--zookeeper", self.connect,
              "--data-dir", str(self.root / f"broker-{bid}"), *CONFIG_ARGS],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
@@ -53,7 +54,7 @@ class BrokerProcesses:
 @pytest.fixture
 def processes(request, tmp_path):
     server = request.getfixturevalue("zk_server")
-    procs = BrokerProcesses(f"zookeeper://{server.hosts}/processes-{os.getpid()}-{time.monotonic_ns()}", tmp_path)
+    procs = BrokerProcesses(f"{server.hosts}/processes-{os.getpid()}-{time.monotonic_ns()}", tmp_path)
     try:
         for bid in BROKERS:
             procs.start(bid)
@@ -117,12 +118,60 @@ def test_processes_elect_fail_over_and_lose_nothing_acknowledged(processes):
             c.offsets("orders", 0)
 
 
-def test_a_broker_process_refuses_a_store_it_cannot_share_and_bad_configs(tmp_path):
+def test_a_broker_process_refuses_a_bad_connect_string_and_bad_configs(tmp_path):
     run = [sys.executable, "-m", "kreplica", "broker", "--id", "1", "--data-dir", str(tmp_path)]
-    out = subprocess.run([*run, "--metadata", "memory"], capture_output=True, text=True)
-    assert out.returncode == 2 and "share a running ZooKeeper" in out.stderr
-    out = subprocess.run([*run, "--metadata", "zookeeper://127.0.0.1:1/x", "--config", "acks=7"],
+    out = subprocess.run([*run, "--zookeeper", "memory"], capture_output=True, text=True)
+    assert out.returncode == 2 and "expected host:port" in out.stderr
+    out = subprocess.run([*run, "--zookeeper", "127.0.0.1:1/x", "--config", "acks=7"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "acks" in out.stderr
     with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
         connect("memory")
+
+
+def _kreplica(*argv, input=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "kreplica", *argv], input=input, capture_output=True,
+                          timeout=timeout)
+
+
+def test_the_console_tools_against_broker_processes(processes):
+    """topics, produce and consume from the shell, as Kafka's quick start does with its scripts."""
+    from kreplica.cluster import partition_for_key
+
+    zk = processes.connect
+    with connect(processes.metadata) as c:
+        assert c.run_until(lambda: len(c.live_brokers()) == 3, 60_000)
+    out = _kreplica("topics", "--zookeeper", zk, "--create", "--topic", "lines", "--partitions", "3",
+                    "--replication-factor", "3")
+    assert out.returncode == 0, out.stderr
+    keyed = [b"user-%d:click-%d" % (i % 7, i) for i in range(300)]
+    plain = [b"line-%d" % i for i in range(200)]
+    out = _kreplica("produce", "--zookeeper", zk, "--topic", "lines", "--key-separator", ":",
+                    input=b"\n".join(keyed + plain) + b"\n")
+    assert out.returncode == 0, out.stderr
+    assert b"500 records acknowledged (acks=all)" in out.stderr
+
+    out = _kreplica("consume", "--zookeeper", zk, "--topic", "lines", "--from-beginning", "--print-offset",
+                    "--print-key", "--max-messages", "500")
+    assert out.returncode == 0, out.stderr
+    rows = [line.split(b"\t") for line in out.stdout.splitlines()]
+    assert len(rows) == 500
+    for where, key, value in rows:
+        partition = int(where.split(b":")[0])
+        if key:
+            assert partition == partition_for_key(key, 3)  # one key, one partition
+    assert sorted(k + b":" + v if k else v for _, k, v in rows) == sorted(keyed + plain)
+    for user in range(7):  # a key's records in the order they were written
+        clicks = [v for _, k, v in rows if k == b"user-%d" % user]
+        assert clicks == [v.split(b":")[1] for v in keyed if v.startswith(b"user-%d:" % user)]
+
+    # From the end (the default) with a timeout: nothing old, and it stops on its own.
+    out = _kreplica("consume", "--zookeeper", zk, "--topic", "lines", "--timeout-ms", "500")
+    assert out.returncode == 0 and out.stdout == b"" and b"0 records" in out.stderr
+
+    out = _kreplica("consume", "--zookeeper", zk, "--topic", "lines", "--offset", "3")
+    assert out.returncode == 2 and b"--offset needs --partition" in out.stderr
+    out = _kreplica("produce", "--zookeeper", zk, "--topic", "nope", input=b"x\n")
+    assert out.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in out.stderr
+    out = _kreplica("topics", "--zookeeper", zk, "--describe", "--topic", "lines")
+    assert out.returncode == 0 and out.stdout.count(b"Leader:") == 3

@@ -266,6 +266,7 @@ CLOSED_CALLS = {
     "leader_for": lambda c: c.leader_for("bar", 0),
     "produce": lambda c: c.produce("bar", 0, [b"x"], acks=0),
     "fetch": lambda c: c.fetch("bar", 0, 0),
+    "offset_range": lambda c: c.offset_range("bar", 0),
     "__enter__": lambda c: c.__enter__(),
 }
 # What a closed cluster still answers: trivial reads of what it holds in memory, and its

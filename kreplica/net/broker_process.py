@@ -2,8 +2,9 @@
 
 Start one per broker id against the same ZooKeeper and they form a cluster: each
 listens on a loopback port of its own, registers it under ``/brokers/ids/<id>``
-and finds its peers there.  Create topics with ``kreplica topics --zookeeper``,
-and produce and fetch with :func:`kreplica.net.remote.connect`.
+and finds its peers there.  ``--zookeeper`` is the connect string the admin
+tools take (``kreplica topics``, ``reassign``, ``produce``, ``consume``), with the
+same default chroot; from Python, :func:`kreplica.net.remote.connect` is a client.
 
 SIGTERM or Ctrl-C shuts the broker down as Kafka's does by default
 (``controlled.shutdown.enable``): the controller moves its leaderships away
@@ -19,18 +20,17 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..cli import argument, at_least, key_value
+from ..cli import argument, at_least, key_value, zookeeper_connect
 
 HELP = "run one broker in this process: real sockets, a shared ZooKeeper (a cluster of processes)"
 TICK_MS = 200  # how long the main loop sleeps at most between checks that the broker still runs
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .remote import require_shared_store
-
     p.add_argument("--id", type=at_least(0), required=True, help="this broker's broker.id")
-    p.add_argument("--metadata", required=True, type=argument(require_shared_store),
-                   help="zookeeper://HOST:PORT/CHROOT, the same for every broker of the cluster")
+    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", type=zookeeper_connect,
+                   help="the cluster's ZooKeeper connect string, the same for every broker "
+                        "(chroot defaults to /kreplica, as for kreplica topics)")
     p.add_argument("--data-dir", required=True, type=Path,
                    help="this broker's log directory (created if missing; recovered at start)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", type=argument(key_value),
@@ -48,9 +48,9 @@ def execute(args: argparse.Namespace) -> int:
         print(f"Error: --config: {e}", file=sys.stderr)
         return 2
     try:
-        return run(args.id, args.metadata, args.data_dir, config)
+        return run(args.id, f"zookeeper://{args.zookeeper}", args.data_dir, config)
     except StoreError as e:
-        print(f"Error: --metadata {args.metadata}: {e}", file=sys.stderr)
+        print(f"Error: --zookeeper {args.zookeeper}: {e}", file=sys.stderr)
         return 1
 
 

@@ -3,8 +3,8 @@
 Theory of operation.  Clients are nodes with negative ids on the simulated
 network; they send typed requests and react to responses or to their own
 timeouts, never blocking the scheduler (the Cluster's blocking conveniences are
-for setup only).  A producer picks a key, maps it to a partition (CRC32 of the
-key, as Kafka's default partitioner hashes it), sends batches with up to
+for setup only).  A producer picks a key, maps it to a partition (the client's
+:func:`~kreplica.cluster.partition_for_key`), sends batches with up to
 ``max_in_flight`` of them unanswered (Kafka's
 max.in.flight.requests.per.connection; one by default), and retries retriable
 errors and timeouts with backoff, so a batch may be written twice (at-least-once,
@@ -18,10 +18,10 @@ metadata, and refreshed after an error.
 """
 from __future__ import annotations
 
-import zlib
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import errors
+from ..cluster import partition_for_key
 from ..config import parse_acks
 from ..protocol import (
     FetchPartition,
@@ -53,10 +53,6 @@ def error_name(code: int) -> str:
         return errors.error_for_code(code).name
     except (KeyError, ValueError):
         return str(code)
-
-
-def partition_for_key(key: bytes, partitions: int) -> int:
-    return zlib.crc32(key) % partitions
 
 
 def request_once(world: "World", node: int, dst: int, request: Any, timeout_ms: int,
