@@ -78,25 +78,28 @@ def processes(values: list[list[bytes]]) -> float | None:
         return None
     server = ZooKeeperServer().start()
     zookeeper = f"{server.hosts}/bench-net-{os.getpid()}"
-    procs = []
+    procs: list[subprocess.Popen] = []
     try:
         with tempfile.TemporaryDirectory(prefix="kreplica-bench-net-") as root:
-            for bid in (1, 2, 3):
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--zookeeper", zookeeper,
-                     "--data-dir", str(Path(root) / f"broker-{bid}"), "--config", "min.insync.replicas=2"],
-                    stdout=subprocess.DEVNULL))
-            with connect(f"zookeeper://{zookeeper}", config=CONFIG) as c:
-                assert c.run_until(lambda: len(c.live_brokers()) == 3, 60_000)
-                return _produce_all(c, values)
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
             try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+                for bid in (1, 2, 3):
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--zookeeper", zookeeper,
+                         "--data-dir", str(Path(root) / f"broker-{bid}"), "--config", "min.insync.replicas=2"],
+                        stdout=subprocess.DEVNULL))
+                with connect(f"zookeeper://{zookeeper}", config=CONFIG) as c:
+                    assert c.run_until(lambda: len(c.live_brokers()) == 3, 60_000)
+                    return _produce_all(c, values)
+            finally:  # the brokers stop before their directories go
+                for p in procs:
+                    p.send_signal(signal.SIGTERM)
+                for p in procs:
+                    try:
+                        p.wait(30)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+    finally:
         server.stop()
 
 

@@ -113,6 +113,7 @@ class Cluster:
             raise errors.InvalidRequest(f"broker ids must be distinct and non-empty: {broker_ids!r}")
         self._closed = False
         self._remote = remote
+        self._leaders: dict[TopicPartition, int] = {}  # a remote client's cached leaders
         self.config = validate(config)
         self.metadata = metadata
         try:
@@ -421,13 +422,21 @@ class Cluster:
         last = errors.LeaderNotAvailable.code
         deadline = self.now_ms() + delivery_timeout_ms
         tries = 0
+        tp = TopicPartition(topic, partition)
         while True:
-            leader = self.leader_for(topic, partition)
+            leader = self._leaders.get(tp)
+            if leader is None:
+                leader = self.leader_for(topic, partition)
+                if self._remote and leader != NO_LEADER:
+                    # A client of remote brokers keeps the leader it found, as Kafka's clients
+                    # keep their metadata: reading it costs a ZooKeeper round trip each time.
+                    self._leaders[tp] = leader
             if leader != NO_LEADER:
                 tries += 1
                 code, value = attempt(leader)
                 if code == errors.NONE:
                     return value
+                self._leaders.pop(tp, None)  # refreshed before the next attempt
                 if code not in _RETRIABLE:
                     errors.raise_for_code(code, f"{topic}-{partition}")
                 last = code

@@ -85,7 +85,12 @@ def test_processes_elect_fail_over_and_lose_nothing_acknowledged(processes):
                     value = b"%s-%d-%d" % (tag, p, i)
                     acked[p].append((c.produce("orders", p, [value], acks="all"), value))
 
+        lookups = []
+        leader_for = c.leader_for
+        c.leader_for = lambda topic, p: lookups.append(p) or leader_for(topic, p)
         produce(b"first")
+        assert sorted(lookups) == [0, 1]  # the client kept each leader it found (no ZooKeeper read a batch)
+        del c.leader_for
         victim = c.leader_for("orders", 0)
         processes.procs[victim].send_signal(signal.SIGKILL)
         processes.procs[victim].wait(10)

@@ -52,6 +52,9 @@ def execute(args: argparse.Namespace) -> int:
     except StoreError as e:
         print(f"Error: --zookeeper {args.zookeeper}: {e}", file=sys.stderr)
         return 1
+    except errors.KReplicaError as e:  # a storage failure, say: the broker stops as if it crashed
+        print(f"Error: broker {args.id}: {e}", file=sys.stderr)
+        return 1
 
 
 def run(broker_id: int, metadata: str, data_dir: Path, config: dict) -> int:
@@ -82,9 +85,11 @@ def run(broker_id: int, metadata: str, data_dir: Path, config: dict) -> int:
             return _controlled_shutdown(broker, scheduler)
         print(f"broker {broker_id} stopped", file=sys.stderr)
         return 1
-    finally:
+    except BaseException:
         if broker is not None and broker.alive:
-            broker.stop()
+            broker.kill()  # failed: it goes as a crashed process does, writing nothing more
+        raise
+    finally:
         if transport is not None:
             transport.close()
         store.close()
