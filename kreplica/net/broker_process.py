@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="this broker's log directory (created if missing; recovered at start)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", type=argument(key_value),
                    help="a broker config by Kafka's name, e.g. min.insync.replicas=2 (repeatable)")
+    p.add_argument("--quiet", action="store_true",
+                   help="print only the listening line and errors, not each state change (registration, "
+                        "leaderships taken, ISR changes, session expiry)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -48,7 +51,7 @@ def execute(args: argparse.Namespace) -> int:
         print(f"Error: --config: {e}", file=sys.stderr)
         return 2
     try:
-        return run(args.id, f"zookeeper://{args.zookeeper}", args.data_dir, config)
+        return run(args.id, f"zookeeper://{args.zookeeper}", args.data_dir, config, quiet=args.quiet)
     except StoreError as e:
         print(f"Error: --zookeeper {args.zookeeper}: {e}", file=sys.stderr)
         return 1
@@ -57,11 +60,10 @@ def execute(args: argparse.Namespace) -> int:
         return 1
 
 
-def run(broker_id: int, metadata: str, data_dir: Path, config: dict) -> int:
+def run(broker_id: int, metadata: str, data_dir: Path, config: dict, quiet: bool = False) -> int:
     """Run the broker until it is signalled (0 after a controlled shutdown that moved every
     leadership, 1 if some were left) or stops on its own (1)."""
     from ..broker import Broker
-    from ..meta.kafka_zk_client import KafkaZkClient
     from ..meta.uri import open_store
     from ..runtime import RealScheduler
     from .remote import registered_address
@@ -71,9 +73,13 @@ def run(broker_id: int, metadata: str, data_dir: Path, config: dict) -> int:
     store = open_store(metadata, scheduler, config["zookeeper.session.timeout.ms"])
     transport = broker = None
     try:
-        lookups = KafkaZkClient(store.session(f"resolver-{broker_id}"), scheduler)
-        transport = TcpTransport(scheduler, resolve=lambda peer: registered_address(lookups, peer))
-        broker = Broker(broker_id, data_dir, store, transport, scheduler, config)
+        transport = TcpTransport(scheduler)
+        broker = Broker(broker_id, data_dir, store, transport, scheduler, config,
+                        observer=None if quiet else _print_event)
+        # Peers are looked up on the broker's own session, which it renews after an expiry
+        # (a session of the resolver's own expired in a long pause and was never renewed:
+        # every peer then looked unregistered, and the controller reached none of them).
+        transport.resolve = lambda peer: None if broker.zk is None else registered_address(broker.zk, peer)
         broker.start()
         print(f"broker {broker_id} listening on {transport.host}:{broker.port}", flush=True)
         # A signal is noted and acted on between scheduler steps, never in the middle of one.
@@ -93,6 +99,15 @@ def run(broker_id: int, metadata: str, data_dir: Path, config: dict) -> int:
         if transport is not None:
             transport.close()
         store.close()
+
+
+def _print_event(kind: str, broker_id: int, **details: Any) -> None:
+    """One state change as a log line: wall-clock time, the broker, what happened."""
+    import time
+
+    stamp = time.strftime("%H:%M:%S", time.localtime()) + f".{int(time.time() * 1000) % 1000:03d}"
+    fields = " ".join(f"{k}={v}" for k, v in details.items())
+    print(f"{stamp} broker {broker_id} {kind} {fields}".rstrip(), flush=True)
 
 
 @contextlib.contextmanager
