@@ -91,11 +91,13 @@ def test_reassignment_goes_through_seed000_table(make_cluster):
     s.start_reassignment()
     assert [step for _, step in s.steps] == [1, 2, 3]
     assert s.c.controller.ctx.partitions_being_reassigned[TP].new_replicas == tuple(RAR)
-    # step 2 forced a new leader epoch; step 3 started 4,5,6 as followers of 1
-    for b in RAR:
+    # step 2 forced a new leader epoch and told OAR + RAR, the leader included (it must
+    # know AR = OAR + RAR to take the new replicas' fetches); step 3 started 4,5,6 as
+    # followers of 1
+    for b in OAR + RAR:
         lai = s.c.channel.requests(LeaderAndIsrRequest, b)
         assert any(ps.tp == TP and ps.leader == 1 and set(ps.replicas) == set(OAR + RAR)
-                   for r in lai for ps in r.partition_states)
+                   for r in lai for ps in r.partition_states), b
     s.catch_up()
     assert [step for _, step in s.steps] == list(range(1, 13))
     assert s.pictures == TABLE
@@ -108,6 +110,29 @@ def test_reassignment_goes_through_seed000_table(make_cluster):
     assert not ctrl.ctx.partitions_being_reassigned
     assert ctrl.rsm.state(PartitionReplica(TP, 1)) is ReplicaState.NON_EXISTENT
     assert ctrl.rsm.state(PartitionReplica(TP, 4)) is ReplicaState.ONLINE
+
+
+def test_a_leader_that_stays_is_sent_the_new_assignment_with_a_new_epoch_at_step_7():
+    """Seed 000 step 7: a leader in RAR stays, with its epoch bumped and AR = RAR sent to it,
+    "this will prevent the leader from adding any replica in OAR - RAR back in the isr".
+    Step 8 does not do it for step 7 when the old replica has already left the ISR: no ISR
+    write, so no LeaderAndIsr, and the leader kept the removed replica in its replica set
+    (a fetch of it still in flight would put it back in the ISR)."""
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2]})
+    c.leader_sets_isr(tp, [1])                   # 2 fell behind; alive, out of the ISR
+    c.admin.create_partition_reassignment({tp: [1, 3]})
+    c.settle()
+    widened = c.state("t", 0)
+    c.channel.clear()
+    c.leader_sets_isr(tp, [1, 3])                # 3 caught up: steps 4-12
+    assert c.admin.get_partition_reassignment() == {}
+    st = c.state("t", 0)
+    assert (c.assignment("t")[0], st.leader, st.isr) == ([1, 3], 1, (1, 3))
+    assert st.leader_epoch == widened.leader_epoch + 1
+    told = [ps for r in c.channel.requests(LeaderAndIsrRequest, 1) for ps in r.partition_states if ps.tp == tp]
+    assert told and (told[-1].replicas, told[-1].leader_epoch) == ((1, 3), st.leader_epoch)
 
 
 @pytest.mark.parametrize("crash_at", [1, 2, 3, "waiting", 4, 5, 6, 7, 8, 9, 10, 11, 12])
