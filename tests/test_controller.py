@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from controller_harness import ControllerCluster, make_cluster, success  # noqa: F401 (fixture)
 from kreplica import errors
 from kreplica.controller import PartitionState, ReplicaState
-from kreplica.controller.context import PartitionReplica
+from kreplica.controller.context import ControllerContext, PartitionReplica
+from kreplica.controller.state_writer import write_states
 from kreplica.meta import BadVersion
 from kreplica.meta import layout
 from kreplica.protocol import (
@@ -20,6 +21,7 @@ from kreplica.protocol import (
     TopicPartition,
     UpdateMetadataRequest,
 )
+from kreplica.replica.metadata_cache import MetadataCache
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -342,6 +344,26 @@ def test_controller_wins_when_the_leader_wrote_first():
         c.admin.session.set(layout.partition_state_path("t", 0), b"{}", before.zk_version + 1)
 
 
+def test_every_state_write_carries_the_writing_controllers_epoch():
+    """A state node's controller_epoch is what a deposed controller's re-read finds and
+    resigns over (state_writer), and what the unclean-restart rule compares a broker's
+    registration with: an election and an ISR shrink by a later controller stamp its own
+    epoch, not the one the node was created under."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]))
+    assert {c.state("t", p).controller_epoch for p in (0, 1)} == {1}
+    c.kill(8)
+    assert c.controller.broker_id == 9 and c.controller.epoch == 2
+    c.kill(1)
+    t0, t1 = c.state("t", 0), c.state("t", 1)
+    assert (t0.leader, t0.isr, t1.leader, t1.isr) == (2, (2, 3), 2, (2, 3))   # elected; shrunk
+    assert (t0.controller_epoch, t1.controller_epoch) == (2, 2)
+    # and a controller of epoch 1 re-reading either one after a conflict learns it is deposed
+    ctx = ControllerContext()
+    ctx.epoch = 1
+    with pytest.raises(errors.NotController):
+        write_states(c.admin, ctx, [T0, T1], lambda tp, cur: LeaderAndIsr(3, cur.leader_epoch + 1, (3,)))
+
+
 # -- preferred election and auto rebalance -----------------------------------------------------
 
 def test_preferred_replica_election_from_the_admin_path():
@@ -456,6 +478,46 @@ def test_topic_deletion_disabled_clears_the_request():
     c.admin.create_topic_deletion("t")
     c.settle()
     assert c.admin.topic_exists("t") and c.admin.get_topic_deletions() == []
+
+
+def test_a_deleted_topic_leaves_every_brokers_metadata():
+    """Brokers answer clients' metadata from their UpdateMetadata cache: the deletion tells
+    each live broker the partitions are gone, or a broker keeps a deleted topic's leaders."""
+    c = with_topic(cluster())
+    caches = {b: MetadataCache() for b in (1, 2, 3)}
+
+    def replay():
+        for s in c.channel.sent:
+            if isinstance(s.request, UpdateMetadataRequest):
+                caches[s.broker_id].update(s.request)
+        c.channel.clear()
+
+    replay()
+    assert all(cache.leader_for(T0) is not None for cache in caches.values())
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t")
+    replay()
+    assert {b: (cache.leader_for(T0), cache.leader_for(T1)) for b, cache in caches.items()} == {
+        b: (None, None) for b in (1, 2, 3)}
+
+
+def test_partitions_added_to_a_topic_queued_for_deletion_are_not_created():
+    """Kafka's AddPartitionsListener skips a topic being deleted: no state node, no replica
+    started on a broker, for a partition whose topic is on its way out."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(3)                                    # holds the deletion up
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.controller.deletion.is_topic_queued_for_deletion("t")
+    c.channel.clear()
+    t2 = TopicPartition("t", 2)
+    c.admin.set_topic_assignment("t", {0: [1, 2, 3], 1: [2, 3, 1], 2: [1, 2]})
+    c.settle()
+    assert t2 not in c.admin.get_partition_states([t2])
+    assert not any(ps.tp == t2 for r in c.channel.requests(LeaderAndIsrRequest) for ps in r.partition_states)
+    c.start(3)
+    assert not c.admin.topic_exists("t")
 
 
 # -- the failover benchmark's scenario, small (figures come from benchmarks/) ------------------
@@ -629,6 +691,41 @@ def test_a_stop_replica_answer_from_an_earlier_term_is_ignored():
     c.settle()
     assert ctrl.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_STARTED
     for request, on_response in held[len(first_term):]:
+        on_response(success(request))
+    c.settle()
+    assert not c.admin.topic_exists("t")
+
+
+def test_a_stop_replica_answer_from_an_earlier_registration_is_ignored():
+    # Broker 2 restarts while its StopReplica(delete) is unanswered; the deletion sends the
+    # new registration its own. The old one's answer (an error: say STALE_BROKER_EPOCH from
+    # the new process) arrives late and must not fail the replica the new request carries:
+    # marked ineligible then, the deletion would wait for a broker startup that has passed.
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    held = []
+    c.channel.responders[2] = lambda req: None if isinstance(req, StopReplicaRequest) else success(req)
+    real_send = c.channel.send
+
+    def send(broker_id, request, on_response):
+        if broker_id == 2 and isinstance(request, StopReplicaRequest):
+            held.append((request, on_response))
+        real_send(broker_id, request, on_response)
+
+    c.channel.send = send
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    first = [h for h in held if any(p.delete for p in h[0].partitions)]
+    assert first and c.admin.topic_exists("t")
+    sent_before = len(held)
+    c.kill(2)
+    c.start(2)
+    second = [h for h in held[sent_before:] if any(p.delete for p in h[0].partitions)]
+    assert second and all(r.broker_epoch != first[0][0].broker_epoch for r, _ in second)
+    for request, on_response in first:           # late, and failed
+        on_response(StopReplicaResponse(errors.StaleBrokerEpoch.code, ()))
+    c.settle()
+    assert c.controller.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_STARTED
+    for request, on_response in second:
         on_response(success(request))
     c.settle()
     assert not c.admin.topic_exists("t")
