@@ -663,20 +663,27 @@ def test_every_callback_on_both_stores(make_cluster):
         assert not c.kazoo.exists(f"{c.chroot}/brokers/topics/t")
 
 
+def hold_stop_replicas(c, broker_id):
+    """Leave ``broker_id``'s StopReplica requests unanswered; returns the list that collects
+    each (request, on_response), for the test to answer when and how it likes."""
+    held = []
+    c.channel.responders[broker_id] = lambda req: None if isinstance(req, StopReplicaRequest) else success(req)
+    real_send = c.channel.send
+
+    def send(to, request, on_response):
+        if to == broker_id and isinstance(request, StopReplicaRequest):
+            held.append((request, on_response))
+        real_send(to, request, on_response)
+
+    c.channel.send = send
+    return held
+
+
 def test_a_stop_replica_answer_from_an_earlier_term_is_ignored():
     # Broker 2's answer to the first term's StopReplica (an error) arrives after the same
     # controller resigned and won again: the new term's deletion must not fail on it.
     c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
-    held = []
-    c.channel.responders[2] = lambda req: None if isinstance(req, StopReplicaRequest) else success(req)
-    real_send = c.channel.send
-
-    def send(broker_id, request, on_response):
-        if broker_id == 2 and isinstance(request, StopReplicaRequest):
-            held.append((request, on_response))
-        real_send(broker_id, request, on_response)
-
-    c.channel.send = send
+    held = hold_stop_replicas(c, 2)
     ctrl = c.controller
     c.admin.create_topic_deletion("t")
     c.settle()
@@ -702,16 +709,7 @@ def test_a_stop_replica_answer_from_an_earlier_registration_is_ignored():
     # the new process) arrives late and must not fail the replica the new request carries:
     # marked ineligible then, the deletion would wait for a broker startup that has passed.
     c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
-    held = []
-    c.channel.responders[2] = lambda req: None if isinstance(req, StopReplicaRequest) else success(req)
-    real_send = c.channel.send
-
-    def send(broker_id, request, on_response):
-        if broker_id == 2 and isinstance(request, StopReplicaRequest):
-            held.append((request, on_response))
-        real_send(broker_id, request, on_response)
-
-    c.channel.send = send
+    held = hold_stop_replicas(c, 2)
     c.admin.create_topic_deletion("t")
     c.settle()
     first = [h for h in held if any(p.delete for p in h[0].partitions)]
