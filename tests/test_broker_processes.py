@@ -8,6 +8,7 @@ lost across a SIGKILL of a leader, its restart, and a SIGTERM's controlled shutd
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,11 +34,11 @@ class BrokerProcesses:
         self.root = root
         self.procs = {}
 
-    def start(self, bid):
+    def start(self, bid, *extra):
         log = open(self.root / f"broker-{bid}.out", "ab")
         self.procs[bid] = subprocess.Popen(
             [sys.executable, "-m", "kreplica", "broker", "--id", str(bid), "--zookeeper", self.connect,
-             "--data-dir", str(self.root / f"broker-{bid}"), *CONFIG_ARGS],
+             "--data-dir", str(self.root / f"broker-{bid}"), *CONFIG_ARGS, *extra],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
 
@@ -51,16 +52,46 @@ class BrokerProcesses:
                 p.wait(10)
 
 
-@pytest.fixture
-def processes(request, tmp_path):
+def _processes(request, tmp_path, extra=lambda bid: ()):
     server = request.getfixturevalue("zk_server")
     procs = BrokerProcesses(f"{server.hosts}/processes-{os.getpid()}-{time.monotonic_ns()}", tmp_path)
+    procs.extra = extra
     try:
         for bid in BROKERS:
-            procs.start(bid)
+            procs.start(bid, *extra(bid))
         yield procs
     finally:
         procs.stop_all()
+
+
+@pytest.fixture
+def processes(request, tmp_path):
+    yield from _processes(request, tmp_path)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def relayed(request, tmp_path):
+    """Broker processes on fixed ports, each registered under the port of a cuttable relay
+    in front of it: cutting a relay refuses every connection to that broker (from peers,
+    the controller and clients) while it still reaches ZooKeeper and connects out."""
+    from tcp_cut import CuttableRelay
+
+    ports = {bid: _free_port() for bid in BROKERS}
+    relays = {bid: CuttableRelay(ports[bid]) for bid in BROKERS}
+    try:
+        for procs in _processes(request, tmp_path, lambda bid: ("--port", str(ports[bid]),
+                                                                "--advertised-port", str(relays[bid].port))):
+            procs.relays, procs.ports = relays, ports
+            yield procs
+    finally:
+        for relay in relays.values():
+            relay.close()
 
 
 def _describe(c):
@@ -260,3 +291,41 @@ def test_a_broker_paused_past_its_session_finds_restarted_peers(processes):
             processes.start(peer)
             assert c.run_until(full, 60_000), (c.describe_text("paused"), processes.output(1))
         assert "session_expired" in processes.output(1)
+
+
+def test_a_leader_cut_off_from_its_peers_but_not_from_zookeeper(relayed):
+    """A leader its followers cannot reach, still registered in ZooKeeper, and still reached
+    by this client (which goes straight to the brokers' ports, past the relays): no one is
+    elected in its place; it shrinks its ISR to itself once the followers lag, and the
+    acks=all write that waited for them fails (NOT_ENOUGH_REPLICAS_AFTER_APPEND, with
+    min.insync.replicas=2) rather than being acknowledged by one replica, as do the writes
+    after it.  Healed, the followers catch up and the ISR fills; nothing acknowledged is
+    lost.  A restarted broker keeps its fixed ports."""
+    with connect(relayed.metadata, config=CONFIG) as c:
+        c.transport.resolve = lambda bid: ("127.0.0.1", relayed.ports[bid])  # this client is not cut off
+        assert c.run_until(lambda: len(c.live_brokers()) == 3, 60_000)
+        c.create_topic("cut", partitions=1, replication_factor=3)
+        state = lambda: c.describe("cut").partitions[0]  # noqa: E731
+        assert c.run_until(lambda: len(state().isr) == 3, 30_000)
+        acked = [(c.produce("cut", 0, [b"before-%d" % i], acks="all"), b"before-%d" % i) for i in range(20)]
+        leader = state().leader
+        assert f"registered as port {relayed.relays[leader].port}" in relayed.output(leader)
+
+        relayed.relays[leader].cut()
+        with pytest.raises(errors.NotEnoughReplicasAfterAppend):
+            c.produce("cut", 0, [b"waited"], acks="all", retries=0)
+        assert state().isr == (leader,) and state().leader == leader  # still registered: no election
+        with pytest.raises(errors.NotEnoughReplicas):
+            c.produce("cut", 0, [b"during"], acks="all", delivery_timeout_ms=2_000)
+
+        relayed.relays[leader].heal()
+        assert c.run_until(lambda: len(state().isr) == 3, 60_000), c.describe_text("cut")
+        acked += [(c.produce("cut", 0, [b"after-%d" % i], acks="all"), b"after-%d" % i) for i in range(20)]
+
+        follower = next(b for b in BROKERS if b != leader)
+        relayed.procs[follower].send_signal(signal.SIGKILL)
+        relayed.procs[follower].wait(10)
+        relayed.start(follower, *relayed.extra(follower))  # the same ports again
+        assert c.run_until(lambda: len(state().isr) == 3 and follower in c.live_brokers(), 60_000)
+        got = {r.offset: r.value for r in c.fetch("cut", 0, 0)}
+        assert [got.get(offset) for offset, _ in acked] == [v for _, v in acked]

@@ -35,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="this broker's log directory (created if missing; recovered at start)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", type=argument(key_value),
                    help="a broker config by Kafka's name, e.g. min.insync.replicas=2 (repeatable)")
+    p.add_argument("--port", type=at_least(0), default=0,
+                   help="the loopback port to listen on (default 0: any free one, new at each start)")
+    p.add_argument("--advertised-port", type=at_least(1), default=None,
+                   help="the port registered for peers and clients to use, when it is not --port "
+                        "(Kafka's advertised.listeners): a proxy's in front of this broker, say")
     p.add_argument("--quiet", action="store_true",
                    help="print only the listening line and errors, not each state change (registration, "
                         "leaderships taken, ISR changes, session expiry)")
@@ -51,16 +56,21 @@ def execute(args: argparse.Namespace) -> int:
         print(f"Error: --config: {e}", file=sys.stderr)
         return 2
     try:
-        return run(args.id, f"zookeeper://{args.zookeeper}", args.data_dir, config, quiet=args.quiet)
+        return run(args.id, f"zookeeper://{args.zookeeper}", args.data_dir, config, quiet=args.quiet,
+                   port=args.port, advertised_port=args.advertised_port)
     except StoreError as e:
         print(f"Error: --zookeeper {args.zookeeper}: {e}", file=sys.stderr)
         return 1
     except errors.KReplicaError as e:  # a storage failure, say: the broker stops as if it crashed
         print(f"Error: broker {args.id}: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # --port taken, say
+        print(f"Error: broker {args.id}: {e}", file=sys.stderr)
+        return 1
 
 
-def run(broker_id: int, metadata: str, data_dir: Path, config: dict, quiet: bool = False) -> int:
+def run(broker_id: int, metadata: str, data_dir: Path, config: dict, quiet: bool = False,
+        port: int = 0, advertised_port: int | None = None) -> int:
     """Run the broker until it is signalled (0 after a controlled shutdown that moved every
     leadership, 1 if some were left) or stops on its own (1)."""
     from ..broker import Broker
@@ -73,7 +83,8 @@ def run(broker_id: int, metadata: str, data_dir: Path, config: dict, quiet: bool
     store = open_store(metadata, scheduler, config["zookeeper.session.timeout.ms"])
     transport = broker = None
     try:
-        transport = TcpTransport(scheduler)
+        transport = TcpTransport(scheduler, listen_ports={broker_id: port},
+                                 advertised_ports={} if advertised_port is None else {broker_id: advertised_port})
         broker = Broker(broker_id, data_dir, store, transport, scheduler, config,
                         observer=None if quiet else _print_event)
         # Peers are looked up on the broker's own session, which it renews after an expiry
@@ -81,7 +92,9 @@ def run(broker_id: int, metadata: str, data_dir: Path, config: dict, quiet: bool
         # every peer then looked unregistered, and the controller reached none of them).
         transport.resolve = lambda peer: None if broker.zk is None else registered_address(broker.zk, peer)
         broker.start()
-        print(f"broker {broker_id} listening on {transport.host}:{broker.port}", flush=True)
+        listening = transport.address(broker_id)
+        print(f"broker {broker_id} listening on {transport.host}:{listening[1]}"
+              + ("" if broker.port == listening[1] else f", registered as port {broker.port}"), flush=True)
         # A signal is noted and acted on between scheduler steps, never in the middle of one.
         signalled: list[int] = []
         with _noting_signals(signalled):

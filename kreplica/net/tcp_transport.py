@@ -24,6 +24,10 @@ Failures look as they do in the in-process transport, because they are real:
 - a node that starts again listens on a new port, and nothing sent to its previous
   incarnation reaches it.
 
+A node listens on a free port unless ``listen_ports`` names one, and ``register``
+returns the port it should be reached at: ``advertised_ports`` may name another
+(Kafka's advertised.listeners), a proxy's in front of it, say.
+
 Nodes in other processes are found with ``resolve(node_id)``, called on the
 scheduler's thread for a node not registered here: a broker process reads the
 peer's ``/brokers/ids/<id>`` registration, which carries the port it listens on.
@@ -75,10 +79,13 @@ class TcpTransport:
     real_time = True  # sockets run on the wall clock: a cluster over them cannot use virtual time
 
     def __init__(self, scheduler: Scheduler | None = None, host: str = "127.0.0.1",
-                 resolve: Resolve | None = None) -> None:
+                 resolve: Resolve | None = None, listen_ports: dict[int, int] | None = None,
+                 advertised_ports: dict[int, int] | None = None) -> None:
         self.scheduler = scheduler
         self.host = host
         self.resolve = resolve
+        self.listen_ports = dict(listen_ports or {})
+        self.advertised_ports = dict(advertised_ports or {})
         self.messages_delivered = 0
         # Scheduler-thread state.
         self._handlers: dict[int, Handler] = {}
@@ -97,15 +104,15 @@ class TcpTransport:
 
     # ---- the scheduler's side ------------------------------------------------------------------
     def register(self, node_id: int, handler: Handler) -> int:
-        """Start listening for ``node_id``; returns its port."""
+        """Start listening for ``node_id``; returns the port to reach it at."""
         if self._closed:
             raise errors.InvalidRequest("the transport is closed")
         incarnation = self._incarnations.get(node_id, 0) + 1
         self._incarnations[node_id] = incarnation
-        port = self._on_loop(self._listen(node_id, incarnation))
+        port = self._on_loop(self._listen(node_id, incarnation, self.listen_ports.get(node_id, 0)))
         self._handlers[node_id] = handler
         self._down.discard(node_id)
-        return port
+        return self.advertised_ports.get(node_id, port)
 
     def unregister(self, node_id: int) -> None:
         """The node is gone: its port closes, and so does every connection to and from it."""
@@ -179,11 +186,11 @@ class TcpTransport:
         handler(src, request, answer_once(node, request, carry))
 
     # ---- the loop's side -----------------------------------------------------------------------
-    async def _listen(self, node: int, incarnation: int) -> int:
+    async def _listen(self, node: int, incarnation: int, port: int) -> int:
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._serve(node, incarnation, reader, writer)
 
-        server = await asyncio.start_server(on_connect, self.host, 0)
+        server = await asyncio.start_server(on_connect, self.host, port, reuse_address=True)
         port = server.sockets[0].getsockname()[1]
         self._servers[node] = server
         self._accepted[node] = set()
