@@ -77,7 +77,7 @@ def test_a_fetch_answer_leaves_its_node_as_a_copy():
     """Encoding detaches: a record view the sender changes afterwards is not what arrives."""
     buffer = bytearray(b"abcdef")
     body = codec.encode(FetchResponse(0, (_data(memoryview(buffer)),)))
-    buffer[:] = b"XXXXXX"
+    buffer[:] = b"zzzzzz"
     assert codec.decode(body).partitions[0].records == b"abcdef"
 
 
