@@ -216,7 +216,9 @@ def test_the_console_tools_against_broker_processes(processes):
 def test_random_process_faults_lose_nothing_acknowledged(processes):
     """Jepsen in miniature on the real deployment: a producer writes with acks=all while
     broker processes are SIGKILLed, restarted, and SIGSTOPped past their session timeout
-    (a GC pause); at the end every acknowledged record is read back at its offset."""
+    (a GC pause), and a consumer reads what is committed before each fault; at the end
+    every acknowledged record, and every record the consumer saw, is read back at its
+    offset (the simulator's invariants 1 and 2)."""
     import random
 
     rng = random.Random(int(os.environ.get("KREPLICA_FAULT_SEED", "1")))
@@ -227,6 +229,7 @@ def test_random_process_faults_lose_nothing_acknowledged(processes):
         assert c.run_until(lambda: all(len(isr) == 3 for _, isr in
                                        ((p.leader, p.isr) for p in c.describe("chaos").partitions)), 30_000)
         acked = {0: [], 1: []}
+        seen = {0: set(), 1: set()}
         failed = 0
         down: set[int] = set()
         deadline = time.monotonic() + 20
@@ -243,6 +246,11 @@ def test_random_process_faults_lose_nothing_acknowledged(processes):
             if time.monotonic() < next_fault:
                 continue
             next_fault = time.monotonic() + rng.uniform(1, 3)
+            for q in (0, 1):  # the consumer: committed records only, which must never go
+                try:
+                    seen[q].update((r.offset, r.value) for r in c.fetch("chaos", q, 0, delivery_timeout_ms=3_000))
+                except errors.KReplicaError:
+                    pass
             # At most one broker out at a time, so min.insync.replicas=2 can hold.
             if down:
                 action, bid = "restart", down.pop()
@@ -267,7 +275,10 @@ def test_random_process_faults_lose_nothing_acknowledged(processes):
             got = {r.offset: r.value for r in c.fetch("chaos", p, 0)}
             lost = [(offset, v) for offset, v in acked[p] if got.get(offset) != v]
             assert not lost, (p, lost[:5], faults)
+            vanished = sorted((offset, v) for offset, v in seen[p] if got.get(offset) != v)
+            assert not vanished, (p, vanished[:5], faults)
         assert len(faults) >= 5 and sum(map(len, acked.values())) > 100, (faults, failed, len(acked[0]))
+        assert sum(map(len, seen.values())) > 50
 
 
 def test_a_broker_paused_past_its_session_finds_restarted_peers(processes):
