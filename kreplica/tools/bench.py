@@ -9,12 +9,13 @@ import argparse
 
 from ..cli import build_parser
 
-HELP = "print a benchmark table (log, replication, ...)"
+HELP = "print a benchmark table (log, replication, failover, net)"
 
 BENCHES: dict[str, str] = {
     "log": "kreplica.tools.bench_log",
     "replication": "kreplica.tools.bench_replication",
     "failover": "kreplica.tools.bench_failover",
+    "net": "kreplica.tools.bench_net",
 }
 
 
