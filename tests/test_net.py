@@ -262,3 +262,51 @@ def test_brokers_register_the_port_they_really_listen_on(tmp_path):
             doc = json.loads(c.zk.session.get(f"/brokers/ids/{bid}")[0])
             assert doc["port"] == broker.port == t.address(bid)[1]
             assert doc["host"] == "127.0.0.1"
+
+
+def test_every_request_from_a_live_sender_is_answered_once_while_nodes_come_and_go(net):
+    """Stress: 2,000 requests over six links while the receivers restart at random, some
+    answering at once and some later.  Each request of a sender that stays up gets exactly
+    one answer: its response or DISCONNECTED, never none and never two."""
+    import random
+
+    sched, t = net
+    rng = random.Random(7)
+    held = []  # (node, respond)
+
+    def handler_of(node):
+        def handler(src, request, respond):
+            if rng.random() < 0.3:
+                held.append((node, respond))  # answered later, or never if the node goes first
+            else:
+                respond(UpdateMetadataResponse(request.partitions[0].fetch_offset))
+        return handler
+
+    for node in (2, 3, 4):
+        t.register(node, handler_of(node))
+    answers = {}
+
+    def on_answer(i):
+        return lambda response: answers.setdefault(i, []).append(response)
+
+    for i in range(2_000):
+        src, dst = rng.choice((1, 5)), rng.choice((2, 3, 4))
+        t.send(src, dst, _fetch(i), on_answer(i))
+        if i % 100 == 50:
+            node = rng.choice((2, 3, 4))
+            t.unregister(node)
+            held[:] = [(n, r) for n, r in held if n != node]  # its connections are gone
+            sched.advance(5)
+            t.register(node, handler_of(node))
+        if held and rng.random() < 0.5:
+            held.pop(rng.randrange(len(held)))[1](UpdateMetadataResponse(-1))
+
+    def all_answered():  # requests still arriving are held too: answer them as they come
+        while held:
+            held.pop()[1](UpdateMetadataResponse(-1))
+        return len(answers) == 2_000
+
+    assert sched.run_until(all_answered, 20_000), 2_000 - len(answers)
+    assert all(len(a) == 1 for a in answers.values())
+    kinds = {type(a[0]) for a in answers.values()}
+    assert kinds <= {UpdateMetadataResponse, type(DISCONNECTED)} and UpdateMetadataResponse in kinds

@@ -218,6 +218,8 @@ class TcpTransport:
                                                     request, writer)
         except (asyncio.IncompleteReadError, ConnectionError, codec.WireError):
             pass
+        except asyncio.CancelledError:
+            pass  # closing: ends like a dropped connection (asyncio's server would log a cancelled task)
         finally:
             accepted.discard(writer)
             writer.close()
