@@ -216,10 +216,10 @@ class TcpTransport:
                 request = codec.decode(body)
                 self.scheduler.call_soon_threadsafe(self._dispatch, node, incarnation, src, correlation_id,
                                                     request, writer)
-        except (asyncio.IncompleteReadError, ConnectionError, codec.WireError):
+        except (asyncio.IncompleteReadError, ConnectionError, codec.WireError, asyncio.CancelledError):
+            # A broken peer, or the transport closing: either way the connection just ends
+            # (a cancelled task left to raise would be logged by asyncio's server).
             pass
-        except asyncio.CancelledError:
-            pass  # closing: ends like a dropped connection (asyncio's server would log a cancelled task)
         finally:
             accepted.discard(writer)
             writer.close()
