@@ -392,9 +392,13 @@ def test_a_follower_back_from_a_crash_keeps_its_isr_place_at_the_next_failover(m
     c.kill(1003)
     c.start(1003)
     assert c.brokers[1003].replica_manager.recovered_uncleanly
-    assert c.run_until(lambda: c.brokers[1003].controller is not None and isr_full(c), 60_000)
+    # On the wall clock (ZooKeeper), 1003 registers again and the ISRs still list it from
+    # before the crash a moment before the controller has handled the restart: wait for the
+    # controller's record of it, and for the ISRs it earned back after that.
+    assert c.run_until(lambda: c.brokers[1003].controller is not None
+                       and c.zk.get_unclean_shutdowns_handled([1003]) == {1003: c.zk.get_broker_epoch(1003)}
+                       and isr_full(c), 60_000)
     assert c.zk.get_broker(1003).unclean_shutdown_controller_epoch == 1
-    assert c.zk.get_unclean_shutdowns_handled([1003]) == {1003: c.zk.get_broker_epoch(1003)}
     # From here on 1003 cannot fetch from 1002: out of bar-1's ISR, it could not get back.
     t.hold = lambda src, dst, m: src == 1003 and dst == 1002 and isinstance(m, FetchRequest)
     c.kill(1001)                                     # the controller, and bar-0's leader
