@@ -288,6 +288,31 @@ def test_old_leader_stops_accepting_and_waiting_produces_fail(tmp_path):
     h.close()
 
 
+def test_followers_told_there_is_no_leader_stop_fetching_keep_their_logs_and_follow_the_next(tmp_path):
+    """The controller's OfflineReplica of a dead leader leaves leader -1 (seed 002): the
+    other replicas stop fetching from it, truncate nothing, take no writes, and follow
+    the leader the next election names."""
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    h.crash(1)
+    h.elect(TP, -1, isr=(2, 3))
+    for b in (2, 3):
+        p = h.partition(b, TP)
+        assert (p.is_leader, p.leader_epoch, p.log_end_offset) == (False, 1, 2)
+        assert all(TP not in f.states for f in h.brokers[b].fetchers.values())
+    refused = h.produce(TP, [b"x"], acks=1, to=2)
+    assert h.run_until(lambda: refused.done, 100)
+    assert refused.response.partitions[0].error_code == errors.NotLeaderOrFollower.code
+    h.advance(1000)
+    assert [h.partition(b, TP).log_end_offset for b in (2, 3)] == [2, 2]
+    h.elect(TP, 2, isr=(2, 3))
+    assert h.produce_sync(TP, [b"c"]).error_code == errors.NONE
+    h.settle(TP)
+    assert h.values(3, TP) == h.values(2, TP) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    h.close()
+
+
 # ---- controller requests --------------------------------------------------------------------
 def test_init_leader_and_isr_deletes_unlisted_partitions(tmp_path):
     h = _cluster(tmp_path)

@@ -152,6 +152,36 @@ def test_offline_leader_leaves_partition_leaderless_but_isr_never_empty():
     assert st.leader == -1 and len(st.isr) == 1 and st.isr[0] in (2, 3)
 
 
+def test_a_leaderless_offline_transition_still_tells_the_other_replicas_and_every_broker():
+    """Seed 002's OfflineReplica row: StopReplica to the replica, out of the ISR, then
+    LeaderAndIsr to the other replicas and UpdateMetadata to every live broker -- also
+    when the replica that went was the leader and the partition is left with leader -1."""
+    env = Env()
+    env.rsm.states[PartitionReplica(TP, 1)] = R.ONLINE
+    env.rsm.handle_state_changes([PartitionReplica(TP, 1)], R.OFFLINE)
+    st = env.stored()
+    lai = env.channel.of(LeaderAndIsrRequest)
+    assert sorted(b for b, _ in lai) == [2, 3]
+    assert all((r.partition_states[0].leader, r.partition_states[0].leader_epoch, r.partition_states[0].isr)
+               == (-1, st.leader_epoch, (2, 3)) for _b, r in lai)
+    um = env.channel.of(UpdateMetadataRequest)
+    assert sorted(b for b, _ in um) == [1, 2, 3, 4]
+    assert all(r.partition_states[0].leader == -1 for _b, r in um)
+
+
+def test_an_offline_transition_of_a_topic_being_deleted_tells_nobody_but_the_replica():
+    """Kafka 0.10 sends no LeaderAndIsr for a partition queued for deletion: its replicas
+    are on their way out, and UpdateMetadata with its leader would put a deleted topic
+    back into brokers' metadata.  The ISR still shrinks, and the replica is stopped."""
+    env = Env()
+    env.rsm = ReplicaStateMachine(env.ctx, env.zk, env.batch, being_deleted=lambda topic: topic == "t")
+    env.rsm.states[PR3] = R.ONLINE
+    env.rsm.handle_state_change(PR3, R.OFFLINE)
+    assert env.stored().isr == (1, 2)
+    assert [b for b, _ in env.channel.of(StopReplicaRequest)] == [3]
+    assert not env.channel.of(LeaderAndIsrRequest) and not env.channel.of(UpdateMetadataRequest)
+
+
 def test_offline_batch_is_one_conditional_write_and_retries_on_conflict():
     env = Env()
     env.rsm.states[PR3] = R.ONLINE

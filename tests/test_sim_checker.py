@@ -107,6 +107,29 @@ def test_retention_may_delete_only_what_is_committed():
     assert "[120, 140)" in v.message
 
 
+def test_a_follower_is_judged_only_above_the_log_start_a_leader_has_had(make):
+    """Below its leader's log start a follower may still hold history an election
+    superseded: the leader's epoch cache no longer reaches there, and the follower's next
+    fetch moves its own start up (KIP-107).  Above that start it is judged as ever."""
+    c = Checker(History())
+    leader, follower, other = (make(n, r, 0) for n, r in (("l", Role.LEADER), ("f", Role.FOLLOWER),
+                                                          ("o", Role.FOLLOWER)))
+    append(leader, [b"a", b"b"], 0)
+    append(leader, [b"c"], 0)
+    c.observe(1, "t-0", leader, None)
+    assert leader.log.maybe_increment_log_start_offset(2)
+    c.observe(1, "t-0", leader, None)
+    append(follower, [b"X", b"Y"], 0)  # superseded leftovers below the leader's log start
+    append(follower, [b"c"], 0)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None
+    append(other, [b"a", b"b"], 0)
+    append(other, [b"Z"], 0)  # above the log start: judged
+    c.observe(3, "t-0", other, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+    assert c.violation.broker == 3 and "offset 2" in c.violation.message
+
+
 def test_a_truncating_follower_is_not_judged_until_it_fetches(make):
     c = Checker(History())
     leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)

@@ -153,7 +153,7 @@ class KafkaController:
         self.deletion = TopicDeletionManager(self)
         self.psm = PartitionStateMachine(self.ctx, self.zk, self.batch, self.selectors.offline,
                                          self._held_offline_for_deletion)
-        self.rsm = ReplicaStateMachine(self.ctx, self.zk, self.batch)
+        self.rsm = ReplicaStateMachine(self.ctx, self.zk, self.batch, self.deletion.is_topic_queued_for_deletion)
 
     # -- public state ----------------------------------------------------------
     @property

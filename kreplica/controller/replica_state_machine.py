@@ -66,10 +66,12 @@ VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
 
 class ReplicaStateMachine:
     def __init__(self, ctx: ControllerContext, store: PartitionStateStore,
-                 batch: ControllerBrokerRequestBatch) -> None:
+                 batch: ControllerBrokerRequestBatch,
+                 being_deleted: Callable[[str], bool] = lambda topic: False) -> None:
         self._ctx = ctx
         self._store = store
         self._batch = batch
+        self._being_deleted = being_deleted
         self.states: dict[PartitionReplica, ReplicaState] = {}
 
     def state(self, replica: PartitionReplica) -> ReplicaState:
@@ -186,9 +188,15 @@ class ReplicaStateMachine:
 
         result = write_states(self._store, self._ctx, list(leaving), propose)
         for tp, st in result.written.items():
-            if st.leader >= 0:
-                recipients = [r for r in self._ctx.assignment(tp) if r not in leaving[tp]]
-                self._batch.add_leader_and_isr(recipients, tp, st, self._ctx.assignment(tp))
+            # Also when the partition is left leaderless (leader -1): its other replicas
+            # stop fetching from the replica that went, and every broker's metadata shows
+            # no leader (seed 002's OfflineReplica row).  Not for a topic being deleted:
+            # its replicas are on their way out, and the deletion has already told every
+            # broker the partitions are gone (as Kafka 0.10 skips it).
+            if self._being_deleted(tp.topic):
+                continue
+            recipients = [r for r in self._ctx.assignment(tp) if r not in leaving[tp]]
+            self._batch.add_leader_and_isr(recipients, tp, st, self._ctx.assignment(tp))
         for tp, gone in leaving.items():
             for r in gone:
                 pr = PartitionReplica(tp, r)
