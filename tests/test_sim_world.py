@@ -304,6 +304,22 @@ def test_swarm_gc_pause_chaos_a_late_leader_serving_a_superseded_epoch_is_excuse
     assert (tp, start) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
 
 
+def test_swarm_gc_pause_chaos_seed_1484_a_controlled_shutdown_finishing_after_convergence_is_waited_for():
+    """Broker 4's controlled shutdown, begun before the liveness phase, was still retrying
+    when the cluster first looked converged; it finished during the probe, broker 4
+    stopped, and nothing brought it back: t-1's ISR stayed [3].  Convergence now waits
+    for shutdowns in progress, and the broker then restarts."""
+    world = World(swarm_leader_epoch(1484, "gc-pause-chaos"), 1484)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    ev = world.history.events
+    done = next(e for e in ev if e.kind == "controlled_shutdown_done" and e.broker == 4 and e.time_ms >= 60000)
+    assert done.data["ok"]
+    back = next(e for e in ev if e.kind == "restart" and e.broker == 4 and e.time_ms >= done.time_ms)
+    probe = next(e for e in ev if e.kind == "probe_start")
+    assert done.time_ms <= back.time_ms < probe.time_ms
+
+
 def test_swarm_gc_pause_chaos_seed_9015_a_whole_run_with_unclean_elections_won_while_paused():
     """Seed 9015 found a checker gap: two unclean elections of t-3 decided while their
     winners were paused (epoch 9: broker 3, ISR [3]; epoch 10: broker 2, ISR [2]); broker
