@@ -192,6 +192,66 @@ def test_killed_session_expires_after_the_timeout(store_env: StoreEnv) -> None:
     assert watcher.get_children("/ids") == []
 
 
+def test_recursive_delete_checks_the_version_before_deleting_anything(store_env: StoreEnv) -> None:
+    s = store_env.store.session("a")
+    s.create("/t/partitions/0", b"", makepath=True)
+    s.set("/t", b"assignment")
+    with pytest.raises(BadVersion):
+        s.delete("/t", version=0, recursive=True)
+    assert s.get_children("/t/partitions") == ["0"]  # nothing under it went either
+    with pytest.raises(NoNode):
+        s.delete("/absent", version=0, recursive=True)
+    s.delete("/t", version=1, recursive=True)
+    assert s.exists("/t") is None
+
+
+def test_a_rolled_back_transaction_takes_no_sequence_number(store_env: StoreEnv) -> None:
+    s = store_env.store.session("a")
+    s.create("/q")
+    with pytest.raises(NoNode):
+        s.multi([Op.create("/q/n-", sequential=True), Op.create("/q/n-", sequential=True), Op.check("/nope")])
+    assert s.get("/q")[1].num_children == 0
+    assert s.create("/q/n-", sequential=True) == "/q/n-0000000000"
+
+
+def test_an_ephemeral_kept_by_a_rolled_back_delete_still_goes_with_its_session(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/eph", ephemeral=True)
+    with pytest.raises(NoNode):
+        a.multi([Op.delete("/eph"), Op.check("/nope")])
+    assert b.exists("/eph").ephemeral_owner == a.session_id
+    a.close()
+    assert b.exists("/eph") is None
+
+
+def test_a_child_watch_fires_when_its_node_is_deleted(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/p")
+    seen = Recorder()
+    assert b.get_children("/p", seen) == []
+    a.delete("/p")
+    assert store_env.wait(lambda: seen.types() == ["DELETED"])
+    assert seen.events[0].path == "/p"
+
+
+def test_reads_of_a_missing_node_leave_no_watch(store_env: StoreEnv) -> None:
+    # Unlike exists, a get or get_children that fails with NoNode sets no watch.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    seen = Recorder()
+    with pytest.raises(NoNode):
+        b.get("/later", seen)
+    with pytest.raises(NoNode):
+        b.get_children("/later", seen)
+    a.create("/later")
+    a.create("/later/child")
+    a.set("/later", b"1")
+    store_env.quiesce()
+    assert seen.events == []
+
+
 # ---- MemoryStore only: the simulator's levers (pauses, partitions, determinism) ----
 
 def _memory(timeout_ms: int = 3000):
@@ -226,6 +286,19 @@ def test_memory_session_lives_while_pinging_and_expires_when_paused() -> None:
     assert other.exists("/e") is None
     with pytest.raises(SessionExpired):
         s.get("/")
+
+
+def test_memory_session_survives_a_pause_that_ends_before_the_timeout() -> None:
+    """A stalled client that wakes before its session timeout pings at once: its session
+    lives, even when no regular ping falls between the wake-up and the deadline."""
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    sched.advance(10_500)          # pings every 1000 ms: the last one was at 10_000
+    s.pause_heartbeats()
+    sched.advance(1900)            # wakes at 12_400, 600 ms before the 13_000 deadline
+    s.resume_heartbeats()
+    sched.advance(10_000)
+    assert not s.expired
 
 
 def test_memory_partition_gives_connection_loss_and_late_expiry_notice() -> None:
