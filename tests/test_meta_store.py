@@ -205,6 +205,23 @@ def test_recursive_delete_checks_the_version_before_deleting_anything(store_env:
     assert s.exists("/t") is None
 
 
+def test_versions_below_minus_one_match_no_node(store_env: StoreEnv) -> None:
+    # Only -1 means "any version"; ZooKeeper's server compares any other number, so -2
+    # matches no node (ZOOKEEPER-3773).
+    s = store_env.store.session("a")
+    s.create("/v", b"0")
+    with pytest.raises(BadVersion):
+        s.set("/v", b"1", version=-2)
+    with pytest.raises(BadVersion):
+        s.delete("/v", version=-2)
+    with pytest.raises(BadVersion):
+        s.delete("/v", version=-2, recursive=True)
+    with pytest.raises(BadVersion) as info:
+        s.multi([Op.check("/v", -2)])
+    assert info.value.op_index == 0
+    assert s.get("/v") == (b"0", s.get("/v")[1]) and s.get("/v")[1].version == 0
+
+
 def test_a_rolled_back_transaction_takes_no_sequence_number(store_env: StoreEnv) -> None:
     s = store_env.store.session("a")
     s.create("/q")
@@ -401,7 +418,7 @@ def _differential_ops():
 
     paths = st.sampled_from(["/a", "/a", "/b", "/a/b", "/a/c", "/b/x", "/a/b/y"])
     data = st.sampled_from([b"", b"1", b"22"])
-    version = st.sampled_from([-1, 0, 1, 2])
+    version = st.sampled_from([-2, -1, 0, 1, 2])
     create = st.tuples(st.just("create"), paths, data, st.booleans(), st.booleans())
     set_ = st.tuples(st.just("set"), paths, data, version)
     delete = st.tuples(st.just("delete"), paths, version)

@@ -150,7 +150,8 @@ class MemoryStore(MetadataStore):
         node = self._nodes.get(path)
         if node is None:
             raise NoNode(path)
-        if version >= 0 and node.version != version:
+        # Only -1 matches any version: ZooKeeper compares every other number (so -2 never matches).
+        if version != -1 and node.version != version:
             raise BadVersion(f"{path}: expected version {version}, found {node.version}")
         return node
 

@@ -4,8 +4,8 @@ Theory of operation.  A :class:`MetadataStore` is the shared tree; each broker
 talks to it through its own :class:`Session` (as each Kafka broker has its own
 ZooKeeper client).  Ephemeral nodes belong to the session that created them and
 vanish when it closes or expires.  Every node has a ``version`` that each
-``set`` increments; ``set``/``delete`` given ``version >= 0`` succeed only at
-that version, otherwise raise :class:`BadVersion` -- the conditional write that
+``set`` increments; ``set``/``delete`` given a ``version`` other than -1 succeed only
+at that version, otherwise raise :class:`BadVersion` -- the conditional write that
 the controller and ISR-changing leaders rely on (seed 001 step 3.3).
 
 Watches are one-shot, as ZooKeeper's: a ``watch`` callable passed to ``get``,

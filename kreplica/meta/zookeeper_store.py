@@ -375,7 +375,7 @@ class ZooKeeperSession(Session):
         if not recursive:
             self._wait(c.delete_async(path, version), path)
             return
-        if version >= 0:
+        if version != -1:  # as the server's own check: any other number must match
             stat = self.exists(path)
             if stat is None:
                 raise NoNode(path)
