@@ -214,7 +214,8 @@ def test_isr_change_notifications_and_topic_deletion(store_env: StoreEnv) -> Non
     names = ctl.get_isr_change_notifications()
     assert names == [first, second]
     assert ctl.get_isr_change_partitions(names) == {TP("bar", 0), TP("bar", 1), TP("baz", 0)}
-    ctl.delete_isr_change_notifications(names + ["isr_change_0000000099"])
+    # one already gone (another controller deleted it) does not stop the rest
+    ctl.delete_isr_change_notifications(["isr_change_0000000099"] + names)
     assert ctl.get_isr_change_notifications() == []
 
     ctl.create_topic("bar", {0: [1]}, {"cleanup.policy": "delete"})
@@ -238,6 +239,100 @@ def test_batches_are_split_at_the_store_limit(store_env: StoreEnv) -> None:
     updated, stale, errs = c.update_partition_states({tp: s.with_isr(()) for tp, s in states.items()})
     assert len(updated) == n and not stale and not errs
     assert all(s.isr == () for s in c.get_partition_states(tps).values())
+
+
+def test_controller_epoch_increment_is_conditional_on_the_version_it_read(store_env: StoreEnv) -> None:
+    """The epoch moves between this controller's read and its write (another broker won
+    meanwhile): the write must fail, not put back an epoch already used."""
+    a, b = _client(store_env, "a"), _client(store_env, "b")
+    assert a.increment_controller_epoch(None) == (1, 0)
+    read = a.session.get
+    raced: list[tuple[int, int]] = []
+
+    def read_then_race(path, watch=None):
+        got = read(path, watch)
+        if path == layout.CONTROLLER_EPOCH and not raced:
+            raced.append(b.increment_controller_epoch(got[1].version))
+        return got
+
+    a.session.get = read_then_race
+    with pytest.raises(BadVersion):
+        a.increment_controller_epoch(0)
+    assert raced == [(2, 1)] and a.get_controller_epoch() == (2, 1)
+    assert _raw(store_env, "/controller_epoch") == b"2"
+
+
+def test_a_first_controller_epoch_created_meanwhile_is_re_read_not_taken_as_a_lost_election(
+        store_env: StoreEnv) -> None:
+    """/controller_epoch appears between the read (absent) and the transaction, with
+    /controller still free: the transaction fails on its second op, and the candidate
+    re-reads and wins at the next epoch instead of giving up with nobody in charge."""
+    a, c = _client(store_env, "a"), _client(store_env, "c")
+    read = a.get_controller_epoch
+    raced: list[tuple[int, int]] = []
+
+    def read_then_race():
+        got = read()
+        if not raced:
+            raced.append(c.increment_controller_epoch(None))
+        return got
+
+    a.get_controller_epoch = read_then_race
+    assert a.register_controller_and_increment_epoch(1001) == (2, 1)
+    assert raced == [(1, 0)] and a.get_controller_id() == 1001
+
+
+def test_partition_state_parents_made_meanwhile_by_another_client_are_fine(store_env: StoreEnv) -> None:
+    c, other = _client(store_env, "controller"), _client(store_env, "other")
+    c.create_topic("bar", {0: [1], 1: [1]})
+    read = c._get_many
+    raced: list[bool] = []
+
+    def read_then_race(paths):
+        got = read(paths)
+        if not raced:
+            raced.append(True)
+            other.session.create(layout.partitions_path("bar"))
+        return got
+
+    c._get_many = read_then_race
+    states = {TP("bar", p): LeaderAndIsr(1, 0, (1,)) for p in (0, 1)}
+    created, failed = c.create_partition_states(states)
+    assert raced and failed == {} and set(created) == set(states)
+    assert c.get_partition_states(list(states)) == created
+
+
+def test_reassignment_node_writes_honour_the_expected_version(store_env: StoreEnv) -> None:
+    admin, ctl = _client(store_env, "admin"), _client(store_env, "controller")
+    admin.create_partition_reassignment({TP("bar", 0): [1], TP("bar", 1): [2]})
+    with pytest.raises(BadVersion):
+        ctl.set_partition_reassignment({TP("bar", 1): [2]}, expected_version=1)
+    with pytest.raises(BadVersion):
+        ctl.delete_partition_reassignment(expected_version=1)
+    with pytest.raises(BadVersion):
+        ctl.set_partition_reassignment({}, expected_version=1)
+    assert ctl.get_partition_reassignment() == {TP("bar", 0): [1], TP("bar", 1): [2]}
+    ctl.set_partition_reassignment({TP("bar", 1): [2]}, expected_version=0)
+    ctl.set_partition_reassignment({}, expected_version=1)
+    assert not ctl.reassignment_in_progress()
+
+
+def test_a_config_change_is_announced_only_once_the_config_is_written(store_env: StoreEnv) -> None:
+    """Kafka's order: whoever sees the notification reads the new config."""
+    admin, observer = _client(store_env, "admin"), _client(store_env, "observer")
+    admin.create_topic("bar", {0: [1]}, {"retention.ms": 1})
+    create = admin.session.create
+    seen_when_announced: list[dict[str, str]] = []
+
+    def look_then_create(path, *args, **kwargs):
+        if path.startswith(layout.CONFIG_CHANGES + "/"):
+            seen_when_announced.append(observer.get_topic_config("bar"))
+        return create(path, *args, **kwargs)
+
+    admin.session.create = look_then_create
+    admin.set_topic_config("bar", {"retention.ms": 5})
+    assert seen_when_announced == [{"retention.ms": "5"}]
+    assert observer.get_config_change_topics(observer.get_config_changes()) == ["bar"]
 
 
 def test_layout_decoders_accept_what_kafka_writes() -> None:
