@@ -95,6 +95,8 @@ def _data(records):
     (codec.encode(ProduceRequest(1, 100, (ProducePartition(TP, b"xy"),)))[:-1], "past the end"),
     (bytes([codec.MESSAGE_TYPES.index(FetchRequest)]) + struct.pack(">q", 1) + struct.pack(">I", 2**31),
      "cannot fit"),
+    (codec.encode(FetchRequest(1, (FetchPartition(TopicPartition("\xe9", 0), 0),))).replace(
+        "\xe9".encode(), b"\xff\xff"), "does not decode"),  # a topic name that is not UTF-8
 ])
 def test_a_frame_that_does_not_decode_is_a_wire_error(body, complaint):
     with pytest.raises(codec.WireError, match=complaint) as e:
@@ -112,6 +114,24 @@ def test_a_peer_of_another_wire_version_is_refused():
 def test_an_object_that_is_not_a_message_is_refused_before_the_wire():
     with pytest.raises(TypeError, match="not a message"):
         codec.encode(TP)
+
+
+def test_the_wire_format_is_pinned_byte_for_byte():
+    """The format the module's docstring describes, built here with struct alone: type
+    numbers, field order and widths are what processes of one WIRE_VERSION agree on
+    (a round trip through one build cannot see a change to them).  A change here is a
+    new WIRE_VERSION."""
+    q, u32 = (lambda v: struct.pack(">q", v)), (lambda v: struct.pack(">I", v))
+    produce = ProduceRequest(-1, 100, (ProducePartition(TopicPartition("t", 0), b"xy"),))
+    assert codec.encode(produce) == (bytes([0]) + q(-1) + q(100) + u32(1) + u32(1) + b"t" + q(0)
+                                     + u32(2) + b"xy")
+    fetch = FetchRequest(7, (FetchPartition(TopicPartition("t", 2), 5, 3, 1, 9),), 500, 1, 1024, "committed")
+    assert codec.encode(fetch) == (bytes([2]) + q(7) + u32(1) + u32(1) + b"t" + q(2) + q(5) + q(3) + q(1) + q(9)
+                                   + q(500) + q(1) + q(1024) + u32(9) + b"committed")
+    assert codec.encode(UpdateMetadataResponse(3)) == bytes([11]) + q(3)
+    assert codec.encode(DISCONNECTED) == bytes([16])
+    assert codec.frame(codec.RESPONSE, 7, b"xy") == struct.pack(">IBI", 7, 2, 7) + b"xy"
+    assert codec.hello(-2) == struct.pack(">IBI", 11, 0, 0) + struct.pack(">iH", -2, codec.WIRE_VERSION)
 
 
 # ---- the transport -----------------------------------------------------------------------------
@@ -239,6 +259,16 @@ def test_garbage_on_a_port_closes_that_connection_only(net):
     assert [src for src, _ in got] == [1]
 
 
+def test_a_frame_claiming_more_than_the_largest_is_a_broken_stream(net):
+    """A length past MAX_FRAME_BYTES is garbage, not a message to wait for: the connection closes."""
+    sched, t = net
+    port = t.register(2, _echo([]))
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(codec.hello(5) + codec.FRAME_HEADER.pack(codec.MAX_FRAME_BYTES + 1, codec.REQUEST, 1))
+        s.settimeout(5)
+        assert s.recv(10) == b""
+
+
 def test_close_stops_the_sockets_and_the_thread():
     sched = RealScheduler()
     t = TcpTransport(sched)
@@ -310,3 +340,187 @@ def test_every_request_from_a_live_sender_is_answered_once_while_nodes_come_and_
     assert all(len(a) == 1 for a in answers.values())
     kinds = {type(a[0]) for a in answers.values()}
     assert kinds <= {UpdateMetadataResponse, type(DISCONNECTED)} and UpdateMetadataResponse in kinds
+
+
+# ---- races the scheduler's thread sees (2026-11-26 mutation review) ---------------------------
+def _when_posted(sched, name):
+    """An Event set once the transport hands a call of its method ``name`` to the scheduler,
+    which the test has not run yet: what is on its way, caught before it arrives."""
+    import threading
+
+    posted = threading.Event()
+    post = sched.call_soon_threadsafe
+
+    def spy(fn, *args):
+        post(fn, *args)
+        if getattr(fn, "__name__", None) == name:
+            posted.set()
+
+    sched.call_soon_threadsafe = spy
+    return posted
+
+
+def test_a_request_for_an_earlier_incarnation_never_reaches_the_next_one(net):
+    """A request read from the socket of node 2's first incarnation, waiting for the
+    scheduler's thread when node 2 restarts, is not handed to the restarted node."""
+    sched, t = net
+    first, second, answers = [], [], []
+    t.register(2, _echo(first))
+    dispatched = _when_posted(sched, "_dispatch")
+    t.send(1, 2, _fetch(1), answers.append)
+    assert dispatched.wait(5)
+    t.unregister(2)
+    t.register(2, _echo(second))
+    assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+    assert first == second == []
+
+
+def test_an_answer_on_its_way_to_a_node_that_goes_away_is_lost(net):
+    """The answer was read from the socket and waits for the scheduler's thread when its
+    addressee goes away: it is dropped, as one still on the wire is."""
+    sched, t = net
+    t.register(1, _echo([]))
+    held, answers = _held_request(sched, t)
+    answered = _when_posted(sched, "_answer")
+    held[0](UpdateMetadataResponse(0))
+    assert answered.wait(5)
+    t.unregister(1)
+    sched.advance(0)  # runs what was handed over
+    assert answers == []
+
+
+def test_a_restarted_sender_gets_nothing_its_earlier_incarnation_was_waiting_for(net):
+    """Node 1 restarts while node 2 holds its request: the restarted node is not told
+    DISCONNECTED for a request it never sent."""
+    import asyncio
+
+    sched, t = net
+    t.register(1, _echo([]))
+    held, answers = _held_request(sched, t)
+    link = t._links[(1, 2)].task
+    t.unregister(1)
+    t.register(1, _echo([]))
+    asyncio.run_coroutine_threadsafe(asyncio.wait([link]), t._loop).result(5)  # the old link has ended
+    sched.advance(0)  # and what it handed the scheduler has run
+    assert answers == []
+
+
+def _two_processes(sched):
+    """A server transport and a client transport that finds the server's nodes by ``resolve``,
+    as broker processes do; the client's lookups are recorded."""
+    server = TcpTransport(sched)
+    lookups = []
+    client = TcpTransport(sched, resolve=lambda node: lookups.append(node) or server.address(node))
+    return server, client, lookups
+
+
+def test_a_node_of_another_process_going_away_disconnects_what_it_had_not_answered():
+    """Closing the server's side of each connection is what tells a client in another
+    process: the listening socket closing alone leaves accepted connections open."""
+    sched = RealScheduler()
+    server, client, _ = _two_processes(sched)
+    with server, client:
+        held, answers = [], []
+        server.register(2, lambda src, request, respond: held.append(respond))
+        client.send(1, 2, _fetch(), answers.append)
+        assert sched.run_until(lambda: held, 5_000)
+        server.unregister(2)
+        assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+
+
+def test_a_peers_address_is_kept_until_its_connection_ends_then_looked_up_again():
+    """One lookup per connection, not per request (a broker's lookup is a ZooKeeper read);
+    after the peer restarts on a new port it is looked up again and reached there."""
+    sched = RealScheduler()
+    server, client, lookups = _two_processes(sched)
+    with server, client:
+        held = []
+
+        def handler(src, request, respond):
+            if request.partitions[0].fetch_offset == 0:
+                held.append(respond)
+            else:
+                respond(UpdateMetadataResponse(request.partitions[0].fetch_offset))
+
+        server.register(2, handler)
+        answers = []
+        for i in (1, 2, 0):
+            client.send(1, 2, _fetch(i), answers.append)
+        assert sched.run_until(lambda: len(answers) == 2 and held, 5_000)
+        assert answers == [UpdateMetadataResponse(1), UpdateMetadataResponse(2)] and lookups == [2]
+        server.unregister(2)
+        assert sched.run_until(lambda: len(answers) == 3, 5_000) and answers[2] is DISCONNECTED
+        server.register(2, handler)
+        client.send(1, 2, _fetch(3), answers.append)
+        assert sched.run_until(lambda: len(answers) == 4, 5_000)
+        assert answers[3] == UpdateMetadataResponse(3) and lookups == [2, 2]
+
+
+def test_closing_with_connections_open_leaves_no_task_behind(caplog):
+    """close() ends the connections' own tasks before the loop closes: none is destroyed
+    pending (asyncio's "Task was destroyed but it is pending!")."""
+    import gc
+    import logging
+
+    sched = RealScheduler()
+    t = TcpTransport(sched)
+    held, answers = _held_request(sched, t)
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        t.close()
+        del t, held
+        gc.collect()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+# ---- finding broker processes (kreplica.net.remote) ---------------------------------------------
+def test_a_peer_is_not_found_while_unregistered_portless_or_the_store_is_out_of_reach():
+    """Each is a refused connection to the sender, never an exception on the scheduler's thread."""
+    from kreplica.meta.layout import BrokerInfo
+    from kreplica.meta.store import ConnectionLoss
+    from kreplica.net.remote import registered_address
+
+    class Zk:
+        def __init__(self, found):
+            self.found = found
+
+        def get_broker(self, broker_id):
+            if isinstance(self.found, Exception):
+                raise self.found
+            return self.found
+
+    info = BrokerInfo(3, "127.0.0.1", 9093, ("PLAINTEXT://127.0.0.1:9093",), 0)
+    assert registered_address(Zk(info), 3) == ("127.0.0.1", 9093)
+    assert registered_address(Zk(None), 3) is None
+    assert registered_address(Zk(dataclasses.replace(info, port=-1)), 3) is None
+    assert registered_address(Zk(ConnectionLoss("cannot reach ZooKeeper")), 3) is None
+
+
+def test_a_client_that_fails_to_connect_leaves_no_socket_thread_behind(monkeypatch):
+    import threading
+
+    from kreplica.meta.store import ConnectionLoss
+    from kreplica.net import remote
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionLoss("cannot reach ZooKeeper")
+
+    monkeypatch.setattr(remote, "Cluster", unreachable)
+    before = {th for th in threading.enumerate() if th.name == "kreplica-tcp"}
+    with pytest.raises(ConnectionLoss):
+        remote.connect("zookeeper://127.0.0.1:1/nowhere")
+    assert {th for th in threading.enumerate() if th.name == "kreplica-tcp"} <= before
+
+
+def test_a_restarted_node_gets_the_answers_to_its_new_requests(net):
+    """A node that went away and registered again is up: what it sends now is answered
+    (the in-process cluster tests cannot see this: a follower back at the leader's log end
+    rejoins the ISR on its first fetch, answered or not)."""
+    sched, t = net
+    t.register(2, _echo([]))
+    t.register(1, _echo([]))
+    t.unregister(1)
+    t.register(1, _echo([]))
+    answers = []
+    t.send(1, 2, _fetch(4), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
+    assert answers[0].partitions[0].records == b"answer-4"
