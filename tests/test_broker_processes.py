@@ -340,3 +340,49 @@ def test_a_leader_cut_off_from_its_peers_but_not_from_zookeeper(relayed):
         assert c.run_until(lambda: len(state().isr) == 3 and follower in c.live_brokers(), 60_000)
         got = {r.offset: r.value for r in c.fetch("cut", 0, 0)}
         assert [got.get(offset) for offset, _ in acked] == [v for _, v in acked]
+
+
+def test_the_console_tools_options(processes):
+    """What the quick-start test leaves out: round-robin over every partition, a last line
+    without its newline, requests smaller than a partition's share (--batch-size),
+    --partition 0, and --offset with --max-messages below what is there."""
+    zk = processes.connect
+    with connect(processes.metadata, config=CONFIG) as c:
+        assert c.run_until(lambda: len(c.live_brokers()) == 3, 60_000)
+        c.create_topic("opts", partitions=3, replication_factor=3)
+        out = _kreplica("produce", "--zookeeper", zk, "--topic", "opts", "--batch-size", "4",
+                        input=b"\n".join(b"plain-%d" % i for i in range(30)))  # no newline at the end
+        assert out.returncode == 0 and b"30 records acknowledged" in out.stderr, out.stderr
+        values = lambda p: [r.value for r in c.fetch("opts", p, 0)]  # noqa: E731
+        assert [len(values(p)) for p in range(3)] == [10, 10, 10]
+        assert values(0)[-1] == b"plain-27" and values(2)[-1] == b"plain-29"
+        out = _kreplica("produce", "--zookeeper", zk, "--topic", "opts", "--partition", "0", input=b"a\nb\n")
+        assert out.returncode == 0, out.stderr
+        assert values(0)[-2:] == [b"a", b"b"] and [len(values(p)) for p in range(3)] == [12, 10, 10]
+
+    out = _kreplica("consume", "--zookeeper", zk, "--topic", "opts", "--partition", "0", "--offset", "3",
+                    "--max-messages", "2", "--print-offset", "--timeout-ms", "5000")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [b"0:3\tplain-9", b"0:4\tplain-12"]
+    out = _kreplica("consume", "--zookeeper", zk, "--topic", "opts", "--partition", "1", "--from-beginning",
+                    "--timeout-ms", "1000", timeout=30)  # polls again after the first read: nothing twice
+    assert out.returncode == 0 and out.stdout.splitlines() == [b"plain-%d" % i for i in range(1, 30, 3)]
+
+
+def test_ctrl_c_shuts_down_as_sigterm_does_and_the_exit_status_says_what_moved(processes):
+    """SIGINT is a controlled shutdown too (exit 0: every leadership moved); a last broker,
+    whose leaderships have nowhere to go, exits 1 after its retries."""
+    with connect(processes.metadata, config=CONFIG) as c:
+        assert c.run_until(lambda: len(c.live_brokers()) == 3, 60_000)
+        c.create_topic("stay", partitions=3, replication_factor=3)
+        assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("stay").partitions), 30_000)
+        processes.procs[1].send_signal(signal.SIGINT)
+        assert processes.procs[1].wait(60) == 0, processes.output(1)
+        assert "every leadership moved" in processes.output(1)
+        processes.procs[2].send_signal(signal.SIGKILL)
+        processes.procs[2].wait(10)
+        assert c.run_until(lambda: all(p.leader == 3 and p.isr == (3,) for p in c.describe("stay").partitions),
+                           30_000), c.describe_text("stay")
+        processes.procs[3].send_signal(signal.SIGTERM)
+        assert processes.procs[3].wait(60) == 1, processes.output(3)
+        assert "leaderships left behind" in processes.output(3)
