@@ -328,7 +328,7 @@ def test_swarm_gc_pause_chaos_seed_9015_a_whole_run_with_unclean_elections_won_w
     broker 3's commits divergence. test_sim_checker pins the rule
     (test_a_pending_isr_that_a_newer_served_election_no_longer_contains_is_dropped).
     Since leaderless OfflineReplica transitions send LeaderAndIsr the seed takes another
-    course, and no gc-pause-chaos seed in 1..1,000 fails with the rule off; its whole
+    course, and no gc-pause-chaos seed in 1..4,000 fails with the rule off; its whole
     run, with unclean elections of its own, must still pass and converge."""
     from kreplica.sim import scenarios
 
