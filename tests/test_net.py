@@ -3,6 +3,7 @@
 The whole-cluster scenarios over TCP are in test_cluster_stores.py (the ``tcp``
 parameters of its ``cluster`` fixture); here, the pieces.
 """
+import asyncio
 import dataclasses
 import json
 import socket
@@ -465,8 +466,11 @@ def test_closing_with_connections_open_leaves_no_task_behind(caplog):
     sched = RealScheduler()
     t = TcpTransport(sched)
     held, answers = _held_request(sched, t)
+    loop = t._loop
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         t.close()
+        # Whether or not the collector gets to a leftover task, none may be left unfinished.
+        assert loop.is_closed() and [task for task in asyncio.all_tasks(loop) if not task.done()] == []
         del t, held
         gc.collect()
     assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
