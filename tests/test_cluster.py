@@ -2,7 +2,7 @@
 import pytest
 
 from kreplica import Cluster, errors
-from kreplica.protocol import TopicPartition
+from kreplica.protocol import ProduceRequest, TopicPartition
 
 BAR = {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]}
 CONFIG = {"min.insync.replicas": 2, "zookeeper.session.timeout.ms": 6000,
@@ -534,3 +534,26 @@ def test_a_closed_clusters_store_client_is_not_reopened():
     with pytest.raises(errors.KReplicaError):
         zk.get_all_topics()
     assert c.zk is zk
+
+
+@pytest.mark.parametrize("retries", [1, 2])
+def test_produce_makes_exactly_retries_plus_one_attempts_on_a_retriable_error(cluster, retries):
+    cluster.kill(1002)
+    cluster.kill(1003)
+    cluster.run_until(lambda: cluster.describe("bar").partitions[0].isr == (1001,), 60_000)
+    sent = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: (sent.append(req), send(src, dst, req, cb))
+    start = cluster.now_ms()
+    with pytest.raises(errors.NotEnoughReplicas):
+        cluster.produce("bar", 0, [b"x"], acks="all", retries=retries, backoff_ms=1000)
+    assert sum(isinstance(r, ProduceRequest) for r in sent) == retries + 1
+    assert cluster.now_ms() - start >= retries * 1000  # backed off between attempts
+
+
+def test_a_record_too_large_is_refused_at_once_not_retried(cluster):
+    cluster.alter_topic_config("bar", {"max.message.bytes": 100})
+    start = cluster.now_ms()
+    with pytest.raises(errors.RecordTooLarge):
+        cluster.produce("bar", 0, [b"x" * 1000], backoff_ms=1000)
+    assert cluster.now_ms() - start < 1000  # no back-off: RECORD_TOO_LARGE is not retriable
