@@ -130,6 +130,20 @@ def test_controlled_shutdown_succeeds_on_a_retry_once_a_follower_is_back(make):
     assert [r.value for r in c.fetch("solo", 0, 0)] == [b"a", b"b", b"c"]
 
 
+
+def test_an_unanswered_controlled_shutdown_attempt_times_out_and_is_retried(make):
+    """The request (or the controller's answer) is lost: the attempt fails after
+    controller.socket.timeout.ms and the next one, a backoff later, goes through."""
+    t = RecordingTransport()
+    c = make({"controlled.shutdown.max.retries": 3, "controlled.shutdown.retry.backoff.ms": 1000,
+              "controller.socket.timeout.ms": 3000}, transport=t)
+    lost = []
+    t.hold = lambda src, dst, m: isinstance(m, ControlledShutdownRequest) and not lost and not lost.append(m)
+    assert c.controlled_shutdown(1002, timeout_ms=60_000) is True
+    attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1002)]
+    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 3000 + 1000
+    assert 1002 not in state(c, 1).isr
+
 # ---- auto leader rebalance -------------------------------------------------------------------
 @pytest.mark.parametrize("enabled,percentage,moved", [(True, 10, True), (True, 100, False), (False, 10, False)])
 def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(make, enabled, percentage, moved):
@@ -475,6 +489,27 @@ def test_only_the_session_in_use_may_tear_the_broker_down_when_it_expires(make):
     for p in c.describe("bar").partitions:
         assert p.leader in (1001, 1003) and 1003 in p.isr
 
+
+
+def test_a_session_renewal_that_cannot_reach_the_store_is_tried_again(make):
+    """After an expiry the new session could not be opened (ZooKeeper's ensemble out of
+    reach, as ZooKeeperStore.session raises then): the broker tries again until it can,
+    instead of staying unregistered for good."""
+    c = make()
+    real_session = c.store.session
+    refused = []
+
+    def flaky(name="", on_expired=None):
+        if name == "broker-1003" and len(refused) < 2:
+            refused.append(c.now_ms())
+            raise ConnectionLoss("the store is out of reach")
+        return real_session(name, on_expired)
+
+    c.store.session = flaky
+    c.brokers[1003].session.pause_heartbeats()  # a long pause: the session expires
+    assert c.run_until(lambda: len(refused) == 2 and 1003 in c.zk.get_live_broker_ids(), 60_000)
+    assert c.brokers[1003].broker_epoch == c.zk.get_broker_epoch(1003) != -1
+    assert c.run_until(lambda: isr_full(c), 60_000)
 
 def test_a_broker_that_cannot_reach_the_store_at_start_is_not_left_half_started(make):
     c = make()
