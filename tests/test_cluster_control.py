@@ -17,6 +17,7 @@ from kreplica.meta.store import ConnectionLoss
 from kreplica.protocol import (
     ControlledShutdownRequest,
     FetchRequest,
+    LeaderAndIsrRequest,
     ProducePartition,
     ProduceRequest,
     TopicPartition,
@@ -143,6 +144,31 @@ def test_an_unanswered_controlled_shutdown_attempt_times_out_and_is_retried(make
     attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1002)]
     assert len(attempts) == 2 and attempts[1] - attempts[0] >= 3000 + 1000
     assert 1002 not in state(c, 1).isr
+
+
+def test_create_topic_waits_until_each_leader_runs_the_stored_leader_epoch(make):
+    """The leader's first LeaderAndIsr arrives after the controller already bumped the
+    epoch (a follower's controlled shutdown shrank the ISR): create_topic waits for the
+    newer one, not just for a broker that calls itself leader."""
+    t = RecordingTransport()
+    c = make(transport=t, topic=False)
+    leader, follower = [b for b in (1001, 1002, 1003) if b != c.controller_id]
+    tp = TopicPartition("t", 0)
+
+    def hold(src, dst, m):
+        if dst != leader or not isinstance(m, LeaderAndIsrRequest) or all(ps.tp != tp for ps in m.partition_states):
+            return False
+        if not t.held:  # the first: shut the follower down, so the controller bumps the epoch
+            c.scheduler.call_later(1, c.brokers[follower].controlled_shutdown, lambda ok: None)
+            c.scheduler.call_later(1_000, lambda: t.held[0][1](t.held[0][0]))
+            c.scheduler.call_later(5_000, lambda: t.held[1][1](t.held[1][0]))
+        return True
+
+    t.hold = hold
+    c.create_topic("t", assignment={0: [leader, follower]})
+    s = state(c, 0, "t")
+    assert len(t.held) == 2 and s.leader == leader and s.leader_epoch >= 1
+    assert c.brokers[leader].replica_manager.partitions[tp].leader_epoch == s.leader_epoch
 
 # ---- auto leader rebalance -------------------------------------------------------------------
 @pytest.mark.parametrize("enabled,percentage,moved", [(True, 10, True), (True, 100, False), (False, 10, False)])
