@@ -285,3 +285,70 @@ def test_calm_stops_loss_and_duplication_everywhere_and_keeps_latency():
     for p in (net.profile, net.links[(1, 2)], net.node_profiles[3]):
         assert (p.drop_probability, p.duplicate_probability) == (0.0, 0.0)
         assert (p.latency_ms_min, p.latency_ms_max, p.tail_probability, p.latency_ms_tail) == (2, 9, 0.1, 40)
+
+
+def test_a_partition_cuts_both_directions_and_spares_nodes_in_no_group():
+    """Whichever side sends, a cut link drops its data and holds its controller requests;
+    a client, in no group, still reaches brokers on both sides."""
+    sched, net, got = world()
+    net.partition({1}, {2, 3})
+    net.send(2, 1, fetch(0), None)
+    net.send(1, 3, fetch(1), None)
+    net.send(3, 1, lair(7), None)
+    net.send(-1, 1, fetch(2), None)
+    net.send(-1, 3, fetch(3), None)
+    sched.advance(100)
+    assert sorted((node, r.replica_id) for _, node, r in got) == [(1, 2), (3, 3)]
+    assert (net.stats.dropped, net.stats.held) == (2, 1)
+    net.heal()
+    sched.advance(100)
+    assert [(node, r.controller_epoch) for _, node, r in got[2:]] == [(1, 7)]
+
+
+def test_latency_is_drawn_over_the_whole_range_and_the_tail_up_to_its_bound():
+    rng = random.Random(3)
+    plain = LinkProfile(latency_ms_min=2, latency_ms_max=5)
+    assert {plain.draw_latency_ms(rng) for _ in range(400)} == {2, 3, 4, 5}
+    tail = LinkProfile(latency_ms_min=1, latency_ms_max=1, tail_probability=1.0, latency_ms_tail=3)
+    assert {tail.draw_latency_ms(rng) for _ in range(400)} == {1, 2, 3, 4}
+
+
+def test_a_links_own_profile_beats_the_node_profile_of_either_end():
+    sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=1))
+    net.set_node(2, LinkProfile(latency_ms_min=100, latency_ms_max=100))
+    net.set_link(1, 2, LinkProfile(latency_ms_min=40, latency_ms_max=40))  # into 2
+    net.set_link(2, 3, LinkProfile(latency_ms_min=20, latency_ms_max=20))  # out of 2
+    for i, (src, dst) in enumerate([(1, 2), (2, 3), (2, 1), (3, 2)]):
+        net.send(src, dst, fetch(i), None)
+    sched.advance(1000)
+    assert sorted((r.replica_id, t) for t, _, r in got) == [(0, 40), (1, 20), (2, 100), (3, 100)]
+
+
+class _Session:
+    """A broker's store session, as the network sees it: reachable or not."""
+
+    reachable = True
+
+    def set_reachable(self, reachable: bool) -> None:
+        self.reachable = reachable
+
+
+def test_a_store_session_is_back_only_once_neither_a_pause_nor_a_store_cut_holds():
+    """A paused process sends no heartbeats, and a broker cut from the store reaches it
+    not: its session is reachable again only when both are over, in either order."""
+    _sched, net, _got = world()
+    session = _Session()
+    net.track_session(2, session)
+    net.pause(2)
+    assert not session.reachable
+    net.resume(2)
+    assert session.reachable
+    net.cut_from_store(2)
+    net.pause(2)
+    net.resume(2)  # the pause ends, the cut goes on
+    assert not session.reachable
+    net.pause(2)
+    net.heal_store(2)  # the cut ends, the pause goes on
+    assert not session.reachable
+    net.resume(2)
+    assert session.reachable
