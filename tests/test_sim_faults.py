@@ -1,4 +1,5 @@
-"""Power loss on real segment files: what was not fsynced is gone, a torn tail is cut."""
+"""Faults: power loss on real segment files (what was not fsynced is gone, a torn tail is
+cut), faults that end on their own timers, and the chaos planner's draws."""
 from __future__ import annotations
 
 import random
@@ -10,8 +11,25 @@ import pytest
 from kreplica.log import Log
 from kreplica.protocol import TopicPartition
 from kreplica.records import decode_records
-from kreplica.runtime import ManualClock
-from kreplica.sim.faults import drop_tail, unflushed_tails
+from kreplica.runtime import ManualClock, SimScheduler
+from kreplica.sim import faults
+from kreplica.sim.faults import ChaosPlanner, FaultRates, drop_tail, unflushed_tails
+from kreplica.sim.network import SimNetwork
+
+
+def _stub_world(seed: int = 1) -> tuple:
+    """A world of three live brokers on a real network and clock, enough for the faults that
+    touch only the network, and for the chaos planner to draw them; records (time, kind,
+    broker, data)."""
+    sched = SimScheduler(seed)
+    net = SimNetwork(None, random.Random(seed))
+    net.scheduler = sched
+    events: list = []
+    world = SimpleNamespace(
+        network=net, later=sched.call_later, rng=random.Random(seed), partition_in_place=None, slow_disks={},
+        cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), live_brokers=lambda: [1, 2, 3]),
+        record=lambda kind, broker=None, tp=None, **data: events.append((sched.now_ms(), kind, broker, data)))
+    return sched, world, events
 
 
 @pytest.mark.parametrize("torn", [False, True])
@@ -75,16 +93,8 @@ def test_a_torn_first_batch_of_a_never_flushed_log_leaves_it_empty(tmp_path):
 def test_a_partition_that_replaces_another_lasts_its_own_duration():
     """A scripted isolation during a swarm's chaos partition: the chaos partition's heal
     timer used to heal the isolation too, at the chaos partition's time."""
-    from kreplica.runtime import SimScheduler
-    from kreplica.sim import faults
-    from kreplica.sim.network import SimNetwork
-
-    sched = SimScheduler(1)
-    net = SimNetwork(None, random.Random(1))
-    net.scheduler = sched
-    events = []
-    world = SimpleNamespace(network=net, later=sched.call_later, partition_in_place=None,
-                            record=lambda kind, *a, **k: events.append((sched.now_ms(), kind)))
+    sched, world, events = _stub_world()
+    net = world.network
     faults.partition(world, [[1], [2, 3]], 1000)          # chaos, until 1000
     sched.advance(500)
     faults.partition(world, [[2], [1, 3]], 2000)          # scripted, until 2500
@@ -92,21 +102,13 @@ def test_a_partition_that_replaces_another_lasts_its_own_duration():
     assert net.partitioned and net.cut(2, 3)
     sched.advance(1500)                                   # 2600
     assert not net.partitioned
-    assert events == [(0, "partition"), (500, "partition"), (2500, "heal")]
+    assert [(t, kind) for t, kind, _, _ in events] == [(0, "partition"), (500, "partition"), (2500, "heal")]
 
 
 def test_a_slow_disk_that_replaces_another_lasts_its_own_duration():
     """A second slow disk on a broker still slow: the first one's end used to end it too."""
-    from kreplica.runtime import SimScheduler
-    from kreplica.sim import faults
-    from kreplica.sim.network import SimNetwork
-
-    sched = SimScheduler(1)
-    net = SimNetwork(None, random.Random(1))
-    net.scheduler = sched
-    events = []
-    world = SimpleNamespace(network=net, later=sched.call_later, slow_disks={},
-                            record=lambda kind, *a, **k: events.append((sched.now_ms(), kind)))
+    sched, world, events = _stub_world()
+    net = world.network
     faults.slow_disk(world, 2, 100, 5000)                 # until 5000
     sched.advance(3000)
     faults.slow_disk(world, 2, 50, 5000)                  # until 8000
@@ -114,13 +116,13 @@ def test_a_slow_disk_that_replaces_another_lasts_its_own_duration():
     assert net.slow_ms == {2: 50}
     sched.advance(3000)                                   # 8100
     assert net.slow_ms == {}
-    assert events == [(0, "slow_disk"), (3000, "slow_disk"), (8000, "disk_fast")]
+    assert [(t, kind) for t, kind, _, _ in events] == [(0, "slow_disk"), (3000, "slow_disk"), (8000, "disk_fast")]
 
 
 def test_a_restart_does_not_heal_a_cut_from_the_store():
     """A broker crashed and restarted while cut from the store: its new session used to
     reach the store at once, and the cut's end was never recorded (no heal_store)."""
-    from kreplica.sim import faults, scenarios
+    from kreplica.sim import scenarios
     from kreplica.sim.world import World
 
     world = World(scenarios.load("rolling-restart"), 1)
@@ -138,3 +140,72 @@ def test_a_restart_does_not_heal_a_cut_from_the_store():
         assert [e.kind for e in world.history.events if e.broker == 2][-3:] == ["crash", "restart", "heal_store"]
     finally:
         world.close()
+
+
+@pytest.mark.parametrize("volatile", [1, 60])
+def test_a_power_loss_takes_one_record_past_the_flush_and_every_segment_rolled_since(tmp_path, volatile):
+    """One record appended after the last fsync is lost as surely as many, and the
+    segments rolled since that fsync go with the rest, whole."""
+    tp = TopicPartition("t", 0)
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1024}, ManualClock())
+    for i in range(3):
+        log.append_as_leader([b"flushed-%d" % i], leader_epoch=0)
+    log.flush()
+    for i in range(volatile):
+        log.append_as_leader([b"volatile-%d" % i], leader_epoch=0)
+    assert (log.recovery_point, log.log_end_offset) == (3, 3 + volatile)
+    rolled = len(log.segments) - 1
+    assert (rolled >= 2) is (volatile > 1)
+    rm = SimpleNamespace(partitions={tp: SimpleNamespace(log=log)})
+    tails = unflushed_tails(rm, random.Random(1), torn=False)
+    assert [(t.first_offset, len(t.later_segments)) for t in tails] == [(3, rolled)]
+    log.abandon()
+    for t in tails:
+        drop_tail(t)
+    again = Log.open(tmp_path / "t-0", {"segment.bytes": 1024}, ManualClock())
+    try:
+        assert again.log_end_offset == 3 and len(again.segments) == 1
+        assert [r.value for r in decode_records(again.read(0).view)] == [b"flushed-%d" % i for i in range(3)]
+    finally:
+        again.close()
+
+
+def test_a_cut_from_the_store_ends_for_its_own_broker_only():
+    """Two brokers cut from the store for different times: the first cut's end heals the
+    first broker, not the second."""
+    sched, world, events = _stub_world()
+    assert faults.cut_store(world, 2, 1000) and faults.cut_store(world, 3, 3000)
+    assert not faults.cut_store(world, 3, 500)  # already cut: that cut's own end stands
+    sched.advance(1500)
+    assert world.network.store_cut == {3}
+    sched.advance(2000)
+    assert world.network.store_cut == set()
+    assert [(t, kind, broker) for t, kind, broker, _ in events] == [
+        (0, "cut_store", 2), (0, "cut_store", 3), (1000, "heal_store", 2), (3000, "heal_store", 3)]
+
+
+_QUIET = dict.fromkeys(("crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
+                        "expire_session", "partition", "cut_store"), 0.0)
+
+
+def test_the_chaos_planner_draws_a_fault_at_its_rate_per_virtual_minute_until_stopped():
+    sched, world, events = _stub_world()
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "slow_disk": 30.0}))
+    planner.start()
+    sched.advance(10 * 60_000)  # ten virtual minutes at 30 a minute
+    slow = sum(kind == "slow_disk" for _, kind, _, _ in events)
+    assert 240 < slow < 360
+    planner.stop()
+    sched.advance(60_000)
+    assert sum(kind == "slow_disk" for _, kind, _, _ in events) == slow  # none once stopped
+
+
+def test_a_chaos_partition_always_leaves_brokers_on_both_sides():
+    sched, world, events = _stub_world()
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "partition": 600.0}, partition_ms_max=300))
+    planner.start()
+    sched.advance(60_000)
+    planner.stop()
+    groups = [data["groups"] for _, kind, _, data in events if kind == "partition"]
+    assert len(groups) > 50
+    assert all(len(g) == 2 and g[0] and g[1] and sorted(g[0] + g[1]) == [1, 2, 3] for g in groups)
