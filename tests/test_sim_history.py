@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kreplica.sim import scenarios
-from kreplica.sim.history import History, hash_lines, read_jsonl, run_header
+from kreplica.sim.history import Event, History, hash_lines, read_jsonl, run_header
 from kreplica.sim.swarm import swarm_scenario
 
 
@@ -41,7 +41,13 @@ def test_swarm_draws_everything_from_the_seed():
         rf = sc.topics[0].replication_factor
         assert 2 <= rf <= sc.brokers and 1 <= sc.config["min.insync.replicas"] <= rf
         assert sc.config["replica.truncation.strategy"] in ("high-watermark", "leader-epoch")
+        assert 1 <= sc.chaos.max_down < rf  # never every replica of a partition down at once
+        assert sc.workload.acks == sc.config["acks"]  # the producers ask for the acks drawn
         assert scenarios.from_dict(sc.to_dict()) == sc
+    drawn = [swarm_scenario(s) for s in range(60)]
+    assert {sc.config["acks"] for sc in drawn} == {"0", "1", "all"}
+    # min.insync.replicas ranges up to the replication factor (acks=all then needs every replica).
+    assert {sc.config["min.insync.replicas"] == sc.topics[0].replication_factor for sc in drawn} == {True, False}
 
 
 def test_a_partitions_trace_carries_the_faults_recorded_among_its_events():
@@ -71,3 +77,42 @@ def test_a_kip101_loss_trace_shows_the_faults_among_its_events():
     assert r.violation is not None
     # The broker restart that exposes the truncation (it records no partition) is in the trace.
     assert {"restart", "truncate"} <= {e.kind for e in r.violation.trace}, r.violation.describe()
+
+
+def test_the_hash_covers_every_field_of_an_event_and_a_file_keeps_each():
+    def one(time_ms=5, kind="ack", broker=1, tp="t-0", offset=4):
+        h = History()
+        h.record(time_ms, kind, broker, tp, offset=offset)
+        return h
+
+    variants = [one(), one(time_ms=6), one(kind="probe_ack"), one(broker=2), one(tp="t-1"), one(offset=5),
+                one(broker=None), one(tp=None)]
+    assert len({h.hash for h in variants}) == len(variants)
+    for h in variants:
+        assert [Event.from_json(line) for line in h.lines] == h.events
+
+
+def test_a_set_enters_the_history_sorted_whatever_its_iteration_order():
+    a, b = History(), History()
+    assert list({1, 9}) != list({9, 1})  # same members, another order
+    a.record(0, "isr_changed", isr={1, 9}, gone=frozenset({1, 9}))
+    b.record(0, "isr_changed", isr={9, 1}, gone=frozenset({9, 1}))
+    assert a.lines == b.lines == ['{"data":{"gone":[1,9],"isr":[1,9]},"kind":"isr_changed","seq":0,"t":0}']
+
+
+def test_a_swarm_seed_draws_the_same_scenario_in_any_process():
+    """The draw must not hang on the interpreter's string hashing (PYTHONHASHSEED): a seed
+    found in one process, a --jobs worker or CI, is the same scenario in another."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import json; from kreplica.sim.swarm import swarm_scenario; "
+            "print(json.dumps([swarm_scenario(s).to_dict() for s in range(1, 6)], sort_keys=True))")
+    root = Path(__file__).resolve().parent.parent
+    outs = {subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONHASHSEED": h},
+                           capture_output=True, text=True, check=True).stdout for h in ("1", "2")}
+    here = json.dumps([swarm_scenario(s).to_dict() for s in range(1, 6)], sort_keys=True) + "\n"
+    assert outs == {here}
