@@ -1,4 +1,4 @@
-"""Workloads: a producer's retries and acknowledgements, and a consumer's reads."""
+"""Workloads: a producer's retries, acknowledgements and partitions by key, and a consumer's reads."""
 from __future__ import annotations
 
 import random
@@ -8,9 +8,11 @@ from types import SimpleNamespace
 import pytest
 
 from kreplica import errors
+from kreplica.cluster import partition_for_key
 from kreplica.protocol import ProduceResponse
 from kreplica.protocol.common import NO_LEADER
 from kreplica.protocol.produce import ProducePartitionResult
+from kreplica.records import decode_records
 from kreplica.runtime import SimScheduler
 from kreplica.sim import scenarios
 from kreplica.sim.scenarios import WorkloadSpec
@@ -20,34 +22,34 @@ from kreplica.sim.world import World
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def _one_batch(leader: int, send=None, retries: int = 5):
-    """One producer (acks=all) on a clock of its own, stopped after its first batch is
-    acknowledged or given up on; returns it, the clock, the leader lookups' times, the
-    recorded events and the checker's acks."""
+def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, batches: int = 1):
+    """A producer (acks=all) of topic t on a clock of its own and three brokers, stopped once
+    ``batches`` batches were acknowledged or given up on; returns it, the leader lookups'
+    times, the recorded events and the checker's acks."""
     sched = SimScheduler(1)
     lookups, events, acked = [], [], []
     spec = WorkloadSpec(retries=retries, retry_backoff_ms=100, produce_interval_ms=1000)
 
     def record(kind, broker=None, tp=None, **data):
         events.append((sched.now_ms(), kind, data))
-        if kind in ("ack", "produce_failed"):
+        if sum(k in ("ack", "produce_failed") for _, k, _ in events) >= batches:
             producer.stop()
 
     world = SimpleNamespace(
         rng=random.Random(1), later=sched.call_later, now_ms=sched.now_ms, record=record,
-        cluster=SimpleNamespace(zk=SimpleNamespace(topic_exists=lambda topic: True)),
+        cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), zk=SimpleNamespace(topic_exists=lambda topic: True)),
         leader_of=lambda tp: lookups.append(sched.now_ms()) or leader, forget_leader=lambda tp: None,
         network=SimpleNamespace(send=send), isr_size=lambda tp: 3,
         checker=SimpleNamespace(on_ack=lambda *args, **kwargs: acked.append(args)))
-    producer = Producer(world, 0, "t", 1, spec)
+    producer = Producer(world, 0, "t", partitions, spec)
     producer.start()
-    sched.advance(10_000)
+    sched.advance(batches * 10_000)
     return producer, lookups, events, acked
 
 
 @pytest.mark.parametrize("retries", [0, 3])
 def test_a_batch_is_tried_retries_plus_one_times_then_given_up(retries):
-    producer, lookups, events, acked = _one_batch(NO_LEADER, retries=retries)
+    producer, lookups, events, acked = _producer(NO_LEADER, retries=retries)
     assert len(lookups) == retries + 1 and lookups[-1] - lookups[0] == 100 * retries  # retry.backoff.ms apart
     assert [(t, kind, data["error"]) for t, kind, data in events] == [
         (lookups[-1], "produce_failed", "LEADER_NOT_AVAILABLE")]
@@ -65,10 +67,24 @@ def test_a_batch_is_acknowledged_only_by_an_answer_without_error():
         base = 40 if code == errors.NONE else -1
         respond(ProduceResponse((ProducePartitionResult(part.tp, code, base),)))
 
-    producer, lookups, events, acked = _one_batch(2, send)
+    producer, lookups, events, acked = _producer(2, send)
     assert [kind for _, kind, _ in events] == ["ack"]
     assert (events[0][2]["offset"], events[0][2]["attempt"]) == (40, 2)
     assert len(acked) == 1 and acked[0][:2] == ("t-0", 40) and (producer.acked, producer.sent) == (1, 3)
+
+
+def test_each_batch_goes_to_the_partition_of_its_key_and_every_partition_gets_some():
+    """Four partitions on three brokers: a key's records all go to its own partition."""
+    sent = []
+
+    def send(src, dst, request, respond):
+        (part,) = request.partitions
+        sent.append((part.tp.partition, {r.key for r in decode_records(part.records)}))
+        respond(ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 0),)))
+
+    _producer(1, send, partitions=4, batches=40)
+    assert len(sent) == 40 and {p for p, _ in sent} == {0, 1, 2, 3}
+    assert all(len(keys) == 1 and partition_for_key(keys.pop(), 4) == p for p, keys in sent)
 
 
 def test_a_consumer_reads_each_committed_batch_once_in_offset_order():
