@@ -212,6 +212,26 @@ def test_a_crash_during_a_pause_drops_what_the_process_held_and_the_restart_runs
         world.close()
 
 
+def test_a_pauses_end_leaves_the_next_incarnations_pause_alone():
+    """Crashed and restarted during a pause, then paused again: the first pause's timer must
+    not end the second (the process it paused is gone)."""
+    world = _world()
+    try:
+        victim = 2
+        t0 = world.now_ms()
+        assert faults.pause(world, victim, 3000)
+        world._step_until(t0 + 500)
+        assert faults.crash(world, victim) and faults.restart(world, victim)
+        world._step_until(t0 + 1000)
+        assert faults.pause(world, victim, 5000)  # the new process, until t0 + 6000
+        world._step_until(t0 + 4000)  # past the first pause's end
+        assert world.network.is_paused(victim) and world.processes[victim].paused
+        world._step_until(t0 + 6500)
+        assert not world.network.is_paused(victim) and not world.processes[victim].paused
+        assert [e.time_ms for e in world.history.events if e.kind == "resume" and e.broker == victim] == [t0 + 6000]
+    finally:
+        world.close()
+
 def test_same_seed_same_history_with_pauses():
     sc = scenarios.load("random-chaos").with_config(**{"replica.truncation.strategy": "leader-epoch"})
     sc = replace(sc, until_ms=6000, chaos=replace(sc.chaos, pause=60.0, crash=2.0))
