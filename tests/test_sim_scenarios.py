@@ -181,6 +181,56 @@ def test_a_step_whose_target_resolves_to_nobody_is_recorded_as_skipped():
     assert skipped.data == {"action": "pause", "target": "random", "reason": "no such broker now"}
 
 
+def test_a_fault_step_the_world_refuses_is_recorded_as_skipped():
+    # A restart of a live broker and a controlled shutdown of a dead one change nothing; the
+    # history used to say nothing of them either.
+    sc = replace(BASE, until_ms=3000, steps=(
+        Step("restart", at_ms=1000, target=1),
+        Step("crash", at_ms=1500, target=2),
+        Step("controlled_shutdown", at_ms=2000, target=2),
+    ))
+    world = World(sc, 1)
+    assert world.run().ok
+    skipped = [e.data for e in world.history.events if e.kind == "step_skipped"]
+    assert skipped == [
+        {"action": "restart", "target": "1", "reason": "refused by the world"},
+        {"action": "controlled_shutdown", "target": "2", "reason": "refused by the world"},
+    ]
+
+
+@pytest.mark.parametrize("action,start,end", [
+    ("pause", "pause", "resume"), ("cut_store", "cut_store", "heal_store"), ("disk_full", "disk_full", "disk_freed"),
+])
+def test_a_scripted_fault_on_a_broker_under_that_fault_lasts_its_own_duration(action, start, end):
+    # The second step lands while the first (as a chaos planner's fault would be) is still in
+    # place: it used to be refused without a word, the fault ending at the first one's time.
+    sc = replace(BASE, until_ms=6000, steps=(
+        Step(action, at_ms=1000, target=2, params={"duration_ms": 2000}),
+        Step(action, at_ms=2000, target=2, params={"duration_ms": 2500}),
+    ))
+    world = World(sc, 1)
+    assert world.run().ok
+    seen = [(e.kind, e.time_ms) for e in world.history.events if e.kind in (start, end) and e.broker == 2]
+    assert [kind for kind, _ in seen] == [start, start, end]
+    assert seen[2][1] - seen[1][1] == 2500  # the second step's duration, not the first's end
+    assert not [e for e in world.history.events if e.kind == "step_skipped"]
+
+
+def test_a_full_disk_freed_by_a_crash_is_not_ended_early_by_its_old_timer():
+    # A crash gives the restarted broker a working disk; a new full disk after the restart
+    # must last its own 3 s, not end when the first one's timer comes due.
+    sc = replace(BASE, until_ms=7000, steps=(
+        Step("disk_full", at_ms=1000, target=2, params={"duration_ms": 3000}),
+        Step("crash", at_ms=1500, target=2),
+        Step("restart", at_ms=2000, target=2),
+        Step("disk_full", at_ms=2500, target=2, params={"duration_ms": 3000}),
+    ))
+    world = World(sc, 1)
+    assert world.run().ok
+    fulls = [e.time_ms for e in world.history.events if e.kind == "disk_full"]
+    assert [e.time_ms for e in world.history.events if e.kind == "disk_freed"] == [fulls[1] + 3000]
+
+
 def test_no_scripted_fault_fires_once_the_liveness_phase_has_begun():
     # kip101-divergence crashes brokers 2 and 3 at about 2.1 s; with --until 2000 those steps
     # come due during the liveness phase, which must heal everything and stop faults.

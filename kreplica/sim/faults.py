@@ -128,27 +128,35 @@ def controlled_shutdown(world: "World", broker: int) -> bool:
     return True
 
 
-def pause(world: "World", broker: int, duration_ms: int) -> bool:
+def pause(world: "World", broker: int, duration_ms: int, replace: bool = False) -> bool:
     """A stop-the-world pause of the broker's process for ``duration_ms``.
 
     Nothing of it runs (its :class:`PausableScheduler` holds every callback that
     comes due) and nothing reaches it or leaves it (the network holds messages,
-    the store hears no heartbeats).
+    the store hears no heartbeats).  A broker paused already is refused, unless
+    ``replace`` (a scenario's scripted step): then the process stays paused and the
+    new pause lasts its own duration, the earlier one's end no longer applying.
     """
     view = world.processes[broker]
-    if not world.cluster.brokers[broker].alive or world.network.is_paused(broker) or view.paused:
+    if not world.cluster.brokers[broker].alive:
+        return False
+    paused = world.network.is_paused(broker) or view.paused
+    if paused and not replace:
         return False
     world.record("pause", broker, duration_ms=duration_ms)
-    world.network.pause(broker)
-    view.pause()
-    world._mark_leaderless(broker)
-    world.later(duration_ms, _resume, world, broker, view)
+    if not paused:
+        world.network.pause(broker)
+        view.pause()
+        world._mark_leaderless(broker)
+    world.pause_ends[broker] = token = object()
+    world.later(duration_ms, _resume, world, broker, view, token)
     return True
 
 
-def _resume(world: "World", broker: int, view: Any) -> None:
+def _resume(world: "World", broker: int, view: Any, token: object) -> None:
     # A crash during the pause ended that process; a restarted one is not this pause's.
-    if world.processes.get(broker) is view:
+    # Nor does a pause a later one replaced end here.
+    if world.processes.get(broker) is view and world.pause_ends.get(broker) is token:
         resume(world, broker)
 
 
@@ -194,18 +202,24 @@ def _fast_disk(world: "World", broker: int, token: object) -> None:
         world.record("disk_fast", broker)
 
 
-def disk_full(world: "World", broker: int, duration_ms: int) -> bool:
-    if not world.cluster.brokers[broker].alive or broker in world.disk_full:
+def disk_full(world: "World", broker: int, duration_ms: int, replace: bool = False) -> bool:
+    """``broker``'s disk is full for ``duration_ms``: its log appends fail.  A disk full
+    already is refused, unless ``replace`` (a scripted step): then it lasts the new
+    duration.  Only the newest fault's timer frees it: a crash frees a disk early
+    (the restarted broker gets a working one), and the earlier timer must not end a
+    later fault."""
+    if not world.cluster.brokers[broker].alive or (broker in world.disk_full and not replace):
         return False
     world.record("disk_full", broker, duration_ms=duration_ms)
     world.disk_full.add(broker)
     world.instrument_broker(broker)
-    world.later(duration_ms, _disk_freed, world, broker)
+    world.disk_full_ends[broker] = token = object()
+    world.later(duration_ms, _disk_freed, world, broker, token)
     return True
 
 
-def _disk_freed(world: "World", broker: int) -> None:
-    if broker in world.disk_full:
+def _disk_freed(world: "World", broker: int, token: object) -> None:
+    if broker in world.disk_full and world.disk_full_ends.get(broker) is token:
         world.disk_full.discard(broker)
         world.record("disk_freed", broker)
 
@@ -260,17 +274,23 @@ def heal(world: "World") -> None:
     world.network.heal()
 
 
-def cut_store(world: "World", broker: int, duration_ms: int) -> bool:
-    if broker in world.network.store_cut:
+def cut_store(world: "World", broker: int, duration_ms: int, replace: bool = False) -> bool:
+    """Cut ``broker`` off the metadata store for ``duration_ms``.  A broker cut off
+    already is refused, unless ``replace`` (a scripted step): then the cut lasts its
+    own duration, the earlier one's heal no longer applying."""
+    cut = broker in world.network.store_cut
+    if cut and not replace:
         return False
     world.record("cut_store", broker, duration_ms=duration_ms)
-    world.network.cut_from_store(broker)
-    world.later(duration_ms, _heal_store, world, broker)
+    if not cut:
+        world.network.cut_from_store(broker)
+    world.store_cut_ends[broker] = token = object()
+    world.later(duration_ms, _heal_store, world, broker, token)
     return True
 
 
-def _heal_store(world: "World", broker: int) -> None:
-    if broker in world.network.store_cut:
+def _heal_store(world: "World", broker: int, token: object) -> None:
+    if broker in world.network.store_cut and world.store_cut_ends.get(broker) is token:
         world.record("heal_store", broker)
         world.network.heal_store(broker)
 

@@ -134,6 +134,10 @@ class World:
         self.partition_in_place: object | None = None
         # Each slow disk in place, by broker: only its own timer ends it (faults.slow_disk).
         self.slow_disks: dict[int, object] = {}
+        # Likewise each pause, full disk and store cut in place: only its own timer ends it.
+        self.pause_ends: dict[int, object] = {}
+        self.disk_full_ends: dict[int, object] = {}
+        self.store_cut_ends: dict[int, object] = {}
         self._armed: list[Step] = []
         self._deleting: set[str] = set()
         self._dirty: dict[tuple[int, TopicPartition], None] = {}
@@ -564,36 +568,41 @@ class World:
         prm = dict(step.params)
         a = step.action
         c = self.cluster
+        # A fault step the world refuses (its broker died meanwhile, say) is recorded as
+        # skipped, as above; one landing on a pause, full disk or store cut the chaos
+        # planner put in place replaces it and lasts the step's own duration.
+        applied = True
         if a == "crash":
-            faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False),
-                         prm.get("lose_in_flight", True))
+            applied = faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False),
+                                   prm.get("lose_in_flight", True))
         elif a == "crash_together":
             for crash in prm["crashes"]:
                 faults.crash(self, crash["broker"], crash.get("lose_unflushed", False), crash.get("torn", False),
                              crash.get("lose_in_flight", True))
         elif a == "restart":
-            faults.restart(self, target)
+            applied = faults.restart(self, target)
         elif a == "controlled_shutdown":
-            faults.controlled_shutdown(self, target)
+            applied = faults.controlled_shutdown(self, target)
         elif a == "pause":
-            faults.pause(self, target, prm["duration_ms"])
+            applied = faults.pause(self, target, prm["duration_ms"], replace=True)
         elif a == "slow_disk":
             faults.slow_disk(self, target, prm.get("delay_ms", 50), prm["duration_ms"])
         elif a == "disk_full":
-            faults.disk_full(self, target, prm["duration_ms"])
+            applied = faults.disk_full(self, target, prm["duration_ms"], replace=True)
         elif a == "kill_controller":
             cid = c.controller_id
-            if faults.kill_controller(self, prm.get("lose_unflushed", False)) and step.bind:
+            applied = faults.kill_controller(self, prm.get("lose_unflushed", False))
+            if applied and step.bind:
                 self.bound[step.bind] = cid
         elif a == "expire_session":
-            faults.expire_session(self, target)
+            applied = faults.expire_session(self, target)
         elif a == "isolate":
             others = [b for b in c.brokers if b != target]
             faults.partition(self, [[target], others], prm["duration_ms"])
         elif a == "partition":
             faults.partition(self, prm["groups"], prm["duration_ms"])
         elif a == "cut_store":
-            faults.cut_store(self, target, prm["duration_ms"])
+            applied = faults.cut_store(self, target, prm["duration_ms"], replace=True)
         elif a == "reassign":
             self.record("reassign", None, f"{prm['topic']}-{prm['partition']}", replicas=prm["replicas"])
             self._admin(c.reassign, prm["topic"], prm["partition"], prm["replicas"], wait=False)
@@ -606,6 +615,8 @@ class World:
             self._delete_topic(prm["topic"])
         else:
             raise ValueError(f"unknown step action {a!r}")
+        if not applied:
+            self.record("step_skipped", None, action=a, target=str(step.target), reason="refused by the world")
 
     def _delete_topic(self, topic: str) -> None:
         # Its history ends here; replicas still being deleted are no longer judged.
