@@ -810,3 +810,174 @@ def test_a_read_from_a_deposed_leader_of_what_a_power_loss_superseded_is_that_lo
     append(later, [b"b"], 2)
     c.observe(3, "t-0", later, None)
     assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+
+
+# ---- rules only a planted checker bug showed untested (engine-audit.md, ninth review) ----
+
+
+def test_an_ack_for_another_batch_than_the_committed_one_at_its_offset_is_a_loss(make):
+    """The producer is told its batch is at an offset where the committed log holds a
+    different one: that write is already lost, whenever the ack arrives."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0)
+    base, last, crc = append(leader, [b"committed"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.on_ack("t-0", base, last, crc, -1, 2, leader=1)  # the committed batch itself: fine
+    assert c.violation is None
+    _, _, other = append(make("o", Role.LEADER, 0), [b"acked-elsewhere"], 0)
+    c.on_ack("t-0", base, last, other, -1, 2, leader=1)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "another batch" in v.message
+
+
+def test_a_deposed_leaders_ack_is_judged_by_the_elections_after_the_epoch_it_last_led(make):
+    """Broker 1 led epoch 0, lost it to an unclean election (epoch 1), led again cleanly
+    (epoch 2) and was deposed by a clean election (epoch 3).  Its ack as epoch 2's zombie
+    is not excused by the unclean election that ended its first leadership: after a clean
+    one its ISR shrink is fenced, so the ack is a finding once the new leader commits
+    another batch there."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 0, isr=(1,))
+    append(first, [b"a"], 0)
+    c.observe(1, "t-0", first, None)
+    two = make("two", Role.LEADER, 1, isr=(2, 1))
+    c.observe(2, "t-0", two, None)                    # unclean, empty: a superseded from 0
+    append(two, [b"b"], 1)
+    c.observe(2, "t-0", two, None)
+    again = make("again", Role.LEADER, 2, isr=(1, 2))
+    append(again, [b"b"], 1)
+    c.observe(1, "t-0", again, None)                  # epoch 2: clean, b kept
+    two.leader_epoch, two.isr = 3, (2, 1)
+    c.observe(2, "t-0", two, None)                    # epoch 3: clean again
+    assert c.violation is None and c.unclean_elections == 1
+    base, last, crc = append(again, [b"zombie"], 2)
+    c.on_ack("t-0", base, last, crc, -1, 2, leader=1)
+    assert not c.losses
+    append(two, [b"x"], 3)
+    c.observe(2, "t-0", two, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "offset 1" in v.message
+
+
+def test_a_follower_that_truncated_below_what_it_had_verified_is_judged_again_there(make):
+    """The checker reads only what is new in a replica; a truncation below what it had
+    verified (here of committed offsets, as a broken truncation would) makes the offsets
+    new again, and what the follower fetches there is judged."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    for r in (leader, follower):
+        append(r, [b"a"], 0)
+        append(r, [b"b"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None
+    follower.log.truncate_to(1)
+    c.on_truncate(2, "t-0", 1)
+    append(follower, [b"X"], 0)                       # a committed offset, fetched again otherwise
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "offset 1" in v.message
+
+
+def test_a_deposed_leaders_log_start_does_not_excuse_what_followers_hold_below_it(make):
+    """Only a current leader's log start marks history as expired: a deposed leader's
+    retention is its own, and a follower is still judged above the current leader's."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0)
+    for value in (b"a", b"b"):
+        append(old, [value], 0)
+    c.observe(1, "t-0", old, None)
+    new = make("new", Role.LEADER, 1, isr=(2, 3))
+    for value in (b"a", b"b"):
+        append(new, [value], 0)
+    c.observe(2, "t-0", new, None)                    # clean: 2 was in the ISR
+    assert old.log.maybe_increment_log_start_offset(1)
+    c.observe(1, "t-0", old, None)                    # the deposed leader, not yet told
+    follower = make("f", Role.FOLLOWER, 1, isr=(2, 3))
+    append(follower, [b"X"], 0)
+    append(follower, [b"b"], 0)
+    c.observe(3, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "offset 0" in v.message
+
+
+def test_a_batch_straddling_the_hw_is_not_committed(make):
+    """A leader's HW inside a batch: the batch is not committed, and a clean successor
+    without it may commit another batch at its offsets."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0)
+    append(old, [b"a"], 0)
+    append(old, [b"b0", b"b1"], 0, commit=False)
+    old.log.update_high_watermark(2)                  # inside the batch [1, 2]
+    c.observe(1, "t-0", old, None)
+    new = make("new", Role.LEADER, 1)
+    append(new, [b"a"], 0)
+    append(new, [b"c"], 1)
+    c.observe(2, "t-0", new, None)
+    assert c.violation is None, c.violation.describe()
+    assert c.models["t-0"].canon_end == 2 and not c.losses
+
+
+def test_after_convergence_a_follower_must_hold_the_leaders_bytes_not_only_its_offsets(make):
+    """The final check compares whole logs, uncommitted tails too (after convergence
+    HW = LEO): the same batch boundaries with other records are a divergence."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    append(leader, [b"a"], 0)
+    c.observe(1, "t-0", leader, None)
+    for r, value in ((leader, b"b"), (follower, b"a"), (follower, b"B")):
+        append(r, [value], 0)
+    c.final_check("t-0", {1: leader, 2: leader})      # the leader against itself: nothing
+    assert c.violation is None
+    c.final_check("t-0", {1: leader, 2: follower})
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
+    assert "after convergence" in v.message
+
+
+def test_after_convergence_a_leader_missing_a_committed_batch_is_found(make):
+    """A committed batch the converged leader no longer holds at all (not only one it
+    holds differently) is a loss, here of a record a consumer read."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0)
+    append(leader, [b"a"], 0)
+    base, last, crc = append(leader, [b"b"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.on_consume("t-0", [(base, last, 0, crc)], leader.log.high_watermark, 1)
+    leader.log.truncate_to(1)                         # the converged leader no longer has b
+    c.final_check("t-0", {1: leader})
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED
+    assert "lost a committed batch" in v.message and "offset 1" in v.message
+
+
+def test_the_first_violation_is_kept_and_later_ones_are_not_recorded():
+    """The run stops at its first violation; a check that fails after it (a callback of
+    the same simulator event, before the world stops) neither replaces nor adds one."""
+    c = Checker(History())
+    c.on_controller_epoch(3)
+    c.on_controller_epoch(2)
+    c.on_consume("t-0", [(1, 1, 0, 8)], high_watermark=1, leader=1)
+    assert c.violation.invariant is Invariant.CONTROLLER_EPOCH and c.violation.tp is None
+    assert c.history.counts["violation"] == 1
+
+
+def test_a_replica_on_an_unclean_elections_epoch_is_judged_by_that_epochs_history(make):
+    """What an unclean election superseded is excused only on the epochs before it: a
+    replica told of that election's epoch (if not yet of a newer one) must hold the new
+    leader's history there."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    two = make("two", Role.LEADER, 1, isr=(2, 3))
+    c.observe(2, "t-0", two, None)                    # unclean, empty: superseded from 0
+    append(two, [b"X"], 1)
+    c.observe(2, "t-0", two, None)
+    two.leader_epoch = 2
+    c.observe(2, "t-0", two, None)                    # a clean epoch after it
+    assert c.violation is None and c.unclean_elections == 1
+    old.role, old.leader_epoch = Role.FOLLOWER, 1     # told of epoch 1, but it kept a
+    c.observe(1, "t-0", old, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "offset 0" in v.message
