@@ -553,3 +553,30 @@ def test_liveness_requires_the_stores_leader_to_lead(tmp_path, monkeypatch):
     r = World(sc, 1).run()
     assert not r.converged and r.violation.invariant is Invariant.LIVENESS
     assert "leader 1 (epoch 2) is not leading it" in r.violation.message
+
+
+def test_replicas_each_at_hw_equal_to_leo_but_at_different_offsets_are_not_converged():
+    """A follower its leader still counts at an older, longer LEO (a broker back from a
+    power loss before its session expired) shows HW = LEO on its own, with the store's
+    ISR full: each replica looks settled, yet they disagree.  The liveness phase must
+    wait for it, not hand unequal logs to the final check."""
+    sc = replace(scenarios.load("seed003-broker-killed"), steps=(), until_ms=1500)
+    world = World(sc, 1)
+    try:
+        world._build()
+        world._start_workload()
+        world._step_until(sc.until_ms)
+        for c in (*world.producers, *world.consumers):
+            c.stop()
+        assert world._step_until(world.now_ms() + 10_000, world._converged)
+        tp, (state, replicas) = next((tp, s) for tp, s in sorted(world._partition_states().items())
+                                     if world.cluster.brokers[s[0].leader].replica_manager
+                                     .partitions[tp].log_end_offset > 0)
+        follower = next(b for b in replicas if b != state.leader)
+        p = world.cluster.brokers[follower].replica_manager.partitions[tp]
+        p.truncate_to(0)                              # what the power loss took
+        assert p.high_watermark == p.log_end_offset == 0
+        gap = world._convergence_gap()
+        assert gap is not None and gap.startswith(f"{tp.topic}-{tp.partition} replicas disagree on HW/LEO"), gap
+    finally:
+        world.close()
