@@ -587,6 +587,74 @@ def test_power_loss_of_the_elected_replica_is_counted_and_the_deposed_leader_sta
     assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
 
 
+@pytest.mark.parametrize("lost_by, verdict", [(2, "counted"), (3, "violation")])
+def test_only_the_elected_replicas_own_power_loss_excuses_what_it_lacks(make, lost_by, verdict):
+    # Broker 2 is elected cleanly with an empty log.  Its own power loss explains that and
+    # is a counted loss; broker 3's power loss explains nothing about broker 2's log.
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    c.on_power_loss(lost_by, "t-0", 0)
+    c.observe(2, "t-0", make("new", Role.LEADER, 1, isr=(2,)), None)
+    if verdict == "counted":
+        assert c.violation is None and [loss.cause for loss in c.losses] == ["power-loss"]
+    else:
+        assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+        assert not c.losses
+
+
+def test_a_batch_is_judged_by_its_crc_not_the_leader_epoch_its_header_carries(make):
+    # The partition leader epoch sits before the CRC'd part of a v2 batch header: the same
+    # records written under another epoch (a producer's retry landing where it was before,
+    # a follower that copied them under a newer leader) are the same batch.
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 3)
+    committed = append(leader, [b"a", b"b"], 0)
+    copied = append(follower, [b"a", b"b"], 3)
+    assert copied == committed  # base, last and CRC agree
+    assert read_fingerprints(follower.log, 0, 2)[0][2] == 3  # the header's epoch does not
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None and c.views[(2, "t-0")].verified == 2
+
+
+@pytest.mark.parametrize("seen, invariant", [
+    ("acked", Invariant.ACKED_WRITE_LOST),
+    ("consumed", Invariant.CONSUMED_RECORD_VANISHED),
+    ("neither", Invariant.REPLICA_DIVERGENCE),
+])
+def test_a_leader_diverging_below_its_hw_is_judged_by_what_was_promised_there(make, seen, invariant):
+    # The same leader, seen again at its epoch, now holds another batch at a committed
+    # offset: an acked write lost (1) if that batch was acknowledged, a consumed record
+    # vanished (2) if it was only read, else a plain divergence (3).
+    c = Checker(History())
+    first = make("first", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(first, [b"committed"], 0)
+    c.observe(1, "t-0", first, None)
+    if seen == "acked":
+        c.on_ack("t-0", base, last, crc, -1, 1)
+    elif seen == "consumed":
+        c.on_consume("t-0", [(base, last, 0, crc)], high_watermark=last + 1, leader=1)
+    again = make("again", Role.LEADER, 0, isr=(1,))
+    append(again, [b"something else"], 0)
+    c.observe(1, "t-0", again, None)
+    assert c.violation is not None and c.violation.invariant is invariant
+    assert "leader 1 below its HW at offset 0" in c.violation.message
+
+
+def test_a_replica_on_an_old_epoch_is_excused_from_the_lowest_offset_later_elections_replaced():
+    from kreplica.sim.checker import PartitionModel
+
+    m = PartitionModel()
+    m.superseded.extend([(3, 40, "power-loss"), (5, 100, "unclean-election")])
+    assert m.superseded_for(2) == (40, "power-loss")  # both elections came later: the lower
+    assert m.superseded_for(4) == (100, "unclean-election")  # only epoch 5's
+    assert m.superseded_for(5) is None
+    assert m.superseded_for(2, unclean_only=True) == (100, "unclean-election")
+
+
 def test_two_leaders_in_one_epoch(make):
     c = Checker(History())
     c.observe(1, "t-0", make("a", Role.LEADER, 3), None)
