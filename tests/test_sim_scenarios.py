@@ -231,6 +231,31 @@ def test_a_full_disk_freed_by_a_crash_is_not_ended_early_by_its_old_timer():
     assert [e.time_ms for e in world.history.events if e.kind == "disk_freed"] == [fulls[1] + 3000]
 
 
+@pytest.mark.parametrize("max_down", [1, 2])
+@pytest.mark.parametrize("crash_rate, cascade", [(120.0, 0.5), (6.0, 1.0)], ids=["crashes", "cascades"])
+def test_the_chaos_planner_never_has_more_than_max_down_brokers_down(max_down, crash_rate, cascade):
+    # Crashes only, drawn far more often than brokers come back, or rarely but with every
+    # new leader failing right after its election: the number down at once reaches
+    # max_down and never passes it.
+    from kreplica.sim.faults import FaultRates
+
+    quiet = dict.fromkeys(("controlled_shutdown", "pause", "slow_disk", "kill_controller", "expire_session",
+                           "partition", "cut_store"), 0.0)
+    sc = replace(BASE, brokers=5, until_ms=20_000, chaos=FaultRates(
+        **quiet, crash=crash_rate, max_down=max_down, downtime_ms_max=3000, cascade=cascade, cascade_ms_max=40))
+    world = World(sc, 3)
+    assert world.run().ok
+    down: set[int] = set()
+    most = 0
+    for e in world.history.events:
+        if e.kind == "crash":
+            down.add(e.broker)
+        elif e.kind == "restart":
+            down.discard(e.broker)
+        most = max(most, len(down))
+    assert most == max_down
+
+
 def test_no_scripted_fault_fires_once_the_liveness_phase_has_begun():
     # kip101-divergence crashes brokers 2 and 3 at about 2.1 s; with --until 2000 those steps
     # come due during the liveness phase, which must heal everything and stop faults.
