@@ -547,3 +547,164 @@ def test_leader_checks_want_the_count_to_match_the_offset_range():
     assert res.count == 0 and res.error.startswith("bad header at position 0: record count 3")
     assert [r.offset for r in decode_records(buf)] == [0, 1, 2]
     assert next(decode_batches(buf)).valid()
+
+
+# ---- hand-built batches: fields the encoder never writes wrong, written wrong on purpose
+
+def _varint(n):
+    """Kafka's varint by hand: zigzag to unsigned, then 7 bits a byte, low group first."""
+    z = ((n << 1) ^ (n >> 63)) & (2**64 - 1)
+    out = bytearray()
+    while z >= 0x80:
+        out.append(z & 0x7F | 0x80)
+        z >>= 7
+    return bytes(out + bytes([z]))
+
+
+def _field(b):
+    return _varint(-1) if b is None else _varint(len(b)) + b
+
+
+def _raw_record(offset_delta, ts_delta=0, value=b"v", headers=(), body=None):
+    """One record (its length varint first); ``headers`` are (raw key bytes, value) pairs."""
+    if body is None:
+        body = (b"\x00" + _varint(ts_delta) + _varint(offset_delta) + _field(None) + _field(value)
+                + _varint(len(headers)) + b"".join(_field(k) + _field(v) for k, v in headers))
+    return _varint(len(body)) + body
+
+
+def _raw_batch(pieces, count=None, last_offset_delta=None, base_timestamp=0, max_timestamp=0,
+               attributes=0):
+    """A v2 batch around these record bytes, its CRC right whatever they say."""
+    run = b"".join(pieces)
+    n = len(pieces) if count is None else count
+    lod = n - 1 if last_offset_delta is None else last_offset_delta
+    b = bytearray(HEADER.pack(0, HEADER_SIZE - 12 + len(run), 0, 2, 0, attributes, lod,
+                              base_timestamp, max_timestamp, -1, -1, -1, n) + run)
+    struct.pack_into(">I", b, 17, crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+def test_the_hand_built_batches_are_the_encoders_bytes():
+    assert _raw_batch([_raw_record(0, value=b"a"), _raw_record(1, value=b"b", headers=[(b"h", None)])],
+                      base_timestamp=5, max_timestamp=5) == \
+        encode_batch([b"a", (None, b"b", [("h", None)])], leader_epoch=0, timestamp_ms=5)
+    assert _varint(-1) == b"\x01" and _varint(63) == b"\x7e" and _varint(64) == b"\x80\x01"
+
+
+@pytest.mark.parametrize("body", [
+    # offsetDelta 0 spelled in six bytes: an int32 varint takes at most five
+    b"\x00\x00" + b"\x80\x80\x80\x80\x80\x00" + _field(None) + _field(b"v") + b"\x00",
+    # timestampDelta 0 spelled in eleven bytes: an int64 varint takes at most ten
+    b"\x00" + b"\x80" * 10 + b"\x00" + b"\x00" + _field(None) + _field(b"v") + b"\x00",
+], ids=["varint", "varlong"])
+def test_an_overlong_varint_is_a_bad_record(body):
+    buf = _raw_batch([_raw_record(0, body=body)])
+    assert scan_batches(buf, check_records=True).error == "bad record 0 in the batch at position 0"
+    assert not next(decode_batches(buf)).valid()
+    with pytest.raises(errors.InvalidRecord, match="bad record 0"):
+        decode_records(buf)
+
+
+@pytest.mark.parametrize("record, header", [(0, 1), (1, 0), (2, 2)])
+def test_the_leader_checks_every_header_key_of_every_record(record, header):
+    keys = [[b"a", b"b", b"c"] for _ in range(3)]
+    keys[record][header] = b"\xff"
+    buf = _raw_batch([_raw_record(i, headers=[(k, b"h") for k in ks]) for i, ks in enumerate(keys)])
+    assert scan_batches(buf, check_records=True).error == (
+        f"header key of record {record} is not UTF-8 in the batch at position 0")
+    assert not next(decode_batches(buf)).valid()
+    with pytest.raises(errors.InvalidRecord, match="not UTF-8"):
+        decode_records(buf)
+
+
+def test_bytes_after_the_last_record_are_refused_by_the_leader_and_the_decoder():
+    buf = _raw_batch([_raw_record(0), _raw_record(1), b"\x00\x00"], count=2)
+    assert scan_batches(buf).error is None  # the framing and the CRC are fine
+    assert scan_batches(buf, check_records=True).error == "bad record 2 in the batch at position 0"
+    assert not next(decode_batches(buf)).valid()
+    with pytest.raises(errors.InvalidRecord, match="2 bytes after the last record of the batch at position 0"):
+        decode_records(buf)
+
+
+def test_an_offset_delta_past_the_last_offset_delta_is_refused():
+    # A compacted batch may skip deltas (0, 2 of 0..2), never go past lastOffsetDelta.
+    assert [r.offset for r in decode_records(_raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=2))] == [0, 2]
+    buf = _raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=1)
+    with pytest.raises(errors.InvalidRecord, match="bad record 1 in the batch at position 0"):
+        decode_records(buf)
+    assert not next(decode_batches(buf)).valid()
+    assert scan_batches(buf, check_records=True).error == "bad record 1 in the batch at position 0"
+
+
+def test_the_leaders_max_timestamp_is_the_records_own_even_below_the_base_timestamp():
+    # The header's baseTimestamp (1000) is above every record: deltas -100 and -50.
+    buf = _raw_batch([_raw_record(0, ts_delta=-100), _raw_record(1, ts_delta=-50)],
+                     base_timestamp=1000, max_timestamp=1000)
+    assert [r.timestamp for r in decode_records(buf)] == [900, 950]
+    assert scan_batches(buf).max_timestamps.tolist() == [1000]  # the header's, unchecked
+    assert scan_batches(buf, check_records=True).max_timestamps.tolist() == [950]
+
+
+def test_a_negative_last_offset_delta_is_a_bad_header():
+    buf = bytearray(encode_batch([b"a"], base_offset=10, timestamp_ms=1))
+    struct.pack_into(">i", buf, 23, -1)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    res = scan_batches(buf)
+    assert (res.count, res.error) == (0, "bad header at position 0: record count 1, batch length or last offset delta -1")
+    with pytest.raises(errors.CorruptMessage, match="bad header at position 0"):
+        decode_records(buf)
+    with pytest.raises(errors.CorruptMessage, match="bad header at position 0"):
+        list(decode_batches(buf))
+
+
+def test_a_header_whose_offset_and_length_were_zeroed_is_corrupt_not_zero_fill():
+    # Zero fill is a whole header of zeros; here magic, CRC and the rest are still there.
+    buf = bytearray(three_batches())
+    second = int(scan_batches(buf).positions[1])
+    buf[second:second + 12] = bytes(12)
+    res = scan_batches(buf)
+    assert (res.count, res.error) == (1, f"bad batch length 0 at position {second}")
+    with pytest.raises(errors.CorruptMessage, match=f"bad batch length 0 at position {second}"):
+        decode_records(buf)
+
+
+def test_a_partial_trailing_batch_is_refused_not_dropped():
+    buf = three_batches()
+    res = scan_batches(buf)
+    last, size = int(res.positions[2]), int(res.sizes[2])
+    torn = f"torn batch at position {last}: needs {size} bytes, {size - 1} available"
+    assert scan_batches(buf[:-1]).error == torn
+    with pytest.raises(errors.CorruptMessage, match=torn):
+        decode_records(buf[:-1])
+    with pytest.raises(errors.CorruptMessage, match=torn):
+        list(decode_batches(buf[:-1]))
+
+
+def test_the_crc_of_a_gzip_batch_is_checked_like_any_other():
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
+    for i in range(20):
+        builder.append(i, 1000 + i, None, b"payload" * 10, [])
+    buf = bytearray(builder.build())
+    buf[-12] ^= 0x40  # inside the compressed records (before gzip's own CRC and size)
+    res = scan_batches(buf)
+    assert res.count == 0 and res.error.startswith("crc mismatch at position 0")
+    with pytest.raises(errors.CorruptMessage, match="crc mismatch at position 0"):
+        decode_records(buf)
+    assert not next(decode_batches(buf)).valid()
+
+
+def test_a_leader_takes_transactional_batches_and_refuses_any_control_batch():
+    # The transactional bit (0x10) is a producer's to set; the control bit (0x20) is not,
+    # with or without the transactional one.
+    txn = encode_batch([b"a", b"b"], attributes=0x10, producer_id=7, producer_epoch=0,
+                       base_sequence=0, timestamp_ms=5)
+    assert scan_batches(txn, check_records=True).error is None
+    for attributes in (0x20, 0x30):
+        control = encode_batch([(b"\x00\x00\x00\x00", b"\x00" * 6)], attributes=attributes,
+                               producer_id=7, producer_epoch=0, timestamp_ms=5)
+        assert scan_batches(control).error is None
+        assert scan_batches(control, check_records=True).error == (
+            "control batch at position 0: clients may not write control records")
