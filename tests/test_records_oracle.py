@@ -6,12 +6,13 @@ data is evidence that we write and read the real format.
 """
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from kreplica.records import decode_batches, decode_records, encode_batch, scan_batches
+from kreplica.records import crc32c, decode_batches, decode_records, encode_batch, scan_batches
 
 keys = st.none() | st.binary(max_size=50)
 values = st.none() | st.binary(max_size=400)
@@ -150,3 +151,37 @@ def test_kafka_python_reads_our_log_segments_and_we_read_its_batches(runs, epoch
         log.close()
         assert _kafka_read_dir(f"{tmp}/t-0") == expected
         assert ours == expected
+
+
+# ---- the header fields the codec does not interpret: producer state and attribute bits
+
+@settings(max_examples=100, deadline=None)
+@given(records, st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1), st.integers(0, 2**31 - 1),
+       st.booleans())
+def test_producer_state_and_the_transactional_bit_match_kafka_python(items, pid, pepoch, seq, txn):
+    builder = DefaultRecordBatchBuilder(2, 0, txn, pid, pepoch, seq, 1 << 30)
+    for i, (k, v, h, ts) in enumerate(items):
+        assert builder.append(i, ts, k, v, h) is not None
+    theirs = bytes(builder.build())
+    ours = encode_batch(items, base_offset=0, leader_epoch=0, attributes=0x10 if txn else 0,
+                        producer_id=pid, producer_epoch=pepoch, base_sequence=seq)
+    assert ours == theirs
+    (batch,) = list(decode_batches(theirs))
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (pid, pepoch, seq)
+    assert (batch.is_transactional, batch.is_control) == (txn, False)
+
+
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+@pytest.mark.parametrize("attributes", [0, 1, 2, 3, 4, 0x08, 0x10, 0x20, 0x30, 0x0C, 0x1B, 0x2C, 0x3C])
+def test_attribute_bits_read_as_kafka_python_reads_them(attributes):
+    buf = bytearray(encode_batch([b"x"], timestamp_ms=1))
+    struct.pack_into(">h", buf, 21, attributes)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    theirs = DefaultRecordBatch(bytes(buf))
+    (ours,) = list(decode_batches(buf))
+    assert ours.compression == CODEC_NAMES[theirs.compression_type]
+    assert ours.timestamp_type == theirs.timestamp_type
+    assert ours.is_transactional == theirs.is_transactional
+    assert ours.is_control == theirs.is_control_batch
