@@ -1,4 +1,5 @@
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -224,6 +225,22 @@ def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(t
     with pytest.raises((errors.InvalidRecord, errors.CorruptMessage)):
         log.append_batches_as_leader(bytes(_resign(garbled)), leader_epoch=0)
     assert log.log_end_offset == 20
+    log.close()
+
+
+@pytest.mark.parametrize("damage", [
+    lambda b: b.__setitem__(slice(80, 90), bytes(10)),  # inside the compressed records
+    # one record fewer in the header (count and lastOffsetDelta agree): the records are fine
+    lambda b: struct.pack_into(">i", b, 23, 18) or struct.pack_into(">i", b, 57, 19),
+], ids=["payload", "count"])
+def test_a_gzip_batch_whose_crc_fails_is_a_corrupt_message_whatever_its_records(tmp_path, damage):
+    # The CRC speaks before the records are decompressed and checked, as for any batch.
+    log = Log.open(tmp_path / "t-0")
+    bad = _gzip_batch()
+    damage(bad)  # and not re-signed
+    with pytest.raises(errors.CorruptMessage, match="crc mismatch at position 0"):
+        log.append_batches_as_leader(bytes(bad), leader_epoch=0)
+    assert log.log_end_offset == 0
     log.close()
 
 
