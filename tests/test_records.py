@@ -592,6 +592,23 @@ def test_the_hand_built_batches_are_the_encoders_bytes():
     assert _varint(-1) == b"\x01" and _varint(63) == b"\x7e" and _varint(64) == b"\x80\x01"
 
 
+@pytest.mark.parametrize("n", [63, 64, 8191, 8192])
+def test_a_length_at_a_varint_width_boundary_encodes_as_kafka_spells_it(n):
+    # 63 and 8191 are the longest values whose zigzag varint takes one and two bytes.
+    assert encode_batch([b"x" * n], leader_epoch=0, timestamp_ms=0) == \
+        _raw_batch([_raw_record(0, value=b"x" * n)])
+    assert batch_size([b"x" * n], 0) == len(_raw_batch([_raw_record(0, value=b"x" * n)]))
+
+
+def test_a_batch_of_records_of_the_least_size_frames():
+    # Null key and value, no headers, deltas below 64: seven bytes a record, the least the
+    # header check allows for its record count.
+    buf = encode_batch([None] * 3, timestamp_ms=1)
+    assert len(buf) == HEADER_SIZE + 3 * 7
+    assert scan_batches(buf, check_records=True).error is None
+    assert [r.value for r in decode_records(buf)] == [None] * 3
+
+
 @pytest.mark.parametrize("body", [
     # offsetDelta 0 spelled in six bytes: an int32 varint takes at most five
     b"\x00\x00" + b"\x80\x80\x80\x80\x80\x00" + _field(None) + _field(b"v") + b"\x00",
