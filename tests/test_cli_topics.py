@@ -110,6 +110,97 @@ def test_bad_replicas_are_explained_before_connecting(capsys):
     assert capsys.readouterr().err == "Error: --replicas '1001,x': expected broker ids, e.g. 1001,1002\n"
 
 
+# The twelfth review (docs/engine-audit.md, DT..): what --describe prints, and what
+# --create and reassign write, checked on an in-memory store, no ZooKeeper needed.
+SEED003_AFTER_1001_STOPPED = (  # seed 003's second picture, 1001 stopped by a controlled shutdown
+    "Topic:bar\tPartitionCount:3\tReplicationFactor:3\tConfigs:\n"
+    "\tTopic: bar\tPartition: 0\tLeader: 1003\tReplicas: 1001,1003,1002\tIsr: 1003,1002\n"
+    "\tTopic: bar\tPartition: 1\tLeader: 1002\tReplicas: 1002,1001,1003\tIsr: 1002,1003\n"
+    "\tTopic: bar\tPartition: 2\tLeader: 1003\tReplicas: 1003,1002,1001\tIsr: 1003,1002\n")
+
+
+@pytest.fixture
+def seed003_store(monkeypatch):
+    """A MemoryStore holding seed 003's topic bar after 1001's controlled shutdown (ISRs
+    shrunk and out of replica order), brokers 1001-1003 registered; `kreplica topics`
+    and `kreplica reassign` run against it.  Returns a function opening a fresh client,
+    to read what a command (which closes its session) wrote."""
+    from kreplica.meta import KafkaZkClient, MemoryStore
+    from kreplica.protocol import LeaderAndIsr
+    from kreplica.runtime import SimScheduler
+    from kreplica.tools import topics
+
+    scheduler = SimScheduler(0)
+    store = MemoryStore(scheduler)
+    client = KafkaZkClient(store.session("test"), scheduler)
+    for b in (1001, 1002, 1003):
+        client.register_broker(b)
+    client.create_topic("bar", {0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001]})
+    client.create_partition_states({
+        TopicPartition("bar", 0): LeaderAndIsr(1003, 1, (1003, 1002)),
+        TopicPartition("bar", 1): LeaderAndIsr(1002, 0, (1002, 1003)),
+        TopicPartition("bar", 2): LeaderAndIsr(1003, 0, (1003, 1002))})
+    monkeypatch.setattr(topics, "open_client", lambda connect: (client, store))
+    return lambda: KafkaZkClient(store.session("check"), scheduler)
+
+
+def test_describe_prints_seed003s_picture_replicas_and_isr_as_stored(seed003_store, capsys):
+    # Replicas and Isr in stored order (not sorted), Replicas before Isr, and the
+    # replication factor from the replicas, not from the shrunk ISR.
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "bar"]) == 0
+    assert capsys.readouterr().out == SEED003_AFTER_1001_STOPPED
+
+
+def test_describe_without_topic_describes_every_topic_in_name_order(memory_client, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--describe"]) == 0
+    heads = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("Topic:")]
+    assert heads == ["Topic:bar", "Topic:bar2", "Topic:foo"]
+
+
+def test_describe_header_lists_configs_sorted_by_key():
+    from kreplica.describe import PartitionDescription, TopicDescription, format_describe
+
+    d = TopicDescription("t", (PartitionDescription(0, 1001, (1001,), (1001,), 0),),
+                         {"segment.bytes": "1024", "cleanup.policy": "compact", "retention.ms": "1000"})
+    assert format_describe(d).splitlines()[0] == (
+        "Topic:t\tPartitionCount:1\tReplicationFactor:1\t"
+        "Configs:cleanup.policy=compact,retention.ms=1000,segment.bytes=1024")
+
+
+def test_create_writes_the_replica_assignment_from_partition_0_and_its_configs(seed003_store, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new",
+                 "--replica-assignment", "1001:1002,1002:1001", "--config", "retention.ms=1000"]) == 0
+    assert capsys.readouterr().out == 'Created topic "new".\n'
+    client = seed003_store()
+    assert client.get_topic_assignment("new") == {0: [1001, 1002], 1: [1002, 1001]}
+    assert client.get_topic_config("new") == {"retention.ms": "1000"}
+
+
+def test_a_reassignment_file_is_written_with_each_replica_list_in_its_order(seed003_store, tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "bar", "partition": 0, "replicas": [1002, 1001, 1003]},
+        {"topic": "bar", "partition": 2, "replicas": [1003, 1001]}]}))
+    assert main(["reassign", "--zookeeper", "memory:1", "--reassignment-json-file", str(plan)]) == 0
+    assert capsys.readouterr().out == "Successfully started reassignment of bar-0, bar-2\n"
+    assert seed003_store().get_partition_reassignment() == {
+        TopicPartition("bar", 0): [1002, 1001, 1003], TopicPartition("bar", 2): [1003, 1001]}
+
+
+def test_replicas_move_the_partition_named_in_the_order_given(seed003_store, capsys):
+    # The first replica is the preferred leader: the order is the point.
+    assert main(["reassign", "--zookeeper", "memory:1", "--topic", "bar", "--partition", "1",
+                 "--replicas", "1003,1001,1002"]) == 0
+    assert capsys.readouterr().out == "Successfully started reassignment of bar-1\n"
+    assert seed003_store().get_partition_reassignment() == {TopicPartition("bar", 1): [1003, 1001, 1002]}
+
+
+def test_preferred_election_names_every_partition_of_the_topic(seed003_store, capsys):
+    assert main(["reassign", "--zookeeper", "memory:1", "--preferred-election", "--topic", "bar"]) == 0
+    assert capsys.readouterr().out == "Started preferred replica election for bar.\n"
+    assert seed003_store().get_preferred_replica_election() == {TopicPartition("bar", p) for p in range(3)}
+
+
 @pytest.fixture
 def zk_cluster(request, tmp_path):
     server = request.getfixturevalue("zk_server")
