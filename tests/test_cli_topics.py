@@ -93,6 +93,12 @@ def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
     ('[{"topic":"bar"}]', 'expected {"version": 1, "partitions": [...]}'),
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":"1001"}]}', 'partitions[0]: expected'),
     ('{"partitions":[{"topic":"bar","partition":"x","replicas":[1001]}]}', 'partitions[0]: expected'),
+    # Not truncated into another partition or broker (the twelfth review's bug).
+    ('{"partitions":[{"topic":"bar","partition":1.5,"replicas":[1001]}]}', 'partitions[0]: expected'),
+    ('{"partitions":[{"topic":"bar","partition":"1","replicas":[1001]}]}', 'partitions[0]: expected'),
+    ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1002.9,1001]}]}', 'partitions[0]: expected'),
+    ('{"partitions":[{"topic":"bar","partition":true,"replicas":[1001]}]}', 'partitions[0]: expected'),
+    ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001,true]}]}', 'partitions[0]: expected'),
     ("not json", "not JSON: Expecting value"),
 ])
 def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_path, content, message, capsys):

@@ -67,9 +67,12 @@ def _plan_file(path: str) -> dict[Any, list[int]]:
     plan = {}
     for i, e in enumerate(entries):
         try:
-            if not isinstance(e["topic"], str) or not isinstance(e["replicas"], list):
+            # JSON integers only: int() would take 1.5 as 1, true as 1 and "2" as 2, moving
+            # a partition or a broker the file does not name.
+            ints = [e["partition"], *e["replicas"]] if isinstance(e["replicas"], list) else None
+            if not isinstance(e["topic"], str) or ints is None or any(type(v) is not int for v in ints):
                 raise TypeError
-            plan[TopicPartition(e["topic"], int(e["partition"]))] = [int(r) for r in e["replicas"]]
+            plan[TopicPartition(e["topic"], e["partition"])] = list(e["replicas"])
         except (KeyError, TypeError, ValueError):
             raise ValueError(f'{path}: partitions[{i}]: expected {{"topic": NAME, "partition": N, '
                              f'"replicas": [BROKER, ...]}}, got {json.dumps(e)}') from None
