@@ -320,3 +320,14 @@ def test_alter_changes_a_running_topics_config(zk_cluster, capsys):
     assert "unknown config key 'acks'" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--alter needs --config"):
         main(["topics", "--zookeeper", c.connect, "--alter", "--topic", "bar"])
+
+
+@pytest.mark.parametrize("pending, shown", [
+    ({}, "none"),
+    ({TopicPartition("bar", 1): [1003, 1001, 1002]}, "bar-1 -> [1003, 1001, 1002]"),
+])
+def test_verify_shows_the_reassignment_in_progress_or_none(seed003_store, pending, shown, capsys):
+    if pending:
+        seed003_store().create_partition_reassignment(pending)
+    assert main(["reassign", "--zookeeper", "memory:1", "--verify"]) == 0
+    assert capsys.readouterr().out == f"Reassignment in progress: {shown}\n"
