@@ -56,13 +56,26 @@ def describe_topic(zk: KafkaZkClient, topic: str) -> TopicDescription:
     return TopicDescription(topic, tuple(parts), zk.get_topic_config(topic))
 
 
-def format_describe(d: TopicDescription) -> str:
-    configs = ",".join(f"{k}={v}" for k, v in sorted(d.config.items()))
-    lines = [f"Topic:{d.topic}\tPartitionCount:{len(d.partitions)}\t"
-             f"ReplicationFactor:{d.replication_factor}\tConfigs:{configs}"]
+def format_describe(d: TopicDescription, under_replicated: bool = False,
+                    unavailable_on: frozenset[int] | None = None) -> str:
+    """Kafka 0.10's layout.  ``under_replicated`` keeps only partitions whose ISR is smaller
+    than their replica list; ``unavailable_on`` (the live brokers) keeps only partitions
+    without a leader or led by a broker not among them.  With either filter the topic's
+    summary line is left out and a partition passing either is printed, as 0.10 does."""
+    lines = []
+    if not under_replicated and unavailable_on is None:
+        configs = ",".join(f"{k}={v}" for k, v in sorted(d.config.items()))
+        lines.append(f"Topic:{d.topic}\tPartitionCount:{len(d.partitions)}\t"
+                     f"ReplicationFactor:{d.replication_factor}\tConfigs:{configs}")
     for p in d.partitions:
+        if under_replicated or unavailable_on is not None:
+            lagging = under_replicated and len(p.isr) < len(p.replicas)
+            leaderless = unavailable_on is not None and (
+                not p.has_state or p.leader == NO_LEADER or p.leader not in unavailable_on)
+            if not (lagging or leaderless):
+                continue
         # 0.10 prints "none" only without a state node; a stored leader of -1 prints as is.
         leader = p.leader if p.has_state else "none"
         lines.append(f"\tTopic: {d.topic}\tPartition: {p.partition}\tLeader: {leader}\t"
                      f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
-    return "\n".join(lines) + "\n"
+    return "".join(line + "\n" for line in lines)

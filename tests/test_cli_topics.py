@@ -331,3 +331,58 @@ def test_verify_shows_the_reassignment_in_progress_or_none(seed003_store, pendin
         seed003_store().create_partition_reassignment(pending)
     assert main(["reassign", "--zookeeper", "memory:1", "--verify"]) == 0
     assert capsys.readouterr().out == f"Reassignment in progress: {shown}\n"
+
+
+@pytest.fixture
+def filter_store(monkeypatch):
+    """bar: p0 led by 1003 (not live) with a shrunk ISR, p1 healthy, p2 leaderless and
+    shrunk; foo healthy; baz just created (no partition state yet).  Live: 1001, 1002."""
+    from kreplica.meta import KafkaZkClient, MemoryStore
+    from kreplica.protocol import LeaderAndIsr
+    from kreplica.runtime import SimScheduler
+    from kreplica.tools import topics
+
+    scheduler = SimScheduler(0)
+    store = MemoryStore(scheduler)
+    client = KafkaZkClient(store.session("test"), scheduler)
+    for b in (1001, 1002):
+        client.register_broker(b)
+    client.create_topic("bar", {0: [1003, 1002, 1001], 1: [1002, 1001, 1003], 2: [1001, 1003, 1002]})
+    client.create_topic("foo", {0: [1001]})
+    client.create_topic("baz", {0: [1002]})
+    client.create_partition_states({
+        TopicPartition("bar", 0): LeaderAndIsr(1003, 2, (1003, 1002)),
+        TopicPartition("bar", 1): LeaderAndIsr(1002, 0, (1002, 1001, 1003)),
+        TopicPartition("bar", 2): LeaderAndIsr(-1, 4, (1003,)),
+        TopicPartition("foo", 0): LeaderAndIsr(1001, 0, (1001,))})
+    monkeypatch.setattr(topics, "open_client", lambda connect: (client, store))
+
+
+BAR0 = "\tTopic: bar\tPartition: 0\tLeader: 1003\tReplicas: 1003,1002,1001\tIsr: 1003,1002"
+BAR2 = "\tTopic: bar\tPartition: 2\tLeader: -1\tReplicas: 1001,1003,1002\tIsr: 1003"
+BAZ0 = "\tTopic: baz\tPartition: 0\tLeader: none\tReplicas: 1002\tIsr: "
+
+
+@pytest.mark.parametrize("flags, lines", [
+    (["--under-replicated-partitions"], [BAR0, BAR2, BAZ0]),  # baz: no ISR stored yet, as 0.10 counts it
+    (["--unavailable-partitions"], [BAR0, BAR2, BAZ0]),  # led by a dead broker, by none, not yet
+    (["--under-replicated-partitions", "--unavailable-partitions"], [BAR0, BAR2, BAZ0]),
+    (["--under-replicated-partitions", "--topic", "foo"], []),
+])
+def test_describe_filters_report_only_the_partitions_in_trouble_without_topic_lines(filter_store, flags,
+                                                                                     lines, capsys):
+    # kafka-topics.sh --describe's two filters (0.10): no summary line per topic, and a
+    # partition is printed when it passes either filter.
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", *flags]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_describe_without_filters_still_prints_every_partition_under_its_topic_line(filter_store, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "bar"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Topic:bar\tPartitionCount:3") and out[1] == BAR0 and out[3] == BAR2
+
+
+def test_describe_filters_go_with_describe_only(filter_store):
+    with pytest.raises(SystemExit, match="go with --describe"):
+        main(["topics", "--zookeeper", "memory:1", "--list", "--unavailable-partitions"])

@@ -33,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a topic config for --create or --alter (repeatable)")
     p.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                    help="for --alter: drop a topic config, back to the broker's default (repeatable)")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="for --describe: only partitions whose ISR is smaller than their replica list")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="for --describe: only partitions without a leader, or led by a broker that is not live")
 
 
 def parse_assignment(text: str) -> dict[int, list[int]]:
@@ -109,6 +113,8 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
     from ..describe import describe_topic, format_describe
     from ..meta import admin
 
+    if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
+        raise SystemExit("--under-replicated-partitions and --unavailable-partitions go with --describe")
     if args.list:
         wanted = topic_filter(args.topic) if args.topic else None
         deleting = set(client.get_topic_deletions())
@@ -117,8 +123,9 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
                 print(f"{t} - marked for deletion" if t in deleting else t)  # as Kafka 0.10
     elif args.describe:
         topics = matching_topics(client, args.topic) if args.topic else sorted(client.get_all_topics())
+        live = frozenset(client.get_live_broker_ids()) if args.unavailable_partitions else None
         for t in topics:
-            sys.stdout.write(format_describe(describe_topic(client, t)))
+            sys.stdout.write(format_describe(describe_topic(client, t), args.under_replicated_partitions, live))
     elif args.create:
         if not args.topic:
             raise SystemExit("--create needs --topic")
