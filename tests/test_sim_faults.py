@@ -26,8 +26,7 @@ def _stub_world(seed: int = 1) -> tuple:
     net.scheduler = sched
     events: list = []
     world = SimpleNamespace(
-        network=net, later=sched.call_later, rng=random.Random(seed), partition_in_place=None, slow_disks={},
-        store_cut_ends={},
+        network=net, later=sched.call_later, rng=random.Random(seed), partition_in_place=None, fault_ends={},
         cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), live_brokers=lambda: [1, 2, 3]),
         record=lambda kind, broker=None, tp=None, **data: events.append((sched.now_ms(), kind, broker, data)))
     return sched, world, events

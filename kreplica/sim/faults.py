@@ -85,6 +85,17 @@ def drop_tail(tail: LostTail) -> None:
             path.with_suffix(suffix).unlink(missing_ok=True)
 
 
+def _own_end(world: "World", kind: str, broker: int) -> object:
+    """A token for the ``kind`` fault now in place on ``broker``: only the timer holding
+    it ends that fault, so an earlier fault's timer cannot end one that replaced it."""
+    world.fault_ends[(kind, broker)] = token = object()
+    return token
+
+
+def _is_own_end(world: "World", kind: str, broker: int, token: object) -> bool:
+    return world.fault_ends.get((kind, broker)) is token
+
+
 # ---- the catalogue ------------------------------------------------------------------------
 
 def crash(world: "World", broker: int, lose_unflushed: bool = False, torn: bool = False,
@@ -148,7 +159,7 @@ def pause(world: "World", broker: int, duration_ms: int, replace: bool = False) 
         world.network.pause(broker)
         view.pause()
         world._mark_leaderless(broker)
-    world.pause_ends[broker] = token = object()
+    token = _own_end(world, "pause", broker)
     world.later(duration_ms, _resume, world, broker, view, token)
     return True
 
@@ -156,7 +167,7 @@ def pause(world: "World", broker: int, duration_ms: int, replace: bool = False) 
 def _resume(world: "World", broker: int, view: Any, token: object) -> None:
     # A crash during the pause ended that process; a restarted one is not this pause's.
     # Nor does a pause a later one replaced end here.
-    if world.processes.get(broker) is view and world.pause_ends.get(broker) is token:
+    if world.processes.get(broker) is view and _is_own_end(world, "pause", broker, token):
         resume(world, broker)
 
 
@@ -189,15 +200,15 @@ def slow_disk(world: "World", broker: int, delay_ms: int, duration_ms: int) -> b
     longer applies (it used to end the new one early)."""
     world.record("slow_disk", broker, delay_ms=delay_ms, duration_ms=duration_ms)
     world.network.slow_ms[broker] = delay_ms
-    world.slow_disks[broker] = token = object()
+    token = _own_end(world, "slow_disk", broker)
     world.later(duration_ms, _fast_disk, world, broker, token)
     return True
 
 
 def _fast_disk(world: "World", broker: int, token: object) -> None:
-    if world.slow_disks.get(broker) is not token:
+    if not _is_own_end(world, "slow_disk", broker, token):
         return
-    del world.slow_disks[broker]
+    del world.fault_ends[("slow_disk", broker)]
     if world.network.slow_ms.pop(broker, None) is not None:
         world.record("disk_fast", broker)
 
@@ -213,13 +224,13 @@ def disk_full(world: "World", broker: int, duration_ms: int, replace: bool = Fal
     world.record("disk_full", broker, duration_ms=duration_ms)
     world.disk_full.add(broker)
     world.instrument_broker(broker)
-    world.disk_full_ends[broker] = token = object()
+    token = _own_end(world, "disk_full", broker)
     world.later(duration_ms, _disk_freed, world, broker, token)
     return True
 
 
 def _disk_freed(world: "World", broker: int, token: object) -> None:
-    if broker in world.disk_full and world.disk_full_ends.get(broker) is token:
+    if broker in world.disk_full and _is_own_end(world, "disk_full", broker, token):
         world.disk_full.discard(broker)
         world.record("disk_freed", broker)
 
@@ -284,13 +295,13 @@ def cut_store(world: "World", broker: int, duration_ms: int, replace: bool = Fal
     world.record("cut_store", broker, duration_ms=duration_ms)
     if not cut:
         world.network.cut_from_store(broker)
-    world.store_cut_ends[broker] = token = object()
+    token = _own_end(world, "cut_store", broker)
     world.later(duration_ms, _heal_store, world, broker, token)
     return True
 
 
 def _heal_store(world: "World", broker: int, token: object) -> None:
-    if broker in world.network.store_cut and world.store_cut_ends.get(broker) is token:
+    if broker in world.network.store_cut and _is_own_end(world, "cut_store", broker, token):
         world.record("heal_store", broker)
         world.network.heal_store(broker)
 

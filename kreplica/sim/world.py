@@ -132,12 +132,9 @@ class World:
         self.bound: dict[str, int] = {}
         # The network partition in place, if any: only its own timer heals it (faults.partition).
         self.partition_in_place: object | None = None
-        # Each slow disk in place, by broker: only its own timer ends it (faults.slow_disk).
-        self.slow_disks: dict[int, object] = {}
-        # Likewise each pause, full disk and store cut in place: only its own timer ends it.
-        self.pause_ends: dict[int, object] = {}
-        self.disk_full_ends: dict[int, object] = {}
-        self.store_cut_ends: dict[int, object] = {}
+        # Each slow disk, pause, full disk and store cut in place, by (kind, broker): only
+        # its own timer ends it (faults._own_end).
+        self.fault_ends: dict[tuple[str, int], object] = {}
         self._armed: list[Step] = []
         self._deleting: set[str] = set()
         self._dirty: dict[tuple[int, TopicPartition], None] = {}
