@@ -470,16 +470,16 @@ class World:
         """Re-election latency: from a leader's loss to the next election of its partitions."""
         elections = self.checker.elections
         while self._seen_elections < len(elections):
-            t, tp, _leader, _epoch = elections[self._seen_elections]
+            t, tp, leader, epoch = elections[self._seen_elections]
             self._seen_elections += 1
             if self.chaos is not None:
-                self.chaos.on_election(tp, _leader)
+                self.chaos.on_election(tp, leader)
             for step in [s for s in self._armed if s.on == f"election:{tp}"]:
                 self._armed.remove(step)
                 jitter = self.rng.randint(0, step.jitter_ms) if step.jitter_ms else 0
                 self.later(jitter, self._run_step, step)
             since = self._leaderless_since.pop(tp, None)
-            if since is not None:
+            if since is not None and epoch > 0:  # epoch 0: a new topic's first leader, no re-election
                 self.reelect_ms.append(t - since)
             self._leaders.pop(_tp_of(tp), None)
 
@@ -619,15 +619,23 @@ class World:
         # Its history ends here; replicas still being deleted are no longer judged.
         self.record("delete_topic", None, topic=topic)
         self._deleting.add(topic)
-        self.checker.forget_topic(topic)
+        self._forget_topic(topic)
         self._admin(self.cluster.delete_topic, topic, wait=False)
 
     def _create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
         self.record("create_topic", None, topic=topic, partitions=partitions,
                     replication_factor=replication_factor)
         self._deleting.discard(topic)
-        self.checker.forget_topic(topic)
+        self._forget_topic(topic)
         self._admin(self.cluster.create_topic, topic, partitions, replication_factor, wait=False)
+
+    def _forget_topic(self, topic: str) -> None:
+        """The topic's history ends: the checker's models of it, and the leaderless stretch
+        of any of its partitions, which no election of this incarnation will close (the
+        next incarnation's first leader is no re-election)."""
+        self.checker.forget_topic(topic)
+        for name in [n for n in self._leaderless_since if _tp_of(n).topic == topic]:
+            del self._leaderless_since[name]
 
     def _mark_led_again(self, broker: int) -> None:
         """``broker`` resumed from a pause: the partitions it still leads were not re-elected."""
