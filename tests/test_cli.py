@@ -121,3 +121,194 @@ def test_sweep_refuses_a_bad_grid_file_up_front(no_spark, tmp_path, capsys):
 def test_sweep_refuses_bad_run_options(capsys):
     assert "--runs-per-task: 0: must be at least 1" in _refused(
         ["sweep", "--scenario", "random-chaos", "--out", "x", "--runs-per-task", "0"], capsys)
+
+
+# `kreplica produce` and `kreplica consume` (the thirteenth review, docs/engine-audit.md,
+# CT..).  Their quick-start tests need broker processes and a real ZooKeeper
+# (test_broker_processes.py), which the fast run leaves out; here the same commands run
+# against an embedded cluster on an in-memory store, in virtual time.
+ZK = "127.0.0.1:2181/tools"
+TOOLS_CONFIG = {"min.insync.replicas": 2, "auto.leader.rebalance.enable": False}
+
+
+@pytest.fixture
+def tools_cluster(monkeypatch):
+    """Topic t (3 partitions, 3 replicas) on an embedded cluster that `kreplica produce`
+    and `kreplica consume --zookeeper 127.0.0.1:2181/tools` reach in place of broker
+    processes; it outlives each command, to be read after it."""
+    import contextlib
+
+    from kreplica import Cluster
+
+    with Cluster.embedded(config=TOOLS_CONFIG) as c:
+        c.create_topic("t", partitions=3, replication_factor=3)
+        assert c.run_until(lambda: all(len(p.isr) == 3 for p in c.describe("t").partitions), 60_000)
+
+        def connect(metadata):
+            assert metadata == f"zookeeper://{ZK}"
+            return contextlib.nullcontext(c)
+
+        monkeypatch.setattr("kreplica.net.remote.connect", connect)
+        yield c
+
+
+@pytest.fixture
+def produce(tools_cluster, tmp_path, monkeypatch, capsys):
+    """Run `kreplica produce --topic t FLAGS` with ``stdin`` as its standard input;
+    returns its exit status and standard error."""
+    import sys
+
+    def run(*flags: str, stdin: bytes) -> tuple[int, str]:
+        (tmp_path / "stdin").write_bytes(stdin)
+        with open(tmp_path / "stdin", "rb") as f:
+            monkeypatch.setattr(sys, "stdin", f)
+            status = cli.main(["produce", "--zookeeper", ZK, "--topic", "t", *flags])
+        return status, capsys.readouterr().err
+
+    return run
+
+
+@pytest.fixture
+def consume(tools_cluster, capsys):
+    """Run `kreplica consume --topic t FLAGS`; returns its exit status, the lines it
+    printed and its standard error.  Tests bound each run with --max-messages or
+    --timeout-ms 0 (one pass over what is committed, then stop)."""
+    def run(*flags: str) -> tuple[int, list[str], str]:
+        status = cli.main(["consume", "--zookeeper", ZK, "--topic", "t", *flags])
+        out, err = capsys.readouterr()
+        return status, out.splitlines(), err
+
+    return run
+
+
+def _partitions(c) -> list[list[tuple[bytes | None, bytes]]]:
+    """Each partition's (key, value) pairs, in offset order."""
+    return [[(r.key, r.value) for r in c.fetch("t", p, 0)] for p in range(3)]
+
+
+def test_produce_keys_a_line_by_its_first_separator_and_places_it_by_the_key(tools_cluster, produce):
+    from kreplica.cluster import partition_for_key
+
+    assert (partition_for_key(b"k1", 3), partition_for_key(b"k3", 3)) == (1, 2)
+    status, err = produce("--key-separator", ":", stdin=b"k1:a:b\nk3:c\nplain\nk1:d")  # no newline at the end
+    assert status == 0 and err == "4 records acknowledged (acks=all)\n"
+    assert _partitions(tools_cluster) == [[(None, b"plain")],  # round-robin starts at 0
+                                          [(b"k1", b"a:b"), (b"k1", b"d")],
+                                          [(b"k3", b"c")]]
+
+
+def test_produce_round_robin_goes_on_from_one_read_of_the_input_to_the_next(tools_cluster, produce, monkeypatch):
+    from kreplica.tools import produce as produce_module
+
+    monkeypatch.setattr(produce_module, "READ_BYTES", 3)  # one "vN\n" line a read: a line typed at a time
+    assert produce(stdin=b"".join(b"v%d\n" % i for i in range(9)))[0] == 0
+    assert _partitions(tools_cluster) == [[(None, b"v%d" % i) for i in range(p, 9, 3)] for p in range(3)]
+
+
+def test_produce_sends_a_partitions_share_in_requests_of_batch_size(tools_cluster, produce, monkeypatch):
+    sizes = []
+    real = tools_cluster.produce
+
+    def recording(topic, partition, values, **kwargs):
+        sizes.append((partition, len(values)))
+        return real(topic, partition, values, **kwargs)
+
+    monkeypatch.setattr(tools_cluster, "produce", recording)
+    status, err = produce("--batch-size", "2", stdin=b"".join(b"v%d\n" % i for i in range(9)))
+    assert status == 0 and err == "9 records acknowledged (acks=all)\n"
+    assert sizes == [(0, 2), (0, 1), (1, 2), (1, 1), (2, 2), (2, 1)]
+
+
+def test_produce_waits_for_the_whole_isr_by_default(tools_cluster, produce):
+    """acks=all unless --acks says otherwise: with the ISR down to the leader and
+    min.insync.replicas=2 nothing is acknowledged, and the command fails; acks=1 is
+    acknowledged by the leader alone."""
+    leader = tools_cluster.describe("t").partitions[0].leader
+    for b in tools_cluster.live_brokers():
+        if b != leader:
+            assert tools_cluster.controlled_shutdown(b)
+    status, err = produce("--partition", "0", stdin=b"x\n")
+    assert status == 1 and err.startswith("Error: NOT_ENOUGH_REPLICAS") and err.endswith(
+        "(0 records acknowledged before it)\n")
+    assert produce("--partition", "0", "--acks", "1", stdin=b"y\n") == (0, "1 records acknowledged (acks=1)\n")
+
+
+def test_produce_with_acks_0_says_sent_not_acknowledged(tools_cluster, produce):
+    assert produce("--acks", "0", "--partition", "2", stdin=b"x\ny\n") == (0, "2 records sent (acks=0)\n")
+    assert tools_cluster.run_until(lambda: len(_partitions(tools_cluster)[2]) == 2, 10_000)
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+@pytest.mark.parametrize("flags, message", [
+    (["--partition", "3"], "UNKNOWN_TOPIC_OR_PARTITION: t has 3 partitions, not 3"),  # numbered from 0
+    (["--topic", "nope"], "UNKNOWN_TOPIC_OR_PARTITION: topic 'nope' does not exist"),  # the last --topic counts
+], ids=["partition-3", "topic-nope"])
+def test_a_partition_or_topic_the_cluster_lacks_is_an_error_line(command, flags, message, request):
+    tool = request.getfixturevalue(command)
+    result = tool(*flags, stdin=b"x\n") if command == "produce" else tool(*flags, "--timeout-ms", "0")
+    done = "acknowledged" if command == "produce" else "printed"
+    assert result[0] == 1 and result[-1] == f"Error: {message} (0 records {done} before it)\n"
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_a_bad_connect_string_is_a_usage_error(command, monkeypatch, capsys):
+    def connect(metadata):
+        raise AssertionError(f"connected to {metadata}")
+
+    monkeypatch.setattr("kreplica.net.remote.connect", connect)
+    last = _refused([command, "--zookeeper", "memory", "--topic", "t"], capsys)
+    assert last.startswith(f"kreplica {command}: error: argument --zookeeper: ") and "expected host:port" in last
+
+
+def test_consume_starts_at_the_end_unless_from_beginning(tools_cluster, consume):
+    tools_cluster.produce("t", 1, [b"old-0", b"old-1"], acks="all")
+    assert consume("--timeout-ms", "0", "--max-messages", "10") == (0, [], "0 records\n")
+    status, lines, err = consume("--from-beginning", "--timeout-ms", "0", "--max-messages", "10")
+    assert (status, lines, err) == (0, ["old-0", "old-1"], "2 records\n")  # each once
+
+
+def test_consume_prints_one_partition_with_partition_offset_and_key(tools_cluster, consume):
+    for p in range(3):
+        tools_cluster.produce("t", p, [(b"k%d" % p, b"a%d" % p), b"b%d" % p], acks="all")
+    status, lines, _ = consume("--partition", "1", "--from-beginning", "--print-offset", "--print-key",
+                               "--timeout-ms", "0")
+    assert status == 0 and lines == ["1:0\tk1\ta1", "1:1\t\tb1"]
+
+
+def test_consume_stops_after_max_messages(tools_cluster, consume):
+    tools_cluster.produce("t", 0, [b"v%d" % i for i in range(5)], acks="all")
+    status, lines, err = consume("--partition", "0", "--offset", "1", "--max-messages", "2")
+    assert (status, lines, err) == (0, ["v1", "v2"], "2 records\n")
+
+
+def test_consume_refuses_offset_without_partition(tools_cluster, consume):
+    tools_cluster.produce("t", 0, [b"v%d" % i for i in range(5)], acks="all")
+    assert consume("--offset", "3", "--timeout-ms", "0") == (2, [], "Error: --offset needs --partition\n")
+
+
+def test_consume_prints_only_committed_records(tools_cluster, consume):
+    """A record the followers have not fetched is above the high watermark: not printed.
+    The followers are killed, but their sessions (zookeeper.session.timeout.ms, 18 s) do
+    not expire in the few virtual milliseconds of this one-pass read, so the ISR, and with
+    it the high watermark, stays where it was."""
+    tools_cluster.produce("t", 0, [b"committed"], acks="all")
+    leader = tools_cluster.describe("t").partitions[0].leader
+    for b in tools_cluster.live_brokers():
+        if b != leader:
+            tools_cluster.kill(b)
+    tools_cluster.produce("t", 0, [b"leader-only"], acks=1)
+    assert consume("--partition", "0", "--from-beginning", "--timeout-ms", "0") == (0, ["committed"], "1 records\n")
+
+
+def test_consume_follows_the_topic_until_timeout_passes_with_nothing_new(tools_cluster, consume, monkeypatch):
+    late = [b"late-%d" % i for i in range(3)]
+    advance = tools_cluster.advance
+
+    def another_producer(ms):  # writes a record each time the consumer waits between polls
+        if late:
+            tools_cluster.produce("t", 2, [late.pop(0)], acks="all")
+        advance(ms)
+
+    monkeypatch.setattr(tools_cluster, "advance", another_producer)
+    status, lines, err = consume("--timeout-ms", "200", "--max-messages", "10")
+    assert (status, lines, err) == (0, ["late-0", "late-1", "late-2"], "3 records\n")
