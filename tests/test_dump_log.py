@@ -31,6 +31,7 @@ def test_dump_prints_batches_like_kafka_dump_log(tmp_path):
                                  "producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 7 ")
     assert "position: 0 CreateTime: 1600000000000 " in batches[0] and batches[0].endswith("isvalid: true")
     assert sum(ln.startswith("Dumping ") for ln in lines) > 1  # several segments, in offset order
+    assert [int(b.split()[1]) for b in batches] == list(range(0, 60, 5))
     assert not any(ln.startswith("|") for ln in lines)
 
 
@@ -54,6 +55,7 @@ def test_a_corrupt_batch_is_reported_invalid(tmp_path):
     assert dump([seg], True, out) == 1  # corrupt input fails the command, as bad framing does
     batches = [ln for ln in out.getvalue().splitlines() if ln.startswith("baseOffset:")]
     assert batches[-1].endswith("isvalid: false") and batches[0].endswith("isvalid: true")
+    assert out.getvalue().splitlines()[-1] == batches[-1]  # no records read from the corrupt batch
 
 
 def test_a_batch_length_past_int32_sizes_is_invalid_data_not_a_crash(tmp_path):
@@ -66,6 +68,64 @@ def test_a_batch_length_past_int32_sizes_is_invalid_data_not_a_crash(tmp_path):
     out = io.StringIO()
     assert dump([seg], False, out) == 1
     assert "Found invalid data after position 0: CORRUPT_MESSAGE: bad batch length 2147483647" in out.getvalue()
+
+
+def test_a_torn_batch_is_reported_after_the_last_good_batchs_position(tmp_path):
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    data = seg.read_bytes()
+    seg.write_bytes(data + data[:30])  # a batch cut short, as by a crash mid-write
+    out = io.StringIO()
+    assert dump([seg], False, out) == 1
+    *_, last_good, error = out.getvalue().splitlines()
+    assert " position: 830 " in last_good and last_good.endswith("isvalid: true")
+    assert error == (f"Found invalid data after position 830: CORRUPT_MESSAGE: torn batch at position {len(data)}: "
+                     "needs 166 bytes, 30 available")
+
+
+def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_values(tmp_path):
+    """What a segment written by this broker's own appends never holds: a producer id and
+    sequences, records out of time order (CreateTime is the batch's max), a null key and a
+    null value (size -1, printed as null), an empty key (size 0)."""
+    from kreplica.records import encode_batch
+
+    seg = tmp_path / "00000000000000000040.log"
+    seg.write_bytes(encode_batch([(None, b"a", [("h", b"1")], 1_000), (b"k", None, None, 3_000),
+                                  (b"", b"c", None, 2_000)],
+                                 base_offset=40, leader_epoch=2, producer_id=7, producer_epoch=1, base_sequence=10))
+    out = io.StringIO()
+    assert dump([seg], True, out) == 0
+    _, start, batch, *records = out.getvalue().splitlines()
+    assert start == "Log starting offset: 40"
+    assert batch.startswith("baseOffset: 40 lastOffset: 42 count: 3 baseSequence: 10 lastSequence: 12 producerId: 7 "
+                            "producerEpoch: 1 partitionLeaderEpoch: 2 isTransactional: false isControl: false "
+                            "position: 0 CreateTime: 3000 size: ")
+    assert records == [
+        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 headerKeys: ['h'] key: null payload: a",
+        "| offset: 41 CreateTime: 3000 keySize: 1 valueSize: -1 headerKeys: [] key: k payload: null",
+        "| offset: 42 CreateTime: 2000 keySize: 0 valueSize: 1 headerKeys: [] key:  payload: c"]
+
+
+def _fields(line: str) -> dict[str, str]:
+    """A dump line's ``name: value`` pairs."""
+    words = line.split(" ")
+    return {name.rstrip(":"): value for name, value in zip(words[::2], words[1::2])}
+
+
+def test_index_entries_point_at_the_batches_of_their_segment(tmp_path):
+    """A second segment (base offset 30): its .index maps a batch's base offset to its
+    position, its .timeindex a batch's max timestamp to its last offset, both absolute."""
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[1]
+    out = io.StringIO()
+    assert dump([seg, seg.with_suffix(".index"), seg.with_suffix(".timeindex")], False, out) == 0
+    lines = [_fields(line) for line in out.getvalue().splitlines()]
+    batches = [f for f in lines if "baseOffset" in f]
+    index = [(f["offset"], f["position"]) for f in lines if "position" in f and "baseOffset" not in f]
+    timeindex = [(f["timestamp"], f["offset"]) for f in lines if "timestamp" in f]
+    assert batches[0]["baseOffset"] == "30" and len(index) == len(timeindex) == 5
+    assert set(index) <= {(b["baseOffset"], b["position"]) for b in batches}
+    assert set(timeindex) <= {(b["CreateTime"], b["lastOffset"]) for b in batches}
 
 
 def test_indexes_and_missing_files(tmp_path):
