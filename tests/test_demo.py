@@ -106,3 +106,53 @@ def test_an_unreachable_store_is_one_line_and_leaves_no_data_dir(tmp_path, monke
     assert capsys.readouterr().err == ("Error: --metadata zookeeper://127.0.0.1:1/x: CONNECTIONLOSS: "
                                        "cannot reach ZooKeeper at 127.0.0.1:1: Connection time-out\n")
     assert list(tmp_path.iterdir()) == []
+
+
+# The thirteenth review (docs/engine-audit.md, CT..): the demo's own checks must be able
+# to fail.  A correct cluster never gives them the chance, so a fault is put in its way.
+@pytest.mark.parametrize("fault", ["changed", "dropped"])
+def test_an_acknowledged_record_read_back_wrong_fails_the_demo(fault, monkeypatch):
+    from kreplica import Cluster
+    from kreplica.records import Record
+
+    fetch = Cluster.fetch
+
+    def faulty(self, topic, partition, offset=0, **kwargs):
+        records = fetch(self, topic, partition, offset, **kwargs)
+        if partition != 1:
+            return records
+        r = records[5]
+        wrong = [Record(r.offset, r.timestamp, r.key, b"not-" + r.value)] if fault == "changed" else []
+        return records[:5] + wrong + records[6:]
+
+    monkeypatch.setattr(Cluster, "fetch", faulty)
+    out = io.StringIO()
+    assert demo.run(Console(file=out, width=200, color_system=None), seed=0) is False
+    text = " ".join(out.getvalue().split())
+    assert "partition 1: acknowledged 4000, read " in text and "missing or different 1" in text
+    assert "1 records lost" in text and "demo found a difference" in text
+
+
+def test_a_leader_as_published_with_another_isr_differs():
+    from kreplica.describe import PartitionDescription, TopicDescription
+
+    class Picture:  # seed 003's picture after the controlled shutdown, bar-1's ISR in full
+        def describe(self, topic):
+            return TopicDescription(topic, tuple(
+                PartitionDescription(p, leader, tuple(demo.ASSIGNMENT[p]),
+                                     tuple(demo.ASSIGNMENT[p]) if p == 1 else tuple(isr), 0)
+                for p, (leader, isr) in demo.EXPECTED_AFTER_SHUTDOWN.items()), {})
+
+    out = io.StringIO()
+    assert demo._check(Picture(), Console(file=out, width=200, color_system=None),
+                       demo.EXPECTED_AFTER_SHUTDOWN) is False
+    lines = out.getvalue().splitlines()
+    assert [line.endswith("matches") for line in lines] == [True, False, True] and lines[1].endswith("differs")
+
+
+@pytest.mark.parametrize("passed, status", [(True, 0), (False, 1)])
+def test_the_demos_exit_status_says_whether_it_passed(passed, status, monkeypatch):
+    from kreplica.cli import main
+
+    monkeypatch.setattr(demo, "run", lambda seed, metadata: passed)
+    assert main(["demo"]) == status
