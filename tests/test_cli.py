@@ -250,14 +250,32 @@ def test_a_partition_or_topic_the_cluster_lacks_is_an_error_line(command, flags,
     assert result[0] == 1 and result[-1] == f"Error: {message} (0 records {done} before it)\n"
 
 
-@pytest.mark.parametrize("command", ["produce", "consume"])
-def test_a_bad_connect_string_is_a_usage_error(command, monkeypatch, capsys):
+@pytest.fixture
+def no_connect(monkeypatch):
+    """For arguments refused before the command connects to anything."""
     def connect(metadata):
         raise AssertionError(f"connected to {metadata}")
 
     monkeypatch.setattr("kreplica.net.remote.connect", connect)
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_a_bad_connect_string_is_a_usage_error(command, no_connect, capsys):
     last = _refused([command, "--zookeeper", "memory", "--topic", "t"], capsys)
     assert last.startswith(f"kreplica {command}: error: argument --zookeeper: ") and "expected host:port" in last
+
+
+def test_an_empty_key_separator_is_a_usage_error(no_connect, capsys):
+    # It was taken, and the first line then failed with a ValueError traceback (empty separator).
+    assert _refused(["produce", "--zookeeper", ZK, "--topic", "t", "--key-separator", ""], capsys) == (
+        "kreplica produce: error: argument --key-separator: empty: a separator is at least one character")
+
+
+def test_a_key_separator_splits_lines_as_the_bytes_given(tools_cluster, produce):
+    # A byte that is not UTF-8 (\xff in a UTF-8 locale) reaches argv as a surrogate, which
+    # str.encode() refused with a UnicodeEncodeError traceback.
+    assert produce("--key-separator", "\udcff", "--partition", "0", stdin=b"k\xffv\xffw\n")[0] == 0
+    assert _partitions(tools_cluster)[0] == [(b"k", b"v\xffw")]
 
 
 def test_consume_starts_at_the_end_unless_from_beginning(tools_cluster, consume):

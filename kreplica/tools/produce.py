@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any, Iterator
 
-from ..cli import at_least, zookeeper_connect
+from ..cli import argument, at_least, zookeeper_connect
 
 HELP = "send standard input to a topic, one record per line (like kafka-console-producer.sh)"
 READ_BYTES = 1 << 16
@@ -32,12 +32,18 @@ def add_zookeeper_argument(p: argparse.ArgumentParser) -> None:
                    help="the ZooKeeper of the `kreplica broker` processes (chroot defaults to /kreplica)")
 
 
+def _separator(text: str) -> str:
+    if not text:  # bytes.partition refuses an empty separator: the first line would fail
+        raise ValueError("empty: a separator is at least one character")
+    return text
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_zookeeper_argument(p)
     p.add_argument("--topic", required=True, help="the topic to write to")
     p.add_argument("--partition", type=at_least(0), default=None,
                    help="write every record to this partition (default: by key, else round-robin)")
-    p.add_argument("--key-separator", default=None, metavar="SEP",
+    p.add_argument("--key-separator", default=None, metavar="SEP", type=argument(_separator),
                    help="lines are KEY SEP VALUE; a line without SEP has no key (default: no keys)")
     p.add_argument("--acks", choices=("all", "1", "0", "-1"), default="all",
                    help="acknowledgement each batch waits for (default all)")
@@ -76,7 +82,8 @@ def execute(args: argparse.Namespace) -> int:
     from ..meta.store import StoreError
     from ..net.remote import connect
 
-    separator = args.key_separator.encode() if args.key_separator is not None else None
+    # The bytes given: a byte that is not UTF-8 reaches argv as a surrogate, which str.encode refuses.
+    separator = os.fsencode(args.key_separator) if args.key_separator is not None else None
     done = "sent" if args.acks == "0" else "acknowledged"  # acks=0: nothing waits for the leader
     sent = 0
     try:
