@@ -110,6 +110,16 @@ def _output_file(text: str) -> str:
 output_file = argument(_output_file)
 
 
+def reader_left() -> int:
+    """For a command whose standard output's reader has left (``| head``) and which caught
+    the BrokenPipeError: stdout goes to /dev/null, so that the flush at exit raises no
+    second error (as Python's docs on SIGPIPE advise); returns the exit status, 1."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 1
+
+
 def _help(module: ModuleType) -> str:
     return getattr(module, "HELP", None) or (module.__doc__ or "").strip().split("\n")[0]
 

@@ -330,3 +330,19 @@ def test_consume_follows_the_topic_until_timeout_passes_with_nothing_new(tools_c
     monkeypatch.setattr(tools_cluster, "advance", another_producer)
     status, lines, err = consume("--timeout-ms", "200", "--max-messages", "10")
     assert (status, lines, err) == (0, ["late-0", "late-1", "late-2"], "3 records\n")
+
+
+def test_consume_into_a_closed_pipe_stops_quietly(tools_cluster, monkeypatch, capsys):
+    """`kreplica consume ... | head -1`: once the reader has left, the command stops with
+    exit status 1 and nothing on standard error, as dump-log does; it ended in a
+    BrokenPipeError traceback, and another at exit."""
+    import os
+    import sys
+
+    tools_cluster.produce("t", 0, [b"v%d" % i for i in range(20)], acks="all")
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "w") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert cli.main(["consume", "--zookeeper", ZK, "--topic", "t", "--from-beginning", "--timeout-ms", "0"]) == 1
+    assert capsys.readouterr().err == ""

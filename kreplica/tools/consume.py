@@ -7,7 +7,8 @@ Only committed records are read: those below the leader's high watermark.
 It starts where new records will land, as Kafka's console consumer does, or at the
 log start with ``--from-beginning``, or at ``--offset`` of one ``--partition``, and
 follows the topic until ``--max-messages`` records are printed, until
-``--timeout-ms`` passes with nothing new, or until Ctrl-C.
+``--timeout-ms`` passes with nothing new, or until Ctrl-C; a reader that leaves
+(``| head``) ends it quietly, with exit status 1.
 
 The brokers are ``kreplica broker`` processes sharing the ZooKeeper at ``--zookeeper``.
 """
@@ -17,7 +18,7 @@ import argparse
 import sys
 import time
 
-from ..cli import at_least
+from ..cli import at_least, reader_left
 from .produce import add_zookeeper_argument, partition_count
 
 HELP = "print a topic's committed records (like kafka-console-consumer.sh)"
@@ -86,5 +87,7 @@ def execute(args: argparse.Namespace) -> int:
     except (errors.KReplicaError, StoreError) as e:
         print(f"Error: {e} ({printed} records printed before it)", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader left (| head): stop quietly, as dump-log does
+        return reader_left()
     print(f"{printed} records", file=sys.stderr)
     return 0

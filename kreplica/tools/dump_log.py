@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import mmap
-import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -28,9 +27,10 @@ def execute(args: argparse.Namespace) -> int:
     try:
         status = dump([Path(p) for p in args.paths], args.print_data, sys.stdout)
         sys.stdout.flush()
-    except BrokenPipeError:  # the reader left (| head): stop quietly, as Python's docs advise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 1
+    except BrokenPipeError:  # the reader left (| head): stop quietly
+        from ..cli import reader_left
+
+        return reader_left()
     return status
 
 
