@@ -86,11 +86,12 @@ def test_a_torn_batch_is_reported_after_the_last_good_batchs_position(tmp_path):
 def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_values(tmp_path):
     """What a segment written by this broker's own appends never holds: a producer id and
     sequences, records out of time order (CreateTime is the batch's max), a null key and a
-    null value (size -1, printed as null), an empty key (size 0)."""
+    null value (size -1, printed as null), an empty key (size 0), headers (their keys as
+    kafka-dump-log prints them, [a,b], where a Python list's repr was printed)."""
     from kreplica.records import encode_batch
 
     seg = tmp_path / "00000000000000000040.log"
-    seg.write_bytes(encode_batch([(None, b"a", [("h", b"1")], 1_000), (b"k", None, None, 3_000),
+    seg.write_bytes(encode_batch([(None, b"a", [("h", b"1"), ("trace", None)], 1_000), (b"k", None, None, 3_000),
                                   (b"", b"c", None, 2_000)],
                                  base_offset=40, leader_epoch=2, producer_id=7, producer_epoch=1, base_sequence=10))
     out = io.StringIO()
@@ -101,7 +102,7 @@ def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_v
                             "producerEpoch: 1 partitionLeaderEpoch: 2 isTransactional: false isControl: false "
                             "position: 0 CreateTime: 3000 size: ")
     assert records == [
-        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 headerKeys: ['h'] key: null payload: a",
+        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 headerKeys: [h,trace] key: null payload: a",
         "| offset: 41 CreateTime: 3000 keySize: 1 valueSize: -1 headerKeys: [] key: k payload: null",
         "| offset: 42 CreateTime: 2000 keySize: 0 valueSize: 1 headerKeys: [] key:  payload: c"]
 

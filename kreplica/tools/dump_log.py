@@ -108,12 +108,12 @@ def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches
             )
             if print_data and valid:
                 for r in b.records():
-                    keys = [k for k, _ in r.headers]
+                    keys = ",".join(k for k, _ in r.headers)  # [a,b], as kafka-dump-log prints them
                     key_size = -1 if r.key is None else len(r.key)
                     value_size = -1 if r.value is None else len(r.value)
                     print(
                         f"| offset: {r.offset} {time_type}: {r.timestamp} keySize: {key_size} "
-                        f"valueSize: {value_size} headerKeys: {keys} key: {_text(r.key)} "
+                        f"valueSize: {value_size} headerKeys: [{keys}] key: {_text(r.key)} "
                         f"payload: {_text(r.value)}",
                         file=out,
                     )
