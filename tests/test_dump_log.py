@@ -41,7 +41,7 @@ def test_print_data_shows_records(tmp_path):
     dump([tmp_path / "t-0"], True, out)
     records = [ln for ln in out.getvalue().splitlines() if ln.startswith("| ")]
     assert len(records) == 60
-    assert records[7] == ("| offset: 7 CreateTime: 1600000000001 keySize: 5 valueSize: 9 headerKeys: [] "
+    assert records[7] == ("| offset: 7 CreateTime: 1600000000001 keySize: 5 valueSize: 9 sequence: -1 headerKeys: [] "
                           "key: key-1 payload: value-1-2")
 
 
@@ -102,9 +102,23 @@ def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_v
                             "producerEpoch: 1 partitionLeaderEpoch: 2 isTransactional: false isControl: false "
                             "position: 0 CreateTime: 3000 size: ")
     assert records == [
-        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 headerKeys: [h,trace] key: null payload: a",
-        "| offset: 41 CreateTime: 3000 keySize: 1 valueSize: -1 headerKeys: [] key: k payload: null",
-        "| offset: 42 CreateTime: 2000 keySize: 0 valueSize: 1 headerKeys: [] key:  payload: c"]
+        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 sequence: 10 headerKeys: [h,trace] key: null payload: a",
+        "| offset: 41 CreateTime: 3000 keySize: 1 valueSize: -1 sequence: 11 headerKeys: [] key: k payload: null",
+        "| offset: 42 CreateTime: 2000 keySize: 0 valueSize: 1 sequence: 12 headerKeys: [] key:  payload: c"]
+
+
+def test_sequences_wrap_past_the_largest_int32_to_0(tmp_path):
+    """A producer's sequences go on from 2**31 - 1 at 0: a batch straddling it ends at 0."""
+    from kreplica.records import encode_batch
+
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(encode_batch([(None, b"a", None, 1), (None, b"b", None, 1), (None, b"c", None, 1)],
+                                 base_offset=0, producer_id=7, producer_epoch=1, base_sequence=2**31 - 2))
+    out = io.StringIO()
+    assert dump([seg], True, out) == 0
+    _, _, batch, *records = out.getvalue().splitlines()
+    assert _fields(batch)["baseSequence"] == "2147483646" and _fields(batch)["lastSequence"] == "0"
+    assert [_fields(r[2:])["sequence"] for r in records] == ["2147483646", "2147483647", "0"]
 
 
 def _fields(line: str) -> dict[str, str]:

@@ -86,6 +86,12 @@ def _dump_log(path: Path, print_data: bool, out: TextIO) -> int:
                 return _dump_batches(buf, print_data, out, decode_batches, KReplicaError)
 
 
+def _sequence(base: int, delta: int) -> int:
+    """The producer sequence ``delta`` records after a batch's ``base``: past 2**31 - 1 it
+    wraps to 0, as a producer's sequences do; -1 for a batch without sequences."""
+    return -1 if base < 0 else (base + delta) % 2**31
+
+
 def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches, error) -> int:
     position, status = 0, 0
     try:
@@ -95,7 +101,7 @@ def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches
             if not valid:
                 status = 1
             count = b.record_count
-            last_seq = b.base_sequence + count - 1 if b.base_sequence >= 0 else -1
+            last_seq = _sequence(b.base_sequence, count - 1)
             time_type = "LogAppendTime" if b.timestamp_type else "CreateTime"
             print(
                 f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {count} "
@@ -113,7 +119,8 @@ def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches
                     value_size = -1 if r.value is None else len(r.value)
                     print(
                         f"| offset: {r.offset} {time_type}: {r.timestamp} keySize: {key_size} "
-                        f"valueSize: {value_size} headerKeys: [{keys}] key: {_text(r.key)} "
+                        f"valueSize: {value_size} sequence: {_sequence(b.base_sequence, r.offset - b.base_offset)} "
+                        f"headerKeys: [{keys}] key: {_text(r.key)} "
                         f"payload: {_text(r.value)}",
                         file=out,
                     )
