@@ -197,6 +197,16 @@ def test_produce_keys_a_line_by_its_first_separator_and_places_it_by_the_key(too
                                           [(b"k3", b"c")]]
 
 
+def test_produce_ends_a_line_at_crlf_as_at_lf(tools_cluster, produce, monkeypatch):
+    """Input typed on Windows, or a file saved with CRLF: the CR is part of the line end,
+    not of the value (it was kept). Two bytes a read split a CRLF between reads."""
+    from kreplica.tools import produce as produce_module
+
+    monkeypatch.setattr(produce_module, "READ_BYTES", 2)
+    assert produce("--partition", "0", stdin=b"a\r\nbc\r\nin\rside\n\r\nlast\r")[0] == 0
+    assert _partitions(tools_cluster)[0] == [(None, v) for v in (b"a", b"bc", b"in\rside", b"", b"last")]
+
+
 def test_produce_round_robin_goes_on_from_one_read_of_the_input_to_the_next(tools_cluster, produce, monkeypatch):
     from kreplica.tools import produce as produce_module
 

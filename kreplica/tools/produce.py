@@ -63,17 +63,18 @@ def partition_count(c: Any, topic: str, partition: int | None) -> int:
 
 def lines(fd: int) -> Iterator[list[bytes]]:
     """The input's complete lines, a list for each read: what was there at the moment (a last
-    line without a newline comes at the end of the input)."""
+    line without a newline comes at the end of the input).  A CRLF ends a line as LF does,
+    the CR not kept in the record, as kafka-console-producer.sh reads lines."""
     rest = b""
     while True:
         chunk = os.read(fd, READ_BYTES)
         if not chunk:
             if rest:
-                yield [rest]
+                yield [rest.removesuffix(b"\r")]
             return
         *complete, rest = (rest + chunk).split(b"\n")
         if complete:
-            yield complete
+            yield [line.removesuffix(b"\r") for line in complete]
 
 
 def execute(args: argparse.Namespace) -> int:
