@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
-from dataclasses import asdict
+import time
+from dataclasses import asdict, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from kreplica.cli import main
 from kreplica.tools import bench_log
-from kreplica.tools.bench_log_peers import STORES, AppendWork, KReplica, RawWrite, append_work, fetch_chunks
+from kreplica.log import LogConfig
+from kreplica.tools.bench_log_peers import (FSYNC_POLICY, STORES, AppendWork, KReplica, Lmdb, PlainPython, RawWrite,
+                                              Sqlite, append_work, fetch_chunks)
 
 TARGETS = [">= 5 M rec/s", ">= 10x sqlite3", ">= 3x lmdb", ">= 0.6x raw os.write", ">= 0.8x raw os.write",
            ">= 2 GB/s", ">= 5 M rec/s", "<= 2x the 500-record log", "< 600 MiB"]
@@ -80,6 +85,65 @@ def test_every_store_reads_back_what_it_appended(tmp_path: Path) -> None:
         store.close()
 
 
+
+def _sqlite_rows(store: Sqlite) -> list[tuple[int, bytes]]:
+    return store.db.execute("SELECT offset, value FROM log ORDER BY offset").fetchall()
+
+
+def _lmdb_rows(store: Lmdb) -> list[tuple[int, bytes]]:
+    with store.env.begin() as txn:
+        return [(struct.unpack(">Q", key)[0], value) for key, value in txn.cursor()]
+
+
+def _plain_rows(store: PlainPython) -> list[tuple[int, bytes]]:
+    data, rows, pos = Path(store.path).read_bytes(), [], 0
+    while pos < len(data):
+        offset, n = store._header.unpack_from(data, pos)
+        pos += store._header.size
+        rows.append((offset, data[pos:pos + n]))
+        pos += n
+    return rows
+
+
+@pytest.mark.parametrize("store_cls, rows", [(Sqlite, _sqlite_rows), (Lmdb, _lmdb_rows), (PlainPython, _plain_rows)])
+def test_each_peer_stores_every_batchs_own_values_at_their_offsets(store_cls, rows, tmp_path: Path) -> None:
+    """The peers write what the Log writes: each batch's own values (not the first batch's
+    again, which the CPU caches would hand back), every record, at consecutive offsets."""
+    work = append_work(8, 5, 10)
+    store = store_cls(tmp_path / "store")
+    for piece in work.pieces(2):
+        store.append(piece)
+    assert rows(store) == list(enumerate(v for batch in work.each_batch() for v in batch))
+    store.close()
+
+
+def test_sqlite_commits_once_a_batch_as_the_log_appends_once_a_batch(tmp_path: Path) -> None:
+    """append_as_leader takes one batch a call; one transaction a piece of the race (up to
+    100 batches) would spare sqlite3 all but one commit in each."""
+    store = Sqlite(tmp_path / "db")
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    for piece in append_work(8, 4, 10).pieces(2):
+        store.append(piece)
+    store.close()
+    assert [s for s in statements if s in ("BEGIN", "COMMIT")] == ["BEGIN", "COMMIT"] * 4
+
+
+def test_the_stores_run_with_the_fsync_policy_the_caption_states(tmp_path: Path) -> None:
+    assert "sqlite3 WAL + synchronous=OFF" in FSYNC_POLICY and "lmdb sync=False" in FSYNC_POLICY
+    sqlite = Sqlite(tmp_path / "db")
+    assert sqlite.db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert sqlite.db.execute("PRAGMA synchronous").fetchone() == (0,)  # OFF
+    sqlite.close()
+    lm = Lmdb(tmp_path / "lmdb", map_size=1 << 20)
+    assert (lm.env.flags()["sync"], lm.env.flags()["metasync"]) == (False, False)
+    lm.close()
+    log = KReplica(tmp_path / "log")
+    defaults = LogConfig.from_dict()
+    assert (log.log.config.flush_messages, log.log.config.flush_ms) == (defaults.flush_messages, defaults.flush_ms)
+    log.close()
+
+
 def test_fetch_chunks_keep_batches_whole_and_in_order() -> None:
     work = AppendWork([b"x" * 100] * 10, 0, [bytes([i]) * 400 for i in range(7)])
     chunks = fetch_chunks(work.encoded, max_bytes=1000)
@@ -117,3 +181,195 @@ def test_bad_arguments_are_refused_before_the_benchmark_runs(tmp_path: Path, cap
             main(["bench", "log", "--quick", *argv])
         err = capsys.readouterr().err
         assert e.value.code == 2 and message in err.strip().splitlines()[-1], (argv, err)
+
+
+# -- the arithmetic, on fake stores and a fake clock (no speed is measured) ------------------
+
+class _Clock:
+    """``bench_log.time``: the wall and CPU clocks move only when a fake store works."""
+
+    monotonic_ns = staticmethod(time.monotonic_ns)
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def perf_counter(self) -> float:
+        return self.wall
+
+    def thread_time(self) -> float:
+        return self.cpu
+
+    def spend(self, wall: float, cpu: float) -> None:
+        self.wall += wall
+        self.cpu += cpu
+
+
+def _fake_store(clock: _Clock, name: str, ns: dict[str, float], runs: tuple[float, ...] = (1.0,),
+                cpu_share: float = 1.0, work: AppendWork | None = None, warm_up: int = 0) -> type:
+    """A store class whose every method costs ``ns[method]`` fake nanoseconds a unit (a record
+    appended or read, a byte followed or read, an offset looked up), times the factor of its
+    run: the n-th store opened takes ``runs[n]``.  Its CPU time is ``cpu_share`` of its wall
+    time.  The first ``warm_up`` lookups cost 10x (the segments are mapped then)."""
+
+    class Fake:
+        opened: list[Fake] = []
+
+        def __init__(self, path: Path, *args) -> None:
+            self.factor = runs[min(len(Fake.opened), len(runs) - 1)]
+            Fake.opened.append(self)
+            self.records = 0
+            self.looked_up = 0
+            self.log = SimpleNamespace(segments=[None] * 7)
+
+        def _spend(self, method: str, units: int, factor: float = 1.0) -> None:
+            wall = ns.get(method, 0.0) * 1e-9 * units * self.factor * factor
+            clock.spend(wall, wall * cpu_share)
+
+        def append(self, w: AppendWork) -> None:
+            self.records += w.records
+            self._spend("append", w.records)
+
+        def follow(self, chunks: list[bytes]) -> None:
+            self._spend("follow", sum(map(len, chunks)))
+
+        def read_bytes(self) -> int:
+            self._spend("read_bytes", work.log_bytes)
+            return work.log_bytes
+
+        def read_bytes_copied(self) -> int:
+            self._spend("read_bytes_copied", work.log_bytes)
+            return work.log_bytes
+
+        def read_all(self) -> int:
+            self._spend("read_all", work.records)
+            return work.records
+
+        def lookup(self, offsets: list[int]) -> None:
+            cold = self.looked_up < warm_up
+            self.looked_up += len(offsets)
+            self._spend(f"lookup {self.records}", len(offsets), 10.0 if cold else 1.0)
+
+        def close(self) -> None:
+            pass
+
+    Fake.name = name
+    return Fake
+
+
+@pytest.fixture
+def clock(monkeypatch) -> _Clock:
+    c = _Clock()
+    monkeypatch.setattr(bench_log, "time", c)
+    return c
+
+
+def test_append_rows_are_medians_and_each_ratio_is_against_its_own_peer(tmp_path, clock, monkeypatch):
+    """kreplica's three runs cost 1x, 3x and 2x its base: the table shows the median (2x),
+    as the module's doc says, in records (not batches) a second; each peer is divided by
+    its own column, and the CPU notes come from the CPU clock."""
+    ns = {"kreplica": 50, "raw os.write": 80, "sqlite3": 2500, "lmdb": 400, "plain Python": 2000}
+    stores = {name: _fake_store(clock, name, {"append": per}, runs=(1, 3, 2) if name == "kreplica" else (1,),
+                                cpu_share=0.8 if name == "kreplica" else 1.0)
+              for name, per in ns.items()}
+    monkeypatch.setattr(bench_log, "STORES", stores)
+    checked = []
+    monkeypatch.setattr(bench_log, "_check_log_bytes", lambda path, work: checked.append(path))
+    sizes = replace(bench_log.QUICK, repeat=3)
+    work = append_work(16, 4, 10)  # 40 records in 4 batches, 640 B of values
+    rows, kept = bench_log.bench_append_100b(tmp_path, sizes, work)
+    assert checked == [kept["kreplica"]] and set(kept) == set(ns)
+    # kreplica: 50 ns x median 2 = 100 ns a record; CPU 80 ns
+    assert rows[0].kreplica == pytest.approx(10.0) and rows[0].passed
+    assert rows[0].peers == pytest.approx({"raw os.write": 12.5, "sqlite3": 0.4, "lmdb": 2.5, "plain Python": 0.5})
+    assert rows[0].note == "CPU time: 12.50 M rec/s"
+    assert (rows[1].ratio, rows[1].passed, rows[1].note) == (pytest.approx(25.0), True, "CPU time: 31.25x")
+    assert (rows[2].ratio, rows[2].passed, rows[2].note) == (pytest.approx(4.0), True, "CPU time: 5.00x")
+
+    [row] = bench_log.bench_append_1kib(tmp_path, sizes, work)  # kreplica's later runs: 2x, 100 ns a record
+    assert row.kreplica == pytest.approx(640 / 4e-6 / 1e9) and row.unit == "GB/s values"
+    assert (row.ratio, row.passed) == (pytest.approx(0.8), True)  # raw takes 80 ns to our 100
+    assert row.note == "CPU time: 0.20 GB/s, 1.00x raw os.write"
+
+
+def test_the_follower_row_is_bytes_a_second_against_raw_writes(tmp_path, clock, monkeypatch):
+    work = append_work(8, 3, 10)
+    monkeypatch.setattr(bench_log, "KReplica", _fake_store(clock, "kreplica", {"follow": 2.0}, runs=(1, 5, 0.5)))
+    monkeypatch.setattr(bench_log, "RawWrite", _fake_store(clock, "raw os.write", {"follow": 1.0}))
+    [row] = bench_log.bench_follower(tmp_path, replace(bench_log.QUICK, repeat=3), work)
+    assert (row.kreplica, row.peers) == (pytest.approx(0.5), pytest.approx({"raw os.write": 1.0}))  # median 2 ns/B
+    assert (row.ratio, row.passed) == (pytest.approx(0.5), False)
+
+
+def test_read_rows_judge_the_views_and_show_each_reader_in_its_column(tmp_path, clock, monkeypatch):
+    work = append_work(8, 2, 10)
+    costs = {"kreplica": {"read_bytes": 0.25, "read_bytes_copied": 1.0, "read_all": 100},
+             "raw os.write": {"read_bytes": 0.8}, "sqlite3": {"read_all": 1000}, "lmdb": {"read_all": 500},
+             "plain Python": {"read_all": 2000}}
+    monkeypatch.setattr(bench_log, "STORES", {name: _fake_store(clock, name, ns, cpu_share=0.5, work=work)
+                                              for name, ns in costs.items()})
+    views, decode = bench_log.bench_reads(replace(bench_log.QUICK, repeat=3), dict.fromkeys(costs, tmp_path), work)
+    assert (views.kreplica, views.passed, views.peers) == (pytest.approx(4.0), True, pytest.approx({"raw os.write": 1.25}))
+    assert "copying its views into a buffer too: 1.00 GB/s; CPU time: 8 GB/s" in views.note
+    assert decode.kreplica == pytest.approx(10.0) and decode.passed
+    assert decode.peers == pytest.approx({"sqlite3": 1.0, "lmdb": 2.0, "plain Python": 0.5})
+    assert decode.note == "CPU time: 20.00 M rec/s"
+    # views slower than 2 GB/s fail, however fast the copying read is
+    costs["kreplica"].update(read_bytes=1.0, read_bytes_copied=0.25)
+    views, _ = bench_log.bench_reads(bench_log.QUICK, dict.fromkeys(costs, tmp_path), work)
+    assert (views.kreplica, views.passed) == (pytest.approx(1.0), False)
+
+
+def test_lookup_growth_is_the_large_log_over_the_small_with_the_warm_up_dropped(tmp_path, clock, monkeypatch):
+    """Every (size, store) pair's first pass over the probes costs 10x: dropped, it moves
+    no median; the growth is the large log's time over the small one's."""
+    sizes = replace(bench_log.QUICK, lookup_records=100, lookup_probes=20, repeat=1)
+    small, large = 100, 100 * bench_log.LOOKUP_GROWTH
+    us = {"kreplica": (1.0, 1.5), "sqlite3": (2.0, 3.0), "lmdb": (1.0, 4.0)}
+    fakes = {name: _fake_store(clock, name, {f"lookup {small}": s * 1000, f"lookup {large}": g * 1000},
+                               cpu_share=0.5, warm_up=sizes.lookup_probes)
+             for name, (s, g) in us.items()}
+    monkeypatch.setattr(bench_log, "KReplica", fakes["kreplica"])
+    monkeypatch.setattr(bench_log, "STORES", fakes)
+    first, second = bench_log.bench_lookups(tmp_path, sizes)
+    assert (first.kreplica, first.peers) == (pytest.approx(1.0), pytest.approx({"sqlite3": 2.0, "lmdb": 1.0}))
+    assert (second.kreplica, second.peers) == (pytest.approx(1.5), pytest.approx({"sqlite3": 3.0, "lmdb": 4.0}))
+    assert (second.ratio, second.passed) == (pytest.approx(1.5), True)
+    assert "(7 segments, 100x)" in second.workload
+    assert second.note == "growth: sqlite3 1.50x, lmdb 4.00x; CPU time: 0.50 -> 0.75 us, 1.50x"
+
+
+def test_memory_row_is_the_peak_rss_in_mib_sampled_after_every_batch(tmp_path, clock, monkeypatch):
+    """This process's RSS (psutil.Process() of no pid) before the work and after each batch:
+    the row shows the peak, in MiB, and a peak over 600 MiB fails."""
+    import psutil
+
+    fake = _fake_store(clock, "kreplica", {"append": 1.0})
+    stores = fake.opened
+    rss_after = [150, 700, 300, 200]  # MiB after each batch; 100 before the first
+    monkeypatch.setattr(bench_log, "KReplica", fake)
+
+    class Process:
+        def __init__(self, *pid) -> None:
+            assert pid == ()  # this process, not another one
+
+        def memory_info(self):
+            done = stores[0].records // 10 if stores else 0
+            return SimpleNamespace(rss=([100] + rss_after)[done] * bench_log.MIB)
+
+    monkeypatch.setattr(psutil, "Process", Process)
+    sizes = replace(bench_log.QUICK, memory_bytes=4 * 160, memory_segment_bytes=1 << 20)
+    [row] = bench_log.bench_memory(tmp_path, sizes, [b"v" * 16] * 10)  # 4 batches of 160 B
+    assert stores[0].records == 40
+    assert (row.kreplica, row.unit, row.passed) == (700.0, "MiB RSS", False)
+    assert row.note.startswith("7 segments, start RSS 100 MiB")
+
+
+@pytest.mark.parametrize("argv, repeat", [([], 5), (["--repeat", "2"], 2), (["--quick"], 1),
+                                          (["--quick", "--repeat", "3"], 3)])
+def test_the_options_reach_the_run(argv, repeat, tmp_path, monkeypatch, capsys):
+    runs = []
+    monkeypatch.setattr(bench_log, "run", lambda sizes, data_dir=None: runs.append((sizes, data_dir)) or [])
+    assert main(["bench", "log", *argv, "--data-dir", str(tmp_path)]) == 0
+    base = bench_log.QUICK if "--quick" in argv else bench_log.FULL
+    assert runs == [(replace(base, repeat=repeat), str(tmp_path))]
+    assert f"Median of {repeat} run(s)" in capsys.readouterr().out.replace("\n", " ")
