@@ -1,4 +1,6 @@
 """``kreplica bench net``: every row commits what it sends and is read back (no timing asserted)."""
+from types import SimpleNamespace
+
 import pytest
 
 from kreplica import cli
@@ -26,3 +28,43 @@ def test_a_short_read_back_is_an_error_not_a_figure(monkeypatch):
     monkeypatch.setattr(Cluster, "fetch", lambda self, *a, **k: [])
     with pytest.raises(AssertionError, match="read back 0 committed records, expected 6"):
         bench_net.in_process(bench_net.batches(2, 2, 8))
+
+
+def test_the_warm_up_batch_is_committed_but_not_timed(monkeypatch):
+    """Each produce costs one fake second: the clock covers the three batches, not the fourth
+    (the warm-up) sent before them, which is still read back."""
+    clock = SimpleNamespace(now=0.0)
+    committed = []
+
+    class Cluster:
+        def create_topic(self, topic, partitions, replication_factor):
+            pass
+
+        def run_until(self, condition, timeout_ms):
+            return condition()
+
+        def describe(self, topic):
+            return SimpleNamespace(partitions=[SimpleNamespace(isr=[1, 2, 3])])
+
+        def produce(self, topic, partition, batch, acks):
+            assert acks == "all"
+            clock.now += 1.0
+            committed.extend(batch)
+
+        def fetch(self, topic, partition, offset):
+            return committed
+
+    monkeypatch.setattr(bench_net, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    assert bench_net._produce_all(Cluster(), bench_net.batches(3, 2, 8)) == 3.0
+    assert len(committed) == 8
+
+
+def test_the_table_divides_each_rows_records_by_its_seconds_and_compares_with_in_process(monkeypatch, capsys):
+    monkeypatch.setattr(bench_net, "in_process", lambda values: 2.0)
+    monkeypatch.setattr(bench_net, "tcp", lambda values: 8.0)
+    assert cli.main(["bench", "net", "--batches", "4", "--batch-records", "5", "--record-bytes", "8",
+                     "--no-processes"]) == 0
+    cells = [[cell.strip() for cell in line.split("│")[2:-1]] for line in capsys.readouterr().out.splitlines()
+             if line.count("│") == 6]
+    # wall s, committed records/s (20 records), ms per batch, vs in-process (the lines a name wraps onto are blank)
+    assert [row for row in cells if any(row)] == [["2.00", "10", "500.00", "1.00x"], ["8.00", "2", "2000.00", "0.25x"]]

@@ -4,7 +4,8 @@ import pytest
 
 from cli_refusal import refused
 from kreplica.log.mapped_file import MappedFile
-from kreplica.tools.bench_replication import _batches, breakdown, main
+from kreplica.tools import bench_replication
+from kreplica.tools.bench_replication import _batches, breakdown, finish_replicated, main, prepare_replicated, produce_replicated
 
 
 def test_breakdown_names_every_broker_and_restores_the_hooks(tmp_path):
@@ -43,3 +44,70 @@ def test_the_cli_prints_the_breakdown(tmp_path, capsys):
 ])
 def test_bad_arguments_are_refused_by_the_parser(argv, message, capsys):
     assert message in refused(main, argv, capsys)
+
+
+def test_run_keeps_each_sides_best_round_and_divides_ours_by_the_peers(tmp_path, monkeypatch):
+    """Best of three rounds on each side (the doc's "the best round of each counts"), the
+    replicated rate over the single log's, the CPU ratio from the CPU seconds, MB of 10**6."""
+    singles = iter([(2.0, 1.5), (1.0, 0.8), (3.0, 2.0)])
+    replicated = iter([(5.0, 3.0, 7), (4.0, 2.5, 9), (6.0, 3.5, 8)])
+
+    def single(root, batches, count):
+        seconds, cpu = next(singles)
+        return {"seconds": seconds, "cpu_seconds": cpu, "records": 1000}
+
+    def rounds(root, batches, count, in_flight):
+        seconds, cpu, fetches = next(replicated)
+        return {"seconds": seconds, "cpu_seconds": cpu, "records": 1000, "follower_fetches": fetches,
+                "bytes": 2_000_000}
+
+    monkeypatch.setattr(bench_replication, "run_single_log", single)
+    monkeypatch.setattr(bench_replication, "run_replicated", rounds)
+    r = bench_replication.run(100, batch_records=10, count=4, in_flight=2, data_dir=str(tmp_path), repeat=3)
+    assert (r["single_append_records_per_s"], r["committed_records_per_s"]) == (1000.0, 250.0)
+    assert (r["ratio"], r["cpu_ratio"]) == (pytest.approx(0.25), pytest.approx(0.32))  # 0.8 / 2.5 CPU s
+    assert (r["committed_mb_per_s"], r["follower_fetches"]) == (pytest.approx(0.5), 9)
+    assert r["rounds_committed_records_per_s"] == pytest.approx([200.0, 250.0, 1000 / 6])
+    assert (r["batches"], r["distinct_batches"]) == (4, 4)
+
+
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_the_producer_keeps_in_flight_requests_outstanding(in_flight, tmp_path):
+    cluster = prepare_replicated(tmp_path)
+    transport, batches = cluster["transport"], _batches(100, 10, 8, 1)
+    send, outstanding, most = transport.send, [0], [0]
+
+    def counting_send(src, dst, request, on_response):
+        if src != -1:  # a follower's fetch
+            return send(src, dst, request, on_response)
+        outstanding[0] += 1
+        most[0] = max(most[0], outstanding[0])
+
+        def acked(response):
+            outstanding[0] -= 1
+            on_response(response)
+
+        return send(src, dst, request, acked)
+
+    transport.send = counting_send
+    produced = produce_replicated(cluster, batches, 8, in_flight)
+    assert (most[0], produced["acked"]) == (in_flight, 8)
+    assert finish_replicated(cluster, produced, batches, 8)["records"] == 80
+
+
+@pytest.mark.parametrize("argv, count", [(["--batches", "7"], 7), ([], max(100, (50 << 20) // (1024 * 10)))])
+def test_every_option_reaches_the_run_and_the_line_shows_its_figures(argv, count, tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def run(*args):
+        calls.append(args)
+        return {"committed_records_per_s": 250_000.0, "committed_mb_per_s": 25.4, "ratio": 0.25,
+                "single_append_records_per_s": 1_000_000.0, "cpu_ratio": 0.32, "breakdown": None}
+
+    monkeypatch.setattr(bench_replication, "run", run)
+    assert main(["--sizes", "1024", "--batch-records", "10", "--in-flight", "5", "--repeat", "2",
+                 "--data-dir", str(tmp_path), "--distinct", "4", *argv]) == 0
+    assert calls == [(1024, 10, count, 5, str(tmp_path), 2, False, 4)]
+    first, _header, line = capsys.readouterr().out.splitlines()
+    assert first.endswith("best of 2 interleaved rounds; 4 batches recycled")
+    assert line.split() == ["1024B", str(count), "250,000", "25", "1,000,000", "0.250", "0.320"]
