@@ -86,6 +86,25 @@ def test_bench_failover_shows_no_ratio_to_zero_reelected_partitions(capsys):
     assert controller[3] == "1" and float(controller[-2]) == float(controller[7])  # trips / 1
 
 
+
+def test_bench_failover_keeps_the_best_of_repeat_runs_for_each_failure(monkeypatch, capsys):
+    from kreplica.tools import bench_failover
+
+    seconds, calls = iter([0.3, 0.1, 0.2, 0.6, 0.4, 0.5]), []
+
+    def run(n, controller_fails=False):
+        calls.append((n, controller_fails))
+        s = next(seconds)
+        return bench_failover.FailoverResult("memory", "controller" if controller_fails else "broker", n, s, s / 2,
+                                             n // 3, 4, 1)
+
+    monkeypatch.setattr(bench_failover, "run", run)
+    assert cli.main(["bench", "failover", "--no-zookeeper", "--partitions", "30", "--repeat", "3"]) == 0
+    assert calls == [(30, False)] * 3 + [(30, True)] * 3
+    rows = {line.split()[1]: line.split()[4:6] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("memory ")}
+    assert rows == {"broker": ["0.100", "0.050"], "controller": ["0.400", "0.200"]}  # seconds, cpu s
+
 # `kreplica sweep`: a bad grid is refused before Spark starts (it must never start here).
 
 @pytest.fixture

@@ -535,13 +535,46 @@ def test_failover_bench_scenario_reelects_with_batched_writes():
 def test_failover_bench_judges_its_targets():
     from kreplica.tools.bench_failover import FailoverResult, verdicts
 
-    def row(store, n, seconds, trips=0):
-        return FailoverResult(store, "broker", n, seconds, seconds, n // 3, trips, 1)
+    def row(store, n, seconds, trips=0, failed="broker"):
+        return FailoverResult(store, failed, n, seconds, seconds, n // 3, trips, 1)
 
     good = verdicts([row("memory", 1000, 0.02), row("memory", 10000, 0.25), row("zookeeper", 1000, 1.0, 4)])
     assert len(good) == 3 and all(line.endswith("PASS") for line in good)
     bad = verdicts([row("memory", 1000, 0.6), row("memory", 10000, 60.0), row("zookeeper", 1000, 1.0, 900)])
     assert [line.rsplit(" ", 1)[1] for line in bad] == ["FAIL", "FAIL", "FAIL"]
+    # the targets are a broker failure's: the controller-failure rows (a whole controller
+    # failover on top), listed first as the command lists them, judge neither
+    mixed = verdicts([row("memory", 1000, 0.9, failed="controller"), row("memory", 1000, 0.02),
+                      row("memory", 10000, 9.0, failed="controller"), row("memory", 10000, 0.25)])
+    assert mixed == ["target: memory store, 1,000 partitions in < 0.5 s: 0.020 s, PASS",
+                     "target: linear in partitions: 20.0 -> 25.0 us/partition from 1,000 to 10,000, PASS"]
+
+
+def test_failover_bench_times_the_session_close_and_the_election_on_both_clocks(monkeypatch):
+    """The clock starts before the failed broker's session closes and stops after the
+    re-election; the CPU column is the CPU clock's, not the wall clock's."""
+    from types import SimpleNamespace
+
+    from kreplica.tools import bench_failover
+
+    state = bench_failover.prepare(9)
+    clock = SimpleNamespace(wall=0.0, cpu=0.0)
+    monkeypatch.setattr(bench_failover, "time",
+                        SimpleNamespace(perf_counter=lambda: clock.wall, process_time=lambda: clock.cpu))
+
+    def costing(fn, wall, cpu):
+        def spend(*args):
+            clock.wall += wall
+            clock.cpu += cpu
+            return fn(*args)
+        return spend
+
+    session, sched = state["sessions"][state["failed"]], state["sched"]
+    state["sessions"][state["failed"]] = SimpleNamespace(close=costing(session.close, 1.0, 0.25))
+    state["sched"] = SimpleNamespace(advance=costing(sched.advance, 2.0, 0.5))
+    r = bench_failover.fail(state)
+    bench_failover.teardown(state)
+    assert (r.seconds, r.cpu_seconds, r.reelected) == (3.0, 0.75, 3)
 
 
 # -- random histories (hypothesis) ------------------------------------------------------------
