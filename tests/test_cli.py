@@ -122,6 +122,7 @@ def no_spark(monkeypatch):
     (["--truncation", "foo"], "replica.truncation.strategy='foo'"),
     (["--until", "-5"], "until_ms and liveness_ms must be >= 0"),
     (["--until", "x"], "sweep axis until_ms='x'"),
+    (["--grid", "grid.toml"], "give the grid as --grid FILE or as flags, not both"),
 ])
 def test_sweep_refuses_a_bad_axis_value_up_front(flags, message, no_spark, tmp_path, capsys):
     argv = ["sweep", "--scenario", "random-chaos", *flags, "--out", str(tmp_path / "out")]
@@ -140,6 +141,56 @@ def test_sweep_refuses_a_bad_grid_file_up_front(no_spark, tmp_path, capsys):
 def test_sweep_refuses_bad_run_options(capsys):
     assert "--runs-per-task: 0: must be at least 1" in _refused(
         ["sweep", "--scenario", "random-chaos", "--out", "x", "--runs-per-task", "0"], capsys)
+
+
+class _Context:
+    """The SparkContext calls `kreplica sweep` makes outside run_sweep."""
+
+    def setLogLevel(self, level):
+        pass
+
+    def cancelAllJobs(self):
+        pass
+
+
+class _Session:
+    sparkContext = _Context()
+
+    def stop(self):
+        pass
+
+
+def _py4j_error():
+    error = type("Py4JJavaError", (Exception,), {"__module__": "py4j.protocol"})
+    return error("An error occurred while calling o88.parquet.\n: java.io.IOException: No space left on device")
+
+
+@pytest.mark.parametrize("stop, status, last_line", [
+    ("start", 2, "sweep: Spark did not start (check --master and --conf): Py4JJavaError: "
+                 "An error occurred while calling o88.parquet."),
+    ("chunk", 1, "sweep: Spark failed: Py4JJavaError: An error occurred while calling o88.parquet."),
+    ("interrupt", 130, "sweep: interrupted after 2 of 4 runs, kept in {out} (the same command runs the rest)"),
+])
+def test_a_sweep_stopped_inside_spark_ends_in_one_line(stop, status, last_line, monkeypatch, tmp_path, capsys):
+    """Spark failing to start is a usage error (2), failing later is 1, an interrupt 130;
+    what was already done (2 of 6 runs here) is not counted as left to do."""
+    from kreplica.spark.sweep import SweepStats
+
+    def local_session(*args, **kwargs):
+        if stop == "start":
+            raise _py4j_error()
+        return _Session()
+
+    def run_sweep(spark, grid, out, *, on_chunk, **kwargs):
+        on_chunk(1, 3, SweepStats(total=len(grid), already_done=2, executed=2))
+        raise KeyboardInterrupt if stop == "interrupt" else _py4j_error()
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", local_session)
+    monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
+    out = str(tmp_path / "out")
+    assert cli.main(["sweep", "--scenario", "random-chaos", "--seeds", "1..6", "--out", out]) == status
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == last_line.format(out=out), err
 
 
 # `kreplica produce` and `kreplica consume` (the thirteenth review, docs/engine-audit.md,

@@ -594,6 +594,56 @@ def test_staging_left_by_a_killed_writer_is_not_published(spark, tmp_path):  # n
     assert stats.already_done == 2 and stats.executed == 1
     assert sorted(r.seed for r in read_results(spark, str(out)).select("seed").collect()) == [1, 2, 3]
     assert not (out / "_temporary").exists()
+    # Another configuration point of seed 2: not done, though a run of seed 2 is.
+    other = run_sweep(spark, Grid.from_axes([SCENARIO], {"until_ms": [300]}, "2..2"), str(out), runs_per_task=2,
+                      tasks_per_chunk=1)
+    assert (other.total, other.already_done, other.executed) == (1, 0, 1)
+
+
+def _result_row(seed: int, **changes) -> dict:
+    """A row as sim_runner.run makes it: a clean run unless ``changes`` say otherwise."""
+    from kreplica.spark.sweep import RESULT_COLUMNS
+
+    config = RunConfig(truncation="leader-epoch")
+    row = {name: None for name, _ in RESULT_COLUMNS}
+    row.update(scenario=SCENARIO, config_key=config.key, seed=seed, acks="all", min_isr=2, unclean=False,
+               truncation="leader-epoch", rf=3, fault_rate=0.0, faults_per_minute=0.0, until_ms=1000,
+               brokers=3, history_hash=str(seed) * 64, events=10, virtual_ms=1000, violations={},
+               violations_total=0, lost_acks=0, lost_by_cause={}, unclean_elections=0, superseded_reads=0,
+               superseded_by_cause={}, acked_writes=10, writes_completed=10, availability=1.0,
+               reelect_ms=[], converged=True, wall_ms=1.0)
+    row.update(changes)
+    return row
+
+
+def test_report_tells_losses_other_violations_and_errors_apart(spark, tmp_path):  # noqa: F811
+    """Only invariant 1 or a counted loss is a lost write; another invariant and a run that
+    raised are failing runs, listed with their histories, but not losses."""
+    import gzip
+
+    from kreplica.spark.report import build_report
+    from kreplica.spark.sweep import result_schema
+
+    history = gzip.compress(b'{"kind": "run"}\n')
+    rows = [
+        _result_row(1),
+        _result_row(2, violations={"3-replica-divergence": 1}, violations_total=1, converged=False,
+                    first_violation="3-replica-divergence: replicas differ", history_gz=history),
+        _result_row(3, error="RuntimeError: boom", virtual_ms=None, availability=None, converged=False,
+                    history_gz=history),
+        _result_row(4, lost_acks=2, lost_by_cause={"unclean-election": 2}, unclean_elections=1,
+                    history_gz=history),
+    ]
+    report = build_report(spark, spark.createDataFrame(rows, result_schema()), tmp_path, show=False)
+    [row] = report.rows
+    assert (row["runs"], row["loss_runs"], row["violation_runs"], row["errors"], row["failing_runs"]) == (
+        4, 1, 1, 1, 3)
+    assert row["loss_probability"] == 0.25 and row["violations"] == {"3-replica-divergence": 1}
+    assert row["mean_availability"] == 1.0  # over the runs that measured it
+    assert report.failing_total == 3 and [f["seed"] for f in report.failing] == [2, 3, 4]
+    md = report.markdown.read_text()
+    assert f"seed 3 (hash `{'3' * 16}`): RuntimeError: boom" in md
+    assert all(f["replay"] in md and Path(f["replay"].split()[-1]).is_file() for f in report.failing)
 
 
 def test_cli_report_only(spark, swept, tmp_path, capsys):  # noqa: F811

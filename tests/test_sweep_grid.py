@@ -1,0 +1,221 @@
+"""The sweep's pure-Python parts (issue 6, "Sweeps"), without a Spark session.
+
+test_spark_sweep.py runs the sweep on a real local Spark; the fast run
+(``-k "not spark"``) leaves that whole module out, its name and its mark say spark.
+What needs no JVM is checked here, so the fast run sees it: the grid and its run
+order, the scenario a configuration point makes, one run's row, the host's
+scratch directories, the report's table rows and the progress bar's task counts
+(the fourteenth review, docs/engine-audit.md, SP..).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from kreplica.spark.sim_runner import (RunConfig, build_scenario, effective_config, history_text,
+                                       remove_orphaned_scratch, run, scratch_dir, use_scratch)
+from kreplica.spark.sweep import Grid, RunSpec
+
+SCENARIO = "kip101-hw-truncation"
+TRUNCATIONS = ["high-watermark", "leader-epoch"]
+
+
+# ---- the grid ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("min_isr_name", ["min_isr", "min.insync.replicas", "min_insync_replicas"])
+def test_axes_vary_in_their_canonical_order_whatever_their_names(min_isr_name):
+    """min_isr before truncation (AXES), however each is spelled and in whichever order
+    written: one grid, one run order, so a re-run resumes the same runs."""
+    g = Grid.from_axes([SCENARIO], {"truncation": TRUNCATIONS, min_isr_name: [1, 2]})
+    assert [(c.min_isr, c.truncation) for c in g.configs] == [
+        (1, "high-watermark"), (1, "leader-epoch"), (2, "high-watermark"), (2, "leader-epoch")]
+
+
+def test_runs_are_numbered_seed_major_then_configuration_then_scenario():
+    g = Grid.from_axes([SCENARIO, "unclean-election"], {"acks": ["0", "1", "all"]}, "5..8")
+    assert len(g) == 2 * 3 * 4 and g.seed_count == 4
+    expected = [(name, config, seed) for seed in range(5, 9) for config in g.configs
+                for name in (SCENARIO, "unclean-election")]
+    assert [(s.scenario, s.config, s.seed) for s in map(g.spec, range(len(g)))] == expected
+
+
+@pytest.mark.parametrize("scenarios, axes, message", [
+    ([SCENARIO, "unclean-election", SCENARIO], {}, "scenarios repeat"),
+    ([SCENARIO], {"acks": ["all", "-1"]}, "distinct"),
+    ([SCENARIO], {"unclean": ["true", True]}, "distinct"),
+    ([SCENARIO], {"fault_rate": ["0.5", 0.50]}, "distinct"),
+])
+def test_a_grid_that_would_run_a_run_twice_is_refused(scenarios, axes, message):
+    """Two names for one scenario or one configuration point: every run of it would run
+    twice, and the rows would repeat the same (scenario, config_key, seed)."""
+    with pytest.raises(ValueError, match=message):
+        Grid.from_axes(scenarios, axes)
+
+
+@pytest.mark.parametrize("axis, value", [
+    ("unclean", "yes"), ("unclean", "1"), ("unclean", ""),
+    ("fault_rate", "nan"), ("fault_rate", "inf"), ("fault_rate", -0.5),
+])
+def test_an_axis_value_the_simulator_cannot_take_is_named(axis, value):
+    with pytest.raises(ValueError, match=f"sweep axis {axis}="):
+        RunConfig.parse({axis: value})
+
+
+# ---- a configuration point's scenario ---------------------------------------------------------
+
+def test_fault_rate_scales_the_per_minute_rates_only():
+    """Fractions, durations and max_down are the faults' shapes: a fault rate leaves them."""
+    base = build_scenario("random-chaos", RunConfig()).chaos
+    doubled = build_scenario("random-chaos", RunConfig(fault_rate=2.0)).chaos
+    rates = {"crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
+             "expire_session", "partition", "cut_store"}
+    shapes = {"power_loss_fraction", "torn_fraction", "downtime_ms_max", "pause_ms_max", "partition_ms_max",
+              "max_down", "cascade_ms_max"}
+    for name in rates | shapes:
+        want = getattr(base, name) * (2 if name in rates else 1)
+        assert getattr(doubled, name) == want, name
+    assert base.power_loss_fraction == 0.3 and base.max_down == 2  # the file's, not defaults
+
+
+def test_a_replication_factor_above_the_brokers_adds_brokers():
+    config = RunConfig(rf=5)
+    sc = build_scenario("random-chaos", config)
+    sc.validate()
+    assert sc.brokers == 5 and {t.replication_factor for t in sc.topics} == {5}
+    got = effective_config(sc, config)
+    assert (got["rf"], got["brokers"]) == (5, 5)
+
+
+@pytest.mark.parametrize("scenario, fault_rate, expected", [
+    (SCENARIO, None, 0.0),  # scripted faults only: no [chaos] table
+    ("random-chaos", None, 1.0),  # the file's own rates
+    ("random-chaos", 0.0, 0.0),
+    ("random-chaos", 0.5, 0.5),
+])
+def test_the_row_says_the_fault_rate_the_run_had(scenario, fault_rate, expected):
+    config = RunConfig(fault_rate=fault_rate)
+    sc = build_scenario(scenario, config)
+    got = effective_config(sc, config)
+    assert got["fault_rate"] == expected
+    assert (got["faults_per_minute"] == 0) == (expected == 0)
+
+
+# ---- one run's row ----------------------------------------------------------------------------
+
+def test_a_run_that_raises_is_a_failing_row_with_its_history(monkeypatch):
+    """The exception is the finding: the row names it and carries the history up to it,
+    for --replay, as a run with a violation does."""
+    from kreplica.sim import world
+    from kreplica.sim.history import hash_lines, read_jsonl, run_header
+
+    def liveness(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(world.World, "_liveness", liveness)
+    row = run(RunSpec(SCENARIO, RunConfig(truncation="leader-epoch"), 3))
+    assert row["error"] == "RuntimeError: boom" and row["converged"] is False
+    assert row["truncation"] == "leader-epoch" and row["violations_total"] == 0
+    lines = history_text(row["history_gz"]).splitlines()
+    assert len(lines) == row["events"] > 1 and hash_lines(lines) == row["history_hash"]
+
+
+# ---- the host's scratch directories -----------------------------------------------------------
+
+def test_orphaned_scratch_goes_and_a_live_or_young_one_stays(tmp_path, monkeypatch):
+    """Here under a private root: the real /dev/shm may hold another sweep's."""
+    monkeypatch.setattr("kreplica.sim.world.default_data_root", lambda: str(tmp_path))
+    own, locked, orphan, young = (f"kreplica-sweep-{n}" for n in ("own", "locked", "orphan", "young"))
+    for name in (own, orphan, young):
+        os.makedirs(scratch_dir(name))
+    (tmp_path / "kreplica-sim-1").mkdir()  # a lone run's data dir: not a sweep's
+    lock = use_scratch(locked)
+    try:
+        old = time.time() - 120
+        for name in (own, locked, orphan, "kreplica-sim-1"):
+            os.utime(scratch_dir(name), (old, old))
+        assert remove_orphaned_scratch(keep=own) == [scratch_dir(orphan)]
+        assert sorted(os.listdir(tmp_path)) == sorted([own, locked, young, "kreplica-sim-1"])
+    finally:
+        os.close(lock)
+    assert remove_orphaned_scratch(keep=own) == [scratch_dir(locked)]
+
+
+# ---- the report's table -----------------------------------------------------------------------
+
+def _summary_row(**changes):
+    """One row as report.summarize returns it."""
+    row = dict(scenario=SCENARIO, config_key=RunConfig(truncation="leader-epoch").key, acks="all",
+               min_isr=2, unclean=False, truncation="leader-epoch", rf=3, fault_rate=0.0, until_ms=6000,
+               runs=4, loss_runs=0, violation_runs=0, failing_runs=0, errors=0, lost_acks=0,
+               unclean_elections=0, superseded_reads=0, mean_availability=0.9876,
+               throughput=51.25, acked_writes=100, writes_completed=110, mean_wall_ms=12.0,
+               loss_probability=0.0, loss_ci_low=0.0, loss_ci_high=0.6024, violations={},
+               lost_by_cause={}, elections=3, reelect_p50_ms=1500.0, reelect_p99_ms=12345.6)
+    row.update(changes)
+    return row
+
+
+def test_the_table_shows_a_configurations_errors_beside_its_violations():
+    from kreplica.spark.report import _table_rows
+
+    head, body = _table_rows([
+        _summary_row(),
+        _summary_row(truncation="high-watermark", config_key=RunConfig(truncation="high-watermark").key,
+                     violation_runs=1, errors=2, failing_runs=3, loss_runs=1, loss_probability=0.25,
+                     loss_ci_low=0.0456, loss_ci_high=0.6994, violations={"1-acked-write-lost": 1},
+                     mean_availability=None, reelect_p50_ms=None, reelect_p99_ms=None, throughput=None),
+    ])
+    assert head[2:5] == ["runs", "P(loss) [95% CI]", "violations"]
+    assert body == [
+        [SCENARIO, "truncation=leader-epoch", "4", "0.000 [0.000, 0.602] (0/4)", "0", "0", "0", "0",
+         "98.76", "1,500 / 12,346", "51.2"],
+        [SCENARIO, "truncation=high-watermark", "4", "0.250 [0.046, 0.699] (1/4)",
+         "1-acked-write-lost: 1 (+2 errors)", "0", "0", "0", "-", "- / -", "-"],
+    ]
+
+
+# ---- the progress bar's counts ----------------------------------------------------------------
+
+class _Tracker:
+    """SparkContext.statusTracker() as the progress bar reads it, with jobs set per poll."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, tuple[str, dict[int, tuple[int, int]]]] = {}
+
+    def getJobIdsForGroup(self, group):
+        return list(self.jobs)
+
+    def getJobInfo(self, job_id):
+        status, stages = self.jobs[job_id]
+        return type("JobInfo", (), {"status": status, "stageIds": list(stages)})
+
+    def getStageInfo(self, stage_id):
+        for _, stages in self.jobs.values():
+            if stage_id in stages:
+                done, tasks = stages[stage_id]
+                return type("StageInfo", (), {"numCompletedTasks": done, "numTasks": tasks,
+                                              "numFailedTasks": 0, "numActiveTasks": 0})
+        return None
+
+
+def test_progress_remembers_jobs_the_status_tracker_forgot():
+    """Spark keeps spark.ui.retainedJobs jobs; a long sweep's first chunks drop out of the
+    tracker, but their tasks stay done.  Jobs not yet submitted count expect_tasks each."""
+    from kreplica.spark.progress import SparkProgress
+
+    tracker = _Tracker()
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    bar = SparkProgress(sc, "g", expect_jobs=3, expect_tasks=4)
+    tracker.jobs = {1: ("RUNNING", {10: (1, 4)})}
+    counts = bar.tracker.poll()
+    assert (counts.completed, counts.total) == (1, 4)
+    assert bar._total(counts) == 4 + 2 * 4
+    # Job 1 done (its second stage skipped), then forgotten while job 2 runs.
+    tracker.jobs = {1: ("SUCCEEDED", {10: (4, 4), 11: (0, 2)})}
+    bar.tracker.poll()
+    tracker.jobs = {2: ("RUNNING", {20: (2, 4)})}
+    counts = bar.tracker.poll()
+    assert (counts.completed, counts.total) == (4 + 2, 4 + 4)
+    assert bar._total(counts) == 8 + 1 * 4
