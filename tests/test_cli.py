@@ -131,11 +131,29 @@ def test_sweep_refuses_a_bad_axis_value_up_front(flags, message, no_spark, tmp_p
     assert err.startswith("sweep: ") and message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_sweep_refuses_a_bad_grid_file_up_front(no_spark, tmp_path, capsys):
-    grid = tmp_path / "grid.toml"
-    grid.write_text('scenarios = ["random-chaos"]\nseeds = "1..2"\n[config]\nacks = ["7"]\n')
+@pytest.mark.parametrize("name, text, message", [
+    ("grid.toml", 'scenarios = ["random-chaos"]\nseeds = "1..2"\n[config]\nacks = ["7"]\n',
+     "INVALID_CONFIG: acks='7'"),
+    ("grid.toml", 'scenarios = ["random-chaos"\n', "grid.toml: not valid TOML: "),
+    ("grid.yaml", "scenarios: [random-chaos\n", "grid.yaml: not valid YAML: expected ',' or ']'"),
+    ("grid.yaml", "- random-chaos\n", "grid: expected a table of scenarios, seeds and config"),
+    ("grid.toml", "scenarios = 5\n", "grid: 'scenarios' must be a name or a list of names, got 5"),
+    ("grid.yaml", "scenarios: [[random-chaos]]\n", "'scenarios' must be a name or a list of names"),
+    ("grid.toml", 'scenarios = "random-chaos"\nconfig = 5\n', "grid: 'config' must be a table of axes"),
+    ("grid.toml", 'scenarios = "random-chaos"\n[config]\nrf = 2.9\n', "sweep axis rf=2.9: expected an integer"),
+    ("grid.toml", 'scenarios = "random-chaos"\n[config]\nmin_isr = [[2]]\n', "sweep axis min_isr=[2]"),
+    ("grid.yaml", "scenarios: random-chaos\nconfig: {until: true}\n", "sweep axis until=True"),
+    ("grid.toml", 'scenarios = "random-chaos"\n[config]\nmin_isr = 1\n"min.insync.replicas" = 2\n',
+     "sweep axis min_isr given twice, as 'min_isr' and 'min.insync.replicas'"),
+])
+def test_sweep_refuses_a_bad_grid_file_up_front(name, text, message, no_spark, tmp_path, capsys):
+    """One line for whatever is wrong with the file, never a traceback, and never a value
+    quietly changed (rf 2.9 run as 2, the first of two min_isr dropped)."""
+    grid = tmp_path / name
+    grid.write_text(text)
     assert cli.main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.startswith("sweep: INVALID_CONFIG: acks='7'")
+    err = capsys.readouterr().err
+    assert err.startswith("sweep: ") and message in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_sweep_refuses_bad_run_options(capsys):

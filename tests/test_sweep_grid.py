@@ -46,6 +46,7 @@ def test_runs_are_numbered_seed_major_then_configuration_then_scenario():
     ([SCENARIO], {"acks": ["all", "-1"]}, "distinct"),
     ([SCENARIO], {"unclean": ["true", True]}, "distinct"),
     ([SCENARIO], {"fault_rate": ["0.5", 0.50]}, "distinct"),
+    ([SCENARIO], {"min_isr": [1, 2], "min.insync.replicas": [2]}, "given twice"),
 ])
 def test_a_grid_that_would_run_a_run_twice_is_refused(scenarios, axes, message):
     """Two names for one scenario or one configuration point: every run of it would run
@@ -57,6 +58,8 @@ def test_a_grid_that_would_run_a_run_twice_is_refused(scenarios, axes, message):
 @pytest.mark.parametrize("axis, value", [
     ("unclean", "yes"), ("unclean", "1"), ("unclean", ""),
     ("fault_rate", "nan"), ("fault_rate", "inf"), ("fault_rate", -0.5),
+    # What int() and float() take but a grid means otherwise: 2.9 is not rf 2, true not 1.
+    ("rf", 2.9), ("min_isr", True), ("until_ms", 1.5), ("fault_rate", True), ("min_isr", [2]),
 ])
 def test_an_axis_value_the_simulator_cannot_take_is_named(axis, value):
     with pytest.raises(ValueError, match=f"sweep axis {axis}="):

@@ -65,7 +65,16 @@ def _bool(value: Any) -> bool:
     return text == "true"
 
 
+def _int(value: Any) -> int:
+    """An integer or its text: not a bool, and not a float (2.9 would run as 2)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return int(value)
+
+
 def _fault_rate(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a number, got {value!r}")
     rate = float(value)
     if not math.isfinite(rate) or rate < 0:
         raise ValueError(f"fault_rate: expected a finite number >= 0, got {value!r}")
@@ -74,12 +83,12 @@ def _fault_rate(value: Any) -> float:
 
 _PARSE = {
     "acks": _acks_text,
-    "min_isr": int,
+    "min_isr": _int,
     "unclean": _bool,
     "truncation": str,
-    "rf": int,
+    "rf": _int,
     "fault_rate": _fault_rate,
-    "until_ms": int,
+    "until_ms": _int,
 }
 
 
@@ -103,11 +112,14 @@ class RunConfig:
     @classmethod
     def parse(cls, values: dict[str, Any]) -> "RunConfig":
         """From loosely typed values (a grid file, flags): each checked, named when bad."""
-        out = {}
+        out, given = {}, {}
         for name, value in values.items():
             axis = AXIS_ALIASES.get(name, name)
             if axis not in _PARSE:
                 raise ValueError(f"unknown sweep axis {name!r}; known: {', '.join(AXES)}")
+            if axis in given:
+                raise ValueError(f"sweep axis {axis} given twice, as {given[axis]!r} and {name!r}")
+            given[axis] = name
             try:
                 out[axis] = None if value is None else _PARSE[axis](value)
             except ValueError as e:

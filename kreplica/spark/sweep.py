@@ -105,17 +105,24 @@ class Grid:
         return cls(tuple(scenarios), configs, span)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Grid":
+    def from_dict(cls, data: Any) -> "Grid":
         """A grid file's contents: ``scenarios``, ``seeds`` and an optional ``[config]`` table."""
+        if not isinstance(data, dict):
+            raise ValueError(f"grid: expected a table of scenarios, seeds and config, got {data!r}")
         unknown = set(data) - {"scenarios", "seeds", "config"}
         if unknown:
-            raise ValueError(f"grid: unknown keys {sorted(unknown)} (expected scenarios, seeds, config)")
+            raise ValueError(f"grid: unknown keys {sorted(unknown, key=str)} (expected scenarios, seeds, config)")
         scenarios = data.get("scenarios")
         if isinstance(scenarios, str):
             scenarios = [scenarios]
         if not scenarios:
             raise ValueError("grid: 'scenarios' must name at least one scenario")
-        return cls.from_axes(scenarios, dict(data.get("config") or {}), data.get("seeds", 1))
+        if not isinstance(scenarios, list) or not all(isinstance(s, str) for s in scenarios):
+            raise ValueError(f"grid: 'scenarios' must be a name or a list of names, got {scenarios!r}")
+        config = data.get("config") or {}
+        if not isinstance(config, dict):
+            raise ValueError(f"grid: 'config' must be a table of axes, got {config!r}")
+        return cls.from_axes(scenarios, config, data.get("seeds", 1))
 
     @classmethod
     def load(cls, path: str | Path) -> "Grid":
@@ -123,11 +130,19 @@ class Grid:
         path = Path(path)
         if path.suffix == ".toml":
             with open(path, "rb") as f:
-                data = tomllib.load(f)
+                try:
+                    data = tomllib.load(f)
+                except tomllib.TOMLDecodeError as e:
+                    raise ValueError(f"{path}: not valid TOML: {e}") from None
         elif path.suffix in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(path.read_text()) or {}
+            try:
+                data = yaml.safe_load(path.read_text()) or {}
+            except yaml.YAMLError as e:
+                mark = getattr(e, "problem_mark", None)
+                where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+                raise ValueError(f"{path}: not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
         else:
             raise ValueError(f"{path}: a grid is a .toml or .yaml file")
         return cls.from_dict(data)
