@@ -9,6 +9,7 @@ scratch directories, the report's table rows and the progress bar's task counts
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -74,12 +75,18 @@ def test_fault_rate_scales_the_per_minute_rates_only():
     doubled = build_scenario("random-chaos", RunConfig(fault_rate=2.0)).chaos
     rates = {"crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
              "expire_session", "partition", "cut_store"}
+    # cascade is a chance per election (0.15 here), not a rate: scaled by 10 it would be 1.5.
     shapes = {"power_loss_fraction", "torn_fraction", "downtime_ms_max", "pause_ms_max", "partition_ms_max",
-              "max_down", "cascade_ms_max"}
+              "max_down", "cascade", "cascade_ms_max"}
+    assert {f.name for f in dataclasses.fields(base)} == rates | shapes
     for name in rates | shapes:
         want = getattr(base, name) * (2 if name in rates else 1)
         assert getattr(doubled, name) == want, name
-    assert base.power_loss_fraction == 0.3 and base.max_down == 2  # the file's, not defaults
+    assert base.power_loss_fraction == 0.3 and base.max_down == 2 and base.cascade == 0.15  # the file's
+    # The row's faults_per_minute adds up the rates only.
+    config = RunConfig(fault_rate=2.0)
+    row = effective_config(build_scenario("random-chaos", config), config)
+    assert row["faults_per_minute"] == pytest.approx(2 * sum(getattr(base, name) for name in rates))
 
 
 def test_a_replication_factor_above_the_brokers_adds_brokers():

@@ -175,9 +175,15 @@ def _scaled(rates: Any, factor: float, cls: type) -> Any:
     return replace(rates, **{n: getattr(rates, n) * factor for n in _per_minute_names(cls)})
 
 
+# FaultRates' floats that are chances per event, not per minute: ``cascade`` is the chance
+# that a newly elected leader fails (scaled by 10 it would be 1.5, every election).
+_CHANCES = ("cascade",)
+
+
 def _per_minute_names(cls: type) -> list[str]:
-    # Per-minute rates scale; fractions, durations and max_down are shapes, not rates.
-    return [f.name for f in fields(cls) if f.type in ("float", float) and not f.name.endswith("_fraction")]
+    # Per-minute rates scale; fractions, chances, durations and max_down are shapes, not rates.
+    return [f.name for f in fields(cls) if f.type in ("float", float)
+            and not f.name.endswith("_fraction") and f.name not in _CHANCES]
 
 
 def effective_config(sc: Any, config: RunConfig) -> dict[str, Any]:
