@@ -70,6 +70,8 @@ def test_an_axis_value_the_simulator_cannot_take_is_named(axis, value):
 # ---- a configuration point's scenario ---------------------------------------------------------
 
 def test_fault_rate_scales_the_per_minute_rates_only():
+    from kreplica.sim.faults import PER_MINUTE
+
     """Fractions, durations and max_down are the faults' shapes: a fault rate leaves them."""
     base = build_scenario("random-chaos", RunConfig()).chaos
     doubled = build_scenario("random-chaos", RunConfig(fault_rate=2.0)).chaos
@@ -79,6 +81,7 @@ def test_fault_rate_scales_the_per_minute_rates_only():
     shapes = {"power_loss_fraction", "torn_fraction", "downtime_ms_max", "pause_ms_max", "partition_ms_max",
               "max_down", "cascade", "cascade_ms_max"}
     assert {f.name for f in dataclasses.fields(base)} == rates | shapes
+    assert set(PER_MINUTE) == rates  # what swarm draws, too: a new kind of fault is placed here
     for name in rates | shapes:
         want = getattr(base, name) * (2 if name in rates else 1)
         assert getattr(doubled, name) == want, name

@@ -333,6 +333,12 @@ class FaultRates:
     cascade_ms_max: int = 40
 
 
+# FaultRates' rates per virtual minute, one per kind of fault, in the order swarm draws them;
+# the other fields are shapes (fractions of crashes, a chance per election, durations, a bound).
+PER_MINUTE = ("crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
+              "expire_session", "partition", "cut_store")
+
+
 class ChaosPlanner:
     """Draws faults each ``tick_ms`` with the world's rng until ``stop()``."""
 

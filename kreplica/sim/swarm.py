@@ -30,12 +30,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from .faults import FaultRates
+from .faults import PER_MINUTE, FaultRates
 from .network import LinkProfile
 from .scenarios import Scenario, TopicSpec, WorkloadSpec, load
 
-_FAULTS = ("crash", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
-           "expire_session", "partition", "cut_store")
 # A fault's drawn rate per virtual minute, when not switched off; its mean is 1x of a base's rate.
 _RATE_RANGE = (0.2, 4.0)
 _MEAN_RATE = sum(_RATE_RANGE) / 2
@@ -55,7 +53,7 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
     min_isr = rng.randint(1, rf)
     unclean = rng.random() < 0.25
     strategy = rng.choice(["high-watermark", "leader-epoch"])
-    rates = {name: (0.0 if rng.random() < 0.3 else round(rng.uniform(*_RATE_RANGE), 2)) for name in _FAULTS}
+    rates = {name: (0.0 if rng.random() < 0.3 else round(rng.uniform(*_RATE_RANGE), 2)) for name in PER_MINUTE}
     chaos = FaultRates(
         **rates,
         power_loss_fraction=round(rng.uniform(0.0, 0.5), 2),
@@ -130,7 +128,7 @@ def _around_base(base: Scenario, drawn: FaultRates, workload: WorkloadSpec,
     network = replace(base.network, **losses)
     own = base.chaos
     assert own is not None  # Scenario.validate requires a [chaos] mix to vary
-    rates = {name: round(getattr(own, name) * getattr(drawn, name) / _MEAN_RATE, 2) for name in _FAULTS}
+    rates = {name: round(getattr(own, name) * getattr(drawn, name) / _MEAN_RATE, 2) for name in PER_MINUTE}
     chaos = replace(drawn, **rates, downtime_ms_max=own.downtime_ms_max, pause_ms_max=own.pause_ms_max,
                     partition_ms_max=own.partition_ms_max)
     if base.workload.admin_interval_ms:

@@ -163,39 +163,31 @@ def build_scenario(scenario: str, config: RunConfig) -> Any:
         sc = replace(sc, brokers=max(sc.brokers, config.rf),
                      topics=tuple(replace(t, replication_factor=config.rf) for t in sc.topics))
     if config.fault_rate is not None:
-        sc = replace(sc, chaos=_scaled(sc.chaos or FaultRates(), config.fault_rate, FaultRates))
+        sc = replace(sc, chaos=_scaled(sc.chaos or FaultRates(), config.fault_rate))
     if config.until_ms is not None:
         sc = replace(sc, until_ms=config.until_ms)
     return sc
 
 
-def _scaled(rates: Any, factor: float, cls: type) -> Any:
+def _scaled(rates: Any, factor: float) -> Any:
+    """``rates`` with each per-minute rate times ``factor`` (the shapes kept); None for 0."""
+    from ..sim.faults import PER_MINUTE
+
     if factor == 0:
         return None
-    return replace(rates, **{n: getattr(rates, n) * factor for n in _per_minute_names(cls)})
-
-
-# FaultRates' floats that are chances per event, not per minute: ``cascade`` is the chance
-# that a newly elected leader fails (scaled by 10 it would be 1.5, every election).
-_CHANCES = ("cascade",)
-
-
-def _per_minute_names(cls: type) -> list[str]:
-    # Per-minute rates scale; fractions, chances, durations and max_down are shapes, not rates.
-    return [f.name for f in fields(cls) if f.type in ("float", float)
-            and not f.name.endswith("_fraction") and f.name not in _CHANCES]
+    return replace(rates, **{n: getattr(rates, n) * factor for n in PER_MINUTE})
 
 
 def effective_config(sc: Any, config: RunConfig) -> dict[str, Any]:
     """The configuration a run really had, axis by axis (the scenario's values filled in)."""
     from ..config import SPEC
-    from ..sim.faults import FaultRates
+    from ..sim.faults import PER_MINUTE
 
     def conf(key: str) -> Any:
         return sc.config.get(key, SPEC[key].default)
 
     chaos = sc.chaos
-    per_minute = 0.0 if chaos is None else sum(getattr(chaos, n) for n in _per_minute_names(FaultRates))
+    per_minute = 0.0 if chaos is None else sum(getattr(chaos, n) for n in PER_MINUTE)
     return {
         "acks": _acks_text(sc.workload.acks),
         "min_isr": int(conf("min.insync.replicas")),
