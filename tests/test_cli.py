@@ -58,6 +58,7 @@ def test_shared_argument_types(tmp_path, capsys):
     assert cli.at_least(1)("3") == 3 and cli.directory(str(tmp_path)) == str(tmp_path)
     for convert, text, message in [(cli.at_least(1), "0", "0: must be at least 1"),
                                    (cli.at_least(0), "x", "'x' is not an integer"),
+                                   (cli.at_least(1), "2.5", "'2.5' is not an integer"),
                                    (cli.directory, str(tmp_path / "nope"), "no such directory"),
                                    (cli.directory, str(tmp_path / "file"), "not a directory"),
                                    (cli.output_file, str(tmp_path / "nope" / "x.json"), "No such file or directory"),
@@ -65,6 +66,16 @@ def test_shared_argument_types(tmp_path, capsys):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             convert(text)
     assert cli.output_file(str(tmp_path / "new.json")) and not (tmp_path / "new.json").exists()  # tried, not left
+
+
+def test_key_value_splits_at_the_first_equals_sign_and_strips_both_sides():
+    # A value may hold "=" (a sweep's --conf, a path); the key never does.
+    assert cli.key_value(" retention.ms = 60000 ") == ("retention.ms", "60000")
+    assert cli.key_value("k=a=b") == ("k", "a=b")
+    assert cli.key_value("k=") == ("k", "")
+    for text in ("k", "=v", " =v"):
+        with pytest.raises(ValueError, match="expected KEY=VALUE"):
+            cli.key_value(text)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -406,6 +406,19 @@ def test_a_topics_config_overrides_reach_its_replicas():
         assert c.produce("plain", 0, [b"x"], acks="all") >= 0  # the broker default still holds
 
 
+def test_a_topics_overrides_change_only_the_keys_they_name():
+    # The broker's own log settings hold for every key the topic leaves alone (not Kafka's defaults).
+    broker = {"retention.ms": 60_000, "segment.bytes": 1 << 22, "auto.leader.rebalance.enable": False}
+    with Cluster.embedded(brokers=[1, 2, 3], config=broker) as c:
+        c.create_topic("t", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        tp = TopicPartition("t", 0)
+        assert c.run_until(lambda: all(tp in c.brokers[b].replica_manager.partitions for b in (1, 2, 3)), 60_000)
+        for b in (1, 2, 3):
+            p = c.brokers[b].replica_manager.partitions[tp]
+            assert p.min_insync_replicas == 2
+            assert (p.log.config.retention_ms, p.log.config.segment_bytes) == (60_000, 1 << 22)
+
+
 def test_altering_a_running_topics_config_reaches_every_replica_at_once():
     """kafka-configs.sh --alter: brokers watch /config/changes and apply the overrides to the
     replicas they host; the controller hands the new ones to replicas created later."""

@@ -10,6 +10,8 @@ def test_defaults_are_kafkas():
     assert c["min.insync.replicas"] == 1
     assert c["unclean.leader.election.enable"] is False
     assert c["replica.truncation.strategy"] == "high-watermark"
+    assert c["replica.lag.time.max.ms"] == 30000
+    assert c["acks"] == "all" and c["request.timeout.ms"] == 30000
 
 
 def test_strings_are_coerced():
@@ -17,6 +19,12 @@ def test_strings_are_coerced():
     assert c["segment.bytes"] == 2048
     assert c["unclean.leader.election.enable"] is True
     assert c["acks"] == "all"
+
+
+@pytest.mark.parametrize("text, value", [("true", True), ("TRUE", True), ("False", False), (True, True), (False, False)])
+def test_booleans_are_true_or_false_in_any_case(text, value):
+    # Kafka reads booleans case-insensitively; a hand-written "TRUE" is not a bad value.
+    assert config.validate({"unclean.leader.election.enable": text})["unclean.leader.election.enable"] is value
 
 
 @pytest.mark.parametrize(
@@ -31,6 +39,10 @@ def test_strings_are_coerced():
         {"max.message.bytes": 1 << 31},
         {"min.insync.replicas": 0},
         {"acks": "2"},
+        {"acks": 2},  # a TOML integer is checked against the choices as its text is
+        {"unclean.leader.election.enable": 1},  # not a boolean, though Python would take it as one
+        {"segment.ms": True},  # nor is true an integer
+        {"segment.ms": 1.5},  # not silently 1
         {"unclean.leader.election.enable": "maybe"},
         {"replica.truncation.strategy": "magic"},
     ],

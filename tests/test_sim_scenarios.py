@@ -38,6 +38,9 @@ def test_every_shipped_scenario_is_valid():
     (dict(topics=(TopicSpec("t", 1, 3, {3: (1, 2, 3)}),)), "names partition 3"),
     (dict(nodes={5: scenarios.LinkProfile()}), "[nodes.5]"),
     (dict(config={"no.such.key": 1}), "unknown config key 'no.such.key'"),
+    (dict(topics=(TopicSpec("t", 0, 3),)), "0 partition(s) of replication factor 3"),
+    (dict(liveness_ms=-1), "until_ms and liveness_ms must be >= 0"),
+    (dict(steps=(Step("elect_preferred", params={"topic": "u"}),)), "no topic 'u'"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -57,6 +60,26 @@ def test_steps_may_name_what_earlier_steps_bind_or_create():
         Step("elect_preferred", params={"topic": "side"}),
     ))
     assert sc.validate() is sc
+
+
+def test_a_scenario_file_leaving_things_out_gets_the_scenarios_defaults(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('name = "m"\n')
+    assert scenarios.load(str(path)) == scenarios.Scenario("m")
+
+
+def test_with_config_types_each_value_as_the_config_does():
+    # `kreplica simulate --config` gives text, a sweep's axis typed values: the same run
+    # must get the same scenario (and so the same header and history hash).
+    text = BASE.with_config(min_insync_replicas="2", unclean_leader_election_enable="TRUE", acks="-1",
+                            retention_ms="60000")
+    typed = BASE.with_config(**{"min.insync.replicas": 2, "unclean.leader.election.enable": True,
+                                "acks": "all", "retention.ms": 60000})
+    assert text.config == typed.config == {"min.insync.replicas": 2, "unclean.leader.election.enable": True,
+                                           "acks": "all", "retention.ms": 60000}
+    assert text.to_dict() == typed.to_dict()
+    with pytest.raises(ValueError, match="scenario s: .*min.insync.replicas='0': out of range"):
+        BASE.with_config(min_insync_replicas="0")
 
 
 def test_a_scenario_file_with_a_bad_step_is_refused_at_load(tmp_path):
