@@ -115,7 +115,7 @@ def _coerce(key: Key, value: Any) -> Any:
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         try:
             v = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a TOML inf
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer") from None
         if isinstance(value, float) and v != value:
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")

@@ -43,6 +43,7 @@ def test_booleans_are_true_or_false_in_any_case(text, value):
         {"unclean.leader.election.enable": 1},  # not a boolean, though Python would take it as one
         {"segment.ms": True},  # nor is true an integer
         {"segment.ms": 1.5},  # not silently 1
+        {"segment.ms": float("inf")},  # TOML's inf: once an OverflowError traceback
         {"unclean.leader.election.enable": "maybe"},
         {"replica.truncation.strategy": "magic"},
     ],

@@ -82,6 +82,26 @@ def test_with_config_types_each_value_as_the_config_does():
         BASE.with_config(min_insync_replicas="0")
 
 
+@pytest.mark.parametrize("toml, message", [
+    ("brokers = 3.7", "brokers = 3.7, expected an integer"),  # once 3 brokers
+    ('until_ms = "100"', "until_ms = '100', expected an integer"),
+    ("liveness_ms = true", "liveness_ms = True, expected an integer"),
+    ('[[steps]]\naction = "crash"\ntarget = 1\non = 5', "on = 5, expected 'election:<topic>-<partition>'"),
+    ('[[steps]]\naction = "crash_together"\ncrashes = [1, 2]', "crash 1, expected a table {broker = <id>, ...}"),
+    # A created topic's counts go to the admin call as written, where "2" or 2.0 failed mid-run.
+    ('[[steps]]\naction = "create_topic"\ntopic = "x"\npartitions = 0', "partitions = 0, expected an integer >= 1"),
+    ('[[steps]]\naction = "create_topic"\ntopic = "x"\npartitions = "2"', "partitions = '2', expected an integer"),
+    ('[[steps]]\naction = "create_topic"\ntopic = "x"\nreplication_factor = 2.0',
+     "replication factor 2.0 on 3 broker(s)"),
+])
+def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(toml, message, tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(f'name = "bad"\n{toml}\n')
+    with pytest.raises(ValueError, match="scenario bad: ") as e:
+        scenarios.load(str(path))
+    assert message in str(e.value)
+
+
 def test_a_scenario_file_with_a_bad_step_is_refused_at_load(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text('name = "bad"\nbrokers = 3\n[[steps]]\naction = "restart"\ntarget = 4\n')

@@ -232,7 +232,7 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
     elif target not in ("controller", "random"):
         raise ValueError(f"{where}: unknown target {target!r}")
     if step.on is not None:
-        kind, _, name = step.on.partition(":")
+        kind, _, name = step.on.partition(":") if isinstance(step.on, str) else ("", "", "")
         if kind != "election":
             raise ValueError(f"{where}: on = {step.on!r}, expected 'election:<topic>-<partition>'")
         _check_partition(where, name, partitions)
@@ -242,6 +242,8 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
         _check_replicas(where, prm["replicas"], ids)
     elif step.action == "crash_together":
         for crash in prm["crashes"]:
+            if not isinstance(crash, dict):
+                raise ValueError(f"{where}: crash {crash!r}, expected a table {{broker = <id>, ...}}")
             if crash.get("broker") not in ids:
                 raise ValueError(f"{where}: crash of {crash.get('broker')!r}, not a broker of 1..{max(ids)}")
     elif step.action == "partition":
@@ -250,10 +252,13 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
             if bad:
                 raise ValueError(f"{where}: group {list(group)} names no broker {bad[0]}")
     elif step.action == "create_topic":
-        partitions[prm["topic"]] = int(prm.get("partitions", 1))
-        if not 1 <= int(prm.get("replication_factor", 3)) <= len(ids):
-            raise ValueError(f"{where}: replication factor {prm.get('replication_factor', 3)} "
-                             f"on {len(ids)} broker(s)")
+        # Passed to the admin call as written: "2" or 2.0 would be refused there, mid-run.
+        count, rf = prm.get("partitions", 1), prm.get("replication_factor", 3)
+        if type(count) is not int or count < 1:
+            raise ValueError(f"{where}: partitions = {count!r}, expected an integer >= 1")
+        if type(rf) is not int or not 1 <= rf <= len(ids):
+            raise ValueError(f"{where}: replication factor {rf!r} on {len(ids)} broker(s)")
+        partitions[prm["topic"]] = count
     elif step.action == "elect_preferred" and prm["topic"] not in partitions:
         raise ValueError(f"{where}: no topic {prm['topic']!r}")
 
@@ -295,7 +300,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
     return Scenario(
         name=data["name"],
         description=data.get("description", ""),
-        brokers=int(data.get("brokers", 3)),
+        brokers=_whole(data, "brokers", 3),
         config=dict(data.get("config", {})),
         topics=tuple(topics),
         workload=_build(WorkloadSpec, data.get("workload")),
@@ -304,10 +309,18 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         links={_link_key(k): _build(LinkProfile, v) for k, v in (data.get("links") or {}).items()},
         chaos=_build(FaultRates, chaos) if chaos is not None else None,
         steps=tuple(steps),
-        until_ms=int(data.get("until_ms", 30_000)),
-        liveness_ms=int(data.get("liveness_ms", 60_000)),
+        until_ms=_whole(data, "until_ms", 30_000),
+        liveness_ms=_whole(data, "liveness_ms", 60_000),
         swarm_mix=str(data.get("swarm_mix", "swarm")),
     ).validate()
+
+
+def _whole(data: dict[str, Any], key: str, default: int) -> int:
+    """``data[key]`` as given, an integer: 3.7 brokers or "100" ms are refused, not made 3 or 100."""
+    value = data.get(key, default)
+    if type(value) is not int:
+        raise ValueError(f"scenario {data.get('name')}: {key} = {value!r}, expected an integer")
+    return value
 
 
 def _link_key(text: str) -> tuple[int, int]:
