@@ -86,13 +86,26 @@ def test_with_config_types_each_value_as_the_config_does():
     ("brokers = 3.7", "brokers = 3.7, expected an integer"),  # once 3 brokers
     ('until_ms = "100"', "until_ms = '100', expected an integer"),
     ("liveness_ms = true", "liveness_ms = True, expected an integer"),
-    ('[[steps]]\naction = "crash"\ntarget = 1\non = 5', "on = 5, expected 'election:<topic>-<partition>'"),
+    ('[[steps]]\naction = "crash"\ntarget = 1\non = 5', "step 1: on = 5, expected a string"),
     ('[[steps]]\naction = "crash_together"\ncrashes = [1, 2]', "crash 1, expected a table {broker = <id>, ...}"),
     # A created topic's counts go to the admin call as written, where "2" or 2.0 failed mid-run.
     ('[[steps]]\naction = "create_topic"\ntopic = "x"\npartitions = 0', "partitions = 0, expected an integer >= 1"),
     ('[[steps]]\naction = "create_topic"\ntopic = "x"\npartitions = "2"', "partitions = '2', expected an integer"),
     ('[[steps]]\naction = "create_topic"\ntopic = "x"\nreplication_factor = 2.0',
      "replication factor 2.0 on 3 broker(s)"),
+    # The tables are typed by their fields: "false" was a true string, "100" compared with numbers.
+    ('[workload]\nconsumers = "false"', "[workload]: consumers = 'false', expected true or false"),
+    ("[workload]\nproduce_interval_ms = 2.5", "[workload]: produce_interval_ms = 2.5, expected an integer"),
+    ("[workload]\nacks = -1", "[workload]: acks = -1, expected a string"),
+    ("[network]\nlatency_ms_max = -5", "[network]: latency_ms_max = -5, expected a number >= 0"),
+    ("[network]\ndrop_probability = 1.5", "[network]: drop_probability = 1.5, expected a number from 0 to 1"),
+    ('[links."1-2"]\nreorder = 1', "[links.\"1-2\"]: reorder = 1, expected true or false"),
+    ('[chaos]\ncrash = "2"', "[chaos]: crash = '2', expected a number"),
+    ("[chaos]\npause_ms_max = true", "[chaos]: pause_ms_max = True, expected an integer"),
+    ("[chaos]\ntorn_fraction = 2", "[chaos]: torn_fraction = 2, expected a number from 0 to 1"),
+    ("[[topics]]\nname = 7", "[[topics]]: name = 7, expected a string"),
+    ('[[steps]]\naction = "crash"\ntarget = 1\nat_ms = -100', "step 1: at_ms = -100, expected a number >= 0"),
+    ('[[steps]]\naction = "crash"\ntarget = 1\njitter_ms = "5"', "step 1: jitter_ms = '5', expected an integer"),
 ])
 def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(toml, message, tmp_path):
     path = tmp_path / "bad.toml"

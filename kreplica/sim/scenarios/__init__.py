@@ -273,29 +273,52 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _build(cls: type, data: dict[str, Any] | None) -> Any:
+# A table's scalar fields by their declared type: what a value written for one must be.
+# bool is an int to Python, so True is refused where a number goes.
+_SCALARS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+_SAID = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+
+
+def _build(cls: type, data: dict[str, Any] | None, where: str) -> Any:
+    """``cls`` from the table ``where`` names, each scalar as its field declares it: a number never read from
+    text or a bool (``consumers = "false"`` would be true, ``duration = "100"`` a string
+    compared with numbers), and no count, time or rate below 0, nor a probability or
+    fraction above 1."""
     data = dict(data or {})
-    names = {f.name for f in fields(cls)}
-    unknown = set(data) - names
+    declared = {f.name: str(f.type) for f in fields(cls)}
+    unknown = set(data) - set(declared)
     if unknown:
-        raise ValueError(f"{cls.__name__}: unknown keys {sorted(unknown)}")
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+    for name, value in data.items():
+        kind = declared[name].removesuffix(" | None")
+        kinds = _SCALARS.get(kind)
+        if kinds is None or (value is None and kind != declared[name]):
+            continue
+        if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+            raise ValueError(f"{where}: {name} = {value!r}, expected {_SAID[kind]}")
+        if bool not in kinds and str not in kinds:
+            top = 1 if name.endswith(("_probability", "_fraction")) else None
+            if value < 0 or (top is not None and value > top):
+                raise ValueError(f"{where}: {name} = {value!r}, expected "
+                                 + ("a number from 0 to 1" if top else "a number >= 0"))
     return cls(**data)
 
 
 def from_dict(data: dict[str, Any]) -> Scenario:
+    at = f"scenario {data.get('name')}: "
     topics = []
     for t in data.get("topics", [{"name": "t", "partitions": 3, "replication_factor": 3}]):
         t = dict(t)
         if t.get("assignment") is not None:
             t["assignment"] = {int(k): tuple(v) for k, v in t["assignment"].items()}
-        topics.append(_build(TopicSpec, t))
+        topics.append(_build(TopicSpec, t, at + "[[topics]]"))
     steps = []
     for s in data.get("steps", []):
         s = dict(s)
         known = {k: s.pop(k) for k in ("action", "at_ms", "jitter_ms", "target", "bind", "on") if k in s}
         params = dict(s.pop("params", {}) or {})
         params.update(s)
-        steps.append(Step(params=params, **known))
+        steps.append(_build(Step, {**known, "params": params}, at + f"step {len(steps) + 1}"))
     chaos = data.get("chaos")
     return Scenario(
         name=data["name"],
@@ -303,11 +326,11 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         brokers=_whole(data, "brokers", 3),
         config=dict(data.get("config", {})),
         topics=tuple(topics),
-        workload=_build(WorkloadSpec, data.get("workload")),
-        network=_build(LinkProfile, data.get("network")),
-        nodes={int(k): _build(LinkProfile, v) for k, v in (data.get("nodes") or {}).items()},
-        links={_link_key(k): _build(LinkProfile, v) for k, v in (data.get("links") or {}).items()},
-        chaos=_build(FaultRates, chaos) if chaos is not None else None,
+        workload=_build(WorkloadSpec, data.get("workload"), at + "[workload]"),
+        network=_build(LinkProfile, data.get("network"), at + "[network]"),
+        nodes={int(k): _build(LinkProfile, v, at + f"[nodes.{k}]") for k, v in (data.get("nodes") or {}).items()},
+        links={_link_key(k): _build(LinkProfile, v, at + f'[links."{k}"]') for k, v in (data.get("links") or {}).items()},
+        chaos=_build(FaultRates, chaos, at + "[chaos]") if chaos is not None else None,
         steps=tuple(steps),
         until_ms=_whole(data, "until_ms", 30_000),
         liveness_ms=_whole(data, "liveness_ms", 60_000),
