@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from ..cli import reader_left
+
 HELP = "print the segments, batches and records of a log directory (kafka-dump-log)"
 
 
@@ -28,8 +30,6 @@ def execute(args: argparse.Namespace) -> int:
         status = dump([Path(p) for p in args.paths], args.print_data, sys.stdout)
         sys.stdout.flush()
     except BrokenPipeError:  # the reader left (| head): stop quietly
-        from ..cli import reader_left
-
         return reader_left()
     return status
 

@@ -290,18 +290,24 @@ def _build(cls: type, data: dict[str, Any] | None, where: str) -> Any:
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
     for name, value in data.items():
-        kind = declared[name].removesuffix(" | None")
-        kinds = _SCALARS.get(kind)
-        if kinds is None or (value is None and kind != declared[name]):
-            continue
-        if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
-            raise ValueError(f"{where}: {name} = {value!r}, expected {_SAID[kind]}")
-        if bool not in kinds and str not in kinds:
-            top = 1 if name.endswith(("_probability", "_fraction")) else None
-            if value < 0 or (top is not None and value > top):
-                raise ValueError(f"{where}: {name} = {value!r}, expected "
-                                 + ("a number from 0 to 1" if top else "a number >= 0"))
+        _check_scalar(where, name, value, declared[name])
     return cls(**data)
+
+
+def _check_scalar(where: str, name: str, value: Any, declared: str) -> None:
+    """Refuse ``value`` for a field declared ``declared`` ("int", "float | None", ...) when
+    it is not of that type or out of range; other declared types are not checked here."""
+    kind = declared.removesuffix(" | None")
+    kinds = _SCALARS.get(kind)
+    if kinds is None or (value is None and kind != declared):
+        return
+    if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+        raise ValueError(f"{where}: {name} = {value!r}, expected {_SAID[kind]}")
+    if bool not in kinds and str not in kinds:
+        top = 1 if name.endswith(("_probability", "_fraction")) else None
+        if value < 0 or (top is not None and value > top):
+            raise ValueError(f"{where}: {name} = {value!r}, expected "
+                             + ("a number from 0 to 1" if top else "a number >= 0"))
 
 
 def from_dict(data: dict[str, Any]) -> Scenario:
@@ -341,8 +347,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
 def _whole(data: dict[str, Any], key: str, default: int) -> int:
     """``data[key]`` as given, an integer: 3.7 brokers or "100" ms are refused, not made 3 or 100."""
     value = data.get(key, default)
-    if type(value) is not int:
-        raise ValueError(f"scenario {data.get('name')}: {key} = {value!r}, expected an integer")
+    _check_scalar(f"scenario {data.get('name')}", key, value, "int")
     return value
 
 
