@@ -115,6 +115,49 @@ def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(tom
     assert message in str(e.value)
 
 
+@pytest.mark.parametrize("step, message", [
+    ('action = "pause"\ntarget = 1\nduration_ms = "100"', "step 1 (pause): duration_ms = '100', expected an integer"),
+    ('action = "pause"\ntarget = 1\nduration_ms = -5', "step 1 (pause): duration_ms = -5, expected a number >= 0"),
+    ('action = "pause"\ntarget = 1\nduration_ms = 2.5', "duration_ms = 2.5, expected an integer"),
+    ('action = "slow_disk"\ntarget = 1\nduration_ms = 10\ndelay_ms = true', "delay_ms = True, expected an integer"),
+    ('action = "crash"\ntarget = 1\ntorn = "false"', "torn = 'false', expected true or false"),
+    ('action = "crash"\ntarget = 1\nlose_unflushd = true', "unknown parameters ['lose_unflushd']; crash takes "
+                                                            "lose_unflushed, torn, lose_in_flight"),
+    ('action = "restart"\ntarget = 1\nduration_ms = 10', "unknown parameters ['duration_ms']; restart takes none"),
+    ('action = "reassign"\ntopic = "t"\npartition = "0"\nreplicas = [1, 2]', "partition = '0', expected an integer"),
+    ('action = "reassign"\ntopic = "t"\npartition = 0\nreplicas = [true, 2]', "no broker True"),
+    ('action = "reassign"\ntopic = "t"\npartition = 0\nreplicas = 2', "replicas = 2, expected a list"),
+    ('action = "delete_topic"\ntopic = 7', "topic = 7, expected a string"),
+    ('action = "partition"\ngroups = [[1], [2.0, 3]]\nduration_ms = 10', "names no broker 2.0"),
+    ('action = "partition"\ngroups = [1, 2]\nduration_ms = 10', "groups = [1, 2], expected a list of lists"),
+    ('action = "crash_together"\ncrashes = [{broker = 1, torn = 1}]', "crash of 1: torn = 1, expected true or false"),
+    ('action = "crash_together"\ncrashes = [{broker = 1, lose = true}]', "crash of 1: unknown keys ['lose']"),
+    ('action = "crash_together"\ncrashes = [{broker = true}]', "crash of True, not a broker"),
+    ('action = "crash_together"\ncrashes = []', "crashes = [], expected a list of tables"),
+])
+def test_a_steps_parameters_are_typed_and_named_at_load(step, message, tmp_path):
+    """A step's parameters reach the faults as written: a string duration compared with
+    numbers, a "false" that is true, or a misspelt flag ignored would each surface
+    mid-run, or not at all."""
+    path = tmp_path / "bad.toml"
+    path.write_text(f'name = "bad"\nbrokers = 3\n[[topics]]\nname = "t"\npartitions = 1\n'
+                    f'replication_factor = 3\n[[steps]]\n{step}\n')
+    with pytest.raises(ValueError, match="scenario bad: ") as e:
+        scenarios.load(str(path))
+    assert message in str(e.value)
+
+
+def test_a_steps_optional_parameters_of_the_right_type_are_taken(tmp_path):
+    path = tmp_path / "ok.toml"
+    path.write_text('name = "ok"\nbrokers = 3\n[[steps]]\naction = "crash"\ntarget = 1\nlose_unflushed = true\n'
+                    'torn = false\nlose_in_flight = false\n[[steps]]\naction = "slow_disk"\ntarget = 2\n'
+                    'duration_ms = 0\ndelay_ms = 80\n[[steps]]\naction = "crash_together"\n'
+                    'crashes = [{broker = 2, torn = true}, {broker = 3}]\n')
+    sc = scenarios.load(str(path))
+    assert sc.steps[0].params == {"lose_unflushed": True, "torn": False, "lose_in_flight": False}
+    assert sc.steps[2].params["crashes"][0] == {"broker": 2, "torn": True}
+
+
 def test_a_scenario_file_with_a_bad_step_is_refused_at_load(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text('name = "bad"\nbrokers = 3\n[[steps]]\naction = "restart"\ntarget = 4\n')

@@ -189,14 +189,31 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "reassign": ("topic", "partition", "replicas"), "elect_preferred": ("topic",),
     "create_topic": ("topic",), "delete_topic": ("topic",),
 }
+#: The parameters a step may give beyond those ACTIONS requires, and what each must be.
+_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "crash": ("lose_unflushed", "torn", "lose_in_flight"), "slow_disk": ("delay_ms",),
+    "kill_controller": ("lose_unflushed",), "create_topic": ("partitions", "replication_factor"),
+}
+_PARAM_KINDS: dict[str, str] = {
+    "duration_ms": "int", "delay_ms": "int", "partition": "int",
+    "lose_unflushed": "bool", "torn": "bool", "lose_in_flight": "bool", "topic": "str",
+}
+#: The keys of one crash of a ``crash_together`` step.
+_CRASH_KEYS = ("broker", "lose_unflushed", "torn", "lose_in_flight")
 #: Actions aimed at one broker (``target``); the others name what they act on in parameters.
 _TARGETED = {"crash", "restart", "controlled_shutdown", "pause", "slow_disk", "disk_full",
              "expire_session", "isolate", "cut_store"}
 
 
+def _is_id(b: Any) -> bool:
+    return type(b) is int  # True is 1 to a set of ids, and 2.0 is 2
+
+
 def _check_replicas(where: str, replicas: Any, ids: set[int]) -> None:
+    if not isinstance(replicas, (list, tuple)):
+        raise ValueError(f"{where}: replicas = {replicas!r}, expected a list of broker ids")
     replicas = list(replicas)
-    bad = [b for b in replicas if b not in ids]
+    bad = [b for b in replicas if not _is_id(b) or b not in ids]
     if not replicas or bad or len(set(replicas)) != len(replicas):
         raise ValueError(f"{where}: replicas {replicas} must be distinct brokers of "
                          f"1..{max(ids)}" + (f" (no broker {bad[0]})" if bad else ""))
@@ -212,9 +229,22 @@ def _check_partition(where: str, name: str, partitions: dict[str, int]) -> None:
 def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int], bound: set[str]) -> None:
     if step.action not in ACTIONS:
         raise ValueError(f"{where}: unknown action; known: {', '.join(sorted(ACTIONS))}")
+    if not isinstance(step.params, dict):
+        raise ValueError(f"{where}: params = {step.params!r}, expected a table")
     missing = [k for k in ACTIONS[step.action] if k not in step.params]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(missing)}")
+    # A misspelt optional parameter (lose_unflushd = true) would be ignored, and a value of
+    # the wrong type (duration_ms = "100", torn = "false") used as written, mid-run.
+    allowed = (*ACTIONS[step.action], *_OPTIONAL.get(step.action, ()))
+    unknown = sorted(str(k) for k in step.params if k not in allowed)
+    if unknown:
+        raise ValueError(f"{where}: unknown parameters {unknown}; {step.action} takes "
+                         + (", ".join(allowed) if allowed else "none"))
+    for name, value in step.params.items():
+        kind = _PARAM_KINDS.get(name)
+        if kind is not None:
+            _check_scalar(where, name, value, kind)
     target = step.target
     if target is None:
         if step.action in _TARGETED:
@@ -241,14 +271,26 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
         _check_partition(where, f"{prm['topic']}-{prm['partition']}", partitions)
         _check_replicas(where, prm["replicas"], ids)
     elif step.action == "crash_together":
+        if not isinstance(prm["crashes"], (list, tuple)) or not prm["crashes"]:
+            raise ValueError(f"{where}: crashes = {prm['crashes']!r}, expected a list of tables")
         for crash in prm["crashes"]:
             if not isinstance(crash, dict):
                 raise ValueError(f"{where}: crash {crash!r}, expected a table {{broker = <id>, ...}}")
-            if crash.get("broker") not in ids:
+            if not _is_id(crash.get("broker")) or crash.get("broker") not in ids:
                 raise ValueError(f"{where}: crash of {crash.get('broker')!r}, not a broker of 1..{max(ids)}")
+            unknown = sorted(str(k) for k in crash if k not in _CRASH_KEYS)
+            if unknown:
+                raise ValueError(f"{where}: crash of {crash['broker']}: unknown keys {unknown}; "
+                                 f"a crash takes {', '.join(_CRASH_KEYS)}")
+            for name in _CRASH_KEYS[1:]:
+                if name in crash:
+                    _check_scalar(f"{where}: crash of {crash['broker']}", name, crash[name], "bool")
     elif step.action == "partition":
-        for group in prm["groups"]:
-            bad = [b for b in group if b not in ids]
+        groups = prm["groups"]
+        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
+            raise ValueError(f"{where}: groups = {groups!r}, expected a list of lists of broker ids")
+        for group in groups:
+            bad = [b for b in group if not _is_id(b) or b not in ids]
             if bad:
                 raise ValueError(f"{where}: group {list(group)} names no broker {bad[0]}")
     elif step.action == "create_topic":
