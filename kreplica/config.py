@@ -7,6 +7,7 @@ An unknown key or a value of the wrong type or out of range raises
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -103,6 +104,9 @@ LOG_KEYS = frozenset(
 )
 
 
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
 def _coerce(key: Key, value: Any) -> Any:
     if key.kind == "bool":
         if isinstance(value, bool):
@@ -112,6 +116,10 @@ def _coerce(key: Key, value: Any) -> Any:
         raise InvalidConfig(f"{key.name}={value!r}: expected true or false")
     if key.kind == "int":
         if isinstance(value, bool):
+            raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
+        # Text as Kafka's parser reads it: digits after an optional sign, blanks around them
+        # trimmed.  Python's int() would also take "1_000" and non-ASCII digits.
+        if isinstance(value, str) and not _INTEGER_TEXT.fullmatch(value.strip()):
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         try:
             v = int(value)

@@ -44,6 +44,9 @@ def test_booleans_are_true_or_false_in_any_case(text, value):
         {"segment.ms": True},  # nor is true an integer
         {"segment.ms": 1.5},  # not silently 1
         {"segment.ms": float("inf")},  # TOML's inf: once an OverflowError traceback
+        {"segment.ms": "1_000"},  # Python's int() reads this as 1000; Kafka's parser refuses it
+        {"segment.ms": "\u0665000"},  # nor non-ASCII digits (ARABIC-INDIC DIGIT FIVE)
+        {"segment.ms": "1e3"},
         {"unclean.leader.election.enable": "maybe"},
         {"replica.truncation.strategy": "magic"},
     ],
@@ -53,6 +56,12 @@ def test_bad_keys_and_values_name_the_key(bad):
         config.validate(bad)
     assert next(iter(bad)) in str(e.value)
     assert e.value.code == 40
+
+
+def test_integer_text_is_read_as_kafkas_parser_reads_it():
+    # Blanks around the digits are trimmed and a sign is taken, as in Kafka's ConfigDef.
+    assert config.validate({"segment.ms": " 1000 ", "flush.ms": "+5"})["segment.ms"] == 1000
+    assert config.validate({"flush.ms": "+5"})["flush.ms"] == 5
 
 
 def test_the_largest_segment_kafka_allows_is_accepted():
