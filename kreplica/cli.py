@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -120,14 +121,29 @@ def reader_left() -> int:
     return 1
 
 
+#: What ``kreplica --help`` says it is (the module docstring is for who adds a command).
+DESCRIPTION = ("kreplica: Kafka-style replication with a native log -- an embedded cluster, "
+               "command-line tools, a deterministic simulator and fault sweeps on Spark.")
+
+
 def _help(module: ModuleType) -> str:
-    return getattr(module, "HELP", None) or (module.__doc__ or "").strip().split("\n")[0]
+    return _plain(getattr(module, "HELP", None) or (module.__doc__ or "").strip().split("\n")[0])
+
+
+def _plain(doc: str) -> str:
+    """A module docstring as a terminal shows it: reST's ``literals``, :role:`targets`,
+    Markdown's `code` and the ``::`` before a literal block written as plain text."""
+    doc = re.sub(r"``([^`]+)``", r"\1", doc)
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    doc = re.sub(r"`([^`\n]+)`", r"\1", doc)
+    return re.sub(r"::$", ":", doc, flags=re.MULTILINE)
 
 
 def build_parser(commands: dict[str, str], prog: str, argv: list[str]) -> argparse.ArgumentParser:
     """A parser with a subparser per command; a command's module is imported only when it
     is the one asked for (or when listing all of them for --help)."""
-    parser = argparse.ArgumentParser(prog=prog, description=(sys.modules[__name__].__doc__ or "").split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
+                                     epilog=f"'{prog} COMMAND --help' gives a command's options.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, module_name in commands.items():
@@ -135,7 +151,7 @@ def build_parser(commands: dict[str, str], prog: str, argv: list[str]) -> argpar
             sub.add_parser(name)
             continue
         module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=_help(module), description=module.__doc__,
+        p = sub.add_parser(name, help=_help(module), description=_plain(module.__doc__ or ""),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
         p.set_defaults(_execute=module.execute)

@@ -39,6 +39,22 @@ def test_help_runs_for_every_command(capsys):
         assert e.value.code == 0 and "usage: kreplica " + name in capsys.readouterr().out
 
 
+def test_help_reads_as_plain_text_not_markup(capsys):
+    """A command's description is its module docstring, written for the source: reST
+    ``literals`` and roles, Markdown `code` and a literal block's ``::`` are written plain."""
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    top = capsys.readouterr().out
+    assert "Kafka-style replication" in top and "one subcommand per module" not in top
+    for name in cli.SUBCOMMANDS:
+        with pytest.raises(SystemExit):
+            cli.main([name, "--help"])
+        usage, _, description = capsys.readouterr().out.partition("\n\n")
+        description = description.split("\noptions:")[0].split("\npositional arguments:")[0]
+        assert "`" not in description and ":data:" not in description and "::\n" not in description, name
+    assert cli._plain("the ``x`` of :data:`~a.B`, `kreplica demo`, as::\n") == "the x of a.B, kreplica demo, as:\n"
+
+
 def test_readme_command_table_lists_every_command():
     from pathlib import Path
 
