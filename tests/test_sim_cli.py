@@ -21,6 +21,7 @@ from kreplica import sim_cli
     (["--replay", "h.jsonl", "--config", "acks=1"], "--replay re-runs the recorded scenario, seed and options: "
                                                     "drop --config"),
     (["--replay", "h.jsonl", "--scenario", "x", "--seed", "0", "--until", "5"], "drop --scenario, --seed, --until"),
+    (["--replay", "h.jsonl", "--swarm", "--seeds", "1..3"], "drop --seeds, --swarm"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     assert sim_cli.main(argv) == 2
@@ -108,7 +109,11 @@ def test_cli_options_and_hash_lines_stay_whole(capsys):
     assert sim_cli.main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     options = next(x for x in out if x.startswith("options: "))
-    assert json.loads(options[len("options: "):])["name"] == "seed003-controlled-shutdown"
+    printed = json.loads(options[len("options: "):])
+    assert printed["name"] == "seed003-controlled-shutdown"
+    # The scenario as it ran, --until and --config laid over it (what its run header records).
+    assert printed["until_ms"] == 1500 and printed["config"]["replica.truncation.strategy"] == "leader-epoch"
+    assert printed == sim_cli._scenario(_parsed(argv), 1).to_dict()
     assert any(x.startswith("seed 1: history hash ") and x.endswith(" events)") for x in out)
 
 
@@ -261,3 +266,133 @@ def test_a_violations_trace_prints_one_event_per_line_when_piped(capsys):
     events = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  {")]
     assert len(events) > 10 and max(map(len, events)) > 80
     assert all(json.loads(line)["kind"] for line in events)
+
+
+def _parsed(argv):
+    """The command's arguments as ``kreplica simulate`` parses them."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sim_cli.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_seed_ranges_are_inclusive_and_lists_keep_every_seed_in_order():
+    assert list(sim_cli.parse_seeds("1..1000")) == list(range(1, 1001))
+    assert list(sim_cli.parse_seeds("3..3")) == [3]
+    assert list(sim_cli.parse_seeds("7")) == [7]
+    assert list(sim_cli.parse_seeds("9,1,5")) == [9, 1, 5]
+    assert list(sim_cli.parse_seeds("2, 4,")) == [2, 4]
+
+
+def test_without_until_a_run_takes_its_scenarios_own_length():
+    from kreplica.sim import scenarios
+
+    own = scenarios.load("kip101-hw-truncation").until_ms
+    assert sim_cli._scenario(_parsed(["--scenario", "kip101-hw-truncation"]), 1).until_ms == own
+    assert sim_cli._scenario(_parsed(["--scenario", "kip101-hw-truncation", "--until", "700"]), 1).until_ms == 700
+
+
+def test_a_swarms_until_and_config_are_laid_over_each_seeds_draw():
+    """The swarm caps a seed's run at 30 s and draws min.insync.replicas and the truncation
+    strategy; --until and --config given with --swarm win over those draws, and leave the
+    rest of each seed's draw as it was."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    args = _parsed(["--swarm", "--until", "45000", "--config", "replica.truncation.strategy=high-watermark",
+                    "--config", "min.insync.replicas=1"])
+    base = scenarios.load("random-chaos")
+    for seed in range(1, 21):
+        sc, drawn = sim_cli._scenario(args, seed), swarm_scenario(seed, base)
+        assert sc.until_ms == 45000
+        assert sc.config == {**drawn.config, "replica.truncation.strategy": "high-watermark",
+                             "min.insync.replicas": 1}
+        assert (sc.name, sc.brokers, sc.topics, sc.chaos, sc.workload) == \
+            (drawn.name, drawn.brokers, drawn.topics, drawn.chaos, drawn.workload)
+
+
+def test_each_seed_of_a_swarm_runs_its_own_draw(tmp_path, capsys):
+    """Each swarm seed of a range runs the scenario drawn from its own seed, overrides laid
+    over it (the run header records it, for --replay), not the first seed's draw."""
+    from kreplica.sim.history import read_jsonl, run_header
+
+    argv = ["--swarm", "--seeds", "4..5", "--until", "1000", "--config", "replica.truncation.strategy=leader-epoch",
+            "--out", str(tmp_path), "--history"]
+    assert sim_cli.main(argv) == 0
+    runs = json.loads((tmp_path / "summary.json").read_text())["runs"]
+    assert [r["seed"] for r in runs] == [4, 5]
+    for seed in (4, 5):
+        header = run_header(read_jsonl(tmp_path / f"swarm-{seed}-{seed}.jsonl")[:1])
+        assert header["seed"] == seed
+        assert header["scenario"] == sim_cli._scenario(_parsed(argv), seed).to_dict()
+
+
+def test_a_run_without_a_seed_is_seed_0(capsys):
+    assert sim_cli.main(["--scenario", "seed003-controlled-shutdown", "--until", "1500"]) == 0
+    out = capsys.readouterr().out
+    assert "seeds 0" in out and "seed 0: history hash " in out
+
+
+def _planted_runs(monkeypatch, failing=(), interrupt_at=None, losses=0, unclean=0):
+    """Runs made up, not simulated: seeds in ``failing`` have a violation of invariant 1,
+    and every run ``losses`` counted losses and ``unclean`` unclean elections."""
+    from kreplica.sim.checker import CountedLoss, Invariant, Violation
+    from kreplica.sim.world import RunResult
+
+    def run_seed(args, seed, scenario=None):
+        if seed == interrupt_at:
+            raise KeyboardInterrupt
+        v = (Violation(Invariant.ACKED_WRITE_LOST, 10, "t-0", 1, f"planted in seed {seed}")
+             if seed in failing else None)
+        lost = [CountedLoss("t-0", i, "unclean-election", 1, 1, 0) for i in range(losses)]
+        return RunResult("planted", seed, f"hash{seed}", 1, 1000, 0.1, v, lost, unclean, 0, 0, 1.0, [],
+                         v is None, 1)
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+
+
+@pytest.mark.parametrize("failing, status", [((), 0), ((1,), 1), ((2,), 1), ((3,), 1), ((1, 3), 1)])
+def test_any_seed_with_a_violation_makes_the_exit_status_1(monkeypatch, capsys, failing, status):
+    _planted_runs(monkeypatch, failing)
+    assert sim_cli.main(["--seeds", "1..3"]) == status
+
+
+@pytest.mark.parametrize("traces", [0, 1, 2])
+def test_traces_prints_that_many_violations(monkeypatch, capsys, traces):
+    _planted_runs(monkeypatch, failing=(1, 2, 3))
+    assert sim_cli.main(["--seeds", "1..3", "--traces", str(traces)]) == 1
+    printed = [x for x in capsys.readouterr().out.splitlines() if x.startswith("VIOLATION ")]
+    assert [x.split(": ")[-1] for x in printed] == [f"planted in seed {s}" for s in (1, 2)][:traces]
+
+
+def test_summary_json_gives_each_runs_hash_verdict_and_lost_acks(monkeypatch, tmp_path, capsys):
+    _planted_runs(monkeypatch, failing=(2,), losses=3, unclean=1)
+    assert sim_cli.main(["--seeds", "1..2", "--out", str(tmp_path)]) == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["runs"] == [
+        {"seed": 1, "hash": "hash1", "ok": True, "violation": None, "losses": 3},
+        {"seed": 2, "hash": "hash2", "ok": False, "violation": "1-acked-write-lost", "losses": 3},
+    ]
+    assert summary["summary"]["losses"] == {"unclean-election": 6} and summary["summary"]["unclean_elections"] == 2
+
+
+def test_an_interrupted_sweep_exits_130_even_after_a_violation(monkeypatch, tmp_path, capsys):
+    _planted_runs(monkeypatch, failing=(1,), interrupt_at=2)
+    assert sim_cli.main(["--seeds", "1..3", "--out", str(tmp_path)]) == 130
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["summary"]["failed_seeds"] == [1]
+
+
+def test_plain_progress_reckons_the_time_left_from_the_seeds_left():
+    from collections import Counter
+    from types import SimpleNamespace
+
+    printed = []
+    now = [0.0]
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    progress = sim_cli.PlainProgress(40, console, clock=lambda: now[0])
+    summary = SimpleNamespace(runs=10, violations=Counter({"1-acked-write-lost": 2}))
+    now[0] = 60.0
+    progress.advance(summary)
+    assert printed == ["progress: 10/40 seeds (25%), 2 with a violation, 1m00s elapsed, about 3m00s left"]

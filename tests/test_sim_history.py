@@ -116,3 +116,22 @@ def test_a_swarm_seed_draws_the_same_scenario_in_any_process():
                            capture_output=True, text=True, check=True).stdout for h in ("1", "2")}
     here = json.dumps([swarm_scenario(s).to_dict() for s in range(1, 6)], sort_keys=True) + "\n"
     assert outs == {here}
+
+
+def test_the_swarm_draws_each_switch_both_ways_and_switches_each_fault_off_in_some_seeds():
+    """Over 200 seeds: unclean election on in about a quarter, both truncation strategies,
+    each fault kind off in about 30% of the seeds and at 0.2 to 4 a minute otherwise,
+    max_down anywhere from 1 to RF - 1, and a run of at most 30 virtual seconds."""
+    from dataclasses import replace
+
+    from kreplica.sim.faults import PER_MINUTE
+
+    drawn = [swarm_scenario(s) for s in range(1, 201)]
+    assert 25 <= sum(sc.config["unclean.leader.election.enable"] for sc in drawn) <= 75
+    assert {sc.config["replica.truncation.strategy"] for sc in drawn} == {"high-watermark", "leader-epoch"}
+    for name in PER_MINUTE:
+        rates = [getattr(sc.chaos, name) for sc in drawn]
+        assert 30 <= rates.count(0.0) <= 90 and all(r == 0 or 0.2 <= r <= 4.0 for r in rates), name
+    assert {sc.chaos.max_down for sc in drawn if sc.topics[0].replication_factor == 4} == {1, 2, 3}
+    assert {sc.until_ms for sc in drawn} == {30_000}  # random-chaos runs 60 s; a swarm seed 30 at most
+    assert swarm_scenario(1, replace(scenarios.load("random-chaos"), until_ms=5000)).until_ms == 5000

@@ -176,6 +176,18 @@ def test_swarm_over_any_shipped_scenario_draws_runnable_scenarios(name):
         assert int(sc.config["min.insync.replicas"]) <= min(t.replication_factor for t in sc.topics)
 
 
+def test_swarm_over_a_scripted_base_of_several_replication_factors_draws_for_the_smallest():
+    """min.insync.replicas and max_down are drawn against the smallest replication factor
+    of a scripted base's topics: above it, acks=all writes to that topic could never be
+    acknowledged, and max_down could take every replica of its partitions down at once."""
+    base = replace(scenarios.load("random-chaos"), brokers=3,
+                   topics=(TopicSpec("two", 1, 2, {0: (1, 2)}), TopicSpec("three", 2, 3)))
+    drawn = [swarm_scenario(seed, base) for seed in range(1, 101)]
+    assert all(sc.topics == base.topics for sc in drawn)
+    assert {sc.config["min.insync.replicas"] for sc in drawn} == {1, 2}
+    assert {sc.chaos.max_down for sc in drawn} == {1}
+
+
 def test_swarm_over_a_base_mix_varies_that_mix_and_keeps_the_rest_of_the_draw():
     """gc-pause-chaos under --swarm once drew the swarm's own mix, pauses of at most 6 s at
     ~2 a minute, the same runs as random-chaos's; with ``swarm_mix = "base"`` each drawn
@@ -187,6 +199,8 @@ def test_swarm_over_a_base_mix_varies_that_mix_and_keeps_the_rest_of_the_draw():
         a, b = swarm_scenario(seed, gc), swarm_scenario(seed, own)
         assert (a.brokers, a.topics, a.config) == (b.brokers, b.topics, b.config)
         assert a.chaos.pause_ms_max == 10_000 and a.workload.admin_interval_ms == 3000
+        assert (a.chaos.downtime_ms_max, a.chaos.partition_ms_max) == \
+            (gc.chaos.downtime_ms_max, gc.chaos.partition_ms_max)
         assert a.chaos.pause == round(40.0 * b.chaos.pause / 2.1, 2)  # switched off in both, or scaled
         assert a.swarm_mix == "swarm" and "swarm_mix" not in a.to_dict()  # concrete once drawn
         pauses.append(a.chaos.pause)
