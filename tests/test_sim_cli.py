@@ -396,3 +396,23 @@ def test_plain_progress_reckons_the_time_left_from_the_seeds_left():
     now[0] = 60.0
     progress.advance(summary)
     assert printed == ["progress: 10/40 seeds (25%), 2 with a violation, 1m00s elapsed, about 3m00s left"]
+
+
+@pytest.mark.parametrize("swarm", [False, True])
+@pytest.mark.parametrize("acks, asked", [("0", "0"), ("1", "1"), ("all", "all"), ("-1", "all")])
+def test_config_acks_is_what_the_producers_ask_for(swarm, acks, asked):
+    """The simulator's producers take their acks from the workload.  ``--config acks=1``
+    once changed only the config key (printed in the options, recorded in the header)
+    while every producer went on asking for the scenario's or the swarm's acks."""
+    argv = ["--scenario", "seed003-controlled-shutdown", "--config", f"acks={acks}"] + (["--swarm"] if swarm else [])
+    for seed in range(1, 11 if swarm else 2):
+        sc = sim_cli._scenario(_parsed(argv), seed)
+        assert (sc.config["acks"], sc.workload.acks) == (asked, asked)
+
+
+def test_a_run_with_config_acks_1_acknowledges_no_acks_all_write(tmp_path, capsys):
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seed", "1", "--until", "1500", "--config", "acks=1",
+            "--out", str(tmp_path)]
+    assert sim_cli.main(argv) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())["summary"]
+    assert summary["writes_completed"] > 0 and summary["acked_writes"] == 0  # acks=1 writes, none acks=all
