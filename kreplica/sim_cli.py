@@ -100,10 +100,7 @@ def _scenario(args: argparse.Namespace, seed: int) -> Any:
     if args.until is not None:
         sc = replace(sc, until_ms=args.until)
     if args.config:
-        overrides = _overrides(args)
-        sc = sc.with_config(**overrides)
-        if "acks" in overrides:  # the producers ask for the workload's acks (as a sweep's acks axis sets it)
-            sc = replace(sc, workload=replace(sc.workload, acks=sc.config["acks"]))
+        sc = sc.with_config(**_overrides(args))  # acks included: the producers ask for it
     return sc
 
 

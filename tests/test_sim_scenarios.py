@@ -82,6 +82,15 @@ def test_with_config_types_each_value_as_the_config_does():
         BASE.with_config(min_insync_replicas="0")
 
 
+@pytest.mark.parametrize("given, acks", [("0", "0"), (1, "1"), ("-1", "all")])
+def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
+    """The simulated producers send their workload's acks; the config key alone changed
+    only the run header (a sweep's acks axis and `--config acks` now both go through here)."""
+    sc = replace(BASE, workload=replace(BASE.workload, acks="all")).with_config(acks=given)
+    assert sc.config["acks"] == sc.workload.acks == acks
+    assert BASE.with_config(min_insync_replicas=2).workload == BASE.workload
+
+
 @pytest.mark.parametrize("toml, message", [
     ("brokers = 3.7", "brokers = 3.7, expected an integer"),  # once 3 brokers
     ('until_ms = "100"', "until_ms = '100', expected an integer"),

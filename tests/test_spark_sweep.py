@@ -153,6 +153,7 @@ def test_overrides_reach_the_scenario():
 @pytest.mark.parametrize("sweep_flag, simulate_config", [
     (["--min-isr", "2"], "min.insync.replicas=2"),
     (["--unclean", "true"], "unclean.leader.election.enable=true"),
+    (["--acks", "1"], "acks=1"),  # the producers' acks, and the config key, in both
 ])
 def test_a_sweep_run_and_simulate_give_one_history_hash(sweep_flag, simulate_config, capsys):
     """The run header records the scenario's config: typed by the sweep, text from --config,

@@ -43,8 +43,10 @@ AXIS_ALIASES = {
     "until": "until_ms",
 }
 
-# The scenario config key each config-valued axis overrides.
+# The scenario config key each config-valued axis overrides (acks: the producers' too,
+# as Scenario.with_config sets it).
 CONFIG_KEYS = {
+    "acks": "acks",
     "min_isr": "min.insync.replicas",
     "unclean": "unclean.leader.election.enable",
     "truncation": "replica.truncation.strategy",
@@ -154,8 +156,6 @@ def build_scenario(scenario: str, config: RunConfig) -> Any:
     overrides = {CONFIG_KEYS[a]: getattr(config, a) for a in CONFIG_KEYS if getattr(config, a) is not None}
     if overrides:
         sc = sc.with_config(**overrides)  # typed as `kreplica simulate --config` types them
-    if config.acks is not None:
-        sc = replace(sc, workload=replace(sc.workload, acks=config.acks))
     if config.rf is not None:
         pinned = [t.name for t in sc.topics if t.assignment is not None]
         if pinned:

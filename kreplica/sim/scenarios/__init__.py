@@ -104,13 +104,18 @@ class Scenario:
         (``kreplica simulate --config``) and the same one given typed (a sweep's axis) must
         make the same scenario, or the same run gets two history hashes.  Raises ValueError
         naming a bad key or value.
+
+        ``acks`` is what the producers ask for: the simulated clients send their workload's
+        acks (the config key is only the default of ``Cluster.produce``, which they do not
+        call), so an override of it sets both.
         """
         given = {k.replace("_", "."): v for k, v in overrides.items()}
         try:
             typed = validate_config(given)
         except InvalidConfig as e:
             raise ValueError(f"scenario {self.name}: {e}") from None
-        return replace(self, config={**self.config, **{k: typed[k] for k in given}})
+        workload = replace(self.workload, acks=typed["acks"]) if "acks" in given else self.workload
+        return replace(self, config={**self.config, **{k: typed[k] for k in given}}, workload=workload)
 
     def validate(self) -> "Scenario":
         """Raise ValueError naming the first thing that cannot run here: a topic with more
