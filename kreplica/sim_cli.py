@@ -13,7 +13,8 @@ is in ``summary.json`` under ``--out DIR``.  The same seed and options give the
 same hash.  A violation prints the last events touching its partition, and the
 command exits non-zero.  ``--replay`` exits as the recorded run did (1 with its
 violation, printed again; 0 without), or 3 when the replayed history differs
-from the recorded one.
+from the recorded one; with ``--out DIR`` (and ``--history``, ``--timeline``) it
+writes the replayed run's files there as ``<scenario>-<seed>-replay``.
 """
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ def parse_seeds(text: str) -> Sequence[int]:
             seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise ValueError(f"seeds {text!r}: expected N, A..B or a,b,c (integers)") from None
+    if not isinstance(seeds, range) and len(set(seeds)) != len(seeds):
+        # It would run twice, its files written twice and its row counted twice.
+        twice = next(s for i, s in enumerate(seeds) if s in seeds[:i])
+        raise ValueError(f"seeds {text!r}: seed {twice} given twice")
     try:
         count = len(seeds)
     except OverflowError:  # a range of 2**63 seeds or more
@@ -83,7 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeline-partitions", type=at_least(1), default=4, metavar="N",
                    help="partitions drawn in each timeline (default 4)")
     p.add_argument("--replay", type=Path, metavar="FILE",
-                   help="re-run a recorded history with its recorded scenario, seed and options, and compare hashes")
+                   help="re-run a recorded history with its recorded scenario, seed and options, and compare hashes "
+                        "(with --out: the replay's files, named <scenario>-<seed>-replay)")
     p.add_argument("--list", action="store_true", help="list the scenarios")
     p.add_argument("--traces", type=at_least(0), default=3, help="print the traces of this many failing runs")
     p.add_argument("--jobs", type=at_least(1), default=1, help="run seeds in this many processes")
@@ -122,16 +128,17 @@ def _options(args: argparse.Namespace, first: Any) -> dict[str, Any]:
     return options
 
 
-def _replay(path: Path) -> int:
+def _replay(args: argparse.Namespace, path: Path) -> int:
+    """Re-run ``path``'s recorded run; with ``--out``, its history (``--history``, or when
+    it fails) and timeline (``--timeline``) are written there as ``<scenario>-<seed>-replay``,
+    beside the recording rather than over it."""
     from .sim.history import hash_lines, read_jsonl, run_header
     from .sim.scenarios import from_dict
-    from .sim.world import World
 
     lines = [line for line in path.read_text().splitlines() if line.strip()]
     header = run_header(read_jsonl(path)[:1])
     recorded = hash_lines(lines)
-    world = World(from_dict(header["scenario"]), header["seed"])
-    result = world.run()
+    result = run_seed(args, header["seed"], from_dict(header["scenario"]), suffix="-replay")
     print(f"seed {header['seed']} scenario {header['scenario']['name']}")
     print(f"recorded history hash {recorded}")
     print(f"replayed history hash {result.history_hash}")
@@ -144,8 +151,9 @@ def _replay(path: Path) -> int:
     return 1 if result.violation is not None else 0
 
 
-def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
-    """One seed, with its outputs written; the result comes back without its samples."""
+def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None, suffix: str = "") -> Any:
+    """One seed, with its outputs written (``<scenario>-<seed><suffix>.jsonl``, ``.png``);
+    the result comes back without its samples."""
     from .sim.report import timeline_png
     from .sim.world import World
 
@@ -156,7 +164,7 @@ def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
     if world.keep_data:
         print(f"seed {seed}: data kept in {world.data_dir}")
     if args.out:
-        stem = args.out / f"{sc.name}-{seed}"
+        stem = args.out / f"{sc.name}-{seed}{suffix}"
         if args.history or r.violation is not None:  # a failing seed is always kept for --replay
             world.history.write_jsonl(stem.with_suffix(".jsonl"))
         if args.timeline:
@@ -266,17 +274,19 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     # Bad input -- an unknown scenario, a script naming a missing broker, a bad config key,
     # an unreadable history -- is reported in one line with exit status 2, before any run.
+    if (args.history or args.timeline) and not args.out:
+        return _error(f"{'--history' if args.history else '--timeline'} needs --out DIR (it writes there)")
     if args.replay is not None:
         given = _run_options_given(args)
         if given:
             return _error(f"--replay re-runs the recorded scenario, seed and options: drop {', '.join(given)}")
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
         try:
-            return _replay(args.replay)
+            return _replay(args, args.replay)
         except (OSError, ValueError, KeyError, TypeError) as e:
             return _error(f"cannot replay {args.replay}: {e!r}" if isinstance(e, KeyError)
                           else f"cannot replay {args.replay}: {e}")
-    if (args.history or args.timeline) and not args.out:
-        return _error(f"{'--history' if args.history else '--timeline'} needs --out DIR (it writes there)")
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed is not None else 0]
     try:
         first = _scenario(args, seeds[0]).validate()

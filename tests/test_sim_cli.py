@@ -44,6 +44,7 @@ def test_cli_replay_of_a_file_that_is_not_a_history(tmp_path, capsys):
     (["--config", "acks"], "expected KEY=VALUE"),
     (["--seed", "1", "--seeds", "2"], "argument --seeds: not allowed with argument --seed"),
     (["--seeds", "1..100000000000000000000000000"], "too many seeds"),
+    (["--seeds", "4,7,4"], "seed 4 given twice"),  # it would run, be written and counted twice
 ])
 def test_cli_bad_arguments_are_refused_by_the_parser(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -416,3 +417,32 @@ def test_a_run_with_config_acks_1_acknowledges_no_acks_all_write(tmp_path, capsy
     assert sim_cli.main(argv) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())["summary"]
     assert summary["writes_completed"] > 0 and summary["acked_writes"] == 0  # acks=1 writes, none acks=all
+
+
+def test_a_summary_of_no_run_gives_no_availability_figure():
+    """Interrupted before the first seed finished: no figure, not 0.00%."""
+    from kreplica.sim.report import Summary
+
+    rows = dict(Summary().rows())
+    assert rows["availability %"] == "-" and rows["time to re-elect p50 / p99 ms"] == "-"
+    assert Summary().to_dict()["availability"] is None
+
+
+def test_a_replay_writes_its_timeline_and_history_beside_the_recording_not_over_it(tmp_path, capsys):
+    runs, again = tmp_path / "runs", tmp_path / "again"
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seed", "2", "--until", "1500", "--out", str(runs),
+            "--history"]
+    assert sim_cli.main(argv) == 0
+    recorded = runs / "seed003-controlled-shutdown-2.jsonl"
+    before = recorded.read_bytes()
+    capsys.readouterr()
+    # Into the recording's own directory: the replayed history is written beside it.
+    assert sim_cli.main(["--replay", str(recorded), "--out", str(runs), "--history"]) == 0
+    assert "identical" in capsys.readouterr().out
+    assert recorded.read_bytes() == before
+    assert (runs / "seed003-controlled-shutdown-2-replay.jsonl").read_bytes() == before
+    assert sim_cli.main(["--replay", str(recorded), "--out", str(again), "--timeline"]) == 0
+    assert (again / "seed003-controlled-shutdown-2-replay.png").stat().st_size > 1000
+    assert not (again / "seed003-controlled-shutdown-2-replay.jsonl").exists()  # no --history, no failure
+    assert sim_cli.main(["--replay", str(recorded), "--timeline"]) == 2
+    assert "--timeline needs --out DIR" in capsys.readouterr().err

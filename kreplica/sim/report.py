@@ -85,7 +85,7 @@ class Summary:
             out.append((f"  {cause}", str(self.superseded_reads[cause])))
         out += [
             ("unclean elections", str(self.unclean_elections)),
-            ("availability %", f"{100 * self.availability_sum / max(self.runs, 1):.2f}"),
+            ("availability %", f"{100 * self.availability_sum / self.runs:.2f}" if self.runs else "-"),
             ("time to re-elect p50 / p99 ms", f"{p50 or 0:.0f} / {p99 or 0:.0f}" if p50 is not None else "-"),
             ("writes completed / virtual s (acked, or sent with acks=0)",
              f"{writes_per_virtual_s(self.writes_completed, self.virtual_ms):.1f}"),
@@ -114,7 +114,7 @@ class Summary:
             "superseded_reads": dict(self.superseded_reads),
             "unclean_elections": self.unclean_elections, "acked_writes": self.acked_writes,
             "writes_completed": self.writes_completed,
-            "availability": self.availability_sum / max(self.runs, 1),
+            "availability": self.availability_sum / self.runs if self.runs else None,
             "reelect_ms_p50": percentile(self.reelect_ms, 50), "reelect_ms_p99": percentile(self.reelect_ms, 99),
             "failed_seeds": self.failed_seeds, "wall_s": self.wall_s, "events": self.events,
         }
