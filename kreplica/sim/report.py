@@ -45,7 +45,6 @@ class Summary:
     virtual_ms: int = 0
     wall_s: float = 0.0
     events: int = 0
-    not_converged: int = 0
 
     def add(self, r: Any) -> None:
         self.runs += 1
@@ -64,7 +63,6 @@ class Summary:
         self.virtual_ms += r.virtual_ms
         self.wall_s += r.wall_s
         self.events += r.scheduler_events
-        self.not_converged += int(r.violation is None and not r.converged)
 
     def rows(self) -> list[tuple[str, str]]:
         p50, p99 = percentile(self.reelect_ms, 50), percentile(self.reelect_ms, 99)
