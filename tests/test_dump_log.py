@@ -1,6 +1,9 @@
+import argparse
 import io
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -167,6 +170,11 @@ def test_log_demo_runs_and_recovers(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "a gap-free prefix holding everything flushed" in " ".join(run.stdout.split())
     assert "baseOffset: 0 lastOffset: 999 count: 1000" in " ".join(run.stdout.split())
+    # The writer is killed mid-way between two flushes: records past the recovery point
+    # were acknowledged and may be lost, those below it must not be.
+    acked, flushed = (int(x.replace(",", "")) for x in re.search(
+        r"acknowledging offset ([\d,]+); recovery point \(flushed\) ([\d,]+)", " ".join(run.stdout.split())).groups())
+    assert acked >= flushed >= 150_000
     # --dir keeps the log, where the output says, for dump-log
     (kept,) = tmp_path.glob("kreplica-log-demo-*/demo-0")
     assert f"the log is kept in {kept}" in run.stdout and any(kept.glob("*.log"))
@@ -202,14 +210,36 @@ def test_a_closed_pipe_ends_the_dump_quietly(tmp_path):
     assert err == b"" and dump_log.returncode == 1
 
 
-def test_log_demo_appends_the_records_asked_for(tmp_path):
+def test_log_demo_appends_the_records_asked_for(tmp_path, monkeypatch):
     from rich.console import Console
 
     from kreplica.tools.log_demo import _append
 
+    ends = []
+    close = Log.close
+    monkeypatch.setattr(Log, "close", lambda log: (ends.append(log.log_end_offset), close(log))[1])
     out = io.StringIO()
     assert _append(Console(file=out, width=200), tmp_path / "demo-0", 1500)
     assert "appended 1,500 records" in out.getvalue()
+    assert ends == [1500] and list((tmp_path / "demo-0").iterdir()) == []  # the writer starts afresh
+
+
+def test_a_demo_whose_writer_dies_says_so_fails_and_leaves_no_temporary_directory(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from kreplica.tools import log_demo
+
+    out = io.StringIO()
+    not_a_dir = tmp_path / "demo-0"
+    not_a_dir.write_text("the writer cannot open a log here")
+    assert log_demo._kill_and_recover(Console(file=out, width=200), not_a_dir) is False
+    assert "the writer died on its own" in out.getvalue()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(log_demo, "_kill_and_recover", lambda console, path: False)
+    assert log_demo.execute(argparse.Namespace(records=1000, dir=None, writer=None)) == 1
+    assert list(temp.iterdir()) == []
 
 
 @pytest.mark.parametrize("argv, message", [

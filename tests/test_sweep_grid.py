@@ -155,6 +155,46 @@ def test_orphaned_scratch_goes_and_a_live_or_young_one_stays(tmp_path, monkeypat
     assert remove_orphaned_scratch(keep=own) == [scratch_dir(locked)]
 
 
+def test_the_tasks_of_one_sweep_share_its_scratch_and_it_goes_when_the_last_ends(tmp_path, monkeypatch):
+    """A host runs several tasks of a sweep at once, each holding the sweep's lock: a
+    second task must neither wait for the first nor fail on the directory it made, and
+    the directory is an orphan only once no task holds it."""
+    import threading
+
+    monkeypatch.setattr("kreplica.sim.world.default_data_root", lambda: str(tmp_path))
+    name = "kreplica-sweep-shared"
+    first = use_scratch(name)
+    second: list = []
+
+    def take():
+        try:
+            second.append(use_scratch(name))
+        except BaseException as e:  # noqa: BLE001 - the failure is the result
+            second.append(e)
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    taker.join(10)
+    held = [first]
+    try:
+        assert not taker.is_alive(), "a second task waited for the first's lock"
+        assert [type(x) for x in second] == [int], second
+        held.append(second[0])
+        old = time.time() - 120
+        os.utime(scratch_dir(name), (old, old))
+        assert remove_orphaned_scratch(keep="") == []
+        os.close(held.pop(0))
+        assert remove_orphaned_scratch(keep="") == []  # the second task still runs
+    finally:
+        if taker.is_alive():
+            os.close(held.pop(0))  # let the blocked task take the lock and end
+            taker.join(10)
+            held.extend(fd for fd in second if isinstance(fd, int))
+        for fd in held:
+            os.close(fd)
+    assert remove_orphaned_scratch(keep="") == [scratch_dir(name)]
+
+
 # ---- the report's table -----------------------------------------------------------------------
 
 def _summary_row(**changes):

@@ -1,0 +1,167 @@
+"""How the Spark source finds a topic's partitions, segments and offsets on disk, without Spark.
+
+:mod:`kreplica.spark.log_files` is plain Python over a broker's data dir: the
+partition directories of one topic among every other directory Kafka keeps there,
+the ``.log`` files among a partition's other files, and the log start and HW from
+the broker's checkpoint files.  The Spark modules test it through a session, with
+one-digit partition numbers and topics of letters only; here its functions are
+called directly on directories written by the real :class:`kreplica.log.Log`, in the
+fast run (the eighteenth review, docs/engine-audit.md, LF..).  It needs numpy and
+pyarrow (the ``spark`` extra), not pyspark or Java.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+import pytest
+
+from kreplica.log import Log
+from kreplica.log.checkpoints import OffsetCheckpointFile
+from kreplica.protocol.common import TopicPartition
+from kreplica.runtime import ManualClock
+
+if importlib.util.find_spec("pyarrow") is None:  # log_files reads segments through pyarrow's module
+    if os.environ.get("KREPLICA_REQUIRE_SPARK") == "1":
+        pytest.fail("KREPLICA_REQUIRE_SPARK=1 but pyarrow is not installed", pytrace=False)
+    pytest.skip("pyarrow is not installed (pip install 'kreplica[spark]')", allow_module_level=True)
+
+from kreplica.spark.log_files import OffsetBounds, list_partitions, read_high_watermarks  # noqa: E402
+from kreplica.spark.segment_reader import read_slice  # noqa: E402
+
+T0 = 1_700_000_000_000
+# How Kafka renames a replica's directory while deleting it, moving it to another log
+# dir (the future replica), or finding it stray (3.x): `<topic>-<n>.<32 hex>-<suffix>`.
+UID = "0123456789abcdef0123456789abcdef"
+
+
+def _log(data_dir, name: str, batches: int = 1, records: int = 3, rolls: int = 0, **config) -> Log:
+    """An open real log in ``data_dir/name``: ``batches`` batches of ``records``
+    records, rolled after every ``rolls`` batches."""
+    log = Log.open(os.path.join(data_dir, name), config, clock=ManualClock(T0))
+    for b in range(batches):
+        log.append_as_leader([(b"k", b"v%d" % b)] * records)
+        if rolls and b % rolls == rolls - 1:
+            log.roll()
+    return log
+
+
+def _write(data_dir, name: str, entries: dict) -> None:
+    OffsetCheckpointFile(os.path.join(data_dir, name)).write(
+        {TopicPartition(t, p): off for (t, p), off in entries.items()})
+
+
+def test_only_the_topics_partition_directories_are_found(tmp_path):
+    """Topic ``a.b`` (a dot: regex syntax) with partition 12 (two digits), beside the
+    directories of topics sharing a prefix or matching ``a.b`` as a pattern, the renamed
+    directories of a replica being deleted, moved or found stray, and a file named like
+    a partition directory."""
+    d = str(tmp_path)
+    for p in (0, 7, 12):
+        _log(d, f"a.b-{p}").close()
+    for decoy in ("axb-1", "xa.b-2", "a.b-x-3", "a.bx-4", "a.b.c-5", "a.b-"):
+        _log(d, decoy).close()
+    for p, suffix in ((5, "delete"), (6, "future"), (8, "stray")):
+        shutil.copytree(os.path.join(d, "a.b-0"), os.path.join(d, f"a.b-{p}.{UID}-{suffix}"))
+    (tmp_path / "a.b-9").write_text("a file, not a partition directory")
+    parts = list_partitions(d, "a.b")
+    assert [(p.topic, p.partition, p.directory) for p in parts] == [
+        ("a.b", n, os.path.join(d, f"a.b-{n}")) for n in (0, 7, 12)]
+    assert [p.partition for p in list_partitions(d, "a.b-x")] == [3]
+    assert list_partitions(d, "a") == []
+
+
+def test_segments_are_the_log_files_in_base_offset_order(tmp_path):
+    """Twelve segments, their bases past two digits, among the files Kafka keeps beside
+    them: a segment retention renamed to ``.deleted`` before removing it, a cleaner's
+    ``.cleaned`` and ``.swap`` files, indexes, producer snapshots and checkpoints."""
+    d = str(tmp_path)
+    log = _log(d, "t-0", batches=12, records=9, rolls=1)
+    leo = log.log_end_offset
+    log.close()
+    part_dir = tmp_path / "t-0"
+    # Kafka's retention renames a segment's files to *.deleted and removes them later.
+    for ext in (".log", ".index", ".timeindex"):
+        os.rename(part_dir / f"{0:020d}{ext}", part_dir / f"{0:020d}{ext}.deleted")
+    shutil.copy(part_dir / f"{18:020d}.log", part_dir / f"{18:020d}.log.cleaned")
+    shutil.copy(part_dir / f"{27:020d}.log", part_dir / f"{27:020d}.log.swap")
+    (part_dir / f"{leo:020d}.snapshot").write_bytes(b"")
+    (part_dir / "partition.metadata").write_text("version: 0\ntopic_id: x\n")
+    bases = list(range(9, leo + 1, 9))  # 9 .. 108: the last is the empty active segment
+    [part] = list_partitions(d, "t")
+    assert [s.base_offset for s in part.segments] == bases
+    assert [s.log_path for s in part.segments] == [str(part_dir / f"{b:020d}.log") for b in bases]
+    assert [s.next_base_offset for s in part.segments] == [*bases[1:], None]
+    assert part.log_start_offset == 9 and part.log_end_offset() == leo == 108
+
+
+def test_log_start_and_high_watermarks_come_from_the_checkpoints_of_this_topic(tmp_path):
+    """The log start is the checkpoint's, raised to the first segment (Kafka's
+    LogLoader), or the first segment without an entry; the HW is the
+    replication-offset-checkpoint's, not the recovery point's, and neither reads the
+    entries of topics that share a prefix."""
+    d = str(tmp_path)
+    _log(d, "t-0", batches=4).close()  # 12 records in one segment
+    for p in (1, 2):  # retention moved the log start past the first two segments
+        log = _log(d, f"t-{p}", batches=4, rolls=1)
+        log.update_high_watermark(log.log_end_offset)
+        assert log.maybe_increment_log_start_offset(7) and log.delete_old_segments() == 2
+        log.close()
+    assert read_high_watermarks(d, "t") == {}  # no checkpoint files yet: nothing committed
+    assert [p.log_start_offset for p in list_partitions(d, "t")] == [0, 6, 6]
+    decoys = {("t-x", 0): 99, ("t-x", 1): 98, ("tt", 2): 97}  # sorted after t's entries
+    # t-1's entry is stale: below its first segment (the checkpoint lags retention).
+    _write(d, "log-start-offset-checkpoint", {("t", 0): 5, ("t", 1): 2, **decoys})
+    _write(d, "replication-offset-checkpoint", {("t", 0): 10, ("t", 1): 11, **decoys})
+    _write(d, "recovery-point-offset-checkpoint", {("t", 0): 12, ("t", 1): 12, ("t", 2): 12})
+    assert [(p.partition, p.log_start_offset) for p in list_partitions(d, "t")] == [(0, 5), (1, 6), (2, 6)]
+    assert read_high_watermarks(d, "t") == {0: 10, 1: 11}
+    assert read_high_watermarks(d, "t-x") == {0: 99, 1: 98}
+
+
+def test_a_partition_missing_from_the_hw_checkpoint_has_nothing_committed(tmp_path):
+    """A broker checkpoints a partition's HW some time after it gets the replica: until
+    then a committed read returns none of its records, and a stream's latest offset is
+    its log start (the data source's planning, called as Spark would, no JVM)."""
+    pytest.importorskip("pyspark")
+    from kreplica.spark.datasource import KReplicaDataSource
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=4).close()
+    log = _log(d, "t-1", batches=4, rolls=1)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.maybe_increment_log_start_offset(7) and log.delete_old_segments() == 2
+    log.close()
+    _write(d, "replication-offset-checkpoint", {("t", 0): 5})
+
+    def rows(**options):
+        reader = KReplicaDataSource({"path": d, "topic": "t", **options}).reader(None)
+        return [(r["partition"], r["offset"]) for part in reader.partitions()
+                for batch in reader.read(part) for r in batch.to_pylist()]
+
+    assert rows() == [(0, o) for o in range(5)]
+    assert rows(isolation="uncommitted") == [(0, o) for o in range(12)] + [(1, o) for o in range(6, 12)]
+    stream = KReplicaDataSource({"path": d, "topic": "t"}).streamReader(None)
+    assert stream.latestOffset({}, None) == {"0": 5, "1": 6}
+
+
+def test_time_pruning_of_a_live_segment_with_no_index_entry_yet_keeps_every_record(tmp_path):
+    """A live active segment holding less than ``index.interval.bytes`` has index files
+    preallocated and all zeros.  Their only usable entry is the first (0, 0); the zeros
+    after it repeat it rather than increase, and are not entries: believed, they would
+    say every record up to the segment's base is older than any time bound."""
+    log = _log(str(tmp_path), "t-0", batches=3, records=1)  # open: a live broker's log
+    try:
+        [part] = list_partitions(str(tmp_path), "t")
+        [active] = part.segments
+        assert os.path.getsize(os.path.splitext(active.log_path)[0] + ".timeindex") > 12  # preallocated
+
+        def offsets(timestamp_lo):
+            return [r["offset"] for s in active.slices(OffsetBounds(0, None, None), timestamp_lo, None, topic="t",
+                                                       partition=0, on_corrupt="fail", corrupt_report=None)
+                    for batch in read_slice(s) for r in batch.to_pylist()]
+
+        assert offsets(None) == offsets(T0) == offsets(T0 - 1) == [0, 1, 2]
+    finally:
+        log.close()
