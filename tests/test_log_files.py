@@ -27,6 +27,7 @@ if importlib.util.find_spec("pyarrow") is None:  # log_files reads segments thro
         pytest.fail("KREPLICA_REQUIRE_SPARK=1 but pyarrow is not installed", pytrace=False)
     pytest.skip("pyarrow is not installed (pip install 'kreplica[spark]')", allow_module_level=True)
 
+from kreplica.errors import OffsetOutOfRange  # noqa: E402
 from kreplica.spark.log_files import OffsetBounds, list_partitions, read_high_watermarks  # noqa: E402
 from kreplica.spark.segment_reader import read_slice  # noqa: E402
 
@@ -144,6 +145,35 @@ def test_a_partition_missing_from_the_hw_checkpoint_has_nothing_committed(tmp_pa
     assert rows(isolation="uncommitted") == [(0, o) for o in range(12)] + [(1, o) for o in range(6, 12)]
     stream = KReplicaDataSource({"path": d, "topic": "t"}).streamReader(None)
     assert stream.latestOffset({}, None) == {"0": 5, "1": 6}
+
+
+@pytest.mark.parametrize("gone", [(".log",), (".log", ".index", ".timeindex")], ids=["mid-deletion", "deleted"])
+def test_a_segment_deleted_while_the_read_is_planned_is_left_for_the_read_to_report(tmp_path, gone):
+    """Retention can delete a listed segment before planning reads its index; it removes
+    the ``.log`` first (Kafka renames it first), so for a moment the index is there and
+    the log is not.  Planning then failed with a bare FileNotFoundError.  It must plan the
+    segment as it does one deleted after planning: the read fails naming the deletion, or
+    with fail_on_data_loss=false skips the segment's records."""
+    d = str(tmp_path)
+    log = _log(d, "t-0", batches=12, records=1, rolls=4, **{"index.interval.bytes": 1})
+    log.close()
+    [part] = list_partitions(d, "t")
+    first = part.segments[0]
+    assert [s.base_offset for s in part.segments] == [0, 4, 8, 12] and len(first.hints().offsets) == 3  # batches 1..3
+    for ext in gone:
+        os.unlink(os.path.splitext(first.log_path)[0] + ext)
+
+    def plan(on_missing):
+        return [s for seg in part.segments
+                for s in seg.slices(OffsetBounds(0, 12, 12), None, None, topic="t", partition=0,
+                                    on_corrupt="fail", corrupt_report=None, on_missing=on_missing)]
+
+    def offsets(slices):
+        return [r["offset"] for s in slices for batch in read_slice(s) for r in batch.to_pylist()]
+
+    with pytest.raises(OffsetOutOfRange, match="deleted \\(retention\\) after the read was planned"):
+        offsets(plan("fail"))
+    assert offsets(plan("skip")) == list(range(4, 12))
 
 
 def test_time_pruning_of_a_live_segment_with_no_index_entry_yet_keeps_every_record(tmp_path):

@@ -89,7 +89,13 @@ def _believed(log_path: str, offsets: np.ndarray, positions: np.ndarray) -> int:
     n = len(offsets)
     if not n:
         return 0
-    with open(log_path, "rb") as f:
+    try:
+        f = open(log_path, "rb")
+    except FileNotFoundError:
+        # Retention deleted the segment since it was listed (its ``.log`` goes before its
+        # indexes): believe nothing, and leave the deletion for the reader to report.
+        return 0
+    with f:
         fd = f.fileno()
         if batch_base_at(fd, int(positions[-1])) == offsets[-1]:
             return n
