@@ -82,6 +82,23 @@ def test_columns_and_types(spark, data):
     assert df.schema["headers"].dataType.simpleString() == "array<struct<key:string,value:binary>>"
 
 
+def test_register_makes_a_session_built_elsewhere_read_the_source(spark, data):
+    """Spark leaves pushdown into Python sources off: a session not built by local_session
+    refused every read (DATA_SOURCE_PUSHDOWN_DISABLED) until register() turns it on."""
+    from kreplica.spark import register
+    from kreplica.spark.session import PUSHDOWN_CONF
+
+    data_dir, hws = data
+    spark.conf.set(PUSHDOWN_CONF, "false")  # as in a session of the user's own
+    try:
+        with pytest.raises(Exception, match="DATA_SOURCE_PUSHDOWN_DISABLED"):
+            _read(spark, data_dir).count()
+        assert register(spark) is spark and spark.conf.get(PUSHDOWN_CONF) == "true"
+        assert _read(spark, data_dir).where("offset >= 0").count() == sum(hws.values())
+    finally:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+
+
 def test_uncommitted_rows_equal_the_log(spark, data):
     data_dir, _ = data
     rows = as_tuples(_read(spark, data_dir, isolation="uncommitted").collect())

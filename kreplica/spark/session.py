@@ -50,7 +50,8 @@ logger.hadoop.level = error
 
 BASE_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # Python data sources only see filters when this is on (Spark 4.1+).
+    # Python data sources only see filters when this is on (Spark 4.1+); register() sets
+    # it again on a session that was already running.
     "spark.sql.python.filterPushdown.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -119,8 +120,6 @@ def local_session(
     prepare_environment(master=master)
     from pyspark.sql import SparkSession
 
-    from .datasource import KReplicaDataSource
-
     options = session_conf(master, conf)
     if "spark.pyspark.python" in options:
         # PySpark takes the executors' interpreter from PYSPARK_PYTHON alone; spark-submit
@@ -131,5 +130,19 @@ def local_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    return register(spark)
+
+
+#: The runtime SQL setting without which Spark refuses every read of a Python data source
+#: that takes filters (DATA_SOURCE_PUSHDOWN_DISABLED), as the kreplica source does.
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark: "SparkSession") -> "SparkSession":
+    """Register the ``kreplica`` source on ``spark``, a session built anywhere, and turn on
+    filter pushdown into Python data sources, which it needs (Spark 4.1 leaves it off)."""
+    from .datasource import KReplicaDataSource
+
+    spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(KReplicaDataSource)
     return spark
