@@ -112,6 +112,7 @@ class _Builder:
         made["env"] = {v: os.environ.get(v) for v in ENV}  # what the JVM would inherit
         return types.SimpleNamespace(
             sparkContext=types.SimpleNamespace(setLogLevel=lambda level: made.setdefault("levels", []).append(level)),
+            conf=types.SimpleNamespace(set=lambda key, value: made.setdefault("runtime_conf", {}).__setitem__(key, value)),
             dataSource=types.SimpleNamespace(register=lambda source: made.setdefault("sources", []).append(source)))
 
 
@@ -140,6 +141,7 @@ def test_a_local_session_gets_every_option_and_the_source(bare, builder):
     assert builder["env"] == {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                               "SPARK_LOCAL_IP": "127.0.0.1"}
     assert builder["levels"] == ["ERROR"] and builder["sources"] == [builder["source"]]
+    assert builder["runtime_conf"] == {session.PUSHDOWN_CONF: "true"}  # set again on a running session
 
 
 def test_a_cluster_sessions_executor_interpreter_is_exported_before_the_jvm_starts(bare, builder):
