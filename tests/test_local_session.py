@@ -56,7 +56,7 @@ def test_the_users_environment_and_conf_win_over_the_defaults(bare, monkeypatch)
             "spark.pyspark.python": "/srv/py/bin/python", "spark.ui.enabled": "true"}
     conf = session.session_conf("local", mine)
     assert {k: conf[k] for k in mine} == mine
-    log4j2 = f"-Dlog4j2.configurationFile=file:{bare / 'kreplica-spark-log4j2.properties'}"
+    log4j2 = f"-Dlog4j2.configurationFile=file:{bare / f'kreplica-spark-log4j2-{os.getuid()}.properties'}"
     assert {k: v for k, v in conf.items() if k not in mine} == {
         **{k: v for k, v in session.BASE_CONF.items() if k not in mine},
         "spark.driver.extraJavaOptions": log4j2, "spark.executor.extraJavaOptions": log4j2,
@@ -64,7 +64,7 @@ def test_the_users_environment_and_conf_win_over_the_defaults(bare, monkeypatch)
 
 
 def test_a_stale_log4j2_file_is_rewritten(bare):
-    stale = bare / "kreplica-spark-log4j2.properties"
+    stale = bare / f"kreplica-spark-log4j2-{os.getuid()}.properties"  # each user's own: /tmp is shared
     stale.write_text("rootLogger.level = info\n")  # another version's, or a torn write
     assert session._log4j2_file() == str(stale)
     assert stale.read_text() == session._LOG4J2 and os.listdir(bare) == [stale.name]

@@ -100,7 +100,8 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str
 
 
 def _log4j2_file() -> str:
-    path = Path(tempfile.gettempdir()) / "kreplica-spark-log4j2.properties"
+    # One file per user: another user's in a shared /tmp could not be rewritten (sticky bit).
+    path = Path(tempfile.gettempdir()) / f"kreplica-spark-log4j2-{os.getuid()}.properties"
     if not path.exists() or path.read_text() != _LOG4J2:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(_LOG4J2)
