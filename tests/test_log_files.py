@@ -73,6 +73,28 @@ def test_only_the_topics_partition_directories_are_found(tmp_path):
     assert list_partitions(d, "a") == []
 
 
+def test_a_partition_directory_renamed_for_deletion_while_listed_is_left_out(tmp_path, monkeypatch):
+    """Deleting a topic renames ``t-1`` to ``t-1.<id>-delete``; between the scan of the data
+    dir and the listing of ``t-1`` that was a bare FileNotFoundError from planning. Now
+    the answer is the one a listing a moment later gives."""
+    from kreplica.spark import log_files
+
+    d = str(tmp_path)
+    for p in (0, 1, 2):
+        _log(d, f"t-{p}").close()
+    listdir = os.listdir
+
+    def renamed_first(path):
+        if os.path.basename(path) == "t-1":
+            os.rename(path, os.path.join(d, f"t-1.{UID}-delete"))
+        return listdir(path)
+
+    monkeypatch.setattr(log_files.os, "listdir", renamed_first)
+    assert [p.partition for p in list_partitions(d, "t")] == [0, 2]
+    monkeypatch.setattr(log_files.os, "listdir", listdir)
+    assert [p.partition for p in list_partitions(d, "t")] == [0, 2]
+
+
 def test_segments_are_the_log_files_in_base_offset_order(tmp_path):
     """Twelve segments, their bases past two digits, among the files Kafka keeps beside
     them: a segment retention renamed to ``.deleted`` before removing it, a cleaner's

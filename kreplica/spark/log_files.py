@@ -279,9 +279,15 @@ def list_partitions(data_dir: str, topic: str) -> list[PartitionFiles]:
         if not m or not entry.is_dir():
             continue
         partition = int(m.group(1))
+        try:
+            names = os.listdir(entry.path)
+        except FileNotFoundError:
+            # Renamed away (``<topic>-<n>.<id>-delete``: the topic is being deleted) since the
+            # scan above: the listing a moment later, which would not have found it.
+            continue
         bases = sorted(
             (int(s.group(1)), os.path.join(entry.path, s.group(0)))
-            for s in map(SEGMENT_NAME.match, os.listdir(entry.path)) if s
+            for s in map(SEGMENT_NAME.match, names) if s
         )
         segments = tuple(
             SegmentFiles(path, base, bases[i + 1][0] if i + 1 < len(bases) else None)
