@@ -192,6 +192,19 @@ def test_killed_session_expires_after_the_timeout(store_env: StoreEnv) -> None:
     assert watcher.get_children("/ids") == []
 
 
+def test_a_recursive_delete_of_the_root_empties_the_tree_and_keeps_the_root(store_env: StoreEnv) -> None:
+    # The root cannot be deleted; on ZooKeeper it is the store's chroot, which the store's
+    # sessions need to exist for every path under it.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/x/y", b"", makepath=True)
+    a.create("/z", ephemeral=True)
+    a.delete("/", recursive=True)
+    assert a.get_children("/") == [] and a.exists("/") is not None
+    a.create("/again")
+    assert b.get_children("/") == ["again"]
+
+
 def test_recursive_delete_checks_the_version_before_deleting_anything(store_env: StoreEnv) -> None:
     s = store_env.store.session("a")
     s.create("/t/partitions/0", b"", makepath=True)

@@ -392,6 +392,8 @@ class ZooKeeperSession(Session):
             return
         for child in children:
             self._delete_tree(c, f"{path.rstrip('/')}/{child}")
+        if path == "/":  # the store's chroot: emptied, kept (the memory store's root is too)
+            return
         with contextlib.suppress(NoNode):  # another client removed it meanwhile, as kazoo's delete allows
             self._wait(c.delete_async(path), path)
 
