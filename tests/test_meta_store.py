@@ -424,6 +424,22 @@ def test_zookeeper_expired_session_tells_its_owner(zk_store_factory, zk_server) 
     assert store.session("b2").exists("/e") is None
 
 
+@pytest.mark.zookeeper
+def test_a_chroot_is_slash_name_or_the_root(zk_server) -> None:
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+    from kreplica.runtime import RealScheduler
+
+    for bad in ["kreplica", "/kreplica/", "/a/b/", "//"]:
+        with pytest.raises(ValueError, match="chroot must look like /name"):
+            ZooKeeperStore(zk_server.hosts, bad, RealScheduler())
+    for root in ["", "/"]:
+        store = ZooKeeperStore(zk_server.hosts, root, RealScheduler())
+        try:
+            assert store.chroot == "" and "zookeeper" in store.session("x").get_children("/")
+        finally:
+            store.close()
+
+
 # ---- MemoryStore against the oracle: the same random operations on a real ZooKeeper ----
 
 def _differential_ops():

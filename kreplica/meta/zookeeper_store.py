@@ -149,12 +149,13 @@ class _MultiRead(namedtuple("_MultiRead", "operations")):
 
 
 class ZooKeeperStore(MetadataStore):
-    """Sessions against one ZooKeeper ensemble under ``chroot`` (created if missing)."""
+    """Sessions against one ZooKeeper ensemble under ``chroot`` (created if missing; ``""``
+    or ``"/"`` for ZooKeeper's own root)."""
 
     def __init__(self, hosts: str, chroot: str = "/kreplica", scheduler: Scheduler | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  connect_timeout_s: float = 15.0, op_timeout_s: float = OP_TIMEOUT_S) -> None:
-        if chroot and (not chroot.startswith("/") or chroot.endswith("/")):
+        if chroot not in ("", "/") and (not chroot.startswith("/") or chroot.endswith("/")):
             raise ValueError(f"chroot must look like /name, got {chroot!r}")
         self.hosts = hosts
         self.chroot = chroot if chroot != "/" else ""
