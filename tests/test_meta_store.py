@@ -92,6 +92,18 @@ def test_ephemeral_nodes_vanish_on_close_and_take_no_children(store_env: StoreEn
     assert store_env.wait(lambda: seen.types() == ["DELETED"])
 
 
+def test_a_closed_session_is_closed_not_expired(store_env: StoreEnv) -> None:
+    # Closing stops kazoo's client, which reports its session LOST: that is not an expiry,
+    # so the owner's calls say the session is closed (ConnectionLoss), never SessionExpired.
+    told: list[bool] = []
+    a = store_env.store.session("a", on_expired=lambda: told.append(True))
+    a.close()
+    store_env.quiesce()
+    assert not a.expired and told == []
+    with pytest.raises(ConnectionLoss):
+        a.get("/")
+
+
 def test_data_watches_are_one_shot(store_env: StoreEnv) -> None:
     a = store_env.store.session("a")
     b = store_env.store.session("b")
@@ -203,6 +215,16 @@ def test_a_recursive_delete_of_the_root_empties_the_tree_and_keeps_the_root(stor
     assert a.get_children("/") == [] and a.exists("/") is not None
     a.create("/again")
     assert b.get_children("/") == ["again"]
+
+
+def test_a_transaction_creates_ephemeral_nodes_owned_by_its_session(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.multi([Op.create("/p"), Op.create("/p/e", ephemeral=True)])
+    assert b.exists("/p/e").ephemeral_owner == a.session_id != 0
+    assert b.exists("/p").ephemeral_owner == 0
+    a.close()
+    assert b.exists("/p/e") is None and b.exists("/p") is not None
 
 
 def test_recursive_delete_checks_the_version_before_deleting_anything(store_env: StoreEnv) -> None:

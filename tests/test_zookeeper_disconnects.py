@@ -228,3 +228,37 @@ def test_a_session_reconnects_promptly_after_a_long_outage(zk_server, monkeypatc
     finally:
         store.close()
         relay.close()
+
+
+@pytest.mark.zookeeper
+def test_a_drop_notice_delivered_after_the_reconnection_is_told_to_re_read_at_once(zk_store_factory) -> None:
+    """kazoo hands a dropped watch its notice on its callback thread, which can run after
+    the connection is back: the flush at CONNECTED has happened, so the watch must be told
+    RECONNECTED then and there, not parked for a reconnection that may never come."""
+    from kazoo.protocol.states import EventType as KzEventType, KeeperState, WatchedEvent
+
+    sched = RealScheduler()
+    s = zk_store_factory(sched).session("broker")
+    watch = Recorder()
+    wrapper = s._wrap(watch, "/", False)
+    assert s.client.connected
+    wrapper(WatchedEvent(KzEventType.NONE, KeeperState.CONNECTING, None))  # the late notice
+    assert sched.run_until(lambda: watch.events, 2_000)
+    assert watch.types() == ["RECONNECTED"] and not s._dropped
+
+
+@pytest.mark.zookeeper
+def test_a_kill_ends_the_connection_at_once_and_cleanly(zk_store_factory, monkeypatch) -> None:
+    """kill() shuts the socket down, which wakes kazoo's connection thread: it ends at once
+    without an error (closing the descriptor instead leaves the thread in its select on a
+    dead descriptor until the operation timeout, then failing in it)."""
+    failures: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(repr(args.exc_value)))
+    s = zk_store_factory(RealScheduler()).session("broker")
+    s.create("/eph", ephemeral=True)
+    started = time.monotonic()
+    s.kill()
+    assert time.monotonic() - started < 2.0
+    assert s.client._connection.connection_stopped.is_set()
+    time.sleep(0.2)
+    assert failures == []
