@@ -49,3 +49,15 @@ def expire_from_a_twin(session: Any, hosts: str) -> None:
     twin.start(timeout=15)
     twin.stop()
     twin.close()
+
+
+def negotiated_timeout_ms(server: Any, session: Any) -> int:
+    """The session timeout ZooKeeper granted ``session``, from the server's ``cons`` list."""
+    import re
+
+    from kreplica.meta.zk_server import four_letter_word
+
+    cons = four_letter_word(server.host, server.port, "cons")
+    found = re.search(rf"sid=0x0*{session.session_id:x},.*?to=(\d+)", cons)
+    assert found, cons
+    return int(found.group(1))

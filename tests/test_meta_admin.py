@@ -174,7 +174,11 @@ def test_metadata_uris() -> None:
     assert parse_zookeeper_connect("localhost:2181/kreplica") == ("localhost:2181", "/kreplica")
     with pytest.raises(ValueError, match="metadata store address must be a str, got NoneType None"):
         parse_metadata_uri(None)
-    for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x"]:
+    assert parse_metadata_uri("zookeeper://h:1/kr/x/").chroot == "/kr/x"  # a store's chroot has no trailing /
+    assert parse_metadata_uri("zookeeper+local:///demo/").chroot == "/demo"
+    assert parse_zookeeper_connect("[::1]:2181,h:2/x") == ("[::1]:2181,h:2", "/x")  # kazoo takes IPv6 this way
+    for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
+                "zookeeper:///x", "zookeeper://[::1]/x"]:
         with pytest.raises(ValueError):
             parse_metadata_uri(bad)
     assert isinstance(open_store("memory", SimScheduler(), 5000), MemoryStore)
@@ -184,11 +188,14 @@ def test_metadata_uris() -> None:
 def test_open_store_on_zookeeper(zk_server) -> None:
     from kreplica.runtime import RealScheduler
 
+    from meta_env import negotiated_timeout_ms
+
     store = open_store(f"zookeeper://{zk_server.hosts}/uri-test", RealScheduler(), 4000)
     try:
         s = store.session("x")
         s.create("/here", b"1")
         assert s.get("/here")[0] == b"1"
+        assert negotiated_timeout_ms(zk_server, s) == 4000  # the timeout asked for, not the default
     finally:
         store.close()
 
@@ -201,6 +208,9 @@ def test_open_store_with_a_private_zookeeper(zk_server) -> None:
     server = store.owned_server
     assert server is not None and server.port != zk_server.port
     store.session("x").create("/ok")
+    data_dir = server.data_dir
+    assert data_dir is not None and (data_dir / "zoo.cfg").is_file()
     store.close()
     assert server.data_dir is None and store.owned_server is None
+    assert not data_dir.exists()  # the server's files went with it
 

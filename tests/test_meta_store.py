@@ -462,6 +462,19 @@ def test_a_chroot_is_slash_name_or_the_root(zk_server) -> None:
             store.close()
 
 
+@pytest.mark.zookeeper
+def test_the_test_server_listens_on_loopback_only_and_grants_short_sessions(zk_server, zk_store_factory) -> None:
+    import socket
+
+    from meta_env import negotiated_timeout_ms
+
+    with pytest.raises(ConnectionRefusedError):  # 127.0.0.2 is loopback too, but not the bound address
+        socket.create_connection(("127.0.0.2", zk_server.port), timeout=2).close()
+    # The suites' 1.5 s sessions are granted as asked (ZooKeeper's default floor is 2 ticks).
+    session = zk_store_factory().session("short")
+    assert negotiated_timeout_ms(zk_server, session) == 1500
+
+
 # ---- MemoryStore against the oracle: the same random operations on a real ZooKeeper ----
 
 def _differential_ops():
