@@ -198,6 +198,29 @@ def test_a_segment_deleted_while_the_read_is_planned_is_left_for_the_read_to_rep
     assert offsets(plan("skip")) == list(range(4, 12))
 
 
+def test_a_tail_segment_rolled_and_deleted_since_the_listing_is_measured_on_a_fresh_listing(tmp_path):
+    """The listed last segment can be rolled and then deleted by retention before
+    planning scans its tail for the log end.  That scan failed with a bare
+    FileNotFoundError.  The ends must be those a listing a moment later gives."""
+    d = str(tmp_path)
+    log = _log(d, "t-0", batches=6, records=1, rolls=3)  # segments 0, 3 and the empty active 6
+    [stale] = list_partitions(d, "t")
+    assert [s.base_offset for s in stale.segments] == [0, 3, 6]
+    for b in (6, 7):
+        log.append_as_leader([(b"k", b"v%d" % b)])
+    log.roll()
+    log.append_as_leader([(b"k", b"v8")])
+    log.update_high_watermark(9)
+    assert log.maybe_increment_log_start_offset(8) and log.delete_old_segments() == 3  # 0, 3 and 6
+    assert not os.path.exists(stale.segments[-1].log_path)
+    assert stale.log_end_offset() == 9
+    assert stale.committed_end(9) == 9 and stale.committed_end(20) == 9
+    assert [s.base_offset for s in stale.relisted().segments] == [8]
+    log.close()
+    shutil.rmtree(os.path.join(d, "t-0"))
+    assert stale.relisted().segments == () and stale.log_end_offset() == stale.log_start_offset
+
+
 def test_time_pruning_of_a_live_segment_with_no_index_entry_yet_keeps_every_record(tmp_path):
     """A live active segment holding less than ``index.interval.bytes`` has index files
     preallocated and all zeros.  Their only usable entry is the first (0, 0); the zeros

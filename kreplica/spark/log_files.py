@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,9 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 _OFFSET_ENTRY = np.dtype([("rel", ">u4"), ("pos", ">u4")])
 _TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">u4")])
+# Fresh listings tried when the listed last segment vanishes before its tail is scanned
+# (each vanishing needs a roll and a retention pass in between).
+_RELISTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +236,37 @@ class PartitionFiles:
     log_start_offset: int
 
     def log_end_offset(self) -> int:
+        return self._at_tail(PartitionFiles._log_end_offset)
+
+    def _log_end_offset(self) -> int:
         if not self.segments:
             return self.log_start_offset
         return max(self.segments[-1].end_offset(), self.log_start_offset)
 
     def committed_end(self, hw: int) -> int:
+        return self._at_tail(lambda part: part._committed_end(hw))
+
+    def _at_tail(self, measure: Callable[[PartitionFiles], int]) -> int:
+        """``measure(self)``, taken again on a fresh listing of the directory when the
+        listed last segment is gone: since the listing it was rolled and retention
+        deleted it.  The answer is then the one a listing a moment later gives."""
+        part = self
+        for _ in range(_RELISTS):
+            try:
+                return measure(part)
+            except FileNotFoundError:
+                part = part.relisted()
+        return measure(part)
+
+    def relisted(self) -> PartitionFiles:
+        """This partition as its directory is now (no segments if the directory is gone)."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return replace(self, segments=())
+        return replace(self, segments=_segments(self.directory, names))
+
+    def _committed_end(self, hw: int) -> int:
         """Where committed records end: below the HW checkpoint, and below the log end.
 
         A broker that truncates below its HW (a follower after an unclean election)
@@ -253,6 +283,18 @@ class PartitionFiles:
         end = active.data_end(hints)
         leo = active.base_offset if end.last_offset is None else end.last_offset + 1
         return min(hw, leo) if end.clean else hw
+
+
+def _segments(directory: str, names: list[str]) -> tuple[SegmentFiles, ...]:
+    """The segments among a partition directory's file ``names``, in offset order."""
+    bases = sorted(
+        (int(s.group(1)), os.path.join(directory, s.group(0)))
+        for s in map(SEGMENT_NAME.match, names) if s
+    )
+    return tuple(
+        SegmentFiles(path, base, bases[i + 1][0] if i + 1 < len(bases) else None)
+        for i, (base, path) in enumerate(bases)
+    )
 
 
 def _checkpoint(data_dir: str, name: str, topic: str) -> dict[int, int]:
@@ -285,14 +327,7 @@ def list_partitions(data_dir: str, topic: str) -> list[PartitionFiles]:
             # Renamed away (``<topic>-<n>.<id>-delete``: the topic is being deleted) since the
             # scan above: the listing a moment later, which would not have found it.
             continue
-        bases = sorted(
-            (int(s.group(1)), os.path.join(entry.path, s.group(0)))
-            for s in map(SEGMENT_NAME.match, names) if s
-        )
-        segments = tuple(
-            SegmentFiles(path, base, bases[i + 1][0] if i + 1 < len(bases) else None)
-            for i, (base, path) in enumerate(bases)
-        )
+        segments = _segments(entry.path, names)
         first = segments[0].base_offset if segments else 0
         parts.append(PartitionFiles(topic, partition, entry.path, segments,
                                     max(first, starts.get(partition, first))))
