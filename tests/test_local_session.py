@@ -38,8 +38,9 @@ def bare(monkeypatch, tmp_path):
 @pytest.mark.parametrize("master, local", [
     ("local", True), ("local[2]", True), ("local[*]", True), ("local[4,2]", True),
     ("spark://head:7077", False), ("yarn", False), ("k8s://https://api:6443", False),
-    ("localhost:7077", False),
-], ids=["local", "local-n", "local-all", "local-n-retries", "standalone", "yarn", "k8s", "localhost"])
+    ("localhost:7077", False), ("local-cluster[2,1,1024]", True),
+], ids=["local", "local-n", "local-all", "local-n-retries", "standalone", "yarn", "k8s", "localhost",
+        "local-cluster"])
 def test_what_counts_as_a_local_master(master, local):
     assert session.is_local(master) is local
 

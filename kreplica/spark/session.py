@@ -9,9 +9,9 @@ registers the ``kreplica`` data source.  Everything it sets is a plain Spark
 option, so the same settings work with ``--master spark://...`` or ``yarn``
 when passed to ``spark-submit`` instead.
 
-Two defaults hold only for a ``local`` master, where driver and workers share
-this machine: the driver binds to 127.0.0.1 (``SPARK_LOCAL_IP``), and workers
-run this very interpreter.  With a cluster master the driver must be reachable
+Two defaults hold only for a ``local`` (or ``local-cluster``) master, where driver
+and workers share this machine: the driver binds to 127.0.0.1 (``SPARK_LOCAL_IP``),
+and workers run this very interpreter.  With a cluster master the driver must be reachable
 from other hosts and executors bring their own Python: ship kreplica to them
 with ``spark.archives`` (a packed venv) and ``spark.pyspark.python`` given in
 ``conf`` (``kreplica sweep --conf KEY=VALUE``).  PySpark itself reads the
@@ -72,7 +72,9 @@ def java_available() -> bool:
 
 
 def is_local(master: str) -> bool:
-    return master == "local" or master.startswith("local[")
+    """True for masters whose executors run on this machine: ``local``, ``local[...]``
+    and Spark's test master ``local-cluster[workers,cores,memory]``."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
 def prepare_environment(python: str | None = None, master: str = "local") -> None:
