@@ -656,3 +656,23 @@ def test_memory_session_notices_run_once_each_in_order_through_cuts(ops) -> None
     s.set_reachable(True)
     sched.advance(10)
     assert ran == list(range(1, sent + 1))
+
+
+def test_a_recursive_delete_of_zookeepers_own_root_spares_its_reserved_node(zk_server) -> None:
+    """With no chroot the store's `/` is ZooKeeper's root, which also holds ZooKeeper's
+    own `/zookeeper` (quotas, config); the server refuses to delete that, so emptying
+    the root must leave it.  A private server: the shared one holds other tests' chroots."""
+    from kreplica.meta.zk_server import ZooKeeperServer
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+    from kreplica.runtime import RealScheduler
+
+    server = ZooKeeperServer().start()
+    try:
+        store = ZooKeeperStore(server.hosts, "", RealScheduler(), session_timeout_ms=4000)
+        s = store.session("a")
+        s.create("/x/y", b"", makepath=True)
+        s.delete("/", recursive=True)
+        assert s.get_children("/") == ["zookeeper"]
+        store.close()
+    finally:
+        server.stop()

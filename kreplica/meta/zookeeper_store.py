@@ -75,6 +75,8 @@ DEFAULT_SESSION_TIMEOUT_MS = 18000
 OP_TIMEOUT_S = 15.0
 # A 1 MB request (jute.maxbuffer) holds about 5,000 leaderAndIsr writes; stay well under.
 ZK_MAX_BATCH_OPS = 1000
+# ZooKeeper's own node under its root (quotas, dynamic config): never the store's to delete.
+_RESERVED = "zookeeper"
 # How a session reconnects after its connection drops: ZooKeeper's own client tries the next
 # server at most a second later, however long the outage.  kazoo's default doubles its pause
 # from 0.1 s up to an hour, so a 20 s outage was seen to end 14 s late -- past a 30 s session
@@ -225,6 +227,7 @@ class ZooKeeperSession(Session):
         self._dropped: list[tuple[Watch, str]] = []
         self._dropped_lock = threading.Lock()
         self._client_done = False
+        self._chrooted = bool(store.chroot)
         client = KazooClient(hosts=store.hosts + store.chroot, timeout=store.session_timeout_ms / 1000.0,
                              connection_retry=dict(RECONNECT_RETRY), logger=_LOG)
         self.client = client
@@ -392,6 +395,8 @@ class ZooKeeperSession(Session):
         except NoNode:
             return
         for child in children:
+            if path == "/" and child == _RESERVED and not self._chrooted:
+                continue  # ZooKeeper's own /zookeeper (quota, config) refuses deletion
             self._delete_tree(c, f"{path.rstrip('/')}/{child}")
         if path == "/":  # the store's chroot: emptied, kept (the memory store's root is too)
             return
