@@ -93,6 +93,9 @@ def test_replay_of_a_failing_seed_prints_its_violation_and_a_changed_history_is_
     assert sim_cli.main(["--replay", str(history)]) == 1
     out = capsys.readouterr().out
     assert "identical" in out and "VIOLATION" in out
+    assert sim_cli.main(["--replay", str(history), "--traces", "0"]) == 1  # its trace not printed
+    out = capsys.readouterr().out
+    assert "identical" in out and "VIOLATION" not in out
     lines = history.read_text().splitlines()
     history.write_text("\n".join(lines[:-1]) + "\n")  # the recorded history no longer matches
     assert sim_cli.main(["--replay", str(history)]) == sim_cli.REPLAY_DIFFERS
