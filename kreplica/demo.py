@@ -46,7 +46,8 @@ CONFIG = {
 
 def _produce(c: Cluster, console: Console, acked: dict[int, list[tuple[int, bytes]]],
              label: str, batches: int, batch_size: int = 100) -> None:
-    with Progress(console=console, transient=True) as progress:
+    # Off a terminal the bar draws nothing, and stopping it would leave a blank line.
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task(f"produce acks=all ({label})", total=batches * 3)
         for i in range(batches):
             for p in range(3):
@@ -67,7 +68,7 @@ def _check(c: Cluster, console: Console, expected: dict[int, tuple[int, set[int]
         ok &= good
         mark = "[green]matches[/]" if good else "[red]differs[/]"
         console.print(f"  partition {p.partition}: leader {p.leader} isr {sorted(p.isr)} "
-                      f"- seed 003 published leader {leader} isr {sorted(isr)}: {mark}")
+                      f"- seed 003 published leader {leader} isr {sorted(isr)}: {mark}", soft_wrap=True)
     return ok
 
 
