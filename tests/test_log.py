@@ -222,6 +222,19 @@ def test_follower_append_rejects_bad_batches_and_leaves_the_log_unchanged(log):
     assert log.log_end_offset == 8
 
 
+def test_a_follower_append_whose_batches_overlap_or_repeat_inside_it_is_refused(log):
+    """The batches of one append must continue each other exactly: a later batch that
+    starts at or below the one before's last offset is an overlap, not just a gap."""
+    log.append_as_follower(encode_batch(values(5), base_offset=0, leader_epoch=1))
+    good = encode_batch(values(3), base_offset=5, leader_epoch=1)
+    for base in (7, 6, 5):
+        with pytest.raises(errors.InvalidRecord, match="expected 8"):
+            log.append_as_follower(good + encode_batch(values(1), base_offset=base))
+    assert log.log_end_offset == 5
+    log.append_as_follower(good + encode_batch(values(1), base_offset=8))
+    assert log.log_end_offset == 9
+
+
 def test_append_batches_as_leader_restamps_in_place(log):
     log.append_as_leader(values(2), leader_epoch=4)
     produced = encode_batch(values(3), base_offset=0, leader_epoch=-1) + encode_batch(values(2), base_offset=0)
@@ -1008,6 +1021,19 @@ def test_a_segment_rolls_before_a_relative_offset_passes_int_max(tmp_path):
     log.append_as_follower(gapped(0, 2**31 - 1))
     log.append_as_follower(gapped(2**31, 0))
     assert [s.base_offset for s in log.segments] == [0, 2**31]
+    log.close()
+
+
+def test_a_batch_ending_exactly_the_widest_relative_offset_past_the_base_stays_in_its_segment(tmp_path):
+    # A segment holds relative offsets up to Int.MaxValue inclusive: a batch whose last
+    # offset is exactly that far past the segment's base needs no segment of its own.
+    big = 2**31 - 1
+    batches = [_resigned(encode_batch([b"v"], base_offset=base, timestamp_ms=1), last_offset_delta=delta)
+               for base, delta in ((0, 0), (1, big - 1), (big + 1, 0))]
+    log = Log.open(tmp_path / "t-0", {})
+    info = log.append_as_follower(b"".join(batches))
+    assert (info.first_offset, info.last_offset, info.num_batches) == (0, big + 1, 3)
+    assert [s.base_offset for s in log.segments] == [0, big + 1]
     log.close()
 
 
