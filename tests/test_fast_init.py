@@ -78,3 +78,13 @@ def test_refuses_what_it_does_not_build():
         @dataclass(frozen=True, kw_only=True)
         class KwOnly:
             a: int = 0
+
+
+@pytest.mark.parametrize("names,values", [(("a", "b"), (1,)), (("a",), (1, "x"))])
+def test_set_fields_refuses_names_and_values_of_different_lengths(names, values):
+    from kreplica._fast_init import set_fields
+
+    obj = Plain(0)
+    with pytest.raises(ValueError, match="field names for"):
+        set_fields(obj, names, values)
+    assert dataclasses.astuple(obj) == (0, "b", ())
