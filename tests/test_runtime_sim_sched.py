@@ -99,3 +99,13 @@ def test_fired_and_cancelled_timers_let_go_of_their_callbacks_without_the_collec
         assert t1.fn is None and t2.fn is None and t2.cancelled and not t1.cancelled
     finally:
         gc.enable()
+
+
+def test_threadsafe_calls_run_in_the_order_they_were_made_after_what_is_already_due():
+    s = SimScheduler()
+    seen = []
+    s.call_soon(seen.append, "scheduled")
+    for i in range(4):
+        s.call_soon_threadsafe(seen.append, i)
+    s.advance(0)
+    assert seen == ["scheduled", 0, 1, 2, 3]
