@@ -345,6 +345,47 @@ def test_a_damaged_header_in_a_trusted_segment_is_recovered_not_taken_for_its_en
     log.close()
 
 
+def test_a_batch_of_another_magic_in_a_trusted_segment_is_recovered_not_served(tmp_path):
+    # The magic byte lies outside the CRC: a clean open's header walk must check it itself,
+    # or a batch no v2 reader can decode is served as data without any recovery.
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 1 << 20}  # no index entry: walks start at 0
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 30)
+    log.close()
+    path = tmp_path / ("%020d.log" % 0)
+    data = path.read_bytes()
+    second = 12 + int.from_bytes(data[8:12], "big")
+    with open(path, "r+b") as f:
+        f.seek(second + 16)
+        f.write(b"\x01")
+    log = Log.open(tmp_path, cfg)
+    assert log.last_recovery[0].error.startswith("bad magic 1 at position ")
+    assert log.log_end_offset == 10
+    assert_prefix(log, 30, 0)
+    log.close()
+
+
+def test_a_header_whose_offset_and_length_were_zeroed_is_damage_not_the_end_of_a_trusted_segment(tmp_path):
+    # Zero fill is a whole zero header: twelve zero bytes (baseOffset, batchLength) with a
+    # header still behind them are damage, which a clean open must recover, not take for
+    # the end of the data and drop the batches after it unnoticed.
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 1 << 20}
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 30)
+    log.close()
+    path = tmp_path / ("%020d.log" % 0)
+    data = path.read_bytes()
+    second = 12 + int.from_bytes(data[8:12], "big")
+    with open(path, "r+b") as f:
+        f.seek(second)
+        f.write(bytes(12))
+    log = Log.open(tmp_path, cfg)
+    assert log.last_recovery and log.last_recovery[0].error is not None
+    assert log.log_end_offset == 10
+    assert_prefix(log, 30, 0)
+    log.close()
+
+
 def test_an_open_that_cut_a_trusted_segment_rewrites_the_recovery_point_checkpoint(tmp_path):
     """The open found a damaged header in a cleanly closed log and cut it there: the
     recovery point checkpoint must follow it back.  Left at the old end, it vouched for

@@ -184,3 +184,43 @@ def test_an_index_entry_goes_only_once_more_than_the_interval_was_written(tmp_pa
     assert index["position"].tolist() == [3 * n, 6 * n, 9 * n]
     assert index["relative_offset"].tolist() == [12, 24, 36]
     seg.close()
+
+
+def test_a_read_stops_before_a_header_no_batch_within_its_limit_could_fill():
+    """span_batches reads the next header only while at least an empty (61-byte) batch
+    would still fit: a read that ends at its limit touches no page past it, and damage
+    lying there is for a read that reaches it to report."""
+    from kreplica.log._segment import span_batches
+
+    first = encode_batch([b"x" * 50], base_offset=0)
+    buf = first + b"\xff" * 100  # not a batch, not zeros
+    n = len(first)
+    assert span_batches(buf, 0, len(buf), n + 60, 1 << 62) == n
+    with pytest.raises(errors.KafkaStorageError, match=f"damaged batch header at position {n}"):
+        span_batches(buf, 0, len(buf), n + 61, 1 << 62)
+
+
+@pytest.mark.parametrize("second_base", [4, 2])
+def test_recovery_cuts_at_a_batch_that_starts_at_or_below_the_last_offset_before_it(tmp_path, second_base):
+    """Offsets must rise strictly from batch to batch: a batch starting at the previous
+    batch's last offset repeats that offset, and recovery keeps only what comes before."""
+    first = encode_batch([b"a"] * 5, base_offset=0, timestamp_ms=1)
+    (tmp_path / ("%020d.log" % 0)).write_bytes(first + encode_batch([b"b"] * 3, base_offset=second_base,
+                                                                   timestamp_ms=2))
+    seg = LogSegment(tmp_path, 0, CONFIG, 0)
+    result = seg.recover()
+    assert (result.error, result.batches, result.valid_bytes) == ("offsets out of order at batch 1", 1, len(first))
+    assert seg.next_offset == 5
+    seg.close()
+
+
+def test_recovery_keeps_no_batch_below_the_segments_base_offset(tmp_path):
+    """A segment file holds offsets from its base up: a batch below it (a file renamed or
+    mixed up) is cut with everything after it."""
+    data = encode_batch([b"a"] * 5, base_offset=95, timestamp_ms=1) + encode_batch([b"b"], base_offset=100)
+    (tmp_path / ("%020d.log" % 100)).write_bytes(data)
+    seg = LogSegment(tmp_path, 100, CONFIG, 0)
+    result = seg.recover()
+    assert (result.error, result.batches, result.valid_bytes) == ("offsets out of order at batch 0", 0, 0)
+    assert (seg.size, seg.next_offset) == (0, 100)
+    seg.close()
