@@ -72,6 +72,8 @@ def test_read_returns_whole_batches_at_least_one(log):
     assert scan_batches(two.view).count == 2
     bounded = log.read(0, 1 << 20, max_offset=20)  # e.g. a consumer limited to the HW
     assert scan_batches(bounded.view).last_offsets.tolist() == [9, 19]
+    below = log.read(0, 1 << 20, max_offset=19)  # the batch holding offset 19 itself is left out
+    assert scan_batches(below.view).last_offsets.tolist() == [9]
     assert len(log.read(50)) == 0 and log.read(50).first_offset == 50
 
 
@@ -181,6 +183,16 @@ def test_record_too_large_leaves_the_log_unchanged(log):
     with pytest.raises(errors.RecordTooLarge):
         log.append_as_leader([b"x" * 2_000_000])
     assert log.log_end_offset == 3 and log.size_in_bytes() == size
+
+
+@pytest.mark.parametrize("too_big", [0, 1, 2])
+def test_a_leader_refuses_producer_batches_when_any_one_of_them_is_too_large(tmp_path, too_big):
+    log = Log.open(tmp_path / "t-0", {"max.message.bytes": 1000})
+    batches = [encode_batch([b"x" * (2000 if i == too_big else 100)]) for i in range(3)]
+    with pytest.raises(errors.RecordTooLarge, match=f"batch of {len(batches[too_big])} bytes"):
+        log.append_batches_as_leader(b"".join(batches), leader_epoch=0)
+    assert log.log_end_offset == 0
+    log.close()
 
 
 def test_a_follower_appends_what_its_leader_accepted_whatever_its_own_size_limit(log):
@@ -631,6 +643,23 @@ def test_offset_for_timestamp_steps_over_compacted_and_empty_batches(tmp_path, m
     log.close()
 
 
+def test_an_empty_batch_at_the_end_of_the_log_is_read_and_reopened_as_a_batch(tmp_path):
+    # A header-only batch (61 bytes, as compaction leaves them) is the last thing in the
+    # data: the header walk must frame it, not take it for damage in place of an end.
+    log = Log.open(tmp_path / "t-0", {})
+    log.append_as_follower(encode_batch([b"a", b"b"], base_offset=0, timestamp_ms=100))
+    empty = _resigned(encode_batch([b"x"], base_offset=2)[:61], length=49, last_offset_delta=2,
+                      max_timestamp=500, record_count=0)                            # offsets 2..4
+    log.append_as_follower(empty)
+    assert bytes(log.read(3, 1 << 20).view) == empty
+    assert log.offset_for_timestamp(300) is None
+    log.close()
+    log = Log.open(tmp_path / "t-0", {})
+    assert log.last_recovery == [] and log.log_end_offset == 5
+    assert bytes(log.read(2, 1 << 20).view) == empty
+    log.close()
+
+
 def test_a_leader_gives_a_producer_batch_its_records_max_timestamp(tmp_path):
     # The header's maxTimestamp was kept as the producer sent it: with 0 for records
     # written now, offset_for_timestamp missed them and retention.ms deleted them at once.
@@ -1026,10 +1055,11 @@ def test_a_segment_rolls_before_a_relative_offset_passes_int_max(tmp_path):
 
 def test_a_batch_ending_exactly_the_widest_relative_offset_past_the_base_stays_in_its_segment(tmp_path):
     # A segment holds relative offsets up to Int.MaxValue inclusive: a batch whose last
-    # offset is exactly that far past the segment's base needs no segment of its own.
+    # offset is exactly that far past the segment's base stays in it, and the segment
+    # rolls at the next batch, the first that does not fit (not at the one that just did).
     big = 2**31 - 1
     batches = [_resigned(encode_batch([b"v"], base_offset=base, timestamp_ms=1), last_offset_delta=delta)
-               for base, delta in ((0, 0), (1, big - 1), (big + 1, 0))]
+               for base, delta in ((0, 9), (10, big - 10), (big + 1, 0))]
     log = Log.open(tmp_path / "t-0", {})
     info = log.append_as_follower(b"".join(batches))
     assert (info.first_offset, info.last_offset, info.num_batches) == (0, big + 1, 3)
