@@ -224,3 +224,30 @@ def test_recovery_keeps_no_batch_below_the_segments_base_offset(tmp_path):
     assert (result.error, result.batches, result.valid_bytes) == ("offsets out of order at batch 0", 0, 0)
     assert (seg.size, seg.next_offset) == (0, 100)
     seg.close()
+
+
+def test_recovery_reports_each_leader_epoch_once_where_it_first_rises(tmp_path):
+    epochs = [-1, 1, 1, 3, 3, 2, 4]
+    data = b"".join(encode_batch([b"v"] * 2, base_offset=2 * i, leader_epoch=e) for i, e in enumerate(epochs))
+    (tmp_path / ("%020d.log" % 0)).write_bytes(data)
+    seg = LogSegment(tmp_path, 0, CONFIG, 0)
+    result = seg.recover()
+    assert result.error is None and result.batches == 7
+    assert result.epoch_starts == ((1, 2), (3, 6), (4, 12))
+    seg.close()
+
+
+def test_a_load_keeps_the_first_batch_with_the_max_timestamp_as_appending_did(tmp_path):
+    """Kafka's offsetOfMaxTimestamp is the first batch to reach the max: a later batch
+    with the same timestamp does not move it, on append or on a load's header walk."""
+    config = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 1 << 20})
+    seg = LogSegment.create(tmp_path, 0, config, 0)
+    for i, ts in enumerate([1000, 1500, 1200, 1500]):
+        batch = encode_batch([b"a", b"b"], base_offset=2 * i, timestamp_ms=ts)
+        seg.append_encoded(memoryview(batch), 2 * i, 2 * i + 1, ts)
+    assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (1500, 3)
+    seg.close()
+    loaded = LogSegment.load(tmp_path, 0, config, 0)
+    assert loaded.offset_index.entries == 0  # the walk covers every batch
+    assert (loaded.max_timestamp, loaded.offset_of_max_timestamp) == (1500, 3)
+    loaded.close()
