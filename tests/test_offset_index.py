@@ -91,3 +91,23 @@ def test_random_lookups_match_a_sorted_map(tmp_path_factory, rels, targets):
         i = bisect.bisect_right(offsets.tolist(), target) - 1
         expected = (int(offsets[i]), i * 3) if i >= 0 else (base, 0)
         assert idx.lookup(target) == expected
+
+
+def test_every_indexed_offset_finds_its_own_entry_in_the_cold_and_the_warm_section(tmp_path):
+    """More entries than the warm section holds (8 KiB: 1024 entries), so lookups run both
+    binary searches; an exact key is its own slot, the first warm one included."""
+    idx = OffsetIndex(tmp_path / "i", 0, 8 * 2000, writable=True)
+    offsets = np.arange(1, 2001, dtype=np.int64) * 3
+    idx.append_many(offsets, np.arange(2000, dtype=np.int64) * 10)
+    for i, offset in enumerate(offsets.tolist()):
+        assert idx.lookup(offset) == (offset, 10 * i)
+        assert idx.lookup(offset + 2) == (offset, 10 * i)
+
+
+def test_append_many_may_fill_the_index_to_its_last_byte(tmp_path):
+    idx = OffsetIndex(tmp_path / "i", 0, 24, writable=True)
+    idx.append_many(np.array([1]), np.array([10]))
+    idx.append_many(np.array([2, 3]), np.array([20, 30]))
+    assert idx.is_full and [idx.lookup(o) for o in (1, 2, 3)] == [(1, 10), (2, 20), (3, 30)]
+    with pytest.raises(KafkaStorageError, match="full"):
+        idx.append_many(np.array([4]), np.array([40]))
