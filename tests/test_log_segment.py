@@ -251,3 +251,17 @@ def test_a_load_keeps_the_first_batch_with_the_max_timestamp_as_appending_did(tm
     assert loaded.offset_index.entries == 0  # the walk covers every batch
     assert (loaded.max_timestamp, loaded.offset_of_max_timestamp) == (1500, 3)
     loaded.close()
+
+
+def test_recovery_cuts_at_a_batch_whose_last_offset_is_too_far_past_the_segments_base(tmp_path):
+    """An index entry holds an offset relative to the segment's base in 4 bytes: a batch
+    ending more than that past the base (a narrow batch after a wide gap) is cut, however
+    few offsets the batch itself spans."""
+    first = encode_batch([b"a"] * 5, base_offset=0, timestamp_ms=1)
+    data = first + encode_batch([b"b"] * 2, base_offset=2**32 - 1, timestamp_ms=2)  # ends at 2**32
+    (tmp_path / ("%020d.log" % 0)).write_bytes(data)
+    seg = LogSegment(tmp_path, 0, CONFIG, 0)
+    result = seg.recover()
+    assert (result.error, result.batches, result.valid_bytes) == ("offsets out of order at batch 1", 1, len(first))
+    assert seg.next_offset == 5
+    seg.close()

@@ -109,3 +109,13 @@ def test_threadsafe_calls_run_in_the_order_they_were_made_after_what_is_already_
         s.call_soon_threadsafe(seen.append, i)
     s.advance(0)
     assert seen == ["scheduled", 0, 1, 2, 3]
+
+
+def test_next_due_skips_cancelled_timers_to_the_first_live_one():
+    s = SimScheduler(start_ms=100)
+    early = s.call_later(5, lambda: None)
+    s.call_later(20, lambda: None)
+    assert s.next_due_ms() == 105
+    early.cancel()
+    assert s.next_due_ms() == 120
+    assert len(s) == 1  # the cancelled timer is gone from the heap, not only skipped
