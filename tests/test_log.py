@@ -859,6 +859,17 @@ def test_log_append_time_is_stamped_by_the_leader_only(tmp_path, clock):
     follower.close()
 
 
+def test_log_append_time_replaces_a_producers_future_timestamp_in_the_segments_max(tmp_path, clock):
+    # Retention and the time index go by the segment's max timestamp: with LogAppendTime it
+    # is the broker's time, even for the first (here the only) batch of an append whose
+    # producer claimed a later one.
+    log = Log.open(tmp_path / "t-0", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
+    log.append_batches_as_leader(encode_batch([b"c"], timestamp_ms=5_000_000), leader_epoch=0)
+    assert (log.segments[-1].max_timestamp, log.segments[-1].offset_of_max_timestamp) == (1_000_000, 0)
+    assert next(iter(decode_batches(log.read(0, 1 << 20).view))).max_timestamp == 1_000_000
+    log.close()
+
+
 def test_an_open_log_holds_five_descriptors(tmp_path):
     """The lock, the active .log for pwrite, and the one each of its three maps holds
     (CPython's mmap keeps a dup): sealed segments hold none until read."""

@@ -111,3 +111,12 @@ def test_append_many_may_fill_the_index_to_its_last_byte(tmp_path):
     assert idx.is_full and [idx.lookup(o) for o in (1, 2, 3)] == [(1, 10), (2, 20), (3, 30)]
     with pytest.raises(KafkaStorageError, match="full"):
         idx.append_many(np.array([4]), np.array([40]))
+
+
+def test_a_lookup_reads_four_byte_keys_unsigned_in_the_warm_section_too():
+    """Relative offsets are written as unsigned 4-byte keys (put_entries takes up to
+    2**32 - 1, as recovery's bound does); a key past 2**31 is large, not negative."""
+    entries = np.array([(1, 0), (2**31 + 5, 8)], dtype=[("k", ">u4"), ("v", ">u4")])
+    buf = np.frombuffer(entries.tobytes(), dtype=np.uint8)
+    assert _segment.index_slot(buf, 2, 8, 4, 10, 1) == 0  # the warm half starts above 10
+    assert _segment.index_slot(buf, 2, 8, 4, 2**31 + 5, 1) == 1
