@@ -214,3 +214,54 @@ def test_open_store_with_a_private_zookeeper(zk_server) -> None:
     assert server.data_dir is None and store.owned_server is None
     assert not data_dir.exists()  # the server's files went with it
 
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(replication_factor=3, assignment={0: [1001, 1002]}), errors.InvalidReplicaAssignment,
+     "replication factor 3 requested but the assignment has 2"),
+    (dict(partitions=1, rng=random.Random(0)), errors.InvalidRequest,
+     "give partitions and replication_factor, or an assignment"),
+    (dict(replication_factor=1, rng=random.Random(0)), errors.InvalidRequest,
+     "give partitions and replication_factor, or an assignment"),
+    (dict(partitions=1, replication_factor=1), errors.InvalidRequest,
+     "replica placement needs an injected random.Random"),
+])
+def test_create_topic_refuses_counts_that_disagree_or_are_missing(store_env: StoreEnv, kwargs, error,
+                                                                   message) -> None:
+    c = _cluster(store_env)
+    with pytest.raises(error, match=re.escape(message)):
+        admin.create_topic(c, "t", **kwargs)
+    assert c.get_all_topics() == []
+
+
+def test_alter_topic_config_deletes_absent_keys_and_refuses_unknown_keys_and_topics(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001]}, config={"retention.ms": 5})
+    # an override that is not set is already at the broker's default: nothing to delete
+    assert admin.alter_topic_config(c, "bar", delete=["segment.bytes"]) == {"retention.ms": "5"}
+    changes = c.get_config_changes()
+    with pytest.raises(errors.InvalidConfig, match="unknown topic config 'no.such'"):
+        admin.alter_topic_config(c, "bar", delete=["no.such"])
+    with pytest.raises(errors.UnknownTopicOrPartition, match="topic 'nope' does not exist"):
+        admin.alter_topic_config(c, "nope", {"retention.ms": 1})
+    assert c.get_config_changes() == changes  # the refusals announced nothing
+    assert c.get_topic_config("bar") == {"retention.ms": "5"} and c.get_topic_config("nope") == {}
+
+
+def test_reassign_and_elect_refuse_no_partitions_and_negative_ones(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001, 1002, 1003]})
+    cases = [
+        (errors.InvalidReplicaAssignment, "the reassignment names no partitions",
+         lambda: admin.reassign_partitions(c, {})),
+        (errors.InvalidRequest, "partition must be an integer >= 0, got -1",
+         lambda: admin.reassign_partitions(c, {TP("bar", -1): [1001]})),
+        (errors.InvalidRequest, "partition must be an integer >= 0, got -1",
+         lambda: admin.elect_preferred_leaders(c, [TP("bar", -1)])),
+        (errors.InvalidRequest, "no partitions named for preferred leader election",
+         lambda: admin.elect_preferred_leaders(c, [])),
+    ]
+    for error, message, call in cases:
+        with pytest.raises(error, match=re.escape(message)):
+            call()
+    assert not c.reassignment_in_progress() and c.get_preferred_replica_election() == set()
