@@ -77,6 +77,15 @@ def test_a_batch_whose_bytes_no_longer_match_its_crc_is_damaged():
     assert fingerprints(a + b, verified=True) == intact
 
 
+def test_read_fingerprints_keeps_the_batch_holding_start_and_reads_from_the_log_start(make):
+    r = make("l", Role.LEADER, 0)
+    whole = [append(r, values, 0) for values in ([b"a", b"b", b"c"], [b"d"], [b"e", b"f"])]
+    assert [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(r.log, 1, 4)] == whole[:2]  # 0..2 holds 1
+    assert r.log.maybe_increment_log_start_offset(3)
+    got = read_fingerprints(r.log, 0, 10)  # nothing below the log start is read
+    assert [(fp[0], fp[1], fp[3]) for fp in got] == whole[1:]
+
+
 def test_a_follower_holding_a_damaged_copy_of_a_committed_batch_is_divergence(make):
     c = Checker(History())
     leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
