@@ -195,6 +195,7 @@ def test_admin_paths(store_env: StoreEnv) -> None:
     assert ctl.get_topic_deletions(deletions) == []
     admin.create_topic_deletion("bar")
     admin.create_topic_deletion("bar")
+    assert _raw(store_env, "/admin/delete_topics/bar") == b""  # Kafka's path, a node with no data
     assert store_env.wait(lambda: deletions.types() == ["CHILD"])
     assert ctl.get_topic_deletions() == ["bar"]
     ctl.delete_topic_deletions(["bar", "never-marked"])
@@ -342,6 +343,8 @@ def test_layout_decoders_accept_what_kafka_writes() -> None:
                     b'"port":9092,"version":4}')
     info = layout.decode_broker(101, kafka_broker)
     assert (info.host, info.port, info.timestamp_ms) == ("h", 9092, 1614570663881)
+    assert info.rack is None
+    assert layout.decode_broker(101, kafka_broker[:-1] + b',"rack":"dc1"}').rack == "dc1"
     v2 = b'{"version":2,"partitions":{"1":[101,103],"0":[103,102]},"adding_replicas":{},"removing_replicas":{}}'
     assert layout.decode_topic_assignment(v2) == {0: [103, 102], 1: [101, 103]}
     state = layout.decode_partition_state(
