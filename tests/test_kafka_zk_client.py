@@ -347,6 +347,9 @@ def test_layout_decoders_accept_what_kafka_writes() -> None:
     assert layout.decode_broker(101, kafka_broker[:-1] + b',"rack":"dc1"}').rack == "dc1"
     v2 = b'{"version":2,"partitions":{"1":[101,103],"0":[103,102]},"adding_replicas":{},"removing_replicas":{}}'
     assert layout.decode_topic_assignment(v2) == {0: [103, 102], 1: [101, 103]}
+    # Kafka writes a Scala map: partitions in any order; ours come back in partition order
+    many = b'{"version":1,"partitions":{' + b",".join(b'"%d":[1]' % p for p in range(11, -1, -1)) + b"}}"
+    assert list(layout.decode_topic_assignment(many)) == list(range(12))
     state = layout.decode_partition_state(
         b'{"controller_epoch":33,"leader":102,"version":1,"leader_epoch":8,"isr":[102,103]}', 5)
     assert state == LeaderAndIsr(102, 8, (102, 103), 5, 33)
