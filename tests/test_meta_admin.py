@@ -44,9 +44,11 @@ def test_assignment_is_deterministic_and_spreads_evenly() -> None:
 
 def test_create_topic_places_and_writes(store_env: StoreEnv) -> None:
     c = _cluster(store_env)
-    placed = admin.create_topic(c, "bar", 3, 3, config={"min.insync.replicas": 2}, rng=random.Random(1))
+    config = {"min.insync.replicas": 2, "unclean.leader.election.enable": True}
+    placed = admin.create_topic(c, "bar", 3, 3, config=config, rng=random.Random(1))
     assert c.get_topic_assignment("bar") == placed
-    assert c.get_topic_config("bar") == {"min.insync.replicas": "2"}
+    # Kafka keeps every value as a string, booleans as Java prints them
+    assert c.get_topic_config("bar") == {"min.insync.replicas": "2", "unclean.leader.election.enable": "true"}
     explicit = {0: [1002, 1003], 1: [1003, 1001]}
     assert admin.create_topic(c, "foo", assignment=explicit) == explicit
     assert c.get_topic_assignment("foo") == explicit
