@@ -365,4 +365,6 @@ def test_config_change_notifications_name_their_topic_in_both_kafka_formats():
     assert layout.decode_config_change(layout.encode_config_change("bar")) == "bar"
     assert layout.decode_config_change(b'{"version":1,"entity_type":"topics","entity_name":"foo"}') == "foo"
     assert layout.decode_config_change(b'{"version":2,"entity_path":"brokers/1"}') is None
+    assert layout.decode_config_change(b'{"version":2,"entity_path":"topics/"}') is None  # names no topic
+    assert layout.decode_config_change(b'{"version":1,"entity_type":"topics","entity_name":""}') is None
     assert layout.change_sequence("config_change_0000000012") == 12
