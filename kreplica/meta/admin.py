@@ -195,7 +195,13 @@ def delete_topic(client: KafkaZkClient, topic: str) -> None:
 
 def _partition_key(tp: Iterable[object]) -> TopicPartition:
     """A (topic, partition) pair named by the caller: a partition "0" is not partition 0."""
-    topic, partition = tp
+    try:
+        if isinstance(tp, (str, bytes)):  # "bar-0" is not a pair, and "b0" would unpack as one
+            raise TypeError
+        topic, partition = tp
+    except (TypeError, ValueError):
+        raise errors.InvalidRequest(
+            f"a partition must be a (topic, partition) pair, got {type(tp).__name__} {tp!r}") from None
     return TopicPartition(arguments.text(topic, "topic", errors.InvalidTopic),
                           arguments.integer(partition, "partition", errors.InvalidRequest, minimum=0))
 
