@@ -46,6 +46,7 @@ def test_seeded_rng_is_deterministic():
 def test_manual_clock_never_goes_backwards():
     c = ManualClock(5)
     c.advance(3)
+    c.advance(0)  # no time passing is not time going backwards
     assert c.now_ms() == 8
     try:
         c.advance(-1)
@@ -90,3 +91,68 @@ def test_sim_scheduler_time_never_goes_backwards():
     s.call_later(5, s.advance, 100)
     assert not s.run_until(lambda: False, 10)
     assert s.now_ms() == 210
+
+
+def _real_scheduler_on_a_held_clock(monkeypatch):
+    """A RealScheduler whose wall and monotonic clocks move only when the test moves them:
+    ``advance(0)`` then runs exactly what is due at that instant, and never sleeps."""
+    from types import SimpleNamespace
+
+    from kreplica import runtime
+
+    clock = SimpleNamespace(s=0.0)
+    monkeypatch.setattr(runtime, "time", SimpleNamespace(monotonic=lambda: clock.s, time=lambda: 1_700_000_000.0))
+    return runtime.RealScheduler(), clock
+
+
+def test_real_scheduler_runs_what_is_due_once_in_schedule_order_and_no_cancelled_timer(monkeypatch):
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    assert sched.now_ms() == 1_700_000_000_000  # epoch milliseconds, not time since start
+    seen = []
+    sched.call_later(10, seen.append, "due-1")
+    sched.call_later(10, seen.append, "due-2")
+    sched.call_later(10, seen.append, "cancelled").cancel()
+    sched.call_later(11, seen.append, "later")
+    sched.call_soon(seen.append, "soon")
+    sched.call_later(-5, seen.append, "negative")  # a negative delay means now, not before now
+    sched.call_soon_threadsafe(seen.append, "posted-1")
+    sched.call_soon_threadsafe(seen.append, "posted-2")
+    sched.advance(0)
+    assert seen == ["soon", "negative", "posted-1", "posted-2"]
+    clock.s = 0.010
+    sched.advance(0)
+    assert seen[4:] == ["due-1", "due-2"]  # due exactly now runs now
+    assert sched.next_due_ms() == sched.now_ms() + 1
+    clock.s = 0.011
+    sched.advance(0)
+    assert seen[6:] == ["later"] and sched.next_due_ms() is None and sched.events_run == 7
+
+
+def test_real_scheduler_run_until_asks_its_predicate_before_the_deadline(monkeypatch):
+    sched, _ = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched.call_soon(lambda: None)
+    assert sched.run_until(lambda: sched.events_run == 1, 0)
+    assert not sched.run_until(lambda: False, 0)
+
+
+def test_real_scheduler_wakes_at_once_for_a_callback_posted_from_another_thread():
+    """A sleeping advance() is woken by call_soon_threadsafe, not by its next 50 ms poll."""
+    import threading
+    import time
+
+    from kreplica.runtime import RealScheduler
+
+    sched = RealScheduler()
+    waits = []
+
+    def post() -> None:
+        for _ in range(10):
+            time.sleep(0.013)  # let the loop fall asleep with nothing due
+            posted = time.monotonic()
+            sched.call_soon_threadsafe(lambda posted=posted: waits.append(time.monotonic() - posted))
+
+    poster = threading.Thread(target=post)
+    poster.start()
+    assert sched.run_until(lambda: len(waits) == 10, 5000)
+    poster.join()
+    assert sum(waits) < 0.1, waits  # ten 50 ms polls would take about 0.25 s in all
