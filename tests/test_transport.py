@@ -111,3 +111,60 @@ def test_a_fetch_answer_on_its_way_keeps_the_bytes_it_was_sent_with(tmp_path):
         assert bytes(log.read(0, 1 << 20).view) != sent[0]
     finally:
         log.close()
+
+
+class _Links(InProcessTransport):
+    """Records the link every message crosses."""
+
+    def __init__(self, scheduler):
+        super().__init__(scheduler)
+        self.links = []
+
+    def deliver(self, src, dst, message, arrive):
+        self.links.append((src, dst))
+        super().deliver(src, dst, message, arrive)
+
+
+def test_an_answer_and_a_refusal_come_back_over_the_reverse_link():
+    s = SimScheduler()
+    t = _Links(s)
+    t.register(1, _echo)
+    got = []
+    t.send(2, 1, "to-1", got.append)
+    t.send(2, 3, "to-3", got.append)  # 3 is not there
+    s.advance(1)
+    assert got == [("echo", 2, "to-1"), DISCONNECTED]
+    assert t.links == [(2, 1), (2, 3), (1, 2), (3, 2)]
+    assert t.messages_delivered == 4
+
+
+def test_a_node_registered_again_gets_the_answers_to_its_requests():
+    s = SimScheduler()
+    t = InProcessTransport(s)
+    t.register(1, _echo)
+    t.register(2, _echo)
+    t.unregister(2)
+    t.register(2, _echo)  # restarted
+    got = []
+    t.send(2, 1, "x", got.append)
+    s.advance(1)
+    assert got == [("echo", 2, "x")]
+
+
+def test_a_produce_request_leaves_with_copies_of_every_view_it_carries():
+    """A producer may fill its buffer again as soon as send() returns; records sent as a
+    view must arrive as they were, also when another partition's records are bytes."""
+    from kreplica.protocol import ProducePartition, ProduceRequest, TopicPartition
+
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    arrived = []
+    t.register(1, lambda src, request, respond: arrived.append(request))
+    buffer = bytearray(b"first")
+    request = ProduceRequest(1, 1000, (ProducePartition(TopicPartition("t", 0), b"bytes"),
+                                       ProducePartition(TopicPartition("t", 1), memoryview(buffer))))
+    t.send(2, 1, request, None)
+    buffer[:] = b"again"
+    s.advance(5)
+    assert [bytes(p.records) for p in arrived[0].partitions] == [b"bytes", b"first"]
+    assert type(arrived[0].partitions[1].records) is bytes
