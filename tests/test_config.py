@@ -75,3 +75,66 @@ def test_error_codes_round_trip():
     with pytest.raises(errors.NotLeaderOrFollower):
         errors.raise_for_code(6, "x")
     errors.raise_for_code(0)
+
+
+# Kafka's numbers and names (org.apache.kafka.common.protocol.Errors), and whether Kafka's
+# exception for it is retriable.  Brokers, the simulator and the TCP frames only ever
+# compare a class's code with itself, so nothing else notices a wrong number.
+KAFKA_ERRORS = [
+    ("OffsetOutOfRange", 1, "OFFSET_OUT_OF_RANGE", False),
+    ("CorruptMessage", 2, "CORRUPT_MESSAGE", True),
+    ("UnknownTopicOrPartition", 3, "UNKNOWN_TOPIC_OR_PARTITION", True),
+    ("LeaderNotAvailable", 5, "LEADER_NOT_AVAILABLE", True),
+    ("NotLeaderOrFollower", 6, "NOT_LEADER_OR_FOLLOWER", True),
+    ("RequestTimedOut", 7, "REQUEST_TIMED_OUT", True),
+    ("BrokerNotAvailable", 8, "BROKER_NOT_AVAILABLE", False),
+    ("ReplicaNotAvailable", 9, "REPLICA_NOT_AVAILABLE", True),
+    ("RecordTooLarge", 10, "RECORD_TOO_LARGE", False),  # Kafka's MESSAGE_TOO_LARGE
+    ("StaleControllerEpoch", 11, "STALE_CONTROLLER_EPOCH", False),
+    ("NetworkException", 13, "NETWORK_EXCEPTION", True),
+    ("InvalidTopic", 17, "INVALID_TOPIC_EXCEPTION", False),
+    ("RecordListTooLarge", 18, "RECORD_LIST_TOO_LARGE", False),
+    ("NotEnoughReplicas", 19, "NOT_ENOUGH_REPLICAS", True),
+    ("NotEnoughReplicasAfterAppend", 20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", True),
+    ("InvalidRequiredAcks", 21, "INVALID_REQUIRED_ACKS", False),
+    ("InvalidTimestamp", 32, "INVALID_TIMESTAMP", False),
+    ("TopicAlreadyExists", 36, "TOPIC_ALREADY_EXISTS", False),
+    ("InvalidPartitions", 37, "INVALID_PARTITIONS", False),
+    ("InvalidReplicationFactor", 38, "INVALID_REPLICATION_FACTOR", False),
+    ("InvalidReplicaAssignment", 39, "INVALID_REPLICA_ASSIGNMENT", False),
+    ("InvalidConfig", 40, "INVALID_CONFIG", False),
+    ("NotController", 41, "NOT_CONTROLLER", True),
+    ("InvalidRequest", 42, "INVALID_REQUEST", False),
+    ("KafkaStorageError", 56, "KAFKA_STORAGE_ERROR", True),
+    ("ReassignmentInProgress", 60, "REASSIGNMENT_IN_PROGRESS", False),
+    ("TopicDeletionDisabled", 73, "TOPIC_DELETION_DISABLED", False),
+    ("FencedLeaderEpoch", 74, "FENCED_LEADER_EPOCH", True),
+    ("UnknownLeaderEpoch", 75, "UNKNOWN_LEADER_EPOCH", True),
+    ("UnsupportedCompressionType", 76, "UNSUPPORTED_COMPRESSION_TYPE", False),
+    ("StaleBrokerEpoch", 77, "STALE_BROKER_EPOCH", False),
+    ("PreferredLeaderNotAvailable", 80, "PREFERRED_LEADER_NOT_AVAILABLE", True),
+    ("EligibleLeadersNotAvailable", 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True),
+    ("ElectionNotNeeded", 84, "ELECTION_NOT_NEEDED", None),  # see docs/engine-audit.md
+    ("NoReassignmentInProgress", 85, "NO_REASSIGNMENT_IN_PROGRESS", False),
+    ("InvalidRecord", 87, "INVALID_RECORD", False),
+    ("InvalidUpdateVersion", 95, "INVALID_UPDATE_VERSION", False),
+]
+
+
+@pytest.mark.parametrize("class_name, code, name, retriable", KAFKA_ERRORS)
+def test_every_error_has_kafkas_code_and_name(class_name, code, name, retriable):
+    cls = getattr(errors, class_name)
+    assert (cls.code, cls.name) == (code, name)
+    assert errors.error_for_code(code) is cls and errors.error_for_name(name) is cls
+    if retriable is not None:
+        assert cls.retriable is retriable
+    with pytest.raises(cls, match=f"^{name}: why$"):
+        errors.raise_for_code(code, "why")
+
+
+def test_unknown_and_negative_codes_raise_the_unknown_server_error():
+    for code in (-1, 4, 1000):
+        with pytest.raises(errors.KReplicaError) as raised:
+            errors.raise_for_code(code)
+        assert type(raised.value) is errors.KReplicaError and str(raised.value) == "UNKNOWN_SERVER_ERROR"
+    assert errors.NoReplicaOnline.code == errors.LeaderNotAvailable.code
