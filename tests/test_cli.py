@@ -82,6 +82,7 @@ def test_shared_argument_types(tmp_path, capsys):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             convert(text)
     assert cli.output_file(str(tmp_path / "new.json")) and not (tmp_path / "new.json").exists()  # tried, not left
+    assert cli.output_file(str(tmp_path / "file")) and (tmp_path / "file").read_text() == "x"  # kept as it was
 
 
 def test_key_value_splits_at_the_first_equals_sign_and_strips_both_sides():
@@ -93,6 +94,33 @@ def test_key_value_splits_at_the_first_equals_sign_and_strips_both_sides():
         with pytest.raises(ValueError, match="expected KEY=VALUE"):
             cli.key_value(text)
 
+
+
+@pytest.mark.parametrize("stop, status, word", [("sigterm", 143, "terminated"), ("ctrl-c", 130, "interrupted")])
+def test_a_stopped_command_exits_128_plus_its_signal_and_leaves_sigterm_as_it_found_it(stop, status, word,
+                                                                                        monkeypatch, capsys):
+    import signal
+    import sys
+    import types
+
+    def execute(args):
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # unwinds while it runs
+        if stop == "sigterm":
+            signal.raise_signal(signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    module = types.ModuleType("stopped_command")
+    module.add_arguments = lambda parser: None
+    module.execute = execute
+    monkeypatch.setitem(sys.modules, "stopped_command", module)
+    monkeypatch.setattr(cli, "SUBCOMMANDS", {"stopped": "stopped_command"})
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert cli.main(["stopped"]) == status
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert capsys.readouterr().err == f"kreplica stopped: {word}\n"
 
 @pytest.mark.parametrize("argv, message", [
     (["--partitions", "0"], "argument --partitions: 0: must be at least 1"),
