@@ -228,7 +228,8 @@ def test_bad_client_calls(shared_cluster, call, error):
     assert shared_cluster.produce("bar", 0, [b"still fine"]) >= 0
 
 
-@pytest.mark.parametrize("brokers", [[-1, 2], [-100, 2], ["1", "2"], ["a"], [1.5], [True, 2], None, 5, "12"])
+@pytest.mark.parametrize("brokers", [[-1, 2], [-100, 2], ["1", "2"], ["a"], [1.5], [True, 2], None, 5, "12",
+                                     {1: "a", 2: "b"}])
 def test_broker_ids_must_be_integers_at_least_zero(brokers, tmp_path, monkeypatch):
     """-1 is NO_LEADER and -100 the cluster's own client node; "1" would build brokers
     that never answer.  All are refused before anything starts."""
@@ -330,6 +331,18 @@ def test_numpy_integers_name_a_partition_and_an_offset(shared_cluster):
     np = pytest.importorskip("numpy")
     base = shared_cluster.produce("bar", np.int64(2), [b"np"], acks="all")
     assert shared_cluster.fetch("bar", np.int32(2), np.int64(base))[0].value == b"np"
+
+
+def test_integer_arguments_come_back_as_plain_ints():
+    """A NumPy integer is taken as Python takes an index and handed on as an int, so that
+    nothing further in (a TopicPartition key, a JSON znode) sees numpy.int64."""
+    import numpy as np
+
+    from kreplica import arguments
+
+    for value in (np.int64(2), np.int32(2), np.uint8(2)):
+        assert type(arguments.integer(value, "partition")) is int
+        assert [type(v) for v in arguments.integers([value, 3], "broker ids")] == [int, int]
 
 
 def test_counts_left_out_of_create_topic_come_from_the_broker_config():
