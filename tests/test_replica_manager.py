@@ -713,3 +713,26 @@ def test_a_restarted_replica_keeps_the_log_start_it_checkpointed(tmp_path):
     assert follower.log_start_offset == 25
     with pytest.raises(errors.OffsetOutOfRange):
         follower.read_records(24, 1 << 20, follower.log_end_offset)
+
+
+def test_an_offsets_for_leader_epoch_refusal_carries_no_epoch_and_no_offset(tmp_path):
+    """As Kafka's: an error answer's epoch and end offset are UNDEFINED (-1), never an offset
+    a follower could truncate to."""
+    from kreplica.protocol import OffsetForLeaderPartition, OffsetsForLeaderEpochRequest
+
+    h = _cluster(tmp_path)
+    follower = next(b for b in (1, 2, 3) if h.partition(b, TP).role is not Role.LEADER)
+    answer = h.brokers[follower].handle_offsets_for_leader_epoch(OffsetsForLeaderEpochRequest(
+        follower, (OffsetForLeaderPartition(TP, 0), OffsetForLeaderPartition(TopicPartition("none", 0), 0))))
+    assert [(e.error_code, e.leader_epoch, e.end_offset) for e in answer.partitions] == [
+        (errors.NotLeaderOrFollower.code, -1, -1), (errors.UnknownTopicOrPartition.code, -1, -1)]
+    h.close()
+
+
+def test_a_fetch_asks_for_kafkas_default_sizes_unless_told():
+    # max.partition.fetch.bytes (1 MiB) per partition, replica.fetch.response.max.bytes
+    # (10 MiB) per answer, min 1 byte, committed records, no epoch check.
+    request = FetchRequest(-1, (FetchPartition(TP, 0),))
+    assert (request.max_bytes, request.min_bytes, request.isolation) == (10 << 20, 1, "committed")
+    assert (request.partitions[0].max_bytes, request.partitions[0].current_leader_epoch,
+            request.partitions[0].log_start_offset) == (1 << 20, -1, -1)
