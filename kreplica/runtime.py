@@ -158,6 +158,8 @@ class RealScheduler(_HeapScheduler):
         self._wake.clear()
 
     def advance(self, ms: int) -> None:
+        if ms < 0:  # as SimScheduler and ManualClock: a negative span is a caller's bug
+            raise ValueError("time never goes backwards")
         end = self.now_ms() + ms
         while True:
             self._run_due()
@@ -166,6 +168,8 @@ class RealScheduler(_HeapScheduler):
             self._sleep_until_next(end)
 
     def run_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        if timeout_ms < 0:
+            raise ValueError("time never goes backwards")
         end = self.now_ms() + timeout_ms
         while True:
             self._run_due()

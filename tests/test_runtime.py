@@ -1,4 +1,6 @@
-from kreplica.runtime import ManualClock, SimScheduler
+import pytest
+
+from kreplica.runtime import ManualClock, RealScheduler, SimScheduler
 
 
 def test_same_instant_events_run_in_schedule_order():
@@ -156,3 +158,16 @@ def test_real_scheduler_wakes_at_once_for_a_callback_posted_from_another_thread(
     assert sched.run_until(lambda: len(waits) == 10, 5000)
     poster.join()
     assert sum(waits) < 0.1, waits  # ten 50 ms polls would take about 0.25 s in all
+
+
+@pytest.mark.parametrize("scheduler", [SimScheduler, RealScheduler], ids=["sim", "real"])
+def test_no_scheduler_takes_a_negative_span(scheduler):
+    """advance(-1) or run_until(p, -1) is a caller's arithmetic gone wrong; the wall-clock
+    scheduler returned at once where the virtual one raised."""
+    s = scheduler(0)
+    s.advance(0)
+    assert s.run_until(lambda: True, 0)
+    with pytest.raises(ValueError, match="never goes backwards"):
+        s.advance(-1)
+    with pytest.raises(ValueError, match="never goes backwards"):
+        s.run_until(lambda: True, -1)
