@@ -149,7 +149,8 @@ def execute(args: argparse.Namespace) -> int:
 
 def run(console: Console | None = None, seed: int = 0, metadata: str = "memory") -> bool:
     """Run the demo; True when every published outcome matched and nothing acknowledged was lost."""
-    console = console or Console()
+    # Piped or in CI rich assumes 80 columns, which folds the timeline's details in two.
+    console = console or (Console() if sys.stdout.isatty() else Console(width=120))
     acked: dict[int, list[tuple[int, bytes]]] = {0: [], 1: [], 2: []}
     ok = True
     # The demo owns the data dir, so it goes even when the cluster cannot start.
