@@ -265,3 +265,57 @@ def test_recovery_cuts_at_a_batch_whose_last_offset_is_too_far_past_the_segments
     assert (result.error, result.batches, result.valid_bytes) == ("offsets out of order at batch 1", 1, len(first))
     assert seg.next_offset == 5
     seg.close()
+
+
+def _batches_past_two_pieces():
+    """Batches of about 600 KiB in all: the checked copy writes them in three pieces."""
+    data = bytearray(b"".join(encode_batch([b"w" * 1000] * 50, base_offset=50 * i) for i in range(12)))
+    return data, frame_batches(data)
+
+
+def test_a_crc_mismatch_names_the_bad_batch_and_both_crcs(tmp_path):
+    """The copy's report names the batch that failed (not the first one, not the one
+    before) with the CRC it carries and the one its bytes give."""
+    from kreplica.records import crc32c
+
+    data, run = _batches_past_two_pieces()
+    scan = scan_batches(bytes(data))
+    pos, size = int(scan.positions[7]), int(scan.sizes[7])
+    stored = int.from_bytes(data[pos + 17:pos + 21], "big")
+    data[pos + size - 30] ^= 0x01
+    computed = crc32c(bytes(data[pos + 21:pos + size]))
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.raises(errors.CorruptMessage) as info:
+            run.write_to(fd, data, 100)
+        assert not any(os.pread(fd, len(data) + 100, 0))
+    finally:
+        os.close(fd)
+    assert str(info.value) == f"CORRUPT_MESSAGE: crc mismatch at position {pos}: stored 0x{stored:08x}, computed 0x{computed:08x}"
+
+
+def test_a_short_write_is_continued_and_an_io_error_leaves_no_written_byte(tmp_path):
+    """A file size limit inside the last piece makes its pwrite short and the next one
+    fail (EFBIG): the copy must carry on after the short write (not count the piece as
+    written, nor write the rest over its start), report the error, and zero again every
+    byte it wrote."""
+    import errno
+    import resource
+
+    data, run = _batches_past_two_pieces()
+    start = 3 * 4096 + 100
+    limit = start + len(data) - 1000
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))  # Python ignores SIGXFSZ
+    try:
+        with pytest.raises(OSError) as info:
+            run.write_to(fd, data, start)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    try:
+        assert info.value.errno == errno.EFBIG
+        assert os.fstat(fd).st_size == limit
+        assert os.pread(fd, limit, 0) == bytes(limit)
+    finally:
+        os.close(fd)
