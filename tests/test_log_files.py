@@ -27,7 +27,7 @@ if importlib.util.find_spec("pyarrow") is None:  # log_files reads segments thro
         pytest.fail("KREPLICA_REQUIRE_SPARK=1 but pyarrow is not installed", pytrace=False)
     pytest.skip("pyarrow is not installed (pip install 'kreplica[spark]')", allow_module_level=True)
 
-from kreplica.errors import OffsetOutOfRange  # noqa: E402
+from kreplica.errors import CorruptMessage, OffsetOutOfRange  # noqa: E402
 from kreplica.spark.log_files import OffsetBounds, list_partitions, read_high_watermarks  # noqa: E402
 from kreplica.spark.segment_reader import read_slice  # noqa: E402
 
@@ -240,3 +240,90 @@ def test_time_pruning_of_a_live_segment_with_no_index_entry_yet_keeps_every_reco
         assert offsets(None) == offsets(T0) == offsets(T0 - 1) == [0, 1, 2]
     finally:
         log.close()
+
+
+# ---- the slice reader on damaged and oddly cut data, without Spark (twenty-third review) ----
+
+def _sealed(tmp_path, batches: int = 6):
+    """A closed log of ``batches`` batches of 3 records (an index entry each): its one
+    segment's path and the batches' positions and sizes."""
+    from kreplica.records import scan_batches
+
+    _log(str(tmp_path), "t-0", batches=batches, records=3, **{"index.interval.bytes": 1}).close()
+    path = os.path.join(str(tmp_path), "t-0", "00000000000000000000.log")
+    with open(path, "rb") as f:
+        scan = scan_batches(f.read())
+    assert scan.count == batches and os.path.getsize(path) == int(scan.positions[-1] + scan.sizes[-1])
+    return path, scan.positions.tolist(), scan.sizes.tolist()
+
+
+def _slice(path, start=0, end=None, lo=0, hi=None, need=None, **kw):
+    from kreplica.spark.segment_reader import SegmentSlice
+
+    return SegmentSlice("t", 0, path, 0, start, end, lo, hi, need, **kw)
+
+
+def _offsets(s):
+    return [o for b in read_slice(s) for o in b.column("offset").to_pylist()]
+
+
+def test_batches_larger_than_a_read_chunk_are_read_whole_up_to_the_last_byte_of_the_file(tmp_path, monkeypatch):
+    """A batch longer than the chunk is read again at its declared size, also when it
+    ends exactly at the end of the file; a start hint is checked once, on the first
+    batch, not on every chunk after it."""
+    from kreplica.spark import segment_reader
+
+    path, positions, _ = _sealed(tmp_path)
+    monkeypatch.setattr(segment_reader, "CHUNK_BYTES", 64)  # every batch is 91 bytes
+    assert _offsets(_slice(path, need=18)) == list(range(18))
+    assert _offsets(_slice(path, positions[2], lo=6, hi=18, need=18, start_offset=6)) == list(range(6, 18))
+
+
+def test_the_end_of_a_sealed_segment_before_its_next_offset_is_named_by_what_is_there(tmp_path):
+    """Zeros and the end of the file are reported as such, at the file position where
+    the batches stop, with the position the index promised when the data stops short
+    of it, else with the offset the segment had to reach."""
+    path, positions, sizes = _sealed(tmp_path)
+    end = positions[-1] + sizes[-1]
+    with pytest.raises(CorruptMessage, match=f"end of file at position {end}, before offset 21"):
+        _offsets(_slice(path, end=end, need=21))
+    with pytest.raises(CorruptMessage, match=f"end of file at position {end}, where batches run to position {end + 91}"):
+        _offsets(_slice(path, end=end + 91, need=21))
+    with open(path, "r+b") as f:
+        f.seek(positions[4])
+        f.write(bytes(end - positions[4]))
+    with pytest.raises(CorruptMessage, match=f"zero bytes at position {positions[4]}, before offset 18"):
+        _offsets(_slice(path, need=18))
+
+
+def test_a_skipped_batch_is_reported_with_the_offsets_read_before_it_and_where_reading_resumed(tmp_path):
+    import json
+
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:  # inside batch 3's records: a CRC mismatch
+        f.seek(positions[3] + sizes[3] - 5)
+        f.write(b"\xff\xfe")
+    report = tmp_path / "report"
+    s = _slice(path, need=18, on_corrupt="skip", corrupt_report=str(report))
+    assert _offsets(s) == [*range(9), *range(12, 18)]
+    [region] = json.loads((report / s.report_name).read_text())["regions"]
+    assert region == {"file": path, "position": positions[3], "resume_position": positions[4],
+                      "skipped_bytes": sizes[3], "reason": region["reason"], "offsets_read_before": 9,
+                      "next_offset": 12}
+    assert region["reason"].startswith(f"crc mismatch at position {positions[3]}:")
+
+
+def test_a_skip_whose_declared_length_lands_inside_a_batch_resumes_at_the_next_index_entry(tmp_path):
+    """The end a bad batch declares is tried first; when no valid batch starts there the
+    offset index's next position is tried, and one region is reported, not two."""
+    import json
+
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:  # batch 2 claims to end 10 bytes into batch 3
+        f.seek(positions[2] + 8)
+        f.write((sizes[2] + 10 - 12).to_bytes(4, "big"))
+    report = tmp_path / "report"
+    s = _slice(path, need=18, on_corrupt="skip", corrupt_report=str(report))
+    assert _offsets(s) == [*range(6), *range(9, 18)]
+    [region] = json.loads((report / s.report_name).read_text())["regions"]
+    assert (region["position"], region["resume_position"], region["next_offset"]) == (positions[2], positions[3], 9)
