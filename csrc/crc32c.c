@@ -249,13 +249,14 @@ FOLD_TARGET static uint32_t crc_fold(uint32_t c, const uint8_t *p, size_t n, siz
 }
 #endif
 
-__attribute__((target("sse4.2"))) uint32_t kr_crc32c_hw(uint32_t crc, const void *data, size_t n)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const void *data, size_t n,
+                                                          int use_fold)
 {
     const uint8_t *p = data;
     uint32_t c = ~crc;
     kr_crc32c_init();
 #ifdef KR_FOLD
-    if (fold && n >= 256) {
+    if (use_fold && n >= 256) {
         size_t used;
         c = crc_fold(c, p, n, &used);
         p += used;
@@ -272,8 +273,24 @@ __attribute__((target("sse4.2"))) uint32_t kr_crc32c_hw(uint32_t crc, const void
         c = _mm_crc32_u8(c, *p++);
     return ~c;
 }
+
+uint32_t kr_crc32c_hw(uint32_t crc, const void *data, size_t n)
+{
+    kr_crc32c_init();
+    return crc_hw(crc, data, n, fold);
+}
+
+uint32_t kr_crc32c_hw_lanes(uint32_t crc, const void *data, size_t n)
+{
+    return crc_hw(crc, data, n, 0);
+}
 #else
 uint32_t kr_crc32c_hw(uint32_t crc, const void *data, size_t n)
+{
+    return kr_crc32c_sw(crc, data, n);
+}
+
+uint32_t kr_crc32c_hw_lanes(uint32_t crc, const void *data, size_t n)
 {
     return kr_crc32c_sw(crc, data, n);
 }

@@ -15,6 +15,7 @@ cdef extern from "crc32c.h" nogil:
     uint32_t kr_crc32c(uint32_t crc, const void *data, size_t n)
     uint32_t kr_crc32c_sw(uint32_t crc, const void *data, size_t n)
     uint32_t kr_crc32c_hw(uint32_t crc, const void *data, size_t n)
+    uint32_t kr_crc32c_hw_lanes(uint32_t crc, const void *data, size_t n)
     int kr_crc32c_hw_available()
 
 
