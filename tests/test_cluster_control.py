@@ -582,3 +582,66 @@ def test_cluster_controlled_shutdown_of_a_broker_killed_midway_returns_false():
         assert c.now_ms() < 1_000  # it did not wait out its timeout
     finally:
         c.close()
+
+
+# ---- broker request handling (twenty-fourth review) ---------------------------------------
+def _answer_of(broker, request):
+    answers = []
+    broker._handle(CLIENT_ID, request, answers.append)
+    return answers
+
+
+@pytest.mark.parametrize("kind", ["LeaderAndIsr", "StopReplica", "UpdateMetadata"])
+def test_every_controller_request_naming_another_registration_is_refused_as_stale(make, kind):
+    from kreplica.protocol import StopReplicaRequest
+    c = make(topic=False)
+    b = c.brokers[1001]
+    current = b.session.session_id
+    build = {"LeaderAndIsr": lambda e: LeaderAndIsrRequest(c.controller_id, 1, (), broker_epoch=e),
+             "StopReplica": lambda e: StopReplicaRequest(c.controller_id, 1, (), broker_epoch=e),
+             "UpdateMetadata": lambda e: UpdateMetadataRequest(c.controller_id, 1, (), (), broker_epoch=e)}[kind]
+    assert [a.error_code for a in _answer_of(b, build(current + 1000))] == [errors.StaleBrokerEpoch.code]
+    assert [a.error_code for a in _answer_of(b, build(current))] != [errors.StaleBrokerEpoch.code]
+
+
+def test_a_controlled_shutdown_sent_to_a_broker_that_is_not_the_controller_is_refused(make):
+    c = make(topic=False)
+    other = next(b for bid, b in c.brokers.items() if bid != c.controller_id)
+    answers = _answer_of(other, ControlledShutdownRequest(1001, c.brokers[1001].broker_epoch))
+    assert [a.error_code for a in answers] == [errors.NotController.code]
+
+
+def test_a_controlled_shutdown_refused_with_an_error_is_not_taken_as_done(make):
+    """An error answer lists no partitions remaining: it must still count as a failed attempt."""
+    from kreplica.protocol import ControlledShutdownResponse
+    t = RecordingTransport()
+    c = make({"controlled.shutdown.max.retries": 2, "controlled.shutdown.retry.backoff.ms": 500},
+             transport=t, topic=False)
+    b = c.brokers[1002]
+    send = b.transport.send
+
+    def refusing(src, dst, request, on_response):
+        if isinstance(request, ControlledShutdownRequest):
+            return c.scheduler.call_soon(on_response, ControlledShutdownResponse(errors.NotController.code))
+        return send(src, dst, request, on_response)
+
+    b.transport = type("T", (), {"send": staticmethod(refusing), "unregister": t.unregister})()
+    done = []
+    b.controlled_shutdown(done.append)
+    assert c.run_until(lambda: bool(done), 10_000)
+    assert done == [False] and not b.alive
+
+
+def test_controlled_shutdown_with_no_retries_makes_no_attempt(make):
+    t = RecordingTransport()
+    c = make({"controlled.shutdown.max.retries": 0}, transport=t)
+    assert c.controlled_shutdown(1002) is False
+    assert t.requests(ControlledShutdownRequest, src=1002) == []
+    assert not c.brokers[1002].alive
+
+
+def test_the_leader_and_isr_event_is_told_only_by_the_leader_it_names(make):
+    c = make()
+    events = [e for e in c.timeline if e.kind == "leader_and_isr"]
+    assert {e.broker for e in events} == {1001, 1002, 1003}
+    assert all(e.details["leader"] == e.broker for e in events)
