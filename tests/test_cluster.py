@@ -583,3 +583,16 @@ def test_a_record_too_large_is_refused_at_once_not_retried(cluster):
     with pytest.raises(errors.RecordTooLarge):
         cluster.produce("bar", 0, [b"x" * 1000], backoff_ms=1000)
     assert cluster.now_ms() - start < 1000  # no back-off: RECORD_TOO_LARGE is not retriable
+
+
+def test_each_config_change_is_applied_once_not_again_with_the_next():
+    """A broker remembers the last change it applied: the next change names only its own topic."""
+    with Cluster.embedded(brokers=[1, 2], config={"auto.leader.rebalance.enable": False}) as c:
+        for topic in ("a", "b"):
+            c.create_topic(topic, partitions=1, replication_factor=2)
+        c.run_until(lambda: all(len(c.describe(t).partitions[0].isr) == 2 for t in ("a", "b")), 60_000)
+        c.alter_topic_config("a", {"retention.bytes": 4096})
+        c.alter_topic_config("b", {"retention.bytes": 8192})
+        c.advance(100)
+        applied = [(e.broker, e.details["topics"]) for e in c.timeline if e.kind == "topic_config_applied"]
+        assert sorted(applied) == [(1, ["a"]), (1, ["b"]), (2, ["a"]), (2, ["b"])]
