@@ -11,7 +11,7 @@ import pytest
 
 from kreplica import Cluster, errors
 from kreplica.log.checkpoints import OffsetCheckpointFile
-from kreplica.broker import ALTER_ISR_RETRY_MS
+from kreplica.broker import ALTER_ISR_RETRY_MS, REGISTRATION_RETRY_MS
 from kreplica.cluster import CLIENT_ID
 from kreplica.meta.store import ConnectionLoss
 from kreplica.protocol import (
@@ -645,3 +645,27 @@ def test_the_leader_and_isr_event_is_told_only_by_the_leader_it_names(make):
     events = [e for e in c.timeline if e.kind == "leader_and_isr"]
     assert {e.broker for e in events} == {1001, 1002, 1003}
     assert all(e.details["leader"] == e.broker for e in events)
+
+
+def test_a_restarted_broker_has_no_broker_epoch_until_its_own_session_registers(make):
+    """The crashed session still holds /brokers/ids/<id>: the new process must not claim an epoch yet,
+    or its controlled shutdown names a session the controller does not know and is refused."""
+    c = make()
+    c.kill(1002)
+    c.start(1002)
+    b = c.brokers[1002]
+    c.advance(REGISTRATION_RETRY_MS * 2)
+    assert b.alive and b.broker_epoch == -1
+    assert c.run_until(lambda: b.broker_epoch == b.session.session_id, 3 * SESSION_MS)
+
+
+def test_a_broker_killed_while_its_controlled_shutdown_backs_off_sends_no_further_attempt(make):
+    c, t = lone_leader(make, retries=3, backoff_ms=1000)
+    b = c.brokers[1001]
+    done = []
+    b.controlled_shutdown(done.append)
+    c.advance(100)  # the first attempt is answered: partitions remain, a retry is due in 1 s
+    assert len(t.requests(ControlledShutdownRequest, src=1001)) == 1
+    c.kill(1001)
+    c.advance(5000)
+    assert len(t.requests(ControlledShutdownRequest, src=1001)) == 1 and done == []
