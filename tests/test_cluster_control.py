@@ -669,3 +669,12 @@ def test_a_broker_killed_while_its_controlled_shutdown_backs_off_sends_no_furthe
     c.kill(1001)
     c.advance(5000)
     assert len(t.requests(ControlledShutdownRequest, src=1001)) == 1 and done == []
+
+
+def test_the_timeout_of_an_answered_controlled_shutdown_attempt_starts_no_second_retry(make):
+    """The socket timeout (1 s) fires during the backoff (5 s) after an answer: it must not retry too."""
+    c, t = lone_leader(make, retries=3, backoff_ms=5000)
+    c.brokers[1001].config["controller.socket.timeout.ms"] = 1000
+    assert c.controlled_shutdown(1001, timeout_ms=60_000) is False
+    attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1001)]
+    assert len(attempts) == 3 and all(b - a >= 5000 for a, b in zip(attempts, attempts[1:]))
