@@ -296,6 +296,22 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
     assert part.zk_version == stored.zk_version and not part.isr_state.is_inflight
 
 
+def test_a_conflicting_stored_state_is_taken_for_the_leaders_own_write_only_if_it_matches_in_full():
+    """After a write with an unknown outcome, the retry's conflict is the leader's own write
+    only when the stored state is the proposal at another node version.  An ISR another
+    writer stored at the same leader and epochs is not (the twenty-fourth review's B20)."""
+    from dataclasses import replace
+
+    from kreplica.broker import _same_state
+    from kreplica.protocol import LeaderAndIsr
+
+    proposed = LeaderAndIsr(1001, 3, (1001, 1002), zk_version=7, controller_epoch=2)
+    assert _same_state(proposed, replace(proposed, zk_version=8))
+    for other in ({"isr": (1001,)}, {"isr": (1001, 1002, 1003)}, {"leader": 1002}, {"leader_epoch": 4},
+                  {"controller_epoch": 3}):
+        assert not _same_state(proposed, replace(proposed, zk_version=8, **other)), other
+
+
 def test_an_isr_change_notification_lost_with_the_store_is_sent_again(make):
     # The leader's ISR expansion lands, then the store is lost before its notification:
     # the controller, which hears of ISR changes only from those, left the reassignment
