@@ -254,7 +254,6 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const voi
 {
     const uint8_t *p = data;
     uint32_t c = ~crc;
-    kr_crc32c_init();
 #ifdef KR_FOLD
     if (use_fold && n >= 256) {
         size_t used;
@@ -282,6 +281,7 @@ uint32_t kr_crc32c_hw(uint32_t crc, const void *data, size_t n)
 
 uint32_t kr_crc32c_hw_lanes(uint32_t crc, const void *data, size_t n)
 {
+    kr_crc32c_init();  /* the lanes' shift tables */
     return crc_hw(crc, data, n, 0);
 }
 #else
