@@ -12,9 +12,9 @@ The command prints the scenario, seeds and options first.  A single seed
 is in ``summary.json`` under ``--out DIR``.  The same seed and options give the
 same hash.  A violation prints the last events touching its partition, and the
 command exits non-zero.  ``--replay`` exits as the recorded run did (1 with its
-violation, printed again unless ``--traces 0``; 0 without), or 3 when the replayed history differs
-from the recorded one; with ``--out DIR`` (and ``--history``, ``--timeline``) it
-writes the replayed run's files there as ``<scenario>-<seed>-replay``.
+violation, printed again unless ``--traces 0``; 0 without), or 3 when the replayed
+history differs from the recorded one; with ``--out DIR`` (and ``--history``,
+``--timeline``) it writes the replayed run's files there as ``<scenario>-<seed>-replay``.
 """
 from __future__ import annotations
 
@@ -91,7 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="re-run a recorded history with its recorded scenario, seed and options, and compare hashes "
                         "(with --out: the replay's files, named <scenario>-<seed>-replay)")
     p.add_argument("--list", action="store_true", help="list the scenarios")
-    p.add_argument("--traces", type=at_least(0), default=3, help="print the traces of this many failing runs (default 3; 0 for none, a replay's too)")
+    p.add_argument("--traces", type=at_least(0), default=3,
+                   help="print the traces of this many failing runs (default 3; 0 for none, a replay's too)")
     p.add_argument("--jobs", type=at_least(1), default=1,
                    help="run seeds in this many processes (a replay is one run, in this one)")
     p.add_argument("--keep-data", action="store_true",
