@@ -117,6 +117,7 @@ def test_create_topic_names_the_argument_of_the_wrong_type(store_env: StoreEnv, 
 def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env: StoreEnv) -> None:
     c = _cluster(store_env)
     admin.create_topic(c, "bar", assignment={0: [1001, 1002, 1003]})
+    changes = c.get_config_changes()
     cases = [
         (errors.InvalidReplicaAssignment, "replicas of bar-0 must be a list of integers, got str '1001'",
          lambda: admin.reassign_partitions(c, {TP("bar", 0): "1001"})),
@@ -138,12 +139,16 @@ def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env:
          lambda: admin.alter_topic_config(c, "bar", [("retention.ms", 5)])),
         (errors.InvalidConfig, "'retention.ms' is both set and deleted",
          lambda: admin.alter_topic_config(c, "bar", {"retention.ms": 5}, delete=["retention.ms"])),
+        (errors.InvalidConfig, "nothing to alter",  # else an unchanged config written and announced
+         lambda: admin.alter_topic_config(c, "bar")),
+        (errors.InvalidConfig, "nothing to alter",
+         lambda: admin.alter_topic_config(c, "bar", {}, delete=[])),
     ]
     for error, message, call in cases:
         with pytest.raises(error, match=re.escape(message)):
             call()
     assert c.get_partition_reassignment() == {} and c.get_preferred_replica_election() == set()
-    assert c.get_topic_config("bar") == {}
+    assert c.get_topic_config("bar") == {} and c.get_config_changes() == changes
 
 
 def test_delete_reassign_and_elect(store_env: StoreEnv) -> None:

@@ -173,6 +173,8 @@ def alter_topic_config(client: KafkaZkClient, topic: str, set_config: Mapping[st
     unknown = sorted(set(delete) - kconfig.LOG_KEYS)
     if unknown:
         raise errors.InvalidConfig(f"unknown topic config {unknown[0]!r}")
+    if not changes and not delete:  # as kafka-configs.sh refuses an --alter naming nothing
+        raise errors.InvalidConfig("nothing to alter: name a config to set or one to delete")
     both = sorted(set(delete) & set(changes))
     if both:
         raise errors.InvalidConfig(f"topic config {both[0]!r} is both set and deleted: which one is meant?")
