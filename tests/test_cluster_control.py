@@ -694,3 +694,29 @@ def test_the_timeout_of_an_answered_controlled_shutdown_attempt_starts_no_second
     assert c.controlled_shutdown(1001, timeout_ms=60_000) is False
     attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1001)]
     assert len(attempts) == 3 and all(b - a >= 5000 for a, b in zip(attempts, attempts[1:]))
+
+
+def test_a_broker_whose_session_renewal_cannot_reach_the_store_refuses_its_old_registrations_requests(make):
+    """Between an expiry and a renewal that reaches the store the broker has no session: a
+    controller request still naming the expired registration must be refused as stale, not applied."""
+    c = make()
+    b = c.brokers[1003]
+    old_epoch = b.broker_epoch
+    real_session = c.store.session
+    refused = []
+
+    def unreachable(name="", on_expired=None):
+        if name == "broker-1003":
+            refused.append(c.now_ms())
+            raise ConnectionLoss("the store is out of reach")
+        return real_session(name, on_expired)
+
+    c.store.session = unreachable
+    b.session.pause_heartbeats()  # a long pause: the session expires
+    assert c.run_until(lambda: bool(refused), 2 * SESSION_MS)
+    assert b.alive and b.session is None
+    late = LeaderAndIsrRequest(c.controller_id, b.replica_manager.controller_epoch, (), broker_epoch=old_epoch)
+    assert [a.error_code for a in _answer_of(b, late)] == [errors.StaleBrokerEpoch.code]
+    c.store.session = real_session
+    assert c.run_until(lambda: b.broker_epoch == c.zk.get_broker_epoch(1003) != -1, 10_000)
+    assert b.broker_epoch != old_epoch
