@@ -720,3 +720,25 @@ def test_a_broker_whose_session_renewal_cannot_reach_the_store_refuses_its_old_r
     c.store.session = real_session
     assert c.run_until(lambda: b.broker_epoch == c.zk.get_broker_epoch(1003) != -1, 10_000)
     assert b.broker_epoch != old_epoch
+
+
+def test_the_late_answer_of_a_timed_out_controlled_shutdown_attempt_is_ignored(make):
+    """Attempt 1's answer is held past its timeout (1 s) and arrives during attempt 2's backoff:
+    it must not start a second chain of retries beside attempt 2's."""
+    from kreplica.protocol import ControlledShutdownResponse
+    c, t = lone_leader(make, retries=5, backoff_ms=1000)
+    c.brokers[1001].config["controller.socket.timeout.ms"] = 1000
+    held = []
+
+    def hold(src, dst, m):
+        if not isinstance(m, ControlledShutdownResponse) or held:
+            return False
+        held.append(c.now_ms())
+        c.scheduler.call_later(2_500, t.release)  # after attempt 2 was answered, before attempt 3
+        return True
+
+    t.hold = hold
+    assert c.controlled_shutdown(1001, timeout_ms=60_000) is False
+    assert held and t.held == [] and c.now_ms() - held[0] > 2_500  # the held answer arrived meanwhile
+    attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1001)]
+    assert len(attempts) == 5 and all(b - a >= 1000 for a, b in zip(attempts, attempts[1:]))
