@@ -596,3 +596,34 @@ def test_each_config_change_is_applied_once_not_again_with_the_next():
         c.advance(100)
         applied = [(e.broker, e.details["topics"]) for e in c.timeline if e.kind == "topic_config_applied"]
         assert sorted(applied) == [(1, ["a"]), (1, ["b"]), (2, ["a"]), (2, ["b"])]
+
+
+def test_a_config_change_listing_that_lost_the_store_is_tried_again():
+    """The watch on /config/changes fires while broker 2 cannot reach the store: its listing is
+    retried, so the change still arrives and the watch, set again, brings the next one too."""
+    from kreplica.broker import REGISTRATION_RETRY_MS
+    from kreplica.meta.store import ConnectionLoss
+
+    with Cluster.embedded(brokers=[1, 2], config={"auto.leader.rebalance.enable": False}) as c:
+        for topic in ("a", "b"):
+            c.create_topic(topic, partitions=1, replication_factor=2)
+        assert c.run_until(lambda: all(TopicPartition(t, 0) in b.replica_manager.partitions
+                                       for t in ("a", "b") for b in c.brokers.values()), 60_000)
+        zk = c.brokers[2].zk
+        real = zk.get_config_changes
+        lost = []
+
+        def flaky(watch=None):
+            if not lost:
+                lost.append(c.now_ms())
+                raise ConnectionLoss("the store went away")
+            return real(watch)
+
+        zk.get_config_changes = flaky
+        replica = {t: c.brokers[2].replica_manager.partitions[TopicPartition(t, 0)] for t in ("a", "b")}
+        altered = c.now_ms()
+        c.alter_topic_config("a", {"retention.bytes": 4096}, wait=False)
+        assert c.run_until(lambda: replica["a"].log.config.retention_bytes == 4096, 5_000)
+        assert lost and c.now_ms() - altered >= REGISTRATION_RETRY_MS
+        c.alter_topic_config("b", {"retention.bytes": 8192}, wait=False)
+        assert c.run_until(lambda: replica["b"].log.config.retention_bytes == 8192, 5_000)
