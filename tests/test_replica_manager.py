@@ -7,6 +7,8 @@ from kreplica.protocol import (
     FetchPartition,
     FetchRequest,
     LeaderAndIsrRequest,
+    OffsetForLeaderPartition,
+    OffsetsForLeaderEpochRequest,
     ProducePartition,
     ProduceRequest,
     StopReplicaPartition,
@@ -736,3 +738,110 @@ def test_a_fetch_asks_for_kafkas_default_sizes_unless_told():
     assert (request.max_bytes, request.min_bytes, request.isolation) == (10 << 20, 1, "committed")
     assert (request.partitions[0].max_bytes, request.partitions[0].current_leader_epoch,
             request.partitions[0].log_start_offset) == (1 << 20, -1, -1)
+
+
+# ---- second replica-layer mutant pass (twenty-fifth review) ------------------------------------
+def test_a_timed_out_acks_all_produce_answers_no_base_offset(tmp_path):
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.crash(3)
+    pending = h.produce(TP, [b"x"], acks=-1, timeout_ms=200)
+    assert h.run_until(lambda: pending.done, 1000)
+    r = pending.response.partitions[0]
+    assert (r.error_code, r.base_offset) == (errors.RequestTimedOut.code, -1)
+    h.close()
+
+
+def test_a_waiting_produce_whose_partition_is_deleted_answers_unknown_partition(tmp_path):
+    h = _cluster(tmp_path)
+    h.crash(3)
+    pending = h.produce(TP, [b"x"], acks=-1, timeout_ms=5000)
+    h.advance(10)
+    assert not pending.done
+    rm = h.brokers[1]
+    rm.handle_stop_replica(StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True),)))
+    assert h.run_until(lambda: pending.done, 10)
+    assert pending.answered_at_ms < 100
+    r = pending.response.partitions[0]
+    assert (r.error_code, r.base_offset) == (errors.UnknownTopicOrPartition.code, -1)
+    h.close()
+
+
+def test_offsets_for_leader_epoch_fences_the_askers_epoch(tmp_path):
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.elect(TP, 1)  # same leader, epoch 1
+    rm = h.brokers[1]
+
+    def ask(current):
+        req = OffsetsForLeaderEpochRequest(2, (OffsetForLeaderPartition(TP, 0, current),))
+        return rm.handle_offsets_for_leader_epoch(req).partitions[0].error_code
+
+    assert ask(0) == errors.FencedLeaderEpoch.code
+    assert ask(2) == errors.UnknownLeaderEpoch.code
+    assert ask(1) == errors.NONE
+    h.close()
+
+
+def test_the_response_budget_is_shared_by_the_partitions_in_order(tmp_path):
+    """FetchRequest.max_bytes bounds the whole answer: the first partition with data gets
+    at least one batch, even one larger than the budget; once the budget is spent the
+    partitions after it answer empty."""
+    h = _cluster(tmp_path)
+    other = _another_partition(h, TopicPartition("bar", 1))
+    h.produce_sync(TP, [b"a" * 100])
+    h.produce_sync(other, [b"b" * 100])
+    rm = h.brokers[1]
+    size = len(h.fetch(TP, 0).records)
+
+    def read(max_bytes):
+        got = []
+        req = FetchRequest(-1, (FetchPartition(TP, 0), FetchPartition(other, 0)), max_wait_ms=0,
+                           max_bytes=max_bytes)
+        rm.handle_fetch(req, got.append)
+        return [len(d.records) for d in got[0].partitions]
+
+    assert read(2 * size) == [size, size]
+    assert read(size) == [size, 0]
+    assert read(1) == [size, 0]
+    h.close()
+
+
+@pytest.mark.parametrize("case", ["unknown", "fenced"])
+def test_a_long_poll_with_an_error_partition_is_answered_at_once(tmp_path, case):
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.elect(TP, 1)  # epoch 1
+    fp = (FetchPartition(TopicPartition("nope", 0), 0) if case == "unknown"
+          else FetchPartition(TP, 1, current_leader_epoch=0))
+    got = []
+    h.brokers[1].handle_fetch(FetchRequest(2, (fp,), max_wait_ms=5000), got.append)
+    code = errors.UnknownTopicOrPartition.code if case == "unknown" else errors.FencedLeaderEpoch.code
+    assert got and got[0].partitions[0].error_code == code
+    h.close()
+
+
+def test_an_out_of_range_answer_does_not_count_as_telling_the_follower_the_hw(tmp_path):
+    """The fetcher ignores the HW in an OFFSET_OUT_OF_RANGE answer, so the leader must not
+    record it as sent: the follower's next fetch at the log end is answered at once."""
+    h = _cluster(tmp_path)
+    h.crash(2)
+    h.crash(3)
+    rm = h.brokers[1]
+    p = h.partition(1, TP)
+    for _ in range(5):
+        h.produce(TP, [b"x"], acks=1)
+    h.run_until(lambda: p.log_end_offset == 5, 10)
+    p.update_follower_fetch_state(2, 5, 0)
+    p.update_follower_fetch_state(3, 3, 0)
+    assert p.high_watermark == 3
+    p.remote_replicas[2].high_watermark_sent = 3
+    p.update_follower_fetch_state(3, 5, 0)
+    assert p.high_watermark == 5
+    got = []
+    rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 9),), max_wait_ms=5000), got.append)
+    assert got[0].partitions[0].error_code == errors.OffsetOutOfRange.code
+    got = []
+    rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 5),), max_wait_ms=5000), got.append)
+    assert got and got[0].partitions[0].high_watermark == 5
+    h.close()
