@@ -223,3 +223,89 @@ def test_one_fetcher_per_source_broker_batching_its_partitions(tmp_path):
     from_3_to_1 = [m for _, src, dst, m in h.transport.log if (src, dst) == (3, 1) and isinstance(m, FetchRequest)]
     assert from_3_to_1 and all(len(m.partitions) == 3 for m in from_3_to_1[-2:])
     h.close()
+
+
+# ---- second replica-layer mutant pass (twenty-fifth review) ------------------------------------
+def _epoch_answer(epoch, end, code=errors.NONE):
+    from kreplica.protocol import EpochEndOffset, OffsetsForLeaderEpochResponse
+
+    return OffsetsForLeaderEpochResponse((EpochEndOffset(TP, code, epoch, end),))
+
+
+def test_the_divergence_is_clamped_to_where_our_copy_of_the_leaders_epoch_ends(tmp_path):
+    """KIP-279: the leader's epoch 0 ran to offset 4, ours to 3 (we led epoch 2 from 3).
+    Offset 3 differs between the two logs, so the follower cuts back to 3, the smaller of
+    the two ends, not to the leader's end."""
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (_state(2, FOLLOWER, (FOLLOWER,)),)))
+    for v in (b"x", b"y"):
+        rm.handle_produce(ProduceRequest(1, 1000, (ProducePartition(TP, encode_batch([v], timestamp_ms=0)),)),
+                          lambda r: None)
+    assert rm.partitions[TP].log_end_offset == 5
+    leader.answer = lambda req: _epoch_answer(0, 4) if isinstance(req, OffsetsForLeaderEpochRequest) else None
+    _follow(rm, epoch=3)
+    h.advance(1)
+    assert rm.partitions[TP].log_end_offset == 3
+    assert leader.fetches() == [(0, 3)]
+
+
+def test_a_leader_without_epochs_makes_the_follower_truncate_to_its_hw(tmp_path):
+    from kreplica.protocol.offsets_for_leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    rm.partitions[TP].log.update_high_watermark(1)
+    leader.answer = lambda req: (_epoch_answer(UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+                                 if isinstance(req, OffsetsForLeaderEpochRequest) else None)
+    _follow(rm)
+    h.advance(1)
+    assert rm.partitions[TP].log_end_offset == 1
+    assert leader.fetches() == [(0, 1)]
+
+
+def test_a_fenced_epoch_answer_drops_the_partition_not_retried(tmp_path):
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    leader.answer = lambda req: _epoch_answer(-1, -1, errors.FencedLeaderEpoch.code)
+    _follow(rm)
+    h.advance(1000)
+    assert len(leader.requests) == 1
+    assert not any(f.states for f in rm.fetchers.values())
+    assert rm.partitions[TP].log_end_offset == 3
+
+
+def test_a_late_epoch_answer_for_a_replaced_state_is_ignored(tmp_path):
+    """The fetcher stays (another partition keeps it) while TP is re-added under a newer
+    epoch; the answer to the old epoch question then arrives and must not truncate."""
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    other = TopicPartition("f", 1)
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (
+        LeaderAndIsrPartitionState(other, 1, LEADER, 1, (LEADER, FOLLOWER), 1, (LEADER, FOLLOWER)),)))
+    held = []
+
+    def handle(src, request, respond):
+        leader.requests.append((h.scheduler.now_ms(), request))
+        if isinstance(request, OffsetsForLeaderEpochRequest):
+            if not held:
+                held.append(respond)  # the first question's answer comes late
+            else:
+                respond(_epoch_answer(0, 3))
+
+    h.transport.register(LEADER, handle)
+    _follow(rm)
+    h.advance(1)
+    assert held and rm.partitions[TP].log_end_offset == 3
+    _follow(rm, epoch=2)  # TP re-added to the same fetcher
+    held[0](_epoch_answer(0, 1))  # the late answer: would cut TP back to 1
+    h.advance(1)
+    assert rm.partitions[TP].log_end_offset == 3
+    asked = [r for _, r in leader.requests if isinstance(r, OffsetsForLeaderEpochRequest)]
+    assert len(asked) == 2 and asked[1].partitions[0].current_leader_epoch == 2
+
+
+def test_each_partition_asks_for_replica_fetch_max_bytes_and_the_fetch_for_the_response_max(tmp_path):
+    h, rm, leader = _follower_with_records(
+        tmp_path, 0, {"replica.fetch.max.bytes": 1234, "replica.fetch.response.max.bytes": 56789})
+    _follow(rm)
+    h.advance(1)
+    req = leader.requests[0][1]
+    assert isinstance(req, FetchRequest)
+    assert (req.partitions[0].max_bytes, req.max_bytes) == (1234, 56789)
