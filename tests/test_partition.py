@@ -265,3 +265,29 @@ def test_a_follower_joins_only_at_both_the_hw_and_the_epoch_start(rig):
     assert rig.proposals == []
     rig.fetch(3, 6)
     assert [req.new_isr for req, _ in rig.proposals] == [(1, 2, 3)]
+
+
+# ---- second replica-layer mutant pass (twenty-fifth review) ------------------------------------
+def test_a_replica_removed_under_the_same_epoch_no_longer_holds_the_hw(rig):
+    """A LeaderAndIsr for the same epoch (a newer zk_version) that drops replica 3 from the
+    assignment forgets it: recently caught up, it would otherwise hold the HW back."""
+    rig.lead(isr=(1, 2))
+    rig.append(4)
+    rig.fetch(3, 4)  # outside the ISR, caught up now
+    rig.fetch(2, 4)
+    assert rig.p.high_watermark == 4
+    rig.p.make_leader(LeaderAndIsrPartitionState(TP, 1, 1, 0, (1, 2), 1, (1, 2)))
+    assert sorted(rig.p.remote_replicas) == [2]
+    rig.append(2)
+    rig.fetch(2, 6)
+    assert rig.p.high_watermark == 6
+
+
+def test_a_first_fetch_below_the_leo_says_nothing_about_earlier_catching_up():
+    """The previous-fetch rule needs a previous fetch: on the first one (no leader LEO
+    recorded yet) a follower behind the LEO is not caught up, even at times below the lag."""
+    r = ReplicaState(2)
+    r.update_fetch_state(fetch_offset=0, log_start_offset=0, now_ms=50, leader_leo=5)
+    assert not r.is_caught_up(60, 1000)
+    r.update_fetch_state(fetch_offset=5, log_start_offset=0, now_ms=70, leader_leo=8)
+    assert r.last_caught_up_ms == 50  # reached the LEO of its previous fetch
