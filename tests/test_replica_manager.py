@@ -815,7 +815,7 @@ def test_a_long_poll_with_an_error_partition_is_answered_at_once(tmp_path, case)
     fp = (FetchPartition(TopicPartition("nope", 0), 0) if case == "unknown"
           else FetchPartition(TP, 1, current_leader_epoch=0))
     got = []
-    h.brokers[1].handle_fetch(FetchRequest(2, (fp,), max_wait_ms=5000), got.append)
+    h.brokers[1].handle_fetch(FetchRequest(-1, (fp,), max_wait_ms=5000), got.append)
     code = errors.UnknownTopicOrPartition.code if case == "unknown" else errors.FencedLeaderEpoch.code
     assert got and got[0].partitions[0].error_code == code
     h.close()
