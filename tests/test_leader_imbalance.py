@@ -42,3 +42,14 @@ def test_excluded_topics_and_partitions_without_state_do_not_count():
     assignment = {a: [1, 2], b: [1, 2], c: [1, 2]}
     leadership = {a: led(2), b: led(2)}  # c has no state yet
     assert partitions_to_rebalance(assignment, leadership, {1, 2}, 10, lambda t: t == "gone") == {b}
+
+
+def test_a_brokers_share_is_of_its_own_preferred_partitions_not_of_all():
+    """Kafka's ratio is per broker: led elsewhere / the partitions that broker prefers.
+    Broker 1 prefers 10 partitions and leads 8 (20% led elsewhere, over the 10% limit);
+    broker 2's 10 partitions are balanced.  Over all 20 partitions the share would be
+    10%, at the limit, and broker 1 would never get its two back."""
+    parts = tps(20)
+    assignment = {tp: ([1, 2, 3] if tp.partition < 10 else [2, 1, 3]) for tp in parts}
+    leadership = {tp: led(3 if tp.partition in (0, 1) else (1 if tp.partition < 10 else 2)) for tp in parts}
+    assert partitions_to_rebalance(assignment, leadership, {1, 2, 3}, 10) == {parts[0], parts[1]}

@@ -365,3 +365,57 @@ def test_a_failover_that_restarts_an_unclean_broker_resumes_a_valid_request_nami
     assert c.wait_for(lambda: c.admin.get_partition_reassignment() == {})
     st = c.state("t", 0)
     assert (c.assignment("t")[0], st.leader, set(st.isr)) == ([3, 1], 3, {3, 1})
+
+
+def test_a_leader_in_rar_that_is_shutting_down_is_moved_at_step_7():
+    """Seed 000 step 7 keeps the leader only if it is in RAR *and alive*; Kafka's
+    liveBrokerIds leaves out brokers in controlled shutdown.  Broker 1 leads alone in the
+    ISR, so its controlled shutdown cannot move the leadership; when 3 catches up the
+    reassignment completes and must elect 3, not bump the epoch of the leaving leader."""
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2]})
+    c.leader_sets_isr(tp, [1])                   # 2 fell behind
+    c.admin.create_partition_reassignment({tp: [1, 3]})
+    c.settle()
+    assert c.controller.shutdown_broker(1) == {tp}   # nobody else in the ISR to lead
+    c.leader_sets_isr(tp, [1, 3])                # 3 caught up: steps 4-12
+    assert c.admin.get_partition_reassignment() == {}
+    st = c.state("t", 0)
+    assert c.assignment("t")[0] == [1, 3]
+    assert st.leader == 3
+    assert c.controller.shutdown_broker(1) == set()
+
+
+def test_the_step_10_assignment_write_is_retried_after_a_concurrent_change_of_the_topic():
+    """Step 10 rewrites the whole topic node conditionally; another writer of the node
+    (an admin adding partitions, say) between the read and the write must make the
+    controller read again and retry, not give up with AR = OAR + RAR left in the store."""
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2]})
+    ctrl = c.controller
+    armed = []
+    read = ctrl.zk.get_topic_assignment_and_version
+
+    def racing_read(topic, watch=None):
+        got = read(topic, watch)
+        if armed:
+            armed.clear()
+            c.admin.set_topic_assignment(topic, c.admin.get_topic_assignment(topic))  # bumps the version
+        return got
+
+    ctrl.zk.get_topic_assignment_and_version = racing_read
+
+    def hook(_tp, step):
+        if step == 9:
+            armed.append(True)
+
+    ctrl.reassignment_step_hook = hook
+    c.admin.create_partition_reassignment({tp: [1, 3]})
+    c.settle()
+    c.leader_sets_isr(tp, [1, 2, 3])
+    assert c.admin.get_partition_reassignment() == {}
+    assert not armed                              # the race did happen
+    assert c.assignment("t")[0] == [1, 3]
+    assert ctrl.ctx.assignment(tp) == [1, 3]
