@@ -819,3 +819,66 @@ def test_an_unexpected_error_in_a_failover_frees_the_controller_node():
     assert other.is_active and c.admin.get_controller_id() == other.broker_id
     c.kill(1)
     assert c.state("t", 0).leader == 2
+
+
+def test_every_request_carries_its_addressees_broker_epoch():
+    """KIP-380: LeaderAndIsr, UpdateMetadata and StopReplica each name the registration
+    they are meant for, so a request delayed past the broker's restart is refused by
+    the new incarnation.  A restarted broker's startup requests carry its new epoch."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(2)
+    c.channel.clear()
+    c.start(2)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    ctrl = c.controller
+    kinds = set()
+    for s in c.channel.sent:
+        kinds.add(type(s.request))
+        assert s.request.broker_epoch == ctrl.ctx.broker_epochs[s.broker_id] >= 0, s
+    assert {LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest} <= kinds
+
+
+def test_a_stop_replica_refused_as_a_whole_is_not_counted_as_deleted():
+    """A StopReplica answer with a request-level error (here the broker's next registration,
+    not yet read by the controller, refusing it as stale) lists no partitions: every replica
+    it carried failed, and the topic waits rather than completing over a live replica."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.responders[2] = lambda req: (StopReplicaResponse(errors.StaleBrokerEpoch.code, ())
+                                          if isinstance(req, StopReplicaRequest) else None)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.admin.topic_exists("t")
+    assert c.controller.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_INELIGIBLE
+    del c.channel.responders[2]
+    c.stop(2)
+    c.start(2)
+    assert not c.admin.topic_exists("t")
+
+
+def _new_controller(c):
+    """The only candidate (9) was killed and the test wrote to the store meanwhile: 10 takes over."""
+    c.sched.advance(c.session_timeout_ms + 500)  # no controller meanwhile
+    c._candidates = None
+    c.start(10)
+    assert c.controller.broker_id == 10
+
+
+def test_failover_clears_a_deletion_request_for_a_topic_that_no_longer_exists():
+    """Left in /admin/delete_topics, the request would delete a topic created later under
+    the same name at the next failover."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(9, wait_expiry=False)
+    c.admin.create_topic_deletion("gone")
+    _new_controller(c)
+    assert c.admin.get_topic_deletions() == []
+
+
+def test_failover_handles_and_deletes_isr_changes_announced_while_no_controller_was_active():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(9, wait_expiry=False)
+    c.leader_sets_isr(T0, [1, 2])
+    assert c.admin.get_isr_change_notifications()
+    _new_controller(c)
+    assert c.admin.get_isr_change_notifications() == []
+    assert c.controller.ctx.leadership[T0].isr == (1, 2)
