@@ -627,3 +627,61 @@ def test_a_config_change_listing_that_lost_the_store_is_tried_again():
         assert lost and c.now_ms() - altered >= REGISTRATION_RETRY_MS
         c.alter_topic_config("b", {"retention.bytes": 8192}, wait=False)
         assert c.run_until(lambda: replica["b"].log.config.retention_bytes == 8192, 5_000)
+
+
+# ---- twenty-seventh review: the client and admin calls' answers -------------------------
+
+def test_produce_retries_a_stale_leader_that_answers_not_leader_or_follower(cluster):
+    """A client whose metadata names a former leader is told NOT_LEADER_OR_FOLLOWER by that
+    broker (still alive, now a follower) and retries against the leader it looks up again."""
+    cluster.reassign("bar", 0, [1002, 1003, 1001])
+    assert cluster.elect_preferred_leaders("bar") == {}
+    assert cluster.leader_for("bar", 0) == 1002
+    looked_up = []
+    leader_for = cluster.leader_for
+    cluster.leader_for = lambda t, p: (looked_up.append(1), 1001 if len(looked_up) == 1 else leader_for(t, p))[1]
+    assert cluster.produce("bar", 0, [b"x"], acks="all", backoff_ms=10) == 0
+    assert len(looked_up) == 2  # the stale answer, then the refreshed one
+
+
+def test_acks_0_is_fire_and_forget_with_no_base_offset(cluster):
+    """acks=0 (falsy, but given) overrides the configured acks=all; like Kafka's producer
+    with acks=0 the call learns no offset and answers -1."""
+    assert cluster.config["acks"] == "all"
+    start = cluster.now_ms()
+    assert cluster.produce("bar", 0, [b"x"], acks=0) == -1
+    assert cluster.now_ms() == start  # nothing waited for
+    assert cluster.run_until(lambda: cluster.offsets("bar", 0)[1001] == (1, 1), 1000)
+
+
+def test_acks_all_that_times_out_on_the_broker_raises_its_answer_not_a_network_error(cluster):
+    """The client waits past request.timeout.ms for the leader's own REQUEST_TIMED_OUT answer
+    (Kafka's producer waits request.timeout.ms plus its linger); abandoning the request at
+    the same instant would take a network error and retry an append that happened."""
+    cluster.kill(1003)  # still in the ISR of bar-0 until replica.lag.time.max.ms
+    with pytest.raises(errors.RequestTimedOut):
+        cluster.produce("bar", 0, [b"x"], acks="all", timeout_ms=1000, retries=0)
+    assert cluster.offsets("bar", 0)[1001][0] == 1  # appended once, not again by a retry
+
+
+def test_uncommitted_fetch_reads_past_the_high_watermark(cluster):
+    cluster.produce("bar", 0, [b"a"])
+    cluster.kill(1003)  # a follower of bar-0 that stays in the ISR until its session expires
+    assert cluster.produce("bar", 0, [b"b"], acks=1) == 1
+    assert cluster.run_until(lambda: cluster.offsets("bar", 0)[1001] == (2, 1), 100)
+    assert [r.value for r in cluster.fetch("bar", 0, 0)] == [b"a"]
+    assert [r.value for r in cluster.fetch("bar", 0, 0, isolation="uncommitted")] == [b"a", b"b"]
+
+
+def test_fetch_reads_every_batch_up_to_the_hw_whatever_max_bytes(cluster):
+    for v in (b"a", b"b", b"c"):
+        cluster.produce("bar", 0, [v], acks="all")
+    recs = cluster.fetch("bar", 0, 0, max_bytes=1)  # at least one batch per request (KIP-74)
+    assert [(r.offset, r.value) for r in recs] == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_a_reassignment_that_does_not_finish_in_its_timeout_raises_request_timed_out(cluster):
+    cluster.create_topic("solo", assignment={0: [1001]})
+    with pytest.raises(errors.RequestTimedOut):  # a new replica must copy the log first
+        cluster.reassign("solo", 0, [1002], timeout_ms=1)
+    assert cluster.run_until(lambda: cluster.describe("solo").partitions[0].replicas == (1002,), 60_000)
