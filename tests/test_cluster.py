@@ -685,3 +685,54 @@ def test_a_reassignment_that_does_not_finish_in_its_timeout_raises_request_timed
     with pytest.raises(errors.RequestTimedOut):  # a new replica must copy the log first
         cluster.reassign("solo", 0, [1002], timeout_ms=1)
     assert cluster.run_until(lambda: cluster.describe("solo").partitions[0].replicas == (1002,), 60_000)
+
+
+def test_rounds_without_a_leader_do_not_spend_the_retries(cluster):
+    """``retries`` counts requests sent, as Kafka's producer does; while the partition has no
+    leader the client keeps looking it up until the delivery timeout instead."""
+    cluster.create_topic("solo", assignment={0: [1003]})
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: cluster.leader_for("solo", 0) == -1, 60_000)
+    cluster.scheduler.call_later(3000, cluster.start, 1003)
+    assert cluster.produce("solo", 0, [b"x"], acks=1, retries=0, backoff_ms=500) == 0
+
+
+def test_the_seed_drives_the_clusters_randomness():
+    """Same seed, same history (test_same_seed_same_history); another seed, another one:
+    here the brokers a topic created without an assignment is spread over."""
+    def layout(seed):
+        with Cluster.embedded(brokers=[1, 2, 3, 4, 5], seed=seed) as c:
+            c.create_topic("t", partitions=1, replication_factor=2)
+            return c.describe("t").partitions[0].replicas
+    assert len({layout(seed) for seed in range(6)}) > 1
+
+
+@pytest.mark.parametrize("kwargs", [{"latency_ms": 0}, {"config": {"replica.fetch.wait.max.ms": 0}}])
+def test_zero_latency_or_zero_fetch_wait_alone_runs(kwargs):
+    """Only both at zero would re-fetch forever at one instant; either alone moves time."""
+    with Cluster.embedded(brokers=[1, 2], **kwargs) as c:
+        c.create_topic("t", partitions=1, replication_factor=2)
+        assert c.produce("t", 0, [b"x"], acks="all") == 0
+        assert [r.value for r in c.fetch("t", 0, 0)] == [b"x"]
+
+
+def test_offset_range_after_retention_gives_the_log_start_not_out_of_range():
+    config = {"segment.bytes": 4096, "retention.bytes": 8192, "log.retention.check.interval.ms": 1000}
+    with Cluster.embedded(brokers=[1], config=config) as c:
+        c.create_topic("t", partitions=1, replication_factor=1)
+        for _ in range(60):
+            c.produce("t", 0, [b"x" * 200], acks=1)
+        c.advance(1000)
+        start, hw = c.offset_range("t", 0)
+        assert 0 < start < hw == 60
+        assert c.fetch("t", 0, start)[0].offset == start
+
+
+def test_a_client_call_gives_up_at_its_delivery_timeout_not_a_backoff_later(cluster):
+    cluster.create_topic("solo", assignment={0: [1003]})
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: cluster.leader_for("solo", 0) == -1, 60_000)
+    start = cluster.now_ms()
+    with pytest.raises(errors.LeaderNotAvailable):
+        cluster.produce("solo", 0, [b"x"], backoff_ms=500, delivery_timeout_ms=1000)
+    assert cluster.now_ms() - start == 1000
