@@ -229,6 +229,8 @@ class Cluster:
             raise errors.InvalidRequest(f"{what} looks inside brokers, and these run in other processes")
 
     def _broker(self, broker_id: int) -> Broker:
+        # "1001" would otherwise be reported as "no broker 1001" beside a running broker 1001.
+        broker_id = arguments.integer(broker_id, "broker_id", errors.InvalidRequest)
         try:
             return self.brokers[broker_id]
         except KeyError:
@@ -420,6 +422,13 @@ class Cluster:
         """Kafka's client loop: find the leader, try, and on a retriable error back off,
         refresh and try again, until ``retries`` or ``delivery_timeout_ms`` runs out."""
         last = errors.LeaderNotAvailable.code
+        # Checked before the first attempt: a bad back-off or deadline failed only at the
+        # first retry (a TypeError, or ValueError from the scheduler), after a request was sent.
+        if retries is not None:
+            retries = arguments.integer(retries, "retries", errors.InvalidRequest, minimum=0)
+        backoff_ms = arguments.integer(backoff_ms, "backoff_ms", errors.InvalidRequest, minimum=0)
+        delivery_timeout_ms = arguments.integer(delivery_timeout_ms, "delivery_timeout_ms",
+                                                errors.InvalidRequest, minimum=0)
         deadline = self.now_ms() + delivery_timeout_ms
         tries = 0
         tp = TopicPartition(topic, partition)
@@ -455,6 +464,7 @@ class Cluster:
         """
         acks_i = parse_acks(self.config["acks"] if acks is None else acks)
         timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
+        timeout = arguments.integer(timeout, "timeout_ms", errors.InvalidRequest, minimum=0)
         tp = _partition_of(topic, partition)
         try:
             batch = encode_batch(list(values), timestamp_ms=self.now_ms())

@@ -736,3 +736,25 @@ def test_a_client_call_gives_up_at_its_delivery_timeout_not_a_backoff_later(clus
     with pytest.raises(errors.LeaderNotAvailable):
         cluster.produce("solo", 0, [b"x"], backoff_ms=500, delivery_timeout_ms=1000)
     assert cluster.now_ms() - start == 1000
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda c: c.kill("1001"), "broker_id must be an integer, got str '1001'"),
+    (lambda c: c.start("1001"), "broker_id must be an integer"),
+    (lambda c: c.controlled_shutdown("1001"), "broker_id must be an integer"),
+    (lambda c: c.produce("bar", 0, [b"x"], delivery_timeout_ms="5"), "delivery_timeout_ms must be an integer"),
+    (lambda c: c.produce("bar", 0, [b"x"], backoff_ms=-1), "backoff_ms must be an integer >= 0"),
+    (lambda c: c.produce("bar", 0, [b"x"], retries=-1), "retries must be an integer >= 0"),
+    (lambda c: c.produce("bar", 0, [b"x"], timeout_ms="5"), "timeout_ms must be an integer"),
+    (lambda c: c.fetch("bar", 0, 0, retries=1.5), "retries must be an integer"),
+    (lambda c: c.offset_range("bar", 0, backoff_ms=None), "backoff_ms must be an integer"),
+], ids=["kill-str", "start-str", "shutdown-str", "delivery-str", "backoff-negative", "retries-negative",
+        "timeout-str", "fetch-retries-float", "offset-range-backoff-None"])
+def test_a_broker_id_or_client_limit_of_the_wrong_kind_is_refused_at_once(shared_cluster, call, match):
+    """kill("1001") said "no broker 1001 in this cluster" beside a running broker 1001; a
+    str delivery timeout raised a bare TypeError, and a negative back-off a ValueError from
+    the scheduler at the first retry -- after a request had gone out."""
+    now, live = shared_cluster.now_ms(), shared_cluster.live_brokers()
+    with pytest.raises(errors.InvalidRequest, match=match):
+        call(shared_cluster)
+    assert shared_cluster.now_ms() == now and shared_cluster.live_brokers() == live
