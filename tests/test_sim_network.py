@@ -352,3 +352,55 @@ def test_a_store_session_is_back_only_once_neither_a_pause_nor_a_store_cut_holds
     assert not session.reachable
     net.resume(2)
     assert session.reachable
+
+
+def test_a_partition_replaced_releases_only_the_links_it_no_longer_cuts():
+    """A new partition sends on what was held on links it heals, and keeps holding the
+    controller requests on links it still cuts until they heal too."""
+    sched, net, got = world()
+    net.partition({1}, {2, 3})
+    net.send(1, 2, lair(1), None)
+    net.send(1, 3, lair(2), None)
+    sched.advance(100)
+    assert got == [] and net.stats.held == 2
+    net.partition({1, 3}, {2})  # 1-3 healed, 1-2 still cut
+    sched.advance(100)
+    assert [(node, r.controller_epoch) for _, node, r in got] == [(3, 2)]
+    net.heal()
+    sched.advance(100)
+    assert [(node, r.controller_epoch) for _, node, r in got] == [(3, 2), (2, 1)]
+
+
+def test_heal_store_without_a_broker_ends_every_cut_from_the_store():
+    """The liveness phase calls heal_store() with no argument: every broker cut from the
+    store gets its session back, not just one (and a paused one once it resumes)."""
+    _sched, net, _got = world()
+    sessions = {n: _Session() for n in (1, 2, 3)}
+    for n, s in sessions.items():
+        net.track_session(n, s)
+    net.cut_from_store(1)
+    net.cut_from_store(3)
+    net.pause(3)
+    net.heal_store()
+    assert net.store_cut == set()
+    assert [sessions[n].reachable for n in (1, 2, 3)] == [True, True, False]
+    net.resume(3)
+    assert sessions[3].reachable
+
+
+def test_only_produce_and_fetch_requests_are_ever_duplicated():
+    """A retransmission doubles a request only where the protocol tolerates it: an
+    OffsetsForLeaderEpoch request, an answer or a controller request arrives once."""
+    from kreplica.protocol import FetchResponse, OffsetsForLeaderEpochRequest
+
+    sched, net, got = world(LinkProfile(duplicate_probability=1.0))
+    net.send(1, 2, fetch(0), None)
+    net.send(1, 2, OffsetsForLeaderEpochRequest(replica_id=1, partitions=()), None)
+    net.send(1, 2, lair(1), None)
+    sched.advance(100)
+    kinds = [type(r).__name__ for _, _, r in got]
+    assert kinds == ["FetchRequest", "FetchRequest", "OffsetsForLeaderEpochRequest", "LeaderAndIsrRequest"]
+    answers: list[object] = []
+    net.deliver(2, 1, FetchResponse.__new__(FetchResponse), answers.append)
+    sched.advance(100)
+    assert len(answers) == 1 and net.stats.duplicated == 1
