@@ -209,3 +209,126 @@ def test_a_chaos_partition_always_leaves_brokers_on_both_sides():
     groups = [data["groups"] for _, kind, _, data in events if kind == "partition"]
     assert len(groups) > 50
     assert all(len(g) == 2 and g[0] and g[1] and sorted(g[0] + g[1]) == [1, 2, 3] for g in groups)
+
+
+def test_a_power_loss_after_a_flush_past_a_roll_keeps_every_flushed_segment(tmp_path):
+    """The flush reached the second segment: the tail starts in the segment holding the
+    recovery point, and the segments before it, flushed, stay whole."""
+    tp = TopicPartition("t", 0)
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1024}, ManualClock())
+    for i in range(40):
+        log.append_as_leader([b"flushed-%d" % i], leader_epoch=0)
+    log.flush()
+    for i in range(3):
+        log.append_as_leader([b"volatile-%d" % i], leader_epoch=0)
+    rp = log.recovery_point
+    assert rp == 40 and len(log.segments) >= 2
+    holding = [s for s in log.segments if s.base_offset <= rp][-1]
+    rm = SimpleNamespace(partitions={tp: SimpleNamespace(log=log)})
+    (tail,) = unflushed_tails(rm, random.Random(1), torn=False)
+    assert (tail.first_offset, tail.segment, tail.later_segments) == (40, holding.log_file.path, ())
+    log.abandon()
+    drop_tail(tail)
+    again = Log.open(tmp_path / "t-0", {"segment.bytes": 1024}, ManualClock())
+    try:
+        assert again.log_end_offset == 40
+        values: list[bytes] = []
+        while len(values) < again.log_end_offset:  # a read stops at its segment's end
+            values += [r.value for r in decode_records(again.read(len(values)).view)]
+        assert values == [b"flushed-%d" % i for i in range(40)]
+    finally:
+        again.close()
+
+
+def test_a_torn_write_never_keeps_the_whole_first_unflushed_batch(tmp_path):
+    """A torn batch keeps some of its bytes but never all of them (then it would not be
+    torn, and recovery would keep a batch the power loss took), whatever the draw."""
+    tp = TopicPartition("t", 0)
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1 << 20}, ManualClock())
+    log.append_as_leader([b"flushed"], leader_epoch=0)
+    log.flush()
+    log.append_as_leader([b"volatile"], leader_epoch=0)  # one batch, well under 200 bytes
+    rm = SimpleNamespace(partitions={tp: SimpleNamespace(log=log)})
+    try:
+        (tail,) = unflushed_tails(rm, random.Random(0), torn=True)
+        unflushed = tail.end - tail.position
+        assert unflushed < 200
+        torn = {unflushed_tails(rm, random.Random(seed), torn=True)[0].torn_bytes for seed in range(400)}
+        assert torn == set(range(1, unflushed))
+    finally:
+        log.close()
+
+
+def test_a_stopped_planner_fails_no_new_leader_however_likely_the_cascade(monkeypatch):
+    """The liveness phase stops the planner: an election then (there are many as the
+    cluster heals) must not draw a cascading crash, as it does while the planner runs."""
+    sched, world, _events = _stub_world()
+    crashed = []
+    monkeypatch.setattr(faults, "crash", lambda w, broker, *a, **k: crashed.append(broker) or False)
+    planner = ChaosPlanner(world, FaultRates(**_QUIET, cascade=1.0, cascade_ms_max=10), tick_ms=1000)
+    planner.start()
+    planner.on_election("t-0", 2)
+    sched.advance(20)
+    assert crashed == [2]
+    planner.stop()
+    state = world.rng.getstate()
+    planner.on_election("t-0", 3)
+    sched.advance(20)
+    assert crashed == [2] and world.rng.getstate() == state
+
+
+def _full_disk_world():
+    from kreplica.sim import scenarios
+    from kreplica.sim.world import World
+
+    world = World(replace(scenarios.load("slow-follower"), steps=()), 1)
+    world._build()
+    return world
+
+
+def test_a_full_disk_refuses_a_followers_appends_as_well_as_a_leaders():
+    """A full disk fails every log append on its broker: the follower's fetched batches
+    too, not only the produce a leader takes."""
+    from kreplica.errors import KafkaStorageError
+
+    world = _full_disk_world()
+    try:
+        assert faults.disk_full(world, 2, 1000)
+        logs = [p.log for p in world.cluster.brokers[2].replica_manager.partitions.values()]
+        assert logs
+        for log in logs:
+            for append in (log.append_batches_as_leader, log.append_as_follower):
+                with pytest.raises(KafkaStorageError, match="no space left"):
+                    append(None)
+    finally:
+        world.close()
+
+
+def test_a_crash_frees_a_full_disk_for_the_restarted_broker():
+    """The restarted broker gets a working disk at once, not when the full disk's timer ends."""
+    world = _full_disk_world()
+    try:
+        assert faults.disk_full(world, 2, 60_000)
+        assert faults.crash(world, 2)
+        assert world.disk_full == set()
+        assert faults.restart(world, 2)
+        world._step_until(world.now_ms() + 100)
+        assert world.disk_full == set()
+    finally:
+        world.close()
+
+
+def test_the_chaos_planner_draws_its_partitions_from_the_seed_alone():
+    """One seed, one history: the same seed draws the same partitions (sides included),
+    however often it is run in one process; another seed draws others."""
+    def drawn(seed: int) -> list:
+        sched, world, events = _stub_world(seed)
+        planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "partition": 600.0}, partition_ms_max=300))
+        planner.start()
+        sched.advance(20_000)
+        return [(t, data["groups"]) for t, kind, _, data in events if kind == "partition"]
+
+    first = drawn(5)
+    assert len(first) > 20
+    assert drawn(5) == first and drawn(5) == first
+    assert drawn(6) != first
