@@ -620,3 +620,71 @@ def test_a_partitions_first_leader_is_no_re_election(epoch, counted):
     world.checker.elections.append((2000, "side-0", 2, epoch))
     world._note_elections()
     assert world.reelect_ms == counted and "side-0" not in world._leaderless_since
+
+
+def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1):
+    """World._convergence_gap over a stand-in cluster: one partition t-0 on brokers 1-3,
+    ``offsets`` each replica's (HW, LEO), the store's ``isr`` and ``leader_epoch``, and the
+    leader's own epoch ``leading_epoch``."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.partition import Role
+
+    tp = TopicPartition("t", 0)
+
+    def broker(b, hw, leo):
+        p = SimpleNamespace(high_watermark=hw, log_end_offset=leo, is_leader=b == leader,
+                            leader_epoch=leading_epoch if b == leader else 0,
+                            role=Role.LEADER if b == leader else Role.FOLLOWER)
+        return SimpleNamespace(alive=True, shutting_down=False, replica_manager=SimpleNamespace(partitions={tp: p}))
+
+    world = SimpleNamespace(
+        cluster=SimpleNamespace(brokers={b: broker(b, hw, leo) for b, (hw, leo) in zip((1, 2, 3), offsets)},
+                                zk=SimpleNamespace(get_topic_deletions=list, reassignment_in_progress=lambda: False)),
+        scenario=SimpleNamespace(workload=SimpleNamespace(alter_configs=False)),
+        _partition_states=lambda: {tp: (SimpleNamespace(leader=leader, leader_epoch=leader_epoch, isr=isr), [1, 2, 3])})
+    world._leader_gap = lambda tp, state: World._leader_gap(world, tp, state)
+    return World._convergence_gap(world)
+
+
+def test_convergence_needs_the_whole_isr_hw_equal_to_leo_and_the_leader_at_the_stores_epoch():
+    """Each of the liveness phase's conditions on its own: a short ISR, replicas agreeing
+    on an HW below their LEO (a commit not yet known), or a leader a step behind the
+    store's leader epoch is not converged; the ISR's order does not matter."""
+    assert _gap((3, 1, 2), [(5, 5)] * 3) is None
+    assert _gap((1, 2), [(5, 5)] * 3) == "t-0 ISR [1, 2] != replicas [1, 2, 3]"
+    assert _gap((1, 2, 3), [(4, 5)] * 3) == "t-0 on 1: HW 4 != LEO 5"
+    assert _gap((1, 2, 3), [(5, 5)] * 3, leader_epoch=4, leading_epoch=3) == (
+        "t-0 leader 1 (epoch 4) is not leading it: Leader at epoch 3")
+
+
+def test_the_liveness_phase_heals_a_partition_at_once_not_when_its_own_timer_ends():
+    """A partition still in place at until_ms would hold for ten minutes: the liveness
+    phase heals it as it begins, and the cluster converges."""
+    sc = replace(scenarios.load("slow-follower"), until_ms=3000, steps=(
+        scenarios.Step("partition", at_ms=1000, params={"groups": [[1], [2, 3]], "duration_ms": 600_000}),))
+    world = World(sc, 1)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert not world.network.partitioned and world.now_ms() < 600_000
+
+
+def test_the_probe_asks_acks_all_where_min_insync_replicas_equals_the_replication_factor(monkeypatch):
+    """Only a partition with fewer replicas than its min.insync.replicas is probed with
+    acks=1; one with exactly as many must still take an acks=all write."""
+    from kreplica.sim import world as world_module
+
+    asked = []
+
+    class Recording(world_module.Probe):
+        def __init__(self, world, acks, spec):
+            asked.append(dict(acks))
+            super().__init__(world, acks, spec)
+
+    monkeypatch.setattr(world_module, "Probe", Recording)
+    sc = replace(scenarios.load("slow-follower"), until_ms=2000, steps=()).with_config(
+        **{"min.insync.replicas": 3})
+    r = World(sc, 1).run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert [sorted(a.values()) for a in asked] == [[-1, -1, -1]]
