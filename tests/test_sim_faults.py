@@ -332,3 +332,16 @@ def test_the_chaos_planner_draws_its_partitions_from_the_seed_alone():
     assert len(first) > 20
     assert drawn(5) == first and drawn(5) == first
     assert drawn(6) != first
+
+
+def test_a_restart_is_told_to_the_checker_at_its_time():
+    """The checker excuses what a broker's earlier incarnations did by its restart times:
+    every restart is handed to it, at the instant it happens."""
+    world = _full_disk_world()
+    try:
+        assert faults.crash(world, 2)
+        world._step_until(world.now_ms() + 300)
+        assert faults.restart(world, 2) and not faults.restart(world, 2)  # a live broker: refused
+        assert world.checker.restarts == {2: [world.now_ms()]}
+    finally:
+        world.close()
