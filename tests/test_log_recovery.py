@@ -506,3 +506,78 @@ def test_a_truncation_over_durable_batches_makes_its_zeroes_durable_at_once(tmp_
     assert os.path.realpath(log.segments[-1].log_file.path) in synced
     log.close()
 
+
+
+def test_a_clean_open_puts_the_recovery_point_at_the_log_end(tmp_path):
+    """After a clean shutdown everything is on disk: the recovery point is the LEO, even
+    when the broker's own checkpoint (passed in) lags, as Kafka's LogLoader sets it.
+    Left at the lagging value, the next crash re-scans segments that were never at risk."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    log.close()
+    log = Log.open(path, CONFIG, recovery_point=30)
+    assert log.last_recovery == [] and log.recovery_point == 100
+    log.close()
+
+
+def test_epochs_recovered_below_a_later_log_start_are_clamped_to_it(tmp_path):
+    """Epochs found in batches an unclean open re-read start no lower than the log start,
+    as the checkpointed ones are clamped: the cache never claims offsets below it."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 10)                           # epoch 0 at 0
+    log.append_as_leader([value(j) for j in range(10, 20)], leader_epoch=1)  # epoch 1 at 10
+    log.crash(lose_unflushed=False)                    # no flush: the epochs are only in the batches
+    log = Log.open(path, CONFIG, log_start_offset=15)
+    assert log.log_start_offset == 15
+    assert log.leader_epoch_cache.entries == [(1, 15)]
+    log.close()
+
+
+def test_a_clean_open_trusts_an_empty_active_segment(tmp_path):
+    """A log closed cleanly right after a roll has an empty last segment (index and data
+    both empty): it loads like any other clean segment, nothing is re-scanned and the
+    recovery point is the LEO.  Taken for a damaged index, the open turned unclean."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 50)
+    log.roll()
+    log.close()
+    log = Log.open(path, CONFIG)
+    assert [s.base_offset for s in log.segments] == [0, 50]
+    assert log.last_recovery == [] and log.recovery_point == log.log_end_offset == 50
+    log.close()
+
+
+def test_an_open_at_a_later_log_start_puts_the_high_watermark_there(tmp_path):
+    """The HW an open starts from is the log start (the broker's checkpoint raises it
+    later), never 0 below it: log start <= HW holds from the first moment."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 50)
+    log.close()
+    log = Log.open(path, CONFIG, log_start_offset=30)
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (30, 30, 50)
+    assert log.update_high_watermark(0) == 30
+    log.close()
+
+
+def test_checkpointed_epochs_past_what_recovery_kept_are_dropped(tmp_path):
+    """An epoch persisted at a start the crash then took away (a new leader's epoch is
+    written at once, at its LEO, before that LEO is flushed) goes at the open: the cache
+    never names offsets the log no longer has, or OffsetsForLeaderEpoch answers ends
+    past this log's end and a follower keeps batches the leader never had."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 50)
+    log.flush()
+    for i in range(50, 100, 10):
+        log.append_as_leader([value(j) for j in range(i, i + 10)], leader_epoch=1)
+    log.leader_epoch_cache.assign(2, 100)              # durable: the checkpoint has 0, 1 and 2
+    log.crash(lose_unflushed=True)
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == 50
+    assert log.leader_epoch_cache.entries == [(0, 0)]
+    assert log.leader_epoch_cache.end_offset_for(0) == (0, 50)
+    log.close()
