@@ -1100,3 +1100,76 @@ def test_one_follower_append_spanning_more_than_a_segment_may_rolls_inside_it(tm
                                + bytes(bad))
     assert log.log_end_offset == 3 * big + 4 and len(log.segments) == 4
     log.close()
+
+
+def test_truncating_below_the_log_start_brings_the_log_start_down_to_the_new_end(log):
+    """A follower truncated below its log start (inside the first segment) restarts its
+    log start at the new LEO, as Kafka's truncateTo takes min(target, logStartOffset):
+    left above the LEO, the invariant log start <= HW <= LEO broke, and a read at the
+    LEO, where the next append lands, was refused as out of range."""
+    for i in range(10):
+        log.append_as_leader(values(10, 10 * i))
+    log.update_high_watermark(100)
+    assert log.maybe_increment_log_start_offset(60)
+    assert log.truncate_to(50)
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (50, 50, 50)
+    assert len(log.read(50).view) == 0
+    assert log.append_as_leader(values(1, 50)).first_offset == 50
+    assert all_records(log)[0].offset == 50
+
+
+def test_a_log_start_raised_to_where_it_already_is_reports_no_move(log):
+    """``maybe_increment_log_start_offset`` answers True only when the start moved: the
+    same offset again, or one the HW bounds to the current start, changes nothing."""
+    for i in range(10):
+        log.append_as_leader(values(10, 10 * i))
+    log.update_high_watermark(30)
+    assert log.maybe_increment_log_start_offset(30)
+    assert not log.maybe_increment_log_start_offset(30)
+    assert not log.maybe_increment_log_start_offset(70)  # bounded by the HW, 30: no move
+    assert log.log_start_offset == 30
+
+
+def test_retention_bytes_0_deletes_everything_below_the_hw(tmp_path, clock):
+    """retention.bytes=0 is a limit (Kafka's ``retentionSize >= 0``): every segment below
+    the HW goes, the active one too once a new one is rolled; only -1 switches size
+    retention off."""
+    log = Log.open(tmp_path / "t-0", {**SMALL, "retention.bytes": 0}, clock=clock)
+    for i in range(60):
+        log.append_as_leader(values(10, 10 * i))
+    log.update_high_watermark(log.log_end_offset)
+    count = len(log.segments)
+    assert count >= 3
+    assert log.delete_old_segments() == count
+    assert log.log_start_offset == log.log_end_offset == 600 and log.size_in_bytes() == 0
+    log.close()
+
+
+def test_flush_policy_counts_from_the_last_flush(tmp_path, clock):
+    """flush.ms and flush.messages count from the last flush, not from the open or the
+    first record: after a flush, appends under both limits stay unflushed."""
+    log = Log.open(tmp_path / "t-0", {"flush.ms": 100, "flush.messages": 10}, clock=clock)
+    log.append_as_leader(values(10))                   # flush.messages reached
+    assert log.recovery_point == 10
+    log.append_as_leader(values(3, 10))                # 3 since the flush
+    assert log.recovery_point == 10
+    clock.advance(100)
+    log.append_as_leader(values(1, 13))                # flush.ms reached
+    assert log.recovery_point == 14
+    clock.advance(50)
+    log.append_as_leader(values(1, 14))                # 50 ms and 1 record since the flush
+    assert log.recovery_point == 14
+    log.close()
+
+
+def test_the_periodic_flush_check_leaves_a_flushed_log_alone(tmp_path, clock):
+    """``maybe_flush`` flushes only when records wait: an idle log past flush.ms costs no
+    fsync and reports none."""
+    log = Log.open(tmp_path / "t-0", {"flush.ms": 100}, clock=clock)
+    clock.advance(500)
+    assert not log.maybe_flush()                       # nothing ever appended
+    log.append_as_leader(values(1))                    # past flush.ms: flushed on append
+    assert log.recovery_point == 1
+    clock.advance(500)
+    assert not log.maybe_flush()
+    log.close()
