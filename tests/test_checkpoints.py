@@ -1,4 +1,5 @@
 import os
+import re
 
 import pytest
 
@@ -76,3 +77,14 @@ def test_a_write_is_made_durable_before_and_after_its_rename(tmp_path, monkeypat
     target = os.path.realpath(tmp_path / "replication-offset-checkpoint")
     assert events == [("fsync", target + ".tmp"), ("replace", str(tmp_path / "replication-offset-checkpoint")),
                       ("fsync", os.path.realpath(tmp_path))]
+
+
+@pytest.mark.parametrize("text", ["1\n0\n", "0\n1\n3\n", "0\n1\n3 10 7\n", "0\n1\n3 x\n"])
+def test_a_bad_leader_epoch_checkpoint_is_refused_naming_the_file(tmp_path, text):
+    """A leader-epoch line is exactly ``epoch start_offset``: a third field is damage, not
+    something to ignore.  The error names the file, so the operator knows which to fix."""
+    path = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(KafkaStorageError, match=re.escape(f"malformed checkpoint file {path}")):
+        LeaderEpochCheckpointFile(path).read()
