@@ -581,3 +581,19 @@ def test_checkpointed_epochs_past_what_recovery_kept_are_dropped(tmp_path):
     assert log.leader_epoch_cache.entries == [(0, 0)]
     assert log.leader_epoch_cache.end_offset_for(0) == (0, 50)
     log.close()
+
+
+def test_an_open_whose_published_start_is_its_log_end_keeps_the_epoch_covering_it(tmp_path):
+    """A log start (from the broker's checkpoint) equal to the LEO is not data lost past
+    the start: the log is kept and the epoch covering the start survives, clamped to it
+    (Kafka's truncateFromEnd, then truncateFromStart), so OffsetsForLeaderEpoch still
+    answers it.  Only a start beyond the LEO restarts the log empty."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 20)
+    log.close()
+    log = Log.open(path, CONFIG, log_start_offset=20)
+    assert (log.log_start_offset, log.log_end_offset) == (20, 20)
+    assert log.leader_epoch_cache.entries == [(0, 20)]
+    assert log.leader_epoch_cache.end_offset_for(0) == (0, 20)
+    log.close()
