@@ -78,6 +78,11 @@ def partition_for_key(key: bytes, partitions: int) -> int:
     return zlib.crc32(key) % partitions
 
 
+def _span(value: Any, name: str = "timeout_ms") -> int:
+    """A span of milliseconds the caller waits: an int >= 0 (not 1.5, True or "5")."""
+    return arguments.integer(value, name, errors.InvalidRequest, minimum=0)
+
+
 def _partition_of(topic: str, partition: int) -> TopicPartition:
     """The partition a caller names.  Checked up front: "0" or 0.0 would otherwise be
     retried as an unknown partition until the delivery timeout, and True taken for 1."""
@@ -207,11 +212,15 @@ class Cluster:
 
     @_refused_once_closed
     def advance(self, ms: int) -> None:
-        self.scheduler.advance(ms)
+        # 1.5 was cut to 1 by the simulated scheduler and True taken as 1: refused here, as
+        # every other span the Cluster takes.
+        self.scheduler.advance(_span(ms, "ms"))
 
     @_refused_once_closed
     def run_until(self, predicate: Callable[[], bool], timeout_ms: int = 30_000) -> bool:
-        return self.scheduler.run_until(predicate, timeout_ms)
+        if not callable(predicate):  # else a TypeError from deep in the scheduler's loop
+            raise errors.InvalidRequest(f"predicate must be callable, got {type(predicate).__name__}")
+        return self.scheduler.run_until(predicate, _span(timeout_ms))
 
     # ---- membership ----------------------------------------------------------------
     @property
@@ -253,6 +262,7 @@ class Cluster:
     def controlled_shutdown(self, broker_id: int, timeout_ms: int = 120_000) -> bool:
         """Move leadership off ``broker_id`` (seed 003), then stop it; True if nothing was left."""
         broker = self._broker(broker_id)
+        timeout_ms = _span(timeout_ms)  # before the shutdown starts, not after
         if not broker.alive:
             raise errors.BrokerNotAvailable(f"broker {broker_id} is not running")
         result: list[bool] = []
@@ -342,6 +352,7 @@ class Cluster:
     def reassign(self, topic: str, partition: int, replicas: Sequence[int], wait: bool = True,
                  timeout_ms: int = 120_000) -> None:
         tp = _partition_of(topic, partition)
+        timeout_ms = _span(timeout_ms)
         admin.reassign_partitions(self.zk, {tp: replicas})
         if wait and not self.run_until(lambda: not self.zk.reassignment_in_progress(), timeout_ms):
             raise errors.RequestTimedOut(f"reassignment of {tp} did not finish")
@@ -354,6 +365,7 @@ class Cluster:
         code (its preferred replica is down or out of the ISR) -- empty when all moved --
         and raises REQUEST_TIMED_OUT when the controller has not taken the request in
         ``timeout_ms``.  Without ``wait``, returns {} at once."""
+        timeout_ms = _span(timeout_ms)
         d = self.describe(topic)
         admin.elect_preferred_leaders(self.zk, [TopicPartition(topic, p.partition) for p in d.partitions])
         if not wait:

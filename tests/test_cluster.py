@@ -748,13 +748,29 @@ def test_a_client_call_gives_up_at_its_delivery_timeout_not_a_backoff_later(clus
     (lambda c: c.produce("bar", 0, [b"x"], timeout_ms="5"), "timeout_ms must be an integer"),
     (lambda c: c.fetch("bar", 0, 0, retries=1.5), "retries must be an integer"),
     (lambda c: c.offset_range("bar", 0, backoff_ms=None), "backoff_ms must be an integer"),
+    (lambda c: c.advance(1.5), "ms must be an integer, got float 1.5"),
+    (lambda c: c.advance(True), "ms must be an integer, got bool True"),
+    (lambda c: c.advance(-1), "ms must be an integer >= 0, got -1"),
+    (lambda c: c.run_until(lambda: False, 2.5), "timeout_ms must be an integer, got float 2.5"),
+    (lambda c: c.run_until(None, 5), "predicate must be callable, got NoneType"),
+    (lambda c: c.controlled_shutdown(1001, timeout_ms=-5), "timeout_ms must be an integer >= 0"),
+    (lambda c: c.reassign("bar", 0, [1001, 1002, 1003], timeout_ms=1.5), "timeout_ms must be an integer"),
+    (lambda c: c.elect_preferred_leaders("bar", timeout_ms="5"), "timeout_ms must be an integer"),
 ], ids=["kill-str", "start-str", "shutdown-str", "delivery-str", "backoff-negative", "retries-negative",
-        "timeout-str", "fetch-retries-float", "offset-range-backoff-None"])
+        "timeout-str", "fetch-retries-float", "offset-range-backoff-None", "advance-float", "advance-bool",
+        "advance-negative", "run-until-float", "run-until-no-predicate", "shutdown-timeout-negative",
+        "reassign-timeout-float", "elect-timeout-str"])
 def test_a_broker_id_or_client_limit_of_the_wrong_kind_is_refused_at_once(shared_cluster, call, match):
     """kill("1001") said "no broker 1001 in this cluster" beside a running broker 1001; a
     str delivery timeout raised a bare TypeError, and a negative back-off a ValueError from
-    the scheduler at the first retry -- after a request had gone out."""
+    the scheduler at the first retry -- after a request had gone out.  advance(1.5) ran 1 ms
+    and advance(True) 1 ms; a bad wait of controlled_shutdown, reassign or a preferred
+    election failed only after the shutdown, reassignment or election had been asked for."""
     now, live = shared_cluster.now_ms(), shared_cluster.live_brokers()
     with pytest.raises(errors.InvalidRequest, match=match):
         call(shared_cluster)
     assert shared_cluster.now_ms() == now and shared_cluster.live_brokers() == live
+    # Nothing was started before the refusal: no shutdown, reassignment or election asked.
+    assert not any(b.shutting_down for b in shared_cluster.brokers.values())
+    assert not shared_cluster.zk.reassignment_in_progress()
+    assert not shared_cluster.zk.get_preferred_replica_election()
