@@ -12,7 +12,7 @@ from kreplica.cluster import partition_for_key
 from kreplica.protocol import ProduceResponse
 from kreplica.protocol.common import NO_LEADER
 from kreplica.protocol.produce import ProducePartitionResult
-from kreplica.records import decode_records
+from kreplica.records import decode_records, encode_batch
 from kreplica.runtime import SimScheduler
 from kreplica.sim import scenarios
 from kreplica.sim.scenarios import WorkloadSpec
@@ -22,25 +22,28 @@ from kreplica.sim.world import World
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, batches: int = 1):
-    """A producer (acks=all) of topic t on a clock of its own and three brokers, stopped once
-    ``batches`` batches were acknowledged or given up on; returns it, the leader lookups'
-    times, the recorded events and the checker's acks."""
+def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, batches: int = 1, acks: str = "all",
+              forgets: list | None = None):
+    """A producer (acks=all unless told) of topic t on a clock of its own and three brokers,
+    stopped once ``batches`` batches were acknowledged, given up on or (acks=0) sent; returns
+    it, the leader lookups' times, the recorded events and the checker's acks.  ``forgets``
+    collects the times the producer dropped its cached leader."""
     sched = SimScheduler(1)
     lookups, events, acked = [], [], []
-    spec = WorkloadSpec(retries=retries, retry_backoff_ms=100, produce_interval_ms=1000)
+    spec = WorkloadSpec(retries=retries, retry_backoff_ms=100, produce_interval_ms=1000, acks=acks)
 
     def record(kind, broker=None, tp=None, **data):
         events.append((sched.now_ms(), kind, data))
-        if sum(k in ("ack", "produce_failed") for _, k, _ in events) >= batches:
+        if sum(k in ("ack", "produce_failed", "produce") for _, k, _ in events) >= batches:
             producer.stop()
 
     world = SimpleNamespace(
         rng=random.Random(1), later=sched.call_later, now_ms=sched.now_ms, record=record,
         cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), zk=SimpleNamespace(topic_exists=lambda topic: True)),
-        leader_of=lambda tp: lookups.append(sched.now_ms()) or leader, forget_leader=lambda tp: None,
+        leader_of=lambda tp: lookups.append(sched.now_ms()) or leader,
+        forget_leader=lambda tp: forgets is not None and forgets.append(sched.now_ms()),
         network=SimpleNamespace(send=send), isr_size=lambda tp: 3,
-        checker=SimpleNamespace(on_ack=lambda *args, **kwargs: acked.append(args)))
+        checker=SimpleNamespace(on_ack=lambda *args, **kwargs: acked.append(args), on_sent_unacknowledged=lambda: None))
     producer = Producer(world, 0, "t", partitions, spec)
     producer.start()
     sched.advance(batches * 10_000)
@@ -102,3 +105,153 @@ def test_a_consumer_reads_each_committed_batch_once_in_offset_order():
     for spans in reads.values():
         assert spans[0][0] == 0 and len(spans) > 3
         assert all(later[0] == earlier[1] + 1 for earlier, later in zip(spans, spans[1:]))
+
+
+@pytest.mark.parametrize("acks, wire", [("0", 0), ("1", 1), ("all", -1)])
+def test_a_producer_asks_for_its_acks_and_with_acks_0_sends_on_without_waiting(acks, wire):
+    """The acks the workload is configured with are the acks on the wire and in the checker's
+    ack; with acks=0 nothing is answered and the producer goes on sending all the same."""
+    requests = []
+
+    def send(src, dst, request, respond):
+        requests.append(request.acks)
+        if respond is not None:
+            (part,) = request.partitions
+            respond(ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 10 * len(requests)),)))
+
+    producer, lookups, events, acked = _producer(1, send, acks=acks, batches=5)
+    assert requests == [wire] * 5
+    if wire == 0:
+        assert [kind for _, kind, _ in events] == ["produce"] * 5 and acked == []
+    else:
+        assert [kind for _, kind, _ in events] == ["ack"] * 5
+        # Each ack covers the batch's records, first to last (two records a batch).
+        assert [(d["offset"], d["last"], d["acks"]) for _, _, d in events] == [
+            (10 * n, 10 * n + 1, wire) for n in range(1, 6)]
+        assert [(a[1], a[2], a[4]) for a in acked] == [(10 * n, 10 * n + 1, wire) for n in range(1, 6)]
+
+
+def test_an_error_that_no_retry_can_mend_gives_the_batch_up_at_once():
+    """Only retriable errors are retried: a RECORD_TOO_LARGE answer fails the batch on its first try."""
+    def send(src, dst, request, respond):
+        (part,) = request.partitions
+        respond(ProduceResponse((ProducePartitionResult(part.tp, errors.RecordTooLarge.code, -1),)))
+
+    producer, lookups, events, acked = _producer(2, send)
+    assert [(kind, data["error"]) for _, kind, data in events] == [("produce_failed", "RECORD_TOO_LARGE")]
+    assert (producer.sent, producer.failed, len(lookups)) == (1, 1, 1)
+
+
+def test_every_failed_attempt_drops_the_cached_leader_before_the_retry_looks_it_up():
+    """A NOT_LEADER answer means the client's metadata is stale: the retry must look the
+    leader up afresh, as a Kafka client refreshes its metadata after the error."""
+    codes = [errors.NotLeaderOrFollower.code, errors.NotLeaderOrFollower.code, errors.NONE]
+
+    def send(src, dst, request, respond):
+        (part,) = request.partitions
+        respond(ProduceResponse((ProducePartitionResult(part.tp, codes.pop(0), 7),)))
+
+    forgets = []
+    producer, lookups, events, acked = _producer(2, send, forgets=forgets)
+    assert [kind for _, kind, _ in events] == ["ack"] and len(lookups) == 3
+    # A forget after each failed answer, before the next lookup (retry.backoff.ms later).
+    assert forgets == [lookups[0], lookups[1]] and lookups[1:] == [lookups[0] + 100, lookups[0] + 200]
+
+
+def _consumer(answer, intervals: int = 30):
+    """A consumer of t-0 on a clock of its own, polling every 100 ms for ``intervals``
+    intervals; ``answer(request)`` gives the leader's FetchResponse (or None: no answer).
+    Returns the requests, the recorded events and what the checker was told was read."""
+    from kreplica.protocol import TopicPartition
+    from kreplica.sim.workload import Consumer
+
+    sched = SimScheduler(1)
+    requests, events, consumed = [], [], []
+
+    def send(src, dst, request, respond):
+        requests.append(request)
+        response = answer(request)
+        if response is not None and len(requests) <= 100:  # polls multiplying would never end
+            for _ in range(2):  # a duplicated request's second answer, or any late one
+                sched.call_later(1, respond, response)
+
+    world = SimpleNamespace(
+        rng=random.Random(1), later=sched.call_later, now_ms=sched.now_ms,
+        record=lambda kind, broker=None, tp=None, **data: events.append((kind, data)),
+        cluster=SimpleNamespace(zk=SimpleNamespace(topic_exists=lambda topic: True)),
+        leader_of=lambda tp: 1, forget_leader=lambda tp: None, network=SimpleNamespace(send=send),
+        checker=SimpleNamespace(on_consume=lambda name, fps, hw, leader: consumed.extend(fps)))
+    consumer = Consumer(world, 0, TopicPartition("t", 0), 100)
+    consumer.start()
+    sched.advance(intervals * 100 + 50)
+    consumer.stop()
+    return requests, events, consumed
+
+
+def _leader_of_single_record_batches(leo: int, hw_of):
+    """A leader whose log holds one-record batches at 0 .. leo - 1, committed up to
+    ``hw_of(number of the request)``; a fetch past its LEO is OFFSET_OUT_OF_RANGE."""
+    from kreplica.protocol import FetchPartitionData, FetchResponse
+
+    log = [encode_batch([(b"k", b"v%d" % o)], base_offset=o) for o in range(leo)]
+    asked = [0]
+
+    def answer(request):
+        asked[0] += 1
+        (part,) = request.partitions
+        hw = hw_of(asked[0])
+        o = part.fetch_offset
+        if o > leo:
+            return FetchResponse(0, (FetchPartitionData(part.tp, errors.OffsetOutOfRange.code, hw),))
+        limit = hw if request.isolation == "committed" else leo
+        return FetchResponse(0, (FetchPartitionData(part.tp, errors.NONE, hw, 0, leo, b"".join(log[o:limit])),))
+    return answer
+
+
+def test_a_consumer_reads_committed_offsets_each_once_from_where_it_left_off_one_poll_at_a_time():
+    """One-record batches, the HW moving up two offsets a request and the LEO ahead of it, every
+    answer arriving twice: the consumer asks for committed data only, each fetch from the
+    offset after the last one read, reads every committed offset once, in order, none past
+    the HW, and a second answer to one request starts no second chain of polls."""
+    requests, events, consumed = _consumer(_leader_of_single_record_batches(60, lambda n: min(40, 2 * n)))
+    assert {r.isolation for r in requests} == {"committed"}
+    assert [base for base, *_ in consumed] == list(range(40))
+    assert len(requests) <= 31  # one poll per 100 ms interval
+    offsets = [r.partitions[0].fetch_offset for r in requests]
+    assert offsets == sorted(offsets) and offsets[0] == 0 and offsets[-1] == 40
+    reads = [d for kind, d in events if kind == "consume"]
+    assert all(d["last"] < d["hw"] for d in reads)
+    assert [d["first"] for d in reads[1:]] == [d["last"] + 1 for d in reads[:-1]]
+
+
+def test_a_consumer_past_the_log_end_resets_to_the_committed_end_the_leader_reports():
+    """auto.offset.reset=latest: an OFFSET_OUT_OF_RANGE answer moves the position to the HW
+    the answer carries, not back to the log's start; reading then goes on from there."""
+    from kreplica.protocol import FetchPartitionData, FetchResponse
+
+    first = [True]
+    inner = _leader_of_single_record_batches(30, lambda n: 30)
+
+    def answer(request):
+        if first[0]:  # say, retention moved the log start past the position
+            first[0] = False
+            return FetchResponse(0, (FetchPartitionData(request.partitions[0].tp, errors.OffsetOutOfRange.code, 25),))
+        return inner(request)
+
+    requests, events, consumed = _consumer(answer, intervals=5)
+    assert events[0] == ("consumer_reset", {"position": 0, "to": 25})
+    assert [r.partitions[0].fetch_offset for r in requests[:2]] == [0, 25]
+    assert [base for base, *_ in consumed] == [25, 26, 27, 28, 29]
+
+
+def test_a_producer_draws_its_keys_from_every_one_of_its_keys():
+    """``keys`` distinct keys, each drawn: the workload's spread over partitions rests on it."""
+    keys = set()
+
+    def send(src, dst, request, respond):
+        (part,) = request.partitions
+        keys.update(r.key for r in decode_records(part.records))
+        respond(ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 0),)))
+
+    _producer(1, send, partitions=4, batches=200)
+    assert keys == {b"k%d" % k for k in range(WorkloadSpec().keys)}
