@@ -688,3 +688,129 @@ def test_the_probe_asks_acks_all_where_min_insync_replicas_equals_the_replicatio
     r = World(sc, 1).run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
     assert [sorted(a.values()) for a in asked] == [[-1, -1, -1]]
+
+
+def _two_topic_scenario(**workload):
+    from kreplica.sim.scenarios import TopicSpec
+
+    base = scenarios.load("random-chaos")
+    return replace(base, brokers=4, topics=(TopicSpec("a", 2, 3), TopicSpec("b", 3, 2)),
+                   workload=replace(base.workload, **workload))
+
+
+def test_each_random_admin_action_goes_to_the_topic_its_event_names_and_none_after_the_run_phase():
+    """Two topics: every reassignment, preferred election and config change the admin draws
+    is made on the topic (and partition) its recorded event names, each kind is drawn (config
+    changes only with ``alter_configs``), every min.insync.replicas from 1 to the topic's
+    replication factor is a possible change, and a tick after the run phase does nothing."""
+    from kreplica.sim.world import _config_changes
+
+    assert [v for k, v in _config_changes(3) if k == "min.insync.replicas"] == ["1", "2", "3"]
+    for alter in (True, False):
+        world = World(_two_topic_scenario(admin_interval_ms=1000, alter_configs=alter), 5)
+        try:
+            world._build()
+            world._phase = "run"
+            c, calls = world.cluster, []
+            c.reassign = lambda topic, p, replicas, wait: calls.append(("reassign", f"{topic}-{p}", replicas))
+            c.elect_preferred_leaders = lambda topic, wait: calls.append(("elect_preferred", topic))
+            c.alter_topic_config = lambda topic, cfg, wait: calls.append(("alter_config", topic, cfg))
+            c.create_topic = lambda topic, *args, wait: calls.append(("create_topic", topic))
+            world.later = lambda *args: None
+            n0 = len(world.history)
+            for _ in range(200):
+                world._admin_tick()
+            made = [(e.kind, e.tp, e.data["replicas"]) if e.kind == "reassign"
+                    else (e.kind, e.data["topic"], {e.data["key"]: e.data["value"]}) if e.kind == "alter_config"
+                    else (e.kind, e.data["topic"]) for e in world.history.events[n0:]]
+            assert made == calls
+            kinds = {call[0] for call in calls}
+            assert kinds == ({"reassign", "elect_preferred", "create_topic"} | ({"alter_config"} if alter else set()))
+            assert {call[1] for call in calls if call[0] == "elect_preferred"} == {"a", "b"}
+            assert {call[1] for call in calls if call[0] == "reassign"} == {"a-0", "a-1", "b-0", "b-1", "b-2"}
+            if alter:
+                isr = {(call[1], v) for call in calls if call[0] == "alter_config"
+                       for k, v in call[2].items() if k == "min.insync.replicas"}
+                assert isr == {("a", "1"), ("a", "2"), ("a", "3"), ("b", "1"), ("b", "2")}
+            world._phase = "liveness"
+            world._admin_tick()
+            assert len(calls) == len(made)
+        finally:
+            world.close()
+
+
+def test_a_follower_target_names_a_replica_that_is_not_the_leader():
+    world = World(_two_topic_scenario(), 5)
+    try:
+        world._build()
+        for t in world.scenario.topics:
+            for p in range(t.partitions):
+                leader = world.resolve(f"leader:{t.name}-{p}")
+                follower = world.resolve(f"follower:{t.name}-{p}")
+                replicas = world.cluster.zk.get_topic_assignment(t.name)[p]
+                assert leader in replicas and follower in replicas and follower != leader
+    finally:
+        world.close()
+
+
+def test_a_step_armed_on_an_election_runs_at_the_first_such_election_only():
+    from kreplica.sim.scenarios import Step
+
+    world = World(scenarios.load("random-chaos"), 1)
+    ran = []
+    world.later = lambda delay, fn, *args: ran.append(args)
+    step, other = Step("crash", target="leader:t-0", on="election:t-0"), Step("crash", on="election:t-1")
+    world._armed = [step, other]
+    world.checker.elections.extend([(100, "t-0", 1, 1), (200, "t-0", 2, 2), (300, "t-2", 3, 1)])
+    world._note_elections()
+    assert ran == [(step,)] and world._armed == [other]
+
+
+def test_availability_counts_a_partition_whose_leader_is_paused_as_unavailable(monkeypatch):
+    """A sample counts a partition available only when its leader is alive and not paused
+    (a paused leader serves nobody); the others start (or continue) a leaderless stretch."""
+    from types import SimpleNamespace
+
+    world = World(scenarios.load("random-chaos"), 1)
+    world.cluster = SimpleNamespace(live_brokers=lambda: [1, 2])
+    monkeypatch.setattr(world.network, "is_paused", lambda node: node == 2)
+    world.checker.models.update({"t-0": SimpleNamespace(leader=1), "t-1": SimpleNamespace(leader=2),
+                                 "t-2": SimpleNamespace(leader=3)})
+    world._leaderless_since["t-0"] = 500
+    world._sample(1000)
+    assert world._avail == [1, 3] and world._leaderless_since == {"t-1": 1000, "t-2": 1000}
+
+
+def test_a_clients_leader_lookup_caches_a_leader_but_never_the_absence_of_one():
+    from kreplica.protocol import TopicPartition
+    from kreplica.protocol.common import NO_LEADER
+
+    world = World(scenarios.load("random-chaos"), 1)
+    stored = iter([NO_LEADER, 2, 3])
+    world._stored_leader = lambda tp: next(stored)
+    tp = TopicPartition("t", 0)
+    assert [world.leader_of(tp) for _ in range(3)] == [NO_LEADER, 2, 2]
+    world.forget_leader(tp)
+    assert world.leader_of(tp) == 3
+
+
+def test_a_scenarios_link_profile_applies_to_its_own_direction():
+    from kreplica.sim.network import LinkProfile
+
+    slow = LinkProfile(latency_ms_min=40, latency_ms_max=50)
+    world = World(replace(scenarios.load("random-chaos"), links={(1, 2): slow}), 1)
+    assert world.network.profile_for(1, 2) == slow and world.network.profile_for(2, 1) != slow
+
+
+def test_every_kind_of_fault_event_enters_the_runs_fault_list():
+    """The timeline draws RunResult.faults: each fault and each fault's end, in order."""
+    from types import SimpleNamespace
+
+    kinds = ["crash", "restart", "controlled_shutdown", "pause", "slow_disk", "disk_full", "kill_controller",
+             "expire_session", "partition", "heal", "cut_store", "heal_store"]
+    world = World(scenarios.load("random-chaos"), 1)
+    for i, kind in enumerate(kinds):
+        world.history.record(10 * i, kind, i)
+        world.history.record(10 * i + 5, "ack", 1, "t-0")  # not a fault
+    world.cluster = SimpleNamespace(scheduler=SimpleNamespace(events_run=0, now_ms=lambda: 200))
+    assert world._result(True, 0.0, 0).faults == [(10 * i, kind, i) for i, kind in enumerate(kinds)]
