@@ -135,3 +135,56 @@ def test_the_swarm_draws_each_switch_both_ways_and_switches_each_fault_off_in_so
     assert {sc.chaos.max_down for sc in drawn if sc.topics[0].replication_factor == 4} == {1, 2, 3}
     assert {sc.until_ms for sc in drawn} == {30_000}  # random-chaos runs 60 s; a swarm seed 30 at most
     assert swarm_scenario(1, replace(scenarios.load("random-chaos"), until_ms=5000)).until_ms == 5000
+
+
+def test_a_scripted_base_keeps_its_brokers_topics_and_replication_factor_under_every_draw():
+    """A script names brokers and topics: every seed keeps at least the base's brokers and
+    its topics as they are, and draws min.insync.replicas and max_down within the smallest
+    replication factor the script's topics have."""
+    for name in scenarios.names():
+        base = scenarios.load(name)
+        if not (base.steps or any(t.assignment for t in base.topics)):
+            continue
+        rf = min(t.replication_factor for t in base.topics)
+        for s in range(30):
+            sc = swarm_scenario(s, base)
+            assert base.brokers <= sc.brokers <= max(base.brokers, 7) and sc.topics == base.topics, (name, s)
+            assert 1 <= sc.config["min.insync.replicas"] <= rf and 1 <= sc.chaos.max_down <= max(1, rf - 1), (name, s)
+
+
+def test_a_base_mix_keeps_its_fault_durations_admin_cadence_and_latencies():
+    """``swarm_mix = "base"``: the base's own durations, admin cadence and latencies stay
+    whatever the seed draws (gc-pause-chaos its long pauses, config-churn its change a second)."""
+    for name in ("gc-pause-chaos", "config-churn", "control-plane-chaos"):
+        base = scenarios.load(name)
+        assert base.swarm_mix == "base"
+        for s in range(30):
+            sc = swarm_scenario(s, base)
+            for f in ("downtime_ms_max", "pause_ms_max", "partition_ms_max"):
+                assert getattr(sc.chaos, f) == getattr(base.chaos, f), (name, s, f)
+            assert (sc.network.latency_ms_min, sc.network.latency_ms_max) == (
+                base.network.latency_ms_min, base.network.latency_ms_max)
+            if base.workload.admin_interval_ms:
+                assert sc.workload.admin_interval_ms == base.workload.admin_interval_ms, (name, s)
+
+
+def test_the_swarm_draws_every_partition_count_from_one_to_eight():
+    assert {swarm_scenario(s).topics[0].partitions for s in range(1, 201)} == set(range(1, 9))
+
+
+def test_an_events_line_and_hash_do_not_depend_on_the_order_its_data_was_given_in():
+    """Canonical lines: data keys sorted, nested ones too, so the hash is the events' own."""
+    a, b = History(), History()
+    a.record(3, "ack", 1, "t-0", offset=4, crc=9, meta={"x": 1, "y": 2})
+    b.record(3, "ack", 1, "t-0", meta={"y": 2, "x": 1}, crc=9, offset=4)
+    assert a.lines == b.lines and a.hash == b.hash
+    assert a.lines == ['{"broker":1,"data":{"crc":9,"meta":{"x":1,"y":2},"offset":4},"kind":"ack","seq":0,"t":3,"tp":"t-0"}']
+
+
+def test_the_running_hash_is_the_hash_of_the_lines_a_file_holds(tmp_path):
+    """What --replay compares: the hash of a written history's lines, newline-terminated."""
+    h = History()
+    for i in range(3):
+        h.record(i, "ack", 1, "t-0", offset=i)
+    h.write_jsonl(tmp_path / "h.jsonl")
+    assert h.hash == hash_lines((tmp_path / "h.jsonl").read_text().splitlines())
