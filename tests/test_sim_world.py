@@ -814,3 +814,29 @@ def test_every_kind_of_fault_event_enters_the_runs_fault_list():
         world.history.record(10 * i + 5, "ack", 1, "t-0")  # not a fault
     world.cluster = SimpleNamespace(scheduler=SimpleNamespace(events_run=0, now_ms=lambda: 200))
     assert world._result(True, 0.0, 0).faults == [(10 * i, kind, i) for i, kind in enumerate(kinds)]
+
+
+def test_a_steps_time_is_its_at_ms_plus_a_seeded_jitter_within_its_bound():
+    """A timed step fires at ``at_ms`` plus a draw in [0, jitter_ms]; an armed step waits a
+    draw in [0, jitter_ms] after its election.  The draw is the seed's: different seeds
+    spread the step over its window, and the same seed puts it at the same time."""
+    from kreplica.sim.scenarios import Step
+
+    timed = Step("crash", at_ms=1000, jitter_ms=500, target="leader:t-0")
+    armed = Step("crash", jitter_ms=300, target="leader:t-0", on="election:t-0")
+    sc = replace(scenarios.load("random-chaos"), chaos=None, steps=(timed,))
+
+    def delays(seed):
+        world = World(sc, seed)
+        scheduled = []
+        world.later = lambda delay, fn, *args: scheduled.append((delay, args))
+        world._start_workload()
+        world._armed = [armed]
+        world.checker.elections.append((100, "t-0", 1, 1))
+        world._note_elections()
+        return [d for d, args in scheduled if args == (timed,)] + [d for d, args in scheduled if args == (armed,)]
+
+    drawn = [delays(seed) for seed in range(1, 21)]
+    assert all(1000 <= t <= 1500 and 0 <= a <= 300 for t, a in drawn)
+    assert len({t for t, _ in drawn}) > 10 and len({a for _, a in drawn}) > 10
+    assert delays(7) == drawn[6]
