@@ -632,19 +632,21 @@ def test_a_batch_is_judged_by_its_crc_not_the_leader_epoch_its_header_carries(ma
 @pytest.mark.parametrize("seen, invariant", [
     ("acked", Invariant.ACKED_WRITE_LOST),
     ("consumed", Invariant.CONSUMED_RECORD_VANISHED),
+    ("acked and consumed", Invariant.ACKED_WRITE_LOST),
     ("neither", Invariant.REPLICA_DIVERGENCE),
 ])
 def test_a_leader_diverging_below_its_hw_is_judged_by_what_was_promised_there(make, seen, invariant):
     # The same leader, seen again at its epoch, now holds another batch at a committed
     # offset: an acked write lost (1) if that batch was acknowledged, a consumed record
-    # vanished (2) if it was only read, else a plain divergence (3).
+    # vanished (2) if it was only read, else a plain divergence (3). Both acked and read:
+    # the acked write, the stronger promise, is what is reported.
     c = Checker(History())
     first = make("first", Role.LEADER, 0, isr=(1,))
     base, last, crc = append(first, [b"committed"], 0)
     c.observe(1, "t-0", first, None)
-    if seen == "acked":
+    if "acked" in seen:
         c.on_ack("t-0", base, last, crc, -1, 1)
-    elif seen == "consumed":
+    if "consumed" in seen:
         c.on_consume("t-0", [(base, last, 0, crc)], high_watermark=last + 1, leader=1)
     again = make("again", Role.LEADER, 0, isr=(1,))
     append(again, [b"something else"], 0)
@@ -1058,3 +1060,354 @@ def test_a_replica_on_an_unclean_elections_epoch_is_judged_by_that_epochs_histor
     c.observe(1, "t-0", old, FetchPhase.FETCHING)
     v = c.violation
     assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "offset 0" in v.message
+
+
+def test_forgetting_a_topic_keeps_the_partitions_of_a_topic_its_name_prefixes(make):
+    """``forget_topic("t")`` ends t-0's history, not that of a topic named ``t-x``
+    (whose partitions are ``t-x-0``...): their committed histories must stay."""
+    c = Checker(History())
+    for name in ("t-0", "t-x-0", "t-1"):
+        leader = make(name, Role.LEADER, 0)
+        append(leader, [b"a"], 0)
+        c.observe(1, name, leader, None)
+    c.forget_topic("t")
+    assert sorted(c.models) == ["t-x-0"] and c.models["t-x-0"].canon_end == 1
+    assert [k for k in c.views] == [(1, "t-x-0")]
+
+
+def test_topic_overrides_apply_to_topics_whose_names_hold_dashes(make):
+    """A partition's topic is its name up to the last dash: ``my-topic-0`` is partition 0
+    of ``my-topic``, whose min.insync.replicas and unclean election overrides apply."""
+    c = Checker(History(), unclean_default=False, min_isr_default=3)
+    c.on_topic_config("my-topic", "min.insync.replicas", "2")
+    c.on_acks_all_answered(1, "my-topic-0", 0, (1, 2))  # the override's floor, not the default's
+    assert c.violation is None
+    c.on_acks_all_answered(1, "my-topic-0", 1, (1,))
+    assert c.violation is not None and "below min.insync.replicas=2" in c.violation.message
+    c2 = Checker(History(), unclean_default=False)
+    c2.on_topic_config("my-topic", "unclean.leader.election.enable", "true")
+    assert c2.unclean_allowed("my-topic-0") and not c2.unclean_allowed("my-0")
+    c3 = Checker(History(), unclean_default=True)
+    c3.on_topic_config("my-topic", "unclean.leader.election.enable", "false")
+    assert c3.unclean_allowed("my-topic-0")  # the default was true: once allowed, excused
+    c3.on_topic_config("my", "unclean.leader.election.enable", "false")
+    assert c3.unclean_allowed("my-0") and c3.unclean_allowed("my-topic-0")
+
+
+def test_the_liveness_probes_acks_are_checked_but_not_counted_as_workload(make):
+    """The probe's acks=all write is judged like any other, but the run's throughput
+    (writes_completed, acked_writes) counts the workload's only."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0)
+    base, last, crc = append(leader, [b"probe"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.on_ack("t-0", base, last, crc, -1, 2, leader=1, probe=True)
+    assert (c.writes_completed, c.acked_writes) == (0, 0)
+    assert c.models["t-0"].acked[base].last == last
+    c.on_ack("t-0", base, last, crc ^ 1, -1, 2, leader=1, probe=True)
+    assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+    c2 = Checker(History())
+    c2.on_ack("t-0", 0, 0, 7, -1, 2, leader=1)
+    assert (c2.writes_completed, c2.acked_writes) == (1, 1)
+
+
+def test_a_consumer_read_of_a_batch_straddling_the_hw_is_beyond_it():
+    """A batch is committed only whole: a consumer served offsets 0..2 with HW 2 got
+    offset 2, which is not committed."""
+    c = Checker(History())
+    c.on_consume("t-0", [(0, 2, 0, 7)], high_watermark=2, leader=1)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED
+    assert "beyond the HW 2" in v.message
+
+
+def test_a_leader_that_truncated_between_two_sightings_may_lead_again_from_a_lower_hw(make):
+    """The truncation itself forgets that the replica led: a leader demoted, truncated
+    and re-elected before the checker looked at it again (held requests of a pause run
+    back to back) may lead from the lower HW."""
+    c = Checker(History())
+    r = make("a", Role.LEADER, 0)
+    append(r, [b"a"], 0)
+    append(r, [b"b"], 0)
+    c.observe(1, "t-0", r, None)
+    r.log.truncate_to(1)
+    c.on_truncate(1, "t-0", 1)
+    r.leader_epoch = 1  # led again, never seen as a follower
+    c.observe(1, "t-0", r, None)
+    assert c.violation is None
+
+
+def test_a_deposed_leaders_ack_is_excused_only_from_the_superseded_offset_by_its_base(make):
+    """An unclean election superseded the history from offset 1; a deposed leader's ack
+    of a batch starting at 0 (running past 1) still promises offset 0, which the election
+    kept: judged against the committed batch there, not excused."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    append(old, [b"b"], 0)
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"a"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", outsider, None)       # unclean, LEO 1: superseded from 1
+    assert c.violation is None and c.models["t-0"].superseded[-1][:2] == (1, 1)
+    c.on_ack("t-0", 1, 1, 99, -1, 1, leader=1)  # at the superseded offset: counted
+    assert c.violation is None and [loss.offset for loss in c.losses] == [1]
+    c.on_ack("t-0", 0, 1, 99, -1, 1, leader=1)  # starts below it: judged
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST
+    assert "offset 0" in v.message and [loss.offset for loss in c.losses] == [1]
+
+
+def test_a_pending_isr_is_kept_only_as_a_shrink_of_the_last_pending_one(make):
+    """Unserved epochs chain: epoch 5 left [3] (1 taken out), so an epoch-6 ISR [1] is no
+    shrink of it, though it is one of the served [1, 3] (broker 1 was put back only by an
+    election outside the ISR no one served).  Not kept: broker 1 then elected in epoch 7
+    is judged against [3], and its election is unclean."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 3))
+    append(old, [b"a"], 0)
+    c.observe(3, "t-0", old, None)
+    c.on_store_state("t-0", 3, 5, (3,))
+    c.on_store_state("t-0", 1, 6, (1,))
+    c.on_store_state("t-0", 3, 4, (3,))       # an older epoch than one kept: nothing to add
+    assert c.models["t-0"].pending_isrs == [(5, (3,))]
+    one = make("one", Role.LEADER, 7, isr=(1,))
+    append(one, [b"a"], 0)
+    c.observe(1, "t-0", one, None)
+    assert c.violation is None and c.unclean_elections == 1
+
+
+def test_a_replica_on_an_old_epoch_is_judged_below_its_own_hw_and_the_superseded_offset(make):
+    """A follower still on epoch 0 after an unclean election superseded from offset 2
+    holds an uncommitted, different batch at 1 above its HW 1: the excuse lowers where it
+    is judged (the superseded offset), it never raises it past its own HW."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    append(old, [b"b"], 0)
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"a"], 0, commit=False)
+    append(outsider, [b"b"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)       # unclean, nothing lost: superseded from 2
+    assert c.violation is None and c.models["t-0"].superseded[-1][:2] == (1, 2)
+    follower = make("follower", Role.FOLLOWER, 0, isr=(1,))
+    append(follower, [b"a"], 0)
+    append(follower, [b"X"], 0, commit=False)  # its uncommitted tail, above its HW 1
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None and c.views[(2, "t-0")].verified == 1
+
+
+def test_a_leader_seen_as_a_follower_since_it_last_led_is_not_held_to_its_old_hw(make):
+    """The re-election rule holds a leader to its HW only when it was seen leading last
+    time: a leader demoted to follower follows its new leader's HW, which may be lower
+    (that leader's HW lagged), and may lead again from there."""
+    c = Checker(History())
+    r = make("a", Role.LEADER, 0)
+    append(r, [b"a"], 0)
+    append(r, [b"b"], 0)
+    c.observe(1, "t-0", r, None)
+    r.role, r.leader_epoch = Role.FOLLOWER, 1
+    c.observe(1, "t-0", r, FetchPhase.FETCHING)
+    r.log.update_high_watermark(1)            # the new leader's lagging HW, not truncated
+    r.role, r.leader_epoch = Role.LEADER, 2
+    c.observe(1, "t-0", r, None)
+    assert c.violation is None
+
+
+def test_a_late_leaders_hw_is_not_compared_with_its_hw_as_a_follower_of_another_epoch(make):
+    """Broker 1, a follower in epoch 0 with HW 2, truncated to 1 and was elected in epoch 1
+    while paused; seen leading epoch 1 only after epoch 2's leader: its HW 1 is that of a
+    new leadership, not an HW that went back within one."""
+    c = Checker(History())
+    r = make("one", Role.FOLLOWER, 0, isr=(1, 2))
+    append(r, [b"a"], 0)
+    append(r, [b"b"], 0)
+    c.observe(1, "t-0", r, FetchPhase.FETCHING)
+    r.log.truncate_to(1)
+    c.on_truncate(1, "t-0", 1)
+    two = make("two", Role.LEADER, 2, isr=(2, 1))
+    append(two, [b"a"], 0)
+    c.observe(2, "t-0", two, None)
+    r.role, r.leader_epoch, r.isr = Role.LEADER, 1, (1, 2)
+    assert r.log.high_watermark == 1
+    c.observe(1, "t-0", r, None)
+    assert c.violation is None
+
+
+def test_a_late_leaders_commits_are_superseded_from_the_committed_end_not_the_last_shared_batch(make):
+    """Broker 2, paused, was elected in epoch 4 alone and committed its epoch-3 tail y at
+    offset 2, beyond what the newest leader (epoch 5) had committed (a, b: offsets 0, 1).
+    What it shares with the history (b at 1) stays committed: superseded from 2, so a
+    follower still on epoch 3 holding another batch at 1 below its HW is divergence."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 3, isr=(1,))
+    append(first, [b"a"], 3)
+    c.observe(1, "t-0", first, None)
+    first.leader_epoch = 5
+    append(first, [b"b"], 5)
+    c.observe(1, "t-0", first, None)          # committed: a, b
+    zombie = make("zombie", Role.FOLLOWER, 3, isr=(1,))
+    for v in (b"a", b"b", b"y"):
+        append(zombie, [v], 3, commit=False)
+    append(zombie, [b"z"], 4)                 # its epoch 4 starts at 3; HW 4
+    zombie.role, zombie.leader_epoch, zombie.isr = Role.LEADER, 4, (2,)
+    c.observe(2, "t-0", zombie, None)
+    assert c.violation is None
+    assert [e.data["superseded_from"] for e in c.history.events if e.kind == "late_leader"] == [2]
+    assert c.models["t-0"].superseded[-1] == (5, 2, "unclean-election")
+    follower = make("follower", Role.FOLLOWER, 3, isr=(1,))
+    append(follower, [b"a"], 3)
+    append(follower, [b"X"], 3)
+    c.observe(3, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "offset 1" in v.message
+
+
+def test_a_consumed_batch_straddling_where_an_election_superseded_the_history_is_counted(make):
+    """An unclean leader whose empty log starts at 1, inside the committed batch 0..2 a
+    consumer read: that batch goes whole, and its read is counted, never dropped."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"a", b"b", b"c"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_consume("t-0", [(base, last, 0, crc)], old.log.high_watermark, 1)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    outsider.log.truncate_fully_and_start_at(1)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(r.offset, r.cause) for r in c.superseded_reads] == [(0, "unclean-election")]
+    assert not c.models["t-0"].consumed
+
+
+def test_a_leader_whose_log_starts_inside_a_committed_batch_leaves_the_history_at_that_batch(make):
+    """The unclean leader's log starts at 2, inside the committed batch 1..2, and holds
+    another batch there: the history is superseded from that batch's base, 1, so a
+    deposed leader's read of it is counted with the election."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    base, last, crc = append(old, [b"b", b"c"], 0)
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    outsider.log.truncate_fully_and_start_at(2)
+    append(outsider, [b"Y"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [e.data["from_offset"] for e in c.history.events if e.kind == "superseded"] == [1]
+    c.on_consume("t-0", [(base, last, 0, crc)], old.log.high_watermark, 1)  # from the deposed leader
+    assert c.violation is None and [r.offset for r in c.superseded_reads] == [1]
+
+
+def test_an_acked_batch_straddling_the_superseded_offset_is_counted_once_and_forgotten(make):
+    """The deposed leader's ack of 1..2 arrived before the checker saw it committed; the
+    unclean leader ends at 2 with its own batch at 1. The ack is counted lost and goes
+    whole with the history from 2: the new leader committing its batch at 1 is no
+    further finding."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    base, last, crc = append(old, [b"b", b"c"], 0)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=1)  # not yet seen committed
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"a"], 0, commit=False)
+    append(outsider, [b"X"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and [(loss.offset, loss.cause) for loss in c.losses] == [(1, "unclean-election")]
+    assert not c.models["t-0"].acked
+    outsider.log.maybe_increment_high_watermark(2)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.models["t-0"].canon_end == 2
+
+
+def test_a_read_batch_the_leader_then_commits_otherwise_is_a_vanished_record(make):
+    """A consumer's read can reach the checker before the commit it was served under:
+    the batch committed at that offset must then be the one it read."""
+    c = Checker(History())
+    c.on_consume("t-0", [(0, 0, 0, 0x1234)], high_watermark=1, leader=1)
+    assert c.violation is None
+    leader = make("l", Role.LEADER, 0)
+    append(leader, [b"other"], 0)
+    c.observe(1, "t-0", leader, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED and "offset 0" in v.message
+
+
+def test_after_convergence_the_committed_batch_holding_the_leaders_log_start_is_compared(make):
+    """The converged leader's log start may fall inside a batch (a follower adopting its
+    leader's start): that batch is still held, whole, and must be the committed one."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 0)
+    append(first, [b"a", b"b", b"c"], 0)
+    c.observe(1, "t-0", first, None)
+    again = make("again", Role.LEADER, 0)
+    append(again, [b"x", b"y", b"z"], 0)
+    assert again.log.maybe_increment_log_start_offset(1)
+    c.final_check("t-0", {1: first})
+    assert c.violation is None
+    c.final_check("t-0", {1: again})
+    v = c.violation
+    assert v is not None and "lost a committed batch" in v.message and "offset 0" in v.message
+
+
+def test_after_convergence_a_follower_is_compared_from_its_own_log_start_when_higher(make):
+    """Retention on a follower may have deleted more than on its leader: the logs are
+    compared from the higher of the two starts, not from the leader's."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    for r in (leader, follower):
+        append(r, [b"a"], 0)
+        append(r, [b"b"], 0)
+    c.observe(1, "t-0", leader, None)
+    assert follower.log.maybe_increment_log_start_offset(1)
+    c.final_check("t-0", {1: leader, 2: follower})
+    assert c.violation is None
+    append(follower, [b"c"], 0)                       # ... but it holds more than the leader
+    c.final_check("t-0", {1: leader, 2: follower})
+    assert c.violation is not None and c.violation.broker == 2
+
+
+def test_a_pending_isr_of_the_epoch_just_served_gives_way_to_the_isr_served_since(make):
+    """The store's shrink for epoch 5 was kept until epoch 5 was served; from then on
+    the served ISR is what counts: it grew back to [1, 2], so broker 2's election in
+    epoch 6 is clean."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 4, isr=(1, 2))
+    append(old, [b"a"], 4)
+    c.observe(1, "t-0", old, None)
+    c.on_store_state("t-0", 1, 5, (1,))       # 2 taken out with a new epoch
+    old.leader_epoch, old.isr = 5, (1,)
+    c.observe(1, "t-0", old, None)
+    assert c.models["t-0"].pending_isrs == []
+    old.isr = (1, 2)                          # 2 caught up again
+    c.observe(1, "t-0", old, None)
+    two = make("two", Role.LEADER, 6, isr=(2, 1))
+    append(two, [b"a"], 4)
+    c.observe(2, "t-0", two, None)
+    assert c.violation is None and c.unclean_elections == 0 and not c.losses
+
+
+def test_a_deposed_leaders_isr_is_not_what_the_next_election_is_judged_against(make):
+    """Only the newest leader's ISR is the partition's: a deposed leader, not yet told,
+    shrinking its own ISR to itself changes nothing, so broker 3, in the current ISR
+    [2, 3], is elected cleanly."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2, 3))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    two = make("two", Role.LEADER, 1, isr=(2, 3))
+    append(two, [b"a"], 0)
+    c.observe(2, "t-0", two, None)
+    old.isr = (1,)                            # the zombie's own shrink
+    c.observe(1, "t-0", old, None)
+    assert c.models["t-0"].isr == (2, 3)
+    three = make("three", Role.LEADER, 2, isr=(3,))
+    append(three, [b"a"], 0)
+    c.observe(3, "t-0", three, None)
+    assert c.violation is None and c.unclean_elections == 0

@@ -840,3 +840,85 @@ def test_a_steps_time_is_its_at_ms_plus_a_seeded_jitter_within_its_bound():
     assert all(1000 <= t <= 1500 and 0 <= a <= 300 for t, a in drawn)
     assert len({t for t, _ in drawn}) > 10 and len({a for _, a in drawn}) > 10
     assert delays(7) == drawn[6]
+
+
+def test_a_controller_failing_over_is_a_new_term_that_must_take_a_new_epoch():
+    """World._note_term names a term by broker, controller incarnation and failover count:
+    the same controller object re-elected after losing the store is another term, and
+    taking its old epoch again is a violation (invariant 6)."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    world = SimpleNamespace(_incarnations={}, checker=Checker(History()))
+    c = SimpleNamespace(epoch=5, failovers=0)
+    World._note_term(world, 1, c)
+    World._note_term(world, 1, c)                 # the same term, seen again
+    c.failovers, c.epoch = 1, 6
+    World._note_term(world, 1, c)                 # failed over to a new epoch: fine
+    assert world.checker.violation is None
+    c.failovers = 2
+    World._note_term(world, 1, c)                 # failed over, epoch 6 again
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH and "epoch 6" in v.message
+
+
+def test_a_broker_taking_an_older_controllers_epoch_is_a_stale_request_applied():
+    """A request of an older controller epoch that changes no partition state can still
+    be applied: the broker taking that older epoch as its own is the violation, not only
+    a partition it changed (World._arrive_controller_request, invariant 6)."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    world = SimpleNamespace(checker=Checker(History()), _partition_state=World._partition_state,
+                            instrument_broker=lambda bid: None)
+    rm = SimpleNamespace(controller_epoch=5, partitions={})
+    broker = SimpleNamespace(replica_manager=rm, _stale_broker_epoch=lambda epoch: False)
+
+    def takes_its_epoch(message):
+        rm.controller_epoch = message.controller_epoch
+
+    World._arrive_controller_request(world, 2, broker, SimpleNamespace(controller_epoch=5, broker_epoch=1),
+                                     takes_its_epoch)
+    World._arrive_controller_request(world, 2, broker, SimpleNamespace(controller_epoch=4, broker_epoch=1),
+                                     lambda message: None)   # stale, refused: nothing changed
+    assert world.checker.violation is None
+    World._arrive_controller_request(world, 2, broker, SimpleNamespace(controller_epoch=3, broker_epoch=1),
+                                     takes_its_epoch)
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH and v.broker == 2
+    assert "epoch 3 after seeing 5" in v.message
+
+
+def test_an_acks_all_answer_is_judged_by_the_maximal_isr_and_only_when_it_succeeds():
+    """The produce hook hands the checker the largest ISR the leader may count (a pending
+    expansion counts: Kafka's maximal ISR), and only for answers without error: a refused
+    write (NotEnoughReplicas) promised nothing."""
+    from types import SimpleNamespace
+
+    from kreplica import errors
+    from kreplica.protocol import TopicPartition
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    tp = TopicPartition("t", 0)
+    world = SimpleNamespace(checker=Checker(History(), min_isr_default=2))
+    p = SimpleNamespace(isr=(1,), isr_state=SimpleNamespace(maximal_isr=(1, 2)))
+    answers = []
+    rm = SimpleNamespace(partitions={tp: p}, handle_produce=lambda req, respond: respond(answers.pop(0)))
+    World._instrument_produce(world, 1, rm)
+
+    def answer(error_code):
+        answers.append(SimpleNamespace(partitions=[SimpleNamespace(tp=tp, error_code=error_code, base_offset=0)]))
+        rm.handle_produce(SimpleNamespace(acks=-1), lambda response: None)
+
+    answer(errors.NONE)                  # ISR [1] expanding to [1, 2]: two may be counted
+    p.isr_state.maximal_isr = (1,)
+    answer(errors.NotEnoughReplicas.code)  # refused: no promise
+    assert world.checker.violation is None
+    answer(errors.NONE)
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "below min.insync.replicas=2" in v.message
