@@ -304,6 +304,14 @@ def test_reads_of_a_missing_node_leave_no_watch(store_env: StoreEnv) -> None:
     assert seen.events == []
 
 
+
+def test_a_create_with_data_of_the_wrong_type_makes_no_parents(store_env: StoreEnv) -> None:
+    # kazoo refuses a value that is not bytes before it sends anything, makepath or not.
+    s = store_env.store.session("a")
+    with pytest.raises(TypeError):
+        s.create("/wrong/type/node", "text", makepath=True)  # type: ignore[arg-type]
+    assert s.exists("/wrong") is None
+
 # ---- MemoryStore only: the simulator's levers (pauses, partitions, determinism) ----
 
 def _memory(timeout_ms: int = 3000):

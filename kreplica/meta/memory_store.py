@@ -379,6 +379,9 @@ class MemorySession(Session):
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                sequential: bool = False, makepath: bool = False) -> str:
         store = self._enter()
+        if not isinstance(data, bytes):
+            # As kazoo: a wrong value is refused before anything is made, parents included.
+            raise TypeError("node data must be bytes")
         events: list[tuple[int, str, EventType]] = []
         if makepath:
             self._make_parents(store, path, events)
