@@ -312,6 +312,52 @@ def test_a_create_with_data_of_the_wrong_type_makes_no_parents(store_env: StoreE
         s.create("/wrong/type/node", "text", makepath=True)  # type: ignore[arg-type]
     assert s.exists("/wrong") is None
 
+
+def test_a_rolled_back_transaction_restores_a_node_it_changed_twice(store_env: StoreEnv) -> None:
+    # The undo runs newest first: the first set's old value is the one that stays.
+    s = store_env.store.session("a")
+    s.create("/r", b"0")
+    with pytest.raises(NoNode):
+        s.multi([Op.set("/r", b"1"), Op.set("/r", b"2"), Op.create("/r/c"), Op.delete("/r/c"),
+                 Op.check("/nope")])
+    data, stat = s.get("/r")
+    assert (data, stat.version, stat.num_children) == (b"0", 0, 0)
+    assert s.get_children("/r") == []
+
+
+def test_a_transaction_with_an_op_of_the_wrong_type_or_kind_changes_nothing(store_env: StoreEnv) -> None:
+    s = store_env.store.session("a")
+    s.create("/t", b"0")
+    with pytest.raises(TypeError):
+        s.multi([Op.create("/t-new"), Op.set("/t", "text")])  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        s.multi([Op.create("/t-new"), Op.set("/t", b"1"), Op("frob", "/t")])
+    assert s.exists("/t-new") is None
+    data, stat = s.get("/t")
+    assert (data, stat.version) == (b"0", 0)
+
+
+def test_children_are_listed_in_name_order_not_creation_order(store_env: StoreEnv) -> None:
+    s = store_env.store.session("a")
+    for name in ("b", "a", "c", "a0"):
+        s.create(f"/k/{name}", makepath=True)
+    assert s.get_children("/k") == ["a", "a0", "b", "c"]
+
+
+def test_a_recursive_delete_fires_the_watches_of_every_node_it_removes(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/t/a/b", b"x", makepath=True)
+    leaf_data, mid_children, mid_data = Recorder(), Recorder(), Recorder()
+    b.get("/t/a/b", leaf_data)
+    assert b.get_children("/t/a", mid_children) == ["b"]
+    assert b.exists("/t/a", mid_data) is not None
+    a.delete("/t", recursive=True)
+    assert store_env.wait(lambda: leaf_data.types() == ["DELETED"] and mid_data.types() == ["DELETED"]
+                          and mid_children.types() == ["CHILD"])
+    assert [e.path for e in leaf_data.events + mid_children.events] == ["/t/a/b", "/t/a"]
+
+
 # ---- MemoryStore only: the simulator's levers (pauses, partitions, determinism) ----
 
 def _memory(timeout_ms: int = 3000):
@@ -361,6 +407,37 @@ def test_memory_session_survives_a_pause_that_ends_before_the_timeout() -> None:
     assert not s.expired
 
 
+
+def test_memory_session_that_reconnects_is_heard_at_once() -> None:
+    """A session cut off for most of its timeout is good for a whole timeout from the
+    reconnection (the client re-establishes its session there), even when no regular
+    ping falls between the reconnection and the old deadline."""
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    sched.advance(100)
+    s.set_reachable(False)         # last heard at 0: the old deadline is 3000
+    sched.advance(2800)
+    s.set_reachable(True)          # 2900: the next ping is at 3000, the deadline's instant
+    sched.advance(600)
+    assert not s.expired
+    sched.advance(10_000)
+    assert not s.expired
+
+
+def test_memory_a_cut_off_session_waking_from_a_pause_is_not_heard() -> None:
+    """Waking up does not reach the store while the session is cut off from it."""
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    s.create("/e", ephemeral=True)
+    sched.advance(100)
+    s.pause_heartbeats()
+    s.set_reachable(False)
+    sched.advance(2700)
+    s.resume_heartbeats()          # 2800, still cut off: the deadline stays at 3000
+    sched.advance(300)
+    assert s.expired
+    assert store.session("b2").exists("/e") is None
+
 def test_memory_partition_gives_connection_loss_and_late_expiry_notice() -> None:
     sched, store = _memory(3000)
     expired: list[int] = []
@@ -380,6 +457,8 @@ def test_memory_partition_gives_connection_loss_and_late_expiry_notice() -> None
     other = store.session("b2")
     assert other.exists("/e") is None  # the store expired it
     assert expired == [] and watch.events == []  # but the partitioned client cannot know yet
+    with pytest.raises(ConnectionLoss):  # not SessionExpired: the store's word cannot reach it
+        s.get("/")
     s.set_reachable(True)
     sched.advance(0)
     assert expired == [sched.now_ms()] and watch.types() == ["SESSION_EXPIRED"]
