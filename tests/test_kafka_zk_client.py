@@ -8,7 +8,7 @@ import pytest
 from kreplica import errors
 from kreplica.meta import layout
 from kreplica.meta.kafka_zk_client import KafkaZkClient
-from kreplica.meta.store import BadVersion, NodeExists
+from kreplica.meta.store import BadVersion, NodeExists, NoNode
 from kreplica.protocol.common import LeaderAndIsr, TopicPartition as TP
 from meta_env import Recorder, StoreEnv
 
@@ -118,6 +118,26 @@ def test_partition_states_batched_and_conditional(store_env: StoreEnv) -> None:
     assert raw == {"controller_epoch": 1, "leader": 1002, "version": 1, "leader_epoch": 1, "isr": [1002]}
     # reads and writes were batched: far fewer round trips than partitions touched
     assert store_env.store.round_trips - before <= 7
+
+
+def test_a_partition_without_a_state_node_is_an_error_not_a_stale_version(store_env: StoreEnv) -> None:
+    # A stale version is re-read and retried by the controller; a missing node cannot be.
+    c = _client(store_env, "controller")
+    c.create_topic("bar", {0: [1, 2], 1: [1, 2]})
+    created, _ = c.create_partition_states({TP("bar", 0): LeaderAndIsr(1, 0, (1, 2), controller_epoch=1)})
+    state = created[TP("bar", 0)]
+    updated, stale, errs = c.update_partition_states({TP("bar", 0): state.with_isr((1,)),
+                                                      TP("bar", 1): state})
+    assert set(updated) == {TP("bar", 0)} and stale == []
+    assert set(errs) == {TP("bar", 1)} and isinstance(errs[TP("bar", 1)], NoNode)
+
+
+def test_live_broker_ids_are_in_numeric_order(store_env: StoreEnv) -> None:
+    c = _client(store_env, "controller")
+    brokers = [_client(store_env, f"b{i}") for i in (10, 9, 100)]
+    for b, bid in zip(brokers, (10, 9, 100)):
+        b.register_broker(bid)
+    assert c.get_live_broker_ids() == [9, 10, 100]
 
 
 def test_controller_election_and_epoch(store_env: StoreEnv) -> None:
