@@ -92,6 +92,7 @@ def _data(records):
     (b"", "empty"),
     (bytes([200]), "unknown message type 200"),
     (codec.encode(UpdateMetadataResponse(0)) + b"\0", "1 bytes left over"),
+    (codec.encode(DISCONNECTED) + b"\0", "unknown message type 16"),  # DISCONNECTED has no fields
     (codec.encode(UpdateMetadataResponse(0))[:-1], "does not decode"),
     (codec.encode(ProduceRequest(1, 100, (ProducePartition(TP, b"xy"),)))[:-1], "past the end"),
     (bytes([codec.MESSAGE_TYPES.index(FetchRequest)]) + struct.pack(">q", 1) + struct.pack(">I", 2**31),
@@ -110,6 +111,15 @@ def test_a_peer_of_another_wire_version_is_refused():
     with pytest.raises(codec.WireError, match="wire version"):
         codec.read_hello(hello)
     assert codec.read_hello(codec.HELLO_BODY.pack(-100, codec.WIRE_VERSION)) == -100
+
+
+def test_a_hello_of_the_wrong_size_is_a_wire_error():
+    """A HELLO body cut short or run long is a broken stream (WireError, which closes the
+    connection quietly), not a struct.error escaping the server's connection task."""
+    body = codec.HELLO_BODY.pack(7, codec.WIRE_VERSION)
+    for wrong in (body[:-1], body + b"\0", b""):
+        with pytest.raises(codec.WireError, match="a HELLO of"):
+            codec.read_hello(wrong)
 
 
 def test_an_object_that_is_not_a_message_is_refused_before_the_wire():
