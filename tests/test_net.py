@@ -8,6 +8,7 @@ import dataclasses
 import json
 import socket
 import struct
+import time
 import typing
 
 import pytest
@@ -486,6 +487,182 @@ def test_closing_with_connections_open_leaves_no_task_behind(caplog):
     assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
 
 
+# ---- framing, correlation and connection lifetimes (2026-11-26, second mutation review) --------
+def test_a_large_answer_crosses_whole_not_as_the_first_chunk_read(net):
+    """A frame is read whole however the stream splits it: an 8 MB fetch answer arrives
+    in many TCP reads, and every byte of it is in the one answer delivered."""
+    sched, t = net
+    records = bytes(range(256)) * (8 * 4096)  # 8 MiB, no two neighbouring chunks alike
+    t.register(2, lambda src, request, respond: respond(FetchResponse(0, (_data(records),))))
+    answers = []
+    t.send(1, 2, _fetch(), answers.append)
+    assert sched.run_until(lambda: answers, 10_000)
+    assert len(answers) == 1 and answers[0].partitions[0].records == records
+
+
+def test_a_long_poll_keeps_its_correlation_id_while_hundreds_pass_it(net):
+    """Correlation ids are not reused while a request awaits its answer: a long-poll held
+    while 600 later requests on its link are answered still gets its own answer."""
+    sched, t = net
+
+    held = []
+
+    def handler(src, request, respond):
+        offset = request.partitions[0].fetch_offset
+        if offset == 0:
+            held.append(respond)
+        else:
+            respond(UpdateMetadataResponse(offset))
+
+    t.register(2, handler)
+    answers = {}
+    for i in range(601):
+        t.send(1, 2, _fetch(i), lambda r, i=i: answers.setdefault(i, []).append(r))
+    assert sched.run_until(lambda: held and len(answers) == 600, 10_000)
+    assert all(answers[i] == [UpdateMetadataResponse(i)] for i in range(1, 601))
+    held[0](UpdateMetadataResponse(-7))
+    assert sched.run_until(lambda: 0 in answers, 5_000), "the long-poll's answer went astray"
+    assert answers[0] == [UpdateMetadataResponse(-7)]
+
+
+def test_a_connection_that_ends_is_no_longer_held_by_its_node(net):
+    """The server forgets an accepted connection once it ends: a node that clients keep
+    reconnecting to does not accumulate closed sockets."""
+    sched, t = net
+    got = []
+    port = t.register(2, _echo(got))
+    for i in range(5):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(codec.hello(5) + codec.frame(codec.REQUEST, 1, codec.encode(_fetch(i))))
+            assert sched.run_until(lambda: len(got) == i + 1, 5_000)  # the server holds it now
+            s.settimeout(5)
+            assert s.recv(4)  # and has answered on it
+    deadline = time.monotonic() + 5
+    while t._accepted[2] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert t._accepted[2] == set()
+
+
+def test_a_hung_loop_times_the_caller_out(monkeypatch):
+    """register (like unregister and close) waits for the socket thread at most
+    LOOP_CALL_TIMEOUT_S: a hung loop is an error for the caller, not a hang."""
+    import threading
+
+    from kreplica.net import tcp_transport
+
+    t = TcpTransport(RealScheduler())
+    release = threading.Event()
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(tcp_transport, "LOOP_CALL_TIMEOUT_S", 0.2)
+            t._loop.call_soon_threadsafe(release.wait, 3)  # the loop's thread is stuck
+            started = time.monotonic()
+            with pytest.raises(TimeoutError):
+                t.register(2, _echo([]))
+            assert time.monotonic() - started < 2
+    finally:
+        release.set()
+        t.close()
+
+
+def test_late_answers_of_a_node_that_went_away_are_not_written_to_its_closed_sockets(net, caplog):
+    """A handler that answers after its node went away (a crashed process's late answers)
+    writes nothing: the connection is closed, and asyncio would warn of each write past
+    the fifth ("socket.send() raised exception.")."""
+    import logging
+
+    sched, t = net
+    held, answers = [], []
+    t.register(2, lambda src, request, respond: held.append(respond))
+    for i in range(8):
+        t.send(1, 2, _fetch(i), answers.append)
+    assert sched.run_until(lambda: len(held) == 8, 5_000)
+    t.unregister(2)
+    assert sched.run_until(lambda: len(answers) == 8, 5_000) and set(answers) == {DISCONNECTED}
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        for respond in held:
+            respond(UpdateMetadataResponse(0))
+        t._on_loop(asyncio.sleep(0.05))  # the writes handed to the loop have run
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+def test_a_frame_shorter_than_its_header_is_a_broken_stream(net, caplog):
+    """A length under the 5 header bytes it counts is garbage: the connection closes
+    quietly (a WireError), not with an exception escaping the server's connection task."""
+    import logging
+
+    sched, t = net
+    port = t.register(2, _echo([]))
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(codec.hello(5) + codec.FRAME_HEADER.pack(2, codec.REQUEST, 1))
+            s.settimeout(5)
+            assert s.recv(10) == b""
+        t._on_loop(asyncio.sleep(0.05))  # the connection's task has finished
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+def test_a_node_listens_on_the_port_it_was_given_and_again_after_a_restart():
+    """listen_ports (a broker's --port) is where the node listens, at each start, not a
+    free port of the system's choosing."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        wanted = probe.getsockname()[1]
+    sched = RealScheduler()
+    with TcpTransport(sched, listen_ports={2: wanted}) as t:
+        assert t.register(2, _echo([])) == wanted and t.address(2) == ("127.0.0.1", wanted)
+        t.unregister(2)
+        assert t.register(2, _echo([])) == wanted
+        answers = []
+        t.send(1, 2, _fetch(5), answers.append)
+        assert sched.run_until(lambda: answers, 5_000)
+        assert answers[0].partitions[0].records == b"answer-5"
+
+
+def test_a_restarted_senders_link_outlives_the_end_of_its_earlier_incarnations_connection():
+    """Node 1's connection to a peer in another process cannot close while a large request
+    is still unwritten (the peer is not reading).  Node 1 restarts and talks to the peer on
+    a new connection; when the old one finally ends, the new link stays node 1's link: its
+    next request goes on the same connection, not a third."""
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def accept():
+        for _ in range(3):
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    sched = RealScheduler()
+    t = TcpTransport(sched, resolve=lambda node: listener.getsockname())
+    try:
+        t.register(1, _echo([]))
+        t.send(1, 9, ProduceRequest(1, 100, (ProducePartition(TP, b"x" * (32 << 20)),)), None)
+        deadline = time.monotonic() + 5
+        while not accepted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t.unregister(1)  # its writer closes, but waits for 32 MB the peer never reads
+        t.register(1, _echo([]))
+        t.send(1, 9, _fetch(1), None)
+        while len(accepted) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(accepted) == 2
+        accepted[0].close()  # now the old connection ends
+        t._on_loop(asyncio.sleep(0.2))
+        t.send(1, 9, _fetch(2), None)
+        t._on_loop(asyncio.sleep(0.2))
+        assert len(accepted) == 2, "the restarted node's link was forgotten: a third connection"
+    finally:
+        t.close()
+        listener.close()
+        for s in accepted:
+            s.close()
+
+
 # ---- finding broker processes (kreplica.net.remote) ---------------------------------------------
 def test_a_peer_is_not_found_while_unregistered_portless_or_the_store_is_out_of_reach():
     """Each is a refused connection to the sender, never an exception on the scheduler's thread."""
@@ -507,6 +684,18 @@ def test_a_peer_is_not_found_while_unregistered_portless_or_the_store_is_out_of_
     assert registered_address(Zk(None), 3) is None
     assert registered_address(Zk(dataclasses.replace(info, port=-1)), 3) is None
     assert registered_address(Zk(ConnectionLoss("cannot reach ZooKeeper")), 3) is None
+
+
+def test_a_peer_is_found_at_the_host_it_registered():
+    """Not at loopback: a peer registered on another host is reached there."""
+    from kreplica.meta.layout import BrokerInfo
+    from kreplica.net.remote import registered_address
+
+    class Zk:
+        def get_broker(self, broker_id):
+            return BrokerInfo(3, "10.1.2.3", 9093, ("PLAINTEXT://10.1.2.3:9093",), 0)
+
+    assert registered_address(Zk(), 3) == ("10.1.2.3", 9093)
 
 
 def test_a_client_that_fails_to_connect_leaves_no_socket_thread_behind(monkeypatch):
