@@ -4,8 +4,11 @@ The whole-cluster scenarios over TCP are in test_cluster_stores.py (the ``tcp``
 parameters of its ``cluster`` fixture); here, the pieces.
 """
 import asyncio
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import socket
 import struct
 import time
@@ -727,3 +730,84 @@ def test_a_restarted_node_gets_the_answers_to_its_new_requests(net):
     t.send(1, 2, _fetch(4), answers.append)
     assert sched.run_until(lambda: answers, 5_000)
     assert answers[0].partitions[0].records == b"answer-4"
+
+
+# ---- `kreplica broker` in this process (kreplica.net.broker_process, 2026-11-26, second mutation review)
+def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_after_start=True):
+    """broker_process.run on a memory store in this process, SIGTERMed once it runs unless
+    told otherwise: (exit status, store closes seen).  A SIGTERM that reaches no handler of
+    the broker's fails the test rather than ending pytest."""
+    from kreplica.broker import Broker
+    from kreplica.config import validate
+    from kreplica.meta import uri
+    from kreplica.net import broker_process
+
+    closed = []
+    real_open = uri.open_store
+
+    def open_store(*args, **kwargs):
+        store = real_open(*args, **kwargs)
+        close = store.close
+        store.close = lambda: (closed.append(True), close())[-1]
+        return store
+
+    monkeypatch.setattr(uri, "open_store", open_store)
+    if after_start is not None:
+        real_start = Broker.start
+        monkeypatch.setattr(Broker, "start", lambda self: (real_start(self), after_start(self))[0])
+    if signal_after_start:
+        real_noting = broker_process._noting_signals
+
+        @contextlib.contextmanager
+        def noting_then_signalled(signalled):
+            with real_noting(signalled):
+                os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` would, once the broker runs
+                yield
+
+        monkeypatch.setattr(broker_process, "_noting_signals", noting_then_signalled)
+
+    def not_the_broker(signum, frame):
+        raise AssertionError("SIGTERM reached the test, not the broker's own handler")
+
+    previous = signal.signal(signal.SIGTERM, not_the_broker)
+    try:
+        status = broker_process.run(1, "memory", tmp_path, validate(dict(config)), quiet=True)
+        assert signal.getsignal(signal.SIGTERM) is not_the_broker  # given back when run returns
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return status, closed
+
+
+def test_sigterm_runs_the_controlled_shutdown_then_ends_the_session_and_gives_back_the_handlers(
+        tmp_path, monkeypatch, capsys):
+    status, closed = _run_in_process(tmp_path, monkeypatch)
+    assert "controlled shutdown" in capsys.readouterr().err
+    assert status in (0, 1) and closed == [True]  # the session ends now, not at its timeout
+
+
+def test_a_broker_that_dies_mid_shutdown_is_not_waited_for(tmp_path, monkeypatch, capsys):
+    """The controlled shutdown waits for the controller's answer or the broker's end,
+    whichever comes first, never the whole retry bound once the broker is gone."""
+    from kreplica.broker import Broker
+
+    def die_when_asked(self, done):
+        self.kill()
+
+    monkeypatch.setattr(Broker, "controlled_shutdown", die_when_asked)
+    started = time.monotonic()
+    status, closed = _run_in_process(tmp_path, monkeypatch, {"controlled.shutdown.max.retries": 0,
+                                                             "controller.socket.timeout.ms": 8000})
+    assert status == 1 and "leaderships left behind" in capsys.readouterr().err
+    assert time.monotonic() - started < 4
+
+
+def test_a_broker_that_stops_on_its_own_ends_the_process(tmp_path, monkeypatch, capsys):
+    """run returns 1 once the broker is no longer alive (a storage failure, say), without
+    waiting for a signal; the SIGTERM 3 s later is only there to end a run that waits."""
+    def stop_soon(broker):
+        broker.scheduler.call_later(300, broker.kill)
+        broker.scheduler.call_later(3_000, os.kill, os.getpid(), signal.SIGTERM)
+
+    status, closed = _run_in_process(
+        tmp_path, monkeypatch, after_start=stop_soon, signal_after_start=False)
+    assert status == 1 and "broker 1 stopped" in capsys.readouterr().err and closed == [True]
