@@ -1173,3 +1173,16 @@ def test_the_periodic_flush_check_leaves_a_flushed_log_alone(tmp_path, clock):
     clock.advance(500)
     assert not log.maybe_flush()
     log.close()
+
+
+def test_an_appends_max_timestamp_is_the_largest_of_its_batches_not_the_last(tmp_path):
+    """LogAppendInfo.max_timestamp, as Kafka's, is the largest max timestamp of the batches
+    appended, wherever it lies among them, for a follower's append and a leader's."""
+    batches = [encode_batch([b"a", b"b"], base_offset=2 * i, timestamp_ms=ts)
+               for i, ts in enumerate([1000, 3000, 2000])]
+    follower = Log.open(tmp_path / "t-0")
+    assert follower.append_as_follower(b"".join(batches)).max_timestamp == 3000
+    follower.close()
+    leader = Log.open(tmp_path / "t-1")
+    assert leader.append_batches_as_leader(b"".join(batches), leader_epoch=0).max_timestamp == 3000
+    leader.close()

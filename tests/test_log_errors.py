@@ -315,3 +315,16 @@ def test_a_new_partition_directory_is_made_durable_in_its_parent(tmp_path, monke
     synced.clear()
     Log.open(tmp_path / "data" / "t-0").close()  # reopened: the entry is durable already
     assert tmp_path / "data" not in synced
+
+
+def test_log_append_time_keeps_the_codec_of_a_gzip_batch(tmp_path):
+    """LogAppendTime sets bit 3 of the attributes in place; the codec in the low bits stays,
+    or the stamped batch says "uncompressed" over gzip bytes and no reader can decode it."""
+    from kreplica.records import decode_batches
+
+    log = Log.open(tmp_path / "t-0", {"message.timestamp.type": "LogAppendTime"})
+    log.append_batches_as_leader(bytes(_gzip_batch()), leader_epoch=0)
+    (batch,) = decode_batches(log.read(0, 1 << 20).view)
+    assert batch.valid() and batch.timestamp_type == 1 and batch.compression == "gzip"
+    assert [r.value for r in decode_records(log.read(0, 1 << 20).view)] == [b"payload" * 10] * 20
+    log.close()

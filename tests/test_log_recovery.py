@@ -597,3 +597,23 @@ def test_an_open_whose_published_start_is_its_log_end_keeps_the_epoch_covering_i
     assert log.leader_epoch_cache.entries == [(0, 20)]
     assert log.leader_epoch_cache.end_offset_for(0) == (0, 20)
     log.close()
+
+
+@pytest.mark.parametrize("cut", [1, 5, 11, 12])
+def test_a_trusted_segment_whose_last_batch_lost_its_last_bytes_is_recovered(tmp_path, cut):
+    """A cleanly closed segment whose file ends a few bytes short of its last batch's
+    declared end (the batch runs past the data by less than the 12 bytes before its
+    batchLength) is damaged: the open's header walk must not take the torn batch, or
+    its end lies past the file and a read serves bytes that are not there."""
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 1 << 20}  # no index entry: walks start at 0
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 30)
+    log.close()
+    path = tmp_path / ("%020d.log" % 0)
+    size = os.path.getsize(path)
+    os.truncate(path, size - cut)
+    log = Log.open(tmp_path, cfg)
+    assert log.last_recovery and log.last_recovery[0].error is not None
+    assert log.log_end_offset == 20
+    assert_prefix(log, 30, 0)
+    log.close()

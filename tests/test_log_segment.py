@@ -319,3 +319,63 @@ def test_a_short_write_is_continued_and_an_io_error_leaves_no_written_byte(tmp_p
         assert os.pread(fd, limit, 0) == bytes(limit)
     finally:
         os.close(fd)
+
+
+def test_a_truncation_keeps_the_max_timestamp_at_the_last_offset_of_its_batch(tmp_path):
+    """After a truncation the tail is walked again for the max timestamp: its offset is the
+    last offset of the batch that holds it (as appending recorded it), not the batch's base,
+    and the time-index entry written at seal says so too."""
+    config = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 1 << 20})
+    seg = LogSegment.create(tmp_path, 0, config, 0)
+    for i, ts in enumerate([1000, 1500, 1200, 1700]):
+        batch = encode_batch([b"a", b"b", b"c"], base_offset=3 * i, timestamp_ms=ts)
+        seg.append_encoded(memoryview(batch), 3 * i, 3 * i + 2, ts)
+    assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (1700, 11)
+    seg.truncate_to(9)
+    assert seg.time_index.entries == 0  # the walk alone finds the max
+    assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (1500, 5)
+    seg.close()
+    loaded = LogSegment.load(tmp_path, 0, config, 0)
+    assert loaded.time_index.last_entry() == (1500, 5)
+    assert (loaded.max_timestamp, loaded.offset_of_max_timestamp) == (1500, 5)
+    loaded.close()
+
+
+def test_a_truncation_past_a_segments_last_batch_cuts_nothing_and_keeps_its_indexes(tmp_path):
+    """A follower's truncation can land in the gap between a segment's last batch and the
+    next segment's base: nothing of the segment holds the offset, so the header walk says
+    "no batch" (base -1) and the segment keeps its batches and every index entry.  Taken
+    for its last batch, the cut dropped that batch's index entries."""
+    config = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 1})  # an entry a batch
+    seg = LogSegment.create(tmp_path, 100, config, 0)
+    fill(seg)
+    end, size = seg.next_offset, seg.size
+    offsets, times = seg.offset_index.entries, seg.time_index.entries
+    assert offsets and times
+    assert seg.position_of(end) == (size, -1)
+    assert seg.position_of(end + 1000) == (size, -1)
+    assert seg.truncate_to(end + 1000) == 0
+    assert (seg.next_offset, seg.size) == (end, size)
+    assert (seg.offset_index.entries, seg.time_index.entries) == (offsets, times)
+    seg.close()
+
+
+def test_a_truncation_zeroes_every_byte_it_dropped(tmp_path):
+    """With no reader's view on the file, a truncation zeroes the dropped bytes in place, to
+    the last one: bytes left behind the new end are found again by a crash's recovery
+    scan (not zeros within a header's reach of the data's end: damage) and by later
+    appends that stop short of them."""
+    from kreplica.log._segment import zero_range
+
+    buf = bytearray(b"\xff" * 10)
+    zero_range(buf, 2, 8)
+    assert buf == b"\xff\xff" + bytes(6) + b"\xff\xff"
+    seg = LogSegment.create(tmp_path, 0, CONFIG, 0)
+    fill(seg)
+    old_size = seg.size
+    pos, _ = seg.position_of(55)
+    assert seg.truncate_to(55) == old_size - pos
+    seg.flush()
+    data = seg.log_file.path.read_bytes()
+    assert any(data[:pos]) and data[pos:old_size] == bytes(old_size - pos)
+    seg.close()
