@@ -120,3 +120,19 @@ def test_a_lookup_reads_four_byte_keys_unsigned_in_the_warm_section_too():
     buf = np.frombuffer(entries.tobytes(), dtype=np.uint8)
     assert _segment.index_slot(buf, 2, 8, 4, 10, 1) == 0  # the warm half starts above 10
     assert _segment.index_slot(buf, 2, 8, 4, 2**31 + 5, 1) == 1
+
+
+def test_append_many_takes_keys_and_positions_to_the_full_four_bytes_and_refuses_negative_positions(tmp_path):
+    """A relative offset and a position are unsigned 4-byte fields: put_entries takes either
+    up to 2**32 - 1 (as OffsetIndex.append and recovery's bound do), never a negative
+    position, which would be written as a huge one."""
+    idx = OffsetIndex(tmp_path / "i", 100, 800, writable=True)
+    idx.append_many(np.array([100 + 2**31 + 5]), np.array([10]))
+    for positions in ([-1], [-(2**32)]):
+        with pytest.raises(KafkaStorageError):
+            idx.append_many(np.array([100 + 2**31 + 6]), np.array(positions))
+        assert idx.entries == 1
+    idx.append_many(np.array([100 + 2**32 - 1]), np.array([2**32 - 1]))
+    assert idx.entries == 2
+    assert idx.lookup(100 + 2**31 + 5) == (100 + 2**31 + 5, 10)
+    assert idx.lookup(100 + 2**32 - 1) == (100 + 2**32 - 1, 2**32 - 1)

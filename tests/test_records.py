@@ -609,6 +609,40 @@ def test_a_batch_of_records_of_the_least_size_frames():
     assert [r.value for r in decode_records(buf)] == [None] * 3
 
 
+@pytest.mark.parametrize("keep", [61, 30, 17])
+def test_another_magic_is_named_however_little_of_the_batch_is_there(keep):
+    # The magic byte is checked as soon as it is there: a header-only batch (61 bytes, as
+    # compaction leaves them) of another magic at the end of the data is not a v2 batch, and
+    # neither is a cut-off header whose magic byte made it; both are "bad magic", not a
+    # batch taken or a torn one.
+    first = encode_batch([b"a"], timestamp_ms=1)
+    empty = bytearray(encode_batch([b"x"], base_offset=1, timestamp_ms=1)[:HEADER_SIZE])
+    struct.pack_into(">i", empty, 8, HEADER_SIZE - 12)
+    struct.pack_into(">i", empty, 57, 0)
+    empty[16] = 1
+    struct.pack_into(">I", empty, 17, crc32c(bytes(empty[21:])))
+    buf = first + bytes(empty[:keep])
+    for check_crc in (False, True):
+        res = scan_batches(buf, check_crc=check_crc)
+        assert res.count == 1 and res.error.startswith(f"bad magic 1 at position {len(first)}")
+
+
+@pytest.mark.parametrize("count", [4, 5, 10])
+def test_a_record_count_more_records_than_the_batch_could_hold_is_a_bad_header(count):
+    # Three records of the least size (21 bytes after the 61-byte header): a CRC-valid
+    # header claiming even one more is refused by framing alone, before any reader sizes
+    # anything by the count.  The bound is on the bytes after the whole header, not after
+    # the 12 bytes before batchLength (which would let seven records more through).
+    buf = bytearray(encode_batch([None] * 3, timestamp_ms=1))
+    struct.pack_into(">i", buf, 57, count)
+    struct.pack_into(">i", buf, 23, count - 1)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    res = scan_batches(buf)
+    assert res.count == 0 and res.error.startswith(f"bad header at position 0: record count {count}")
+    with pytest.raises(errors.CorruptMessage, match="bad header at position 0"):
+        decode_records(buf)
+
+
 @pytest.mark.parametrize("body", [
     # offsetDelta 0 spelled in six bytes: an int32 varint takes at most five
     b"\x00\x00" + b"\x80\x80\x80\x80\x80\x00" + _field(None) + _field(b"v") + b"\x00",
