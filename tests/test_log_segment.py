@@ -379,3 +379,25 @@ def test_a_truncation_zeroes_every_byte_it_dropped(tmp_path):
     data = seg.log_file.path.read_bytes()
     assert any(data[:pos]) and data[pos:old_size] == bytes(old_size - pos)
     seg.close()
+
+
+def test_a_segment_truncated_to_its_first_batch_has_no_max_timestamp(tmp_path):
+    """The header walk over no batch reports timestamps of -1, so a segment cut back to
+    its base holds no max timestamp (-1 at its base offset), and the next batch -- even
+    one stamped 0 -- is the one its time index names.  Had the empty walk said 0, the
+    segment would name offset -1 and its seal would fail to write that entry."""
+    from kreplica.log._segment import walk_to_end
+
+    assert walk_to_end(bytearray(64), 0, 0) == (0, -1, -1, -1)
+    config = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 1 << 20})
+    seg = LogSegment.create(tmp_path, 100, config, 0)
+    fill(seg, batches=3)
+    assert seg.truncate_to(100) > 0
+    assert (seg.next_offset, seg.size, seg.max_timestamp, seg.offset_of_max_timestamp) == (100, 0, -1, 100)
+    batch = encode_batch([b"a"], base_offset=100, timestamp_ms=0)
+    seg.append_encoded(memoryview(batch), 100, 100, 0)
+    assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (0, 100)
+    seg.close()
+    loaded = LogSegment.load(tmp_path, 100, config, 0)
+    assert loaded.time_index.last_entry() == (0, 100)
+    loaded.close()
