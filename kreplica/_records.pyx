@@ -644,12 +644,14 @@ cdef int _decode_run(list out, const uint8_t *p, const uint8_t *end, const kr_he
 cdef bytes _gunzip(const uint8_t *data, Py_ssize_t n, Py_ssize_t cap, Py_ssize_t pos):
     """The records of a gzip batch: every member decompressed (a writer may concatenate
     several, and Kafka's reader takes them all), streamed into at most ``cap`` bytes, so a
-    small batch that claims gigabytes costs ``cap`` of memory, not the gigabytes."""
+    small batch that claims gigabytes costs ``cap`` of memory, not the gigabytes.  Only
+    gzip framing is read, as Kafka's GZIPInputStream and kafka-python read codec 1: the
+    same deflate data zlib-framed was taken, and no Kafka reader could decompress it."""
     src = PyBytes_FromStringAndSize(<const char *>data, n)
     cdef bytes plain = b""
     try:
         while True:
-            d = zlib.decompressobj(47)  # gzip or zlib header
+            d = zlib.decompressobj(31)  # gzip framing only (wbits 16 + 15)
             plain += d.decompress(src, cap + 1 - len(plain))  # max_length >= 1: never unlimited
             if len(plain) > cap:
                 raise errors.RecordTooLarge(f"gzip data of the batch at position {pos} decompresses "

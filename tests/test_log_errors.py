@@ -328,3 +328,37 @@ def test_log_append_time_keeps_the_codec_of_a_gzip_batch(tmp_path):
     assert batch.valid() and batch.timestamp_type == 1 and batch.compression == "gzip"
     assert [r.value for r in decode_records(log.read(0, 1 << 20).view)] == [b"payload" * 10] * 20
     log.close()
+
+
+def test_a_leader_refuses_a_gzip_batch_whose_payload_is_zlib_framed(tmp_path):
+    # Codec 1 is gzip: Kafka's GZIPInputStream and kafka-python's GzipFile want gzip's own
+    # header. The same deflate data zlib-framed was acknowledged, then no Kafka reader could
+    # decompress what the log held.
+    import zlib
+
+    from kreplica.records import encode_batch
+
+    records = encode_batch([b"a", b"b", b"c"], timestamp_ms=1000)[61:]
+    zlib_framed = bytearray(_gzip_of(b"", record_count=3))[:61] + zlib.compress(records)
+    struct.pack_into(">i", zlib_framed, 8, len(zlib_framed) - 12)
+    log = Log.open(tmp_path / "t-0")
+    with pytest.raises(errors.CorruptMessage, match="gzip data of the batch at position 0 is corrupt"):
+        log.append_batches_as_leader(bytes(_resign(zlib_framed)), leader_epoch=0)
+    assert log.log_end_offset == 0
+    log.append_batches_as_leader(_gzip_of(records, record_count=3), leader_epoch=0)
+    assert [r.value for r in decode_records(log.read(0).view)] == [b"a", b"b", b"c"]
+    log.close()
+
+
+def test_a_gzip_batch_with_a_header_key_no_reader_could_decode_is_an_invalid_record(tmp_path):
+    # The records are damaged, not the batch: InvalidRecord, as for an uncompressed batch,
+    # never CorruptMessage (which a producer takes for damage in flight and retries).
+    from kreplica.records import encode_batch
+
+    records = bytearray(encode_batch([(None, b"v", [("#", b"h")], 1000)])[61:])
+    records[records.index(b"#\x02h")] = 0xFF
+    log = Log.open(tmp_path / "t-0")
+    with pytest.raises(errors.InvalidRecord, match="header key of record 0 is not UTF-8 in the batch at position 0"):
+        log.append_batches_as_leader(_gzip_of(bytes(records), record_count=1), leader_epoch=0)
+    assert log.log_end_offset == 0
+    log.close()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from kreplica import errors
 from kreplica.records import crc32c, decode_batches, decode_records, encode_batch, scan_batches
 
 keys = st.none() | st.binary(max_size=50)
@@ -185,3 +186,25 @@ def test_attribute_bits_read_as_kafka_python_reads_them(attributes):
     assert ours.timestamp_type == theirs.timestamp_type
     assert ours.is_transactional == theirs.is_transactional
     assert ours.is_control == theirs.is_control_batch
+
+
+def test_a_gzip_batch_in_zlib_framing_is_refused_as_kafka_python_refuses_it():
+    # Kafka reads codec 1 with GZIPInputStream, kafka-python with gzip.GzipFile: both want
+    # gzip's own header (1f 8b), and neither can read the same deflate data zlib-framed.
+    import gzip
+    import zlib
+
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
+    for i in range(5):
+        builder.append(i, 1000 + i, None, b"payload %d" % i, [])
+    good = bytes(builder.build())
+    assert [r.value for r in decode_records(good)] == [b"payload %d" % i for i in range(5)]
+    run = gzip.decompress(good[61:])
+    zlib_framed = bytearray(good[:61] + zlib.compress(run))
+    struct.pack_into(">i", zlib_framed, 8, len(zlib_framed) - 12)
+    struct.pack_into(">I", zlib_framed, 17, crc32c(bytes(zlib_framed[21:])))
+    assert scan_batches(zlib_framed).error is None  # the framing and the CRC are fine
+    with pytest.raises(Exception):
+        list(DefaultRecordBatch(bytes(zlib_framed)))
+    with pytest.raises(errors.CorruptMessage, match="gzip data of the batch at position 0 is corrupt"):
+        decode_records(zlib_framed)
