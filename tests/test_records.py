@@ -759,3 +759,157 @@ def test_a_leader_takes_transactional_batches_and_refuses_any_control_batch():
         assert scan_batches(control).error is None
         assert scan_batches(control, check_records=True).error == (
             "control batch at position 0: clients may not write control records")
+
+
+# ---- thirty-fourth review: record codec mutants, second pass
+
+def _at_offset(batch, base_offset):
+    """``batch`` moved to ``base_offset`` (outside the CRC, as a leader restamps it)."""
+    b = bytearray(batch)
+    struct.pack_into(">q", b, 0, base_offset)
+    return bytes(b)
+
+
+def test_a_batch_from_stop_offset_on_is_skipped_without_parsing_its_records():
+    good = encode_batch([b"a", b"b", b"c"], timestamp_ms=1)  # offsets 0..2
+    bad = _at_offset(_raw_batch([_raw_record(0), b"\x00\x00"], count=1), 3)  # CRC right, records not
+    assert [r.value for r in decode_records(good + bad, stop_offset=3)] == [b"a", b"b", b"c"]
+    with pytest.raises(errors.InvalidRecord, match="after the last record of the batch at position"):
+        decode_records(good + bad, stop_offset=4)
+
+
+@pytest.mark.parametrize("n", [63, 64, 200])
+def test_a_header_count_at_a_varint_width_boundary_encodes_as_kafka_spells_it(n):
+    # A header count of 64 is the first whose zigzag varint takes two bytes.
+    headers = [("h%d" % i, b"") for i in range(n)]
+    buf = encode_batch([(None, b"v", headers)], leader_epoch=0, timestamp_ms=0)
+    assert buf == _raw_batch([_raw_record(0, headers=[(k.encode(), v) for k, v in headers])])
+    assert batch_size([(None, b"v", headers)], 0) == len(buf)
+    assert decode_records(buf)[0].headers == tuple(headers)
+
+
+def _gzip_batch(run, count, cut=0):
+    import gzip
+
+    data = gzip.compress(run)
+    return _raw_batch([data[:len(data) - cut]], count=count, attributes=1)
+
+
+def test_a_gzip_stream_cut_before_its_trailer_is_corrupt():
+    # Every record is in the deflate data; only gzip's CRC-32 and size (8 bytes) are missing,
+    # which Kafka's GZIPInputStream reads as an unexpected end of the stream.
+    run = b"".join(_raw_record(i, value=b"v%d" % i) for i in range(3))
+    assert [r.value for r in decode_records(_gzip_batch(run, 3))] == [b"v0", b"v1", b"v2"]
+    cut = _gzip_batch(run, 3, cut=8)
+    with pytest.raises(errors.CorruptMessage, match="gzip data of the batch at position 0 is truncated"):
+        decode_records(cut)
+    with pytest.raises(errors.CorruptMessage, match="truncated"):
+        next(decode_batches(cut)).records()
+
+
+def test_every_batch_view_is_exactly_its_own_bytes():
+    buf = three_batches() + bytes(50)
+    views = list(decode_batches(buf))
+    assert [len(b.data) for b in views] == [b.size for b in views]
+    assert b"".join(bytes(b.data) for b in views) == buf[:-50]
+    assert all(b.data.obj is buf for b in views)
+
+
+def test_a_compacted_batch_ends_at_its_last_offset_delta_not_its_record_count():
+    # Compaction keeps lastOffsetDelta: offsets 10 and 12 of 10..12, two records.
+    buf = _at_offset(_raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=2), 10)
+    rb = batch_at(buf)
+    assert (rb.record_count, rb.last_offset, rb.next_offset) == (2, 12, 13)
+    assert [r.offset for r in rb.records()] == [10, 12]
+
+
+def test_decode_batches_stops_at_its_end():
+    buf = three_batches()
+    sizes = scan_batches(buf).sizes.tolist()
+    assert [b.base_offset for b in decode_batches(buf, 0, sizes[0] + sizes[1])] == [0, 3]
+    assert [b.base_offset for b in decode_batches(buf, sizes[0], sizes[0] + sizes[1])] == [3]
+    with pytest.raises(errors.CorruptMessage, match=f"torn batch at position {sizes[0]}"):
+        list(decode_batches(buf, 0, sizes[0] + 20))
+
+
+@pytest.mark.parametrize("position", [-1, -61])
+def test_a_negative_position_is_refused_not_read_before_the_buffer(position):
+    buf = three_batches()
+    with pytest.raises(ValueError, match=f"position {position} is outside the buffer"):
+        decode_batches(buf, position)
+    with pytest.raises(ValueError, match="outside"):
+        batch_at(buf, position)
+
+
+def test_a_scan_from_the_end_finds_nothing_and_no_error():
+    buf = three_batches()
+    for data, position in ((b"", 0), (buf, len(buf))):
+        res = scan_batches(data, position)
+        assert (res.count, res.valid_bytes, res.end_position, res.error, res.error_position) == \
+            (0, 0, position, None, -1)
+        assert res.next_offset is None
+
+
+def test_restamping_nothing_is_refused():
+    with pytest.raises(errors.CorruptMessage, match="no batches to restamp"):
+        restamp_batches(bytearray(), 5, 1)
+
+
+def test_encode_into_at_the_very_end_of_a_buffer_asks_for_room():
+    buf = bytearray(10)
+    need = batch_size([b"x"], 1)
+    assert encode_batch_into(buf, 10, [b"x"], 0, 0, 1) == -need
+    assert buf == bytearray(10)
+    with pytest.raises(ValueError, match="position 11 is outside the buffer of 10 bytes"):
+        encode_batch_into(buf, 11, [b"x"], 0, 0, 1)
+
+
+@pytest.mark.parametrize("attributes", [-1, -0x8000, 0x8000])
+def test_attributes_outside_an_int16_are_refused(attributes):
+    with pytest.raises(ValueError, match="do not fit in an int16"):
+        encode_batch([b"a"], attributes=attributes)
+
+
+def test_a_four_tuple_with_no_timestamp_takes_the_batch_timestamp():
+    recs = decode_records(encode_batch([(b"k", b"v", None, None), (b"k", b"w", [], 7)], timestamp_ms=3))
+    assert [(r.value, r.timestamp) for r in recs] == [(b"v", 3), (b"w", 7)]
+
+
+def test_a_crc_mismatch_quotes_the_stored_and_the_computed_crc():
+    buf = bytearray(encode_batch([b"a"], timestamp_ms=1))
+    stored = header(buf)[4]
+    buf[HEADER_SIZE + 1] ^= 1
+    computed = crc32c(bytes(buf[21:]))
+    msg = f"crc mismatch at position 0: stored 0x{stored:08x}, computed 0x{computed:08x}"
+    assert scan_batches(buf).error == msg
+    with pytest.raises(errors.CorruptMessage, match=msg):
+        decode_records(buf)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4, 7])
+def test_encode_batch_refuses_every_codec_in_the_three_bits(codec):
+    with pytest.raises(ValueError, match="must not carry a compression codec"):
+        encode_batch([b"a"], attributes=0x10 | codec)
+    assert next(decode_batches(encode_batch([b"a"], attributes=0x18))).attributes == 0x18
+
+
+def test_empty_keys_values_and_header_values_stay_empty_not_null():
+    recs = decode_records(encode_batch([(b"", b"", [("h", b"")]), (b"", None), b""], timestamp_ms=1))
+    assert [(r.key, r.value, r.headers) for r in recs] == [
+        (b"", b"", (("h", b""),)), (b"", None, ()), (None, b"", ())]
+
+
+def test_a_plain_item_after_an_older_timestamped_one_raises_the_max_timestamp():
+    # The first item sets baseTimestamp (1000); the bare value after it is at the batch's 2000.
+    buf = encode_batch([(None, b"a", None, 1000), b"b"], timestamp_ms=2000)
+    rb = next(decode_batches(buf))
+    assert (rb.first_timestamp, rb.max_timestamp) == (1000, 2000)
+    assert [r.timestamp for r in decode_records(buf)] == [1000, 2000]
+
+
+def test_a_repeated_offset_delta_is_refused_by_the_decoder():
+    buf = _raw_batch([_raw_record(0), _raw_record(0)], last_offset_delta=1)
+    with pytest.raises(errors.InvalidRecord, match="bad record 1 in the batch at position 0"):
+        decode_records(buf)
+    with pytest.raises(errors.InvalidRecord, match="bad record 1"):
+        next(decode_batches(buf)).records()
