@@ -560,6 +560,11 @@ def test_the_test_server_listens_on_loopback_only_and_grants_short_sessions(zk_s
     # The suites' 1.5 s sessions are granted as asked (ZooKeeper's default floor is 2 ticks).
     session = zk_store_factory().session("short")
     assert negotiated_timeout_ms(zk_server, session) == 1500
+    # ...and Kafka's 18 s default too (ZooKeeper's default ceiling, 20 ticks, is 4 s).
+    from kreplica.meta.zookeeper_store import DEFAULT_SESSION_TIMEOUT_MS
+
+    long_session = zk_store_factory(session_timeout_ms=DEFAULT_SESSION_TIMEOUT_MS).session("long")
+    assert negotiated_timeout_ms(zk_server, long_session) == DEFAULT_SESSION_TIMEOUT_MS == 18000
 
 
 # ---- MemoryStore against the oracle: the same random operations on a real ZooKeeper ----
@@ -761,5 +766,179 @@ def test_a_recursive_delete_of_zookeepers_own_root_spares_its_reserved_node(zk_s
         s.delete("/", recursive=True)
         assert s.get_children("/") == ["zookeeper"]
         store.close()
+    finally:
+        server.stop()
+
+
+# ---- the thirty-sixth review: ZooKeeperStore mutants the suites above did not see ----
+
+def test_a_stat_counts_the_children_a_node_has_now(store_env: StoreEnv) -> None:
+    # ZooKeeper's stat also has cversion, the count of child changes ever made; num_children
+    # is the children there now (3 creations and a deletion: cversion 4, numChildren 2).
+    a = store_env.store.session("a")
+    a.create("/p")
+    for name in ("x", "y", "z"):
+        a.create(f"/p/{name}")
+    a.delete("/p/y")
+    assert a.get("/p")[1].num_children == 2
+    assert a.exists("/p").num_children == 2
+
+
+def test_a_watch_registered_twice_on_a_node_fires_once(store_env: StoreEnv) -> None:
+    # As ZooKeeper's own client: one watcher object on one path and kind is one watch,
+    # however many reads left it.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/w", b"0")
+    seen = Recorder()
+    b.get("/w", seen)
+    b.get("/w", seen)
+    b.exists("/w", seen)
+    a.set("/w", b"1")
+    assert store_env.wait(lambda: bool(seen.events))
+    store_env.quiesce()
+    assert seen.types() == ["CHANGED"]
+
+
+def test_a_notice_still_queued_when_its_session_closes_is_not_delivered(store_env: StoreEnv) -> None:
+    # The watch fired while its session was open, but its owner closed the session before
+    # the scheduler ran the notice: a closed session's owner hears nothing more.
+    import time
+
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/w", b"0")
+    seen = Recorder()
+    b.get("/w", seen)
+    a.set("/w", b"1")
+    if store_env.kind == "zookeeper":
+        time.sleep(0.5)  # kazoo's thread hands the notice to the scheduler, which does not run
+    b.close()
+    store_env.quiesce()
+    assert seen.events == []
+
+
+def test_watches_run_on_the_schedulers_thread_only_when_it_runs(store_env: StoreEnv) -> None:
+    import threading
+    import time
+
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/w", b"0")
+    threads: list[int] = []
+    b.get("/w", lambda event: threads.append(threading.get_ident()))
+    a.set("/w", b"1")
+    if store_env.kind == "zookeeper":
+        time.sleep(0.5)  # long enough for kazoo to have the event
+    assert threads == []
+    assert store_env.wait(lambda: bool(threads))
+    assert threads == [threading.get_ident()]
+
+
+def test_an_ephemeral_create_with_makepath_is_ephemeral_and_its_parents_are_not(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/p/q/e", b"", ephemeral=True, makepath=True)
+    assert b.exists("/p/q/e").ephemeral_owner == a.session_id != 0
+    assert b.exists("/p/q").ephemeral_owner == 0
+    a.close()
+    assert b.exists("/p/q/e") is None and b.exists("/p/q") is not None
+
+
+def test_memory_an_expired_session_stays_expired_once_closed() -> None:
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    s.pause_heartbeats()
+    assert sched.run_until(lambda: s.expired, 10_000)
+    s.close()
+    with pytest.raises(SessionExpired):
+        s.get("/")
+
+
+@pytest.mark.zookeeper
+def test_zookeeper_an_expired_session_stays_expired_once_closed(zk_store_factory, zk_server) -> None:
+    # Its owner closes it in its expiry callback (as a broker does before it opens a new
+    # session); a call that races in afterwards must still say the session expired.
+    from kreplica.runtime import RealScheduler
+
+    sched = RealScheduler()
+    expired: list[bool] = []
+    s = zk_store_factory(sched).session("b1", on_expired=lambda: expired.append(True))
+    expire_from_a_twin(s, zk_server.hosts + zk_store_factory.chroot)
+    assert sched.run_until(lambda: bool(expired), 20_000)
+    s.close()
+    with pytest.raises(SessionExpired):
+        s.get("/")
+
+
+def test_a_transactions_set_result_is_the_stat_a_read_gives(store_env: StoreEnv) -> None:
+    # The store's own Stat, equal to the one get() returns: not the client library's type.
+    a = store_env.store.session("a")
+    a.create("/m", b"v0")
+    results = a.multi([Op.set("/m", b"v1", 0)])
+    assert results == [a.get("/m")[1]]
+    assert a.exists("/m") == results[0]
+
+
+def test_a_recursive_delete_under_a_chroot_removes_a_node_named_zookeeper(store_env: StoreEnv) -> None:
+    # Only ZooKeeper's own root has a reserved /zookeeper; under a chroot it is a node
+    # like any other (the ZooKeeper suite's stores all have a chroot).
+    a = store_env.store.session("a")
+    a.create("/zookeeper/config", b"mine", makepath=True)
+    a.create("/other")
+    a.delete("/", recursive=True)
+    assert a.get_children("/") == []
+
+
+def test_a_four_letter_word_answer_is_read_to_its_end() -> None:
+    # The server may send its answer (`cons` lists every connection) in several pieces.
+    import socket
+    import threading
+    import time
+
+    from kreplica.meta.zk_server import four_letter_word
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            assert conn.recv(4) == b"cons"
+            conn.sendall(b"first part;")
+            time.sleep(0.2)
+            conn.sendall(b"second part")
+
+    t = threading.Thread(target=answer)
+    t.start()
+    try:
+        assert four_letter_word("127.0.0.1", listener.getsockname()[1], "cons") == "first part;second part"
+    finally:
+        t.join()
+        listener.close()
+
+
+@pytest.mark.zookeeper
+def test_a_server_start_that_is_retried_stops_the_try_that_failed(zk_server, monkeypatch) -> None:
+    # start() tries again on a fresh port when the JVM does not become ready; the failed
+    # try's JVM and directory must not be left behind.
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    failed: list = []
+    real_wait = ZooKeeperServer._wait_ready
+
+    def first_try_fails(self, timeout_s):
+        if not failed:
+            failed.append((self._proc, self.data_dir))
+            return False
+        return real_wait(self, timeout_s)
+
+    monkeypatch.setattr(ZooKeeperServer, "_wait_ready", first_try_fails)
+    server = ZooKeeperServer().start()
+    try:
+        proc, data_dir = failed[0]
+        assert proc.poll() is not None and not data_dir.exists()
+        assert server.data_dir != data_dir
     finally:
         server.stop()
