@@ -262,3 +262,21 @@ def test_a_kill_ends_the_connection_at_once_and_cleanly(zk_store_factory, monkey
     assert s.client._connection.connection_stopped.is_set()
     time.sleep(0.2)
     assert failures == []
+
+
+@pytest.mark.zookeeper
+def test_the_re_read_notice_of_a_dropped_watch_runs_on_the_schedulers_thread(relayed) -> None:
+    """kazoo tells of the reconnection on its own thread; the dropped watch's RECONNECTED
+    must wait for the scheduler, as every other notice does, and run on its thread."""
+    a = relayed.via.session("broker")
+    a.create("/n", b"1")
+    threads: list[int] = []
+    a.get("/n", lambda event: threads.append(threading.get_ident()))
+    _cut(relayed, a)
+    relayed.sched.run_until(lambda: False, 300)
+    relayed.relay.heal()
+    _wait(lambda: a.client.connected)
+    time.sleep(0.5)  # kazoo's CONNECTED listener has run; the scheduler has not
+    assert threads == []
+    assert relayed.sched.run_until(lambda: bool(threads), 5_000)
+    assert threads == [threading.get_ident()]
