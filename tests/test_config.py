@@ -138,3 +138,92 @@ def test_unknown_and_negative_codes_raise_the_unknown_server_error():
             errors.raise_for_code(code)
         assert type(raised.value) is errors.KReplicaError and str(raised.value) == "UNKNOWN_SERVER_ERROR"
     assert errors.NoReplicaOnline.code == errors.LeaderNotAvailable.code
+
+
+# Kafka's documented defaults (broker, topic and producer configs of Kafka 3.x) for every
+# key kreplica shares with it; replica.truncation.strategy is kreplica's own.
+KAFKA_DEFAULTS = {
+    "segment.bytes": 1 << 30, "segment.ms": 604_800_000, "segment.index.bytes": 10_485_760,
+    "index.interval.bytes": 4096, "retention.bytes": -1, "retention.ms": 604_800_000,
+    "flush.messages": (1 << 63) - 1, "flush.ms": (1 << 63) - 1, "max.message.bytes": 1_048_588,
+    "message.timestamp.type": "CreateTime", "min.insync.replicas": 1,
+    "unclean.leader.election.enable": False, "replica.lag.time.max.ms": 30_000,
+    "replica.fetch.max.bytes": 1_048_576, "replica.fetch.response.max.bytes": 10_485_760,
+    "replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1, "replica.fetch.backoff.ms": 1000,
+    "replica.high.watermark.checkpoint.interval.ms": 5000,
+    "log.flush.scheduler.interval.ms": (1 << 63) - 1, "log.retention.check.interval.ms": 300_000,
+    "log.flush.offset.checkpoint.interval.ms": 60_000,
+    "log.flush.start.offset.checkpoint.interval.ms": 60_000, "request.timeout.ms": 30_000,
+    "acks": "all", "auto.leader.rebalance.enable": True, "leader.imbalance.per.broker.percentage": 10,
+    "leader.imbalance.check.interval.seconds": 300, "controlled.shutdown.max.retries": 3,
+    "controlled.shutdown.retry.backoff.ms": 5000, "controller.socket.timeout.ms": 30_000,
+    "delete.topic.enable": True, "zookeeper.session.timeout.ms": 18_000,
+    "default.replication.factor": 1, "num.partitions": 1,
+}
+
+
+def test_every_default_is_kafkas():
+    """All of them, not a sample: a default no test looks at (max.message.bytes 1048576,
+    the imbalance percentage 20) changes every run that leaves the key out, silently."""
+    assert config.validate({}) == {**KAFKA_DEFAULTS, "replica.truncation.strategy": "high-watermark"}
+
+
+# The lowest value each bounded integer key takes (Kafka's validators where kreplica follows
+# them: segment.bytes >= 14, one v0 record's overhead; -1 for "no limit" on retention).
+LOWEST = [
+    ("segment.bytes", 14), ("segment.ms", 1), ("segment.index.bytes", 24), ("index.interval.bytes", 0),
+    ("retention.bytes", -1), ("retention.ms", -1), ("flush.messages", 1), ("flush.ms", 0),
+    ("max.message.bytes", 0), ("min.insync.replicas", 1), ("replica.lag.time.max.ms", 1),
+    ("replica.fetch.wait.max.ms", 0), ("replica.fetch.backoff.ms", 0), ("request.timeout.ms", 1),
+    ("leader.imbalance.per.broker.percentage", 0), ("controlled.shutdown.max.retries", 0),
+    ("controlled.shutdown.retry.backoff.ms", 0), ("default.replication.factor", 1), ("num.partitions", 1),
+]
+
+
+@pytest.mark.parametrize("key, lowest", LOWEST)
+def test_each_integer_keys_lowest_value_is_taken_and_the_one_below_refused(key, lowest):
+    assert config.validate({key: lowest})[key] == lowest
+    assert config.validate({key: str(lowest)})[key] == lowest
+    with pytest.raises(errors.InvalidConfig, match=f"{key}={lowest - 1}: out of range"):
+        config.validate({key: lowest - 1})
+
+
+@pytest.mark.parametrize("text", ["yes", "no", "1", "0", "on", "off", "t", ""])
+def test_a_boolean_is_the_word_true_or_false_and_nothing_else(text):
+    # Kafka's ConfigDef takes "true" and "false" in any case and refuses the rest.
+    with pytest.raises(errors.InvalidConfig, match="expected true or false"):
+        config.validate({"unclean.leader.election.enable": text})
+
+
+@pytest.mark.parametrize("text", ["createtime", "CREATETIME", "logappendtime"])
+def test_a_choice_is_matched_exactly_as_kafka_matches_it(text):
+    # Kafka's ValidString is case-sensitive; LogConfig compares with "LogAppendTime" as written.
+    with pytest.raises(errors.InvalidConfig, match="expected one of CreateTime, LogAppendTime"):
+        config.validate({"message.timestamp.type": text})
+
+
+@pytest.mark.parametrize("given, acks", [(-1, "all"), ("-1", "all"), ("all", "all"), (0, "0"), (1, "1")])
+def test_acks_from_toml_or_text_is_one_of_0_1_all(given, acks):
+    """`acks = -1` in a scenario's [config] is a TOML integer: it is "all" as "-1" is."""
+    assert config.validate({"acks": given})["acks"] == acks
+
+
+@pytest.mark.parametrize("given, acks", [("all", -1), ("-1", -1), (-1, -1), ("1", 1), (1, 1), ("0", 0), (0, 0)])
+def test_parse_acks_gives_kafkas_numbers(given, acks):
+    assert config.parse_acks(given) == acks
+
+
+def test_a_topics_stored_overrides_take_only_log_keys_over_the_brokers_config(tmp_path):
+    """configs_with reads what the controller's store holds for a topic; a broker-only key
+    there (written by another tool, or an older kreplica) must not change the broker's
+    replication settings for that topic's replicas, as a topic-level key would."""
+    from kreplica.replica.replica_manager import ReplicaManager
+    from kreplica.runtime import SimScheduler
+
+    rm = ReplicaManager(1, tmp_path, SimScheduler(0), {"retention.ms": 60_000}, send=lambda *a: None,
+                        alter_isr=lambda *a: None)
+    whole, log = rm.configs_with([("min.insync.replicas", "2")])
+    assert whole["min.insync.replicas"] == 2 and log.retention_ms == 60_000
+    assert whole["replica.lag.time.max.ms"] == rm.config["replica.lag.time.max.ms"]
+    with pytest.raises(errors.InvalidConfig, match="unknown config key 'replica.lag.time.max.ms'"):
+        rm.configs_with([("replica.lag.time.max.ms", "1")])
