@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from kreplica.config import validate as validate_config
 from kreplica.sim import scenarios
 from kreplica.sim.scenarios import Step, TopicSpec
 from kreplica.sim.swarm import swarm_scenario
@@ -41,6 +42,11 @@ def test_every_shipped_scenario_is_valid():
     (dict(topics=(TopicSpec("t", 0, 3),)), "0 partition(s) of replication factor 3"),
     (dict(liveness_ms=-1), "until_ms and liveness_ms must be >= 0"),
     (dict(steps=(Step("elect_preferred", params={"topic": "u"}),)), "no topic 'u'"),
+    (dict(links={(2, 2): scenarios.LinkProfile()}), '[links."2-2"] must join two brokers'),
+    (dict(topics=(TopicSpec("t", 2, 3, {2: (1, 2, 3)}),)), "names partition 2 of 2"),
+    (dict(steps=(Step("create_topic", params={"topic": "x", "replication_factor": 4}),)),
+     "replication factor 4 on 3 broker(s)"),
+    (dict(steps=(Step("restart", target="$me", bind="me"),)), "target $me is bound by no earlier step"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -575,3 +581,24 @@ def test_convergence_requires_every_replica_to_run_with_the_topics_current_confi
     r = World(replace(sc, until_ms=10_000, liveness_ms=20_000), 3).run()  # retention.bytes set at 1 s
     assert not r.converged and r.violation is not None
     assert "has not applied the topic's config" in r.violation.message
+
+
+def test_every_shipped_scenarios_steps_fire_before_its_run_ends():
+    """A step at or after until_ms (jitter included) never fires: the scenario would run
+    clean without the fault it exists for."""
+    for name in scenarios.names():
+        sc = scenarios.load(name)
+        late = [(i, s.action, s.at_ms, s.jitter_ms) for i, s in enumerate(sc.steps, 1)
+                if s.at_ms + s.jitter_ms >= sc.until_ms]
+        assert not late, f"{name}: steps {late} at or after until_ms = {sc.until_ms}"
+
+
+def test_every_shipped_scenarios_acks_all_writes_can_be_acknowledged():
+    """min.insync.replicas above a topic's replication factor is accepted (as Kafka accepts
+    it), but then every acks=all write fails NOT_ENOUGH_REPLICAS and invariant 1 judges none."""
+    for name in scenarios.names():
+        sc = scenarios.load(name)
+        min_isr = validate_config(sc.config)["min.insync.replicas"]
+        for t in sc.topics:
+            assert min_isr <= t.replication_factor, f"{name}: topic {t.name} of replication factor " \
+                f"{t.replication_factor} under min.insync.replicas = {min_isr}"
