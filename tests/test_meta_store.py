@@ -14,6 +14,7 @@ from kreplica.meta.store import (
     NodeExists,
     NotEmpty,
     Op,
+    Session,
     SessionExpired,
 )
 from meta_env import Recorder, StoreEnv, expire_from_a_twin
@@ -104,10 +105,16 @@ def test_a_closed_session_is_closed_not_expired(store_env: StoreEnv) -> None:
         a.get("/")
 
 
-def test_data_watches_are_one_shot(store_env: StoreEnv) -> None:
+def _sessions_and_w(store_env: StoreEnv) -> tuple[Session, Session]:
+    """Sessions ``a`` and ``b``, and the node ``/w`` (``b"0"``) that ``a`` created."""
     a = store_env.store.session("a")
     b = store_env.store.session("b")
     a.create("/w", b"0")
+    return a, b
+
+
+def test_data_watches_are_one_shot(store_env: StoreEnv) -> None:
+    a, b = _sessions_and_w(store_env)
     seen = Recorder()
     b.get("/w", seen)
     a.set("/w", b"1")
@@ -787,9 +794,7 @@ def test_a_stat_counts_the_children_a_node_has_now(store_env: StoreEnv) -> None:
 def test_a_watch_registered_twice_on_a_node_fires_once(store_env: StoreEnv) -> None:
     # As ZooKeeper's own client: one watcher object on one path and kind is one watch,
     # however many reads left it.
-    a = store_env.store.session("a")
-    b = store_env.store.session("b")
-    a.create("/w", b"0")
+    a, b = _sessions_and_w(store_env)
     seen = Recorder()
     b.get("/w", seen)
     b.get("/w", seen)
@@ -805,9 +810,7 @@ def test_a_notice_still_queued_when_its_session_closes_is_not_delivered(store_en
     # the scheduler ran the notice: a closed session's owner hears nothing more.
     import time
 
-    a = store_env.store.session("a")
-    b = store_env.store.session("b")
-    a.create("/w", b"0")
+    a, b = _sessions_and_w(store_env)
     seen = Recorder()
     b.get("/w", seen)
     a.set("/w", b"1")
@@ -822,9 +825,7 @@ def test_watches_run_on_the_schedulers_thread_only_when_it_runs(store_env: Store
     import threading
     import time
 
-    a = store_env.store.session("a")
-    b = store_env.store.session("b")
-    a.create("/w", b"0")
+    a, b = _sessions_and_w(store_env)
     threads: list[int] = []
     b.get("/w", lambda event: threads.append(threading.get_ident()))
     a.set("/w", b"1")
