@@ -37,6 +37,7 @@ def memory_client(monkeypatch):
     ("bar", ["bar - marked for deletion"]),  # a whole-name match, as Kafka's whitelist
     ("bar.*", ["bar - marked for deletion", "bar2"]),
     ("foo,bar2", ["bar2", "foo"]),
+    ("foo, bar2", ["bar2", "foo"]),  # Kafka's Whitelist drops the spaces (D2-18)
     ("nope", []),
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
@@ -386,3 +387,74 @@ def test_describe_without_filters_still_prints_every_partition_under_its_topic_l
 def test_describe_filters_go_with_describe_only(filter_store):
     with pytest.raises(SystemExit, match="go with --describe"):
         main(["topics", "--zookeeper", "memory:1", "--list", "--unavailable-partitions"])
+
+
+# The thirty-eighth review (docs/engine-audit.md, D2-..): the second pass over these tools.
+Q0 = "\tTopic: q\tPartition: 0\tLeader: 1001\tReplicas: 1001,1002\tIsr: 1001"
+Q1 = "\tTopic: q\tPartition: 1\tLeader: 1003\tReplicas: 1003\tIsr: 1003"
+
+
+@pytest.mark.parametrize("flags, lines", [
+    (["--under-replicated-partitions"], [Q0]),
+    (["--unavailable-partitions"], [Q1]),
+    (["--under-replicated-partitions", "--unavailable-partitions"], [Q0, Q1]),
+])
+def test_each_describe_filter_keeps_only_its_own_kind_of_partition(monkeypatch, flags, lines, capsys):
+    # The filter tests' partitions in trouble are in trouble both ways; here q-0 is only
+    # under-replicated (led by a live broker) and q-1 only unavailable (a full ISR led by
+    # a broker that is not live).
+    from kreplica.meta import KafkaZkClient, MemoryStore
+    from kreplica.protocol import LeaderAndIsr
+    from kreplica.runtime import SimScheduler
+    from kreplica.tools import topics
+
+    scheduler = SimScheduler(0)
+    store = MemoryStore(scheduler)
+    client = KafkaZkClient(store.session("test"), scheduler)
+    for b in (1001, 1002):
+        client.register_broker(b)
+    client.create_topic("q", {0: [1001, 1002], 1: [1003]})
+    client.create_partition_states({TopicPartition("q", 0): LeaderAndIsr(1001, 0, (1001,)),
+                                    TopicPartition("q", 1): LeaderAndIsr(1003, 0, (1003,))})
+    monkeypatch.setattr(topics, "open_client", lambda connect: (client, store))
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", *flags]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_alter_without_a_config_change_is_refused(memory_client, capsys):
+    with pytest.raises(SystemExit, match="--alter needs --config KEY=VALUE or --delete-config KEY"):
+        main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo"])
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("sizes", [["--partitions", "2"], ["--replication-factor", "1"]])
+def test_create_needs_both_counts_or_an_assignment(memory_client, sizes, capsys):
+    with pytest.raises(SystemExit, match="--create needs --partitions and --replication-factor"):
+        main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new", *sizes])
+    assert capsys.readouterr().out == ""  # refused before create_topic: nothing written
+
+
+def test_alter_deleting_the_last_override_says_broker_defaults(memory_client, capsys):
+    memory_client.set_topic_config("foo", {"retention.ms": "1000"})
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
+                 "--delete-config", "retention.ms"]) == 0
+    assert capsys.readouterr().out == 'Updated config for topic "foo": (broker defaults)\n'
+
+
+def test_verify_shows_a_reassignment_whose_assignment_is_already_written(seed003_store, capsys):
+    # The controller writes the new assignment before it deletes /admin/reassign_partitions:
+    # until then the reassignment is still in progress, even though the two agree.
+    client = seed003_store()
+    client.set_topic_assignment("bar", {0: [1001, 1003, 1002], 1: [1003, 1001, 1002], 2: [1003, 1002, 1001]})
+    client.create_partition_reassignment({TopicPartition("bar", 1): [1003, 1001, 1002]})
+    assert main(["reassign", "--zookeeper", "memory:1", "--verify"]) == 0
+    assert capsys.readouterr().out == "Reassignment in progress: bar-1 -> [1003, 1001, 1002]\n"
+
+
+def test_a_reassignment_file_naming_no_partition_is_an_error(seed003_store, tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": []}')
+    assert main(["reassign", "--zookeeper", "memory:1", "--reassignment-json-file", str(plan)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("Error: ") and "names no partitions" in err
+    assert seed003_store().get_partition_reassignment() == {}
