@@ -101,6 +101,9 @@ def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
     ('{"partitions":[{"topic":"bar","partition":true,"replicas":[1001]}]}', 'partitions[0]: expected'),
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001,true]}]}', 'partitions[0]: expected'),
     ("not json", "not JSON: Expecting value"),
+    # Kafka: "Partition reassignment contains duplicate topic partitions" (the thirty-eighth review's bug).
+    ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001]},'
+     '{"topic":"bar","partition":0,"replicas":[1002]}]}', "partitions[1]: bar-0 is named twice"),
 ])
 def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_path, content, message, capsys):
     plan = tmp_path / "plan.json"

@@ -72,10 +72,13 @@ def _plan_file(path: str) -> dict[Any, list[int]]:
             ints = [e["partition"], *e["replicas"]] if isinstance(e["replicas"], list) else None
             if not isinstance(e["topic"], str) or ints is None or any(type(v) is not int for v in ints):
                 raise TypeError
-            plan[TopicPartition(e["topic"], e["partition"])] = list(e["replicas"])
+            tp = TopicPartition(e["topic"], e["partition"])
         except (KeyError, TypeError, ValueError):
             raise ValueError(f'{path}: partitions[{i}]: expected {{"topic": NAME, "partition": N, '
                              f'"replicas": [BROKER, ...]}}, got {json.dumps(e)}') from None
+        if tp in plan:  # Kafka refuses it too: which of the two lists was meant?
+            raise ValueError(f"{path}: partitions[{i}]: {tp} is named twice")
+        plan[tp] = list(e["replicas"])
     return plan
 
 
