@@ -461,3 +461,38 @@ def test_a_reassignment_file_naming_no_partition_is_an_error(seed003_store, tmp_
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("Error: ") and "names no partitions" in err
     assert seed003_store().get_partition_reassignment() == {}
+
+
+def test_replicas_without_a_partition_is_refused(seed003_store, capsys):
+    with pytest.raises(SystemExit, match="--replicas needs --topic and --partition"):
+        main(["reassign", "--zookeeper", "memory:1", "--topic", "bar", "--replicas", "1003,1001,1002"])
+    assert capsys.readouterr().out == ""
+
+
+def test_preferred_election_without_a_topic_is_refused(seed003_store, capsys):
+    # Not looked up as a topic named "None", nor as an unknown topic's error.
+    with pytest.raises(SystemExit, match="--preferred-election needs --topic"):
+        main(["reassign", "--zookeeper", "memory:1", "--preferred-election"])
+    assert capsys.readouterr().out == ""
+
+
+def test_a_store_that_cannot_be_opened_is_an_error_line_and_exit_status_1(monkeypatch, capsys):
+    from kreplica.tools import topics
+
+    def refuse(connect):
+        raise OSError("Connection refused")
+    monkeypatch.setattr(topics, "open_client", refuse)
+    assert main(["topics", "--zookeeper", "memory:1", "--list"]) == 1
+    assert capsys.readouterr() == ("", "Error: Connection refused\n")
+
+
+def test_a_topic_whose_assignment_names_no_partition_is_not_described(memory_client, capsys):
+    # Written by no kreplica command (create refuses 0 partitions), but a store may hold
+    # one; Kafka 0.10's describe fails on it (.head of an empty map).  Not a header
+    # saying PartitionCount:0 ReplicationFactor:0.
+    from kreplica import errors
+    from kreplica.describe import describe_topic
+
+    memory_client.create_topic("empty", {})
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        describe_topic(memory_client, "empty")
