@@ -445,7 +445,8 @@ def test_alter_deleting_the_last_override_says_broker_defaults(memory_client, ca
 
 
 def test_verify_shows_a_reassignment_whose_assignment_is_already_written(seed003_store, capsys):
-    # The controller writes the new assignment before it deletes /admin/reassign_partitions:
+    # The controller writes the new assignment (step 10) before it takes the partition out
+    # of /admin/reassign_partitions (step 11):
     # until then the reassignment is still in progress, even though the two agree.
     client = seed003_store()
     client.set_topic_assignment("bar", {0: [1001, 1003, 1002], 1: [1003, 1001, 1002], 2: [1003, 1002, 1001]})
