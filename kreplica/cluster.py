@@ -438,9 +438,8 @@ class Cluster:
         # first retry (a TypeError, or ValueError from the scheduler), after a request was sent.
         if retries is not None:
             retries = arguments.integer(retries, "retries", errors.InvalidRequest, minimum=0)
-        backoff_ms = arguments.integer(backoff_ms, "backoff_ms", errors.InvalidRequest, minimum=0)
-        delivery_timeout_ms = arguments.integer(delivery_timeout_ms, "delivery_timeout_ms",
-                                                errors.InvalidRequest, minimum=0)
+        backoff_ms = _span(backoff_ms, "backoff_ms")
+        delivery_timeout_ms = _span(delivery_timeout_ms, "delivery_timeout_ms")
         deadline = self.now_ms() + delivery_timeout_ms
         tries = 0
         tp = TopicPartition(topic, partition)
@@ -476,7 +475,7 @@ class Cluster:
         """
         acks_i = parse_acks(self.config["acks"] if acks is None else acks)
         timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
-        timeout = arguments.integer(timeout, "timeout_ms", errors.InvalidRequest, minimum=0)
+        timeout = _span(timeout)
         tp = _partition_of(topic, partition)
         try:
             batch = encode_batch(list(values), timestamp_ms=self.now_ms())
