@@ -774,3 +774,50 @@ def test_a_broker_id_or_client_limit_of_the_wrong_kind_is_refused_at_once(shared
     assert not any(b.shutting_down for b in shared_cluster.brokers.values())
     assert not shared_cluster.zk.reassignment_in_progress()
     assert not shared_cluster.zk.get_preferred_replica_election()
+
+
+# ---- thirty-ninth review: construction, waits and defaults --------------------------------
+
+def test_a_client_of_remote_brokers_refuses_broker_ids_of_its_own():
+    """remote=True (kreplica.net.remote.connect) starts no broker: given ids, it says so
+    instead of building brokers without a data directory (a TypeError from deep inside)."""
+    with pytest.raises(errors.InvalidRequest, match="a client of remote brokers starts none of its own"):
+        Cluster([1001], None, "memory", 0, None, remote=True)
+
+
+def test_a_cluster_whose_brokers_elect_no_controller_raises_request_timed_out(tmp_path, monkeypatch):
+    """Brokers that register but never stand for controller: the constructor gives up after
+    30 s of virtual time and leaves nothing behind, rather than hand back a cluster whose
+    every admin call would wait in vain for a controller to act on it."""
+    import tempfile
+
+    from kreplica.controller.controller import KafkaController
+
+    monkeypatch.setattr(KafkaController, "startup", lambda self: None)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(errors.RequestTimedOut, match="no controller was elected"):
+        Cluster.embedded(brokers=[1, 2])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_topic_config_applied_compares_with_the_stores_overrides_by_default(cluster):
+    """Without ``overrides`` the question is "do the replicas run what the store holds?":
+    true once an alteration is applied, false for the defaults it replaced."""
+    assert cluster.topic_config_applied("bar")
+    cluster.alter_topic_config("bar", {"retention.ms": 60_000})
+    assert cluster.topic_config_applied("bar")
+    assert not cluster.topic_config_applied("bar", {})
+
+
+def test_the_zero_latency_guard_reads_latency_ms_only_for_the_transport_the_cluster_builds():
+    """A caller's transport brings its own latency (here 1 ms, so time moves): the cluster's
+    ``latency_ms`` is not used then, and a 0 there with zero fetch waits is no reason to refuse."""
+    from kreplica.runtime import SimScheduler
+    from kreplica.transport import InProcessTransport
+
+    transport = InProcessTransport(SimScheduler(0), latency_ms=1)
+    with Cluster.embedded(brokers=[1, 2], transport=transport, latency_ms=0,
+                          config={"replica.fetch.wait.max.ms": 0}) as c:
+        c.create_topic("t", partitions=1, replication_factor=2)
+        assert c.produce("t", 0, [b"x"], acks="all") == 0
+        assert [r.value for r in c.fetch("t", 0, 0)] == [b"x"]
