@@ -821,3 +821,38 @@ def test_the_zero_latency_guard_reads_latency_ms_only_for_the_transport_the_clus
         c.create_topic("t", partitions=1, replication_factor=2)
         assert c.produce("t", 0, [b"x"], acks="all") == 0
         assert [r.value for r in c.fetch("t", 0, 0)] == [b"x"]
+
+
+@pytest.mark.parametrize("call, pending", [
+    (lambda c: c.create_topic("fresh", partitions=3, replication_factor=3, wait=False),
+     lambda c: any(p.leader == -1 for p in c.describe("fresh").partitions)),
+    (lambda c: c.delete_topic("bar", wait=False), lambda c: c.zk.topic_exists("bar")),
+    (lambda c: c.reassign("bar", 0, [1002, 1003, 1001], wait=False), lambda c: c.zk.reassignment_in_progress()),
+    (lambda c: c.alter_topic_config("bar", {"retention.ms": 60_000}, wait=False),
+     lambda c: not c.topic_config_applied("bar")),
+    (lambda c: c.elect_preferred_leaders("bar", wait=False), lambda c: c.zk.get_preferred_replica_election()),
+], ids=["create_topic", "delete_topic", "reassign", "alter_topic_config", "elect_preferred_leaders"])
+def test_an_admin_call_with_wait_false_returns_at_once_with_its_request_written(cluster, call, pending):
+    """wait=False writes the admin path (what kafka-topics.sh does) and returns at the same
+    virtual instant: the controller and brokers have not acted on it yet."""
+    start = cluster.now_ms()
+    call(cluster)
+    assert cluster.now_ms() == start and pending(cluster)
+
+
+def test_describe_text_of_one_topic_leaves_the_others_out(cluster):
+    """describe_text("solo") is ``kafka-topics.sh --describe --topic solo``; without a topic
+    every topic is described, in name order."""
+    cluster.create_topic("solo", assignment={0: [1002]})
+    headers = lambda text: [line.split("\t")[0] for line in text.splitlines() if line.startswith("Topic:")]
+    assert headers(cluster.describe_text("solo")) == ["Topic:solo"]
+    assert headers(cluster.describe_text()) == ["Topic:bar", "Topic:solo"]
+
+
+def test_produced_records_carry_the_clusters_time_of_the_produce_call(cluster):
+    """CreateTime, as Kafka's producer stamps it: the cluster's clock when produce is called
+    (virtual here), which time-based retention and the time index go by."""
+    cluster.advance(5_000)
+    stamped = cluster.now_ms()
+    offset = cluster.produce("bar", 0, [b"a", b"b"], acks="all")
+    assert stamped > 0 and [r.timestamp for r in cluster.fetch("bar", 0, offset)] == [stamped, stamped]
