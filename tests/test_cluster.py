@@ -856,3 +856,42 @@ def test_produced_records_carry_the_clusters_time_of_the_produce_call(cluster):
     stamped = cluster.now_ms()
     offset = cluster.produce("bar", 0, [b"a", b"b"], acks="all")
     assert stamped > 0 and [r.timestamp for r in cluster.fetch("bar", 0, offset)] == [stamped, stamped]
+
+
+def test_fetch_passes_max_bytes_on_so_a_small_limit_takes_one_request_per_batch(cluster):
+    """max_bytes bounds each FetchRequest (at least one batch, KIP-74): three batches take
+    three requests and a last empty one at max_bytes=1, but one and the empty one at 1 MiB."""
+    from kreplica.protocol import FetchRequest
+
+    for v in (b"a", b"b", b"c"):
+        cluster.produce("bar", 0, [v], acks="all")
+    sent = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: (sent.append(req), send(src, dst, req, cb))
+    counts = []
+    for max_bytes in (1, 1 << 20):
+        sent.clear()
+        assert [r.value for r in cluster.fetch("bar", 0, 0, max_bytes=max_bytes)] == [b"a", b"b", b"c"]
+        counts.append(sum(isinstance(r, FetchRequest) and r.replica_id == -1 for r in sent))
+    assert counts == [4, 2]
+
+
+def test_leaving_a_with_block_closes_the_cluster():
+    with Cluster.embedded(brokers=[1, 2]) as c:
+        c.create_topic("t", partitions=1, replication_factor=2)
+    assert c.live_brokers() == [] and not c.data_dir.exists()
+    with pytest.raises(errors.ClusterClosed):
+        c.describe("t")
+
+
+def test_closing_the_cluster_closes_its_store_with_every_session_on_it():
+    """A session a tool opened on the cluster's store (and its ephemeral node) ends with the
+    cluster, as the ZooKeeper server a cluster started ends with it."""
+    from kreplica.meta.store import ConnectionLoss
+
+    c = Cluster.embedded(brokers=[1])
+    tool = c.store.session("tool")
+    tool.create("/tool-was-here", ephemeral=True)
+    c.close()
+    with pytest.raises(ConnectionLoss, match="is closed"):
+        tool.get_children("/")
