@@ -895,3 +895,35 @@ def test_closing_the_cluster_closes_its_store_with_every_session_on_it():
     c.close()
     with pytest.raises(ConnectionLoss, match="is closed"):
         tool.get_children("/")
+
+
+def test_a_controlled_shutdown_that_does_not_finish_in_its_timeout_raises_request_timed_out(cluster):
+    """Not False ("killed before it finished"): the shutdown is still under way, and finishes."""
+    with pytest.raises(errors.RequestTimedOut, match="controlled shutdown of 1001"):
+        cluster.controlled_shutdown(1001, timeout_ms=1)  # a round trip to the controller takes 2 ms
+    assert cluster.run_until(lambda: cluster.live_brokers() == [1002, 1003], 60_000)
+    assert all(p.leader != 1001 for p in cluster.describe("bar").partitions)
+
+
+def test_a_preferred_election_not_taken_up_in_its_timeout_raises_request_timed_out(cluster):
+    """With the controller crashed, nobody takes the request up until its successor is
+    elected (after the session timeout): the call raises at its own timeout instead of
+    answering as if the election had run; the request stays written for the successor."""
+    cluster.kill(cluster.controller_id)
+    with pytest.raises(errors.RequestTimedOut, match="preferred leader election for bar"):
+        cluster.elect_preferred_leaders("bar", timeout_ms=1000)
+    assert cluster.zk.get_preferred_replica_election()
+    assert cluster.run_until(lambda: not cluster.zk.get_preferred_replica_election(), 60_000)
+
+
+def test_a_produce_request_carries_request_timeout_ms_unless_timeout_ms_is_given(cluster):
+    """The time the leader may wait for the ISR (ProduceRequest.timeout), as Kafka's producer
+    sends it: request.timeout.ms from the config, or the call's own timeout_ms."""
+    sent = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: (sent.append(req), send(src, dst, req, cb))
+    cluster.produce("bar", 0, [b"a"], acks="all")
+    cluster.produce("bar", 0, [b"b"], acks="all", timeout_ms=2_500)
+    timeouts = [r.timeout_ms for r in sent if isinstance(r, ProduceRequest)]
+    assert cluster.config["request.timeout.ms"] != cluster.config["replica.lag.time.max.ms"]
+    assert timeouts == [cluster.config["request.timeout.ms"], 2_500]
