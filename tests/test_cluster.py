@@ -927,3 +927,12 @@ def test_a_produce_request_carries_request_timeout_ms_unless_timeout_ms_is_given
     timeouts = [r.timeout_ms for r in sent if isinstance(r, ProduceRequest)]
     assert cluster.config["request.timeout.ms"] != cluster.config["replica.lag.time.max.ms"]
     assert timeouts == [cluster.config["request.timeout.ms"], 2_500]
+
+
+def test_observers_see_each_timeline_event_as_it_happens(cluster):
+    seen = []
+    cluster.observers.append(seen.append)
+    already = len(cluster.timeline)
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: all(1003 not in p.isr for p in cluster.describe("bar").partitions), 60_000)
+    assert seen and seen == cluster.timeline[already:]
