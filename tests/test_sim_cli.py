@@ -446,3 +446,73 @@ def test_a_replay_writes_its_timeline_and_history_beside_the_recording_not_over_
     assert not (again / "seed003-controlled-shutdown-2-replay.jsonl").exists()  # no --history, no failure
     assert sim_cli.main(["--replay", str(recorded), "--timeline"]) == 2
     assert "--timeline needs --out DIR" in capsys.readouterr().err
+
+
+def _recording(tmp_path, text_after=""):
+    """A recorded history made up, not simulated: the run header of seed 5 of
+    seed003-controlled-shutdown and one crash; ``text_after`` is appended to the file."""
+    from kreplica.sim import scenarios
+    from kreplica.sim.history import History
+
+    h = History()
+    h.record(0, "run", seed=5, scenario=scenarios.load("seed003-controlled-shutdown").to_dict())
+    h.record(10, "crash", 2)
+    path = tmp_path / "recorded.jsonl"
+    h.write_jsonl(path)
+    path.write_text(path.read_text() + text_after)
+    return path, h.hash
+
+
+def _replayed_as(monkeypatch, history_hash, failing):
+    """The replayed run made up: its hash, and a violation if ``failing``."""
+    from kreplica.sim.checker import Invariant, Violation
+    from kreplica.sim.world import RunResult
+
+    def run_seed(args, seed, scenario=None, suffix=""):
+        v = Violation(Invariant.ACKED_WRITE_LOST, 10, "t-0", 1, "planted in the replay") if failing else None
+        return RunResult(scenario.name, seed, history_hash, 2, 1000, 0.1, v, [], 0, 0, 0, 1.0, [], v is None, 1)
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+
+
+@pytest.mark.parametrize("same, failing, status", [(True, False, 0), (True, True, 1), (False, False, 3),
+                                                   (False, True, 3)])
+def test_a_replay_exits_3_when_its_history_differs_whatever_the_verdict(tmp_path, monkeypatch, capsys, same,
+                                                                          failing, status):
+    path, recorded = _recording(tmp_path)
+    _replayed_as(monkeypatch, recorded if same else "0" * 64, failing)
+    assert sim_cli.main(["--replay", str(path)]) == status
+    assert ("identical" if same else "DIFFERENT") in capsys.readouterr().out.splitlines()
+
+
+def test_blank_lines_in_a_recorded_history_do_not_change_its_hash(tmp_path, monkeypatch, capsys):
+    """A history file with an empty line at its end or between events (an editor, a
+    concatenation) is the same run: the blank lines are read past, not hashed."""
+    path, recorded = _recording(tmp_path, text_after="\n  \n")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "", *lines[1:]]) + "\n")
+    _replayed_as(monkeypatch, recorded, failing=False)
+    assert sim_cli.main(["--replay", str(path)]) == 0
+    assert f"recorded history hash {recorded}" in capsys.readouterr().out.splitlines()
+
+
+def test_until_0_leaves_no_virtual_time_before_the_liveness_phase():
+    """``--until 0`` is a length (the parser takes 0 and up), not "not given": the run
+    goes straight to its liveness phase, swarm or not, rather than the scenario's length."""
+    for swarm in ([], ["--swarm"]):
+        args = _parsed(["--scenario", "kip101-hw-truncation", "--until", "0", *swarm])
+        assert sim_cli._scenario(args, 1).until_ms == 0
+        assert sim_cli._options(args, sim_cli._scenario(args, 1))["until_ms"] == 0
+
+
+@pytest.mark.parametrize("asked, drawn", [([], 3), (["--timeline-partitions", "1"], 1)])
+def test_timeline_partitions_is_how_many_partitions_each_runs_timeline_draws(tmp_path, capsys, asked, drawn):
+    """seed003-controlled-shutdown has 3 partitions; a timeline is 3.2 inches a partition, at 90 dpi."""
+    import struct
+
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seed", "1", "--until", "1500", "--out", str(tmp_path),
+            "--timeline", *asked]
+    assert sim_cli.main(argv) == 0
+    with open(tmp_path / "seed003-controlled-shutdown-1.png", "rb") as f:
+        width, height = struct.unpack(">II", f.read(24)[16:24])  # the IHDR chunk
+    assert height == round(3.2 * drawn * 90)
