@@ -87,3 +87,41 @@ def test_a_timeline_draws_at_most_the_partitions_asked_for(tmp_path, max_partiti
     path = timeline_png(r, tmp_path / "t.png", max_partitions)
     width, height = _png_size(path)
     assert (width, height) == (11 * 90, round(3.2 * drawn * 90))  # two plots of 3.2 inches per partition
+
+
+def test_a_single_re_election_is_its_own_p50_and_p99():
+    """One sample is a figure: both percentiles are that value, not "no figure"."""
+    assert percentile([7], 50) == 7.0 and percentile([7], 99) == 7.0
+    s = Summary()
+    s.add(result(1, reelect=[12]))
+    assert dict(s.rows())["time to re-elect p50 / p99 ms"] == "12 / 12"
+    assert (s.to_dict()["reelect_ms_p50"], s.to_dict()["reelect_ms_p99"]) == (12.0, 12.0)
+
+
+@pytest.mark.parametrize("failing, shown", [(20, " ".join(map(str, range(20)))),
+                                            (21, " ".join(map(str, range(20))) + " ...")])
+def test_the_table_lists_twenty_failing_seeds_and_marks_more(failing, shown):
+    s = Summary()
+    for seed in range(failing):
+        s.add(result(seed, violation=Invariant.ACKED_WRITE_LOST))
+    assert dict(s.rows())["failing seeds"] == shown
+    assert s.to_dict()["failed_seeds"] == list(range(failing))  # summary.json keeps them all
+
+
+def test_consumed_then_lost_batches_are_kept_apart_from_lost_acks():
+    s = Summary()
+    s.add(result(1, losses=["power-loss"], superseded=["unclean-election", "unclean-election"]))
+    rows = dict(s.rows())
+    assert rows["lost acks (counted, attributed)"] == "1"
+    assert rows["consumed batches then lost (counted, attributed)"] == "2"
+    d = s.to_dict()
+    assert d["losses"] == {"power-loss": 1} and d["superseded_reads"] == {"unclean-election": 2}
+
+
+def test_throughput_counts_a_runs_part_of_a_virtual_second():
+    """1.5 virtual s is 1.5 s, not 1: 30 acks=all writes in it are 20.0 a second."""
+    s = Summary()
+    s.add(result(1, acked=30, writes=30, virtual_ms=1500))
+    rows = dict(s.rows())
+    assert rows["acks=all writes acked / virtual s"] == "20.0"
+    assert rows["writes completed / virtual s (acked, or sent with acks=0)"] == "20.0"
