@@ -188,3 +188,36 @@ def test_the_running_hash_is_the_hash_of_the_lines_a_file_holds(tmp_path):
         h.record(i, "ack", 1, "t-0", offset=i)
     h.write_jsonl(tmp_path / "h.jsonl")
     assert h.hash == hash_lines((tmp_path / "h.jsonl").read_text().splitlines())
+
+
+def test_reading_a_history_passes_over_blank_lines(tmp_path):
+    h = History()
+    h.record(0, "run", seed=3, scenario={"name": "x"})
+    h.record(5, "crash", 2)
+    path = tmp_path / "h.jsonl"
+    path.write_text("\n".join([h.lines[0], "", "   ", h.lines[1], ""]) + "\n")
+    assert read_jsonl(path) == h.events
+
+
+def test_a_history_whose_first_event_is_not_the_run_header_is_refused(tmp_path):
+    """A history with its header cut off (a tail of the file) has no seed or scenario to
+    replay: it is named as not a simulation history, not replayed from another event's data."""
+    import pytest
+
+    h = History()
+    h.record(0, "run", seed=3, scenario={"name": "x"})
+    h.record(5, "crash", 2, seed=4, scenario={"name": "y"})
+    assert run_header(h.events)["seed"] == 3
+    for events in (h.events[1:], []):
+        with pytest.raises(ValueError, match="the first event must be the run header"):
+            run_header(events)
+
+
+def test_the_swarm_draws_over_the_bases_config_and_keeps_the_keys_it_does_not_draw():
+    drawn = {"min.insync.replicas", "unclean.leader.election.enable", "replica.truncation.strategy", "acks"}
+    for name in scenarios.names():
+        base = scenarios.load(name)
+        for s in range(5):
+            config = swarm_scenario(s, base).config
+            assert {k: v for k, v in config.items() if k not in drawn} == \
+                {k: v for k, v in base.config.items() if k not in drawn}, (name, s)
