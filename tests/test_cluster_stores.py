@@ -122,6 +122,10 @@ def test_the_cluster_replaces_its_own_expired_session(cluster):
     offset = cluster.produce("bar", 0, [b"after-expiry"])
     assert cluster.fetch("bar", 0, offset)[0].value == b"after-expiry"
     assert cluster._admin_session is not old and cluster.describe("bar").partitions
+    if cluster.chroot is not None:
+        # The replaced session is closed, not just dropped: kazoo would otherwise go on
+        # opening sessions on its behalf until the cluster closed the store.
+        assert old.closed and not old.client.connected and old not in cluster.store._sessions
 
 
 @pytest.mark.zookeeper
