@@ -499,3 +499,115 @@ def test_consume_into_a_closed_pipe_stops_quietly(tools_cluster, monkeypatch, ca
         monkeypatch.setattr(sys, "stdout", stdout)
         assert cli.main(["consume", "--zookeeper", ZK, "--topic", "t", "--from-beginning", "--timeout-ms", "0"]) == 1
     assert capsys.readouterr().err == ""
+
+
+# The forty-first review (docs/engine-audit.md, CT2-..): a second pass over produce and
+# consume, for what the thirteenth review's tests left open.
+def test_produce_acks_minus_1_waits_for_the_whole_isr_as_all_does(tools_cluster, produce):
+    """Kafka's -1 is another name for all: with the ISR down to the leader and
+    min.insync.replicas=2 nothing is acknowledged."""
+    leader = tools_cluster.describe("t").partitions[0].leader
+    for b in tools_cluster.live_brokers():
+        if b != leader:
+            assert tools_cluster.controlled_shutdown(b)
+    status, err = produce("--partition", "0", "--acks", "-1", stdin=b"x\n")
+    assert status == 1 and err.startswith("Error: NOT_ENOUGH_REPLICAS") and err.endswith(
+        "(0 records acknowledged before it)\n")
+
+
+def test_produce_sends_up_to_1000_records_a_request_by_default(tools_cluster, produce, monkeypatch):
+    sizes = []
+    real = tools_cluster.produce
+
+    def recording(topic, partition, values, **kwargs):
+        sizes.append((partition, len(values)))
+        return real(topic, partition, values, **kwargs)
+
+    monkeypatch.setattr(tools_cluster, "produce", recording)
+    status, err = produce("--partition", "1", stdin=b"".join(b"v%d\n" % i for i in range(1001)))  # one read
+    assert status == 0 and err == "1001 records acknowledged (acks=all)\n"
+    assert sizes == [(1, 1000), (1, 1)]
+
+
+def test_a_failed_request_counts_the_requests_before_it_lowest_partition_first(tools_cluster, produce, monkeypatch):
+    """One read's records go partition by partition, lowest first, each request
+    acknowledged before the next; the error line counts what was acknowledged before the
+    failure, and the rest of the read is not sent."""
+    from kreplica import errors
+
+    real = tools_cluster.produce
+
+    def refusing_partition_1(topic, partition, values, **kwargs):
+        if partition == 1:
+            raise errors.NotEnoughReplicas("partition 1 refused")
+        return real(topic, partition, values, **kwargs)
+
+    monkeypatch.setattr(tools_cluster, "produce", refusing_partition_1)
+    # k3 goes to partition 2 (twice), k1 to partition 1, the unkeyed line to 0 (round-robin's first).
+    status, err = produce("--key-separator", ":", stdin=b"k3:a\nk1:b\nk3:c\nplain\n")
+    assert status == 1 and err == (
+        "Error: NOT_ENOUGH_REPLICAS: partition 1 refused (1 records acknowledged before it)\n")
+    assert _partitions(tools_cluster) == [[(None, b"plain")], [], []]
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_a_store_that_cannot_be_reached_is_an_error_line(command, monkeypatch, capsys):
+    from kreplica.meta.store import ConnectionLoss
+
+    def unreachable(metadata):
+        raise ConnectionLoss(f"cannot reach {metadata}")
+
+    monkeypatch.setattr("kreplica.net.remote.connect", unreachable)
+    assert cli.main([command, "--zookeeper", ZK, "--topic", "t"]) == 1
+    done = "acknowledged" if command == "produce" else "printed"
+    assert capsys.readouterr().err == f"Error: CONNECTIONLOSS: cannot reach zookeeper://{ZK} (0 records {done} before it)\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["produce", "--batch-size", "0"], "argument --batch-size: 0: must be at least 1"),
+    (["consume", "--max-messages", "0"], "argument --max-messages: 0: must be at least 1"),
+    (["consume", "--partition", "0", "--offset", "1", "--from-beginning"],
+     "argument --from-beginning: not allowed with argument --offset"),
+], ids=["batch-size-0", "max-messages-0", "offset-and-from-beginning"])
+def test_a_zero_count_or_two_starting_points_is_a_usage_error(argv, message, no_connect, capsys):
+    command, *flags = argv
+    assert _refused([command, "--zookeeper", ZK, "--topic", "t", *flags], capsys) == f"kreplica {command}: error: {message}"
+
+
+def test_consume_offset_0_starts_at_the_first_record_not_at_the_end(tools_cluster, consume):
+    tools_cluster.produce("t", 0, [b"v0", b"v1"], acks="all")
+    assert consume("--partition", "0", "--offset", "0", "--timeout-ms", "0") == (0, ["v0", "v1"], "2 records\n")
+
+
+def test_consume_prints_a_record_without_a_value_as_an_empty_value(tools_cluster, consume):
+    tools_cluster.produce("t", 0, [(b"gone", None), b"v"], acks="all")  # a tombstone, then a record without a key
+    assert consume("--partition", "0", "--from-beginning", "--print-key", "--timeout-ms", "0") == (
+        0, ["gone\t", "\tv"], "2 records\n")
+
+
+def test_consume_times_out_counting_from_the_last_new_record_pausing_poll_ms_between_empty_polls(
+        tools_cluster, consume, monkeypatch):
+    """--timeout-ms is how long nothing new came, not how long the command ran: a record
+    comes every 200 ms for 600 ms, and a 300 ms timeout reads all three.  A clock of the
+    test's, moved by each pause between polls, stands in for real time."""
+    import types
+
+    from kreplica.tools import consume as consume_module
+
+    now = [0.0]
+    pauses = []
+    late = [b"late-%d" % i for i in range(3)]
+    advance = tools_cluster.advance
+
+    def pause(ms):  # another producer writes a record every second pause
+        pauses.append(ms)
+        now[0] += ms / 1000
+        if len(pauses) % 2 == 0 and late:
+            tools_cluster.produce("t", 2, [late.pop(0)], acks="all")
+        advance(ms)
+
+    monkeypatch.setattr(tools_cluster, "advance", pause)
+    monkeypatch.setattr(consume_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    status, lines, err = consume("--timeout-ms", "300")
+    assert (status, lines, err) == (0, ["late-0", "late-1", "late-2"], "3 records\n")
+    assert set(pauses) == {consume_module.POLL_MS}
