@@ -156,3 +156,83 @@ def test_the_demos_exit_status_says_whether_it_passed(passed, status, monkeypatc
 
     monkeypatch.setattr(demo, "run", lambda seed, metadata: passed)
     assert main(["demo"]) == status
+
+
+# The forty-first review (docs/engine-audit.md, CT2-..): each of the demo's verdicts, and
+# its defaults, must count.
+@pytest.mark.parametrize("step", ["EXPECTED_AFTER_SHUTDOWN", "EXPECTED_AFTER_KILL"])
+def test_a_published_picture_that_differs_at_either_check_fails_the_demo(step, monkeypatch):
+    picture = dict(getattr(demo, step))
+    leader, isr = picture[1]
+    picture[1] = (min(isr - {leader}), isr)  # bar-1 published on another ISR member
+    monkeypatch.setattr(demo, step, picture)
+    out = io.StringIO()
+    assert demo.run(Console(file=out, width=200, color_system=None), seed=0) is False
+    text = out.getvalue()
+    assert text.count("differs") == 1 and "demo found a difference" in text
+
+
+def test_an_isr_not_full_again_after_the_restart_fails_the_demo(monkeypatch):
+    """Step 3 waits for 1001 to rejoin every ISR; here the wait sees it never do so."""
+    from kreplica import Cluster
+
+    restarted = []
+    start = Cluster.start
+    isr_full = demo._isr_full
+
+    def start_and_note(self, broker_id):
+        restarted.append(broker_id)
+        return start(self, broker_id)
+
+    monkeypatch.setattr(Cluster, "start", start_and_note)
+    monkeypatch.setattr(demo, "_isr_full", lambda c: isr_full(c) and not restarted)
+    out = io.StringIO()
+    assert demo.run(Console(file=out, width=200, color_system=None), seed=0) is False
+    text = out.getvalue()
+    assert "ISR full again: False" in text and "differs" not in text and "demo found a difference" in text
+
+
+def test_a_private_store_that_cannot_start_is_one_line_and_leaves_no_data_dir(tmp_path, monkeypatch, capsys):
+    """Without Debian's zookeeper package (or java) `--metadata zookeeper+local://` cannot
+    start its ZooKeeper: one Error line and exit status 1, as for an unreachable store."""
+    import tempfile
+
+    from kreplica.cli import main
+    from kreplica.meta import zk_server
+
+    monkeypatch.setattr(zk_server, "zookeeper_available", lambda jar=zk_server.ZK_JAR: False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["demo", "--metadata", "zookeeper+local:///d"]) == 1
+    assert capsys.readouterr().err == (f"Error: --metadata zookeeper+local:///d: {zk_server.ZK_JAR} or java "
+                                       "not found (apt-get install zookeeper)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_demo_runs_seed_0_on_the_memory_store_by_default(monkeypatch):
+    from kreplica.cli import main
+
+    calls = []
+    monkeypatch.setattr(demo, "run", lambda seed, metadata: calls.append((seed, metadata)) or True)
+    assert main(["demo"]) == 0 and calls == [(0, "memory")]
+
+
+def test_the_timeline_shows_each_leader_epoch_and_isr_once():
+    """A LeaderAndIsr repeated for the same epoch and ISR, or echoing the leader's own ISR
+    change, is not a row of its own; a new epoch is."""
+    import types
+
+    from kreplica.cluster import TimelineEvent
+
+    def leader(t, epoch, isr):
+        return TimelineEvent(t, "leader_and_isr", 1001, {"tp": "bar-0", "leader": 1001, "leader_epoch": epoch,
+                                                         "isr": isr, "controller_epoch": 1})
+
+    events = [leader(10, 1, (1001, 1002, 1003)), leader(20, 1, (1001, 1002, 1003)),
+              TimelineEvent(30, "isr_changed", 1001, {"tp": "bar-0", "leader_epoch": 1, "isr": (1001, 1003),
+                                                      "zk_version": 1}),
+              leader(40, 1, (1001, 1003)), leader(50, 2, (1001, 1003))]
+    table = demo._timeline_table(types.SimpleNamespace(virtual_time=True, scheduler=None), events)
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(table)
+    rows = [line for line in out.getvalue().splitlines() if "bar-0" in line]
+    assert [row.split()[1] for row in rows] == ["10", "30", "50"]
