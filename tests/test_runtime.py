@@ -171,3 +171,60 @@ def test_no_scheduler_takes_a_negative_span(scheduler):
         s.advance(-1)
     with pytest.raises(ValueError, match="never goes backwards"):
         s.run_until(lambda: True, -1)
+
+
+def test_next_due_skips_cancelled_timers(monkeypatch):
+    """A cancelled timer is not what the loop sleeps towards: next_due_ms() names the first
+    live one, or None when only cancelled timers are left."""
+    sched, _ = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched.call_later(5, lambda: None).cancel()
+    sched.call_later(20, lambda: None)
+    assert sched.next_due_ms() == sched.now_ms() + 20
+    only = RealScheduler(0)
+    only.call_later(5, lambda: None).cancel()
+    assert only.next_due_ms() is None
+
+
+class _SleepMovesTheClock:
+    """Stands in for RealScheduler's wake-up event: a wait moves the held clock on by the
+    time asked for and records it, so a test sees every sleep the loop takes."""
+
+    def __init__(self, clock):
+        self.clock, self.waits = clock, []
+
+    def wait(self, timeout):
+        self.waits.append(round(timeout, 6))
+        self.clock.s += timeout
+
+    def set(self):
+        pass
+
+    def clear(self):
+        pass
+
+
+def test_real_scheduler_sleeps_until_its_next_timer_not_until_its_deadline(monkeypatch):
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = sleeps = _SleepMovesTheClock(clock)
+    start = sched.now_ms()
+    ran_at = []
+    sched.call_later(10, lambda: ran_at.append(sched.now_ms() - start))
+    sched.advance(30)
+    assert ran_at == [10]
+    assert sleeps.waits == [0.01, 0.02]
+
+
+def test_real_scheduler_asks_its_predicate_at_least_every_50_ms_with_nothing_due(monkeypatch):
+    """A predicate may read what changes outside the loop (Cluster.delete_topic waits on a
+    ZooKeeper read): with no timer due, run_until still asks it every 50 ms, not only at
+    its deadline a minute later."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = sleeps = _SleepMovesTheClock(clock)
+    assert sched.run_until(lambda: clock.s >= 0.2, 60_000)
+    assert clock.s < 0.25
+    assert sleeps.waits and max(sleeps.waits) <= 0.05
+
+
+def test_a_real_schedulers_random_numbers_follow_its_seed():
+    """Cluster(seed=...) off virtual time places replicas with RealScheduler(seed).rng."""
+    assert RealScheduler(7).rng.random() == RealScheduler(7).rng.random() != RealScheduler(8).rng.random()
