@@ -168,3 +168,40 @@ def test_a_produce_request_leaves_with_copies_of_every_view_it_carries():
     s.advance(5)
     assert [bytes(p.records) for p in arrived[0].partitions] == [b"bytes", b"first"]
     assert type(arrived[0].partitions[1].records) is bytes
+    assert (arrived[0].acks, arrived[0].timeout_ms) == (1, 1000)  # the copy keeps the rest
+
+
+def test_unregistering_a_node_that_never_registered_leaves_its_answers_coming():
+    """Only a node that was registered and went away loses its answers; a plain client
+    (never registered) keeps getting them even if its id is unregistered."""
+    s = SimScheduler()
+    t = InProcessTransport(s)
+    t.register(1, _echo)
+    t.unregister(2)  # 2 never registered: nothing to take down
+    got = []
+    t.send(2, 1, "x", got.append)
+    s.advance(1)
+    assert got == [("echo", 2, "x")]
+
+
+def test_a_request_sent_without_a_callback_to_a_missing_node_is_simply_lost():
+    """acks=0 produce sends with no on_response: a refused connection has no one to tell,
+    and must not send a refusal back to None (a TypeError inside the scheduler)."""
+    s = SimScheduler()
+    t = InProcessTransport(s)
+    t.send(2, 3, "x", None)  # 3 is not there
+    s.advance(1)
+    assert t.messages_delivered == 1
+
+
+def test_a_nodes_request_to_itself_crosses_the_transport_and_is_counted():
+    """The controller's broker sends LeaderAndIsr to itself as to any other broker: both
+    legs go through deliver() and count, as in Kafka, where it goes over a socket."""
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=3)
+    t.register(1, _echo)
+    got = []
+    t.send(1, 1, "self", lambda r: got.append((s.now_ms(), r)))
+    s.advance(10)
+    assert got == [(6, ("echo", 1, "self"))]
+    assert t.messages_delivered == 2
