@@ -618,6 +618,11 @@ def test_every_controller_request_naming_another_registration_is_refused_as_stal
              "UpdateMetadata": lambda e: UpdateMetadataRequest(c.controller_id, 1, (), (), broker_epoch=e)}[kind]
     assert [a.error_code for a in _answer_of(b, build(current + 1000))] == [errors.StaleBrokerEpoch.code]
     assert [a.error_code for a in _answer_of(b, build(current))] != [errors.StaleBrokerEpoch.code]
+    unchecked = {"LeaderAndIsr": lambda: LeaderAndIsrRequest(c.controller_id, 1, ()),
+                 "StopReplica": lambda: StopReplicaRequest(c.controller_id, 1, ()),
+                 "UpdateMetadata": lambda: UpdateMetadataRequest(c.controller_id, 1, (), ())}[kind]
+    # Built without one, a request carries broker epoch -1: unchecked, never stale.
+    assert [a.error_code for a in _answer_of(b, unchecked())] != [errors.StaleBrokerEpoch.code]
 
 
 def test_a_controlled_shutdown_sent_to_a_broker_that_is_not_the_controller_is_refused(make):

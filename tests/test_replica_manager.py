@@ -515,6 +515,18 @@ def test_stop_replica_with_an_older_leader_epoch_is_fenced(tmp_path):
     h.close()
 
 
+def test_a_stop_replica_without_a_leader_epoch_is_not_checked_against_the_partitions(tmp_path):
+    """A StopReplica partition built without an epoch carries -1, Kafka's "no epoch": it is
+    applied whatever epoch the partition is in, never fenced as older."""
+    h = _cluster(tmp_path)
+    h.elect(TP, 1)  # epoch 1
+    rm = h.brokers[2]
+    unchecked = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True),))
+    assert rm.handle_stop_replica(unchecked).partition_errors == ((TP, errors.NONE),)
+    assert TP not in rm.partitions
+    h.close()
+
+
 def test_a_corrupt_produce_is_refused_and_nothing_is_appended(tmp_path):
     h = _cluster(tmp_path)
     from kreplica.protocol import ProducePartition, ProduceRequest
