@@ -227,3 +227,22 @@ def test_a_topics_stored_overrides_take_only_log_keys_over_the_brokers_config(tm
     assert whole["replica.lag.time.max.ms"] == rm.config["replica.lag.time.max.ms"]
     with pytest.raises(errors.InvalidConfig, match="unknown config key 'replica.lag.time.max.ms'"):
         rm.configs_with([("replica.lag.time.max.ms", "1")])
+
+
+def test_kreplicas_own_errors_refine_kafkas_and_only_kafkas_retriable_ones_are_retriable():
+    """An embedder catches ``InvalidRequest`` for a closed cluster (code 42) and reads
+    ``retriable`` to decide whether to try again: an unknown server error, a refused
+    controller state change and a metadata-store failure are not worth retrying."""
+    assert issubclass(errors.ClusterClosed, errors.InvalidRequest) and errors.ClusterClosed.code == 42
+    assert issubclass(errors.NoReplicaOnline, errors.LeaderNotAvailable) and errors.NoReplicaOnline.retriable
+    from kreplica.meta.store import NoNode, StoreError
+
+    for cls in (errors.KReplicaError, errors.StateChangeFailed, StoreError, NoNode):
+        assert cls.retriable is False, cls
+
+
+def test_an_unknown_error_name_is_refused_not_read_as_the_unknown_server_error():
+    assert errors.error_for_name("UNKNOWN_SERVER_ERROR") is errors.KReplicaError
+    with pytest.raises(KeyError):
+        errors.error_for_name("NOT_LEADER_FOR_PARTITION")  # Kafka's old name for code 6
+
