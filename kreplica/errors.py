@@ -18,6 +18,13 @@ class KReplicaError(Exception):
         super().__init__(f"{self.name}: {message}" if message else self.name)
         self.message = message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuilt from the message as given: ``args`` already carries the name, and
+        # BaseException's own reduce would put it in front a second time (an error
+        # pickled from a ``sim --jobs`` worker, or copied).  Attributes set after
+        # construction (``op_index``) come back with the instance dict.
+        return type(self), (self.message,), self.__dict__
+
 
 _BY_CODE: dict[int, type[KReplicaError]] = {-1: KReplicaError}
 _BY_NAME: dict[str, type[KReplicaError]] = {"UNKNOWN_SERVER_ERROR": KReplicaError}

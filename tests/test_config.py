@@ -246,3 +246,17 @@ def test_an_unknown_error_name_is_refused_not_read_as_the_unknown_server_error()
     with pytest.raises(KeyError):
         errors.error_for_name("NOT_LEADER_FOR_PARTITION")  # Kafka's old name for code 6
 
+
+@pytest.mark.parametrize("make", [lambda: errors.FencedLeaderEpoch("t-0 epoch 3"), lambda: errors.KReplicaError(),
+                                  lambda: errors.ClusterClosed("closed")], ids=["message", "bare", "subclass"])
+def test_an_error_survives_pickling_and_copying_as_it_was(make):
+    """A seed run in a ``sim --jobs`` worker hands its error to the parent by pickle; the
+    name was put in front of the message a second time ("FENCED_LEADER_EPOCH:
+    FENCED_LEADER_EPOCH: t-0 epoch 3")."""
+    import copy
+    import pickle
+
+    error = make()
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert type(again) is type(error)
+        assert (str(again), again.message, again.args) == (str(error), error.message, error.args)
