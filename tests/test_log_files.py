@@ -327,3 +327,75 @@ def test_a_skip_whose_declared_length_lands_inside_a_batch_resumes_at_the_next_i
     assert _offsets(s) == [*range(6), *range(9, 18)]
     [region] = json.loads((report / s.report_name).read_text())["regions"]
     assert (region["position"], region["resume_position"], region["next_offset"]) == (positions[2], positions[3], 9)
+
+
+# ---- the slice reader's stopping rules and messages (forty-third review) ----
+
+def test_a_corrupt_batch_is_named_with_the_offsets_read_before_it_and_the_index_only_when_it_named_the_position(tmp_path):
+    """The message says how far the read got (the last offset read, or that nothing was)
+    and names the offset index only when the bad position is the one the index gave."""
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:  # inside batch 3's records: a CRC mismatch
+        f.seek(positions[3] + sizes[3] - 5)
+        f.write(b"\xff\xfe")
+    with pytest.raises(CorruptMessage) as info:
+        _offsets(_slice(path, need=18))
+    assert str(info.value).endswith("(partition t-0, read up to offset 8)")
+    with pytest.raises(CorruptMessage) as info:
+        _offsets(_slice(path, positions[3], lo=9, need=18, start_offset=9))
+    assert str(info.value).endswith("(partition t-0, read up to offset 8; "
+                                    "the position comes from 00000000000000000000.index)")
+    with open(path, "r+b") as f:  # now batch 0, at position 0, is bad too
+        f.seek(sizes[0] - 5)
+        f.write(b"\xff\xfe")
+    with pytest.raises(CorruptMessage) as info:
+        _offsets(_slice(path, need=18))
+    assert str(info.value).endswith("(partition t-0, nothing read yet)")
+
+
+def test_a_slice_stops_once_its_last_offset_was_read_whatever_follows(tmp_path):
+    """Past ``offset_hi`` (the HW) a live leader may be mid-append: a torn or bad batch
+    there ends the slice cleanly, even when the segment has offsets still to reach."""
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:  # batch 3 (offsets 9 to 11), the first past the HW, is bad
+        f.seek(positions[3] + sizes[3] - 5)
+        f.write(b"\xff\xfe")
+    assert _offsets(_slice(path, hi=9, need=18)) == list(range(9))
+    with pytest.raises(CorruptMessage, match=f"crc mismatch at position {positions[3]}"):
+        _offsets(_slice(path, hi=10, need=18))
+
+
+def test_an_index_hint_pointing_inside_a_batch_is_read_from_the_segment_start(tmp_path):
+    """No batch at all where the index points (a stale entry after a truncation and new
+    appends) is a stale hint, not corruption: the slice is read from position 0."""
+    path, positions, _ = _sealed(tmp_path)
+    assert _offsets(_slice(path, positions[3] + 20, lo=9, need=18, start_offset=9)) == list(range(9, 18))
+    assert _offsets(_slice(path, positions[5] + 91, lo=15, hi=18, need=18, start_offset=15)) == [15, 16, 17]
+
+
+def test_a_bad_last_batch_before_the_zero_fill_is_skipped_up_to_the_zeros_only(tmp_path):
+    """A bad batch followed by a segment's zero fill is the last one written: the skip
+    ends where its own length says, and the report counts its bytes, not the zeros'."""
+    import json
+
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:
+        f.seek(positions[5])  # batch 5 never written: zeros from there, as preallocated
+        f.write(bytes(sizes[5] + 4096))
+        f.seek(positions[4] + sizes[4] - 5)  # and batch 4 bad
+        f.write(b"\xff\xfe")
+    report = tmp_path / "report"
+    s = _slice(path, need=15, on_corrupt="skip", corrupt_report=str(report))
+    assert _offsets(s) == list(range(12))
+    [region] = json.loads((report / s.report_name).read_text())["regions"]
+    assert (region["position"], region["resume_position"], region["skipped_bytes"], region["next_offset"]) == (
+        positions[4], positions[5], sizes[4], None)
+
+
+def test_a_slice_read_without_damage_writes_no_corrupt_report(tmp_path):
+    """With on_corrupt=skip the report directory gets a file only for a slice that
+    skipped something: a clean read leaves it as it was."""
+    path, _, _ = _sealed(tmp_path)
+    report = tmp_path / "report"
+    assert _offsets(_slice(path, need=18, on_corrupt="skip", corrupt_report=str(report))) == list(range(18))
+    assert not report.exists()
