@@ -401,3 +401,30 @@ def test_a_segment_truncated_to_its_first_batch_has_no_max_timestamp(tmp_path):
     loaded = LogSegment.load(tmp_path, 100, config, 0)
     assert loaded.time_index.last_entry() == (0, 100)
     loaded.close()
+
+
+def test_zeroing_an_abandoned_copy_does_not_grow_the_file_past_what_was_copied(tmp_path):
+    """After a CRC mismatch the copy zeros what it wrote and nothing more: the file ends
+    at or before the end of the data it was given.  A file size limit well past that end
+    keeps a runaway zeroing short (it stops at EFBIG) so the test fails instead of
+    filling the disk."""
+    import resource
+
+    data, run = _batches_past_two_pieces()
+    scan = scan_batches(bytes(data))
+    pos, size = int(scan.positions[7]), int(scan.sizes[7])
+    data[pos + size - 30] ^= 0x01
+    start = 4096 + 100
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (start + len(data) + (4 << 20), hard))  # Python ignores SIGXFSZ
+    try:
+        with pytest.raises(errors.CorruptMessage, match=f"crc mismatch at position {pos}:"):
+            run.write_to(fd, data, start)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    try:
+        assert pos + size + start <= os.fstat(fd).st_size <= start + len(data)
+        assert not any(os.pread(fd, len(data) + start, 0))
+    finally:
+        os.close(fd)
