@@ -68,3 +68,14 @@ def test_the_table_divides_each_rows_records_by_its_seconds_and_compares_with_in
              if line.count("│") == 6]
     # wall s, committed records/s (20 records), ms per batch, vs in-process (the lines a name wraps onto are blank)
     assert [row for row in cells if any(row)] == [["2.00", "10", "500.00", "1.00x"], ["8.00", "2", "2000.00", "0.25x"]]
+
+
+def test_the_options_size_the_batches_every_transport_sends(monkeypatch, capsys):
+    sent = []
+    monkeypatch.setattr(bench_net, "in_process", lambda values: sent.append(values) or 1.0)
+    monkeypatch.setattr(bench_net, "tcp", lambda values: sent.append(values) or 1.0)
+    assert cli.main(["bench", "net", "--batches", "3", "--batch-records", "2", "--record-bytes", "40",
+                     "--no-processes"]) == 0
+    assert sent[0] is sent[1]  # the same records for both
+    assert [[len(v) for v in batch] for batch in sent[0]] == [[40, 40]] * 3
+    assert "3 batches of 2 x 40 B" in capsys.readouterr().out

@@ -111,3 +111,54 @@ def test_every_option_reaches_the_run_and_the_line_shows_its_figures(argv, count
     first, _header, line = capsys.readouterr().out.splitlines()
     assert first.endswith("best of 2 interleaved rounds; 4 batches recycled")
     assert line.split() == ["1024B", str(count), "250,000", "25", "1,000,000", "0.250", "0.320"]
+
+
+def _fake_cluster(error_codes):
+    """A cluster for ``produce_replicated`` whose leader answers at once, with these error codes in turn."""
+    from types import SimpleNamespace
+
+    codes = iter(error_codes)
+
+    def send(src, dst, request, on_response):
+        on_response(SimpleNamespace(partitions=[SimpleNamespace(error_code=next(codes))]))
+
+    return {"scheduler": SimpleNamespace(run_until=lambda done, timeout_ms: done()),
+            "transport": SimpleNamespace(send=send)}
+
+
+def test_an_error_response_is_a_failure_and_the_run_is_refused(tmp_path):
+    from kreplica.errors import NONE, NotEnoughReplicas
+
+    produced = produce_replicated(_fake_cluster([NONE, NotEnoughReplicas.code, NONE]), [b"x"], 3, 1)
+    assert (produced["acked"], produced["failures"]) == (3, [NotEnoughReplicas.code])
+    with pytest.raises(RuntimeError, match=r"3/3 acknowledged, errors \[%d\]" % NotEnoughReplicas.code):
+        finish_replicated({"managers": _managers({1: (10, 10), 2: (10, 0), 3: (10, 0)})}, produced, [b"x"], 3)
+
+
+def _managers(ends):
+    from types import SimpleNamespace
+
+    return {b: SimpleNamespace(partitions={bench_replication.TP: SimpleNamespace(log_end_offset=leo, high_watermark=hw)},
+                               fetchers={}, shutdown=lambda clean: None)
+            for b, (leo, hw) in ends.items()}
+
+
+def test_a_leader_whose_high_watermark_lags_its_log_end_is_not_converged():
+    produced = {"acked": 2, "failures": [], "seconds": 1.0, "cpu_seconds": 1.0}
+    with pytest.raises(RuntimeError, match="replicas did not converge: LEOs {1: 20, 2: 20, 3: 20}, HW 10"):
+        finish_replicated({"managers": _managers({1: (20, 10), 2: (20, 0), 3: (20, 0)})}, produced, [b"x"], 2)
+    done = finish_replicated({"managers": _managers({1: (20, 20), 2: (20, 0), 3: (20, 0)})}, produced, [b"xy"], 2)
+    assert (done["records"], done["bytes"]) == (20, 4)
+
+
+def test_the_breakdown_floor_frees_replications_own_work_and_triples_the_peers_rest(capsys):
+    """Replicated total 1.5 CPU s, of it 0.9 the rest: free of its writes and prefaults and
+    with three times the single log's 0.2 s of bookkeeping, it would take 1.2 s: 0.3 / 1.2."""
+    bench_replication._print_breakdown({"write": 0.05, "rest": 0.2, "total": 0.3},
+                                       {"prefault": 0.1, "write broker-1": 0.2, "write broker-2": 0.15,
+                                        "write broker-3": 0.15, "rest": 0.9, "total": 1.5})
+    single, replicated, floor = capsys.readouterr().out.splitlines()
+    assert single.split() == ["1-replica", "timed", "round,", "CPU", "ms:", "write", "50.0,", "rest", "200.0",
+                              "(total", "300.0)"]
+    assert "prefault 100.0, write broker-1 200.0, write broker-2 150.0, write broker-3 150.0, rest 900.0" in replicated
+    assert floor.strip() == "CPU ratio with replication's own work free: 0.25"

@@ -585,6 +585,18 @@ def test_failover_bench_times_the_session_close_and_the_election_on_both_clocks(
     assert (r.seconds, r.cpu_seconds, r.reelected) == (3.0, 0.75, 3)
 
 
+def test_failover_bench_judges_linearity_smallest_against_largest_at_2x():
+    from kreplica.tools.bench_failover import FailoverResult, verdicts
+
+    def row(n, seconds):
+        return FailoverResult("memory", "broker", n, seconds, seconds, n // 3, 0, 1)
+
+    # listed largest first (as `--partitions 10000 1000` runs them): 25 us -> 62.5 us, 2.5x
+    assert verdicts([row(10000, 0.625), row(1000, 0.025)]) == [
+        "target: memory store, 1,000 partitions in < 0.5 s: 0.025 s, PASS",
+        "target: linear in partitions: 25.0 -> 62.5 us/partition from 1,000 to 10,000, FAIL"]
+
+
 # -- random histories (hypothesis) ------------------------------------------------------------
 
 OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred", "reassign"]),
