@@ -526,3 +526,25 @@ def test_the_copying_read_copies_every_byte_of_the_log(tmp_path, monkeypatch) ->
     assert store.read_bytes_copied() == work.log_bytes
     store.close()
     assert b"".join(copied) == b"".join(work.encoded)
+
+
+def test_race_keeps_the_last_runs_stores_and_removes_the_others(tmp_path, monkeypatch):
+    """The reads (workload 4) read the stores workload 1 leaves: the last run's, the freshest
+    in the page cache; every earlier run's files are removed."""
+    import itertools
+
+    monkeypatch.setattr(bench_log, "time", SimpleNamespace(perf_counter=lambda: 0.0, thread_time=lambda: 0.0,
+                                                           monotonic_ns=itertools.count().__next__))
+    opened: list[Path] = []
+
+    class Store:
+        def __init__(self, path: Path) -> None:
+            path.write_bytes(b"x")
+            opened.append(path)
+
+        def close(self) -> None:
+            pass
+
+    t = bench_log.race(tmp_path, {"a": Store}, [None], lambda store, piece: None, 3, keep=True)
+    assert len(opened) == 3 and t.kept == {"a": opened[-1]}
+    assert list(tmp_path.iterdir()) == [opened[-1]]
