@@ -266,6 +266,79 @@ def test_a_sweep_stopped_inside_spark_ends_in_one_line(stop, status, last_line, 
     assert "Traceback" not in err and err.strip().splitlines()[-1] == last_line.format(out=out), err
 
 
+def test_every_scenario_of_repeated_scenario_flags_is_swept(monkeypatch, tmp_path, capsys):
+    """``--scenario`` is repeatable and each takes a comma-separated list: all of them run."""
+    from kreplica.spark.sweep import SweepStats
+
+    grids = []
+
+    def run_sweep(spark, grid, out, **kwargs):
+        grids.append(grid)
+        return SweepStats(total=len(grid), already_done=0, executed=len(grid), chunks=1, wall_s=1.0)
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
+    argv = ["sweep", "--scenario", "random-chaos", "--scenario", "unclean-election,kip101-hw-truncation",
+            "--seeds", "1..2", "--out", str(tmp_path / "out"), "--no-progress"]
+    assert cli.main(argv) == 0
+    [grid] = grids
+    assert grid.scenarios == ("random-chaos", "unclean-election", "kip101-hw-truncation") and len(grid) == 6
+    assert "sweep: 6 runs = 3 scenarios x 1 configurations x 2 seeds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scheme", ["", "file://"])
+def test_a_local_outs_report_goes_under_it_whatever_its_scheme(scheme, monkeypatch, tmp_path, capsys):
+    """``--report-dir`` defaults to OUT/_report for a local OUT, spelled as a path or a
+    file: URI; only another file system's OUT reports to ./kreplica-sweep-report."""
+    import types
+
+    made = []
+
+    def build_report(spark, runs, report_dir, **kwargs):
+        made.append(report_dir)
+        return types.SimpleNamespace(markdown=f"{report_dir}/report.md", failing_total=0)
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.done_runs", lambda spark, out: object())
+    monkeypatch.setattr("kreplica.spark.sweep.read_results", lambda spark, out: None)
+    monkeypatch.setattr("kreplica.spark.report.build_report", build_report)
+    out = tmp_path / "out"
+    assert cli.main(["sweep", "--out", f"{scheme}{out}", "--report-only"]) == 0
+    assert made == [str(out / "_report")], capsys.readouterr().err
+
+
+def test_sweep_signals_cancel_spark_a_second_stops_at_once_and_the_handlers_come_back():
+    """The first Ctrl-C or SIGTERM cancels Spark's jobs from a thread; a second raises at
+    once; installing again after Spark started (it sets its own SIGINT handler) must not
+    forget the handlers found first, which go back when the sweep ends."""
+    import signal
+    import threading
+
+    from kreplica.tools.sweep import _Interrupts
+
+    cancelled = threading.Event()
+    calls = []
+
+    class Context:
+        def setLogLevel(self, level):
+            calls.append(level)
+
+        def cancelAllJobs(self):
+            cancelled.set()
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    interrupts = _Interrupts().install()
+    try:
+        interrupts.attach(Context())  # installs again, as once the SparkContext has started
+        interrupts._handle(signal.SIGTERM, None)
+        assert interrupts.requested and cancelled.wait(10) and calls == ["OFF"]
+        with pytest.raises(KeyboardInterrupt):
+            interrupts._handle(signal.SIGINT, None)
+    finally:
+        interrupts.restore()
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
 # `kreplica produce` and `kreplica consume` (the thirteenth review, docs/engine-audit.md,
 # CT..).  Their quick-start tests need broker processes and a real ZooKeeper
 # (test_broker_processes.py), which the fast run leaves out; here the same commands run

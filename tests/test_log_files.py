@@ -399,3 +399,42 @@ def test_a_slice_read_without_damage_writes_no_corrupt_report(tmp_path):
     report = tmp_path / "report"
     assert _offsets(_slice(path, need=18, on_corrupt="skip", corrupt_report=str(report))) == list(range(18))
     assert not report.exists()
+
+
+# ---- the forty-fifth review (docs/engine-audit.md, SP2-..) -----------------------------------
+
+def test_an_index_of_more_than_4096_entries_is_read_to_its_last_entry(tmp_path):
+    """The index is read in a first block of 4096 entries, grown while every entry read
+    increases: a closed segment of 5,000 indexed batches keeps all its entries, so a read
+    from near its end starts at its batch, and its trimmed time index still prunes."""
+    d = str(tmp_path)
+    _log(d, "t-0", batches=5000, records=1, **{"index.interval.bytes": 1}).close()
+    [part] = list_partitions(d, "t")
+    [seg] = part.segments
+    offsets, positions = seg.offset_index()
+    assert offsets.tolist() == list(range(1, 5000))  # no entry for the batch at position 0
+    [s] = seg.slices(OffsetBounds(4990, None, 5000), None, None, topic="t", partition=0, on_corrupt="fail",
+                     corrupt_report=None)
+    assert s.start_position == positions[offsets == 4990][0] and _offsets(s) == list(range(4990, 5000))
+    timestamps, timestamp_offsets = seg.time_index()  # one entry: the clock stood still
+    assert timestamps.tolist() == [T0] and len(timestamp_offsets) == 1
+    [s] = seg.slices(OffsetBounds(0, None, 5000), T0 + 1, None, topic="t", partition=0, on_corrupt="fail",
+                     corrupt_report=None)
+    assert s.offset_lo == timestamp_offsets[0] + 1  # the records up to the entry are older
+
+
+def test_an_offset_in_list_plans_a_read_that_reaches_its_largest_offset(tmp_path):
+    """Spark evaluates ``offset IN (4, 13, 7)`` on the rows again, but only on the rows the
+    plan reads: the pushed bounds must keep 13."""
+    from pyspark.sql.datasource import In
+
+    from kreplica.spark.datasource import Pushdown, ReadOptions, plan_slices
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=6, records=3, **{"index.interval.bytes": 1}).close()
+    pushdown = Pushdown()
+    pushdown.absorb(In(("offset",), (4, 13, 7)))
+    assert (pushdown.offset_lo, pushdown.offset_hi) == (4, 14)
+    opts = ReadOptions.from_options({"path": d, "topic": "t"})
+    read = [o for s in plan_slices(opts, pushdown, {0: 18}) for o in _offsets(s)]
+    assert {4, 7, 13} <= set(read) and min(read) >= 3 and max(read) <= 14

@@ -272,3 +272,159 @@ def test_progress_remembers_jobs_the_status_tracker_forgot():
     counts = bar.tracker.poll()
     assert (counts.completed, counts.total) == (4 + 2, 4 + 4)
     assert bar._total(counts) == 8 + 1 * 4
+
+
+# ---- the forty-fifth review (docs/engine-audit.md, SP2-..) -----------------------------------
+
+@pytest.mark.parametrize("text", ['scenarios = ["random-chaos"]\n[config]\nacks = []\n'])
+def test_an_axis_given_no_values_is_refused_not_swept_as_no_runs(text, tmp_path):
+    """An empty axis makes no configuration point: a sweep of 0 runs that "succeeds"."""
+    with pytest.raises(ValueError, match="configuration points must be given"):
+        Grid.from_axes([SCENARIO], {"truncation": []})
+    grid = tmp_path / "g.toml"
+    grid.write_text(text)
+    with pytest.raises(ValueError, match="configuration points must be given"):
+        Grid.load(grid)
+
+
+def test_a_grid_file_may_end_in_yml_as_in_yaml(tmp_path):
+    text = "scenarios: [random-chaos]\nseeds: 2..4\nconfig:\n  acks: [1, all]\n"
+    (tmp_path / "g.yml").write_text(text)
+    (tmp_path / "g.yaml").write_text(text)
+    g = Grid.load(tmp_path / "g.yml")
+    assert g == Grid.load(tmp_path / "g.yaml") == Grid.from_axes(["random-chaos"], {"acks": ["1", "all"]}, "2..4")
+
+
+def test_configuration_keys_keep_their_text_so_an_old_sweep_directory_resumes():
+    """The key is stored in every row and is how a re-run finds the runs already done:
+    its text must not change between versions (a fault rate 2 is "2", not "2.0")."""
+    config = RunConfig.parse({"acks": -1, "min_isr": "2", "unclean": "true", "truncation": "leader-epoch",
+                              "rf": 3, "fault_rate": 2, "until_ms": "60000"})
+    assert config.key == ("acks=all,min_isr=2,unclean=true,truncation=leader-epoch,rf=3,"
+                          "fault_rate=2,until_ms=60000")
+    assert RunConfig(fault_rate=0.25).key == "acks=-,min_isr=-,unclean=-,truncation=-,rf=-,fault_rate=0.25,until_ms=-"
+
+
+def test_a_run_that_lost_writes_without_a_violation_carries_its_history():
+    """Counted losses (an unclean election's) fail a run without breaking an invariant;
+    the report lists the run with a replay, so the row must carry its history."""
+    from kreplica.sim.history import hash_lines
+
+    row = run(RunSpec("unclean-election", RunConfig(), 2))
+    assert row["lost_acks"] > 0 and row["violations_total"] == 0 and row["error"] is None
+    lines = history_text(row["history_gz"]).splitlines()
+    assert len(lines) == row["events"] and hash_lines(lines) == row["history_hash"]
+    clean = run(RunSpec(SCENARIO, RunConfig(truncation="leader-epoch"), 1))
+    assert clean["lost_acks"] == clean["violations_total"] == 0 and clean["history_gz"] is None
+
+
+def test_every_column_of_a_real_row_survives_the_arrow_schema():
+    """What a task hands Spark: the row's maps, array and bytes as they were made."""
+    import pyarrow as pa
+
+    from kreplica.spark.sweep import _arrow_schema
+
+    row = run(RunSpec("unclean-election", RunConfig(), 2))
+    assert row["lost_by_cause"] and row["reelect_ms"]
+    [back] = pa.RecordBatch.from_pylist([row], schema=_arrow_schema()).to_pylist()
+    maps = {"violations", "lost_by_cause", "superseded_by_cause"}
+    assert {k: dict(v) if k in maps else v for k, v in back.items()} == row
+
+
+def test_a_task_runs_each_configuration_point_with_its_own_settings_and_releases_the_scratch(
+        tmp_path, monkeypatch):
+    """run_tasks as an executor runs it, on one Arrow batch: each (scenario, configuration)
+    gets its own scenario, runs keep their data in the sweep's scratch, SIGINT is ignored and
+    SIGTERM ends the run while it runs, the handlers are put back after, and the task's lock
+    goes with it, so the scratch is an orphan once the task is done."""
+    import signal
+
+    import pyarrow as pa
+
+    from kreplica.spark import sim_runner
+    from kreplica.spark.sweep import run_tasks
+
+    monkeypatch.setattr("kreplica.sim.world.default_data_root", lambda: str(tmp_path))
+    seen = []
+
+    def fake_run(spec, sc, data_root=None):
+        term = signal.getsignal(signal.SIGTERM)
+        with pytest.raises(SystemExit) as stopped:
+            term(signal.SIGTERM, None)
+        seen.append((spec.config.truncation, sc.config["replica.truncation.strategy"], data_root,
+                     signal.getsignal(signal.SIGINT), stopped.value.code))
+        return {"scenario": spec.scenario, "config_key": spec.config.key, "seed": spec.seed,
+                "truncation": sc.config["replica.truncation.strategy"]}
+
+    monkeypatch.setattr(sim_runner, "run", fake_run)
+    grid = Grid.from_axes([SCENARIO], {"truncation": TRUNCATIONS}, "1..2")
+    batch = pa.RecordBatch.from_pydict({"scenario": [SCENARIO] * 4, "config_index": [0, 1, 1, 0],
+                                        "seed": [1, 1, 2, 2]})
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP))
+    name = "kreplica-sweep-task"
+    [out] = list(run_tasks(grid, iter([batch]), name))
+    order = ["high-watermark", "leader-epoch", "leader-epoch", "high-watermark"]
+    assert out.column("truncation").to_pylist() == order
+    assert seen == [(t, t, scratch_dir(name), signal.SIG_IGN, 128 + signal.SIGTERM) for t in order]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM),
+            signal.getsignal(signal.SIGHUP)) == before
+    old = time.time() - 120
+    os.utime(scratch_dir(name), (old, old))
+    assert remove_orphaned_scratch(keep="") == [scratch_dir(name)]
+
+
+def test_replay_commands_stay_beside_their_runs_when_a_run_has_no_history(tmp_path):
+    """build_report pairs failing runs and commands by position; a row without a history
+    (an older sweep's, or one written by hand) has an empty command, not the next run's."""
+    import gzip
+
+    from kreplica.spark.report import write_replays
+
+    failing = [{"scenario": SCENARIO, "config_key": "acks=all,rf=3", "seed": 1, "history_gz": None},
+               {"scenario": SCENARIO, "config_key": "acks=all,rf=3", "seed": 2,
+                "history_gz": gzip.compress(b'{"kind": "run"}\n')}]
+    commands = write_replays(failing, tmp_path)
+    path = tmp_path / "replays" / SCENARIO / "acks=all_rf=3" / "seed-2.jsonl"
+    assert commands == ["", f"kreplica simulate --replay {path.resolve()}"]
+    assert path.read_text() == '{"kind": "run"}\n'
+    assert not (tmp_path / "replays" / SCENARIO / "acks=all_rf=3" / "seed-1.jsonl").exists()
+
+
+def test_the_report_says_when_it_lists_only_the_first_failing_runs():
+    from kreplica.spark.report import markdown
+
+    row = _summary_row(failing_runs=3)
+    failing = [{"scenario": SCENARIO, "config_key": row["config_key"], "seed": 1, "history_hash": "ab" * 32,
+                "error": "RuntimeError: boom", "first_violation": None, "lost_acks": 0, "lost_by_cause": {}}]
+    md = markdown([row], failing, ["kreplica simulate --replay /r/seed-1.jsonl"], 3, [], "out")
+    assert "3 failing runs." in md
+    assert "The first 1 of 3:\n\n- `kip101-hw-truncation`" in md
+    assert md.endswith("seed 1 (hash `abababababababab`): RuntimeError: boom\n"
+                       "  `kreplica simulate --replay /r/seed-1.jsonl`\n")
+    assert "The first" not in markdown([row], failing, [""], 1, [], "out")
+
+
+def test_a_failed_jobs_stages_that_never_ran_are_not_left_to_do():
+    """A job that failed (a cancelled chunk, an interrupted sweep) runs no more of its
+    stages: as for a job that succeeded, its total is what it completed."""
+    from kreplica.spark.progress import TaskTracker
+
+    tracker = _Tracker()
+    tracker.jobs = {1: ("FAILED", {10: (2, 4), 11: (0, 3)}), 2: ("SUCCEEDED", {20: (4, 4), 21: (0, 2)})}
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    counts = TaskTracker(sc, "g").poll()
+    assert (counts.completed, counts.total) == (6, 6)
+
+
+def test_more_jobs_than_expected_never_shrink_the_bars_total():
+    """A resumed sweep first counts the runs already done, a job of the group that no chunk
+    accounts for: jobs seen past the expected ones are not a negative number still to come."""
+    from kreplica.spark.progress import SparkProgress
+
+    tracker = _Tracker()
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    bar = SparkProgress(sc, "g", expect_jobs=1, expect_tasks=4)
+    tracker.jobs = {1: ("SUCCEEDED", {10: (2, 2)}), 2: ("RUNNING", {20: (1, 4)})}
+    counts = bar.tracker.poll()
+    assert (counts.completed, counts.total) == (3, 6)
+    assert bar._total(counts) == 6
