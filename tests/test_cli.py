@@ -286,7 +286,7 @@ def test_every_scenario_of_repeated_scenario_flags_is_swept(monkeypatch, tmp_pat
     assert "sweep: 6 runs = 3 scenarios x 1 configurations x 2 seeds" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("scheme", ["", "file://"])
+@pytest.mark.parametrize("scheme", ["", "file:", "file://"])
 def test_a_local_outs_report_goes_under_it_whatever_its_scheme(scheme, monkeypatch, tmp_path, capsys):
     """``--report-dir`` defaults to OUT/_report for a local OUT, spelled as a path or a
     file: URI; only another file system's OUT reports to ./kreplica-sweep-report."""

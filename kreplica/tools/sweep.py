@@ -88,11 +88,19 @@ def grid_from_args(args: argparse.Namespace):
     return Grid.from_axes(scenarios, axes, args.seeds)
 
 
+def _local_path(out: str) -> Path | None:
+    """``--out`` as a local path (given as one, or as a ``file:`` URI), or None for
+    another file system."""
+    if "://" in out and not out.startswith("file:"):
+        return None
+    return Path(out.removeprefix("file://").removeprefix("file:"))
+
+
 def _out_problem(out: str) -> str | None:
     """Why a local ``--out`` cannot hold the sweep's directory, or None."""
-    if "://" in out and not out.startswith("file:"):
+    path = _local_path(out)
+    if path is None:
         return None  # another file system: Spark reports it
-    path = Path(out.removeprefix("file://").removeprefix("file:"))
     for p in (path, *path.parents):
         if p.exists():
             return None if p.is_dir() else f"{p} is a file, not a directory"
@@ -313,9 +321,8 @@ def _sweep_and_report(spark: Any, args: argparse.Namespace, grid: Any, console: 
             console.print(f"[red]report: no sweep rows in {args.out}")
             return 2
 
-        local = "://" not in args.out or args.out.startswith("file://")
-        report_dir = args.report_dir or (str(Path(args.out.removeprefix("file://")) / "_report")
-                                         if local else "kreplica-sweep-report")
+        local = _local_path(args.out)
+        report_dir = args.report_dir or (str(local / "_report") if local is not None else "kreplica-sweep-report")
         # A pipe gets the whole table, not rich's 80-column fallback.
         out_console = Console() if sys.stdout.isatty() else Console(width=200)
         report = build_report(spark, read_results(spark, args.out), report_dir,
