@@ -307,7 +307,7 @@ def test_a_local_outs_report_goes_under_it_whatever_its_scheme(scheme, monkeypat
     assert made == [str(out / "_report")], capsys.readouterr().err
 
 
-def test_sweep_signals_cancel_spark_a_second_stops_at_once_and_the_handlers_come_back():
+def test_sweep_signals_cancel_the_jobs_a_second_stops_at_once_and_the_handlers_come_back():
     """The first Ctrl-C or SIGTERM cancels Spark's jobs from a thread; a second raises at
     once; installing again after Spark started (it sets its own SIGINT handler) must not
     forget the handlers found first, which go back when the sweep ends."""
