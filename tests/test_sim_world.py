@@ -440,6 +440,48 @@ def test_cli_jobs_give_the_same_hashes_as_one_process(tmp_path):
     assert hashes[0] == hashes[1] and len(set(hashes[0])) == 2
 
 
+@pytest.mark.parametrize("where", ["just after the data dir is made", "inside the data dir's removal"])
+def test_an_interrupt_anywhere_in_a_run_leaves_no_data_dir_behind(tmp_path, monkeypatch, where):
+    """Ctrl-C, or SIGTERM turned into KeyboardInterrupt by `simulate`, lands between two
+    bytecodes: right after the run's mkdir (tempfile.mkdtemp had not yet handed back the
+    name), or inside shutil.rmtree of a run that was finishing (half the tree was left;
+    test_sim_cli's Ctrl-C test saw a seed's dir stay once).  Either way the dir goes."""
+    import os
+    import shutil
+
+    import kreplica.sim.world as world_module
+
+    if where.startswith("just after"):
+        real_mkdir = os.mkdir
+
+        def mkdir_then_interrupted(path, *args, **kwargs):
+            real_mkdir(path, *args, **kwargs)
+            if os.path.basename(path).startswith("kreplica-sim-"):
+                raise KeyboardInterrupt
+        monkeypatch.setattr(os, "mkdir", mkdir_then_interrupted)
+    else:
+        real_rmtree, calls = shutil.rmtree, []
+
+        def rmtree_interrupted_once(path, *args, **kwargs):
+            calls.append(path)
+            if len(calls) == 1:
+                os.remove(min(_files(path)))  # part of the tree gone, then the interrupt
+                raise KeyboardInterrupt
+            real_rmtree(path, *args, **kwargs)
+        monkeypatch.setattr(world_module.shutil, "rmtree", rmtree_interrupted_once)
+
+    sc = replace(scenarios.load("seed003-broker-killed"), until_ms=1000)
+    with pytest.raises(KeyboardInterrupt):
+        World(sc, 5, data_root=str(tmp_path)).run()
+    assert list(tmp_path.iterdir()) == []
+
+
+def _files(root):
+    import os
+
+    return [os.path.join(d, f) for d, _, names in os.walk(root) for f in names]
+
+
 def test_keep_data_leaves_the_brokers_logs_for_dump_log(tmp_path, capsys):
     import shutil
     from pathlib import Path

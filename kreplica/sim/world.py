@@ -25,7 +25,9 @@ its timers too.
 """
 from __future__ import annotations
 
+import os
 import random
+import secrets
 import shutil
 import tempfile
 import time
@@ -224,7 +226,7 @@ class World:
         from ..cluster import Cluster
 
         sc = self.scenario
-        self._tmp = tempfile.mkdtemp(prefix=f"kreplica-sim-{self.seed}-", dir=self._root or _default_root())
+        self._make_data_dir()
         self.record(HEADER_KIND, seed=self.seed, scenario=sc.to_dict())
         self.cluster = Cluster.embedded(brokers=sc.broker_ids, data_dir=self._tmp, seed=self.seed,
                                         config=sc.config, transport=self.network,
@@ -245,6 +247,19 @@ class World:
         for bid in self.cluster.brokers:
             self.instrument_broker(bid)
         self._sweep()
+
+    def _make_data_dir(self) -> None:
+        """The run's data dir, named in ``_tmp`` before it is made: an interrupt (Ctrl-C, or
+        the SIGTERM handler's KeyboardInterrupt) landing just after the mkdir still leaves
+        close() the name to remove, where tempfile.mkdtemp would have lost it."""
+        root = self._root or default_data_root()
+        while True:
+            self._tmp = os.path.join(root, f"kreplica-sim-{self.seed}-{secrets.token_hex(4)}")
+            try:
+                os.mkdir(self._tmp, 0o700)
+                return
+            except FileExistsError:
+                continue
 
     def _start_workload(self) -> None:
         sc, w = self.scenario, self.scenario.workload
@@ -899,7 +914,7 @@ class World:
                     pass
         finally:  # a SystemExit (a pool worker's SIGTERM) inside the close too
             if self._tmp is not None and not self.keep_data:
-                shutil.rmtree(self._tmp, ignore_errors=True)
+                _remove_tree(self._tmp)
 
     @property
     def data_dir(self) -> str | None:
@@ -910,6 +925,17 @@ class World:
 def _tp_of(name: str) -> TopicPartition:
     topic, _, p = name.rpartition("-")
     return TopicPartition(topic, int(p))
+
+
+def _remove_tree(path: str) -> None:
+    """shutil.rmtree that finishes when an interrupt lands inside it: the rest is removed,
+    then the interrupt goes on.  (The SIGTERM handlers ignore a second SIGTERM, so the
+    second pass is not cut short in turn.)"""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
 
 
 def _default_root() -> str | None:
