@@ -431,15 +431,21 @@ def test_produce_round_robin_goes_on_from_one_read_of_the_input_to_the_next(tool
     assert _partitions(tools_cluster) == [[(None, b"v%d" % i) for i in range(p, 9, 3)] for p in range(3)]
 
 
-def test_produce_sends_a_partitions_share_in_requests_of_batch_size(tools_cluster, produce, monkeypatch):
+def _request_sizes(cluster, monkeypatch):
+    """(partition, records) of every produce request the tool sends, in order."""
     sizes = []
-    real = tools_cluster.produce
+    real = cluster.produce
 
     def recording(topic, partition, values, **kwargs):
         sizes.append((partition, len(values)))
         return real(topic, partition, values, **kwargs)
 
-    monkeypatch.setattr(tools_cluster, "produce", recording)
+    monkeypatch.setattr(cluster, "produce", recording)
+    return sizes
+
+
+def test_produce_sends_a_partitions_share_in_requests_of_batch_size(tools_cluster, produce, monkeypatch):
+    sizes = _request_sizes(tools_cluster, monkeypatch)
     status, err = produce("--batch-size", "2", stdin=b"".join(b"v%d\n" % i for i in range(9)))
     assert status == 0 and err == "9 records acknowledged (acks=all)\n"
     assert sizes == [(0, 2), (0, 1), (1, 2), (1, 1), (2, 2), (2, 1)]
@@ -589,14 +595,7 @@ def test_produce_acks_minus_1_waits_for_the_whole_isr_as_all_does(tools_cluster,
 
 
 def test_produce_sends_up_to_1000_records_a_request_by_default(tools_cluster, produce, monkeypatch):
-    sizes = []
-    real = tools_cluster.produce
-
-    def recording(topic, partition, values, **kwargs):
-        sizes.append((partition, len(values)))
-        return real(topic, partition, values, **kwargs)
-
-    monkeypatch.setattr(tools_cluster, "produce", recording)
+    sizes = _request_sizes(tools_cluster, monkeypatch)
     status, err = produce("--partition", "1", stdin=b"".join(b"v%d\n" % i for i in range(1001)))  # one read
     assert status == 0 and err == "1001 records acknowledged (acks=all)\n"
     assert sizes == [(1, 1000), (1, 1)]
