@@ -201,6 +201,19 @@ def test_one_isr_proposal_at_a_time(tmp_path):
     h.close()
 
 
+def test_a_replayed_leader_and_isr_does_not_drop_the_isr_proposal_in_flight(tmp_path):
+    """A LeaderAndIsr at the epoch and version the leader already runs is a replay: it must
+    not reset the ISR state, or the store's answer to the pending shrink is ignored and the
+    leader keeps an ISR and version the store no longer holds."""
+    h, leader = _held_shrink(tmp_path)
+    assert h.send_leader_and_isr(TP, [1])[1].partition_errors == ((TP, errors.NONE),)
+    assert leader.isr_state.phase is IsrPhase.PENDING_SHRINK
+    h.release_alter_isr()
+    assert h.states[TP].isr == (1, 2)
+    assert leader.isr == (1, 2) and leader.zk_version == h.states[TP].zk_version
+    h.close()
+
+
 # ---- leadership and fencing ------------------------------------------------------------------
 def test_new_leader_serves_empty_between_hw_and_leo(tmp_path):
     """Seed 001 section 7: the new leader's HW may lag; that range reads empty."""
@@ -355,6 +368,54 @@ def test_update_metadata_feeds_the_cache(tmp_path):
     assert rm.metadata_cache.live_brokers == {1, 2, 3}
     rm.handle_update_metadata(UpdateMetadataRequest(0, h.controller_epoch, (), (1, 2), deleted=(TP,)))
     assert rm.metadata_cache.leader_for(TP) is None
+    h.close()
+
+
+def test_update_metadata_replaces_the_live_brokers(tmp_path):
+    """A broker the controller no longer lists as live leaves the cache's live set."""
+    h = _cluster(tmp_path)
+    cache = h.brokers[1].metadata_cache
+    h.brokers[1].handle_update_metadata(UpdateMetadataRequest(0, h.controller_epoch, (), (1, 2, 3)))
+    h.brokers[1].handle_update_metadata(UpdateMetadataRequest(0, h.controller_epoch, (), (1, 3)))
+    assert cache.live_brokers == {1, 3}
+    h.close()
+
+
+def test_a_stop_without_delete_answers_a_waiting_produce_at_once(tmp_path):
+    """A leader stopped (not deleted) tells an acks=all produce waiting on it that it no
+    longer leads, rather than letting it wait out its timeout."""
+    h = _cluster(tmp_path)  # lag time 30 s: the dead follower stays in the ISR
+    h.crash(3)
+    pending = h.produce(TP, [b"x"], acks=-1, timeout_ms=10_000)
+    h.advance(10)
+    assert not pending.done
+    stop = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, False),))
+    h.brokers[1].handle_stop_replica(stop)
+    assert h.run_until(lambda: pending.done, 10)
+    assert pending.response.partitions[0].error_code == errors.NotLeaderOrFollower.code
+    h.close()
+
+
+def test_a_deleted_partition_leaves_every_checkpoint_file(tmp_path):
+    """After a delete the broker's checkpoint files no longer name the partition, so a
+    replica created again under the same name restores nothing of the old one."""
+    from kreplica.replica.replica_manager import (
+        HW_CHECKPOINT_FILE, LOG_START_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE)
+
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    rm = h.brokers[2]
+    rm.checkpoint_high_watermarks()
+    for name in (LOG_START_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE):
+        rm.checkpoint_logs(name)
+    assert OffsetCheckpointFile(h.data_dir(2) / HW_CHECKPOINT_FILE).read() == {TP: 2}
+    rm.handle_stop_replica(StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True),)))
+    rm.checkpoint_high_watermarks()
+    for name in (LOG_START_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE):
+        rm.checkpoint_logs(name)
+    for name in (HW_CHECKPOINT_FILE, LOG_START_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE):
+        assert TP not in OffsetCheckpointFile(h.data_dir(2) / name).read(), name
     h.close()
 
 
@@ -584,6 +645,27 @@ def test_retention_runs_on_every_broker_and_a_follower_behind_it_starts_over(tmp
     assert h.run_until(lambda: leader.isr == (1, 2, 3), 10_000), h.describe(TP)
     back = h.partition(3, TP)
     assert back.log_start_offset == leader.log_start_offset and back.log_end_offset == 60
+    h.close()
+
+
+def test_a_fetch_one_below_the_log_start_is_out_of_range(tmp_path):
+    """The offset just below the log start is gone too: a consumer and a follower asking
+    for it are told OFFSET_OUT_OF_RANGE with the leader's log start."""
+    cfg = {"segment.bytes": 4096, "retention.bytes": 8192, "log.retention.check.interval.ms": 1000}
+    h = _cluster(tmp_path, cfg)
+    for i in range(60):
+        h.produce_sync(TP, [b"x" * 200])
+    leader = h.partition(1, TP)
+    h.advance(1000)
+    start = leader.log_start_offset
+    assert start > 0
+    d = h.fetch(TP, start - 1)
+    assert (d.error_code, d.log_start_offset) == (errors.OffsetOutOfRange.code, start)
+    answers = []
+    req = FetchRequest(3, (FetchPartition(TP, start - 1, -1, 0, 1 << 20),), max_wait_ms=0)
+    h.brokers[1].handle_fetch(req, answers.append)
+    assert answers[0].partitions[0].error_code == errors.OffsetOutOfRange.code
+    assert leader.remote_replicas[3].log_end_offset == 60  # the refused fetch recorded nothing
     h.close()
 
 
