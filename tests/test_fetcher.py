@@ -309,3 +309,55 @@ def test_each_partition_asks_for_replica_fetch_max_bytes_and_the_fetch_for_the_r
     req = leader.requests[0][1]
     assert isinstance(req, FetchRequest)
     assert (req.partitions[0].max_bytes, req.max_bytes) == (1234, 56789)
+
+
+def test_a_late_fetch_answer_for_a_replaced_state_is_ignored(tmp_path):
+    """The fetcher stays (another partition keeps it) while TP is re-added under a newer
+    epoch; the answer to the fetch sent under the old epoch then arrives and must not
+    move TP's log: the new epoch starts with its own truncation."""
+    h, rm, leader = _follower_with_records(tmp_path, 3)
+    other = TopicPartition("f", 1)
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (
+        LeaderAndIsrPartitionState(other, 1, LEADER, 1, (LEADER, FOLLOWER), 1, (LEADER, FOLLOWER)),)))
+    held = []
+
+    def handle(src, request, respond):
+        leader.requests.append((h.scheduler.now_ms(), request))
+        if isinstance(request, FetchRequest) and not held:
+            held.append(respond)
+
+    h.transport.register(LEADER, handle)
+    _follow(rm)
+    h.advance(1)
+    assert held and rm.partitions[TP].log_end_offset == 3
+    _follow(rm, epoch=2)  # TP re-added to the same fetcher
+    # The late answer: "the leader has only 1", which would cut TP back.
+    held[0](FetchResponse(errors.NONE, (FetchPartitionData(TP, errors.OffsetOutOfRange.code, 1, 0, 1),)))
+    h.advance(1)
+    assert rm.partitions[TP].log_end_offset == 3
+    fetcher = rm.fetchers[LEADER]
+    assert fetcher.states[TP].leader_epoch == 2 and fetcher.states[TP].fetch_offset == 3
+
+
+def test_adding_a_fetched_partition_again_starts_it_over_under_the_new_epoch(tmp_path):
+    """``add_partition`` replaces a partition's state: the new epoch, truncating again."""
+    h, rm, leader = _follower_with_records(tmp_path, 3)
+    _follow(rm)
+    h.advance(1)
+    fetcher = rm.fetchers[LEADER]
+    assert fetcher.states[TP].phase is FetchPhase.FETCHING
+    fetcher.add_partition(TP, 7)
+    assert fetcher.states[TP] == PartitionFetchState(-1, 7)
+
+
+def test_an_out_of_range_answer_without_the_leaders_end_backs_off_and_keeps_the_log(tmp_path):
+    """An OFFSET_OUT_OF_RANGE that does not say where the leader's log ends is no ground
+    to truncate: the partition backs off and asks again from where it was."""
+    h, rm, leader = _follower_with_records(tmp_path, 3)
+    leader.answer = _answer(errors.OffsetOutOfRange.code, hw=-1, leo=-1, start=-1)
+    _follow(rm)
+    h.advance(1)
+    assert rm.partitions[TP].log_end_offset == 3
+    assert h.run_until(lambda: len(leader.fetches()) >= 2, 1000)
+    first, second = leader.fetches()[:2]
+    assert first[1] == second[1] == 3 and second[0] - first[0] >= 100

@@ -204,3 +204,23 @@ def test_ordered_keys_complete_every_ready_operation_once(ops, purge_every):
         assert not stranded, [(d.need, world) for d in stranded]
     s.advance(100)
     assert all(d.answers == 1 for d in made)
+
+
+def test_the_periodic_purge_keeps_the_operations_still_waiting():
+    """The sweep of completed operations must keep every live watcher: one still waiting
+    on another key completes when that key is checked after the purge ran."""
+    s = SimScheduler()
+    p = Purgatory(s, "t")
+    p._PURGE_EVERY = 1
+    flags = {"k1": False, "k2": False}
+    answers = []
+    waiting = Op(1000, lambda: flags["k2"], answers)
+    done_first = Op(1000, lambda: flags["k1"], answers)
+    p.try_complete_else_watch(waiting, ["k2"])
+    p.try_complete_else_watch(done_first, ["k1"])
+    flags["k1"] = True
+    assert p.check_and_complete("k1") == 1  # one completion: the purge runs
+    assert p.watched("k2") == 1
+    flags["k2"] = True
+    assert p.check_and_complete("k2") == 1
+    assert answers == [("done", done_first), ("done", waiting)]
