@@ -214,6 +214,21 @@ def test_a_replayed_leader_and_isr_does_not_drop_the_isr_proposal_in_flight(tmp_
     h.close()
 
 
+def test_only_the_proposal_in_flight_is_awaited(tmp_path):
+    """The broker writes a proposal to the store only while the partition still awaits
+    that very proposal: another ISR under the same epoch and version is a dead one (a
+    proposal from before the replica was stopped and made leader again)."""
+    from dataclasses import replace
+
+    h, leader = _held_shrink(tmp_path)
+    held = h.held[0][0]
+    assert leader.awaits_isr_answer(held)
+    assert not leader.awaits_isr_answer(replace(held, new_isr=(1, 2, 3)))
+    h.release_alter_isr()
+    assert not leader.awaits_isr_answer(held)
+    h.close()
+
+
 # ---- leadership and fencing ------------------------------------------------------------------
 def test_new_leader_serves_empty_between_hw_and_leo(tmp_path):
     """Seed 001 section 7: the new leader's HW may lag; that range reads empty."""
@@ -563,6 +578,27 @@ def test_one_produce_request_many_partitions(tmp_path):
     codes = {r.tp: r.error_code for r in got[0].partitions}
     assert codes == {TP: errors.NONE, other: errors.NONE, unknown: errors.UnknownTopicOrPartition.code}
     assert h.partition(1, TP).high_watermark == h.partition(1, other).high_watermark == 1
+    h.close()
+
+
+def test_a_partition_refused_at_the_append_keeps_its_error_while_another_waits(tmp_path):
+    """An acks=all produce over two partitions: one refuses the batch at once (too large),
+    the other waits for its followers.  When the second commits, the first still answers
+    its refusal, not the success of a write it never took."""
+    from kreplica.protocol import ProducePartition, ProduceRequest
+    from kreplica.records import encode_batch
+
+    h = _cluster(tmp_path, {"max.message.bytes": 2000})
+    other = _another_partition(h, TopicPartition("bar", 1))
+    big = encode_batch([b"x" * 4000], timestamp_ms=0)
+    small = encode_batch([b"y"], timestamp_ms=0)
+    req = ProduceRequest(-1, 5000, (ProducePartition(TP, big), ProducePartition(other, small)))
+    got = []
+    h.transport.send(-7, 1, req, got.append)
+    assert h.run_until(lambda: bool(got), 1000)
+    codes = {r.tp: (r.error_code, r.base_offset) for r in got[0].partitions}
+    assert codes == {TP: (errors.RecordTooLarge.code, -1), other: (errors.NONE, 0)}
+    assert h.partition(1, TP).log_end_offset == 0
     h.close()
 
 
