@@ -272,13 +272,17 @@ def test_a_fenced_epoch_answer_drops_the_partition_not_retried(tmp_path):
     assert rm.partitions[TP].log_end_offset == 3
 
 
+def _another_partition_keeps_the_fetcher(rm):
+    """f-1 follows the same leader, so the fetcher outlives TP's removal and re-adding."""
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (LeaderAndIsrPartitionState(
+        TopicPartition("f", 1), 1, LEADER, 1, (LEADER, FOLLOWER), 1, (LEADER, FOLLOWER)),)))
+
+
 def test_a_late_epoch_answer_for_a_replaced_state_is_ignored(tmp_path):
     """The fetcher stays (another partition keeps it) while TP is re-added under a newer
     epoch; the answer to the old epoch question then arrives and must not truncate."""
     h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
-    other = TopicPartition("f", 1)
-    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (
-        LeaderAndIsrPartitionState(other, 1, LEADER, 1, (LEADER, FOLLOWER), 1, (LEADER, FOLLOWER)),)))
+    _another_partition_keeps_the_fetcher(rm)
     held = []
 
     def handle(src, request, respond):
@@ -316,9 +320,7 @@ def test_a_late_fetch_answer_for_a_replaced_state_is_ignored(tmp_path):
     epoch; the answer to the fetch sent under the old epoch then arrives and must not
     move TP's log: the new epoch starts with its own truncation."""
     h, rm, leader = _follower_with_records(tmp_path, 3)
-    other = TopicPartition("f", 1)
-    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (
-        LeaderAndIsrPartitionState(other, 1, LEADER, 1, (LEADER, FOLLOWER), 1, (LEADER, FOLLOWER)),)))
+    _another_partition_keeps_the_fetcher(rm)
     held = []
 
     def handle(src, request, respond):
