@@ -885,3 +885,156 @@ def test_failover_handles_and_deletes_isr_changes_announced_while_no_controller_
     _new_controller(c)
     assert c.admin.get_isr_change_notifications() == []
     assert c.controller.ctx.leadership[T0].isr == (1, 2)
+
+
+# -- third controller mutation pass (forty-seventh review) ---------------------------------
+
+class _AlwaysConflicting:
+    """A store in which every conditional write of a partition state meets a newer version."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def get_partition_states(self, tps):
+        return {tp: self.state for tp in tps}
+
+    def update_partition_states(self, states):
+        return {}, list(states), {}
+
+
+def test_a_write_still_conflicting_after_the_last_round_is_reported_failed():
+    ctx = ControllerContext()
+    ctx.epoch = 1
+    ctx.leadership[T0] = LeaderAndIsr(1, 0, (1, 2), 0, 1)
+    result = write_states(_AlwaysConflicting(LeaderAndIsr(1, 0, (1, 2), 0, 1)), ctx, [T0],
+                          lambda tp, cur: LeaderAndIsr(2, cur.leader_epoch + 1, cur.isr), max_rounds=3)
+    assert result.written == {} and isinstance(result.failed.get(T0), errors.StateChangeFailed)
+
+
+def test_a_write_refused_for_another_reason_than_a_conflict_is_reported_failed():
+    """The state node is gone (removed behind the controller's back): the write fails
+    with NoNode, which is neither written nor a version conflict to retry."""
+    c = with_topic(cluster())
+    ctx = ControllerContext()
+    ctx.epoch = c.controller.epoch
+    ctx.leadership[T0] = c.state("t", 0)
+    c.admin.session.delete(layout.partition_state_path("t", 0))
+    result = write_states(c.admin, ctx, [T0], lambda tp, cur: LeaderAndIsr(2, cur.leader_epoch + 1, cur.isr))
+    assert result.written == {} and isinstance(result.failed.get(T0), errors.KReplicaError)
+
+
+def test_a_partition_created_during_a_controlled_shutdown_is_not_led_by_the_broker_shutting_down():
+    """Seed 000's NewPartition -> OnlinePartition elects among the live brokers, which
+    exclude those in controlled shutdown (Kafka 0.10 liveBrokerIds)."""
+    c = cluster(brokers=(1, 2, 3, 9), candidates=[9])
+    assert c.controller.shutdown_broker(1) == set()
+    c.create_topic("u", {0: [1, 2, 3]})
+    st = c.state("u", 0)
+    assert st.leader == 2 and st.isr == (2, 3)
+
+
+def test_a_topic_removed_behind_the_controllers_back_ends_its_pending_reassignment():
+    c = with_topic(cluster(brokers=(1, 2, 3, 4, 9), candidates=[9]), {0: [1, 2, 3]})
+    c.admin.create_partition_reassignment({T0: [4, 2, 3]})
+    c.settle()
+    ctrl = c.controller
+    assert T0 in ctrl.ctx.partitions_being_reassigned   # waits for 4 to join the ISR
+    c.admin.session.delete(layout.topic_path("t"), recursive=True)
+    c.settle()
+    assert ctrl.ctx.partitions_being_reassigned == {}
+    c.kill(4)
+    c.start(4)                                 # an RAR broker's startup resumes nothing gone
+    assert c.controller is ctrl and ctrl.epoch == 1
+
+
+def test_a_topic_recreated_after_its_deletion_is_in_every_brokers_metadata():
+    """The deletion's UpdateMetadata named the partitions as deleted; the next batches
+    must not: a re-created topic of the same name would vanish from the brokers' caches."""
+    c = with_topic(cluster())
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t")
+    caches = {b: MetadataCache() for b in (1, 2, 3)}
+    c.channel.clear()
+    c.create_topic("t", {0: [3, 1, 2], 1: [1, 2, 3]})
+    for s in c.channel.sent:
+        if isinstance(s.request, UpdateMetadataRequest):
+            caches[s.broker_id].update(s.request)
+    assert {b: (cache.leader_for(T0), cache.leader_for(T1)) for b, cache in caches.items()} == {
+        b: (3, 1) for b in (1, 2, 3)}
+
+
+def test_a_topic_override_of_false_disables_unclean_election_against_the_broker_default():
+    c = cluster(brokers=(1, 2, 9), candidates=[9], config={"unclean.leader.election.enable": True})
+    with_topic(c, {0: [1, 2]}, config={"unclean.leader.election.enable": False})
+    c.leader_sets_isr(T0, [1])
+    c.kill(1)
+    assert c.state("t", 0).leader == -1
+
+
+def test_a_topic_config_change_enabling_unclean_election_elects_the_leaderless_partition():
+    """The controller caches each topic's overrides per term; a change notification must
+    drop the cached ones, or the new override is never seen (Kafka 2.x elects at once)."""
+    c = cluster(brokers=(1, 2, 9), candidates=[9])
+    with_topic(c, {0: [1, 2]})
+    c.leader_sets_isr(T0, [1])
+    c.kill(1)
+    assert c.state("t", 0).leader == -1
+    c.admin.set_topic_config("t", {"unclean.leader.election.enable": True})
+    c.settle()
+    st = c.state("t", 0)
+    assert (st.leader, st.isr) == (2, (2,))
+
+
+def test_a_preferred_election_request_for_a_topic_being_deleted_elects_nothing():
+    """A deleting topic's partitions are held offline (leaderless); the admin path's
+    preferred election must not bring one back online while its deletion waits."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(3)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.admin.topic_exists("t") and c.state("t", 0).leader == -1
+    c.channel.clear()
+    c.admin.create_preferred_replica_election([T0])
+    c.settle()
+    assert c.state("t", 0).leader == -1 and c.controller.psm.state(T0) is PartitionState.OFFLINE
+    assert c.channel.requests(LeaderAndIsrRequest) == []
+    assert c.admin.get_preferred_replica_election() == set()
+
+
+def test_an_unclean_bounce_the_controller_saw_is_recorded_handled():
+    """Broker 1 restarts after an unclean shutdown and the controller sees the bounce
+    (same id, new session): handled as failure then startup, it is recorded as handled,
+    so the next controller leaves it in an ISR its leader grew again since."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]))
+    assert c.controller.broker_id == 8
+    c.sessions[8].set_reachable(False)
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)
+    c.sessions[8].set_reachable(True)
+    c.settle()
+    epoch_1 = c.controller.ctx.broker_epochs[1]
+    assert c.admin.get_unclean_shutdowns_handled([1]) == {1: epoch_1}
+    c.leader_sets_isr(T0, [2, 3, 1])            # 1 fetched again and re-joined
+    c.kill(8)
+    assert c.controller.broker_id == 9
+    assert 1 in c.state("t", 0).isr
+
+
+def test_a_deletion_waiting_for_stop_replica_answers_is_not_started_again():
+    """While a topic's StopReplica answers are outstanding, another topic's deletion
+    runs the deletion manager again: the waiting topic is left alone (no second
+    UpdateMetadata naming its partitions deleted, no second StopReplica).  Broker 2
+    answers no StopReplica at all here, so "u" waits too; only the requests are judged."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    with_topic(c, {0: [1, 2, 3]}, topic="u")
+    held = hold_stop_replicas(c, 2)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert held and c.admin.topic_exists("t")
+    c.channel.clear()
+    c.admin.create_topic_deletion("u")
+    c.settle()
+    named = {tp.topic for r in c.channel.requests(UpdateMetadataRequest) for tp in r.deleted}
+    named |= {p.tp.topic for r in c.channel.requests(StopReplicaRequest) for p in r.partitions}
+    assert named == {"u"}

@@ -53,3 +53,15 @@ def test_a_brokers_share_is_of_its_own_preferred_partitions_not_of_all():
     assignment = {tp: ([1, 2, 3] if tp.partition < 10 else [2, 1, 3]) for tp in parts}
     leadership = {tp: led(3 if tp.partition in (0, 1) else (1 if tp.partition < 10 else 2)) for tp in parts}
     assert partitions_to_rebalance(assignment, leadership, {1, 2, 3}, 10) == {parts[0], parts[1]}
+
+
+def test_a_leaderless_partition_counts_as_led_elsewhere():
+    """Kafka counts every preferred partition whose leader is not the broker, a leaderless
+    one (-1) too: here 2 of broker 1's 10 (20%) are not led by it, so the one it can take
+    back moves; counting the leaderless one as led by 1 would make it 10%, and nothing moves."""
+    parts = tps(10)
+    assignment = {tp: [1, 2, 3] for tp in parts}
+    leadership = {tp: led(1) for tp in parts}
+    leadership[parts[0]] = led(2)
+    leadership[parts[1]] = led(-1, (3,))   # its only ISR member, 3, is dead
+    assert partitions_to_rebalance(assignment, leadership, {1, 2}, 10) == {parts[0]}

@@ -240,3 +240,16 @@ def test_random_transition_sequences_only_follow_the_table(targets):
             assert after is before
         else:
             assert after is target and before in SEED000_PREVIOUS_STATES[target]
+
+
+def test_a_new_partition_whose_state_node_exists_already_fails_and_stays_new():
+    """The create of a new partition's state node is refused when the node exists (another
+    controller wrote it): the partition is reported failed, stays NewPartition, and nobody
+    is sent a state this controller did not write."""
+    env = Env()
+    env.prepare(TP, P.NEW)
+    env.zk.create_partition_states({TP: LeaderAndIsr(2, 0, (2, 3), 0, EPOCH + 1)})
+    failed = env.psm.handle_state_changes([TP], P.ONLINE)
+    assert isinstance(failed.get(TP), errors.StateChangeFailed)
+    assert env.psm.state(TP) is P.NEW and TP not in env.ctx.leadership
+    assert env.channel.of(LeaderAndIsrRequest) == []
