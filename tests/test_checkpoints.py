@@ -88,3 +88,32 @@ def test_a_bad_leader_epoch_checkpoint_is_refused_naming_the_file(tmp_path, text
     path.write_text(text)
     with pytest.raises(KafkaStorageError, match=re.escape(f"malformed checkpoint file {path}")):
         LeaderEpochCheckpointFile(path).read()
+
+
+def test_an_offset_checkpoint_line_with_a_fourth_field_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "replication-offset-checkpoint"
+    path.write_text("0\n1\nfoo 0 7 9\n")
+    with pytest.raises(KafkaStorageError, match=re.escape(str(path)) + ".*malformed line 'foo 0 7 9'"):
+        OffsetCheckpointFile(path).read()
+
+
+def test_a_topic_name_the_format_cannot_hold_is_refused_before_anything_is_written(tmp_path):
+    f = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint")
+    with pytest.raises(ValueError, match="cannot be checkpointed"):
+        f.write({TopicPartition("a b", 0): 1})
+    assert not os.path.exists(f.path) and os.listdir(tmp_path) == []
+
+
+def test_a_replacement_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path):
+    from kreplica.log.checkpoints import replace_atomically
+
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text("old")
+
+    def fill(fd):
+        os.write(fd, b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        replace_atomically(path, fill)
+    assert path.read_text() == "old" and sorted(os.listdir(tmp_path)) == ["leader-epoch-checkpoint"]

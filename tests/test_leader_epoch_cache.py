@@ -88,3 +88,15 @@ def test_entries_stay_strictly_increasing(tmp_path_factory, ops):
         assert epochs == sorted(set(epochs)) and starts == sorted(set(starts))
         # either the new entry is last, or it was the same leader appending later
         assert c.entries[-1] == (epoch, start) or (c.latest_epoch == epoch and c.start_offset_for(epoch) <= start)
+
+
+def test_assigning_the_latest_epoch_at_its_own_start_again_changes_nothing(tmp_path, monkeypatch):
+    """Every write of the checkpoint costs an fsync of it and of its directory."""
+    c, _, cp = make(tmp_path)
+    assert c.assign(3, 10)
+    writes = []
+    real = cp.write
+    monkeypatch.setattr(cp, "write", lambda entries: (writes.append(list(entries)), real(entries))[1])
+    assert not c.assign(3, 10)
+    assert not c.assign(3, 12)
+    assert writes == [] and c.entries == [(3, 10)]

@@ -55,3 +55,52 @@ def test_cut_for_write_cuts_in_place_without_views_and_replaces_the_file_with_th
     assert f.flushed == 100  # the copy was made durable
     del view
     f.close()
+
+
+def test_a_reservation_refused_a_whole_chunk_still_takes_what_the_write_needs(tmp_path, monkeypatch):
+    """ENOSPC for the chunk reserved ahead is not yet a full disk: the bytes this write
+    needs may still fit, and only their refusal is the error."""
+    import errno
+
+    import pytest
+
+    from kreplica.errors import KafkaStorageError
+
+    f = MappedFile(str(tmp_path / "00000000000000000000.log"))
+    f.open_for_write(0, 1 << 20)
+    real = os.posix_fallocate
+
+    def room_for_1000_bytes(fd, offset, length):
+        if offset + length > 1000:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", room_for_1000_bytes)
+    f.write_at(0, b"x" * 500)
+    assert f.reserved == 500
+    with pytest.raises(KafkaStorageError, match="reserving space in"):
+        f.write_at(500, b"y" * 600)
+    f.close()
+
+
+def test_a_small_file_reserves_ahead_only_as_far_as_it_holds(tmp_path):
+    """On tmpfs a reservation is real memory: a small log must not pay for a whole chunk."""
+    from kreplica.log.mapped_file import MIN_RESERVE
+
+    f = MappedFile(str(tmp_path / "00000000000000000000.log"), reserve_chunk=1 << 20)
+    f.open_for_write(0, 4 << 20)
+    f.write_at(0, b"x" * 100)
+    assert f.reserved == MIN_RESERVE
+    f.write_at(MIN_RESERVE, b"x" * 100)
+    assert f.reserved == 2 * MIN_RESERVE
+    f.close()
+
+
+def test_opening_for_write_never_shortens_the_file(tmp_path):
+    """A file longer than the length asked for (kept at its reserved length while a reader
+    mapped it) keeps its length: an earlier reader's view may reach its end."""
+    name = written(tmp_path, b"a" * 100 + bytes(8092))
+    f = MappedFile(name)
+    f.open_for_write(100, 4096)
+    assert os.path.getsize(name) == 8192 and f.length == 8192
+    f.close()

@@ -136,3 +136,20 @@ def test_append_many_takes_keys_and_positions_to_the_full_four_bytes_and_refuses
     assert idx.entries == 2
     assert idx.lookup(100 + 2**31 + 5) == (100 + 2**31 + 5, 10)
     assert idx.lookup(100 + 2**32 - 1) == (100 + 2**32 - 1, 2**32 - 1)
+
+
+def test_entries_written_over_truncated_ones_are_fsynced_by_the_next_flush(tmp_path, monkeypatch):
+    """A truncation moves the index file's durable mark back with its entries: left where
+    it was, the entries written since over the same bytes counted as durable already."""
+    idx = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 4096, writable=True)
+    for i in range(1, 6):
+        idx.append(10 * i, 100 * i)
+    idx.flush()
+    idx.truncate_to(20)
+    idx.append(25, 150)
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    idx.flush()
+    assert synced
+    idx.close()

@@ -48,3 +48,15 @@ def test_random_lookups_match_a_sorted_map(tmp_path_factory, stamps, targets):
     for t in targets:
         i = bisect.bisect_right(kept, t) - 1
         assert ti.lookup(t) == ((kept[i], stamps.index(kept[i])) if i >= 0 else (-1, 0))
+
+
+def test_many_appends_take_a_newer_timestamp_at_the_last_entrys_offset_as_one_append_does(tmp_path):
+    """Kafka's rule: an entry may repeat the last entry's offset with a newer timestamp."""
+    one = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, 1200, writable=True)
+    many = TimeIndex(tmp_path / "00000000000000000001.timeindex", 0, 1200, writable=True)
+    assert one.maybe_append(10, 5) and one.maybe_append(20, 5)
+    assert many.maybe_append_many(np.array([10]), np.array([5])) == 1
+    assert many.maybe_append_many(np.array([20]), np.array([5])) == 1
+    assert many.array().tolist() == one.array().tolist()
+    one.close()
+    many.close()
