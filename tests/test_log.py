@@ -1186,3 +1186,69 @@ def test_an_appends_max_timestamp_is_the_largest_of_its_batches_not_the_last(tmp
     leader = Log.open(tmp_path / "t-1")
     assert leader.append_batches_as_leader(b"".join(batches), leader_epoch=0).max_timestamp == 3000
     leader.close()
+
+
+def test_a_clean_reopen_keeps_the_index_interval_running(tmp_path):
+    """The bytes written since the last index entry are counted again at a clean open:
+    the index entries then fall where an unbroken run of appends puts them."""
+    cfg = {"segment.bytes": 1 << 20, "index.interval.bytes": 300}
+    a, b = Log.open(tmp_path / "a", cfg), Log.open(tmp_path / "b", cfg)
+    for i in range(7):
+        a.append_as_leader(values(1, i), timestamp_ms=1000)
+        b.append_as_leader(values(1, i), timestamp_ms=1000)
+    a.close()
+    a = Log.open(tmp_path / "a", cfg)
+    assert a.last_recovery == []
+    for i in range(7, 20):
+        a.append_as_leader(values(1, i), timestamp_ms=1000)
+        b.append_as_leader(values(1, i), timestamp_ms=1000)
+    assert len(b.segments[0].offset_index.array()) >= 3
+    assert a.segments[0].offset_index.array().tolist() == b.segments[0].offset_index.array().tolist()
+    a.close()
+    b.close()
+
+
+def test_a_read_after_a_truncation_does_not_start_where_a_cut_batch_began(log):
+    """The segment remembers where recent appends began; a truncation forgets them, or a
+    read of an offset that began a cut batch starts inside the batch written over it."""
+    for i in range(3):
+        log.append_as_leader(values(5, 5 * i))
+    assert log.truncate_to(5)
+    log.append_as_leader(values(10, 5))
+    got = log.read(10, 1 << 20)
+    assert got.first_offset == 5
+    assert [r.offset for r in decode_records(got.view)] == list(range(5, 15))
+
+
+def test_a_damaged_header_just_before_an_indexed_cut_fails_the_truncation_first(tmp_path):
+    """With an index entry at the cut batch itself, the tail the truncation leaves is walked
+    from the entry before it: a damaged header there raises before anything is cut or a
+    later segment deleted."""
+    cfg = {"segment.bytes": 1024, "index.interval.bytes": 0}
+    log = Log.open(tmp_path / "t-0", cfg)
+    for i in range(30):
+        log.append_as_leader(values(1, i), leader_epoch=0)
+    log.close()
+    path = log.segments[0].log_file.filename
+    with open(path, "r+b") as f:
+        second = 12 + int.from_bytes(f.read(12)[8:], "big")
+        f.seek(second + 8)  # batch 1's length
+        f.write(b"\xff\xff\xff\xff")
+    log = Log.open(tmp_path / "t-0", cfg)
+    before = (log.log_end_offset, [s.base_offset for s in log.segments])
+    assert log.last_recovery == [] and len(before[1]) > 1 and log.segments[0].next_offset > 3
+    with pytest.raises(errors.KafkaStorageError, match=f"damaged batch header at position {second}"):
+        log.truncate_to(2)
+    assert (log.log_end_offset, [s.base_offset for s in log.segments]) == before
+    assert [r.offset for r in decode_records(log.read(2, 1).view)] == [2]
+    log.close()
+
+
+def test_the_earliest_offset_is_the_log_start_not_the_first_segments_base(log):
+    for i in range(10):
+        log.append_as_leader(values(1, i))
+    log.update_high_watermark(10)
+    assert log.maybe_increment_log_start_offset(4)
+    assert log.segments[0].base_offset == 0
+    assert log.offset_for_timestamp(-2) == 4
+    log.read(4)

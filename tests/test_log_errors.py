@@ -362,3 +362,37 @@ def test_a_gzip_batch_with_a_header_key_no_reader_could_decode_is_an_invalid_rec
         log.append_batches_as_leader(_gzip_of(bytes(records), record_count=1), leader_epoch=0)
     assert log.log_end_offset == 0
     log.close()
+
+
+def test_a_batch_of_exactly_max_message_bytes_is_taken_on_both_leader_paths(tmp_path):
+    """Kafka refuses a batch larger than max.message.bytes, not one of that size."""
+    items = [b"v" * 100 for _ in range(5)]
+    probe = Log.open(tmp_path / "probe")
+    probe.append_as_leader(items, leader_epoch=0, timestamp_ms=1000)
+    batch = probe.read(0).tobytes()
+    probe.close()
+    exact = Log.open(tmp_path / "exact", {"max.message.bytes": len(batch)})
+    assert exact.append_as_leader(items, leader_epoch=0, timestamp_ms=1000).valid_bytes == len(batch)
+    assert exact.append_batches_as_leader(batch, leader_epoch=0).valid_bytes == len(batch)
+    exact.close()
+    under = Log.open(tmp_path / "under", {"max.message.bytes": len(batch) - 1})
+    with pytest.raises(errors.RecordTooLarge):
+        under.append_as_leader(items, leader_epoch=0, timestamp_ms=1000)
+    with pytest.raises(errors.RecordTooLarge):
+        under.append_batches_as_leader(batch, leader_epoch=0)
+    assert under.log_end_offset == 0
+    under.close()
+
+
+def test_the_decompression_bound_stops_at_what_any_reader_decodes(tmp_path):
+    from kreplica.log import LogConfig
+    from kreplica.records import MAX_DECOMPRESSED_BYTES
+
+    cfg = LogConfig.from_dict({"max.message.bytes": (1 << 31) - 1})
+    assert cfg.max_decompressed_bytes == MAX_DECOMPRESSED_BYTES < 64 * cfg.max_message_bytes
+
+
+def test_a_segment_bytes_too_small_is_refused_naming_the_key_and_the_floor(tmp_path):
+    with pytest.raises(errors.InvalidConfig, match=r"segment\.bytes=100: below 1024"):
+        Log.open(tmp_path / "t-0", {"segment.bytes": 100})
+    assert not (tmp_path / "t-0").exists()

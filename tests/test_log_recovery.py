@@ -617,3 +617,55 @@ def test_a_trusted_segment_whose_last_batch_lost_its_last_bytes_is_recovered(tmp
     assert log.log_end_offset == 20
     assert_prefix(log, 30, 0)
     log.close()
+
+
+def test_a_clean_open_whose_log_ends_at_its_last_index_entry_recovers_that_segment(tmp_path):
+    """An index entry with no batch at its position (the .log cut there behind the log's
+    back) is damage: the open rebuilds the segment instead of taking it for empty."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 300)
+    last = log.segments[-1]
+    log.close()
+    with open(last.offset_index.path, "rb") as f:
+        entries = f.read()
+    rel, pos = int.from_bytes(entries[-8:-4], "big"), int.from_bytes(entries[-4:], "big")
+    assert pos > 0
+    os.truncate(last.log_file.path, pos)
+    log = Log.open(path, CONFIG)
+    assert len(log.last_recovery) == 1
+    assert log.log_end_offset == last.base_offset + rel
+    assert [r.value for r in records(log)] == [value(i) for i in range(last.base_offset + rel)]
+    log.close()
+
+
+def test_a_flush_fsyncs_the_indexes_of_the_rolled_segments_too(tmp_path, monkeypatch):
+    """A rolled segment before the recovery point is trusted at the next open, indexes
+    included: they must be on disk before the point passes them."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 2000)
+    sealed = log.segments[:-1]
+    assert sealed and log.recovery_point == 0
+    synced = fsynced(monkeypatch)
+    log.flush()
+    for seg in sealed:
+        assert os.path.realpath(seg.offset_index.path) in synced
+        assert os.path.realpath(seg.time_index.path) in synced
+    log.close()
+
+
+def test_an_unclean_open_rescans_from_the_segment_holding_the_recovery_point(tmp_path):
+    """A recovery point at a segment's base needs only that segment scanned, not the one
+    before it (Kafka recovers from the segment holding the point)."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    log.roll()
+    log.flush()
+    assert log.recovery_point == log.segments[-1].base_offset == 100
+    append_range(log, 100, 120)
+    log.crash(lose_unflushed=False)
+    log = Log.open(path, CONFIG)
+    assert len(log.last_recovery) == 1 and log.log_end_offset == 120
+    log.close()
