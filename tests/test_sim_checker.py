@@ -1411,3 +1411,186 @@ def test_a_deposed_leaders_isr_is_not_what_the_next_election_is_judged_against(m
     append(three, [b"a"], 0)
     c.observe(3, "t-0", three, None)
     assert c.violation is None and c.unclean_elections == 0
+
+
+# ---- third mutation pass (forty-ninth review) ---------------------------------------------------
+
+
+def test_every_batch_a_consumer_reads_is_counted_superseded_or_not():
+    """``consumed_batches`` (the run's consumed-batches figure) counts every batch handed to
+    a consumer, a read of superseded history from a deposed leader as well."""
+    c = Checker(History())
+    m = c.model("t-0")
+    m.leaders, m.leader, m.epoch = {0: 1, 1: 2}, 2, 1
+    m.superseded.append((1, 1, "unclean-election"))
+    c.on_consume("t-0", [(0, 0, 0, 11), (1, 1, 0, 12)], 5, leader=1)  # 1 superseded
+    c.on_consume("t-0", [(0, 0, 0, 11)], 5, leader=2)
+    assert c.violation is None and len(c.superseded_reads) == 1
+    assert c.consumed_batches == 3
+
+
+@pytest.mark.parametrize("case", ["ack-time", "commit-time-superseded", "back-same-ms", "drop-above"])
+def test_which_power_loss_excuses_a_missing_batch(case):
+    """``_power_loss_cause``: the elected broker's drop excuses a missing batch only if the
+    drop reached down to it (from at or below its offset), and came after the batch was
+    committed, or acked when it never was, or before that but while the broker was away
+    (not yet back, or back in the very millisecond of the commit)."""
+    from kreplica.sim.checker import Ack
+
+    c = Checker(History())
+    m = c.model("t-0")
+    if case == "ack-time":
+        # Acked at 300, never committed; the drop at 200 came before the write existed.
+        m.acked[5] = Ack(5, 2, 300, 1)
+        m.drops.append((2, 5, 200))
+        assert c._power_loss_cause(m, 2, 5) is None
+    elif case == "commit-time-superseded":
+        # Committed at 100, superseded by an unclean election; the batch acked at 5 since
+        # (at 300) is a new write, judged by its own time, not the old commit's.
+        m.canon[5], m.committed_at[5], m.canon_end = (5, 0, 1), 100, 6
+        Checker._supersede(m, 5)
+        m.acked[5] = Ack(5, 2, 300, 1)
+        m.drops.append((2, 5, 200))
+        assert c._power_loss_cause(m, 2, 5) is None
+    elif case == "back-same-ms":
+        # Dropped at 100, back (hosting the partition again) at 300, committed at 300:
+        # its leader still counted its old LEO when it committed.
+        m.canon[5], m.committed_at[5], m.canon_end = (5, 0, 1), 300, 6
+        m.drops.append((2, 5, 100))
+        m.back[(2, 100)] = 300
+        assert c._power_loss_cause(m, 2, 5) == "power-loss"
+        m.committed_at[5] = 301
+        assert c._power_loss_cause(m, 2, 5) is None
+    else:
+        # Committed at 200; the drop at 300 took only offsets from 8 on: 5 was not lost to it.
+        m.canon[5], m.committed_at[5], m.canon_end = (5, 0, 1), 200, 6
+        m.drops.append((2, 8, 300))
+        assert c._power_loss_cause(m, 2, 5) is None
+        m.drops.append((2, 5, 300))
+        assert c._power_loss_cause(m, 2, 5) == "power-loss"
+
+
+def test_a_leader_of_an_old_epoch_is_still_only_one_leader_of_it(make):
+    """Invariant 4 holds for every epoch, not only the newest: a second broker seen
+    leading an epoch a newer election already ended is a violation."""
+    c = Checker(History())
+    c.observe(1, "t-0", make("a", Role.LEADER, 1, isr=(1, 2, 3)), None)
+    c.observe(2, "t-0", make("b", Role.LEADER, 2, isr=(2, 3)), None)
+    assert c.violation is None
+    c.observe(3, "t-0", make("c", Role.LEADER, 1, isr=(3,)), None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.TWO_LEADERS_ONE_EPOCH and v.broker == 3
+    assert "epoch 1" in v.message
+
+
+def test_a_leader_that_truncated_above_what_was_verified_may_lead_again_from_a_lower_hw(make):
+    """Any truncation forgets that the replica led, not only one below its verified prefix:
+    a leader with HW 3 inside its batch 1..4 (verified only to 1) truncates to 1 (the batch
+    goes whole) and is re-elected, unseen between, with HW 1."""
+    c = Checker(History())
+    r = make("a", Role.LEADER, 0)
+    append(r, [b"a"], 0)
+    append(r, [b"b", b"c", b"d", b"e"], 0, commit=False)
+    r.log.maybe_increment_high_watermark(3)
+    c.observe(1, "t-0", r, None)
+    assert c.views[(1, "t-0")].verified == 1 and c.views[(1, "t-0")].hw == 3
+    r.log.truncate_to(2)
+    assert r.log.log_end_offset == 1 and r.log.high_watermark == 1
+    c.on_truncate(1, "t-0", 1)
+    r.leader_epoch = 1
+    c.observe(1, "t-0", r, None)
+    assert c.violation is None
+
+
+def test_a_later_leader_with_a_lower_log_start_does_not_lower_the_expired_mark(make):
+    """The mark is the highest log start a current leader has had: a new leader that has
+    not deleted as much (its retention has not run) does not bring back what followers
+    may still hold, superseded, below the old leader's start."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0)
+    append(leader, [b"a", b"b"], 0)
+    append(leader, [b"c"], 0)
+    c.observe(1, "t-0", leader, None)
+    assert leader.log.maybe_increment_log_start_offset(2)
+    c.observe(1, "t-0", leader, None)
+    assert c.models["t-0"].expired_below == 2
+    nxt = make("n", Role.LEADER, 1)
+    append(nxt, [b"a", b"b"], 0)
+    append(nxt, [b"c"], 0)
+    c.observe(3, "t-0", nxt, None)            # elected, log start 0
+    follower = make("f", Role.FOLLOWER, 1)
+    append(follower, [b"X", b"Y"], 0)         # superseded leftovers below 2
+    append(follower, [b"c"], 0)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None
+    assert c.models["t-0"].expired_below == 2
+
+
+def _late_zombie(make, c, seen_hw, enters=2):
+    """Leader 1 commits a, b in epoch 3 and is re-elected alone in epoch 6; broker 2 holds
+    a, b (from epoch 3, b from epoch 5 if its log ``enters`` epoch 5 at 1) and, unseen since
+    (``seen_hw``: its HW when the checker last saw it, as a follower; None: never seen),
+    was elected alone in epoch 5, its HW 2."""
+    first = make("first", Role.LEADER, 3, isr=(1, 2))
+    append(first, [b"a"], 3)
+    append(first, [b"b"], 3)
+    c.observe(1, "t-0", first, None)
+    first.leader_epoch, first.isr = 6, (1,)
+    c.observe(1, "t-0", first, None)
+    zombie = make("zombie", Role.FOLLOWER, 3, isr=(1, 2))
+    append(zombie, [b"a"], 3, commit=False)
+    append(zombie, [b"b"], 3 if enters == 2 else 5, commit=False)
+    if seen_hw is not None:
+        zombie.log.maybe_increment_high_watermark(seen_hw)
+        c.observe(2, "t-0", zombie, FetchPhase.FETCHING)
+    if enters == 2:
+        zombie.log.leader_epoch_cache.assign(5, zombie.log.log_end_offset)
+    assert zombie.log.leader_epoch_cache.entries[-1] == (5, enters)
+    zombie.log.maybe_increment_high_watermark(2)
+    zombie.role, zombie.leader_epoch, zombie.isr = Role.LEADER, 5, (2,)
+    c.observe(2, "t-0", zombie, None)
+    assert c.violation is None
+    return [e.data["superseded_from"] for e in c.history.events if e.kind == "late_leader"]
+
+
+@pytest.mark.parametrize("seen_hw", [0, 1])
+def test_a_late_leaders_commits_count_from_its_hw_when_last_seen_as_a_follower(make, seen_hw):
+    """Its HW when last seen counts, whatever role it had then, an HW of 0 included."""
+    c = Checker(History())
+    assert _late_zombie(make, c, seen_hw) == [seen_hw]
+
+
+def test_a_never_seen_late_leaders_commits_count_from_where_its_log_enters_its_own_late_epoch(make):
+    """Never seen before: from the start of the first epoch no one was seen serving before
+    a newer one, its own late epoch included (entered at 1 here, below its HW 2; epoch 3
+    was served)."""
+    c = Checker(History())
+    assert _late_zombie(make, c, None, enters=1) == [1]
+    assert c.models["t-0"].late == {5}
+
+
+def test_read_fingerprints_keeps_the_batch_holding_the_last_offset_wanted(make):
+    """[start, end) is read by the batches holding those offsets: one that starts below
+    ``end`` and ends at or past it is one of them."""
+    r = make("l", Role.LEADER, 0)
+    whole = [append(r, values, 0) for values in ([b"a"], [b"b", b"c", b"d"], [b"e"])]
+    assert [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(r.log, 0, 2)] == whole[:2]
+    assert [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(r.log, 2, 3)] == whole[1:2]
+
+
+def test_a_leader_holding_a_damaged_copy_of_a_batch_below_its_hw_is_divergence(make):
+    """The bytes are checked on the leader too: a damaged batch never becomes history."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0)
+    append(leader, [b"committed"], 0)
+    leader.log.flush()
+    segment = next(leader.log.segments[0].log_file.path.parent.glob("*.log"))
+    with open(segment, "r+b") as f:  # a record byte, after the header (and its CRC)
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    c.observe(1, "t-0", leader, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 1
+    assert "do not match" in v.message and c.models["t-0"].canon == {}
