@@ -964,3 +964,97 @@ def test_an_acks_all_answer_is_judged_by_the_maximal_isr_and_only_when_it_succee
     answer(errors.NONE)
     v = world.checker.violation
     assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "below min.insync.replicas=2" in v.message
+
+
+# ---- third checker mutation pass (forty-ninth review) -------------------------------------------
+
+
+def test_re_creating_a_topic_forgets_its_old_history_first():
+    """World._create_topic forgets the checker's models of the topic's previous
+    incarnation: the new one's first leader is judged against nothing."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    checker = Checker(History())
+    checker.model("side-0").canon_end = 7
+    checker.model("other-0").canon_end = 3
+    world = SimpleNamespace(checker=checker, _deleting={"side"}, _leaderless_since={"side-0": 5},
+                            record=lambda *a, **k: None, _admin=lambda *a, **k: None,
+                            cluster=SimpleNamespace(create_topic=None))
+    world._forget_topic = lambda topic: World._forget_topic(world, topic)
+    World._create_topic(world, "side", 1, 2)
+    assert set(checker.models) == {"other-0"} and world._leaderless_since == {}
+    assert world._deleting == set()
+
+
+def test_a_restarted_brokers_controller_is_a_new_term_even_at_failover_zero():
+    """A term is named by the controller's incarnation as well: broker 1's controller
+    after a restart starts its failover count at 0 again, and taking its previous
+    incarnation's epoch is a violation (invariant 6)."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    world = SimpleNamespace(_incarnations={}, checker=Checker(History()))
+    before = SimpleNamespace(epoch=5, failovers=0)
+    World._note_term(world, 1, before)
+    after = SimpleNamespace(epoch=5, failovers=0)   # a new Controller, same broker
+    World._note_term(world, 1, after)
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH and "epoch 5" in v.message
+
+
+def test_a_controller_request_sent_notes_its_term_at_once():
+    """World._on_send notes the term of every controller request as it is sent (a term can
+    end between two sweeps); a request of another epoch than the sender's is not its term's."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import UpdateMetadataRequest
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    sent = []
+    c = SimpleNamespace(epoch=4, failovers=0, is_active=True)
+    world = SimpleNamespace(_incarnations={}, checker=Checker(History()),
+                            cluster=SimpleNamespace(brokers={1: SimpleNamespace(controller=c)}),
+                            _deliver=lambda *a: sent.append(a))
+    world._note_term = lambda bid, ctl: World._note_term(world, bid, ctl)
+    message = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    object.__setattr__(message, "controller_epoch", 3)
+    World._on_send(world, 1, 2, message, None)
+    assert world.checker.term_epochs == {} and len(sent) == 1
+    object.__setattr__(message, "controller_epoch", 4)
+    World._on_send(world, 1, 2, message, None)
+    assert world.checker.term_epochs == {4: (1, 0, 0)} and len(sent) == 2
+
+
+def test_truncations_reach_the_checker_at_the_end_they_leave():
+    """World._instrument reports a truncation at the LEO it left (a batch goes whole, so
+    below the offset asked for), and every full truncation, even one that does not lower
+    the LEO (a follower starting over above its end)."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+
+    truncated, records = [], []
+    log = SimpleNamespace(delete_old_segments=None, maybe_increment_log_start_offset=None,
+                          append_batches_as_leader=None, append_as_follower=None)
+    p = SimpleNamespace(log=log, log_end_offset=6)
+
+    def truncate_to(offset):
+        p.log_end_offset = 2  # the batch 2..5 holding ``offset`` goes whole
+
+    def truncate_fully_and_start_at(offset):
+        p.log_end_offset = offset
+
+    p.truncate_to, p.truncate_fully_and_start_at = truncate_to, truncate_fully_and_start_at
+    world = SimpleNamespace(checker=SimpleNamespace(on_truncate=lambda *a: truncated.append(a)),
+                            record=lambda kind, *a, **k: records.append(kind), _dirty={})
+    World._instrument(world, 1, TopicPartition("t", 0), p)
+    p.truncate_to(4)
+    assert truncated == [(1, "t-0", 2)]
+    p.truncate_fully_and_start_at(9)
+    assert truncated[1:] == [(1, "t-0", 0)] and records == ["truncate", "truncate_fully"]
