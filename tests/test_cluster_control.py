@@ -747,3 +747,180 @@ def test_the_late_answer_of_a_timed_out_controlled_shutdown_attempt_is_ignored(m
     assert held and t.held == [] and c.now_ms() - held[0] > 2_500  # the held answer arrived meanwhile
     attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1001)]
     assert len(attempts) == 5 and all(b - a >= 1000 for a, b in zip(attempts, attempts[1:]))
+
+
+def test_a_request_of_a_type_no_broker_handles_is_answered_disconnected(make):
+    # An unknown request type is answered as a refused connection, at once: the sender's
+    # retry logic then treats it like an unreachable broker instead of waiting forever
+    # (or taking some other answer for the broker's word).
+    from kreplica.transport import DISCONNECTED
+
+    c = make(topic=False)
+    box = []
+    c.transport.send(CLIENT_ID, 1001, ("not", "a", "request"), box.append)
+    assert c.run_until(lambda: bool(box), 1_000)
+    assert box == [DISCONNECTED]
+
+
+def test_a_start_that_cannot_reach_the_store_is_reported_as_a_stop_not_a_crash(make):
+    # The half-started broker closes what it opened cleanly: the timeline says it stopped,
+    # and the next start finds no crash to recover from.
+    c = make()
+    c.brokers[1003].stop()
+    real_session = c.store.session
+
+    def unreachable(name="", on_expired=None):
+        raise ConnectionLoss("the store is out of reach")
+
+    c.store.session = unreachable
+    with pytest.raises(ConnectionLoss):
+        c.start(1003)
+    assert [e.kind for e in c.timeline if e.broker == 1003][-1] == "broker_stopped"
+    c.store.session = real_session
+    c.start(1003)
+    assert not c.brokers[1003].replica_manager.recovered_uncleanly
+
+
+def test_a_registration_that_loses_the_store_is_tried_again_in_place(make, monkeypatch):
+    # The store connection drops during the registration write of a (re)start: the broker
+    # retries it on the same session, as it retries a node its crashed predecessor holds,
+    # instead of failing the start.
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+
+    c = make()
+    c.brokers[1003].stop()
+    real = KafkaZkClient.register_broker
+    lost = []
+
+    def flaky(self, broker_id, **kwargs):
+        if broker_id == 1003 and not lost:
+            lost.append(c.now_ms())
+            raise ConnectionLoss("the store went away during the registration")
+        return real(self, broker_id, **kwargs)
+
+    monkeypatch.setattr(KafkaZkClient, "register_broker", flaky)
+    c.start(1003)
+    session = c.brokers[1003].session
+    assert lost and c.brokers[1003].alive
+    assert c.run_until(lambda: 1003 in c.zk.get_live_broker_ids(), REGISTRATION_RETRY_MS + 100)
+    assert c.brokers[1003].session is session and c.brokers[1003].broker_epoch == session.session_id
+    assert c.run_until(lambda: isr_full(c), 60_000)
+
+
+def test_a_dead_leader_stops_retrying_its_isr_change_notification(make):
+    # The leader's ISR shrink lands but its notification cannot reach the store; the
+    # leader then dies.  Its retries end with the process: a dead process sends nothing.
+    c = make(config={"replica.lag.time.max.ms": 1_000}, topic=False)  # shrinks before the session expires
+    c.create_topic("r", assignment={0: [1001, 1002, 1003]})
+    leader = c.brokers[c.leader_for("r", 0)]
+    follower = next(b for b in (1001, 1002, 1003) if b != leader.broker_id)
+    calls = []
+
+    def unreachable(tps):
+        calls.append(c.now_ms())
+        raise ConnectionLoss("the store is out of reach for the notification")
+
+    leader.zk.create_isr_change_notification = unreachable
+    c.kill(follower)
+    assert c.run_until(lambda: len(calls) >= 3, SESSION_MS // 2)  # the shrink landed, its notice retried
+    assert follower not in state(c, 0, "r").isr
+    leader.kill()
+    killed_at = c.now_ms()
+    c.advance(10 * ALTER_ISR_RETRY_MS)
+    assert [t for t in calls if t > killed_at] == []
+
+
+def test_a_controlled_shutdown_that_cannot_look_up_the_controller_tries_again(make):
+    # The first attempt cannot read /controller (the store connection dropped): that attempt
+    # failed, and the next one, a backoff later, moves the leaderships as usual.
+    c = make()
+    broker = c.brokers[1003]
+    real = broker.zk.get_controller_id
+    lost = []
+
+    def flaky(*args, **kwargs):
+        if not lost:
+            lost.append(c.now_ms())
+            raise ConnectionLoss("the store went away")
+        return real(*args, **kwargs)
+
+    broker.zk.get_controller_id = flaky
+    assert c.controlled_shutdown(1003)
+    assert lost and all(p.leader != 1003 for p in c.describe("bar").partitions)
+
+
+def test_a_clean_stop_deregisters_the_broker_at_once(make):
+    # A stopped process closes its session: its registration goes with it, and the controller
+    # acts on the departure now, not a session timeout later as for a crash.
+    c = make()
+    c.brokers[1003].stop()
+    c.advance(100)
+    assert 1003 not in c.zk.get_live_broker_ids()
+    assert c.run_until(lambda: all(1003 not in p.isr for p in c.describe("bar").partitions), 1_000)
+
+
+def test_a_controlled_shutdown_names_the_registration_it_comes_from(make):
+    # KIP-380: the request of a broker that crashed mid shutdown and restarted must not shut
+    # down its next incarnation.  Held on the wire across the restart, it names the old
+    # registration, and the controller refuses it: the new incarnation keeps its place.
+    t = RecordingTransport()
+    c = make(transport=t)
+    victim = next(b for b in (1001, 1002, 1003) if b != c.controller_id)
+    t.hold = lambda src, dst, m: isinstance(m, ControlledShutdownRequest) and src == victim
+    c.brokers[victim].controlled_shutdown(lambda ok: None)
+    c.advance(10)
+    assert len(t.held) == 1 and t.held[0][0].broker_epoch == c.zk.get_broker_epoch(victim) != -1
+    c.kill(victim)
+    c.start(victim)
+    assert c.run_until(lambda: c.brokers[victim].controller is not None and isr_full(c), 60_000)
+    assert c.elect_preferred_leaders("bar") == {}  # the new incarnation leads its preferred partition
+    leaders = {p.partition: p.leader for p in c.describe("bar").partitions}
+    assert victim in leaders.values()
+    t.hold = lambda src, dst, m: False
+    t.release()
+    c.advance(5_000)
+    assert isr_full(c) and {p.partition: p.leader for p in c.describe("bar").partitions} == leaders
+
+
+def test_a_broker_whose_session_expired_stands_for_controller_again(make):
+    c = make()
+    broker = c.brokers[1003]
+    broker.session.pause_heartbeats()  # a long pause: the session expires, a new one registers
+    c.advance(SESSION_MS + 1_000)
+    assert c.run_until(lambda: broker.broker_epoch != -1 and 1003 in c.zk.get_live_broker_ids(), 10_000)
+    c.brokers[1001].stop()
+    c.brokers[1002].stop()
+    assert c.run_until(lambda: c.controller_id == 1003, 10_000)
+
+
+def test_a_broker_shutting_down_does_not_come_back_through_a_session_renewal(make):
+    # The session of a broker in controlled shutdown expires (its request is stuck on the
+    # wire): the broker is going away, so it does not register again and stand for controller.
+    t = RecordingTransport()
+    c = make(transport=t, config={"controller.socket.timeout.ms": 60_000})
+    victim = next(b for b in (1001, 1002, 1003) if b != c.controller_id)
+    t.hold = lambda src, dst, m: isinstance(m, ControlledShutdownRequest) and src == victim
+    broker = c.brokers[victim]
+    broker.controlled_shutdown(lambda ok: None)
+    began = len(c.timeline)
+    broker.session.pause_heartbeats()
+    c.advance(SESSION_MS + 5_000)
+    assert broker.alive and broker.shutting_down
+    assert victim not in c.zk.get_live_broker_ids()
+    assert [e.kind for e in c.timeline[began:] if e.broker == victim] == []
+
+
+def test_a_killed_controllers_controller_stops_with_it(make):
+    # The controller object goes with its broker's process: a killed controller broker's
+    # controller neither runs nor acts, and nothing leaves the dead broker.
+    t = RecordingTransport()
+    c = make(transport=t, config={"auto.leader.rebalance.enable": True,
+                                  "leader.imbalance.check.interval.seconds": 5})
+    old = c.controller_id
+    controller = c.brokers[old].controller
+    c.kill(old)
+    killed_at = c.now_ms()
+    assert c.run_until(lambda: c.controller_id not in (None, old), 60_000)
+    c.advance(20_000)
+    assert not controller.is_active
+    assert [r for t_ms, s, d, r in t.sent if s == old and t_ms > killed_at] == []
