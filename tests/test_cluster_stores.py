@@ -145,3 +145,16 @@ def test_real_time_is_the_wall_clock_in_records_and_registrations(request, tmp_p
         registered = int(json.loads(c.zk.session.get("/brokers/ids/1001")[0])["timestamp"])
     after = int(time.time() * 1000)
     assert before <= stamped <= after and before <= registered <= after
+
+
+def test_over_real_sockets_each_registration_names_the_port_its_broker_listens_on(cluster):
+    """Brokers in other processes find a peer only through its registration: the port in
+    ``/brokers/ids/<id>`` must be the one the broker listens on (and a restarted broker's new one)."""
+    if cluster.brokers[1001].port is None:
+        pytest.skip("in-process transport: no ports")
+    for bid, broker in cluster.brokers.items():
+        assert cluster.zk.get_broker(bid).port == broker.port == cluster.transport.address(bid)[1]
+    cluster.kill(1002)
+    cluster.start(1002)
+    assert cluster.run_until(lambda: cluster.brokers[1002].controller is not None, 30_000)
+    assert cluster.zk.get_broker(1002).port == cluster.brokers[1002].port
