@@ -553,20 +553,28 @@ def test_a_session_renewal_that_cannot_reach_the_store_is_tried_again(make):
     assert c.brokers[1003].broker_epoch == c.zk.get_broker_epoch(1003) != -1
     assert c.run_until(lambda: isr_full(c), 60_000)
 
-def test_a_broker_that_cannot_reach_the_store_at_start_is_not_left_half_started(make):
-    c = make()
-    c.kill(1003)
-    c.advance(SESSION_MS + 1_000)
+def _start_with_the_store_out_of_reach(c, broker: int) -> None:
+    """``c.start(broker)`` while no store session can be opened: it raises ConnectionLoss
+    (the store is reachable again afterwards)."""
     real_session = c.store.session
 
     def unreachable(name="", on_expired=None):
         raise ConnectionLoss("the store is out of reach")
 
     c.store.session = unreachable
-    with pytest.raises(ConnectionLoss):
-        c.start(1003)
+    try:
+        with pytest.raises(ConnectionLoss):
+            c.start(broker)
+    finally:
+        c.store.session = real_session
+
+
+def test_a_broker_that_cannot_reach_the_store_at_start_is_not_left_half_started(make):
+    c = make()
+    c.kill(1003)
+    c.advance(SESSION_MS + 1_000)
+    _start_with_the_store_out_of_reach(c, 1003)
     assert not c.brokers[1003].alive and 1003 not in c.live_brokers()
-    c.store.session = real_session
     c.start(1003)  # it may be started again once the store is back
     assert c.run_until(lambda: isr_full(c), 60_000)
 
@@ -767,16 +775,8 @@ def test_a_start_that_cannot_reach_the_store_is_reported_as_a_stop_not_a_crash(m
     # and the next start finds no crash to recover from.
     c = make()
     c.brokers[1003].stop()
-    real_session = c.store.session
-
-    def unreachable(name="", on_expired=None):
-        raise ConnectionLoss("the store is out of reach")
-
-    c.store.session = unreachable
-    with pytest.raises(ConnectionLoss):
-        c.start(1003)
+    _start_with_the_store_out_of_reach(c, 1003)
     assert [e.kind for e in c.timeline if e.broker == 1003][-1] == "broker_stopped"
-    c.store.session = real_session
     c.start(1003)
     assert not c.brokers[1003].replica_manager.recovered_uncleanly
 

@@ -394,12 +394,9 @@ def test_a_replacement_interrupted_before_its_rename_leaves_the_log_as_it_was(tm
         again.close()
 
 
-def test_a_damaged_batch_header_fails_reads_and_truncations_and_changes_nothing(tmp_path):
-    # The header walks took a damaged length for the end of the data: truncate_to(1)
-    # deleted the later segments, cut nothing and returned True; read(1) was answered
-    # from the next segment.  The damage lies behind the index entries, where a clean
-    # open (walking from the last entry) does not see it.
-    cfg = {"segment.bytes": 1024, "index.interval.bytes": 200}
+def _reopened_with_batch_1_length_damaged(tmp_path, cfg):
+    """30 one-record batches over several segments, closed, batch 1's length overwritten with
+    0xffffffff, and reopened: (the log, batch 1's position in the first segment)."""
     log = Log.open(tmp_path / "t-0", cfg)
     for i in range(30):
         log.append_as_leader(values(1, i), leader_epoch=0)
@@ -409,7 +406,16 @@ def test_a_damaged_batch_header_fails_reads_and_truncations_and_changes_nothing(
         second = 12 + int.from_bytes(f.read(12)[8:], "big")
         f.seek(second + 8)  # batch 1's length
         f.write(b"\xff\xff\xff\xff")
-    log = Log.open(tmp_path / "t-0", cfg)
+    return Log.open(tmp_path / "t-0", cfg), second
+
+
+def test_a_damaged_batch_header_fails_reads_and_truncations_and_changes_nothing(tmp_path):
+    # The header walks took a damaged length for the end of the data: truncate_to(1)
+    # deleted the later segments, cut nothing and returned True; read(1) was answered
+    # from the next segment.  The damage lies behind the index entries, where a clean
+    # open (walking from the last entry) does not see it.
+    cfg = {"segment.bytes": 1024, "index.interval.bytes": 200}
+    log, second = _reopened_with_batch_1_length_damaged(tmp_path, cfg)
     before = (log.log_end_offset, [s.base_offset for s in log.segments])
     assert log.last_recovery == [] and len(before[1]) > 1
     damaged = f"00000000000000000000.log: damaged batch header at position {second}:"
@@ -1225,16 +1231,7 @@ def test_a_damaged_header_just_before_an_indexed_cut_fails_the_truncation_first(
     from the entry before it: a damaged header there raises before anything is cut or a
     later segment deleted."""
     cfg = {"segment.bytes": 1024, "index.interval.bytes": 0}
-    log = Log.open(tmp_path / "t-0", cfg)
-    for i in range(30):
-        log.append_as_leader(values(1, i), leader_epoch=0)
-    log.close()
-    path = log.segments[0].log_file.filename
-    with open(path, "r+b") as f:
-        second = 12 + int.from_bytes(f.read(12)[8:], "big")
-        f.seek(second + 8)  # batch 1's length
-        f.write(b"\xff\xff\xff\xff")
-    log = Log.open(tmp_path / "t-0", cfg)
+    log, second = _reopened_with_batch_1_length_damaged(tmp_path, cfg)
     before = (log.log_end_offset, [s.base_offset for s in log.segments])
     assert log.last_recovery == [] and len(before[1]) > 1 and log.segments[0].next_offset > 3
     with pytest.raises(errors.KafkaStorageError, match=f"damaged batch header at position {second}"):

@@ -86,18 +86,23 @@ def test_read_fingerprints_keeps_the_batch_holding_start_and_reads_from_the_log_
     assert [(fp[0], fp[1], fp[3]) for fp in got] == whole[1:]
 
 
+def _flip_a_record_byte(replica) -> None:
+    """Damage the replica's first batch on disk: one record byte, after the header (and its CRC)."""
+    replica.log.flush()
+    segment = next(replica.log.segments[0].log_file.path.parent.glob("*.log"))
+    with open(segment, "r+b") as f:
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
 def test_a_follower_holding_a_damaged_copy_of_a_committed_batch_is_divergence(make):
     c = Checker(History())
     leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
     append(leader, [b"committed"], 0)
     append(follower, [b"committed"], 0)
-    follower.log.flush()
-    segment = next(follower.log.segments[0].log_file.path.parent.glob("*.log"))
-    with open(segment, "r+b") as f:  # a record byte, after the header (and its CRC)
-        f.seek(70)
-        byte = f.read(1)
-        f.seek(70)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    _flip_a_record_byte(follower)
     c.observe(1, "t-0", leader, None)
     c.observe(2, "t-0", follower, FetchPhase.FETCHING)
     v = c.violation
@@ -1583,13 +1588,7 @@ def test_a_leader_holding_a_damaged_copy_of_a_batch_below_its_hw_is_divergence(m
     c = Checker(History())
     leader = make("l", Role.LEADER, 0)
     append(leader, [b"committed"], 0)
-    leader.log.flush()
-    segment = next(leader.log.segments[0].log_file.path.parent.glob("*.log"))
-    with open(segment, "r+b") as f:  # a record byte, after the header (and its CRC)
-        f.seek(70)
-        byte = f.read(1)
-        f.seek(70)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    _flip_a_record_byte(leader)
     c.observe(1, "t-0", leader, None)
     v = c.violation
     assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 1
