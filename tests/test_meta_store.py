@@ -943,3 +943,130 @@ def test_a_server_start_that_is_retried_stops_the_try_that_failed(zk_server, mon
         assert server.data_dir != data_dir
     finally:
         server.stop()
+
+
+# ---- the fifty-second review: store mutants the suites above did not see ----
+
+def test_a_sequential_child_of_an_ephemeral_node_is_refused_too(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    a.create("/eph", ephemeral=True)
+    with pytest.raises(NoChildrenForEphemerals):
+        a.create("/eph/n-", sequential=True)
+    with pytest.raises(NoChildrenForEphemerals) as info:
+        a.multi([Op.create("/eph/m-", sequential=True)])
+    assert info.value.op_index == 0
+    assert a.get_children("/eph") == []
+
+
+def test_one_sessions_watches_hear_a_change_in_the_servers_order(store_env: StoreEnv) -> None:
+    # ZooKeeper's DataTree fires the node's own data watches before its parent's child
+    # watch on a creation, and on a deletion the node's data watch, then its child watch,
+    # then the parent's; one session hears them in that order.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/p")
+    seen = Recorder()
+    assert b.exists("/p/c", seen) is None
+    assert b.get_children("/p", seen) == []
+    a.create("/p/c")
+    assert store_env.wait(lambda: len(seen.events) == 2)
+    assert [(e.type.value, e.path) for e in seen.events] == [("CREATED", "/p/c"), ("CHILD", "/p")]
+    order: list[str] = []
+    b.get("/p/c", lambda e: order.append("data " + e.type.value))
+    b.get_children("/p/c", lambda e: order.append("children " + e.type.value))
+    b.get_children("/p", lambda e: order.append("parent " + e.type.value))
+    a.delete("/p/c")
+    assert store_env.wait(lambda: len(order) == 3)
+    assert order == ["data DELETED", "children DELETED", "parent CHILD"]
+
+
+def test_an_ephemeral_create_that_was_rolled_back_owns_nothing_at_close(store_env: StoreEnv) -> None:
+    # The node the rolled-back create would have made is later made, persistent, by
+    # another session: the first session's close must leave it alone.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    with pytest.raises(NoNode):
+        a.multi([Op.create("/e", ephemeral=True), Op.check("/nope")])
+    b.create("/e", b"b's")
+    a.close()
+    assert b.get("/e")[0] == b"b's" and b.exists("/e").ephemeral_owner == 0
+
+
+def test_a_batched_read_gives_the_stat_a_single_read_gives(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    a.create("/p", b"1")
+    a.create("/p/e", b"2", ephemeral=True)
+    a.set("/p", b"3")
+    got = a.get_many(["/p", "/p/e"])
+    assert got == [a.get("/p"), a.get("/p/e")]
+    assert got[1][1].ephemeral_owner == a.session_id != 0 and got[0][1].num_children == 1
+
+
+def test_memory_a_session_that_dies_just_before_a_ping_lives_two_thirds_of_its_timeout() -> None:
+    """The client pings every third of the timeout when idle (as ZooKeeper's, whose read
+    timeout is two thirds of the session's and which pings at half of that): a session
+    killed just before a ping was last heard a third of the timeout earlier."""
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    expired_at: list[int] = []
+    watcher = store.session("w")
+    s.create("/e", ephemeral=True)
+    watcher.exists("/e", lambda e: expired_at.append(sched.now_ms()))
+    sched.advance(2990)            # pings at 1000 and 2000
+    s.kill()
+    assert sched.run_until(lambda: bool(expired_at), 10_000)
+    assert expired_at[0] - 2990 >= 2000 and expired_at[0] == 5000
+
+
+def test_memory_a_killed_session_that_is_woken_still_expires() -> None:
+    """A crashed process does not wake: resume_heartbeats on a killed session (a pause
+    fault ending after a crash fault) changes nothing."""
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    s.create("/e", ephemeral=True)
+    s.pause_heartbeats()
+    s.kill()
+    sched.advance(1000)
+    s.resume_heartbeats()
+    sched.advance(2500)
+    assert s.expired
+    assert store.session("b2").exists("/e") is None
+
+
+def test_memory_a_paused_session_that_reconnects_is_not_heard() -> None:
+    """Reconnecting is the client's doing: a stalled client is not heard when its cut
+    heals, so its deadline stays where its last ping put it."""
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    s.create("/e", ephemeral=True)
+    sched.advance(100)
+    s.pause_heartbeats()
+    s.set_reachable(False)
+    sched.advance(2700)
+    s.set_reachable(True)          # 2800, still paused: last heard at 0
+    sched.advance(300)
+    assert s.expired
+    assert store.session("b2").exists("/e") is None
+
+
+def test_memory_a_session_timeout_must_be_positive() -> None:
+    from kreplica.meta.memory_store import MemoryStore
+    from kreplica.runtime import SimScheduler
+
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="session_timeout_ms must be positive"):
+            MemoryStore(SimScheduler(), session_timeout_ms=bad)
+
+
+def test_memory_closing_the_store_closes_its_sessions_at_once() -> None:
+    # As ZooKeeperStore.close: each live session is closed, so its ephemerals go now,
+    # not a session timeout later.
+    sched, store = _memory(3000)
+    a = store.session("a")
+    a.create("/e", ephemeral=True)
+    seen = Recorder()
+    b = store.session("b")
+    b.exists("/e", seen)
+    store.close()
+    assert a.state.value == "CLOSED" and b.state.value == "CLOSED"
+    assert store.session("c").exists("/e") is None
