@@ -8,7 +8,7 @@ import pytest
 from kreplica import errors
 from kreplica.meta import layout
 from kreplica.meta.kafka_zk_client import KafkaZkClient
-from kreplica.meta.store import BadVersion, NodeExists, NoNode
+from kreplica.meta.store import BadVersion, ConnectionLoss, NodeExists, NoNode
 from kreplica.protocol.common import LeaderAndIsr, TopicPartition as TP
 from meta_env import Recorder, StoreEnv
 
@@ -37,6 +37,7 @@ def test_broker_registration_and_liveness(store_env: StoreEnv) -> None:
     raw = json.loads(_raw(store_env, "/brokers/ids/1002"))
     assert raw["version"] == 4 and raw["host"] == "127.0.0.1" and raw["port"] == 9002
     assert raw["endpoints"] == ["PLAINTEXT://127.0.0.1:9002"] and raw["jmx_port"] == -1
+    assert raw["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}  # Kafka 2.x writes it
     assert raw["timestamp"] == str(int(raw["timestamp"]))
     assert ctl.get_broker(1002).port == 9002 and ctl.get_broker(7) is None
     brokers[1002].session.close()
@@ -388,3 +389,87 @@ def test_config_change_notifications_name_their_topic_in_both_kafka_formats():
     assert layout.decode_config_change(b'{"version":2,"entity_path":"topics/"}') is None  # names no topic
     assert layout.decode_config_change(b'{"version":1,"entity_type":"topics","entity_name":""}') is None
     assert layout.change_sequence("config_change_0000000012") == 12
+
+
+# ---- the fifty-second review: client mutants the tests above did not see ----
+
+def test_memory_persistent_paths_are_made_again_after_a_try_that_lost_the_store() -> None:
+    from kreplica.meta.memory_store import MemoryStore
+    from kreplica.runtime import SimScheduler
+
+    sched = SimScheduler(seed=1)
+    c = KafkaZkClient(MemoryStore(sched, session_timeout_ms=3000).session("b"), sched)
+    c.session.set_reachable(False)
+    with pytest.raises(ConnectionLoss):
+        c.ensure_persistent_paths()
+    c.session.set_reachable(True)
+    c.ensure_persistent_paths()
+    assert all(c.session.exists(p) is not None for p in layout.PERSISTENT_PATHS)
+
+
+def test_an_unclean_shutdown_marker_made_meanwhile_by_another_controller_is_overwritten(
+        store_env: StoreEnv) -> None:
+    ctl, other = _client(store_env, "controller"), _client(store_env, "other")
+    create = ctl.session.create
+
+    def race_then_create(path, data=b"", **kw):
+        other.set_unclean_shutdown_handled(1, 7, 2)
+        return create(path, data, **kw)
+
+    ctl.session.create = race_then_create
+    ctl.set_unclean_shutdown_handled(1, 8, 3)
+    assert json.loads(_raw(store_env, "/brokers/unclean_shutdowns_handled/1")) == {
+        "version": 1, "broker_epoch": 8, "controller_epoch": 3}
+
+
+def test_handled_unclean_shutdowns_are_matched_to_the_brokers_asked_for(store_env: StoreEnv) -> None:
+    ctl = _client(store_env, "controller")
+    ctl.set_unclean_shutdown_handled(1, 11, 1)
+    ctl.set_unclean_shutdown_handled(3, 33, 1)
+    assert ctl.get_unclean_shutdowns_handled([3, 2, 1]) == {3: 33, 1: 11}
+
+
+def test_a_topic_deletion_resumed_after_its_assignment_went_removes_the_config(store_env: StoreEnv) -> None:
+    # The controller deletes the assignment, then the config; one that stopped between
+    # the two finishes the job on its next try.
+    c = _client(store_env)
+    c.create_topic("bar", {0: [1]}, {"retention.ms": 1000})
+    c.session.delete(layout.topic_path("bar"), recursive=True)
+    c.delete_topic_znodes("bar")
+    assert c.session.exists(layout.topic_config_path("bar")) is None
+
+
+def test_rewriting_a_reassignment_that_is_gone_creates_it(store_env: StoreEnv) -> None:
+    # As Kafka's setOrCreatePartitionReassignment.
+    c = _client(store_env)
+    c.set_partition_reassignment({TP("bar", 0): [2, 1]})
+    assert c.get_partition_reassignment() == {TP("bar", 0): [2, 1]}
+
+
+def test_isr_changes_are_read_past_a_notification_already_gone(store_env: StoreEnv) -> None:
+    c = _client(store_env)
+    first = c.create_isr_change_notification([TP("a", 0)])
+    second = c.create_isr_change_notification([TP("b", 1)])
+    c.delete_isr_change_notifications([first])
+    assert c.get_isr_change_partitions([first, second]) == {TP("b", 1)}
+
+
+def test_config_changes_are_deleted_in_one_transaction_past_one_already_gone(store_env: StoreEnv) -> None:
+    c = _client(store_env)
+    c.create_topic("bar", {0: [1]})
+    for _ in range(3):
+        c.set_topic_config("bar", {"retention.ms": 1000})
+    names = c.get_config_changes()
+    c.delete_config_changes(names[:1])
+    before = store_env.store.round_trips
+    c.delete_config_changes(names)
+    assert store_env.store.round_trips - before == 2  # the whole batch, then it without the gone one
+    assert c.get_config_changes() == []
+
+
+def test_a_partition_state_keeps_its_isr_in_the_order_written() -> None:
+    # Kafka keeps the ISR as a list; a state read and written back must not reorder it.
+    data = b'{"controller_epoch":2,"leader":3,"version":1,"leader_epoch":4,"isr":[3,1,2]}'
+    state = layout.decode_partition_state(data, 0)
+    assert state.isr == (3, 1, 2)
+    assert layout.encode_partition_state(state) == data

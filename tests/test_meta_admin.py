@@ -189,6 +189,10 @@ def test_metadata_uris() -> None:
         parse_metadata_uri(None)
     assert parse_metadata_uri("zookeeper://h:1/kr/x/").chroot == "/kr/x"  # a store's chroot has no trailing /
     assert parse_metadata_uri("zookeeper+local:///demo/").chroot == "/demo"
+    # An empty chroot is the default one in both forms, as for zookeeper+local:///.
+    assert parse_metadata_uri("zookeeper://h:1/").chroot == "/kreplica"
+    assert parse_zookeeper_connect("h:1,h:2//") == ("h:1,h:2", "/kreplica")
+    assert parse_metadata_uri("zookeeper+local:///").chroot == "/kreplica"
     assert parse_zookeeper_connect("[::1]:2181,h:2/x") == ("[::1]:2181,h:2", "/x")  # kazoo takes IPv6 this way
     for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
                 "zookeeper:///x", "zookeeper://[::1]/x"]:
