@@ -1070,3 +1070,14 @@ def test_memory_closing_the_store_closes_its_sessions_at_once() -> None:
     store.close()
     assert a.state.value == "CLOSED" and b.state.value == "CLOSED"
     assert store.session("c").exists("/e") is None
+
+
+@pytest.mark.parametrize("path", ["/mk/a/", "/mk//b", "/mk/a/b/"])
+def test_memory_a_malformed_path_is_refused_before_any_parent_is_made(path: str) -> None:
+    # The embedded store refuses a malformed path outright (kazoo would normalize some of
+    # them: the fifty-second review's S3-13); refusing must not leave parents behind.
+    sched, store = _memory(3000)
+    s = store.session("a")
+    with pytest.raises(ValueError, match="invalid path"):
+        s.create(path, b"x", makepath=True)
+    assert s.exists("/mk") is None and s.get_children("/") == []
