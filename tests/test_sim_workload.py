@@ -23,11 +23,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, batches: int = 1, acks: str = "all",
-              forgets: list | None = None):
+              forgets: list | None = None, made: list | None = None):
     """A producer (acks=all unless told) of topic t on a clock of its own and three brokers,
     stopped once ``batches`` batches were acknowledged, given up on or (acks=0) sent; returns
     it, the leader lookups' times, the recorded events and the checker's acks.  ``forgets``
-    collects the times the producer dropped its cached leader."""
+    collects the times the producer dropped its cached leader; ``made`` gets the producer
+    before it starts."""
     sched = SimScheduler(1)
     lookups, events, acked = [], [], []
     spec = WorkloadSpec(retries=retries, retry_backoff_ms=100, produce_interval_ms=1000, acks=acks)
@@ -45,6 +46,8 @@ def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, bat
         network=SimpleNamespace(send=send), isr_size=lambda tp: 3,
         checker=SimpleNamespace(on_ack=lambda *args, **kwargs: acked.append(args), on_sent_unacknowledged=lambda: None))
     producer = Producer(world, 0, "t", partitions, spec)
+    if made is not None:
+        made.append(producer)
     producer.start()
     sched.advance(batches * 10_000)
     return producer, lookups, events, acked
@@ -255,3 +258,101 @@ def test_a_producer_draws_its_keys_from_every_one_of_its_keys():
 
     _producer(1, send, partitions=4, batches=200)
     assert keys == {b"k%d" % k for k in range(WorkloadSpec().keys)}
+
+
+def test_request_once_runs_exactly_one_callback_whatever_answers_come():
+    """A duplicated request is answered twice, and an answer may come after the client's
+    timeout: the first answer (or the timeout) is the one outcome, the rest are dropped."""
+    from kreplica.sim.workload import request_once
+
+    sched = SimScheduler(1)
+    answers: list = []
+
+    def world(delays):
+        def send(src, dst, request, respond):
+            for d in delays:
+                sched.call_later(d, respond, d)
+        return SimpleNamespace(later=sched.call_later, network=SimpleNamespace(send=send))
+
+    request_once(world([10, 20]), -1, 1, "req", 100, lambda r: answers.append(("dup", r)),
+                 lambda: answers.append(("dup", "timeout")))
+    request_once(world([150, 160]), -1, 1, "req", 100, lambda r: answers.append(("late", r)),
+                 lambda: answers.append(("late", "timeout")))
+    sched.advance(1000)
+    assert answers == [("dup", 10), ("late", "timeout")]
+
+
+def test_an_acks_0_producer_runs_one_chain_of_sends_and_a_stopped_producer_retries_nothing():
+    """acks=0: each send schedules the next one, and nothing else does (one batch every
+    produce_interval_ms on average).  A producer stopped while a retry waits sends no more."""
+    sends = []
+
+    def send(src, dst, request, respond):
+        sends.append(request.acks)
+
+    producer, lookups, events, acked = _producer(1, send, acks="0", batches=20)
+    # 20 sends, each 1 to 2000 ms (mean 1000) after the one before: not a burst of chains.
+    assert len(sends) == 20 and events[-1][0] > 20 * 1000 // 3
+
+    answered = []
+
+    def refuse_then_stop(src, dst, request, respond):
+        answered.append(request)
+        (part,) = request.partitions
+        respond(ProduceResponse((ProducePartitionResult(part.tp, errors.NotLeaderOrFollower.code, -1),)))
+        made[0].stop()  # the liveness phase begins while the retry waits out its backoff
+
+    made: list = []
+    _producer(2, refuse_then_stop, batches=1, made=made)
+    assert len(answered) == 1 and made[0].sent == 1
+
+
+def test_a_disconnected_answer_is_retried_like_a_network_error():
+    from kreplica.transport import DISCONNECTED
+
+    answers = [DISCONNECTED, None]
+
+    def send(src, dst, request, respond):
+        (part,) = request.partitions
+        a = answers.pop(0)
+        respond(a if a is not None else ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 3),)))
+
+    producer, lookups, events, acked = _producer(2, send)
+    assert [(kind, data.get("attempt")) for _, kind, data in events] == [("ack", 1)]
+    assert (producer.sent, producer.failed, producer.acked) == (2, 0, 1)
+
+
+def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partition_at_its_own_level():
+    """The liveness probe: one batch per partition, the same bytes at every retry (a retry
+    after a timeout must not add a second probe record), the cached leader dropped after
+    each failure, the last error kept for the liveness message, and each ack reported to
+    the checker at the acks it was sent with (1 where min.insync.replicas cannot be met)."""
+    from kreplica.protocol import TopicPartition
+    from kreplica.sim.workload import Probe
+
+    sched = SimScheduler(1)
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    script = {a: ["timeout", errors.NotLeaderOrFollower.code, errors.NONE], b: [errors.NONE]}
+    sent, forgets, acked = [], [], []
+
+    def send(src, dst, request, respond):
+        (part,) = request.partitions
+        sent.append((part.tp, request.acks, bytes(part.records)))
+        step = script[part.tp].pop(0)
+        if step != "timeout":
+            respond(ProduceResponse((ProducePartitionResult(part.tp, step, 9),)))
+
+    world = SimpleNamespace(
+        later=sched.call_later, now_ms=sched.now_ms, record=lambda *args, **kwargs: None,
+        leader_of=lambda tp: 1, forget_leader=forgets.append, network=SimpleNamespace(send=send),
+        isr_size=lambda tp: 3,
+        checker=SimpleNamespace(on_ack=lambda name, first, last, crc, acks, *rest, **kw: acked.append((name, acks))))
+    probe = Probe(world, {a: -1, b: 1}, WorkloadSpec(request_timeout_ms=1000, retry_backoff_ms=100))
+    probe.start()
+    sched.advance(1600)  # past the first attempt's timeout (1500 ms): the retry is answered NOT_LEADER
+    assert probe.pending == {a: "NOT_LEADER_OR_FOLLOWER"}
+    sched.advance(1000)
+    assert probe.pending == {} and sorted(acked) == [("t-0", -1), ("t-1", 1)]
+    assert forgets == [a, a]
+    tries = [(acks, records) for tp, acks, records in sent if tp == a]
+    assert len(tries) == 3 and len({r for _, r in tries}) == 1 and {k for k, _ in tries} == {-1}
