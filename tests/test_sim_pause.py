@@ -420,3 +420,19 @@ def test_a_process_runs_each_live_timer_once_never_early_never_paused_never_afte
     for now in set(at.values()):
         late = [i for i in ran if at[i] == now and due[i] < now]
         assert late == sorted(late, key=lambda i: (due[i], i))
+
+
+def test_resume_counts_only_the_held_callbacks_it_releases():
+    """The count a resume returns (the history's ``resume`` event records it) leaves out a
+    held callback cancelled during the pause: it never runs."""
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    cancelled = view.call_later(10, ran.append, "cancelled")
+    view.call_later(20, ran.append, "kept")
+    view.pause()
+    shared.advance(30)
+    cancelled.cancel()
+    assert view.resume() == 1
+    shared.advance(0)
+    assert ran == ["kept"]

@@ -1058,3 +1058,90 @@ def test_truncations_reach_the_checker_at_the_end_they_leave():
     assert truncated == [(1, "t-0", 2)]
     p.truncate_fully_and_start_at(9)
     assert truncated[1:] == [(1, "t-0", 0)] and records == ["truncate", "truncate_fully"]
+
+
+def test_the_probe_asks_acks_1_only_where_the_topics_own_min_insync_replicas_cannot_be_met(monkeypatch):
+    """A topic's min.insync.replicas override, not the broker default, says whether acks=all
+    can be met: default 4 on three replicas, topic a set to 2, topic b not set."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.sim import world as world_module
+
+    class Asked(Exception):
+        pass
+
+    def recording_probe(world, acks, spec):
+        raise Asked(dict(acks))
+
+    monkeypatch.setattr(world_module, "Probe", recording_probe)
+    a, b = TopicPartition("a", 0), TopicPartition("b", 0)
+    stub = SimpleNamespace(
+        cluster=SimpleNamespace(config={"min.insync.replicas": 4},
+                                zk=SimpleNamespace(get_topic_config=lambda t: {"min.insync.replicas": "2"} if t == "a" else {})),
+        _partition_states=lambda: {a: (None, [1, 2, 3]), b: (None, [1, 2, 3])},
+        scenario=SimpleNamespace(workload=None))
+    with pytest.raises(Asked) as got:
+        World._probe(stub)
+    assert got.value.args[0] == {a: -1, b: 1}
+
+
+def test_an_admin_call_the_cluster_refuses_is_recorded_and_the_run_goes_on():
+    from kreplica import errors
+
+    world = World(scenarios.load("random-chaos"), 1)
+    recorded = []
+    world.record = lambda kind, broker=None, tp=None, **data: recorded.append((kind, data))
+
+    def create_topic(*args, **kwargs):
+        raise errors.TopicAlreadyExists("admin-side")
+
+    world._admin(create_topic, "admin-side", 1, 2, wait=False)
+    assert recorded == [("admin_refused", {"call": "create_topic", "error": "TOPIC_ALREADY_EXISTS"})]
+
+
+def test_a_leaderless_stretch_starts_at_the_first_loss_and_a_resumed_leader_ends_its_own():
+    """Re-election time counts from the first loss: a second loss (the new leader paused
+    before the sweep saw it elected, say) does not restart the stretch; a leader back from
+    its pause ends the stretches of the partitions it still leads, and only those."""
+    from types import SimpleNamespace
+
+    world = World(scenarios.load("random-chaos"), 1)
+    now = [500]
+    world.cluster = SimpleNamespace(scheduler=SimpleNamespace(now_ms=lambda: now[0]))
+    world.checker.models.update({"t-0": SimpleNamespace(leader=1), "t-1": SimpleNamespace(leader=2),
+                                 "t-2": SimpleNamespace(leader=1)})
+    world._leaderless_since["t-0"] = 100
+    world._mark_leaderless(1)
+    assert world._leaderless_since == {"t-0": 100, "t-2": 500}
+    world._leaderless_since["t-1"] = 300
+    world._mark_led_again(1)
+    assert world._leaderless_since == {"t-1": 300}
+    world.cluster = None
+
+
+def test_a_run_makes_its_data_dir_under_its_data_root_and_never_in_one_already_there(tmp_path, monkeypatch):
+    import kreplica.sim.world as world_module
+
+    names = iter(["aaaa", "aaaa", "bbbb"])
+    monkeypatch.setattr(world_module.secrets, "token_hex", lambda n: next(names))
+    first, second = World(scenarios.load("random-chaos"), 1, data_root=str(tmp_path)), \
+        World(scenarios.load("random-chaos"), 1, data_root=str(tmp_path))
+    first._make_data_dir()
+    second._make_data_dir()
+    assert first.data_dir == str(tmp_path / "kreplica-sim-1-aaaa")
+    assert second.data_dir == str(tmp_path / "kreplica-sim-1-bbbb")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kreplica-sim-1-aaaa", "kreplica-sim-1-bbbb"]
+
+
+def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_scheduler_events():
+    """``events`` is the history's length even when the history keeps no events (sweeps run
+    with keep_history=False); ``scheduler_events`` leaves out the setup's events."""
+    from types import SimpleNamespace
+
+    world = World(scenarios.load("random-chaos"), 1, keep_history=False)
+    for i in range(7):
+        world.history.record(i, "ack", 1, "t-0")
+    world.cluster = SimpleNamespace(scheduler=SimpleNamespace(events_run=1000, now_ms=lambda: 200))
+    r = world._result(True, 0.0, 400)
+    assert (r.events, r.scheduler_events) == (7, 600)
