@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -404,3 +405,63 @@ def test_only_produce_and_fetch_requests_are_ever_duplicated():
     net.deliver(2, 1, FetchResponse.__new__(FetchResponse), answers.append)
     sched.advance(100)
     assert len(answers) == 1 and net.stats.duplicated == 1
+
+
+def test_a_resumed_receiver_reads_its_buffer_even_from_a_sender_still_paused():
+    """Bytes that reached a paused receiver are in its socket buffer: when it resumes it
+    reads them at once, though their sender has been paused since (its pause holds only
+    what it sends from then on)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.send(1, 2, fetch(0), None)  # on the wire, due at 10
+    net.pause(2)
+    net.pause(1)
+    net.send(1, 2, fetch(1), None)  # sent during 1's pause: waits for it
+    sched.advance(50)
+    assert got == []
+    net.resume(2)
+    sched.advance(20)
+    assert [(t, r.replica_id) for t, _, r in got] == [(50, 0)]
+    net.resume(1)
+    sched.advance(20)
+    assert [(t, r.replica_id) for t, _, r in got] == [(50, 0), (80, 1)]
+
+
+def test_a_senders_host_failure_does_not_take_back_what_a_paused_receiver_already_buffered():
+    """A host failure loses what its node had in flight, not the bytes already in a
+    receiver's socket buffer: handed over at the receiver's resume, they arrive whatever
+    has become of the sender's host since (one failure before the send, one after)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.lose_in_flight(1)  # an earlier incarnation of 1's host failed
+    net.send(1, 2, fetch(0), None)
+    net.pause(2)
+    sched.advance(50)  # arrived at 10, in 2's buffer
+    net.lose_in_flight(1)
+    net.send(1, 2, fetch(1), None)  # sent by the new incarnation, held by 2's pause
+    net.resume(2)
+    sched.advance(20)
+    assert [(t, r.replica_id) for t, _, r in got] == [(50, 0), (60, 1)]
+
+
+def test_a_dropped_request_is_never_duplicated_into_an_arrival():
+    """Loss comes before retransmission: a request the link loses is not also doubled, so
+    with certain loss nothing arrives however likely duplication is."""
+    sched, net, got = world(LinkProfile(drop_probability=1.0, duplicate_probability=1.0))
+    for i in range(20):
+        net.send(1, 2, fetch(i), None)
+    sched.advance(100)
+    assert got == []
+    assert (net.stats.dropped, net.stats.duplicated, net.stats.delivered) == (20, 0, 0)
+
+
+def test_a_session_a_paused_broker_opens_stays_unreachable_until_its_resume():
+    """attach_store follows sessions opened later: one opened by a broker while its process
+    is paused hears nothing from it until the resume, as a cut from the store would."""
+    _sched, net, _got = world()
+    store = SimpleNamespace(session=lambda name="", on_expired=None: _Session())
+    net.attach_store(store)
+    net.pause(2)
+    paused_session = store.session("broker-2")
+    other = store.session("broker-3")
+    assert not paused_session.reachable and other.reachable
+    net.resume(2)
+    assert paused_session.reachable
