@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from kreplica.log import Log
-from kreplica.protocol import TopicPartition
+from kreplica.protocol import FetchRequest, TopicPartition
 from kreplica.records import decode_records
 from kreplica.runtime import ManualClock, SimScheduler
 from kreplica.sim import faults
@@ -343,5 +343,149 @@ def test_a_restart_is_told_to_the_checker_at_its_time():
         world._step_until(world.now_ms() + 300)
         assert faults.restart(world, 2) and not faults.restart(world, 2)  # a live broker: refused
         assert world.checker.restarts == {2: [world.now_ms()]}
+    finally:
+        world.close()
+
+
+def _pause_world():
+    """_stub_world with a pausable process per broker, enough for pause and resume."""
+    from kreplica.sim.pausable_scheduler import PausableScheduler
+
+    sched, world, events = _stub_world()
+    world.cluster.brokers = {b: SimpleNamespace(alive=True) for b in (1, 2, 3)}
+    world.processes = {b: PausableScheduler(sched) for b in (1, 2, 3)}
+    world._mark_leaderless = world._mark_led_again = lambda broker: None
+    return sched, world, events
+
+
+def test_a_pause_that_replaces_another_lasts_its_own_duration_and_a_dead_broker_is_not_paused():
+    """A scripted pause landing on a chaos pause: the process stays paused until the new
+    pause's end, not the first one's.  A dead broker has no process to pause."""
+    sched, world, events = _pause_world()
+    assert faults.pause(world, 2, 1000)
+    sched.advance(500)
+    assert not faults.pause(world, 2, 100)               # a chaos pause on a paused broker: refused
+    assert faults.pause(world, 2, 2000, replace=True)    # scripted: until 2500
+    sched.advance(600)                                   # 1100: the first one's timer fired
+    assert world.network.is_paused(2) and world.processes[2].paused
+    sched.advance(1500)                                  # 2600
+    assert not world.network.is_paused(2) and not world.processes[2].paused
+    assert [(t, kind) for t, kind, _, _ in events] == [(0, "pause"), (500, "pause"), (2500, "resume")]
+    world.cluster.brokers[3].alive = False
+    assert not faults.pause(world, 3, 100) and not world.network.is_paused(3)
+
+
+def test_at_a_resume_the_processs_overdue_timers_run_before_its_socket_buffer_is_read():
+    """The order resume() documents: the callbacks the process held first, then what its
+    socket buffer took in during the pause, at the same instant."""
+    sched, world, _events = _pause_world()
+    net = world.network
+    seen: list = []
+    net.register(2, lambda src, req, respond: seen.append(("message", sched.now_ms())))
+    net.deliver(1, 2, "bytes", lambda m: seen.append(("buffered", sched.now_ms())))  # on the wire
+    assert faults.pause(world, 2, 1000)
+    world.processes[2].call_later(10, lambda: seen.append(("timer", sched.now_ms())))
+    net.send(1, 2, FetchRequest(replica_id=1, partitions=()), None)  # sent to a paused node
+    sched.advance(1100)
+    assert seen[:2] == [("timer", 1000), ("buffered", 1000)]
+    assert seen[2][0] == "message" and seen[2][1] > 1000
+
+
+def test_a_full_disk_needs_a_live_broker_and_only_a_disk_still_full_is_freed_by_its_timer():
+    """A dead broker's disk is not filled (nothing would free it: the crash that frees a
+    full disk has happened already), and a disk a crash freed is not freed again, in the
+    history, when the full disk's own timer ends."""
+    sched, world, events = _pause_world()
+    world.disk_full = set()
+    world.instrument_broker = lambda broker: None
+    world.cluster.brokers[3].alive = False
+    assert not faults.disk_full(world, 3, 100) and world.disk_full == set()
+    assert faults.disk_full(world, 2, 1000)
+    world.disk_full.discard(2)  # what a crash of broker 2 does
+    sched.advance(1100)
+    assert [(t, kind, broker) for t, kind, broker, _ in events] == [(0, "disk_full", 2)]
+
+
+def test_a_scripted_cut_from_the_store_replaces_one_in_place_and_a_healed_cut_records_no_end():
+    """A scripted cut on a broker the planner cut already lasts its own duration; a cut the
+    liveness phase healed through the network records no heal_store at its timer."""
+    sched, world, events = _stub_world()
+    assert faults.cut_store(world, 2, 1000)
+    sched.advance(500)
+    assert faults.cut_store(world, 2, 2000, replace=True)  # until 2500
+    sched.advance(600)
+    assert world.network.store_cut == {2}
+    sched.advance(1500)
+    assert world.network.store_cut == set()
+    assert faults.cut_store(world, 3, 1000)
+    world.network.heal_store()  # the liveness phase's heal
+    sched.advance(1100)
+    assert [(t, kind, broker) for t, kind, broker, _ in events] == [
+        (0, "cut_store", 2), (500, "cut_store", 2), (2500, "heal_store", 2), (2600, "cut_store", 3)]
+
+
+def test_a_cascade_crashes_within_max_down_only_while_the_planner_runs_and_restarts_its_broker(monkeypatch):
+    """A cascading failure is a crash like the planner's others: it keeps at most max_down
+    brokers down, it does not happen once the planner has stopped (even when drawn before
+    the stop), and the crashed leader comes back after a downtime."""
+    sched, world, _events = _stub_world()
+    crashed, restarted = [], []
+    monkeypatch.setattr(faults, "crash", lambda w, broker, *a, **k: crashed.append(broker) or True)
+    monkeypatch.setattr(faults, "restart", lambda w, broker: restarted.append(broker) or True)
+    rates = FaultRates(**_QUIET, cascade=1.0, cascade_ms_max=100, downtime_ms_max=1000, max_down=1)
+    planner = ChaosPlanner(world, rates, tick_ms=60_000)
+    planner.start()
+    planner.on_election("t-0", 2)
+    sched.advance(1200)
+    assert crashed == [2] and restarted == [2]
+    world.cluster.live_brokers = lambda: [1, 3]  # one broker down already: max_down reached
+    planner.on_election("t-0", 3)
+    sched.advance(200)
+    assert crashed == [2]
+    world.cluster.live_brokers = lambda: [1, 2, 3]
+    planner.on_election("t-1", 1)  # drawn while running ...
+    planner.stop()                 # ... and the liveness phase begins before it is due
+    sched.advance(200)
+    assert crashed == [2] and restarted == [2]
+
+
+def test_the_chaos_planner_never_stacks_a_partition_on_one_in_place(monkeypatch):
+    """The planner draws a partition only when none is in place: each one heals before the
+    next, however often partitions are drawn."""
+    sched, world, events = _stub_world()
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "partition": 600.0}, partition_ms_max=5000))
+    planner.start()
+    sched.advance(60_000)
+    planner.stop()
+    kinds = [kind for _, kind, _, _ in events]
+    assert kinds.count("partition") > 5
+    assert all(a != b for a, b in zip(kinds, kinds[1:]))  # partition, heal, partition, heal, ...
+
+
+def test_the_planner_restarts_the_controller_it_killed(monkeypatch):
+    """After kill_controller the broker brought back is the controller that was killed,
+    not the broker the tick happened to draw."""
+    sched, world, _events = _stub_world()
+    world.cluster.brokers = {b: SimpleNamespace(alive=True) for b in (1, 2, 3)}
+    world.cluster.controller_id = 1
+    restarted = []
+    monkeypatch.setattr(faults, "crash", lambda w, broker, *a, **k: True)
+    monkeypatch.setattr(faults, "restart", lambda w, broker: restarted.append(broker) or True)
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "kill_controller": 600.0}, downtime_ms_max=1000))
+    planner.start()
+    sched.advance(30_000)
+    planner.stop()
+    assert len(restarted) > 20 and set(restarted) == {1}
+
+
+def test_a_controlled_shutdown_in_progress_is_not_begun_again():
+    """A broker already shutting down is refused a second controlled shutdown (the planner's
+    draw, or a scripted step landing on one)."""
+    world = _full_disk_world()
+    try:
+        assert faults.controlled_shutdown(world, 2)
+        assert not faults.controlled_shutdown(world, 2)
+        assert [e.kind for e in world.history.events if e.kind.startswith("controlled_shutdown")] == [
+            "controlled_shutdown"]
     finally:
         world.close()

@@ -1145,3 +1145,16 @@ def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_schedu
     world.cluster = SimpleNamespace(scheduler=SimpleNamespace(events_run=1000, now_ms=lambda: 200))
     r = world._result(True, 0.0, 400)
     assert (r.events, r.scheduler_events) == (7, 600)
+
+
+def test_the_liveness_phase_ends_pauses_and_slow_disks_at_once_not_at_their_own_timers():
+    """A pause and a slow disk still in place at until_ms would last ten minutes: the
+    liveness phase resumes the broker and speeds its disk up as it begins."""
+    sc = replace(scenarios.load("slow-follower"), until_ms=3000, steps=(
+        scenarios.Step("pause", at_ms=1000, target=3, params={"duration_ms": 600_000}),
+        scenarios.Step("slow_disk", at_ms=1000, target=2, params={"delay_ms": 150, "duration_ms": 600_000}),))
+    world = World(sc, 1)
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert [(e.broker, e.time_ms) for e in world.history.events if e.kind == "resume"] == [(3, 3000)]
+    assert world.network.slow_ms == {} and world.now_ms() < 600_000
