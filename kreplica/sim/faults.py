@@ -8,8 +8,9 @@ trace shows exactly what was done and when.  The catalogue:
   its session abandoned); by default what it had sent but not yet delivered is
   lost with it (``lose_in_flight``), as a host's queues are.  With ``lose_unflushed`` it is a power loss: every byte
   the log had not fsynced (after its recovery point) is zeroed on disk, and
-  with ``torn`` the first unflushed batch survives partly, as a torn write does.
-  Recovery on restart must cut it.
+  with ``torn`` a prefix of the unflushed bytes (under 200) survives, as a torn write
+  leaves one: it ends inside the first unflushed batch, or, when that batch is shorter,
+  keeps it whole and ends inside a later one.  Recovery on restart must cut there.
 - ``restart``, ``controlled_shutdown`` (seed 003), ``pause`` (a GC pause: the
   whole process frozen -- its own timers held until resume, then run late --
   no messages in or out, no store heartbeats), ``slow_disk`` (every request to the
@@ -64,7 +65,8 @@ def unflushed_tails(rm: Any, rng: Any, torn: bool) -> list[LostTail]:
         pos = seg.size if rp >= seg.next_offset else seg.position_of(rp)[0]
         torn_bytes = 0
         if torn and pos < seg.size:
-            # Keep a prefix of the first unflushed batch: its header says it is longer.
+            # Keep a prefix of the unflushed bytes (it may hold a short first batch whole):
+            # the batch it ends in says, in its header, that it is longer.
             torn_bytes = rng.randint(1, min(seg.size - pos, 200) - 1) if seg.size - pos > 1 else 0
         later = tuple(s.log_file.path for s in segments[i + 1:])
         out.append(LostTail(tp, rp, seg.log_file.path, pos, later, torn_bytes, seg.size))
