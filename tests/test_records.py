@@ -913,3 +913,141 @@ def test_a_repeated_offset_delta_is_refused_by_the_decoder():
         decode_records(buf)
     with pytest.raises(errors.InvalidRecord, match="bad record 1"):
         next(decode_batches(buf)).records()
+
+
+def test_an_offset_delta_outside_an_int32_is_a_bad_record():
+    # A five-byte varint holds 35 bits: 2**32 fits the varint but not an int32, and cut to
+    # 32 bits it would read as delta 0, a record the batch never held at that offset.
+    buf = _raw_batch([_raw_record(2**32)], last_offset_delta=0)
+    assert scan_batches(buf).error is None  # the framing and the CRC are fine
+    assert scan_batches(buf, check_records=True).error == "bad record 0 in the batch at position 0"
+    assert not next(decode_batches(buf)).valid()
+    with pytest.raises(errors.InvalidRecord, match="bad record 0 in the batch at position 0"):
+        decode_records(buf)
+
+
+def test_a_null_header_key_is_a_bad_record():
+    # A header key has no null form (Kafka's reader refuses a negative key size); its value
+    # does, and -1 there stays a null value.
+    ok = _raw_batch([_raw_record(0, headers=[(b"k", None)])])
+    assert decode_records(ok)[0].headers == (("k", None),)
+    buf = _raw_batch([_raw_record(0, headers=[(None, b"h")])])
+    assert scan_batches(buf, check_records=True).error == "bad record 0 in the batch at position 0"
+    assert not next(decode_batches(buf)).valid()
+    with pytest.raises(errors.InvalidRecord, match="bad record 0 in the batch at position 0"):
+        decode_records(buf)
+
+
+@pytest.mark.parametrize("key", [b"\xf8\x90\x80\x80", b"\xfc\x90\x80\x80", b"\xff\x90\x80\x80"])
+def test_a_header_key_with_a_lead_byte_no_utf8_has_is_refused_by_the_leader(key):
+    # 0xF8-0xFF never start a UTF-8 sequence; read with a four-byte lead's low bits these
+    # spell U+10000, in range, so only the lead byte itself tells them apart.
+    with pytest.raises(UnicodeDecodeError):
+        key.decode("utf-8")
+    buf = _raw_batch([_raw_record(0, headers=[(key, b"h")])])
+    assert scan_batches(buf, check_records=True).error == (
+        "header key of record 0 is not UTF-8 in the batch at position 0")
+    assert not next(decode_batches(buf)).valid()
+    with pytest.raises(errors.InvalidRecord, match="not UTF-8"):
+        decode_records(buf)
+
+
+def test_a_negative_record_count_is_a_bad_header():
+    buf = bytearray(encode_batch([b"a"], timestamp_ms=1))
+    struct.pack_into(">i", buf, 57, -1)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    bad = "bad header at position 0: record count -1, batch length or last offset delta 0"
+    assert scan_batches(buf).error == bad
+    with pytest.raises(errors.CorruptMessage, match=bad):
+        decode_records(buf)
+    with pytest.raises(errors.CorruptMessage, match=bad):
+        list(decode_batches(buf))
+
+
+def test_a_batch_cut_to_its_first_twelve_bytes_is_torn_at_its_own_size():
+    # Twelve bytes hold baseOffset and batchLength, enough to know the size the batch
+    # needs: the message quotes it, not the twelve bytes of the overhead.
+    buf = encode_batch([b"abc"], base_offset=5, timestamp_ms=1)
+    for keep in (12, 16):
+        torn = f"torn batch at position 0: needs {len(buf)} bytes, {keep} available"
+        assert scan_batches(buf[:keep]).error == torn
+        with pytest.raises(errors.CorruptMessage, match=torn):
+            decode_records(buf[:keep])
+    assert scan_batches(buf[:11]).error == "torn batch at position 0: needs 12 bytes, 11 available"
+
+
+@pytest.mark.parametrize("magic", [-1, -128, 0, 127])
+def test_a_bad_magic_is_quoted_as_the_signed_byte_kafka_reads(magic):
+    buf = bytearray(encode_batch([b"a"], timestamp_ms=1))
+    struct.pack_into(">b", buf, 16, magic)
+    bad = f"bad magic {magic} at position 0 (only magic 2 batches are supported)"
+    assert scan_batches(buf).error == bad
+    with pytest.raises(errors.CorruptMessage, match=bad.split(" (")[0]):
+        decode_records(buf)
+
+
+@pytest.mark.parametrize("key", [b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xee\x80\x80"],
+                         ids=["U+D7FF", "U+D800", "U+DFFF", "U+E000"])
+def test_the_surrogate_range_is_refused_to_its_last_code_point(key):
+    # Both ends of U+D800..U+DFFF are surrogates no strict UTF-8 reader takes; the code
+    # points either side of the range are ordinary text.
+    buf = _raw_batch([_raw_record(0, headers=[(key, b"h")])])
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        assert scan_batches(buf, check_records=True).error == (
+            "header key of record 0 is not UTF-8 in the batch at position 0")
+        assert not next(decode_batches(buf)).valid()
+    else:
+        assert scan_batches(buf, check_records=True).error is None
+        assert decode_records(buf)[0].headers == ((text, b"h"),)
+
+
+def test_an_end_past_the_buffer_is_the_buffers_end():
+    # An `end` beyond the data is clamped to it: a torn last batch stays torn, however far
+    # the caller's end reaches, and nothing past the buffer is read.
+    buf = three_batches()[:-1]
+    res = scan_batches(buf)
+    torn = res.error
+    assert torn.startswith("torn batch at position")
+    far = scan_batches(buf, end=len(buf) + 4096)
+    assert (far.count, far.error, far.end_position) == (res.count, torn, res.end_position)
+    with pytest.raises(errors.CorruptMessage, match=torn):
+        list(decode_batches(buf, end=len(buf) + 4096))
+    assert [b.position for b in decode_batches(three_batches(), end=10**9)] == res.positions.tolist() + [
+        int(res.end_position)]
+
+
+def test_restamping_a_buffer_that_ends_in_zero_fill_names_the_zeros():
+    buf = bytearray(encode_batch([b"a"], timestamp_ms=1) + bytes(HEADER_SIZE))
+    snapshot = bytes(buf)
+    with pytest.raises(errors.CorruptMessage,
+                       match=f"zero bytes where a batch should start at position {len(buf) - HEADER_SIZE}$"):
+        restamp_batches(buf, 7, 3)
+    assert bytes(buf) == snapshot
+
+
+@pytest.mark.parametrize("epoch", [0x12345, 2**31 - 1, 0])
+def test_restamp_writes_all_four_bytes_of_the_leader_epoch(epoch):
+    buf = bytearray(encode_batch([b"a", b"b"], leader_epoch=-1, timestamp_ms=1))
+    assert restamp_batches(buf, 10, epoch) == 11
+    assert scan_batches(buf).leader_epochs.tolist() == [epoch]
+    assert next(decode_batches(buf)).leader_epoch == epoch
+
+
+@pytest.mark.parametrize("codec, name", [(2, "snappy"), (3, "lz4"), (4, "zstd"), (5, "5"), (6, "6"), (7, "7")])
+def test_every_codec_but_gzip_is_refused_by_name_not_read_as_gzip(codec, name):
+    # The gzip payload under codec 5-7 (no codec Kafka defines) must not be decompressed:
+    # the codec is refused, an InvalidRecord, not a gzip read or a CorruptMessage.
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
+    builder.append(0, 1000, None, b"payload", [])
+    buf = bytearray(builder.build())
+    buf[22] = (buf[22] & ~7) | codec
+    buf[17:21] = struct.pack(">I", crc32c(bytes(buf[21:])))
+    with pytest.raises(errors.InvalidRecord,
+                       match=f"compression codec {name} of the batch at position 0 is not supported"):
+        decode_records(buf)
+    with pytest.raises(errors.InvalidRecord, match=f"compression codec {name}"):
+        next(decode_batches(buf)).records()
