@@ -47,6 +47,16 @@ def test_every_shipped_scenario_is_valid():
     (dict(steps=(Step("create_topic", params={"topic": "x", "replication_factor": 4}),)),
      "replication factor 4 on 3 broker(s)"),
     (dict(steps=(Step("restart", target="$me", bind="me"),)), "target $me is bound by no earlier step"),
+    (dict(brokers=0, topics=()), "brokers = 0, need at least 1"),
+    (dict(until_ms=-1), "until_ms and liveness_ms must be >= 0"),
+    # World's create_topic takes replication factor 3 when the step gives none.
+    (dict(brokers=2, topics=(TopicSpec("t", 2, 2),), steps=(Step("create_topic", params={"topic": "x"}),)),
+     "replication factor 3 on 2 broker(s)"),
+    (dict(steps=(Step("crash", target=1, on="leader:t-0"),)), "expected 'election:<topic>-<partition>'"),
+    (dict(steps=(Step("crash", target="leader:t-x"),)), "no partition 't-x'"),
+    (dict(steps=(Step("crash", target=True),)), "target True is neither a broker id nor a name"),
+    (dict(steps=(Step("reassign", params={"topic": "t", "partition": 0, "replicas": []}),)),
+     "replicas [] must be distinct brokers"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -95,6 +105,9 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     sc = replace(BASE, workload=replace(BASE.workload, acks="all")).with_config(acks=given)
     assert sc.config["acks"] == sc.workload.acks == acks
     assert BASE.with_config(min_insync_replicas=2).workload == BASE.workload
+    # Another key leaves the producers' acks as the scenario gave them, not the config's "all".
+    one = replace(BASE, workload=replace(BASE.workload, acks="1"))
+    assert one.with_config(min_insync_replicas=2).workload.acks == "1"
 
 
 @pytest.mark.parametrize("toml, message", [
@@ -119,6 +132,8 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     ("[chaos]\npause_ms_max = true", "[chaos]: pause_ms_max = True, expected an integer"),
     ("[chaos]\ntorn_fraction = 2", "[chaos]: torn_fraction = 2, expected a number from 0 to 1"),
     ("[[topics]]\nname = 7", "[[topics]]: name = 7, expected a string"),
+    # A misspelt key in a table is refused, not a TypeError from the dataclass.
+    ("[workload]\nproducer_interval_ms = 5", "[workload]: unknown keys ['producer_interval_ms']"),
     ('[[steps]]\naction = "crash"\ntarget = 1\nat_ms = -100', "step 1: at_ms = -100, expected a number >= 0"),
     ('[[steps]]\naction = "crash"\ntarget = 1\njitter_ms = "5"', "step 1: jitter_ms = '5', expected an integer"),
 ])
@@ -602,3 +617,44 @@ def test_every_shipped_scenarios_acks_all_writes_can_be_acknowledged():
         for t in sc.topics:
             assert min_isr <= t.replication_factor, f"{name}: topic {t.name} of replication factor " \
                 f"{t.replication_factor} under min.insync.replicas = {min_isr}"
+
+
+def test_a_probability_or_fraction_of_exactly_one_is_taken(tmp_path):
+    """1 is the top of the range (every message dropped, every power loss torn), not past it."""
+    path = tmp_path / "one.toml"
+    path.write_text('name = "one"\n[network]\ndrop_probability = 1.0\ntail_probability = 1\n'
+                    '[chaos]\ntorn_fraction = 1.0\npower_loss_fraction = 1\n')
+    sc = scenarios.load(str(path))
+    assert (sc.network.drop_probability, sc.network.tail_probability) == (1.0, 1)
+    assert (sc.chaos.torn_fraction, sc.chaos.power_loss_fraction) == (1.0, 1)
+
+
+def test_a_scenario_extending_another_replaces_its_steps_and_topics(tmp_path):
+    """Only tables are merged key by key; a list (the steps, the topics) is this file's own."""
+    (tmp_path / "base.toml").write_text(
+        'name = "base"\n[[topics]]\nname = "a"\n[[topics]]\nname = "b"\n'
+        '[[steps]]\naction = "crash"\ntarget = 1\n[[steps]]\naction = "restart"\ntarget = 1\nat_ms = 100\n')
+    (tmp_path / "more.toml").write_text(
+        f'extends = "{tmp_path / "base.toml"}"\nname = "more"\n[[topics]]\nname = "c"\n'
+        '[[steps]]\naction = "pause"\ntarget = 2\nduration_ms = 10\n')
+    sc = scenarios.load(str(tmp_path / "more.toml"))
+    assert [t.name for t in sc.topics] == ["c"]
+    assert [(s.action, s.target) for s in sc.steps] == [("pause", 2)]
+
+
+def test_an_extends_cycle_written_two_ways_is_still_found(tmp_path, monkeypatch):
+    """The cycle check compares the files' paths: "./a.toml" is the file "a.toml" is."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.toml").write_text('extends = "./b.toml"\nname = "a"\n')
+    (tmp_path / "b.toml").write_text('extends = "./a.toml"\nname = "b"\n')
+    with pytest.raises(ValueError, match="extends itself: a.toml -> b.toml -> a.toml"):
+        scenarios.load("a.toml")
+
+
+def test_a_header_with_a_null_where_a_value_goes_is_refused():
+    """A run header is JSON, so a hand-edited one can hold null: only a field declared
+    optional takes it (a None batch size would fail mid-run, in the workload)."""
+    with pytest.raises(ValueError, match=r"scenario h: \[workload\]: batch_records = None, expected an integer"):
+        scenarios.from_dict({"name": "h", "workload": {"batch_records": None}})
+    with pytest.raises(ValueError, match=r"\[network\]: drop_probability = None, expected a number"):
+        scenarios.from_dict({"name": "h", "network": {"drop_probability": None}})
