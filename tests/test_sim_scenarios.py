@@ -134,6 +134,21 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     ("[[topics]]\nname = 7", "[[topics]]: name = 7, expected a string"),
     # A misspelt key in a table is refused, not a TypeError from the dataclass.
     ("[workload]\nproducer_interval_ms = 5", "[workload]: unknown keys ['producer_interval_ms']"),
+    # The top level and the tables' shapes: each was ignored, or a TypeError/ValueError from
+    # dict() or int() that named neither the scenario nor the key.
+    ("untill_ms = 5000", "unknown keys ['untill_ms']; a scenario file takes extends, name,"),
+    ("config = 5", "config = 5, expected a table"),
+    ("workload = 3", "[workload] = 3, expected a table"),
+    ("topics = 5", "topics = 5, expected an array of tables"),
+    ('steps = "ab"', "steps = 'ab', expected an array of tables"),
+    ("nodes = 4", "nodes = 4, expected a table"),
+    ("[nodes.x]\nreorder = true", "[nodes]: 'x' is not a broker or partition number"),
+    ('[links."1-x"]\nreorder = true', '[links."1-x"]: expected "<from broker>-<to broker>"'),
+    ('[[topics]]\nname = "t"\nassignment = {x = [1, 2, 3]}', "assignment: 'x' is not a broker or partition number"),
+    ('[[topics]]\nname = "t"\npartitions = 1\nassignment = {0 = 2}', "replicas = 2, expected a list of broker ids"),
+    ('[[steps]]\naction = "pause"\ntarget = 1\nparams = 3', "step 1: params = 3, expected a table"),
+    ('[[steps]]\naction = "pause"\ntarget = 1\nduration_ms = 1\nparams = {duration_ms = 2}',
+     "step 1: ['duration_ms'] given both in params and beside it"),
     ('[[steps]]\naction = "crash"\ntarget = 1\nat_ms = -100', "step 1: at_ms = -100, expected a number >= 0"),
     ('[[steps]]\naction = "crash"\ntarget = 1\njitter_ms = "5"', "step 1: jitter_ms = '5', expected an integer"),
 ])

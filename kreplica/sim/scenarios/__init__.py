@@ -331,7 +331,7 @@ def _build(cls: type, data: dict[str, Any] | None, where: str) -> Any:
     text or a bool (``consumers = "false"`` would be true, ``duration = "100"`` a string
     compared with numbers), and no count, time or rate below 0, nor a probability or
     fraction above 1."""
-    data = dict(data or {})
+    data = dict(_table(data, where))
     declared = {f.name: str(f.type) for f in fields(cls)}
     unknown = set(data) - set(declared)
     if unknown:
@@ -357,32 +357,68 @@ def _check_scalar(where: str, name: str, value: Any, declared: str) -> None:
                              + ("a number from 0 to 1" if top else "a number >= 0"))
 
 
+def _table(value: Any, where: str) -> dict[str, Any]:
+    """A TOML table (None: empty), or ValueError naming ``where``: ``config = 5`` or
+    ``workload = 3`` was a TypeError from ``dict()``, naming neither scenario nor key."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} = {value!r}, expected a table")
+    return value
+
+
+def _tables(value: Any, where: str) -> list[dict[str, Any]]:
+    """An array of tables (``[[topics]]``, ``[[steps]]``); ``steps = "ab"`` is not one."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, dict) for v in value):
+        raise ValueError(f"{where} = {value!r}, expected an array of tables")
+    return list(value)
+
+
+def _ids(table: dict[str, Any], where: str) -> dict[int, Any]:
+    """A table keyed by broker id (``[nodes.2]``, a topic's ``assignment``): "x" is none."""
+    out = {}
+    for k, v in table.items():
+        if not str(k).strip().isdigit():
+            raise ValueError(f"{where}: {k!r} is not a broker or partition number")
+        out[int(k)] = v
+    return out
+
+
 def from_dict(data: dict[str, Any]) -> Scenario:
     at = f"scenario {data.get('name')}: "
     topics = []
-    for t in data.get("topics", [{"name": "t", "partitions": 3, "replication_factor": 3}]):
+    for t in _tables(data.get("topics", [{"name": "t", "partitions": 3, "replication_factor": 3}]), at + "topics"):
         t = dict(t)
         if t.get("assignment") is not None:
-            t["assignment"] = {int(k): tuple(v) for k, v in t["assignment"].items()}
+            where = at + "[[topics]] assignment"
+            # A value not a list is kept as written for validate() to refuse, naming the topic.
+            t["assignment"] = {k: tuple(v) if isinstance(v, (list, tuple)) else v
+                               for k, v in _ids(_table(t["assignment"], where), where).items()}
         topics.append(_build(TopicSpec, t, at + "[[topics]]"))
     steps = []
-    for s in data.get("steps", []):
+    for s in _tables(data.get("steps", []), at + "steps"):
         s = dict(s)
+        where = at + f"step {len(steps) + 1}"
         known = {k: s.pop(k) for k in ("action", "at_ms", "jitter_ms", "target", "bind", "on") if k in s}
-        params = dict(s.pop("params", {}) or {})
+        params = dict(_table(s.pop("params", {}), where + ": params"))
+        twice = sorted(set(params) & set(s))
+        if twice:  # one would silently win over the other
+            raise ValueError(f"{where}: {twice} given both in params and beside it")
         params.update(s)
-        steps.append(_build(Step, {**known, "params": params}, at + f"step {len(steps) + 1}"))
+        steps.append(_build(Step, {**known, "params": params}, where))
     chaos = data.get("chaos")
     return Scenario(
         name=data["name"],
         description=data.get("description", ""),
         brokers=_whole(data, "brokers", 3),
-        config=dict(data.get("config", {})),
+        config=dict(_table(data.get("config"), at + "config")),
         topics=tuple(topics),
         workload=_build(WorkloadSpec, data.get("workload"), at + "[workload]"),
         network=_build(LinkProfile, data.get("network"), at + "[network]"),
-        nodes={int(k): _build(LinkProfile, v, at + f"[nodes.{k}]") for k, v in (data.get("nodes") or {}).items()},
-        links={_link_key(k): _build(LinkProfile, v, at + f'[links."{k}"]') for k, v in (data.get("links") or {}).items()},
+        nodes={k: _build(LinkProfile, v, at + f"[nodes.{k}]")
+               for k, v in _ids(_table(data.get("nodes"), at + "nodes"), at + "[nodes]").items()},
+        links={_link_key(k, at): _build(LinkProfile, v, at + f'[links."{k}"]')
+               for k, v in _table(data.get("links"), at + "links").items()},
         chaos=_build(FaultRates, chaos, at + "[chaos]") if chaos is not None else None,
         steps=tuple(steps),
         until_ms=_whole(data, "until_ms", 30_000),
@@ -398,10 +434,10 @@ def _whole(data: dict[str, Any], key: str, default: int) -> int:
     return value
 
 
-def _link_key(text: str) -> tuple[int, int]:
+def _link_key(text: str, at: str = "") -> tuple[int, int]:
     a, sep, b = str(text).partition("-")
     if not sep or not a.strip().isdigit() or not b.strip().isdigit():
-        raise ValueError(f"[links.{text!r}]: expected \"<from broker>-<to broker>\"")
+        raise ValueError(f'{at}[links."{text}"]: expected "<from broker>-<to broker>"')
     return int(a), int(b)
 
 
@@ -409,9 +445,19 @@ def names() -> list[str]:
     return sorted(p.stem for p in HERE.glob("*.toml"))
 
 
+#: What a scenario file may give at its top level (beside ``extends``): a misspelt
+#: ``untill_ms = 5000`` was ignored, and the run took 30 s.
+FILE_KEYS = tuple(f.name for f in fields(Scenario))
+
+
 def load(name: str) -> Scenario:
     """A scenario by name (a file in this directory) or by path to a TOML file."""
-    return from_dict(_read(name, ()))
+    data = _read(name, ())
+    unknown = sorted(set(data) - set(FILE_KEYS))
+    if unknown:
+        raise ValueError(f"scenario {data.get('name')}: unknown keys {unknown}; a scenario file takes "
+                         f"extends, {', '.join(FILE_KEYS)}")
+    return from_dict(data)
 
 
 def _read(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
