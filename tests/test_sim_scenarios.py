@@ -673,3 +673,15 @@ def test_a_header_with_a_null_where_a_value_goes_is_refused():
         scenarios.from_dict({"name": "h", "workload": {"batch_records": None}})
     with pytest.raises(ValueError, match=r"\[network\]: drop_probability = None, expected a number"):
         scenarios.from_dict({"name": "h", "network": {"drop_probability": None}})
+
+
+def test_a_relative_extends_is_read_beside_the_extending_file(tmp_path, monkeypatch):
+    """`extends = "base.toml"` in lab/more.toml means lab/base.toml, wherever the command
+    runs; it used to be read from the working directory."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "base.toml").write_text('extends = "random-chaos"\nname = "base"\nbrokers = 4\n')
+    (lab / "more.toml").write_text('extends = "base.toml"\nname = "more"\nuntil_ms = 5000\n')
+    monkeypatch.chdir(tmp_path)
+    sc = scenarios.load("lab/more.toml")
+    assert (sc.name, sc.brokers, sc.until_ms) == ("more", 4, 5000)

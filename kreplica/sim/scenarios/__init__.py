@@ -18,7 +18,8 @@ scenario's own ``[chaos]`` rates per seed and keeps its fault durations and admi
 cadence, so a scenario whose point is its mix (dense long pauses, a config change
 every second) keeps that point under the swarm.
 
-``extends = "<scenario>"`` starts from another scenario file: its tables
+``extends = "<scenario>"`` starts from another scenario file (a shipped name, or a path,
+read beside the extending file when it is relative): its tables
 (``config``, ``workload``, ``network``, ``chaos``, ...) are merged key by key with
 this file's, and anything else this file gives replaces the base's.
 """
@@ -460,6 +461,16 @@ def load(name: str) -> Scenario:
     return from_dict(data)
 
 
+def _beside(path: Path, base: str) -> str:
+    """Where ``extends = base`` in the file ``path`` points: a relative file path is read
+    beside that file (as the file was written), else, if no such file is there, from the
+    working directory (as before 2026-11-27); a name is a shipped scenario."""
+    target = Path(base)
+    if target.suffix and not target.is_absolute() and (path.parent / target).exists():
+        return str(path.parent / target)
+    return base
+
+
 def _read(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
     """The file's data, with what it ``extends`` merged under it."""
     path = Path(name)
@@ -474,7 +485,7 @@ def _read(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
     base = data.pop("extends", None)
     if base is None:
         return data
-    merged = _read(str(base), (*seen, str(path)))
+    merged = _read(_beside(path, str(base)), (*seen, str(path)))
     for key, value in data.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **value}
