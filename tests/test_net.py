@@ -114,6 +114,8 @@ def test_a_peer_of_another_wire_version_is_refused():
     hello = codec.HELLO_BODY.pack(7, codec.WIRE_VERSION + 1)
     with pytest.raises(codec.WireError, match="wire version"):
         codec.read_hello(hello)
+    with pytest.raises(codec.WireError, match="wire version"):  # nor an older one
+        codec.read_hello(codec.HELLO_BODY.pack(7, codec.WIRE_VERSION - 1))
     assert codec.read_hello(codec.HELLO_BODY.pack(-100, codec.WIRE_VERSION)) == -100
 
 
@@ -733,7 +735,7 @@ def test_a_restarted_node_gets_the_answers_to_its_new_requests(net):
 
 
 # ---- `kreplica broker` in this process (kreplica.net.broker_process, 2026-11-26, second mutation review)
-def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_after_start=True):
+def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_after_start=True, **run_args):
     """broker_process.run on a memory store in this process, SIGTERMed once it runs unless
     told otherwise: (exit status, store closes seen).  A SIGTERM that reaches no handler of
     the broker's fails the test rather than ending pytest."""
@@ -771,7 +773,7 @@ def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_a
 
     previous = signal.signal(signal.SIGTERM, not_the_broker)
     try:
-        status = broker_process.run(1, "memory", tmp_path, validate(dict(config)), quiet=True)
+        status = broker_process.run(1, "memory", tmp_path, validate(dict(config)), quiet=True, **run_args)
         assert signal.getsignal(signal.SIGTERM) is not_the_broker  # given back when run returns
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -811,3 +813,220 @@ def test_a_broker_that_stops_on_its_own_ends_the_process(tmp_path, monkeypatch, 
     status, closed = _run_in_process(
         tmp_path, monkeypatch, after_start=stop_soon, signal_after_start=False)
     assert status == 1 and "broker 1 stopped" in capsys.readouterr().err and closed == [True]
+
+
+# ---- framing at the edges, peers that break the protocol (2026-11-27, third mutation review) ----
+def _recv_until_closed(s):
+    """Read ``s`` until its peer closes it; socket.timeout if the peer keeps it open."""
+    while s.recv(65536):
+        pass
+
+
+def test_a_frame_of_exactly_the_largest_size_is_read(net, monkeypatch):
+    """MAX_FRAME_BYTES is the largest frame allowed, not the first refused (it is read at
+    each frame, so a small bound stands in for 256 MiB)."""
+    sched, t = net
+    got = []
+    body = codec.encode(_fetch(4))
+    monkeypatch.setattr(codec, "MAX_FRAME_BYTES", len(body) + 5)
+    port = t.register(2, _echo(got))
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(5)
+        s.sendall(codec.hello(5) + codec.frame(codec.REQUEST, 9, body))
+        assert sched.run_until(lambda: got, 5_000) and got == [(5, _fetch(4))]
+        header = b""
+        while len(header) < codec.FRAME_HEADER.size:
+            header += s.recv(codec.FRAME_HEADER.size - len(header))
+        _, kind, correlation_id = codec.FRAME_HEADER.unpack(header)
+        assert (kind, correlation_id) == (codec.RESPONSE, 9)
+
+
+@pytest.mark.parametrize("opening", [
+    codec.frame(codec.REQUEST, 1, codec.HELLO_BODY.pack(5, codec.WIRE_VERSION)),  # a HELLO's body, not a HELLO
+    codec.hello(5) + codec.frame(codec.RESPONSE, 1, codec.encode(_fetch(3))),  # a client sending an answer
+], ids=["no-hello", "response-from-a-client"])
+def test_a_client_must_open_with_a_hello_then_send_only_requests(net, opening):
+    """Anything else is a broken peer: the server hangs up and handles none of it, not
+    even a well-formed request after it."""
+    sched, t = net
+    got = []
+    port = t.register(2, _echo(got))
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(5)
+        s.sendall(opening + codec.frame(codec.REQUEST, 2, codec.encode(_fetch(4))))
+        _recv_until_closed(s)  # hung up on, nothing answered
+    sched.advance(0)
+    assert got == []
+
+
+def _stray_answer_then_the_real_one(correlation_id):
+    """An answer under an id the link never used, which is dropped; then the real one."""
+    return (codec.frame(codec.RESPONSE, correlation_id + 1000, codec.encode(UpdateMetadataResponse(1)))
+            + codec.frame(codec.RESPONSE, correlation_id, codec.encode(UpdateMetadataResponse(2))))
+
+
+def _a_request_from_the_server(correlation_id):
+    """A server that sends a REQUEST frame is broken: the link ends, its request DISCONNECTED."""
+    return codec.frame(codec.REQUEST, correlation_id, codec.encode(UpdateMetadataResponse(2)))
+
+
+@pytest.mark.parametrize("reply, answer", [
+    (_stray_answer_then_the_real_one, UpdateMetadataResponse(2)),
+    (_a_request_from_the_server, DISCONNECTED),
+], ids=["unknown-correlation-id", "request-from-a-server"])
+def test_a_peer_of_another_process_is_answered_by_frame_kind_and_correlation_id(reply, answer):
+    """A plain socket stands in for a broker process; a link it breaks is closed at the
+    client's end as the link ends, not later by the collector ("unclosed <StreamWriter>")."""
+    import warnings
+
+    sched = RealScheduler()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    t = TcpTransport(sched, resolve=lambda node: listener.getsockname()[:2])
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            answers = []
+            t.send(1, 2, _fetch(), answers.append)
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(5)
+                head = len(codec.hello(1)) + codec.FRAME_HEADER.size
+                data = b""
+                while len(data) < head:
+                    data += conn.recv(65536)
+                _, kind, correlation_id = codec.FRAME_HEADER.unpack_from(data, len(codec.hello(1)))
+                assert kind == codec.REQUEST
+                conn.sendall(reply(correlation_id))
+                assert sched.run_until(lambda: answers, 5_000)
+                assert answers == [answer]
+                if answer is DISCONNECTED:
+                    _recv_until_closed(conn)
+        assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    finally:
+        t.close()
+        listener.close()
+
+
+def test_a_connect_that_fails_with_an_os_error_is_a_refusal_not_a_task_exception(monkeypatch, caplog):
+    """Not every failed connect is a ConnectionError: an unreachable network is a plain
+    OSError.  The sender sees DISCONNECTED, and nothing escapes the link's task (asyncio's
+    "Task exception was never retrieved")."""
+    import errno
+    import gc
+    import logging
+
+    async def unreachable(host, port):
+        raise OSError(errno.ENETUNREACH, "Network is unreachable")
+
+    monkeypatch.setattr(asyncio, "open_connection", unreachable)
+    sched = RealScheduler()
+    t = TcpTransport(sched, resolve=lambda node: ("192.0.2.1", 9092))
+    answers = []
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        try:
+            t.send(1, 2, _fetch(), answers.append)
+            assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+        finally:
+            t.close()
+        gc.collect()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
+def test_a_closed_transport_lets_nodes_go_but_takes_no_new_ones(net):
+    """A broker stopped after its cluster's transport closed is simply gone; registering
+    one is refused as a closed transport, not a RuntimeError from the closed loop."""
+    from kreplica import errors
+
+    sched, t = net
+    t.register(2, _echo([]))
+    t.close()
+    t.unregister(2)
+    assert t.address(2) is None
+    with pytest.raises(errors.InvalidRequest, match="closed"):
+        t.register(3, _echo([]))
+
+
+def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrations(monkeypatch):
+    """connect refuses a store other processes cannot share, and its transport looks each
+    broker up in the cluster's own registrations (a stand-in Cluster, no ZooKeeper)."""
+    from kreplica import errors
+    from kreplica.meta.layout import BrokerInfo
+    from kreplica.net import remote
+
+    class Zk:
+        def get_broker(self, broker_id):
+            port = 9000 + broker_id
+            return BrokerInfo(broker_id, "127.0.0.1", port, (f"PLAINTEXT://127.0.0.1:{port}",), 0)
+
+    made = []
+
+    class Cluster:
+        def __init__(self, brokers, directory, metadata, seed, config, transport, remote):
+            self.transport, self.zk = transport, Zk()
+            made.append(self)
+
+    monkeypatch.setattr(remote, "Cluster", Cluster)
+    try:
+        with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
+            remote.connect("memory")
+        assert made == []
+        cluster = remote.connect("zookeeper://127.0.0.1:1/k")
+        assert cluster.transport.resolve(3) == ("127.0.0.1", 9003)
+    finally:
+        for cluster in made:
+            cluster.transport.close()
+
+
+# ---- `kreplica broker`'s arguments and exit statuses ----------------------------------------
+def _broker_argv(tmp_path, *extra):
+    return ["broker", "--id", "1", "--zookeeper", "127.0.0.1:1", "--data-dir", str(tmp_path), *extra]
+
+
+def test_the_broker_command_exits_2_for_bad_arguments_and_1_when_it_cannot_run(tmp_path, monkeypatch, capsys):
+    """2 for what the user typed (a config Kafka does not have, an advertised port 0),
+    1 for a broker that could not run (its --port taken): a message, not a traceback."""
+    from kreplica import cli
+    from kreplica.net import broker_process
+
+    assert cli.main(_broker_argv(tmp_path, "--config", "no.such.key=1")) == 2
+    assert "Error: --config" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(_broker_argv(tmp_path, "--advertised-port", "0"))
+    assert e.value.code == 2 and "--advertised-port" in capsys.readouterr().err
+
+    def port_taken(*args, **kwargs):
+        raise OSError(98, "Address already in use")
+
+    monkeypatch.setattr(broker_process, "run", port_taken)
+    assert cli.main(_broker_argv(tmp_path, "--port", "9092")) == 1
+    assert "Error: broker 1: [Errno 98] Address already in use" in capsys.readouterr().err
+
+
+def test_the_broker_registers_the_port_it_listens_on_unless_told_to_advertise_another(tmp_path, monkeypatch, capsys):
+    """Without --advertised-port the registration carries the listening port; with it, that port."""
+    ports = []
+    _run_in_process(tmp_path, monkeypatch, after_start=lambda broker: ports.append(broker.port))
+    out = capsys.readouterr().out
+    import re
+
+    listening = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", out).group(1))
+    assert ports[-1] == listening and "registered as" not in out
+    _run_in_process(tmp_path, monkeypatch, after_start=lambda broker: ports.append(broker.port),
+                    advertised_port=19093)
+    out = capsys.readouterr().out
+    assert ports[-1] == 19093 and ", registered as port 19093" in out
+
+
+def test_a_broker_whose_run_fails_goes_as_a_crashed_process_does(tmp_path, monkeypatch):
+    """An exception out of the run kills the broker (it writes nothing more) before the
+    transport and the session close under it."""
+    started = []
+
+    def fail(broker):
+        started.append(broker)
+        raise RuntimeError("a failure once started")
+
+    with pytest.raises(RuntimeError, match="once started"):
+        _run_in_process(tmp_path, monkeypatch, after_start=fail, signal_after_start=False)
+    assert len(started) == 1 and not started[0].alive
