@@ -280,3 +280,41 @@ def test_the_re_read_notice_of_a_dropped_watch_runs_on_the_schedulers_thread(rel
     assert threads == []
     assert relayed.sched.run_until(lambda: bool(threads), 5_000)
     assert threads == [threading.get_ident()]
+
+
+# ---- the relay itself, against a plain socket server (2026-11-27, third net mutation review) ----
+def test_the_relay_refuses_while_cut_and_relays_and_closes_both_ends_once_healed():
+    """While cut, a new connection is closed before it reaches the server; once healed,
+    bytes cross both ways, and a client hanging up closes the server's side as it goes
+    (not later, by the collector: "unclosed <socket.socket>")."""
+    import socket
+    import warnings
+
+    server = socket.create_server(("127.0.0.1", 0))
+    relay = CuttableRelay(server.getsockname()[1])
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            relay.cut()
+            with socket.create_connection(("127.0.0.1", relay.port)) as client:
+                client.settimeout(5)
+                assert client.recv(10) == b""
+            server.settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                server.accept()  # nothing was relayed
+            relay.heal()
+            server.settimeout(5)
+            with socket.create_connection(("127.0.0.1", relay.port)) as client:
+                client.settimeout(5)
+                client.sendall(b"ping")
+                upstream, _ = server.accept()
+            with upstream:
+                upstream.settimeout(5)
+                assert upstream.recv(10) == b"ping"
+                assert upstream.recv(10) == b""  # the client's hang-up reached the server
+            for t in relay._threads[1:]:
+                t.join(5)
+        assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    finally:
+        relay.close()
+        server.close()
