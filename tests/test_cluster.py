@@ -949,3 +949,79 @@ def test_closing_the_cluster_stops_its_brokers_cleanly(tmp_path):
         for bid in (1, 2, 3):
             assert not again.brokers[bid].replica_manager.recovered_uncleanly
             assert again.zk.get_broker(bid).unclean_shutdown_controller_epoch is None
+
+
+# ---- fifty-seventh review: keys, waits, the timeline and a partition not yet known ----------
+
+def test_partition_for_key_is_the_keys_crc32_modulo_the_partition_count():
+    """The documented partitioner (CRC32), not just any stable hash: the produce tool and
+    the simulated workload place keyed records by it, and a record's partition must not
+    move between versions."""
+    import zlib
+
+    from kreplica.cluster import partition_for_key
+
+    keys = [b"", b"k1", b"user-42", bytes(range(256))]
+    for n in (1, 3, 7):
+        assert [partition_for_key(k, n) for k in keys] == [zlib.crc32(k) % n for k in keys]
+
+
+def test_run_until_without_a_timeout_gives_up_after_30_seconds_of_virtual_time(cluster):
+    start = cluster.now_ms()
+    assert cluster.run_until(lambda: False) is False
+    assert cluster.now_ms() - start == 30_000
+
+
+def test_timeline_events_carry_the_virtual_time_they_happened_at(cluster):
+    cluster.advance(5_000)
+    at = cluster.now_ms()
+    cluster.kill(1003)
+    event = cluster.timeline[-1]
+    assert (event.kind, event.broker, event.time_ms) == ("broker_killed", 1003, at)
+    assert at > 5_000
+    times = [e.time_ms for e in cluster.timeline]
+    assert times == sorted(times) and times[0] < at
+
+
+def test_live_brokers_are_listed_in_id_order_whatever_order_they_were_given():
+    with Cluster.embedded(brokers=[3, 1, 2]) as c:
+        assert c.live_brokers() == [1, 2, 3]
+        c.kill(1)
+        c.start(1)
+        assert c.live_brokers() == [1, 2, 3]
+        c.kill(2)
+        assert c.live_brokers() == [1, 3]
+
+
+def test_a_produce_to_a_leader_that_has_not_heard_of_its_partition_yet_is_retried():
+    """UNKNOWN_TOPIC_OR_PARTITION is retriable, as in Kafka's clients: the partition-state
+    node can name a leader before the controller's LeaderAndIsr reaches it (here held
+    back 500 ms on the way), and the produce then waits for it instead of failing."""
+    from kreplica.protocol.controller_requests import LeaderAndIsrRequest
+
+    with Cluster.embedded(brokers=[1, 2, 3]) as c:
+        codes = []
+        send = c.transport.send
+
+        def slow_send(src, dst, req, cb):
+            if isinstance(req, LeaderAndIsrRequest):
+                c.scheduler.call_later(500, send, src, dst, req, cb)
+                return
+            if isinstance(req, ProduceRequest):
+                inner, cb = cb, (lambda r: (codes.append(r.partitions[0].error_code), inner(r)))
+            send(src, dst, req, cb)
+
+        c.transport.send = slow_send
+        c.create_topic("t", assignment={0: [1, 2, 3]}, wait=False)
+        assert c.produce("t", 0, [b"x"], acks=1, backoff_ms=100) == 0
+        assert codes[0] == errors.UnknownTopicOrPartition.code and codes[-1] == errors.NONE
+
+
+@pytest.mark.parametrize("topic", ["bar", "nope"])
+def test_a_misspelt_isolation_level_is_refused_before_any_request(shared_cluster, topic):
+    """The client refuses it itself, naming the levels it knows, with no round trip and
+    before the topic is even looked up (the broker's own INVALID_REQUEST is a second line)."""
+    now = shared_cluster.now_ms()
+    with pytest.raises(errors.InvalidRequest, match=r"isolation='read_committed': expected one of \['committed'"):
+        shared_cluster.fetch(topic, 0, isolation="read_committed")
+    assert shared_cluster.now_ms() == now
