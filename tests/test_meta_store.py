@@ -1071,3 +1071,71 @@ def test_memory_a_malformed_path_is_refused_before_any_parent_is_made(path: str)
     with pytest.raises(ValueError, match="invalid path"):
         s.create(path, b"x", makepath=True)
     assert s.exists("/mk") is None and s.get_children("/") == []
+
+
+def test_an_empty_transaction_and_an_empty_batched_read_answer_empty(store_env: StoreEnv) -> None:
+    # A caller splitting work into batches may hand over an empty one; ZooKeeper commits an
+    # empty multi, and there is nothing to name in an error.
+    a = store_env.store.session("a")
+    assert a.multi([]) == []
+    assert a.get_many([]) == []
+
+
+def test_the_error_of_a_transaction_names_the_op_that_failed(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    a.create("/here", b"")
+    with pytest.raises(NoNode) as info:
+        a.multi([Op.create("/made"), Op.set("/here", b"x"), Op.set("/absent", b"x")])
+    assert info.value.op_index == 2 and "/absent" in str(info.value)
+    with pytest.raises(NoNode) as single:
+        a.get("/absent")
+    assert "/absent" in str(single.value)
+
+
+def test_an_ephemeral_sequential_create_gets_its_number_and_goes_with_its_session(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/seq")
+    first = a.create("/seq/member-", ephemeral=True, sequential=True)
+    second = a.create("/seq/member-", ephemeral=True, sequential=True)
+    assert (first, second) == ("/seq/member-0000000000", "/seq/member-0000000001")
+    assert b.exists(first).ephemeral_owner == a.session_id != 0
+    a.close()
+    assert store_env.wait(lambda: b.get_children("/seq") == [])
+
+
+@pytest.mark.zookeeper
+def test_a_nested_chroot_is_made_with_its_parents(zk_server) -> None:
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+    from kreplica.runtime import RealScheduler
+
+    top = f"/nested-{id(zk_server)}"
+    store = ZooKeeperStore(zk_server.hosts, f"{top}/a/b", RealScheduler())
+    try:
+        s = store.session("x")
+        s.create("/n", b"1")
+        assert s.get_children("/") == ["n"]
+    finally:
+        store.close()
+    root = ZooKeeperStore(zk_server.hosts, "", RealScheduler())
+    try:
+        assert root.session("r").get(f"{top}/a/b/n")[0] == b"1"
+    finally:
+        root.close()
+
+
+@pytest.mark.zookeeper
+def test_a_full_batch_of_partition_state_writes_fits_one_zookeeper_request(zk_store_factory) -> None:
+    # max_batch_ops bounds a transaction so that it stays under ZooKeeper's 1 MB request
+    # limit (jute.maxbuffer) with room to spare: a full batch of creates with twice a
+    # typical leaderAndIsr payload each commits in one request.
+    store = zk_store_factory()
+    s = store.session("controller")
+    s.create("/brokers/topics/t/partitions", makepath=True)
+    state = (b'{"controller_epoch":12,"leader":3,"version":1,"leader_epoch":7,'
+             b'"isr":[3,1,2,4,5]}' * 2).ljust(200, b" ")
+    n = s.max_batch_ops
+    before = store.round_trips
+    results = s.multi([Op.create(f"/brokers/topics/t/partitions/{i}", state) for i in range(n)])
+    assert store.round_trips - before == 1 and len(results) == n
+    assert s.get_many([f"/brokers/topics/t/partitions/{n - 1}"])[0][0] == state

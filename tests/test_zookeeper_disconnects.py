@@ -318,3 +318,20 @@ def test_the_relay_refuses_while_cut_and_relays_and_closes_both_ends_once_healed
     finally:
         relay.close()
         server.close()
+
+
+@pytest.mark.zookeeper
+def test_zookeeper_killed_session_gets_no_callbacks(zk_store_factory) -> None:
+    """As test_memory_killed_session_gets_no_callbacks: a crashed broker hears nothing.
+    kazoo reports LOST when kill() stops its connection; that is not an expiry."""
+    sched = RealScheduler()
+    store = zk_store_factory(sched)
+    called: list[str] = []
+    s = store.session("b1", on_expired=lambda: called.append("expired"))
+    s.create("/e", ephemeral=True)
+    s.exists("/e", lambda ev: called.append(ev.type.value))
+    s.kill()
+    with pytest.raises(ConnectionLoss):
+        s.get("/e")
+    sched.run_until(lambda: False, 500)
+    assert called == [] and not s.expired
