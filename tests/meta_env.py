@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kreplica.meta.store import MetadataStore, WatchEvent
+from kreplica.meta.store import ConnectionLoss, MetadataStore, WatchEvent
 from kreplica.runtime import RealScheduler, SimScheduler
 
 
@@ -61,3 +61,19 @@ def negotiated_timeout_ms(server: Any, session: Any) -> int:
     found = re.search(rf"sid=0x0*{session.session_id:x},.*?to=(\d+)", cons)
     assert found, cons
     return int(found.group(1))
+
+
+def killed_with_an_ephemeral_and_a_watch(store: MetadataStore) -> tuple[Any, list[str]]:
+    """A session that made an ephemeral ``/e`` and watched it, then was killed (a crashed
+    broker): (the session, what its expiry callback and watch were told).  The killed
+    session's own calls fail with ConnectionLoss at once."""
+    import pytest
+
+    called: list[str] = []
+    s = store.session("b1", on_expired=lambda: called.append("expired"))
+    s.create("/e", ephemeral=True)
+    s.exists("/e", lambda ev: called.append(ev.type.value))
+    s.kill()
+    with pytest.raises(ConnectionLoss):
+        s.get("/e")
+    return s, called

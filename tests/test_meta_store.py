@@ -17,7 +17,7 @@ from kreplica.meta.store import (
     Session,
     SessionExpired,
 )
-from meta_env import Recorder, StoreEnv, expire_from_a_twin
+from meta_env import Recorder, StoreEnv, expire_from_a_twin, killed_with_an_ephemeral_and_a_watch
 
 
 def test_create_get_set_versions(store_env: StoreEnv) -> None:
@@ -481,13 +481,7 @@ def test_memory_partition_gives_connection_loss_and_late_expiry_notice() -> None
 
 def test_memory_killed_session_gets_no_callbacks() -> None:
     sched, store = _memory(3000)
-    called: list[str] = []
-    s = store.session("b1", on_expired=lambda: called.append("expired"))
-    s.create("/e", ephemeral=True)
-    s.exists("/e", lambda ev: called.append(ev.type.value))
-    s.kill()
-    with pytest.raises(ConnectionLoss):
-        s.get("/e")
+    s, called = killed_with_an_ephemeral_and_a_watch(store)
     sched.advance(10_000)
     assert s.expired and called == []
     assert store.session("b2").exists("/e") is None

@@ -19,7 +19,7 @@ import pytest
 from kreplica.meta.memory_store import MemoryStore
 from kreplica.meta.store import ConnectionLoss
 from kreplica.runtime import RealScheduler, SimScheduler
-from meta_env import Recorder, expire_from_a_twin
+from meta_env import Recorder, expire_from_a_twin, killed_with_an_ephemeral_and_a_watch
 from tcp_cut import CuttableRelay
 
 _chroots = itertools.count()
@@ -325,13 +325,6 @@ def test_zookeeper_killed_session_gets_no_callbacks(zk_store_factory) -> None:
     """As test_memory_killed_session_gets_no_callbacks: a crashed broker hears nothing.
     kazoo reports LOST when kill() stops its connection; that is not an expiry."""
     sched = RealScheduler()
-    store = zk_store_factory(sched)
-    called: list[str] = []
-    s = store.session("b1", on_expired=lambda: called.append("expired"))
-    s.create("/e", ephemeral=True)
-    s.exists("/e", lambda ev: called.append(ev.type.value))
-    s.kill()
-    with pytest.raises(ConnectionLoss):
-        s.get("/e")
+    s, called = killed_with_an_ephemeral_and_a_watch(zk_store_factory(sched))
     sched.run_until(lambda: False, 500)
     assert called == [] and not s.expired
