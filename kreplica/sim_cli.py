@@ -235,12 +235,23 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
+# SIGTERM came while seeds ran in this process.  Its KeyboardInterrupt can be lost: raised
+# inside a finalizer (a log's DirLock.__del__, say), it is printed and dropped, and the
+# handler ignores any further SIGTERM.  The seeds' loop checks this after each result.
+_interrupt_requested = False
+
+
 def _sigterm_interrupts() -> Any:
     """While seeds run, SIGTERM (``timeout``, a job scheduler) stops them as Ctrl-C does:
     the run in flight removes its data dir and the summary covers what finished.  Returns
     the handler it replaced (None off the main thread, where none can be set)."""
+    global _interrupt_requested
+    _interrupt_requested = False
+
     def interrupt(signum: int, frame: Any) -> None:
+        global _interrupt_requested
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short
+        _interrupt_requested = True
         raise KeyboardInterrupt
 
     try:
@@ -331,6 +342,8 @@ def execute(args: argparse.Namespace) -> int:
                 progress.advance(task)
                 if plain is not None:
                     plain.advance(summary)
+                if _interrupt_requested:  # its KeyboardInterrupt was dropped (CI saw every seed run on)
+                    raise KeyboardInterrupt
         except KeyboardInterrupt:  # keep what finished: the summary covers the seeds that ran
             interrupted = True
         finally:

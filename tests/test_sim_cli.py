@@ -516,3 +516,37 @@ def test_timeline_partitions_is_how_many_partitions_each_runs_timeline_draws(tmp
     with open(tmp_path / "seed003-controlled-shutdown-1.png", "rb") as f:
         width, height = struct.unpack(">II", f.read(24)[16:24])  # the IHDR chunk
     assert height == round(3.2 * drawn * 90)
+
+
+def test_a_sigterm_dropped_inside_a_finalizer_still_stops_the_seeds_after_the_run_in_flight(tmp_path):
+    """SIGTERM to a single-process sweep raises KeyboardInterrupt wherever the process is;
+    inside a finalizer (a log's DirLock.__del__) Python prints it and drops it, and the
+    handler ignores any later SIGTERM: the sweep went on through every seed, and `timeout`
+    could not stop it (seen once in CI).  It now stops after the run in flight, exit 130."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, signal, sys
+from kreplica import sim_cli
+from kreplica.sim.world import RunResult
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here: the KeyboardInterrupt is dropped
+        for _ in range(1000):
+            pass
+
+def run_seed(args, seed, scenario=None):
+    if seed == 2:
+        Finalized()  # collected at once
+    return RunResult("planted", seed, f"hash{{seed}}", 1, 1000, 0.1, None, [], 0, 0, 0, 1.0, [], True, 1)
+
+sim_cli.run_seed = run_seed
+sys.exit(sim_cli.main(["--seeds", "1..5", "--out", {str(tmp_path)!r}]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr  # Python dropped it
+    assert done.returncode == 130, (done.returncode, done.stdout, done.stderr)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and [r["seed"] for r in summary["runs"]] == [1, 2]
