@@ -201,6 +201,20 @@ def test_ctrl_c_with_jobs_removes_the_data_dirs_of_runs_in_flight(tmp_path, jobs
     assert list(root.iterdir()) == []
 
 
+#: The start of a script in which creating a ``Finalized()`` delivers SIGTERM inside its
+#: finalizer, where what the handler raises (SystemExit, KeyboardInterrupt) is dropped.
+_SIGTERM_IN_A_FINALIZER = """
+import os, signal, sys
+from kreplica import sim_cli
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here: what the handler raises is dropped
+        for _ in range(1000):
+            pass
+"""
+
+
 def test_a_worker_whose_sigterm_was_swallowed_mid_run_still_leaves(tmp_path):
     """The pool's terminate() sends SIGTERM once and then waits for each worker, holding
     the task queue's lock. A SystemExit raised where Python drops it (inside a
@@ -210,16 +224,7 @@ def test_a_worker_whose_sigterm_was_swallowed_mid_run_still_leaves(tmp_path):
     import subprocess
     import sys
 
-    code = """
-import os, signal, sys
-from kreplica import sim_cli
-
-class Finalized:
-    def __del__(self):
-        os.kill(os.getpid(), signal.SIGTERM)  # handled here: the SystemExit is dropped
-        for _ in range(1000):
-            pass
-
+    code = _SIGTERM_IN_A_FINALIZER + """
 def run_seed(args, seed, scenario=None):
     Finalized()  # collected at once
     return "finished"  # the run went on to its end
@@ -526,16 +531,8 @@ def test_a_sigterm_dropped_inside_a_finalizer_still_stops_the_seeds_after_the_ru
     import subprocess
     import sys
 
-    code = f"""
-import os, signal, sys
-from kreplica import sim_cli
+    code = _SIGTERM_IN_A_FINALIZER + f"""
 from kreplica.sim.world import RunResult
-
-class Finalized:
-    def __del__(self):
-        os.kill(os.getpid(), signal.SIGTERM)  # handled here: the KeyboardInterrupt is dropped
-        for _ in range(1000):
-            pass
 
 def run_seed(args, seed, scenario=None):
     if seed == 2:
