@@ -643,6 +643,15 @@ def test_a_record_count_more_records_than_the_batch_could_hold_is_a_bad_header(c
         decode_records(buf)
 
 
+def _refused_by_leader_and_decoder(buf: bytes, scan_error: str, decode_match: str) -> None:
+    """The leader's record check names ``scan_error``; the lazy decoder marks the batch
+    invalid; decoding its records raises InvalidRecord matching ``decode_match``."""
+    assert scan_batches(buf, check_records=True).error == scan_error
+    assert not next(decode_batches(buf)).valid()
+    with pytest.raises(errors.InvalidRecord, match=decode_match):
+        decode_records(buf)
+
+
 @pytest.mark.parametrize("body", [
     # offsetDelta 0 spelled in six bytes: an int32 varint takes at most five
     b"\x00\x00" + b"\x80\x80\x80\x80\x80\x00" + _field(None) + _field(b"v") + b"\x00",
@@ -651,10 +660,7 @@ def test_a_record_count_more_records_than_the_batch_could_hold_is_a_bad_header(c
 ], ids=["varint", "varlong"])
 def test_an_overlong_varint_is_a_bad_record(body):
     buf = _raw_batch([_raw_record(0, body=body)])
-    assert scan_batches(buf, check_records=True).error == "bad record 0 in the batch at position 0"
-    assert not next(decode_batches(buf)).valid()
-    with pytest.raises(errors.InvalidRecord, match="bad record 0"):
-        decode_records(buf)
+    _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0", "bad record 0")
 
 
 @pytest.mark.parametrize("record, header", [(0, 1), (1, 0), (2, 2)])
@@ -662,30 +668,23 @@ def test_the_leader_checks_every_header_key_of_every_record(record, header):
     keys = [[b"a", b"b", b"c"] for _ in range(3)]
     keys[record][header] = b"\xff"
     buf = _raw_batch([_raw_record(i, headers=[(k, b"h") for k in ks]) for i, ks in enumerate(keys)])
-    assert scan_batches(buf, check_records=True).error == (
-        f"header key of record {record} is not UTF-8 in the batch at position 0")
-    assert not next(decode_batches(buf)).valid()
-    with pytest.raises(errors.InvalidRecord, match="not UTF-8"):
-        decode_records(buf)
+    _refused_by_leader_and_decoder(buf, f"header key of record {record} is not UTF-8 in the batch at position 0",
+                                   "not UTF-8")
 
 
 def test_bytes_after_the_last_record_are_refused_by_the_leader_and_the_decoder():
     buf = _raw_batch([_raw_record(0), _raw_record(1), b"\x00\x00"], count=2)
     assert scan_batches(buf).error is None  # the framing and the CRC are fine
-    assert scan_batches(buf, check_records=True).error == "bad record 2 in the batch at position 0"
-    assert not next(decode_batches(buf)).valid()
-    with pytest.raises(errors.InvalidRecord, match="2 bytes after the last record of the batch at position 0"):
-        decode_records(buf)
+    _refused_by_leader_and_decoder(buf, "bad record 2 in the batch at position 0",
+                                   "2 bytes after the last record of the batch at position 0")
 
 
 def test_an_offset_delta_past_the_last_offset_delta_is_refused():
     # A compacted batch may skip deltas (0, 2 of 0..2), never go past lastOffsetDelta.
     assert [r.offset for r in decode_records(_raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=2))] == [0, 2]
     buf = _raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=1)
-    with pytest.raises(errors.InvalidRecord, match="bad record 1 in the batch at position 0"):
-        decode_records(buf)
-    assert not next(decode_batches(buf)).valid()
-    assert scan_batches(buf, check_records=True).error == "bad record 1 in the batch at position 0"
+    _refused_by_leader_and_decoder(buf, "bad record 1 in the batch at position 0",
+                                   "bad record 1 in the batch at position 0")
 
 
 def test_the_leaders_max_timestamp_is_the_records_own_even_below_the_base_timestamp():
@@ -920,10 +919,8 @@ def test_an_offset_delta_outside_an_int32_is_a_bad_record():
     # 32 bits it would read as delta 0, a record the batch never held at that offset.
     buf = _raw_batch([_raw_record(2**32)], last_offset_delta=0)
     assert scan_batches(buf).error is None  # the framing and the CRC are fine
-    assert scan_batches(buf, check_records=True).error == "bad record 0 in the batch at position 0"
-    assert not next(decode_batches(buf)).valid()
-    with pytest.raises(errors.InvalidRecord, match="bad record 0 in the batch at position 0"):
-        decode_records(buf)
+    _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0",
+                                   "bad record 0 in the batch at position 0")
 
 
 def test_a_null_header_key_is_a_bad_record():
@@ -932,10 +929,8 @@ def test_a_null_header_key_is_a_bad_record():
     ok = _raw_batch([_raw_record(0, headers=[(b"k", None)])])
     assert decode_records(ok)[0].headers == (("k", None),)
     buf = _raw_batch([_raw_record(0, headers=[(None, b"h")])])
-    assert scan_batches(buf, check_records=True).error == "bad record 0 in the batch at position 0"
-    assert not next(decode_batches(buf)).valid()
-    with pytest.raises(errors.InvalidRecord, match="bad record 0 in the batch at position 0"):
-        decode_records(buf)
+    _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0",
+                                   "bad record 0 in the batch at position 0")
 
 
 @pytest.mark.parametrize("key", [b"\xf8\x90\x80\x80", b"\xfc\x90\x80\x80", b"\xff\x90\x80\x80"])
@@ -945,11 +940,8 @@ def test_a_header_key_with_a_lead_byte_no_utf8_has_is_refused_by_the_leader(key)
     with pytest.raises(UnicodeDecodeError):
         key.decode("utf-8")
     buf = _raw_batch([_raw_record(0, headers=[(key, b"h")])])
-    assert scan_batches(buf, check_records=True).error == (
-        "header key of record 0 is not UTF-8 in the batch at position 0")
-    assert not next(decode_batches(buf)).valid()
-    with pytest.raises(errors.InvalidRecord, match="not UTF-8"):
-        decode_records(buf)
+    _refused_by_leader_and_decoder(buf, "header key of record 0 is not UTF-8 in the batch at position 0",
+                                   "not UTF-8")
 
 
 def test_a_negative_record_count_is_a_bad_header():
