@@ -235,29 +235,37 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-# SIGTERM came while seeds ran in this process.  Its KeyboardInterrupt can be lost: raised
-# inside a finalizer (a log's DirLock.__del__, say), it is printed and dropped, and the
-# handler ignores any further SIGTERM.  The seeds' loop checks this after each result.
+# SIGTERM or Ctrl-C came while seeds ran in this process.  Its KeyboardInterrupt can be
+# lost: raised inside a finalizer (a log's DirLock.__del__, say), it is printed and
+# dropped, and the SIGTERM handler ignores any further SIGTERM.  The seeds' loop checks
+# this after each result.
 _interrupt_requested = False
 
 
-def _sigterm_interrupts() -> Any:
+def _stop_seeds_on_signals() -> tuple[Any, Any] | None:
     """While seeds run, SIGTERM (``timeout``, a job scheduler) stops them as Ctrl-C does:
-    the run in flight removes its data dir and the summary covers what finished.  Returns
-    the handler it replaced (None off the main thread, where none can be set)."""
+    the run in flight removes its data dir and the summary covers what finished.  Ctrl-C
+    is noted too, so that one dropped in a finalizer still stops the seeds.  Returns the
+    (SIGTERM, SIGINT) handlers it replaced (None off the main thread, where none can be set)."""
     global _interrupt_requested
     _interrupt_requested = False
 
     def interrupt(signum: int, frame: Any) -> None:
         global _interrupt_requested
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short
+        if signum == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up must not be cut short
         _interrupt_requested = True
         raise KeyboardInterrupt
 
     try:
-        return signal.signal(signal.SIGTERM, interrupt)
+        previous_term = signal.signal(signal.SIGTERM, interrupt)
     except ValueError:
         return None
+    previous_int = signal.getsignal(signal.SIGINT)
+    # Only where Ctrl-C raises KeyboardInterrupt already (an embedder may have its own).
+    if previous_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupt)
+    return previous_term, previous_int
 
 
 def _run_options_given(args: argparse.Namespace) -> list[str]:
@@ -324,7 +332,7 @@ def execute(args: argparse.Namespace) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=len(seeds) == 1, disable=plain is not None) as progress:
         task = progress.add_task(label, total=len(seeds))
-        previous = _sigterm_interrupts()
+        previous = _stop_seeds_on_signals()
         try:
             for r in _runs(args, first, seeds):
                 summary.add(r)
@@ -348,7 +356,8 @@ def execute(args: argparse.Namespace) -> int:
             interrupted = True
         finally:
             if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+                signal.signal(signal.SIGTERM, previous[0])
+                signal.signal(signal.SIGINT, previous[1])
     done = f"{summary.runs} of {len(seeds)} seed(s), interrupted" if interrupted else f"{len(seeds)} seed(s)"
     console.print(summary.table(f"{label}: {done}"))
     if args.out:
