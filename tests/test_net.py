@@ -670,7 +670,8 @@ def test_a_restarted_senders_link_outlives_the_end_of_its_earlier_incarnations_c
 
 # ---- finding broker processes (kreplica.net.remote) ---------------------------------------------
 def test_a_peer_is_not_found_while_unregistered_portless_or_the_store_is_out_of_reach():
-    """Each is a refused connection to the sender, never an exception on the scheduler's thread."""
+    """Each is a refused connection to the sender, never an exception on the scheduler's thread
+    (a port past 65535, written by another client, made the link's task log an OverflowError)."""
     from kreplica.meta.layout import BrokerInfo
     from kreplica.meta.store import ConnectionLoss
     from kreplica.net.remote import registered_address
@@ -687,7 +688,9 @@ def test_a_peer_is_not_found_while_unregistered_portless_or_the_store_is_out_of_
     info = BrokerInfo(3, "127.0.0.1", 9093, ("PLAINTEXT://127.0.0.1:9093",), 0)
     assert registered_address(Zk(info), 3) == ("127.0.0.1", 9093)
     assert registered_address(Zk(None), 3) is None
-    assert registered_address(Zk(dataclasses.replace(info, port=-1)), 3) is None
+    for port in (-1, 0, 65536, 2**31 - 1):
+        assert registered_address(Zk(dataclasses.replace(info, port=port)), 3) is None, port
+    assert registered_address(Zk(dataclasses.replace(info, port=65535)), 3) == ("127.0.0.1", 65535)
     assert registered_address(Zk(ConnectionLoss("cannot reach ZooKeeper")), 3) is None
 
 

@@ -21,13 +21,13 @@ from .tcp_transport import Address, TcpTransport
 
 def registered_address(zk: KafkaZkClient, broker_id: int) -> Address | None:
     """Where ``broker_id`` listens, from its registration; None while it is not registered
-    (or registered without a port) or the store is out of reach, which the sender sees
-    as a refused connection."""
+    (or registered without a usable port, -1 or past 65535) or the store is out of
+    reach, which the sender sees as a refused connection."""
     try:
         info = zk.get_broker(broker_id)
     except StoreError:
         return None
-    if info is None or info.port < 0:
+    if info is None or not 0 < info.port <= 65535:
         return None
     return info.host, info.port
 
