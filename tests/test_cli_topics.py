@@ -38,6 +38,7 @@ def memory_client(monkeypatch):
     ("bar.*", ["bar - marked for deletion", "bar2"]),
     ("foo,bar2", ["bar2", "foo"]),
     ("foo, bar2", ["bar2", "foo"]),  # Kafka's Whitelist drops the spaces (D2-18)
+    ("'foo'", ["foo"]),  # and the quotes a shell or a script left around the pattern (T3-05)
     ("nope", []),
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
@@ -188,9 +189,10 @@ def test_create_writes_the_replica_assignment_from_partition_0_and_its_configs(s
 
 def test_a_reassignment_file_is_written_with_each_replica_list_in_its_order(seed003_store, tmp_path, capsys):
     plan = tmp_path / "plan.json"
+    # The file names bar-2 first: the message lists the partitions in order all the same (T3-12).
     plan.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": "bar", "partition": 0, "replicas": [1002, 1001, 1003]},
-        {"topic": "bar", "partition": 2, "replicas": [1003, 1001]}]}))
+        {"topic": "bar", "partition": 2, "replicas": [1003, 1001]},
+        {"topic": "bar", "partition": 0, "replicas": [1002, 1001, 1003]}]}))
     assert main(["reassign", "--zookeeper", "memory:1", "--reassignment-json-file", str(plan)]) == 0
     assert capsys.readouterr().out == "Successfully started reassignment of bar-0, bar-2\n"
     assert seed003_store().get_partition_reassignment() == {
@@ -464,9 +466,10 @@ def test_a_reassignment_file_naming_no_partition_is_an_error(seed003_store, tmp_
     assert seed003_store().get_partition_reassignment() == {}
 
 
-def test_replicas_without_a_partition_is_refused(seed003_store, capsys):
+@pytest.mark.parametrize("named", [["--topic", "bar"], ["--partition", "0"]])  # T3-10: the topic too
+def test_replicas_without_a_partition_is_refused(seed003_store, named, capsys):
     with pytest.raises(SystemExit, match="--replicas needs --topic and --partition"):
-        main(["reassign", "--zookeeper", "memory:1", "--topic", "bar", "--replicas", "1003,1001,1002"])
+        main(["reassign", "--zookeeper", "memory:1", *named, "--replicas", "1003,1001,1002"])
     assert capsys.readouterr().out == ""
 
 
@@ -497,3 +500,71 @@ def test_a_topic_whose_assignment_names_no_partition_is_not_described(memory_cli
     memory_client.create_topic("empty", {})
     with pytest.raises(errors.UnknownTopicOrPartition):
         describe_topic(memory_client, "empty")
+
+
+# The sixty-first review (docs/engine-audit.md, T3-..): the third pass over these tools.
+def test_replication_factor_is_the_first_partitions_replica_count():
+    """0.10 takes the ReplicationFactor of the header from the first partition's replica
+    list (a topic being reassigned to another factor may differ from one partition to
+    the next); not from the last one."""
+    from kreplica.describe import PartitionDescription, TopicDescription, format_describe
+
+    d = TopicDescription("q", (PartitionDescription(0, 1001, (1001, 1002), (1001, 1002), 0),
+                               PartitionDescription(1, 1001, (1001,), (1001,), 0)), {})
+    assert format_describe(d).splitlines()[0] == "Topic:q\tPartitionCount:2\tReplicationFactor:2\tConfigs:"
+
+
+def test_a_bad_replica_assignment_says_what_is_expected(seed003_store, capsys):
+    # Not int()'s "invalid literal for int() with base 10", which names no option.
+    with pytest.raises(SystemExit, match=r"bad --replica-assignment '1001:x': expected e.g. 1001:1002,1002:1003"):
+        main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new", "--replica-assignment", "1001:x"])
+    assert seed003_store().get_all_topics() == ["bar"]
+
+
+@pytest.mark.parametrize("action, message", [
+    (["--create", "--partitions", "1", "--replication-factor", "1"], "--create needs --topic"),
+    (["--delete"], "--delete needs --topic"),
+])
+def test_create_and_delete_need_a_topic(seed003_store, action, message, capsys):
+    """A forgotten --topic is a usage message, not a topic named "None" nor an
+    AttributeError traceback from the pattern of no topic."""
+    with pytest.raises(SystemExit, match=message):
+        main(["topics", "--zookeeper", "memory:1", *action])
+    assert capsys.readouterr().out == ""
+    client = seed003_store()
+    assert list(client.get_all_topics()) == ["bar"] and list(client.get_topic_deletions()) == []
+
+
+def test_a_key_error_names_itself_as_a_missing_key(memory_client, capsys):
+    """A KeyError's text is only the key, quoted ("Error: 'replicas'"): the Error line
+    says it is a KeyError, a key that was looked for and is not there."""
+    from kreplica.tools import topics
+
+    def missing(client):
+        raise KeyError("replicas")
+
+    assert topics.with_client("memory:1", missing) == 1
+    assert capsys.readouterr().err == "Error: KeyError('replicas')\n"
+
+
+def test_alter_prints_the_topics_configs_sorted_by_key(memory_client, capsys):
+    # As --describe's Configs: one order whatever the order the options came in.
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
+                 "--config", "segment.bytes=1024", "--config", "retention.ms=1000"]) == 0
+    assert capsys.readouterr().out == 'Updated config for topic "foo": retention.ms=1000,segment.bytes=1024\n'
+
+
+def test_a_missing_reassignment_file_is_an_error_line_before_connecting(tmp_path, capsys):
+    missing = tmp_path / "plan.json"
+    # Port 1 has no ZooKeeper: refused before any attempt to connect, not a traceback.
+    assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(missing)]) == 1
+    assert capsys.readouterr().err == f"Error: [Errno 2] No such file or directory: '{missing}'\n"
+
+
+def test_preferred_election_of_a_topic_without_partitions_names_none(memory_client, capsys):
+    # As test_a_topic_whose_assignment_names_no_partition_is_not_described: a store may
+    # hold one.  The election is refused for naming no partition, not for a partition 0
+    # the topic does not have.
+    memory_client.create_topic("empty", {})
+    assert main(["reassign", "--zookeeper", "memory:1", "--preferred-election", "--topic", "empty"]) == 1
+    assert capsys.readouterr() == ("", "Error: INVALID_REQUEST: no partitions named for preferred leader election\n")
