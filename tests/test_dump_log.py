@@ -250,3 +250,34 @@ def test_a_demo_whose_writer_dies_says_so_fails_and_leaves_no_temporary_director
 ])
 def test_log_demo_refuses_bad_arguments(argv, message, capsys):
     assert refused(main, ["log-demo", *argv], capsys) == f"kreplica log-demo: error: {message}"
+
+
+# The sixty-first review (docs/engine-audit.md, T3-..): the third pass over dump-log.
+def test_a_file_that_is_not_a_segment_alone_fails_the_dump(tmp_path):
+    # A script checking `kreplica dump-log FILE` by its exit status must not take a
+    # checkpoint file, or a typo's .lgo, for a clean segment.
+    other = tmp_path / "replication-offset-checkpoint"
+    other.write_text("0\n0\n")
+    out = io.StringIO()
+    assert dump([other], False, out) == 1
+    assert out.getvalue() == f"Dumping {other}\n  not a segment file (.log, .index, .timeindex)\n"
+
+
+def test_an_empty_segment_is_dumped_as_empty_and_is_not_an_error(tmp_path):
+    # A partition's new active segment holds nothing yet: nothing wrong with it.
+    seg = tmp_path / "00000000000000000060.log"
+    seg.write_bytes(b"")
+    out = io.StringIO()
+    assert dump([seg], True, out) == 0
+    assert out.getvalue() == f"Dumping {seg}\nLog starting offset: 60\n"
+
+
+def test_bytes_that_are_not_utf8_print_as_backslash_escapes(tmp_path):
+    # As written, \xff: not U+FFFD, which would make two different keys print the same.
+    from kreplica.records import encode_batch
+
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(encode_batch([(b"k\xff", b"\xfe\xffv", None, 1_000)], base_offset=0))
+    out = io.StringIO()
+    assert dump([seg], True, out) == 0
+    assert out.getvalue().splitlines()[-1].endswith(r"key: k\xff payload: \xfe\xffv")
