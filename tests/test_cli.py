@@ -39,6 +39,19 @@ def test_help_runs_for_every_command(capsys):
         assert e.value.code == 0 and "usage: kreplica " + name in capsys.readouterr().out
 
 
+def test_only_the_chosen_commands_module_is_imported(monkeypatch):
+    """`kreplica produce` must not import every command's module: a module that cannot be
+    imported (a missing optional dependency, a slow import) would stop every command."""
+    import types
+
+    chosen = types.ModuleType("chosen_command")
+    chosen.add_arguments = lambda p: None
+    chosen.execute = lambda args: 0
+    monkeypatch.setitem(__import__("sys").modules, "chosen_command", chosen)
+    parser = cli.build_parser({"run": "chosen_command", "other": "no_such_module_of_kreplica"}, "k", ["run"])
+    assert parser.parse_args(["run"])._execute(None) == 0
+
+
 def test_help_reads_as_plain_text_not_markup(capsys):
     """A command's description is its module docstring, written for the source: reST
     ``literals`` and roles, Markdown `code` and a literal block's ``::`` are written plain."""

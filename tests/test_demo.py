@@ -236,3 +236,47 @@ def test_the_timeline_shows_each_leader_epoch_and_isr_once():
     Console(file=out, width=200, color_system=None).print(table)
     rows = [line for line in out.getvalue().splitlines() if "bar-0" in line]
     assert [row.split()[1] for row in rows] == ["10", "30", "50"]
+
+
+# The sixty-first review (docs/engine-audit.md, T3-..): the third pass over the demo.
+def test_the_timeline_shows_broker_events_and_time_since_the_cluster_started():
+    """A killed, started, stopped or expired broker is a row of the timeline with its
+    details; in real time (a ZooKeeper-backed demo) the clock is the epoch's, and the
+    timeline counts from the cluster's start, not from 1970."""
+    import types
+
+    from kreplica.cluster import TimelineEvent
+
+    started = 1_800_000_000_000
+    events = [TimelineEvent(started + 250 * i, kind, 1002, {"session": 7})
+              for i, kind in enumerate(["broker_killed", "session_expired", "broker_started",
+                                        "controlled_shutdown_done"], 1)]
+    c = types.SimpleNamespace(virtual_time=False, scheduler=types.SimpleNamespace(started_ms=started))
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(demo._timeline_table(c, events))
+    rows = [line.split("│")[1:5] for line in out.getvalue().splitlines() if "session=7" in line]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["250", "broker killed", "1002", "session=7"], ["500", "session expired", "1002", "session=7"],
+        ["750", "broker started", "1002", "session=7"], ["1000", "controlled shutdown done", "1002", "session=7"]]
+
+
+def test_piped_the_demo_prints_120_columns_wide(monkeypatch):
+    """Off a terminal rich assumes 80 columns, which folds the timeline's details in two."""
+    from kreplica.meta.store import StoreError
+
+    widths = []
+
+    class Recording(Console):
+        def __init__(self, **kwargs):
+            widths.append(kwargs.get("width"))
+            super().__init__(**kwargs)
+
+    def unreachable(**kwargs):
+        raise StoreError("unreachable")
+
+    monkeypatch.setattr(demo, "Console", Recording)
+    monkeypatch.setattr(demo.Cluster, "embedded", unreachable)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    with pytest.raises(StoreError):
+        demo.run()
+    assert widths == [120]
