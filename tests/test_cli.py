@@ -535,7 +535,7 @@ def test_consume_prints_one_partition_with_partition_offset_and_key(tools_cluste
         tools_cluster.produce("t", p, [(b"k%d" % p, b"a%d" % p), b"b%d" % p], acks="all")
     status, lines, _ = consume("--partition", "1", "--from-beginning", "--print-offset", "--print-key",
                                "--timeout-ms", "0")
-    assert status == 0 and lines == ["1:0\tk1\ta1", "1:1\t\tb1"]
+    assert status == 0 and lines == ["1:0\tk1\ta1", "1:1\tnull\tb1"]
 
 
 def test_consume_stops_after_max_messages(tools_cluster, consume):
@@ -664,10 +664,12 @@ def test_consume_offset_0_starts_at_the_first_record_not_at_the_end(tools_cluste
     assert consume("--partition", "0", "--offset", "0", "--timeout-ms", "0") == (0, ["v0", "v1"], "2 records\n")
 
 
-def test_consume_prints_a_record_without_a_value_as_an_empty_value(tools_cluster, consume):
-    tools_cluster.produce("t", 0, [(b"gone", None), b"v"], acks="all")  # a tombstone, then a record without a key
+def test_consume_prints_a_missing_key_or_value_as_null_and_an_empty_one_as_nothing(tools_cluster, consume):
+    """As kafka-console-consumer prints them: a tombstone's value and an unkeyed record's key
+    are ``null``; an empty key or value is an empty field."""
+    tools_cluster.produce("t", 0, [(b"gone", None), b"v", (b"", b"")], acks="all")
     assert consume("--partition", "0", "--from-beginning", "--print-key", "--timeout-ms", "0") == (
-        0, ["gone\t", "\tv"], "2 records\n")
+        0, ["gone\tnull", "null\tv", "\t"], "3 records\n")
 
 
 def test_consume_times_out_counting_from_the_last_new_record_pausing_poll_ms_between_empty_polls(

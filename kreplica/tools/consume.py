@@ -1,7 +1,9 @@
 """`kreplica consume`: a topic's committed records to standard output (like kafka-console-consumer.sh).
 
 Prints each record's value on a line of its own (with ``--print-key``, its key and a
-tab first; with ``--print-offset``, ``partition:offset`` and a tab first of all).
+tab first; with ``--print-offset``, ``partition:offset`` and a tab first of all).  A
+missing key or value (a tombstone's) prints as ``null``, as Kafka's console consumer
+prints it; an empty one as nothing.
 Only committed records are read: those below the leader's high watermark.
 
 It starts where new records will land, as Kafka's console consumer does, or at the
@@ -24,6 +26,11 @@ from .produce import add_zookeeper_argument, partition_count
 HELP = "print a topic's committed records (like kafka-console-consumer.sh)"
 POLL_MS = 100  # the pause between polls that found nothing
 
+
+
+def _shown(field: bytes | None) -> bytes:
+    """A key or value as printed: ``null`` when the record has none (kafka-console-consumer's way)."""
+    return b"null" if field is None else field
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_zookeeper_argument(p)
@@ -72,8 +79,8 @@ def execute(args: argparse.Namespace) -> int:
                             break
                         prefix = f"{p}:{r.offset}\t".encode() if args.print_offset else b""
                         if args.print_key:
-                            prefix += (r.key or b"") + b"\t"
-                        out.write(prefix + (r.value or b"") + b"\n")
+                            prefix += _shown(r.key) + b"\t"
+                        out.write(prefix + _shown(r.value) + b"\n")
                         printed += 1
                         position[p] = r.offset + 1
                         found = True
