@@ -533,7 +533,10 @@ def test_a_signal_dropped_inside_a_finalizer_still_stops_the_seeds_after_the_run
     import subprocess
     import sys
 
+    # Ctrl-C as at a terminal: pytest run in the background of a script inherits SIGINT
+    # ignored, and the command then rightly leaves it ignored (no Ctrl-C to catch).
     code = _SIGNAL_IN_A_FINALIZER.format(signal=signal_name) + f"""
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from kreplica.sim.world import RunResult
 
 def run_seed(args, seed, scenario=None):
