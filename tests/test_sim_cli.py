@@ -22,6 +22,8 @@ from kreplica import sim_cli
                                                     "drop --config"),
     (["--replay", "h.jsonl", "--scenario", "x", "--seed", "0", "--until", "5"], "drop --scenario, --seed, --until"),
     (["--replay", "h.jsonl", "--swarm", "--seeds", "1..3"], "drop --seeds, --swarm"),
+    # Not a directory and not makeable as one: refused before any run, not a traceback.
+    (["--seed", "1", "--out", "/dev/null/runs"], "--out /dev/null/runs: "),
 ])
 def test_cli_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     assert sim_cli.main(argv) == 2
@@ -45,6 +47,7 @@ def test_cli_replay_of_a_file_that_is_not_a_history(tmp_path, capsys):
     (["--seed", "1", "--seeds", "2"], "argument --seeds: not allowed with argument --seed"),
     (["--seeds", "1..100000000000000000000000000"], "too many seeds"),
     (["--seeds", "4,7,4"], "seed 4 given twice"),  # it would run, be written and counted twice
+    (["--timeline-partitions", "0"], "must be at least 1"),  # a timeline of no partition is no timeline
 ])
 def test_cli_bad_arguments_are_refused_by_the_parser(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -340,13 +343,16 @@ def test_a_run_without_a_seed_is_seed_0(capsys):
     assert "seeds 0" in out and "seed 0: history hash " in out
 
 
-def _planted_runs(monkeypatch, failing=(), interrupt_at=None, losses=0, unclean=0):
+def _planted_runs(monkeypatch, failing=(), interrupt_at=None, losses=0, unclean=0, during=None):
     """Runs made up, not simulated: seeds in ``failing`` have a violation of invariant 1,
-    and every run ``losses`` counted losses and ``unclean`` unclean elections."""
+    and every run ``losses`` counted losses and ``unclean`` unclean elections; ``during``,
+    if given, is called with the seed as each run starts (a signal arriving mid-run)."""
     from kreplica.sim.checker import CountedLoss, Invariant, Violation
     from kreplica.sim.world import RunResult
 
     def run_seed(args, seed, scenario=None):
+        if during is not None:
+            during(seed)
         if seed == interrupt_at:
             raise KeyboardInterrupt
         v = (Violation(Invariant.ACKED_WRITE_LOST, 10, "t-0", 1, f"planted in seed {seed}")
@@ -364,12 +370,13 @@ def test_any_seed_with_a_violation_makes_the_exit_status_1(monkeypatch, capsys, 
     assert sim_cli.main(["--seeds", "1..3"]) == status
 
 
-@pytest.mark.parametrize("traces", [0, 1, 2])
-def test_traces_prints_that_many_violations(monkeypatch, capsys, traces):
-    _planted_runs(monkeypatch, failing=(1, 2, 3))
-    assert sim_cli.main(["--seeds", "1..3", "--traces", str(traces)]) == 1
+@pytest.mark.parametrize("given, traces", [(["--traces", "0"], 0), (["--traces", "1"], 1), (["--traces", "2"], 2),
+                                           ([], 3)])  # the default, as the help says
+def test_traces_prints_that_many_violations(monkeypatch, capsys, given, traces):
+    _planted_runs(monkeypatch, failing=(1, 2, 3, 4))
+    assert sim_cli.main(["--seeds", "1..4", *given]) == 1
     printed = [x for x in capsys.readouterr().out.splitlines() if x.startswith("VIOLATION ")]
-    assert [x.split(": ")[-1] for x in printed] == [f"planted in seed {s}" for s in (1, 2)][:traces]
+    assert [x.split(": ")[-1] for x in printed] == [f"planted in seed {s}" for s in (1, 2, 3)][:traces]
 
 
 def test_summary_json_gives_each_runs_hash_verdict_and_lost_acks(monkeypatch, tmp_path, capsys):
@@ -402,6 +409,34 @@ def test_plain_progress_reckons_the_time_left_from_the_seeds_left():
     now[0] = 60.0
     progress.advance(summary)
     assert printed == ["progress: 10/40 seeds (25%), 2 with a violation, 1m00s elapsed, about 3m00s left"]
+
+
+def _progress_lines_at(total, seconds_at):
+    """The seed counts PlainProgress prints lines at, over ``total`` seeds, the clock
+    reading ``seconds_at(done)`` as each finishes."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    printed = []
+    now = [0.0]
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    progress = sim_cli.PlainProgress(total, console, clock=lambda: now[0])
+    summary = SimpleNamespace(runs=0, violations=Counter())
+    for done in range(1, total + 1):
+        now[0], summary.runs = seconds_at(done), done
+        progress.advance(summary)
+    return [int(line.split()[1].split("/")[0]) for line in printed]
+
+
+def test_plain_progress_steps_are_5_percent_rounded_up():
+    """5% of 30 seeds is 1.5: a line every 2 seeds, not after every seed."""
+    assert _progress_lines_at(30, lambda done: 2.0 * done) == list(range(2, 31, 2))
+
+
+def test_plain_progress_comes_back_to_the_5_percent_steps_after_a_line_held_back():
+    """A line held back by the once-a-second limit comes at a later seed (7 of 100 here);
+    the next still comes at the next 5% (10), not 5% after the late one (12)."""
+    assert _progress_lines_at(100, lambda done: 0.0 if done < 7 else float(done))[:4] == [7, 10, 15, 20]
 
 
 @pytest.mark.parametrize("swarm", [False, True])
@@ -485,9 +520,13 @@ def _replayed_as(monkeypatch, history_hash, failing):
 def test_a_replay_exits_3_when_its_history_differs_whatever_the_verdict(tmp_path, monkeypatch, capsys, same,
                                                                           failing, status):
     path, recorded = _recording(tmp_path)
-    _replayed_as(monkeypatch, recorded if same else "0" * 64, failing)
+    replayed = recorded if same else "0" * 64
+    _replayed_as(monkeypatch, replayed, failing)
     assert sim_cli.main(["--replay", str(path)]) == status
-    assert ("identical" if same else "DIFFERENT") in capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()
+    assert ("identical" if same else "DIFFERENT") in out
+    # Each hash under its own name: the recording's is the one to look for in a CI log.
+    assert f"recorded history hash {recorded}" in out and f"replayed history hash {replayed}" in out
 
 
 def test_blank_lines_in_a_recorded_history_do_not_change_its_hash(tmp_path, monkeypatch, capsys):
@@ -552,3 +591,114 @@ sys.exit(sim_cli.main(["--seeds", "1..5", "--out", {str(tmp_path)!r}]))
     assert done.returncode == 130, (done.returncode, done.stdout, done.stderr)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and [r["seed"] for r in summary["runs"]] == [1, 2]
+
+
+@pytest.mark.parametrize("traces, shown", [("0", False), ("1", True)])
+def test_a_failing_replay_prints_its_violation_unless_traces_is_0(tmp_path, monkeypatch, capsys, traces, shown):
+    """A replay is one run: any --traces above 0 prints its violation, as --traces 1 would
+    for a sweep's first failing seed."""
+    path, recorded = _recording(tmp_path)
+    _replayed_as(monkeypatch, recorded, failing=True)
+    assert sim_cli.main(["--replay", str(path), "--traces", traces]) == 1
+    assert ("VIOLATION " in capsys.readouterr().out) == shown
+
+
+def test_a_run_header_without_its_seed_is_named_in_one_line(tmp_path, capsys):
+    """A header cut down by hand or by another tool: exit 2, the missing key shown as a
+    missing key (``KeyError('seed')``, not a bare ``'seed'``), and no traceback."""
+    from kreplica.sim.history import History
+
+    h = History()
+    h.record(0, "run", scenario={"name": "x"})
+    path = tmp_path / "no-seed.jsonl"
+    h.write_jsonl(path)
+    assert sim_cli.main(["--replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kreplica simulate: error: cannot replay {path}: KeyError('seed')\n"
+
+
+@pytest.mark.parametrize("seeds", ["1..3", "5,2,9"])
+def test_the_first_line_names_the_seeds_as_given(monkeypatch, capsys, seeds):
+    _planted_runs(monkeypatch)
+    assert sim_cli.main(["--seeds", seeds]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"kreplica simulate: random-chaos, seeds {seeds}"
+
+
+@pytest.mark.parametrize("argv", [["--seed", "4"], ["--seeds", "4"]])
+def test_a_single_seed_prints_no_progress_line(monkeypatch, capsys, argv):
+    """One seed has no 5% steps to report: it prints its hash and the table, no
+    "progress: 1/1" line, whether piped or not."""
+    _planted_runs(monkeypatch)
+    assert sim_cli.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "seed 4: history hash hash4 (1 events)" in out and not any(x.startswith("progress: ") for x in out)
+
+
+def _deliver(signum):
+    """``signum`` as Python delivers it: its handler called in the main thread (a handler
+    left at SIG_DFL is not callable, so the test fails rather than the process dying)."""
+    import signal
+
+    signal.getsignal(signum)(signum, None)
+
+
+def test_a_run_after_one_a_sigterm_stopped_runs_every_seed(monkeypatch, capsys):
+    """The note that a signal came belongs to one run of the command: a program that runs
+    it again in the same process (a notebook, a test) gets all the seeds it asks for."""
+    import signal
+
+    _planted_runs(monkeypatch, during=lambda seed: seed == 2 and _deliver(signal.SIGTERM))
+    assert sim_cli.main(["--seeds", "1..3"]) == 130
+    _planted_runs(monkeypatch)
+    assert sim_cli.main(["--seeds", "1..3"]) == 0
+
+
+def test_a_second_sigterm_waits_for_the_run_in_flight_to_clean_up(monkeypatch, capsys):
+    """After the first SIGTERM, more (a scheduler's repeats, ``timeout`` with a process
+    group) are ignored until the command ends, so that none cuts the run's clean-up short
+    and leaves its data dir; then SIGTERM's handler is the one it found."""
+    import signal
+
+    during_clean_up = []
+
+    def run_seed(args, seed, scenario=None):
+        try:
+            _deliver(signal.SIGTERM)
+        finally:  # as World.run's removal of its data dir
+            during_clean_up.append(signal.getsignal(signal.SIGTERM))
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    before = signal.getsignal(signal.SIGTERM)
+    assert sim_cli.main(["--seeds", "1..3"]) == 130
+    assert during_clean_up == [signal.SIG_IGN] and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_programs_own_ctrl_c_handler_is_kept_while_the_seeds_run(monkeypatch, capsys):
+    """The command takes Ctrl-C over only where it raises KeyboardInterrupt; a program that
+    handles SIGINT itself keeps its handler during the run and after it."""
+    import signal
+
+    def own(signum, frame):
+        pass
+
+    seen = []
+    _planted_runs(monkeypatch, during=lambda seed: seen.append(signal.getsignal(signal.SIGINT)))
+    previous = signal.signal(signal.SIGINT, own)
+    try:
+        assert sim_cli.main(["--seeds", "1..3"]) == 0
+        assert seen == [own, own, own] and signal.getsignal(signal.SIGINT) is own
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_the_command_runs_outside_the_main_thread(monkeypatch, capsys):
+    """Signal handlers can be set only in the main thread: run from another (a server, a
+    GUI's worker), the command leaves signals alone and runs its seeds."""
+    import threading
+
+    _planted_runs(monkeypatch)
+    status = []
+    thread = threading.Thread(target=lambda: status.append(sim_cli.main(["--seeds", "1..3"])))
+    thread.start()
+    thread.join(60)
+    assert status == [0]
