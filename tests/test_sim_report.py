@@ -46,12 +46,15 @@ def test_the_summary_adds_runs_up_as_sums_and_means_over_every_run():
     assert rows["writes completed / virtual s (acked, or sent with acks=0)"] == "11.5"
     assert rows["acks=all writes acked / virtual s"] == "3.8"
     assert rows["failing seeds"] == "3"
+    # Speed over all runs' wall time together: 200 events and 4 virtual s in 0.5 + 0.5 wall s.
+    assert rows["simulated events / wall s"] == "200" and rows["virtual s / wall s"] == "4.0"
     d = s.to_dict()
     assert d["violations"] == {"1-acked-write-lost": 1}  # the invariant's name as the checker prints it
     assert d["losses"] == {"power-loss": 2, "unclean-election": 2} and d["unclean_elections"] == 5
     assert d["availability"] == 0.75 and d["failed_seeds"] == [3]
     assert d["reelect_ms_p50"] == 25.0 and d["reelect_ms_p99"] == pytest.approx(39.7)
     assert (d["writes_completed"], d["acked_writes"]) == (46, 15)
+    assert (d["wall_s"], d["events"]) == (1.0, 200)
 
 
 def test_the_summary_of_no_run_and_of_runs_without_elections():
@@ -114,14 +117,20 @@ def test_consumed_then_lost_batches_are_kept_apart_from_lost_acks():
     rows = dict(s.rows())
     assert rows["lost acks (counted, attributed)"] == "1"
     assert rows["consumed batches then lost (counted, attributed)"] == "2"
+    out = s.rows()
+    at = out.index(("consumed batches then lost (counted, attributed)", "2"))
+    assert out[at + 1] == ("  unclean-election", "2")  # by cause, under its own total
     d = s.to_dict()
     assert d["losses"] == {"power-loss": 1} and d["superseded_reads"] == {"unclean-election": 2}
 
 
-def test_throughput_counts_a_runs_part_of_a_virtual_second():
-    """1.5 virtual s is 1.5 s, not 1: 30 acks=all writes in it are 20.0 a second."""
+@pytest.mark.parametrize("virtual_ms, writes", [(1500, 30), (500, 10)])
+def test_throughput_counts_a_runs_part_of_a_virtual_second(virtual_ms, writes):
+    """1.5 virtual s is 1.5 s, not 1, and 0.5 s (``--until 500``) is 0.5 s, not a whole
+    second: 30 or 10 acks=all writes in them are 20.0 a second (only no virtual time at
+    all is taken as 1 s)."""
     s = Summary()
-    s.add(result(1, acked=30, writes=30, virtual_ms=1500))
+    s.add(result(1, acked=writes, writes=writes, virtual_ms=virtual_ms))
     rows = dict(s.rows())
     assert rows["acks=all writes acked / virtual s"] == "20.0"
     assert rows["writes completed / virtual s (acked, or sent with acks=0)"] == "20.0"
