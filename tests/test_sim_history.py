@@ -1,6 +1,8 @@
 """History: canonical JSON lines, a running hash, replay headers, scenario round trips."""
 from __future__ import annotations
 
+import pytest
+
 from kreplica.sim import scenarios
 from kreplica.sim.history import Event, History, hash_lines, read_jsonl, run_header
 from kreplica.sim.swarm import swarm_scenario
@@ -187,7 +189,10 @@ def test_the_running_hash_is_the_hash_of_the_lines_a_file_holds(tmp_path):
     for i in range(3):
         h.record(i, "ack", 1, "t-0", offset=i)
     h.write_jsonl(tmp_path / "h.jsonl")
-    assert h.hash == hash_lines((tmp_path / "h.jsonl").read_text().splitlines())
+    text = (tmp_path / "h.jsonl").read_text()
+    assert h.hash == hash_lines(text.splitlines())
+    # The last line ends too: two files put end to end (cat, an append) keep one event a line.
+    assert text.endswith("}\n") and text.count("\n") == 3
 
 
 def test_reading_a_history_passes_over_blank_lines(tmp_path):
@@ -221,3 +226,37 @@ def test_the_swarm_draws_over_the_bases_config_and_keeps_the_keys_it_does_not_dr
             config = swarm_scenario(s, base).config
             assert {k: v for k, v in config.items() if k not in drawn} == \
                 {k: v for k, v in base.config.items() if k not in drawn}, (name, s)
+
+
+def test_the_swarm_draws_cascades_admin_operations_and_power_loss_within_their_ranges():
+    """Each seed's fault mix: a newly elected leader failing at once (KIP-101's double
+    failure, 10% or 30% of elections) in some seeds and never in others; admin operations
+    every 5 s in some seeds and none in others; and power lost in at most half the
+    crashes, so that every seed keeps clean crashes to recover from too."""
+    drawn = [swarm_scenario(s) for s in range(100)]
+    assert {sc.chaos.cascade for sc in drawn} == {0.0, 0.1, 0.3}
+    assert {sc.workload.admin_interval_ms for sc in drawn} == {0, 5000}
+    fractions = [sc.chaos.power_loss_fraction for sc in drawn]
+    assert 0.0 <= min(fractions) and 0.4 < max(fractions) <= 0.5
+
+
+@pytest.mark.parametrize("bad", ['{"seq": 1, "t": 0}', "[1, 2]", "not json"])
+def test_a_bad_line_is_named_by_its_line_number_in_the_file(tmp_path, bad):
+    """Whatever is wrong with it (a field missing, JSON that is not an object, text that
+    is not JSON), a bad line is named by its number in the file as an editor counts,
+    blank lines included, and read_jsonl raises ValueError, which --replay reports."""
+    h = History()
+    h.record(0, "run", seed=3, scenario={"name": "x"})
+    path = tmp_path / "h.jsonl"
+    path.write_text(h.lines[0] + "\n\n" + bad + "\n")
+    with pytest.raises(ValueError, match="^line 3 is not a history event"):
+        read_jsonl(path)
+
+
+def test_a_value_with_no_canonical_form_cannot_enter_the_history():
+    """Only plain values, tuples, sets and topic-partitions enter an event: anything else
+    (an object whose text holds its address, say) would make the same seed hash differently
+    from run to run, so recording it is an error, not its str()."""
+    with pytest.raises(TypeError, match="object cannot enter the history"):
+        History().record(0, "ack", 1, "t-0", offset=object())
+
