@@ -115,6 +115,7 @@ class Summary:
             "availability": self.availability_sum / self.runs if self.runs else None,
             "reelect_ms_p50": percentile(self.reelect_ms, 50), "reelect_ms_p99": percentile(self.reelect_ms, 99),
             "failed_seeds": self.failed_seeds, "wall_s": self.wall_s, "events": self.events,
+            "virtual_ms": self.virtual_ms,  # with the two above and writes_completed: the table's rates
         }
 
 
