@@ -113,6 +113,34 @@ def test_append_many_may_fill_the_index_to_its_last_byte(tmp_path):
         idx.append_many(np.array([4]), np.array([40]))
 
 
+def test_put_entries_refuses_entries_one_byte_past_the_buffer_and_writes_nothing():
+    """put_entries writes without bounds checks, so its own fit check is all that keeps a
+    run of entries inside the mapping: a run one byte longer than the room left (from 0
+    or from a later start) is refused for both key widths, with no byte written past
+    the room, and the same run in exactly its room is written."""
+    keys, values = np.array([1, 2], np.int64), np.array([10, 20], np.int64)
+    for key_bytes in (4, 8):
+        need = 2 * (key_bytes + 4)
+        for start in (0, 8):
+            backing = np.zeros(64, np.uint8)
+            with pytest.raises(ValueError, match="do not fit"):
+                _segment.put_entries(backing[:start + need - 1], start, keys, values, key_bytes, 0)
+            assert not backing.any()
+            assert _segment.put_entries(backing[:start + need], start, keys, values, key_bytes, 0) == 2
+            assert backing[:start].sum() == 0 and not backing[start + need:].any()
+
+
+def test_a_lookup_in_an_index_with_no_entries_finds_no_slot_over_a_zero_filled_buffer():
+    """index_slot's "below every key" (-1) for no entries even when the buffer is a
+    preallocated, zero-filled one: read as an entry, its zero key is <= any target and
+    would name slot 0, an entry that was never written.  (IndexFile._slot also checks
+    for no entries; this pins the search itself.)"""
+    buf = np.zeros(12 * 8, np.uint8)
+    for entry_bytes, key_bytes in ((8, 4), (12, 8)):
+        for warm in (0, 1, 1024):
+            assert _segment.index_slot(buf, 0, entry_bytes, key_bytes, 10, warm) == -1
+
+
 def test_a_lookup_reads_four_byte_keys_unsigned_in_the_warm_section_too():
     """Relative offsets are written as unsigned 4-byte keys (put_entries takes up to
     2**32 - 1, as recovery's bound does); a key past 2**31 is large, not negative."""
