@@ -267,6 +267,20 @@ def test_recovery_cuts_at_a_batch_whose_last_offset_is_too_far_past_the_segments
     seg.close()
 
 
+def test_recovery_keeps_a_batch_ending_exactly_the_widest_relative_offset_past_the_base(tmp_path):
+    """The 4-byte bound is inclusive: a batch whose last offset is 2**32 - 1 past the
+    segment's base still fits an index entry, and recovery keeps it (OffsetIndex.append
+    and put_entries take the same 2**32 - 1)."""
+    data = encode_batch([b"a"] * 5, base_offset=0, timestamp_ms=1) + encode_batch(
+        [b"b"] * 2, base_offset=2**32 - 2, timestamp_ms=2)  # ends at 2**32 - 1
+    (tmp_path / ("%020d.log" % 0)).write_bytes(data)
+    seg = LogSegment(tmp_path, 0, CONFIG, 0)
+    result = seg.recover()
+    assert (result.error, result.batches, result.valid_bytes) == (None, 2, len(data))
+    assert seg.next_offset == 2**32
+    seg.close()
+
+
 def _batches_past_two_pieces():
     """Batches of about 600 KiB in all: the checked copy writes them in three pieces."""
     data = bytearray(b"".join(encode_batch([b"w" * 1000] * 50, base_offset=50 * i) for i in range(12)))
@@ -401,6 +415,71 @@ def test_a_segment_truncated_to_its_first_batch_has_no_max_timestamp(tmp_path):
     loaded = LogSegment.load(tmp_path, 100, config, 0)
     assert loaded.time_index.last_entry() == (0, 100)
     loaded.close()
+
+
+def test_a_timestamp_lookup_that_meets_a_damaged_header_fails_rather_than_find_nothing(tmp_path):
+    """ListOffsets by timestamp walks batch headers from where the time index points: a
+    damaged header on that walk is damage (KafkaStorageError naming the file), as it is
+    for reads and truncations.  Taken for the end of the data, the lookup answered "no
+    record that new" for a segment whose later batches hold one.  A walk that runs off
+    the end of sound data finds no batch: base and last offset -1."""
+    from kreplica.log._segment import find_timestamp
+
+    batches = [encode_batch([b"a", b"b"], base_offset=2 * i, timestamp_ms=1000 + i) for i in range(3)]
+    data = b"".join(batches)
+    assert find_timestamp(data, 0, len(data), 1001) == (len(batches[0]), 2, 3)
+    assert find_timestamp(data, 0, len(data), 1003) == (len(data), -1, -1)
+    config = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 1 << 20})
+    seg = LogSegment.create(tmp_path, 0, config, 0)
+    for i, batch in enumerate(batches):
+        seg.append_encoded(memoryview(batch), 2 * i, 2 * i + 1, 1000 + i)
+    with open(seg.log_file.path, "r+b") as f:
+        f.seek(len(batches[0]) + 8)  # batch 1's length
+        f.write(b"\xff" * 4)
+    assert seg.find_offset_by_timestamp(1000) == (0, 0)  # the batch before the damage
+    with pytest.raises(errors.KafkaStorageError,
+                       match=f"00000000000000000000.log: damaged batch header at position {len(batches[0])}"):
+        seg.find_offset_by_timestamp(1002)
+    seg.close()
+
+
+def test_a_run_of_no_batches_reports_no_offsets_timestamps_or_epochs():
+    """A walk that finds no batch (an empty buffer, or zero fill from its first byte, as
+    a preallocated segment that never got a batch is recovered) reports -1 for its
+    base and last offset, its max timestamp and its leader epoch, never 0: 0 is a real
+    offset, timestamp and epoch.  (Today's callers look only when count > 0.)"""
+    for buf in (b"", bytes(200)):
+        run = frame_batches(buf, check_crc=True)
+        assert (run.count, run.nbytes, run.error) == (0, 0, None)
+        assert (run.base_offset, run.last_offset, run.max_timestamp, run.max_leader_epoch) == (-1, -1, -1, -1)
+        assert run.first_gap() == -1 and run.epoch_starts(-1) == [] and run.rebase(7) == 6
+
+
+def test_a_header_of_zeros_ends_the_data_whatever_lies_after_it():
+    """Zero fill is judged on one header's 61 bytes, by recovery's scan (C) and by the
+    segment's header walk alike: what lies past them (a page a crash wrote out of order,
+    old bytes in a preallocated tail) is not looked at.  Judged on everything to the end,
+    the walk would raise damage and the scan report another magic for a segment whose
+    batches are all sound, and each would read the whole preallocated tail."""
+    from kreplica.log._segment import walk_to_end
+
+    batch = encode_batch([b"a"] * 3, base_offset=0, timestamp_ms=5)
+    data = batch + bytes(61) + b"\xff" * 100
+    run = frame_batches(data, check_crc=True)
+    assert (run.count, run.nbytes, run.error) == (1, len(batch), None)
+    assert walk_to_end(data, 0, len(data)) == (len(batch), 2, 5, 2)
+
+
+def test_batch_offsets_names_only_the_batches_the_run_holds():
+    """batch_offsets reads the run's C columns, which have room for more batches than the
+    run holds: an index past the last batch (or negative) is an IndexError, not a read of
+    a slot no batch filled."""
+    data = encode_batch([b"a"] * 3, base_offset=10) + encode_batch([b"b"] * 2, base_offset=13)
+    run = frame_batches(data)
+    assert [run.batch_offsets(i) for i in range(run.count)] == [(10, 12), (13, 14)]
+    for i in (run.count, -1):
+        with pytest.raises(IndexError):
+            run.batch_offsets(i)
 
 
 def test_zeroing_an_abandoned_copy_does_not_grow_the_file_past_what_was_copied(tmp_path):
