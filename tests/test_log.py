@@ -1186,12 +1186,28 @@ def test_an_appends_max_timestamp_is_the_largest_of_its_batches_not_the_last(tmp
     appended, wherever it lies among them, for a follower's append and a leader's."""
     batches = [encode_batch([b"a", b"b"], base_offset=2 * i, timestamp_ms=ts)
                for i, ts in enumerate([1000, 3000, 2000])]
+    assert _append_max_timestamps(tmp_path, b"".join(batches)) == (3000, 3000)
+
+
+def test_an_append_of_batches_with_no_timestamps_reports_no_max_timestamp(tmp_path):
+    """Records that carry no timestamp (NO_TIMESTAMP, -1, encode_batch's default) give an
+    append a max timestamp of -1, as Kafka's LogAppendInfo has it, for a follower and a
+    leader alike: not 0, which is a real time (the epoch)."""
+    batches = [encode_batch([b"a", b"b"], base_offset=2 * i) for i in range(3)]
+    assert _append_max_timestamps(tmp_path, b"".join(batches)) == (-1, -1)
+
+
+def _append_max_timestamps(tmp_path, data):
+    """LogAppendInfo.max_timestamp of ``data`` appended by a follower, then by a leader, each
+    to a new log."""
     follower = Log.open(tmp_path / "t-0")
-    assert follower.append_as_follower(b"".join(batches)).max_timestamp == 3000
-    follower.close()
     leader = Log.open(tmp_path / "t-1")
-    assert leader.append_batches_as_leader(b"".join(batches), leader_epoch=0).max_timestamp == 3000
-    leader.close()
+    try:
+        return (follower.append_as_follower(data).max_timestamp,
+                leader.append_batches_as_leader(data, leader_epoch=0).max_timestamp)
+    finally:
+        follower.close()
+        leader.close()
 
 
 def test_a_clean_reopen_keeps_the_index_interval_running(tmp_path):
