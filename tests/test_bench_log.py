@@ -548,3 +548,35 @@ def test_race_keeps_the_last_runs_stores_and_removes_the_others(tmp_path, monkey
     t = bench_log.race(tmp_path, {"a": Store}, [None], lambda store, piece: None, 3, keep=True)
     assert len(opened) == 3 and t.kept == {"a": opened[-1]}
     assert list(tmp_path.iterdir()) == [opened[-1]]
+
+
+# The sixty-third review (docs/engine-audit.md, BH3-..): the third pass over the harness.
+
+def test_the_memory_row_is_not_run_without_its_bytes_and_2_gib_to_spare(tmp_path, monkeypatch):
+    """Workload 6 writes ``memory_bytes`` and needs 2 GiB more free (the other stores'
+    files, the page cache's write-back): with less it is a "not measured" row whose note
+    gives the free space in GiB, and no store is opened."""
+    monkeypatch.setattr(bench_log.shutil, "disk_usage",
+                        lambda path: SimpleNamespace(free=bench_log.QUICK.memory_bytes + 3 * bench_log.GIB // 2))
+    monkeypatch.setattr(bench_log, "KReplica", lambda *a: pytest.fail("workload 6 ran without room for it"))
+    [row] = bench_log.bench_memory(tmp_path, bench_log.QUICK, [b"v" * 1024])
+    assert (row.kreplica, row.passed) == (None, None)
+    assert row.note == f"not run: 1.5 GiB free at {tmp_path}"
+
+
+def test_sizes_of_a_whole_gib_and_more_are_named_in_gib():
+    # the memory row's name: FULL appends "4 GiB over 256 MiB segments"; 1 GiB is not "1024 MiB"
+    assert [bench_log._size(n) for n in (bench_log.GIB, 4 * bench_log.GIB, 256 * bench_log.MIB)] == [
+        "1 GiB", "4 GiB", "256 MiB"]
+
+
+def test_the_json_and_the_caption_give_the_load_average_before_and_after_the_run(tmp_path, monkeypatch, capsys):
+    """The machine is shared: the load before the run and after it are two readings, the
+    first taken before any store is opened."""
+    loads = [1.5, 3.5]  # the first reading, then the second for every later one
+    monkeypatch.setattr(bench_log.os, "getloadavg", lambda: (loads.pop(0) if len(loads) > 1 else loads[0], 0.0, 0.0))
+    monkeypatch.setattr(bench_log, "run", lambda sizes, data_dir=None: [])
+    out = tmp_path / "rows.json"
+    assert main(["bench", "log", "--quick", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["machine"]["load_average"] == [1.5, 3.5]
+    assert "load average 1.5 before, 3.5 after" in " ".join(capsys.readouterr().out.split())
