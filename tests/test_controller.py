@@ -585,6 +585,28 @@ def test_failover_bench_times_the_session_close_and_the_election_on_both_clocks(
     assert (r.seconds, r.cpu_seconds, r.reelected) == (3.0, 0.75, 3)
 
 
+def test_failover_bench_judges_round_trips_on_the_worst_store_row():
+    """A ZooKeeper row over one round trip per re-elected partition fails the target
+    even when another size needs fewer."""
+    from kreplica.tools.bench_failover import FailoverResult, verdicts
+
+    rows = [FailoverResult("zookeeper", "broker", 3000, 1.0, 0.5, 1000, 500, 1),
+            FailoverResult("zookeeper", "controller", 3000, 1.0, 0.5, 1000, 1500, 1)]
+    assert verdicts(rows) == ["target: ZooKeeper <= 1 round trip per re-elected partition: worst 1.5000, FAIL"]
+
+
+def test_failover_bench_counts_only_the_requests_sent_by_the_failover():
+    """The requests column is what the controller sends once the broker fails: the
+    setup's LeaderAndIsr and UpdateMetadata for every new partition are not counted."""
+    from kreplica.tools import bench_failover
+
+    state = bench_failover.prepare(9)
+    assert state["sink"].sent == 0
+    r = bench_failover.fail(state)
+    bench_failover.teardown(state)
+    assert r.requests == state["sink"].sent > 0
+
+
 def test_failover_bench_judges_linearity_smallest_against_largest_at_2x():
     from kreplica.tools.bench_failover import FailoverResult, verdicts
 
