@@ -33,6 +33,7 @@ def test_the_cli_prints_the_breakdown(tmp_path, capsys):
     (["--sizes", ""], "argument --sizes: '': expected record sizes in bytes"),
     (["--sizes", "100,"], "argument --sizes: '100,': expected record sizes in bytes"),
     (["--sizes=-5"], "argument --sizes: '-5': expected record sizes in bytes"),
+    (["--sizes", "100,0"], "argument --sizes: '100,0': expected record sizes in bytes"),  # a 0 B record
     (["--repeat", "0"], "argument --repeat: 0: must be at least 1"),
     (["--batches", "-1"], "argument --batches: -1: must be at least 1"),
     (["--batches", "0"], "argument --batches: 0: must be at least 1"),  # was silently the default
@@ -162,3 +163,32 @@ def test_the_breakdown_floor_frees_replications_own_work_and_triples_the_peers_r
                               "(total", "300.0)"]
     assert "prefault 100.0, write broker-1 200.0, write broker-2 150.0, write broker-3 150.0, rest 900.0" in replicated
     assert floor.strip() == "CPU ratio with replication's own work free: 0.25"
+
+
+# The sixty-third review (docs/engine-audit.md, BH3-..): the third pass over the harness.
+
+def test_the_cpu_figures_are_this_threads_cpu_time(tmp_path, monkeypatch):
+    """The CPU-time ratio is "this thread's CPU": the process's clock would also charge
+    every other thread (a Spark or ZooKeeper client, the GC of other work) to the run.
+    Here the thread's clock moves 1 s a reading and the process's 100 s."""
+    from types import SimpleNamespace
+
+    from kreplica.errors import NONE
+
+    clock = SimpleNamespace(wall=0.0, thread=0.0, process=0.0)
+
+    def reading(name, step):
+        def read():
+            setattr(clock, name, getattr(clock, name) + step)
+            return getattr(clock, name)
+        return read
+
+    monkeypatch.setattr(bench_replication, "time", SimpleNamespace(
+        perf_counter=reading("wall", 2.0), thread_time=reading("thread", 1.0), process_time=reading("process", 100.0)))
+    produced = produce_replicated(_fake_cluster([NONE, NONE]), [b"x"], 2, 1)
+    assert (produced["seconds"], produced["cpu_seconds"]) == (2.0, 1.0)
+    log = bench_replication.open_single_log(tmp_path)
+    try:
+        assert bench_replication.append_single_log(log, _batches(10, 2, 1, 1), 2) == (2.0, 1.0)
+    finally:
+        log.close()
