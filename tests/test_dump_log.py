@@ -224,6 +224,28 @@ def test_log_demo_appends_the_records_asked_for(tmp_path, monkeypatch):
     assert ends == [1500] and list((tmp_path / "demo-0").iterdir()) == []  # the writer starts afresh
 
 
+def test_log_demo_progress_reaches_the_last_record_and_sizes_are_in_mb(tmp_path, monkeypatch):
+    """The bar moves every 50 batches and once more at the end, so a run of 51,500 records
+    ends at 51,500 (without the last update a run under 50 batches sits at 0 throughout); the summary's
+    MB are 10^6 bytes, as its GB/s are 10^9."""
+    import rich.progress
+    from rich.console import Console
+
+    from kreplica.tools.log_demo import _append
+
+    updates, sizes = [], []
+    update = rich.progress.Progress.update
+    monkeypatch.setattr(rich.progress.Progress, "update",
+                        lambda self, task, **kw: (updates.append(kw.get("completed")), update(self, task, **kw))[1])
+    close = Log.close
+    monkeypatch.setattr(Log, "close", lambda log: (sizes.append(log.size_in_bytes()), close(log))[1])
+    out = io.StringIO()
+    assert _append(Console(file=out, width=200), tmp_path / "demo-0", 51_500)
+    assert updates == [50_000, 51_500]
+    assert f"{sizes[0] / 1e6:,.0f}" != f"{sizes[0] / (1 << 20):,.0f}"  # the size tells MB from MiB
+    assert f"appended 51,500 records ({sizes[0] / 1e6:,.0f} MB) in " in out.getvalue()
+
+
 def test_a_demo_whose_writer_dies_says_so_fails_and_leaves_no_temporary_directory(tmp_path, monkeypatch):
     from rich.console import Console
 
