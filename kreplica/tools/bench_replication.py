@@ -280,7 +280,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-records", type=at_least(1), default=1000,
                         help="records per produce request (default 1000)")
     parser.add_argument("--batches", type=at_least(1), default=None,
-                        help="batches per size (default: ~50 MB of records)")
+                        help="batches per size (default: about 50 MiB of records)")
     parser.add_argument("--in-flight", type=at_least(1), default=32, help="acks=all requests outstanding")
     parser.add_argument("--repeat", type=at_least(1), default=3, help="rounds per size; the best counts")
     parser.add_argument("--data-dir", type=directory, default=None, help="where the temporary logs go")
