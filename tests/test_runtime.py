@@ -1,6 +1,6 @@
 import pytest
 
-from kreplica.runtime import ManualClock, RealScheduler, SimScheduler
+from kreplica.runtime import ManualClock, RealScheduler, SimScheduler, SystemClock
 
 
 def test_same_instant_events_run_in_schedule_order():
@@ -103,13 +103,13 @@ def _real_scheduler_on_a_held_clock(monkeypatch):
     from kreplica import runtime
 
     clock = SimpleNamespace(s=0.0)
-    monkeypatch.setattr(runtime, "time", SimpleNamespace(monotonic=lambda: clock.s, time=lambda: 1_700_000_000.0))
+    monkeypatch.setattr(runtime, "time", SimpleNamespace(monotonic=lambda: clock.s, time=lambda: 1_700_000_000.25))
     return runtime.RealScheduler(), clock
 
 
 def test_real_scheduler_runs_what_is_due_once_in_schedule_order_and_no_cancelled_timer(monkeypatch):
     sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
-    assert sched.now_ms() == 1_700_000_000_000  # epoch milliseconds, not time since start
+    assert sched.now_ms() == 1_700_000_000_250  # epoch milliseconds, not time since start, nor whole seconds
     seen = []
     sched.call_later(10, seen.append, "due-1")
     sched.call_later(10, seen.append, "due-2")
@@ -228,3 +228,61 @@ def test_real_scheduler_asks_its_predicate_at_least_every_50_ms_with_nothing_due
 def test_a_real_schedulers_random_numbers_follow_its_seed():
     """Cluster(seed=...) off virtual time places replicas with RealScheduler(seed).rng."""
     assert RealScheduler(7).rng.random() == RealScheduler(7).rng.random() != RealScheduler(8).rng.random()
+
+
+def test_the_system_clock_reads_epoch_milliseconds():
+    """SystemClock stamps what outlives the process (records, znodes), so it is the wall
+    clock in milliseconds, not a monotonic count from boot."""
+    import time
+
+    before = int(time.time() * 1000)
+    now = SystemClock().now_ms()
+    assert before <= now <= int(time.time() * 1000)
+
+
+def test_a_delay_of_minus_one_runs_after_what_is_already_due(monkeypatch):
+    """Every negative delay means now: a timer asked for 1 ms ago must not jump ahead of
+    the timers already due at this instant."""
+    sched, _ = _real_scheduler_on_a_held_clock(monkeypatch)
+    seen = []
+    sched.call_soon(seen.append, "soon")
+    sched.call_later(-1, seen.append, "minus-one")
+    assert sched.next_due_ms() == sched.now_ms()
+    sched.advance(0)
+    assert seen == ["soon", "minus-one"]
+
+
+class _EventMovesTheClock(_SleepMovesTheClock):
+    """As _SleepMovesTheClock, with an event's flag: a wait on a set event returns at once
+    (after 1 ms of held time, so a loop that keeps finding it set still ends)."""
+
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.flag, self.at_once = False, 0
+
+    def wait(self, timeout):
+        if self.flag:
+            self.at_once += 1
+            self.clock.s += 0.001
+            return
+        super().wait(timeout)
+
+    def set(self):
+        self.flag = True
+
+    def clear(self):
+        self.flag = False
+
+
+def test_a_wake_up_from_another_thread_wakes_the_loop_once_not_for_good(monkeypatch):
+    """A callback posted from another thread (a ZooKeeper watch) sets the wake-up event;
+    once woken, the loop clears it, so its next waits sleep again instead of returning at
+    once and spinning a core until the deadline."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = event = _EventMovesTheClock(clock)
+    seen = []
+    sched.call_soon_threadsafe(seen.append, "posted")
+    sched.advance(100)
+    assert seen == ["posted"]
+    assert event.at_once == 1
+    assert event.waits == [0.05, 0.049]
