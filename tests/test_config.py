@@ -279,3 +279,18 @@ def test_an_error_survives_pickling_and_copying_as_it_was(make):
     for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
         assert type(again) is type(error)
         assert (str(again), again.message, again.args) == (str(error), error.message, error.args)
+
+
+def test_a_failed_multis_op_index_survives_pickling_and_copying():
+    """A store error raised by ``Session.multi`` names the op that failed in ``op_index``,
+    set after construction; the client reads it to tell which write lost (a znode that
+    already existed, say), so it must come back with the error from a worker or a copy."""
+    import copy
+    import pickle
+
+    from kreplica.meta.store import NoNode
+
+    error = NoNode("/brokers/topics/bar")
+    error.op_index = 2
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert (type(again), str(again), again.op_index) == (NoNode, str(error), 2)
