@@ -229,10 +229,11 @@ def test_bad_client_calls(shared_cluster, call, error):
 
 
 @pytest.mark.parametrize("brokers", [[-1, 2], [-100, 2], ["1", "2"], ["a"], [1.5], [True, 2], None, 5, "12",
-                                     {1: "a", 2: "b"}])
+                                     {1: "a", 2: "b"}, bytearray(b"\x01\x02")])
 def test_broker_ids_must_be_integers_at_least_zero(brokers, tmp_path, monkeypatch):
     """-1 is NO_LEADER and -100 the cluster's own client node; "1" would build brokers
-    that never answer.  All are refused before anything starts."""
+    that never answer, and a bytearray is bytes, not the brokers 1 and 2.  All are
+    refused before anything starts."""
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

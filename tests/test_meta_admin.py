@@ -102,6 +102,9 @@ def test_create_topic_errors(store_env: StoreEnv) -> None:
      "replication_factor must be an integer"),
     (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: "1001"}), "assignment[0] must be a list"),
     (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: ["1001"]}), "must be an integer"),
+    # The bad replica is named by its place, not only by its list.
+    (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001, "1002"]}),
+     "assignment[0][1] must be an integer, got str '1002'"),
     (errors.InvalidReplicaAssignment, dict(topic="t", assignment={"0": [1001]}), "assignment partition must be"),
     (errors.InvalidReplicaAssignment, dict(topic="t", assignment=[[1001]]), "assignment must be a dict"),
     (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1, config=[("retention.ms", 1)]),
@@ -135,6 +138,8 @@ def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env:
          lambda: admin.elect_preferred_leaders(c, ["b0"])),
         (errors.InvalidConfig, "delete must be a list of str, got str 'retention.ms'",
          lambda: admin.alter_topic_config(c, "bar", delete="retention.ms")),
+        (errors.InvalidConfig, "delete[1] must be a str, got int 5",
+         lambda: admin.alter_topic_config(c, "bar", delete=["retention.ms", 5])),
         (errors.InvalidConfig, "set_config must be a dict",
          lambda: admin.alter_topic_config(c, "bar", [("retention.ms", 5)])),
         (errors.InvalidConfig, "'retention.ms' is both set and deleted",
