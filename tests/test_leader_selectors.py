@@ -137,3 +137,11 @@ def test_bound_selectors_read_the_context():
     unclean["t"] = False
     with pytest.raises(errors.NoReplicaOnline):
         b.offline(tp, state(9, [1]))
+
+
+def test_a_new_leaders_state_holds_its_isr_as_a_tuple_whatever_it_was_handed():
+    """An election's state is compared with what the store holds and kept in dicts; an ISR
+    handed over as a list would make it unhashable and unequal to the same state read back."""
+    new = state(1, [1, 2]).with_leader(2, [2])
+    assert new == LeaderAndIsr(2, 6, (2,), 7, 1)
+    assert hash(new) == hash(LeaderAndIsr(2, 6, (2,), 7, 1))

@@ -85,6 +85,16 @@ def test_acks_0_answers_at_once(tmp_path):
     h.close()
 
 
+def test_a_produce_answer_on_a_create_time_topic_carries_no_log_append_time(tmp_path):
+    """As Kafka's ProduceResponse: log_append_time_ms is -1 unless the topic stamps
+    LogAppendTime, so a client keeps its own timestamps rather than reading 0 (1970)."""
+    h = _cluster(tmp_path)
+    for acks in (1, -1):
+        r = h.produce_sync(TP, [b"a"], acks=acks)
+        assert (r.error_code, r.log_append_time_ms) == (errors.NONE, -1)
+    h.close()
+
+
 def test_acks_all_times_out_when_a_follower_is_gone(tmp_path):
     h = _cluster(tmp_path)  # lag time 30 s: the dead follower stays in the ISR
     h.crash(3)
@@ -910,6 +920,9 @@ def test_offsets_for_leader_epoch_fences_the_askers_epoch(tmp_path):
     assert ask(0) == errors.FencedLeaderEpoch.code
     assert ask(2) == errors.UnknownLeaderEpoch.code
     assert ask(1) == errors.NONE
+    # Left out, the current epoch is Kafka's -1: not checked, not taken as epoch 0 and fenced.
+    unchecked = OffsetsForLeaderEpochRequest(2, (OffsetForLeaderPartition(TP, 0),))
+    assert rm.handle_offsets_for_leader_epoch(unchecked).partitions[0].error_code == errors.NONE
     h.close()
 
 
