@@ -17,7 +17,7 @@ from kreplica.protocol import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from kreplica.records import encode_batch
+from kreplica.records import decode_batches, encode_batch
 from kreplica.replica import Role
 from kreplica.replica.isr_state import IsrPhase
 from replica_harness import Harness
@@ -92,6 +92,24 @@ def test_a_produce_answer_on_a_create_time_topic_carries_no_log_append_time(tmp_
     for acks in (1, -1):
         r = h.produce_sync(TP, [b"a"], acks=acks)
         assert (r.error_code, r.log_append_time_ms) == (errors.NONE, -1)
+    h.close()
+
+
+def test_a_produce_answer_on_a_log_append_time_topic_carries_the_time_the_leader_stamped(tmp_path):
+    """As Kafka's ProduceResponse: under LogAppendTime the answer gives the broker's stamp
+    (the batch's max timestamp in the log), for acks=1 and acks=all alike; an answer
+    without an offset (here a timed-out acks=all) gives -1."""
+    h = _cluster(tmp_path, {"message.timestamp.type": "LogAppendTime"})
+    for acks in (1, -1):
+        h.advance(5000)
+        stamped = h.scheduler.now_ms()
+        r = h.produce_sync(TP, [b"a"], acks=acks)
+        assert (r.error_code, r.log_append_time_ms) == (errors.NONE, stamped)
+        batch = h.partition(1, TP).log.read(r.base_offset, 1 << 20)
+        assert next(iter(decode_batches(batch.view))).max_timestamp == stamped
+    h.crash(3)  # stays in the ISR (lag time 30 s): acks=all cannot be met
+    r = h.produce_sync(TP, [b"b"], acks=-1, timeout_ms=200)
+    assert (r.error_code, r.base_offset, r.log_append_time_ms) == (errors.RequestTimedOut.code, -1, -1)
     h.close()
 
 

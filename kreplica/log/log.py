@@ -59,6 +59,7 @@ class LogAppendInfo:
     num_batches: int
     valid_bytes: int
     log_start_offset: int
+    log_append_time: int = -1  # the time a leader stamped, under LogAppendTime; -1 under CreateTime
 
 
 class LogSlice:
@@ -333,7 +334,8 @@ class Log:
                     f"batch of {len(batch)} bytes exceeds max.message.bytes={self.config.max_message_bytes}"
                 )
             self._segment_for(len(batch), base, last, now).append_encoded(batch, base, last, ts)
-            return self._appended(base, last, ts, len(items), 1, len(batch), leader_epoch, now)
+            return self._appended(base, last, ts, len(items), 1, len(batch), leader_epoch, now,
+                                  now if self._log_append_time else -1)
         finally:
             batch.release()
 
@@ -405,10 +407,11 @@ class Log:
             for epoch, start in run.epoch_starts(self.leader_epoch_cache.latest_epoch):
                 self.leader_epoch_cache.assign(epoch, start, durable=False)
         max_ts = append_time if append_time is not None else run.max_timestamp
-        return self._appended(base, last, max_ts, last - base + 1, run.count, len(data), restamp_epoch, now)
+        return self._appended(base, last, max_ts, last - base + 1, run.count, len(data), restamp_epoch, now,
+                              -1 if append_time is None else append_time)
 
     def _appended(self, base: int, last: int, max_ts: int, records: int, batches: int, nbytes: int,
-                  leader_epoch: int | None, now: int) -> LogAppendInfo:
+                  leader_epoch: int | None, now: int, append_time: int) -> LogAppendInfo:
         self._leo = last + 1
         if leader_epoch is not None and leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, base, durable=False)
@@ -416,7 +419,7 @@ class Log:
         if (self._unflushed_records >= self.config.flush_messages
                 or now - self._last_flush_ms >= self.config.flush_ms):
             self.flush()
-        return LogAppendInfo(base, last, max_ts, records, batches, nbytes, self._log_start)
+        return LogAppendInfo(base, last, max_ts, records, batches, nbytes, self._log_start, append_time)
 
     def _segment_for(self, nbytes: int, base: int, last: int, now: int) -> LogSegment:
         """The segment to append to, rolling first when Kafka would."""

@@ -26,6 +26,7 @@ class ProduceStatus:
     base_offset: int
     error_code: int
     waiting: bool
+    log_append_time: int = -1  # the leader's stamp under LogAppendTime, given back with the offset
 
 
 class DelayedProduce(DelayedOperation):
@@ -71,6 +72,8 @@ class DelayedProduce(DelayedOperation):
         results = []
         for s in self.statuses:
             code = errors.RequestTimedOut.code if s.waiting else s.error_code
-            base = s.base_offset if code == errors.NONE else -1
-            results.append(ProducePartitionResult(s.tp, code, base))
+            if code == errors.NONE:
+                results.append(ProducePartitionResult(s.tp, code, s.base_offset, s.log_append_time))
+            else:
+                results.append(ProducePartitionResult(s.tp, code))
         self._respond(ProduceResponse(tuple(results)))

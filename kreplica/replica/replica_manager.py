@@ -410,13 +410,15 @@ class ReplicaManager:
             except errors.KReplicaError as e:
                 statuses.append(ProduceStatus(pp.tp, -1, -1, e.code, False))
                 continue
-            statuses.append(ProduceStatus(pp.tp, info.last_offset + 1, info.first_offset, errors.NONE, req.acks == -1))
+            statuses.append(ProduceStatus(pp.tp, info.last_offset + 1, info.first_offset, errors.NONE, req.acks == -1,
+                                          info.log_append_time))
             # Parked follower fetches have new data.
             self.fetch_purgatory.check_and_complete(pp.tp)
         if req.acks != -1 or not any(s.waiting for s in statuses):
             for s in statuses:
                 s.waiting = False
-            respond(ProduceResponse(tuple(ProducePartitionResult(s.tp, s.error_code, s.base_offset) for s in statuses)))
+            respond(ProduceResponse(tuple(ProducePartitionResult(s.tp, s.error_code, s.base_offset, s.log_append_time)
+                                          for s in statuses)))
             return
         op = DelayedProduce(req.timeout_ms, statuses, self.partitions.get, respond)
         self.produce_purgatory.try_complete_else_watch(op, [s.tp for s in statuses if s.waiting])
