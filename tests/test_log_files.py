@@ -438,3 +438,48 @@ def test_an_offset_in_list_plans_a_read_that_reaches_its_largest_offset(tmp_path
     opts = ReadOptions.from_options({"path": d, "topic": "t"})
     read = [o for s in plan_slices(opts, pushdown, {0: 18}) for o in _offsets(s)]
     assert {4, 7, 13} <= set(read) and min(read) >= 3 and max(read) <= 14
+
+
+# ---- the sixty-fourth review (docs/engine-audit.md, SP3-..) ----------------------------------
+
+def test_max_partition_bytes_cuts_a_slice_once_it_reaches_the_size(tmp_path):
+    """Six 91-byte batches, an index entry each, cut at 182 bytes: three slices of two
+    batches, each exactly the size asked for, not one batch over it; all 18 records once."""
+    path, positions, sizes = _sealed(tmp_path)
+    assert set(sizes) == {91}
+    [part] = list_partitions(str(tmp_path), "t")
+    [seg] = part.segments
+    slices = seg.slices(OffsetBounds(0, 18, 18), None, 2 * 91, topic="t", partition=0, on_corrupt="fail",
+                        corrupt_report=None)
+    assert [(s.start_position, s.end_position) for s in slices] == [
+        (0, positions[2]), (positions[2], positions[4]), (positions[4], None)]
+    assert [o for s in slices for o in _offsets(s)] == list(range(18))
+
+
+def test_a_committed_read_of_the_active_segment_fails_at_a_bad_batch_below_the_high_watermark(tmp_path):
+    """Planned as Spark plans it: the HW checkpoint says 18 were committed, and the batch at
+    offsets 9..11 is corrupt.  The read must say so, not stop there and return 9 rows."""
+    from kreplica.spark.datasource import Pushdown, ReadOptions, _partitions_of, _upper_bounds, plan_slices
+
+    path, positions, sizes = _sealed(tmp_path)
+    _write(str(tmp_path), "replication-offset-checkpoint", {("t", 0): 18})
+    with open(path, "r+b") as f:
+        f.seek(positions[3] + sizes[3] - 2)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([last[0] ^ 0xFF]))
+    opts = ReadOptions.from_options({"path": str(tmp_path), "topic": "t"})
+    [s] = plan_slices(opts, Pushdown(), _upper_bounds(opts, _partitions_of(opts)))
+    with pytest.raises(CorruptMessage, match="before offset 18"):
+        _offsets(s)
+
+
+@pytest.mark.parametrize("option, value", [("max_partition_bytes", "0"), ("max_partition_bytes", "0k"),
+                                           ("max_records_per_trigger", "0")])
+def test_an_option_that_would_ask_for_nothing_is_refused(tmp_path, option, value):
+    """A 0-byte input partition or a 0-record trigger is a mistake, not "no limit"."""
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import ReadOptions
+
+    with pytest.raises(InvalidConfig, match=option):
+        ReadOptions.from_options({"path": str(tmp_path), "topic": "t", option: value})
