@@ -342,6 +342,23 @@ def test_a_local_outs_report_goes_under_it_whatever_its_scheme(scheme, monkeypat
     assert made == [str(out / "_report")], capsys.readouterr().err
 
 
+def test_a_report_may_list_no_failing_runs_on_the_default_two_core_master(monkeypatch, tmp_path, capsys):
+    """``--max-failing 0`` reports the counts and lists no failing run (its help allows
+    0); without ``--master`` the session is ``local[2]``, as the help says (the
+    sixty-fourth review)."""
+    import types
+
+    made = []
+    monkeypatch.setattr("kreplica.spark.session.local_session",
+                        lambda master, **kwargs: made.append(master) or _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.done_runs", lambda spark, out: object())
+    monkeypatch.setattr("kreplica.spark.sweep.read_results", lambda spark, out: None)
+    monkeypatch.setattr("kreplica.spark.report.build_report", lambda spark, runs, report_dir, max_failing, **kw:
+                        made.append(max_failing) or types.SimpleNamespace(markdown="r.md", failing_total=3))
+    assert cli.main(["sweep", "--out", str(tmp_path / "out"), "--report-only", "--max-failing", "0"]) == 0
+    assert made == ["local[2]", 0], capsys.readouterr().err
+
+
 def test_sweep_signals_cancel_the_jobs_a_second_stops_at_once_and_the_handlers_come_back():
     """The first Ctrl-C or SIGTERM cancels Spark's jobs from a thread; a second raises at
     once; installing again after Spark started (it sets its own SIGINT handler) must not

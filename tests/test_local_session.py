@@ -153,3 +153,11 @@ def test_a_cluster_sessions_executor_interpreter_is_exported_before_the_jvm_star
     assert builder["env"] == {"PYSPARK_PYTHON": "./env/bin/python", "PYSPARK_DRIVER_PYTHON": sys.executable,
                               "SPARK_LOCAL_IP": None}
     assert builder["conf"]["spark.archives"] == "env.tar.gz#env"
+
+
+def test_a_session_without_a_master_runs_two_local_cores(bare, builder):
+    """The default is ``local[2]``, not every core of a machine shared with other work;
+    a local master still binds the driver to the loopback address (the sixty-fourth review)."""
+    session.local_session()
+    assert (builder["master"], builder["app"]) == ("local[2]", "kreplica")
+    assert builder["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"

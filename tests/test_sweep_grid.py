@@ -428,3 +428,124 @@ def test_more_jobs_than_expected_never_shrink_the_bars_total():
     counts = bar.tracker.poll()
     assert (counts.completed, counts.total) == (3, 6)
     assert bar._total(counts) == 6
+
+
+# ---- the sixty-fourth review (docs/engine-audit.md, SP3-..) ----------------------------------
+
+def test_a_grid_file_may_name_its_one_scenario_as_a_string(tmp_path):
+    """``scenarios = "random-chaos"`` is one scenario, not one per letter of its name."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('scenarios = "random-chaos"\nseeds = "1..2"\n')
+    assert Grid.load(grid) == Grid.from_axes(["random-chaos"], {}, "1..2")
+
+
+def test_a_seed_past_32_bits_keeps_its_value_in_the_row():
+    """Seeds are any non-negative integers (``--seeds 4294967296..4294967300``); the row's
+    seed column must hold them, as the JVM's index arithmetic does (a long)."""
+    import pyarrow as pa
+
+    from kreplica.spark.sweep import _arrow_schema, parse_seeds
+
+    first, last = parse_seeds("4294967296..4294967300")
+    [back] = pa.RecordBatch.from_pylist([{"scenario": SCENARIO, "seed": last}], schema=_arrow_schema()).to_pylist()
+    assert back["seed"] == last == 2**32 + 4
+
+
+def test_a_stray_file_named_like_a_scratch_directory_is_left_alone(tmp_path, monkeypatch):
+    """Every sweep task sweeps the host's data root first; a file there that happens to be
+    named ``kreplica-sweep-*`` is not a scratch directory, and must not fail the task."""
+    monkeypatch.setattr("kreplica.sim.world.default_data_root", lambda: str(tmp_path))
+    stray = tmp_path / "kreplica-sweep-notes"
+    stray.write_text("not a sweep's")
+    old = time.time() - 120
+    os.utime(stray, (old, old))
+    assert remove_orphaned_scratch(keep="") == []
+    assert stray.read_text() == "not a sweep's"
+
+
+def test_a_rows_throughput_and_reelection_percentiles_are_the_ones_simulate_prints():
+    """The row's per-run figures are `kreplica simulate`'s for the same run: throughput is
+    every completed write (acks=1 here, so none is an acks=all ack) per virtual second, and
+    the percentiles are p50 and p99 of the re-election times."""
+    from kreplica.sim import world
+    from kreplica.sim.report import Summary, percentile, writes_per_virtual_s
+
+    config = RunConfig(acks="1")
+    row = run(RunSpec("random-chaos", config, 1))
+    summary = Summary()
+    summary.add(world.run(build_scenario("random-chaos", config), 1))
+    printed = summary.to_dict()
+    assert printed["acked_writes"] == 0 < printed["writes_completed"]
+    assert percentile(row["reelect_ms"], 95) < printed["reelect_ms_p99"]
+    assert (row["reelect_p50_ms"], row["reelect_p99_ms"]) == (printed["reelect_ms_p50"], printed["reelect_ms_p99"])
+    assert row["throughput"] == writes_per_virtual_s(printed["writes_completed"], printed["virtual_ms"])
+
+
+def test_the_report_counts_every_run_and_labels_columns_and_axes_as_the_keys_do():
+    """The markdown's first line counts runs, not configurations; the "read then lost" and
+    "unclean" columns hold their own figures; a float axis is labelled as its key writes it
+    (fault_rate=2, not 2.0), so a label can be found among the configurations listed."""
+    from kreplica.spark.report import _table_rows, markdown
+
+    rows = [_summary_row(fault_rate=0.5, config_key=RunConfig(fault_rate=0.5).key, runs=4,
+                         superseded_reads=7, unclean_elections=2),
+            _summary_row(fault_rate=2.0, config_key=RunConfig(fault_rate=2).key, runs=6,
+                         superseded_reads=0, unclean_elections=5)]
+    head, body = _table_rows(rows)
+    assert [dict(zip(head, line))["configuration"] for line in body] == ["fault_rate=0.5", "fault_rate=2"]
+    assert [(dict(zip(head, line))["read then lost"], dict(zip(head, line))["unclean"]) for line in body] == [
+        ("7", "2"), ("0", "5")]
+    md = markdown(rows, [], [], 0, [], "out")
+    assert "10 runs in `out`, 2 configurations, 0 failing runs." in md
+    assert "fault_rate=2,until_ms=-`" in md
+
+
+class _FailingTracker(_Tracker):
+    """A stage with tasks that failed and tasks still running."""
+
+    def getStageInfo(self, stage_id):
+        return type("StageInfo", (), {"numCompletedTasks": 3, "numTasks": 8,
+                                      "numFailedTasks": 2, "numActiveTasks": 1})
+
+
+def test_the_bar_tells_failed_tasks_from_running_ones_and_ends_on_the_last_figures():
+    """Failed and running tasks are counted apart (a retried task is not running), and the
+    bar, once the sweep is over, shows what the tracker said last, not the previous poll's."""
+    import io
+
+    from rich.console import Console
+
+    from kreplica.spark.progress import SparkProgress
+
+    tracker = _FailingTracker()
+    tracker.jobs = {1: ("RUNNING", {10: None})}
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    counts = SparkProgress(sc, "g", expect_jobs=1, expect_tasks=8).tracker.poll()
+    assert (counts.completed, counts.total, counts.failed, counts.active) == (3, 8, 2, 1)
+
+    tracker = _Tracker()
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    bar = SparkProgress(sc, "g", expect_jobs=1, expect_tasks=4, interval_s=3600,
+                        console=Console(file=io.StringIO()))
+    with bar:
+        tracker.jobs = {1: ("RUNNING", {10: (1, 4)})}
+        bar.refresh()
+        tracker.jobs = {1: ("SUCCEEDED", {10: (4, 4)})}
+    [task] = bar._progress.tasks
+    assert (bar.last.completed, task.completed, task.total) == (4, 4, 4)
+
+
+@pytest.mark.parametrize("k, n, low, high", [(0, 10, 0.0, 0.2775), (1, 4, 0.0456, 0.6994), (5, 10, 0.2366, 0.7634)])
+def test_the_wilson_sql_gives_the_textbook_interval(k, n, low, high):
+    """The report's 95% Wilson score interval, its SQL evaluated here in Python, against
+    published values; test_spark_sweep checks the same SQL on Spark."""
+    import math
+
+    from kreplica.spark.report import wilson_sql
+
+    def evaluate(sql):
+        python = sql.replace("greatest(0D,", "max(0.0,").replace("least(1D,", "min(1.0,")
+        return eval(python, {"sqrt": math.sqrt, "max": max, "min": min, "k": float(k), "n": float(n)})
+
+    lo_sql, hi_sql = wilson_sql("k", "n")
+    assert (round(evaluate(lo_sql), 4), round(evaluate(hi_sql), 4)) == (low, high)
