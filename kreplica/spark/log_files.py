@@ -167,8 +167,10 @@ class SegmentFiles:
                topic: str, partition: int, on_corrupt: str,
                corrupt_report: str | None, on_missing: str = "fail") -> list[SegmentSlice]:
         """Ranges of this segment that may hold offsets in ``bounds`` with
-        timestamps >= ``timestamp_lo``, each at most ``max_bytes`` where batch
-        boundaries allow."""
+        timestamps >= ``timestamp_lo``, cut at batch starts the offset index names: a
+        slice ends at the first indexed batch at least ``max_bytes`` past its start, so
+        all but the last hold at least ``max_bytes`` and may run over by up to one index
+        interval and a batch."""
         lo, hi = bounds.lo, bounds.hi
         seg_end = self.next_base_offset
         if self._misses(lo, hi):
