@@ -291,3 +291,45 @@ def test_a_first_fetch_below_the_leo_says_nothing_about_earlier_catching_up():
     assert not r.is_caught_up(60, 1000)
     r.update_fetch_state(fetch_offset=5, log_start_offset=0, now_ms=70, leader_leo=8)
     assert r.last_caught_up_ms == 50  # reached the LEO of its previous fetch
+
+
+# ---- fourth replica-layer mutant pass (sixty-fifth review) ------------------------------------
+def test_a_follower_exactly_at_the_epoch_start_joins(rig):
+    """Both join bounds are inclusive: a follower whose LEO is exactly where the leader's
+    epoch began (and the HW) is proposed into the ISR."""
+    rig.lead(isr=(1, 2))
+    rig.append(4)
+    rig.fetch(2, 4)
+    rig.lead(isr=(1, 2), epoch=1, version=1)  # epoch 1 starts at 4, the HW is 4 already
+    assert (rig.p.high_watermark, rig.p.leader_epoch_start_offset) == (4, 4)
+    rig.fetch(3, 4)
+    assert [req.new_isr for req, _ in rig.proposals] == [(1, 2, 3)]
+
+
+def test_a_replica_added_under_the_same_epoch_must_fetch_before_it_holds_the_hw(rig):
+    """A LeaderAndIsr for the same epoch that adds replica 3 to the assignment (a
+    reassignment) gives it no caught-up standing: it never fetched, so it does not
+    hold the HW back."""
+    rig.p.make_leader(LeaderAndIsrPartitionState(TP, 1, 1, 0, (1, 2), 0, (1, 2)))
+    rig.append(4)
+    rig.fetch(2, 4)
+    assert rig.p.high_watermark == 4
+    rig.p.make_leader(LeaderAndIsrPartitionState(TP, 1, 1, 0, (1, 2), 1, (1, 2, 3)))
+    assert sorted(rig.p.remote_replicas) == [2, 3]
+    rig.append(2)
+    rig.fetch(2, 6)
+    assert rig.p.high_watermark == 6
+
+
+def test_min_isr_before_the_append_counts_the_committed_isr_not_a_joining_replica(tmp_path):
+    """Before the append the store's ISR is what counts (Kafka's isr.size): a replica whose
+    join is only proposed does not let an acks=all write in under min.insync.replicas."""
+    rig = Rig(tmp_path, min_isr=2)
+    rig.lead(isr=(1,))
+    rig.append(1)
+    rig.fetch(3, 1)
+    assert rig.p.isr_state.phase is IsrPhase.PENDING_EXPAND and rig.p.isr_state.maximal_isr == {1, 3}
+    with pytest.raises(errors.NotEnoughReplicas):
+        rig.p.append_records_to_leader(encode_batch([b"x"], timestamp_ms=0), -1)
+    assert rig.p.log_end_offset == 1
+    rig.log.close()

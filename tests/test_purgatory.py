@@ -224,3 +224,22 @@ def test_the_periodic_purge_keeps_the_operations_still_waiting():
     flags["k2"] = True
     assert p.check_and_complete("k2") == 1
     assert answers == [("done", done_first), ("done", waiting)]
+
+
+def test_an_unbounded_pass_leaves_the_survivors_ordered_for_the_next_bounded_one():
+    """A pass over every watcher (leadership lost) puts those still waiting back as a heap:
+    a later bounded pass must find the smallest order first, or it stops short of an
+    operation its bound covers."""
+    s = SimScheduler()
+    state = {"level": 0, "bound": 0}
+    p = Purgatory(s, "t", bound=lambda key: state["bound"])
+    answers = []
+    ops = [Counted(need, state, answers) for need in (10, 30, 20)]
+    for op in ops:
+        p.try_complete_else_watch(op, ["k"])
+    state["bound"], state["level"] = None, 10
+    assert p.check_and_complete("k") == 1  # 10 completes; 30 and 20 stay
+    state["bound"] = state["level"] = 20
+    assert p.check_and_complete("k") == 1
+    assert [op.need for _, op in answers] == [10, 20]
+    assert p.watched("k") == 1
