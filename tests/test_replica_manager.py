@@ -1006,3 +1006,77 @@ def test_an_out_of_range_answer_does_not_count_as_telling_the_follower_the_hw(tm
     rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 5),), max_wait_ms=5000), got.append)
     assert got and got[0].partitions[0].high_watermark == 5
     h.close()
+
+
+# ---- fourth replica-layer mutant pass (sixty-fifth review) ---------------------------------------
+def test_a_consumer_fetch_with_no_wait_is_answered_inside_the_call(tmp_path):
+    """max_wait_ms=0 never parks, even with nothing to read: the answer is given before
+    handle_fetch returns, not by a zero-length timer on the scheduler."""
+    h = _cluster(tmp_path)
+    got = []
+    h.brokers[1].handle_fetch(FetchRequest(-1, (FetchPartition(TP, 0),), max_wait_ms=0, min_bytes=1), got.append)
+    assert len(got) == 1 and len(got[0].partitions[0].records) == 0
+    assert h.brokers[1].fetch_purgatory.watched(TP) == 0
+    h.close()
+
+
+def test_a_long_poll_wakes_for_data_on_any_of_its_partitions(tmp_path):
+    """A parked fetch is watched under every partition it names: data committed on the
+    second one answers it at once, not at max_wait_ms."""
+    h = _cluster(tmp_path)
+    other = _another_partition(h, TopicPartition("bar", 1))
+    start = h.scheduler.now_ms()
+    got = []
+    req = FetchRequest(-1, (FetchPartition(TP, 0), FetchPartition(other, 0)), max_wait_ms=5000)
+    h.transport.send(-7, 1, req, lambda r: got.append((h.scheduler.now_ms(), r)))
+    h.advance(100)
+    assert got == []
+    h.produce_sync(other, [b"a"])
+    assert h.run_until(lambda: bool(got), 100)
+    at, resp = got[0]
+    assert at - start < 5000 and len(resp.partitions[1].records) > 0
+    h.close()
+
+
+def test_stop_replica_with_the_current_leader_epoch_is_applied(tmp_path):
+    """Only an older epoch is fenced: the controller's usual StopReplica carries the epoch
+    the replica runs, and it must stop (and here delete) the replica."""
+    h = _cluster(tmp_path)
+    h.elect(TP, 1)  # epoch 1
+    rm = h.brokers[2]
+    current = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True, leader_epoch=1),))
+    assert rm.handle_stop_replica(current).partition_errors == ((TP, errors.NONE),)
+    assert TP not in rm.partitions and not (h.data_dir(2) / "bar-0").exists()
+    h.close()
+
+
+def test_an_init_leader_and_isr_deletes_an_unlisted_partition_not_yet_opened(tmp_path):
+    """After a restart a partition dir is found on disk but opens only when named: an INIT
+    LeaderAndIsr that does not list it deletes it all the same, checkpoint entry included."""
+    h = _cluster(tmp_path)
+    other = _another_partition(h, TopicPartition("old", 3))
+    h.crash(2, clean=True)
+    rm = h.start(2)
+    assert other not in rm.partitions and (h.data_dir(2) / "old-3").is_dir()
+    req = LeaderAndIsrRequest(0, h.controller_epoch, (h.leader_and_isr_state(TP),), is_init=True)
+    assert rm.handle_leader_and_isr(req).error_code == errors.NONE
+    assert not (h.data_dir(2) / "old-3").exists()
+    rm.checkpoint_high_watermarks()
+    assert other not in OffsetCheckpointFile(h.data_dir(2) / "replication-offset-checkpoint").read()
+    h.close()
+
+
+def test_a_hw_checkpoint_before_the_leader_and_isr_keeps_the_restarted_replicas_hw(tmp_path):
+    """A restarted broker checkpoints HWs on its timer before the controller names its
+    partitions: a partition not opened yet keeps the HW the last run wrote, in the file
+    and when it is opened."""
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    h.crash(2, clean=True)
+    rm = h.start(2)
+    rm.checkpoint_high_watermarks()
+    assert OffsetCheckpointFile(h.data_dir(2) / "replication-offset-checkpoint").read() == {TP: 2}
+    h.send_leader_and_isr(TP, [2])
+    assert h.partition(2, TP).high_watermark == 2
+    h.close()
