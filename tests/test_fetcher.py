@@ -363,3 +363,36 @@ def test_an_out_of_range_answer_without_the_leaders_end_backs_off_and_keeps_the_
     assert h.run_until(lambda: len(leader.fetches()) >= 2, 1000)
     first, second = leader.fetches()[:2]
     assert first[1] == second[1] == 3 and second[0] - first[0] >= 100
+
+
+# ---- fourth replica-layer mutant pass (sixty-fifth review) ---------------------------------------
+def test_the_leaders_log_start_is_adopted_under_the_hw_the_same_answer_brings(tmp_path):
+    """KIP-107 bounds a follower's log start by its HW: the answer's HW is applied first,
+    so one answer carrying records, HW 4 and log start 2 leaves the follower starting at
+    2, not held at its old HW 0 until the next answer."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    batch = encode_batch([b"a", b"b", b"c", b"d"], base_offset=0, leader_epoch=1, timestamp_ms=0)
+    leader.answer = lambda req: (
+        _answer(errors.NONE, hw=4, leo=4, start=2, records=batch)(req)
+        if req.partitions[0].fetch_offset == 0 else None
+    )
+    _follow(rm)
+    h.advance(1)
+    p = rm.partitions[TP]
+    assert (p.log_end_offset, p.high_watermark, p.log_start_offset) == (4, 4, 2)
+    assert len(leader.fetches()) == 2  # the second (at 4) is never answered
+
+
+def test_an_unknown_leader_epoch_answer_to_the_epoch_question_is_retried(tmp_path):
+    """The leader has not taken the epoch the follower asks under yet (its LeaderAndIsr is
+    late): UNKNOWN_LEADER_EPOCH is retried after the backoff, not the end of fetching the
+    way FENCED_LEADER_EPOCH is."""
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    answers = iter([_epoch_answer(-1, -1, errors.UnknownLeaderEpoch.code), _epoch_answer(0, 3)])
+    leader.answer = lambda req: next(answers) if isinstance(req, OffsetsForLeaderEpochRequest) else None
+    _follow(rm)
+    h.advance(150)
+    epoch_asks = [t for t, r in leader.requests if isinstance(r, OffsetsForLeaderEpochRequest)]
+    assert epoch_asks == [0, 100]
+    assert leader.fetches() == [(100, 3)]
+    assert rm.partitions[TP].log_end_offset == 3
