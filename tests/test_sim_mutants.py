@@ -213,7 +213,8 @@ def _follower_append_keeps_no_epochs(self: Log, data: Any, run: Any, restamp_epo
     append_time = now if restamp_epoch is not None and self._log_append_time else None
     seg.append_run(data, run, restamp_epoch, append_time)
     max_ts = append_time if append_time is not None else run.max_timestamp
-    return self._appended(base, last, max_ts, last - base + 1, run.count, len(data), restamp_epoch, now)
+    return self._appended(base, last, max_ts, last - base + 1, run.count, len(data), restamp_epoch, now,
+                          -1 if append_time is None else append_time)
 
 
 def _hw_checkpoint_writes_the_leo(self: ReplicaManager) -> None:
