@@ -115,10 +115,10 @@ def test_retention_may_delete_only_what_is_committed():
     c.on_retention(1, "t-0", hw=120, start=100)
     c.on_retention(1, "t-0", hw=120, start=120)  # up to the HW: every deleted batch was committed
     assert c.violation is None
-    c.on_retention(2, "t-0", hw=120, start=140)
+    c.on_retention(2, "t-0", hw=120, start=121)  # one offset above: already uncommitted
     v = c.violation
     assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and v.broker == 2
-    assert "[120, 140)" in v.message
+    assert "[120, 121)" in v.message
 
 
 def test_a_follower_is_judged_only_above_the_log_start_a_leader_has_had(make):
@@ -770,6 +770,7 @@ def test_violation_carries_the_partitions_last_events():
     c.set_time(99)
     c.fail(Invariant.REPLICA_DIVERGENCE, "t-0", 1, "boom")
     trace = c.violation.trace
+    assert len(trace) == 10 and trace[0].data["offset"] == 41  # the last 9 acks, then the violation
     assert all(e.tp == "t-0" for e in trace) and trace[-1].kind == "violation"
     assert "VIOLATION 3-replica-divergence" in c.violation.describe()
 
@@ -1428,10 +1429,10 @@ def test_every_batch_a_consumer_reads_is_counted_superseded_or_not():
     m = c.model("t-0")
     m.leaders, m.leader, m.epoch = {0: 1, 1: 2}, 2, 1
     m.superseded.append((1, 1, "unclean-election"))
-    c.on_consume("t-0", [(0, 0, 0, 11), (1, 1, 0, 12)], 5, leader=1)  # 1 superseded
+    c.on_consume("t-0", [(0, 0, 0, 11), (1, 1, 0, 12), (2, 2, 0, 13)], 5, leader=1)  # 1, 2 superseded
     c.on_consume("t-0", [(0, 0, 0, 11)], 5, leader=2)
-    assert c.violation is None and len(c.superseded_reads) == 1
-    assert c.consumed_batches == 3
+    assert c.violation is None and [r.offset for r in c.superseded_reads] == [1, 2]
+    assert c.consumed_batches == 4
 
 
 @pytest.mark.parametrize("case", ["ack-time", "commit-time-superseded", "back-same-ms", "drop-above"])
@@ -1531,11 +1532,12 @@ def test_a_later_leader_with_a_lower_log_start_does_not_lower_the_expired_mark(m
     assert c.models["t-0"].expired_below == 2
 
 
-def _late_zombie(make, c, seen_hw, enters=2):
+def _late_zombie(make, c, seen_hw, enters=2, unserved=None):
     """Leader 1 commits a, b in epoch 3 and is re-elected alone in epoch 6; broker 2 holds
-    a, b (from epoch 3, b from epoch 5 if its log ``enters`` epoch 5 at 1) and, unseen since
-    (``seen_hw``: its HW when the checker last saw it, as a follower; None: never seen),
-    was elected alone in epoch 5, its HW 2."""
+    a, b (from epoch 3, b from epoch 5 if its log ``enters`` epoch 5 at 1, or from the
+    ``unserved`` epoch no one was seen serving) and, unseen since (``seen_hw``: its HW when
+    the checker last saw it, as a follower; None: never seen), was elected alone in epoch
+    5, its HW 2."""
     first = make("first", Role.LEADER, 3, isr=(1, 2))
     append(first, [b"a"], 3)
     append(first, [b"b"], 3)
@@ -1544,7 +1546,7 @@ def _late_zombie(make, c, seen_hw, enters=2):
     c.observe(1, "t-0", first, None)
     zombie = make("zombie", Role.FOLLOWER, 3, isr=(1, 2))
     append(zombie, [b"a"], 3, commit=False)
-    append(zombie, [b"b"], 3 if enters == 2 else 5, commit=False)
+    append(zombie, [b"b"], (unserved or 3) if enters == 2 else 5, commit=False)
     if seen_hw is not None:
         zombie.log.maybe_increment_high_watermark(seen_hw)
         c.observe(2, "t-0", zombie, FetchPhase.FETCHING)
@@ -1593,3 +1595,78 @@ def test_a_leader_holding_a_damaged_copy_of_a_batch_below_its_hw_is_divergence(m
     v = c.violation
     assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 1
     assert "do not match" in v.message and c.models["t-0"].canon == {}
+
+
+# ---- fourth mutation pass (sixty-seventh review) ------------------------------------------------
+
+
+def test_a_raised_min_isr_keeps_the_cluster_default_as_its_floor():
+    """min.insync.replicas=2 by default, raised to 3 for one topic: a leader may still act on
+    the 2 it read before the change, so an answer with an ISR of exactly 2 is no violation;
+    one below 2 is."""
+    c = Checker(History(), min_isr_default=2)
+    c.on_topic_config("high", "min.insync.replicas", "3")
+    c.on_acks_all_answered(1, "high-0", 0, (1, 2))
+    assert c.violation is None
+    c.on_acks_all_answered(1, "high-0", 1, (1,))
+    assert c.violation is not None and "below min.insync.replicas=2" in c.violation.message
+
+
+def test_a_leaderless_isr_the_store_shows_before_any_leader_was_seen_is_adopted(make):
+    """Only followers seen so far (the ISR served is unknown, empty): a shrink the store shows
+    without a leader is what the first election seen is judged against."""
+    c = Checker(History())
+    follower = make("f", Role.FOLLOWER, 0, isr=(1, 2))
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    c.on_store_state("t-0", -1, 1, (2,))
+    assert c.models["t-0"].isr == (2,)
+    leader = make("l", Role.LEADER, 2, isr=(1,))
+    c.observe(1, "t-0", leader, None)
+    assert c.violation is None and c.unclean_elections == 1
+
+
+def test_an_election_is_judged_against_the_newest_pending_isr_before_its_epoch(make):
+    """Two unserved epochs shrank the ISR in turn ([2, 3], then [3]): broker 2, elected in
+    epoch 3, is outside the newest of them, so its election is unclean."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2, 3))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_store_state("t-0", 2, 1, (2, 3))     # 1 died; 2 elected, never seen serving
+    c.on_store_state("t-0", 3, 2, (3,))       # 2 dropped too; 3 elected, never seen
+    assert c.models["t-0"].pending_isrs == [(1, (2, 3)), (2, (3,))]
+    two = make("two", Role.LEADER, 3, isr=(2,))
+    append(two, [b"a"], 0)
+    c.observe(2, "t-0", two, None)
+    assert c.violation is None and c.unclean_elections == 1
+
+
+def test_a_never_seen_late_leaders_commits_count_from_an_unserved_epoch_before_its_late_one(make):
+    """Its log enters epoch 4, which no one was seen serving, at 1, before its late epoch 5
+    (at 2): its commits count from 1."""
+    c = Checker(History())
+    assert _late_zombie(make, c, None, unserved=4) == [1]
+    assert c.models["t-0"].late == {5}
+
+
+def test_after_convergence_the_leader_is_compared_from_its_own_log_start_above_the_mark(make):
+    """Retention moved the converged leader's log start past batches the checker still
+    holds (its last move not seen yet): below that start nothing is compared."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0)
+    for value in (b"a", b"b", b"c"):
+        append(leader, [value], 0)
+    c.observe(1, "t-0", leader, None)
+    assert leader.log.maybe_increment_log_start_offset(2) and c.models["t-0"].expired_below == 0
+    c.final_check("t-0", {1: leader})
+    assert c.violation is None, c.violation.describe()
+
+
+def test_a_damaged_batch_after_intact_ones_is_found():
+    """The fast path (one C scan over them all) stops at the first mismatch: batches before
+    it keep their CRC, the damaged one and only it gets DAMAGED."""
+    a, b, d = (bytes(encode_batch([v], base_offset=i)) for i, v in enumerate((b"a", b"b", b"c")))
+    torn = bytearray(a + b + d)
+    torn[len(a) + len(b) - 1] ^= 0xFF  # the second batch's last record byte
+    intact = fingerprints(a + b + d)
+    assert fingerprints(bytes(torn), verified=True) == [intact[0], intact[1][:3] + (DAMAGED,), intact[2]]
