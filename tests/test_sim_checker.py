@@ -1649,6 +1649,21 @@ def test_a_never_seen_late_leaders_commits_count_from_an_unserved_epoch_before_i
     assert c.models["t-0"].late == {5}
 
 
+def test_after_convergence_a_log_start_inside_a_batch_compares_that_batch_on_both_sides(make):
+    """Leader and follower hold the same bytes from the same log start, inside a batch: the
+    follower's read from there holds that batch, and so must the leader's side."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    for r in (leader, follower):
+        append(r, [b"a", b"b", b"c"], 0)
+        append(r, [b"d"], 0)
+    c.observe(1, "t-0", leader, None)
+    for r in (leader, follower):
+        assert r.log.maybe_increment_log_start_offset(1)
+    c.final_check("t-0", {1: leader, 2: follower})
+    assert c.violation is None, c.violation.describe()
+
+
 def test_after_convergence_the_leader_is_compared_from_its_own_log_start_above_the_mark(make):
     """Retention moved the converged leader's log start past batches the checker still
     holds (its last move not seen yet): below that start nothing is compared."""
