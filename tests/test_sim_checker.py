@@ -1685,3 +1685,33 @@ def test_a_damaged_batch_after_intact_ones_is_found():
     torn[len(a) + len(b) - 1] ^= 0xFF  # the second batch's last record byte
     intact = fingerprints(a + b + d)
     assert fingerprints(bytes(torn), verified=True) == [intact[0], intact[1][:3] + (DAMAGED,), intact[2]]
+
+
+def test_history_superseded_from_below_the_expired_mark_grows_again_from_the_newest_leader(make):
+    """The old leader deleted up to offset 2 (the mark); an outsider holding leftovers
+    that differ from offset 0 is elected uncleanly, so the history is superseded from 0,
+    below the mark, where no replica is read any more.  The history used to stop growing
+    there for good (followers, acks and reads went unchecked); the new leader's batches
+    from the mark on are the history now, and a follower differing there is caught."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a", b"b"], 0)
+    append(old, [b"c"], 0)
+    c.observe(1, "t-0", old, None)
+    assert old.log.maybe_increment_log_start_offset(2)
+    c.observe(1, "t-0", old, None)
+    assert c.models["t-0"].expired_below == 2
+    outsider = make("outsider", Role.LEADER, 1, isr=(3,))
+    append(outsider, [b"X", b"Y"], 0)  # leftovers of an epoch no one committed
+    append(outsider, [b"Z"], 0)
+    append(outsider, [b"d"], 1)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert c.models["t-0"].canon_end == 4  # Z at 2 and d at 3: the history goes on
+    follower = make("f", Role.FOLLOWER, 1, isr=(3, 2))
+    append(follower, [b"X", b"Y"], 0)
+    append(follower, [b"Z"], 0)
+    append(follower, [b"other"], 1)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+    assert "offset 3" in c.violation.message

@@ -655,6 +655,11 @@ class Checker:
         # epoch with the first start it has), and the follower's next fetch either adopts the
         # leader's start (KIP-107) or, below it, starts over there.
         start = max(view.verified, m.expired_below)
+        # An election that superseded the history from below the expired mark (an unclean
+        # leader differing there, or one that lost data there in a power loss) leaves the
+        # history ending below it, where no replica is read any more: the newest leader's
+        # first batch at or past the mark continues the history, and is judged from there.
+        across_the_mark = leader and m.canon_end < m.expired_below
         for base, last, epoch, crc in read_fingerprints(p.log, start, hw, verified=True):
             if last >= hw:
                 break  # a batch straddling the HW is not committed yet
@@ -663,7 +668,7 @@ class Checker:
                 self._diverged(broker, tp, m, base, leader, "its bytes do not match the batch's CRC")
                 return
             if known is None:
-                if leader and base == m.canon_end:
+                if leader and (base == m.canon_end or (across_the_mark and base > m.canon_end)):
                     self._extend(tp, m, base, last, epoch, crc, broker)
                     if self.violation is not None:
                         return
@@ -680,6 +685,7 @@ class Checker:
                                f"(last={known[0]}, epoch={known[1]}, crc={known[2]:08x})")
                 return
             view.verified = last + 1
+            across_the_mark = False
 
     def _extend(self, tp: str, m: PartitionModel, base: int, last: int, epoch: int, crc: int, broker: int) -> None:
         m.canon[base] = (last, epoch, crc)
