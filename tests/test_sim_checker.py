@@ -1508,18 +1508,25 @@ def test_a_leader_that_truncated_above_what_was_verified_may_lead_again_from_a_l
     assert c.violation is None
 
 
-def test_a_later_leader_with_a_lower_log_start_does_not_lower_the_expired_mark(make):
-    """The mark is the highest log start a current leader has had: a new leader that has
-    not deleted as much (its retention has not run) does not bring back what followers
-    may still hold, superseded, below the old leader's start."""
-    c = Checker(History())
-    leader = make("l", Role.LEADER, 0)
+def _a_leader_that_deleted_below_2(c: Checker, make, isr) -> Replica:
+    """Broker 1 leads epoch 0 and commits [a, b] at 0 and [c] at 2, then its retention
+    deletes the first batch: the checker's expired mark is 2."""
+    leader = make("l", Role.LEADER, 0, isr=isr)
     append(leader, [b"a", b"b"], 0)
     append(leader, [b"c"], 0)
     c.observe(1, "t-0", leader, None)
     assert leader.log.maybe_increment_log_start_offset(2)
     c.observe(1, "t-0", leader, None)
     assert c.models["t-0"].expired_below == 2
+    return leader
+
+
+def test_a_later_leader_with_a_lower_log_start_does_not_lower_the_expired_mark(make):
+    """The mark is the highest log start a current leader has had: a new leader that has
+    not deleted as much (its retention has not run) does not bring back what followers
+    may still hold, superseded, below the old leader's start."""
+    c = Checker(History())
+    _a_leader_that_deleted_below_2(c, make, isr=(1, 2))
     nxt = make("n", Role.LEADER, 1)
     append(nxt, [b"a", b"b"], 0)
     append(nxt, [b"c"], 0)
@@ -1694,13 +1701,7 @@ def test_history_superseded_from_below_the_expired_mark_grows_again_from_the_new
     there for good (followers, acks and reads went unchecked); the new leader's batches
     from the mark on are the history now, and a follower differing there is caught."""
     c = Checker(History())
-    old = make("old", Role.LEADER, 0, isr=(1,))
-    append(old, [b"a", b"b"], 0)
-    append(old, [b"c"], 0)
-    c.observe(1, "t-0", old, None)
-    assert old.log.maybe_increment_log_start_offset(2)
-    c.observe(1, "t-0", old, None)
-    assert c.models["t-0"].expired_below == 2
+    _a_leader_that_deleted_below_2(c, make, isr=(1,))
     outsider = make("outsider", Role.LEADER, 1, isr=(3,))
     append(outsider, [b"X", b"Y"], 0)  # leftovers of an epoch no one committed
     append(outsider, [b"Z"], 0)
