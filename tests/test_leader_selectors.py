@@ -105,6 +105,13 @@ def test_controlled_shutdown_leader_is_first_assigned_in_new_isr():
     assert e.leader_and_isr.leader == 3 and e.leader_and_isr.isr == (2, 3)
 
 
+def test_controlled_shutdown_drops_every_shutting_down_member_not_just_the_leader():
+    """Two brokers shutting down at once: the follower among them (back in the ISR, its
+    leader grew it) must neither stay in the new ISR nor be elected."""
+    e = ls.controlled_shutdown([1, 2, 3], state(1, [1, 2, 3]), {1, 2, 3}, {1, 2})
+    assert e.leader_and_isr.leader == 3 and e.leader_and_isr.isr == (3,)
+
+
 def test_controlled_shutdown_no_other_isr_member_raises():
     with pytest.raises(errors.EligibleLeadersNotAvailable):
         ls.controlled_shutdown([1, 2], state(1, [1]), {1, 2}, {1})

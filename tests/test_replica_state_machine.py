@@ -152,6 +152,20 @@ def test_offline_leader_leaves_partition_leaderless_but_isr_never_empty():
     assert st.leader == -1 and len(st.isr) == 1 and st.isr[0] in (2, 3)
 
 
+def test_when_every_isr_member_goes_at_once_the_leader_is_the_member_kept():
+    """The ISR never shrinks to empty; of the members all leaving in one batch (their
+    brokers died together) the one kept is the leader, not the first in ISR order."""
+    env = Env()
+    cur = env.ctx.leadership[TP]
+    written, _bad, _failed = env.zk.update_partition_states({TP: LeaderAndIsr(2, 1, (1, 2, 3), cur.zk_version, EPOCH)})
+    env.ctx.leadership[TP] = written[TP]
+    for r in (1, 2, 3):
+        env.rsm.states[PartitionReplica(TP, r)] = R.ONLINE
+    env.rsm.handle_state_changes([PartitionReplica(TP, r) for r in (1, 2, 3)], R.OFFLINE)
+    st = env.stored()
+    assert (st.leader, st.isr) == (-1, (2,))
+
+
 def test_a_leaderless_offline_transition_still_tells_the_other_replicas_and_every_broker():
     """Seed 002's OfflineReplica row: StopReplica to the replica, out of the ISR, then
     LeaderAndIsr to the other replicas and UpdateMetadata to every live broker -- also
