@@ -1060,3 +1060,95 @@ def test_a_deletion_waiting_for_stop_replica_answers_is_not_started_again():
     named = {tp.topic for r in c.channel.requests(UpdateMetadataRequest) for tp in r.deleted}
     named |= {p.tp.topic for r in c.channel.requests(StopReplicaRequest) for p in r.partitions}
     assert named == {"u"}
+
+
+# -- fourth controller mutation pass (sixty-sixth review) ----------------------------------
+
+def test_a_broker_in_controlled_shutdown_is_sent_metadata_and_listed_live():
+    """Kafka 0.10 sends UpdateMetadata to the live *or shutting-down* brokers and lists
+    those as live: the broker handing its leaderships over still serves clients until it
+    stops, and must learn who leads now."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.clear()
+    assert c.controller.shutdown_broker(1) == set()
+    told = {ps.tp: ps.leader for r in c.channel.requests(UpdateMetadataRequest, 1) for ps in r.partition_states}
+    assert told.get(T0) == 2
+    ums = c.channel.requests(UpdateMetadataRequest)
+    assert ums and all(r.live_brokers == (1, 2, 3, 9) for r in ums)
+
+
+def test_update_metadata_lists_the_replicas_on_dead_brokers_as_offline():
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.clear()
+    c.kill(3)
+    states = [ps for r in c.channel.requests(UpdateMetadataRequest) for ps in r.partition_states if ps.tp == T0]
+    assert states and all(ps.offline_replicas == (3,) for ps in states)
+
+
+def test_failover_keeps_a_queued_topics_dead_replicas_ineligible_until_their_broker_returns():
+    """No controller saw 3 die; the new one finds "t" queued for deletion.  Its replicas on 3
+    stay ReplicaDeletionIneligible (Kafka 0.10's startup), not taken Offline like other
+    topics' dead replicas: no ISR write for a topic on its way out."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.kill(9, wait_expiry=False)
+    c.kill(3, wait_expiry=False)
+    c.admin.create_topic_deletion("t")
+    before = c.state("t", 0)
+    _new_controller(c)
+    ctrl = c.controller
+    assert ctrl.rsm.state(PartitionReplica(T0, 3)) is ReplicaState.DELETION_INELIGIBLE
+    assert c.state("t", 0) == before
+    c.start(3)
+    assert not c.admin.topic_exists("t")
+
+
+def test_a_deletion_request_for_an_unknown_topic_is_cleared_by_the_active_controller():
+    """As at failover (K28): left in /admin/delete_topics, the request would delete a topic
+    created later under that name."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.admin.create_topic_deletion("nosuch")
+    c.settle()
+    assert c.admin.get_topic_deletions() == []
+
+
+def test_rebalance_leaves_a_broker_in_controlled_shutdown_alone():
+    """A broker shutting down follows again and its leader may grow it back into the ISR;
+    it is not live for elections (Kafka's liveBrokerIds), so the rebalance does not try
+    to hand its preferred partitions back."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    assert c.controller.shutdown_broker(1) == set()
+    c.leader_sets_isr(T0, [2, 3, 1])
+    assert c.controller.check_and_trigger_partition_rebalance() == set()
+    assert c.state("t", 0).leader == 2
+
+
+def test_failover_tells_every_broker_the_live_brokers_even_without_topics():
+    """Step 9's UpdateMetadata: with no partition to send a LeaderAndIsr for, it is the
+    only way the brokers learn the live brokers from the new controller."""
+    c = cluster(brokers=(1, 2, 3, 8, 9), candidates=[8, 9])
+    c.channel.clear()
+    c.kill(8)
+    assert c.controller.broker_id == 9
+    ums = [s for s in c.channel.sent if isinstance(s.request, UpdateMetadataRequest)]
+    assert sorted(s.broker_id for s in ums) == [1, 2, 3, 9]
+    assert all(s.request.live_brokers == (1, 2, 3, 9) for s in ums)
+
+
+def test_a_watch_of_an_earlier_term_does_nothing_once_the_controller_is_back():
+    """A controller that lost the store and won again has the old term's one-shot watches
+    still registered; they must not run, or each event is handled once per term."""
+    from kreplica.controller import events
+
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    c.sched.advance(1500)
+    c.sessions[9].set_reachable(False)
+    with pytest.raises(errors.NotController):
+        ctrl.shutdown_broker(1)
+    c.sessions[9].set_reachable(True)
+    c.sched.advance(1500)
+    assert ctrl.is_active and ctrl.epoch == 2
+    seen = []
+    ctrl.event_listener = lambda now_ms, event: seen.append(type(event))
+    c.create_topic("u", {0: [1, 2, 3]})
+    assert seen.count(events.TopicChange) == 1
