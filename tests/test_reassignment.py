@@ -12,7 +12,7 @@ import pytest
 from controller_harness import ControllerCluster, cluster_factory, make_cluster  # noqa: F401 (fixture)
 from kreplica.controller import ReplicaState
 from kreplica.controller.context import PartitionReplica
-from kreplica.protocol import LeaderAndIsrRequest, StopReplicaRequest, TopicPartition
+from kreplica.protocol import LeaderAndIsr, LeaderAndIsrRequest, StopReplicaRequest, TopicPartition
 
 TP = TopicPartition("r", 0)
 OAR, RAR = [1, 2, 3], [4, 5, 6]
@@ -163,12 +163,14 @@ def test_controller_failover_at_every_step_resumes(crash_at):
 
 def test_invalid_reassignments_are_dropped_from_the_admin_path():
     c = ControllerCluster([1, 2, 3, 4])
-    c.create_topic("r", {0: [1, 2, 3], 1: [1, 2, 3]})
+    c.create_topic("r", {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]})
     c.kill(4)
-    c.admin.create_partition_reassignment({TP: [4, 1], TopicPartition("r", 1): [1, 2, 3]})
+    # a dead broker, AR unchanged, a broker named twice
+    c.admin.create_partition_reassignment({TP: [4, 1], TopicPartition("r", 1): [1, 2, 3],
+                                           TopicPartition("r", 2): [3, 3, 1]})
     c.settle()
     assert c.admin.get_partition_reassignment() == {}
-    assert c.assignment("r") == {0: [1, 2, 3], 1: [1, 2, 3]}
+    assert c.assignment("r") == {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]}
     assert not c.controller.ctx.partitions_being_reassigned
 
 
@@ -419,3 +421,58 @@ def test_the_step_10_assignment_write_is_retried_after_a_concurrent_change_of_th
     assert not armed                              # the race did happen
     assert c.assignment("t")[0] == [1, 3]
     assert ctrl.ctx.assignment(tp) == [1, 3]
+
+
+# -- fourth controller mutation pass (sixty-sixth review) ----------------------------------
+
+def test_a_new_request_judges_the_isr_by_the_store_not_the_cache():
+    """Leaders announce ISR changes lazily (the notification may not have been handled
+    yet): step 4's test reads the store.  Here the leader has shrunk the ISR to [1]
+    unannounced; the cache still says [1, 2, 3], and taking it would drop 3 while the new
+    assignment's 2 is out of sync."""
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2, 3]})
+    cur = c.state("t", 0)
+    c.admin.update_partition_states({tp: LeaderAndIsr(cur.leader, cur.leader_epoch, (1,), cur.zk_version,
+                                                      cur.controller_epoch)})
+    c.admin.create_partition_reassignment({tp: [1, 2]})
+    c.settle()
+    assert c.admin.get_partition_reassignment() == {tp: [1, 2]}
+    assert c.assignment("t")[0] == [1, 2, 3]
+    c.leader_sets_isr(tp, [1, 2])
+    assert c.admin.get_partition_reassignment() == {}
+    assert c.assignment("t")[0] == [1, 2]
+
+
+def test_an_isr_change_short_of_every_new_replica_leaves_the_waiting_reassignment_alone():
+    """Step 4 waits for *all* of RAR; an ISR change that brings in only some of it must not
+    run steps 1-3 again (one more leader epoch and LeaderAndIsr round per change)."""
+    c = ControllerCluster([9, 1, 2, 3, 4, 5], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2, 3]})
+    c.admin.create_partition_reassignment({tp: [1, 4, 5]})
+    c.settle()
+    waiting = c.state("t", 0)
+    c.channel.clear()
+    c.leader_sets_isr(tp, [1, 2, 3, 4])          # 4 caught up, 5 not yet
+    assert c.state("t", 0).leader_epoch == waiting.leader_epoch
+    assert not c.channel.requests(LeaderAndIsrRequest)
+    assert c.admin.get_partition_reassignment() == {tp: [1, 4, 5]}
+
+
+def test_a_partition_already_being_reassigned_is_not_started_again_by_a_later_request():
+    """Kafka skips partitions already being reassigned when the admin path changes; here
+    the admin adds a second partition while the first waits for its new replica."""
+    c = ControllerCluster([9, 1, 2, 3, 4, 5], candidates=[9])
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    c.create_topic("t", {0: [1, 2, 3], 1: [1, 2, 3]})
+    c.admin.create_partition_reassignment({t0: [1, 2, 4]})
+    c.settle()
+    waiting = c.state("t", 0)
+    c.channel.clear()
+    c.admin.set_partition_reassignment({t0: [1, 2, 4], t1: [1, 2, 5]})
+    c.settle()
+    assert c.state("t", 0).leader_epoch == waiting.leader_epoch
+    assert not [ps for r in c.channel.requests(LeaderAndIsrRequest) for ps in r.partition_states if ps.tp == t0]
+    assert c.controller.ctx.partitions_being_reassigned[t1].new_replicas == (1, 2, 5)
