@@ -1152,3 +1152,20 @@ def test_a_watch_of_an_earlier_term_does_nothing_once_the_controller_is_back():
     ctrl.event_listener = lambda now_ms, event: seen.append(type(event))
     c.create_topic("u", {0: [1, 2, 3]})
     assert seen.count(events.TopicChange) == 1
+
+
+def test_a_restarted_brokers_first_leader_and_isr_lists_every_replica_it_hosts_and_an_offline_one_too():
+    """onBrokerStartup brings the broker's replicas online *before* electing the offline
+    partitions: its first LeaderAndIsr (is_init: the broker deletes every partition it
+    does not list) must carry all of them.  Elected first, u-0 (led by nobody while 3 was
+    down) went out alone marked is_init, and 3 deleted its replicas of t."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    with_topic(c, {0: [3]}, topic="u")
+    c.kill(3)
+    assert c.state("u", 0).leader == -1
+    c.channel.clear()
+    c.start(3)
+    lai = c.channel.requests(LeaderAndIsrRequest, 3)
+    assert lai[0].is_init
+    assert {ps.tp for ps in lai[0].partition_states} == {T0, T1, TopicPartition("u", 0)}
+    assert c.state("u", 0).leader == 3
