@@ -246,7 +246,9 @@ def _stop_seeds_on_signals() -> tuple[Any, Any] | None:
     """While seeds run, SIGTERM (``timeout``, a job scheduler) stops them as Ctrl-C does:
     the run in flight removes its data dir and the summary covers what finished.  Ctrl-C
     is noted too, so that one dropped in a finalizer still stops the seeds.  Returns the
-    (SIGTERM, SIGINT) handlers it replaced (None off the main thread, where none can be set)."""
+    (SIGTERM, SIGINT) handlers it replaced, each None where there is none to put back (a
+    handler set outside Python, SIGINT left alone), or None off the main thread, where
+    none can be set."""
     global _interrupt_requested
     _interrupt_requested = False
 
@@ -261,10 +263,10 @@ def _stop_seeds_on_signals() -> tuple[Any, Any] | None:
         previous_term = signal.signal(signal.SIGTERM, interrupt)
     except ValueError:
         return None
-    previous_int = signal.getsignal(signal.SIGINT)
     # Only where Ctrl-C raises KeyboardInterrupt already (an embedder may have its own).
-    if previous_int is signal.default_int_handler:
-        signal.signal(signal.SIGINT, interrupt)
+    previous_int = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous_int = signal.signal(signal.SIGINT, interrupt)
     return previous_term, previous_int
 
 
@@ -355,9 +357,9 @@ def execute(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:  # keep what finished: the summary covers the seeds that ran
             interrupted = True
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous[0])
-                signal.signal(signal.SIGINT, previous[1])
+            for signum, handler in zip((signal.SIGTERM, signal.SIGINT), previous or ()):
+                if handler is not None:
+                    signal.signal(signum, handler)
     done = f"{summary.runs} of {len(seeds)} seed(s), interrupted" if interrupted else f"{len(seeds)} seed(s)"
     console.print(summary.table(f"{label}: {done}"))
     if args.out:

@@ -691,6 +691,28 @@ def test_a_programs_own_ctrl_c_handler_is_kept_while_the_seeds_run(monkeypatch, 
         signal.signal(signal.SIGINT, previous)
 
 
+def test_a_sigterm_handler_set_outside_python_is_left_as_the_run_leaves_it(monkeypatch, capsys):
+    """Where SIGTERM's handler was installed from C (an embedding program), Python reports
+    the replaced handler as None, which cannot be put back: the command ends normally
+    instead of failing on a TypeError at the end of its seeds."""
+    import signal
+
+    real = signal.signal
+    answers = iter([None])  # the first replacement, of SIGTERM's handler, finds a C one
+
+    def reporting_none_once(signum, handler):
+        old = real(signum, handler)
+        return next(answers, old) if signum == signal.SIGTERM else old
+
+    _planted_runs(monkeypatch)
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(signal, "signal", reporting_none_once)
+    try:
+        assert sim_cli.main(["--seeds", "1..3"]) == 0
+    finally:
+        real(signal.SIGTERM, before)
+
+
 def test_the_command_runs_outside_the_main_thread(monkeypatch, capsys):
     """Signal handlers can be set only in the main thread: run from another (a server, a
     GUI's worker), the command leaves signals alone and runs its seeds."""

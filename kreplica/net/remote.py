@@ -21,7 +21,7 @@ from .tcp_transport import Address, TcpTransport
 
 def registered_address(zk: KafkaZkClient, broker_id: int) -> Address | None:
     """Where ``broker_id`` listens, from its registration; None while it is not registered
-    (or registered without a usable port, -1 or past 65535) or the store is out of
+    (or registered without a usable port: 0 or less, or past 65535) or the store is out of
     reach, which the sender sees as a refused connection."""
     try:
         info = zk.get_broker(broker_id)
