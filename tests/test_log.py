@@ -300,6 +300,7 @@ def test_high_watermark_bounds(log):
     assert log.high_watermark == 0
     assert log.maybe_increment_high_watermark(4) == 0
     assert log.maybe_increment_high_watermark(3) is None  # never backwards
+    assert log.maybe_increment_high_watermark(4) is None  # where it is: no move reported
     with pytest.raises(ValueError):
         log.maybe_increment_high_watermark(11)  # never above the LEO
     assert log.update_high_watermark(50) == 10
@@ -1136,13 +1137,15 @@ def test_a_log_start_raised_to_where_it_already_is_reports_no_move(log):
     assert log.log_start_offset == 30
 
 
-def test_retention_bytes_0_deletes_everything_below_the_hw(tmp_path, clock):
+@pytest.mark.parametrize("key", ["retention.bytes", "retention.ms"])
+def test_retention_bytes_0_deletes_everything_below_the_hw(tmp_path, clock, key):
     """retention.bytes=0 is a limit (Kafka's ``retentionSize >= 0``): every segment below
     the HW goes, the active one too once a new one is rolled; only -1 switches size
-    retention off."""
-    log = Log.open(tmp_path / "t-0", {**SMALL, "retention.bytes": 0}, clock=clock)
+    retention off.  So is retention.ms=0 (``retentionMs >= 0``), for every segment whose
+    newest record is older than now: taken as off, a topic set to keep nothing kept all."""
+    log = Log.open(tmp_path / "t-0", {**SMALL, key: 0}, clock=clock)
     for i in range(60):
-        log.append_as_leader(values(10, 10 * i))
+        log.append_as_leader(values(10, 10 * i), timestamp_ms=1000)
     log.update_high_watermark(log.log_end_offset)
     count = len(log.segments)
     assert count >= 3
@@ -1265,3 +1268,44 @@ def test_the_earliest_offset_is_the_log_start_not_the_first_segments_base(log):
     assert log.segments[0].base_offset == 0
     assert log.offset_for_timestamp(-2) == 4
     log.read(4)
+
+
+def test_a_newest_record_stamped_0_ages_its_segment_from_the_epoch(tmp_path, clock):
+    """Retention ages a segment by its newest record's timestamp whenever it has one, 0
+    included (Kafka's ``largestTimestamp``: ``maxTimestampSoFar >= 0``); only a segment
+    without one falls back to its creation time.  A record stamped 0 is decades old."""
+    log = Log.open(tmp_path / "t-0", {**SMALL, "retention.ms": 500_000}, clock=clock)
+    log.append_as_leader(values(10), timestamp_ms=0)
+    log.roll()  # created at the clock's 1_000_000: by creation it would be 0 ms old
+    log.append_as_leader(values(10, 10))
+    log.update_high_watermark(log.log_end_offset)
+    assert log.segments[0].max_timestamp == 0
+    assert log.delete_old_segments() == 1
+    assert log.log_start_offset == 10
+    log.close()
+
+
+def test_an_open_refused_by_the_lock_keeps_no_descriptor(tmp_path):
+    """A second open of a locked directory is refused with the lock file closed again: a
+    broker retrying the open (or a tool probing the directory) leaked one descriptor
+    per attempt otherwise."""
+    log = Log.open(tmp_path / "t-0")
+    held = fds_under(tmp_path)
+    for _ in range(3):
+        with pytest.raises(errors.KafkaStorageError, match="already open"):
+            Log.open(tmp_path / "t-0")
+    assert fds_under(tmp_path) == held
+    log.close()
+
+
+def test_closing_an_empty_log_writes_no_time_index_entry(tmp_path):
+    """Sealing an empty segment adds nothing to its time index (Kafka's maybeAppend
+    compares the max timestamp, -1, with the empty index's own -1): a (-1, base) entry
+    took a slot the reopened segment's first record needed, and lies in the file for
+    any tool reading it."""
+    path = tmp_path / "t-0"
+    Log.open(path, SMALL).close()
+    assert os.path.getsize(path / ("%020d.timeindex" % 0)) == 0
+    log = Log.open(path, SMALL)
+    assert log.segments[0].time_index.entries == 0
+    log.close()

@@ -1,4 +1,5 @@
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -668,4 +669,52 @@ def test_an_unclean_open_rescans_from_the_segment_holding_the_recovery_point(tmp
     log.crash(lose_unflushed=False)
     log = Log.open(path, CONFIG)
     assert len(log.last_recovery) == 1 and log.log_end_offset == 120
+    log.close()
+
+
+def test_a_segment_whose_data_runs_past_the_next_segments_base_drops_the_later_segments(tmp_path):
+    """Recovery needs each segment to end exactly where the next begins.  A segment whose
+    batches run past the next one's base (say the next one's unlink after a truncation
+    was lost to a power loss, and the re-appended data went on in the earlier segment)
+    keeps its own batches and the later segments go: kept, the log held two copies of
+    offsets 100..149 and its end came from the stale segment."""
+    path, stale = tmp_path / "t-0", tmp_path / "stale"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 150)
+    assert [s.base_offset for s in log.segments] == [0]
+    log.close()
+    other = Log.open(stale, CONFIG)
+    append_range(other, 0, 100)
+    other.roll()
+    append_range(other, 100, 200)
+    other.close()
+    for ext in (".log", ".index", ".timeindex"):
+        shutil.copy(stale / ("%020d%s" % (100, ext)), path / ("%020d%s" % (100, ext)))
+    os.unlink(path / ".kafka_cleanshutdown")
+    log = Log.open(path, CONFIG, recovery_point=0)
+    assert [s.base_offset for s in log.segments] == [0]
+    assert not (path / ("%020d.log" % 100)).exists()
+    assert_prefix(log, 150, 150)
+    log.close()
+
+
+def test_garbage_after_the_data_of_the_segment_holding_the_recovery_point_drops_the_later_segments(tmp_path):
+    """The segment holding the recovery point is rescanned, not trusted: a bad batch in it,
+    even one after data reaching the next segment's base, means its tail was being
+    written past the last flush, and the later segments (all unflushed) go, as Kafka's
+    LogLoader deletes the unflushed segments after one whose recovery cut bytes.  Only
+    a segment wholly below the recovery point keeps them (the test above)."""
+    cfg = {"segment.bytes": 4096, "index.interval.bytes": 256}
+    log = Log.open(tmp_path, cfg)
+    append_range(log, 0, 200)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 3
+    log.close()
+    os.unlink(tmp_path / ".kafka_cleanshutdown")
+    _damage(tmp_path / ("%020d.log" % bases[1]), append=b"\xff" * 100)
+    log = Log.open(tmp_path, cfg, recovery_point=bases[1])
+    assert log.last_recovery[0].error is not None
+    assert [s.base_offset for s in log.segments] == bases[:2]
+    assert_prefix(log, 200, bases[2])
+    assert log.log_end_offset == bases[2]
     log.close()
