@@ -37,7 +37,7 @@ def test_leader_epoch_file_format(tmp_path):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "1\n0\n", "0\n2\nt 0 1\n", "0\n1\nt 0\n", "0\n1\nt x 1\n", "zero\n0\n"],
+    ["", "1\n0\n", "0\n2\nt 0 1\n", "0\n1\nt 0 1\nt 1 2\n", "0\n1\nt 0\n", "0\n1\nt x 1\n", "zero\n0\n"],
 )
 def test_malformed_file_is_a_storage_error(tmp_path, text):
     (tmp_path / "cp").write_text(text)

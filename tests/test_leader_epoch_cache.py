@@ -100,3 +100,28 @@ def test_assigning_the_latest_epoch_at_its_own_start_again_changes_nothing(tmp_p
     assert not c.assign(3, 10)
     assert not c.assign(3, 12)
     assert writes == [] and c.entries == [(3, 10)]
+
+
+def test_the_start_of_an_epoch_the_cache_never_held_is_undefined(tmp_path):
+    """``start_offset_for`` answers only for an epoch the cache holds: an epoch between two
+    known ones (a leader that wrote nothing here) has no start, not the next one's."""
+    c, _, _ = make(tmp_path)
+    c.assign(1, 0)
+    c.assign(3, 10)
+    assert (c.start_offset_for(1), c.start_offset_for(3)) == (0, 10)
+    assert c.start_offset_for(2) == c.start_offset_for(0) == c.start_offset_for(4) == -1
+
+
+def test_truncation_from_end_past_the_latest_epochs_start_writes_nothing(tmp_path, monkeypatch):
+    """A truncation that keeps every epoch (the new end past the latest one's start, one
+    past included) leaves the checkpoint alone: each write costs an fsync of the file and
+    of its directory, and a log truncation asks on every truncate_to."""
+    c, _, cp = make(tmp_path)
+    c.assign(1, 0)
+    c.assign(3, 10)
+    writes = []
+    real = cp.write
+    monkeypatch.setattr(cp, "write", lambda entries: (writes.append(list(entries)), real(entries))[1])
+    c.truncate_from_end(11)
+    c.truncate_from_end(50)
+    assert writes == [] and c.entries == [(1, 0), (3, 10)]

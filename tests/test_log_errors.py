@@ -396,3 +396,56 @@ def test_a_segment_bytes_too_small_is_refused_naming_the_key_and_the_floor(tmp_p
     with pytest.raises(errors.InvalidConfig, match=r"segment\.bytes=100: below 1024"):
         Log.open(tmp_path / "t-0", {"segment.bytes": 100})
     assert not (tmp_path / "t-0").exists()
+
+
+def test_an_open_that_fails_while_loading_releases_the_directory_at_once(tmp_path):
+    """An open that fails after taking the lock (here an unreadable recovery-point
+    checkpoint) closes what it opened before raising: the directory is free for the next
+    open at once, not only when the cycle collector finds the half-built Log."""
+    import gc
+
+    path = tmp_path / "t-0"
+    log = Log.open(path)
+    log.append_as_leader([b"x"])
+    log.close()
+    (path / "recovery-point-checkpoint").write_text("0\n1\nnot-a-number\n")
+    gc.disable()  # what is left open must not depend on when the collector runs
+    try:
+        with pytest.raises(errors.KafkaStorageError, match="malformed"):
+            Log.open(path)
+        assert fds_under(tmp_path) == 0
+        (path / "recovery-point-checkpoint").write_text("0\n1\n1\n")  # the file repaired
+        log = Log.open(path)  # no "already open"
+    finally:
+        gc.enable()
+    assert log.log_end_offset == 1
+    log.close()
+
+
+def test_a_clean_open_makes_the_removal_of_its_shutdown_marker_durable(tmp_path, monkeypatch):
+    """The clean-shutdown marker's removal is fsynced before the open returns: left in the
+    page cache, a power loss after later appends could bring the marker back, and the
+    next open would trust segments that were never flushed."""
+    import kreplica.log.log as log_module
+
+    path = tmp_path / "t-0"
+    Log.open(path).close()
+    synced = []
+    real = log_module.fsync_dir
+    monkeypatch.setattr(log_module, "fsync_dir",
+                        lambda p: (synced.append((p, (p / ".kafka_cleanshutdown").exists())), real(p)))
+    log = Log.open(path)
+    assert (path, False) in synced
+    log.close()
+
+
+def test_a_leftover_time_index_without_its_log_is_removed_too(tmp_path):
+    """Both index files of an interrupted segment creation go, not only the offset index:
+    a stale ``.timeindex`` left behind would be taken up by the next segment created at
+    its base, its entries naming records that segment never held."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    (d / "00000000000000000042.timeindex").write_bytes(b"\0" * 12)
+    log = Log.open(d)
+    assert not (d / "00000000000000000042.timeindex").exists()
+    log.close()
