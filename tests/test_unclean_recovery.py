@@ -347,3 +347,23 @@ def test_registration_json_keeps_kafkas_fields_and_adds_one():
     assert layout.decode_broker(1, plain).unclean_shutdown_controller_epoch is None
     info = layout.decode_broker(1, flagged)
     assert (info.host, info.port, info.unclean_shutdown_controller_epoch) == ("h", 9092, 4)
+
+
+def test_a_broker_back_from_a_crash_before_any_controller_was_elected_registers_with_epoch_minus_1(tmp_path):
+    # The whole cluster comes back on a fresh store: the crashed broker reads no controller
+    # epoch at all.  It must still say it recovered uncleanly (-1: every leadership it held
+    # is older than any controller), not register as if its logs had been closed cleanly.
+    config = {"zookeeper.session.timeout.ms": 2000}
+    cluster = Cluster.embedded(brokers=[1, 2, 3], data_dir=tmp_path, seed=3, config=config)
+    try:
+        cluster.create_topic("t", assignment={0: [1, 2]})
+        cluster.kill(1)
+    finally:
+        cluster.close()
+    again = Cluster.embedded(brokers=[1, 2, 3], data_dir=tmp_path, seed=3, config=config)
+    try:
+        assert again.brokers[1].replica_manager.recovered_uncleanly
+        assert again.zk.get_broker(1).unclean_shutdown_controller_epoch == -1
+        assert again.zk.get_broker(2).unclean_shutdown_controller_epoch is None
+    finally:
+        again.close()
