@@ -709,24 +709,31 @@ def test_the_timeout_of_an_answered_controlled_shutdown_attempt_starts_no_second
     assert len(attempts) == 3 and all(b - a >= 5000 for a, b in zip(attempts, attempts[1:]))
 
 
+def _expire_while_renewals_are_refused(c, broker_id):
+    """Expire ``broker_id``'s session while none of its new sessions can reach the store;
+    returns, once a renewal was refused, the store's own ``session`` to put back."""
+    real_session = c.store.session
+    refused = []
+
+    def unreachable(name="", on_expired=None):
+        if name == f"broker-{broker_id}":
+            refused.append(c.now_ms())
+            raise ConnectionLoss("the store is out of reach")
+        return real_session(name, on_expired)
+
+    c.store.session = unreachable
+    c.brokers[broker_id].session.pause_heartbeats()  # a long pause: the session expires
+    assert c.run_until(lambda: bool(refused), 2 * SESSION_MS)
+    return real_session
+
+
 def test_a_broker_whose_session_renewal_cannot_reach_the_store_refuses_its_old_registrations_requests(make):
     """Between an expiry and a renewal that reaches the store the broker has no session: a
     controller request still naming the expired registration must be refused as stale, not applied."""
     c = make()
     b = c.brokers[1003]
     old_epoch = b.broker_epoch
-    real_session = c.store.session
-    refused = []
-
-    def unreachable(name="", on_expired=None):
-        if name == "broker-1003":
-            refused.append(c.now_ms())
-            raise ConnectionLoss("the store is out of reach")
-        return real_session(name, on_expired)
-
-    c.store.session = unreachable
-    b.session.pause_heartbeats()  # a long pause: the session expires
-    assert c.run_until(lambda: bool(refused), 2 * SESSION_MS)
+    real_session = _expire_while_renewals_are_refused(c, 1003)
     assert b.alive and b.session is None
     late = LeaderAndIsrRequest(c.controller_id, b.replica_manager.controller_epoch, (), broker_epoch=old_epoch)
     assert [a.error_code for a in _answer_of(b, late)] == [errors.StaleBrokerEpoch.code]
@@ -924,3 +931,126 @@ def test_a_killed_controllers_controller_stops_with_it(make):
     c.advance(20_000)
     assert not controller.is_active
     assert [r for t_ms, s, d, r in t.sent if s == old and t_ms > killed_at] == []
+
+
+def test_a_controlled_shutdown_that_never_finds_the_controller_gives_up_after_its_retries(make):
+    # Each lookup of /controller that fails is one failed attempt: after max.retries of them
+    # the broker stops anyway, as after attempts the controller refused, instead of
+    # retrying for as long as the store stays out of reach.
+    c = make({"controlled.shutdown.max.retries": 3, "controlled.shutdown.retry.backoff.ms": 1000})
+    broker = c.brokers[1003]
+    lookups = []
+
+    def lost(*args, **kwargs):
+        lookups.append(c.now_ms())
+        raise ConnectionLoss("the store went away")
+
+    broker.zk.get_controller_id = lost
+    assert c.controlled_shutdown(1003, timeout_ms=60_000) is False
+    assert len(lookups) == 3 and all(b - a >= 1000 for a, b in zip(lookups, lookups[1:]))
+    assert not broker.alive
+
+
+def test_a_dead_broker_stops_retrying_the_topic_configs_of_replicas_it_started(make):
+    # A LeaderAndIsr started a replica, and the read of its topic's overrides cannot reach
+    # the store: the read is retried, but not by a process that has died meanwhile.
+    c = make(topic=False)
+    broker = c.brokers[1003]
+    calls = []
+
+    def unreachable(topics):
+        calls.append(c.now_ms())
+        raise ConnectionLoss("the store is out of reach for the topic configs")
+
+    broker.zk.get_topic_configs = unreachable
+    c.create_topic("r", assignment={0: [1003, 1001]})
+    assert c.run_until(lambda: len(calls) >= 2, 5 * REGISTRATION_RETRY_MS)  # started, and retried
+    broker.kill()
+    killed_at = c.now_ms()
+    c.advance(10 * REGISTRATION_RETRY_MS)
+    assert [t for t in calls if t > killed_at] == []
+
+
+def test_a_leader_and_isr_refused_as_stale_is_not_told_as_one_the_broker_acts_on(make):
+    # The observer's leader_and_isr event says what the leader was told to run; a request
+    # naming another registration changes nothing, so it is no such event.
+    from kreplica.protocol import LeaderAndIsrPartitionState
+    c = make(topic=False)
+    b = c.brokers[1001]
+    ps = LeaderAndIsrPartitionState(TopicPartition("ghost", 0), 1, 1001, 7, (1001,), 0, (1001,))
+    late = LeaderAndIsrRequest(c.controller_id, 1, (ps,), broker_epoch=b.session.session_id + 1000)
+    before = len(c.timeline)
+    assert [a.error_code for a in _answer_of(b, late)] == [errors.StaleBrokerEpoch.code]
+    assert [e.kind for e in c.timeline[before:]] == []
+
+
+def test_a_session_renewal_still_pending_when_a_controlled_shutdown_begins_is_not_made(make):
+    # The session expired and its renewal could not reach the store (it is retried a second
+    # later); meanwhile the broker begins its controlled shutdown.  The retry must not
+    # register the broker again and stand for controller while it is going away.
+    c = make()
+    b = c.brokers[1003]
+    real_session = _expire_while_renewals_are_refused(c, 1003)
+    c.store.session = real_session  # the store is back before the renewal's retry
+    began = len(c.timeline)
+    b.controlled_shutdown(lambda ok: None)
+    c.advance(2_000)
+    assert b.session is None and 1003 not in c.zk.get_live_broker_ids()
+    assert "broker_registered" not in [e.kind for e in c.timeline[began:] if e.broker == 1003]
+
+
+def test_a_registration_whose_reply_was_lost_takes_the_requests_naming_it_at_once(make, monkeypatch):
+    # The registration write lands but its reply is lost: the broker retries it (its own node,
+    # success) half a second later.  Meanwhile the controller has seen the registration and
+    # sends requests naming it; they name the session in use and must be applied, not
+    # refused as another registration's.
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+
+    c = make()
+    c.brokers[1003].stop()
+    c.advance(1_000)
+    real = KafkaZkClient.register_broker
+    lost = []
+
+    def landed_then_lost(self, broker_id, **kwargs):
+        real(self, broker_id, **kwargs)
+        if broker_id == 1003 and not lost:
+            lost.append(c.now_ms())
+            raise ConnectionLoss("the reply of the registration was lost")
+
+    monkeypatch.setattr(KafkaZkClient, "register_broker", landed_then_lost)
+    c.start(1003)
+    b = c.brokers[1003]
+    c.advance(REGISTRATION_RETRY_MS // 2)  # before the retry
+    assert lost and b.broker_epoch == -1 and c.zk.get_broker_epoch(1003) == b.session.session_id
+    assert sorted(tp.partition for tp in b.replica_manager.partitions) == [0, 1, 2]
+    assert c.run_until(lambda: isr_full(c), 60_000)
+
+
+def test_a_leader_and_isr_for_replicas_already_running_reads_no_topic_configs(make):
+    # Only replicas a LeaderAndIsr starts read their topic's overrides from the store; those
+    # already running follow /config/changes, and a failover costs no store reads for them.
+    c = make()
+    reads = []
+    for bid in (1001, 1003):
+        zk = c.brokers[bid].zk
+        zk.get_topic_configs = lambda topics, real=zk.get_topic_configs, bid=bid: reads.append(bid) or real(topics)
+    c.kill(1002)  # the leader of bar-1: the others are told of a new leader
+    assert c.run_until(lambda: state(c, 1).leader not in (-1, 1002), 2 * SESSION_MS)
+    c.advance(1_000)
+    assert reads == []
+
+
+def test_the_isr_changed_event_names_the_state_version_the_leader_wrote(make):
+    # The timeline (and the demo, which prints it) gives the node version of the ISR the
+    # leader wrote: the one its next conditional write must name, not the one it replaced.
+    c = make(config={"replica.lag.time.max.ms": 1_000}, topic=False)  # shrinks before the session expires
+    c.create_topic("r", assignment={0: [1001, 1002, 1003]})
+    leader = c.leader_for("r", 0)
+    follower = next(b for b in (1001, 1002, 1003) if b != leader)
+    c.kill(follower)
+    assert c.run_until(lambda: follower not in state(c, 0, "r").isr, SESSION_MS // 2)
+    changed = [e for e in c.timeline if e.kind == "isr_changed" and e.broker == leader]
+    stored = c.zk.get_partition_states([TopicPartition("r", 0)])[TopicPartition("r", 0)]
+    assert changed and changed[-1].details["isr"] == stored.isr
+    assert changed[-1].details["zk_version"] == stored.zk_version
