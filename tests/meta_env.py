@@ -77,3 +77,24 @@ def killed_with_an_ephemeral_and_a_watch(store: MetadataStore) -> tuple[Any, lis
     with pytest.raises(ConnectionLoss):
         s.get("/e")
     return s, called
+
+
+def meanwhile(obj: Any, name: str, action: Callable[[], object], *, after: bool = False,
+              every_call: bool = False) -> None:
+    """Make ``obj.<name>`` run ``action`` -- another client's move -- just before its own
+    work (or just after it, ``after=True``): the first call only, unless ``every_call``.
+    ``del obj.<name>`` puts the method back."""
+    original = getattr(obj, name)
+    calls: list[None] = []
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        run = every_call or not calls
+        calls.append(None)
+        if run and not after:
+            action()
+        result = original(*args, **kwargs)
+        if run and after:
+            action()
+        return result
+
+    setattr(obj, name, wrapper)

@@ -10,7 +10,7 @@ from kreplica.meta import layout
 from kreplica.meta.kafka_zk_client import KafkaZkClient
 from kreplica.meta.store import BadVersion, ConnectionLoss, NodeExists, NoNode
 from kreplica.protocol.common import LeaderAndIsr, TopicPartition as TP
-from meta_env import Recorder, StoreEnv
+from meta_env import Recorder, StoreEnv, meanwhile
 
 
 def _client(env: StoreEnv, name: str = "b") -> KafkaZkClient:
@@ -54,6 +54,7 @@ def test_broker_epochs_and_handled_unclean_restarts(store_env: StoreEnv) -> None
     broker.register_broker(1, unclean_shutdown_controller_epoch=3)
     epoch = ctl.get_broker_epoch(1)
     assert epoch == broker.session.session_id
+    assert ctl.get_broker(1).unclean_shutdown_controller_epoch == 3  # read back for the controller
     assert ctl.get_unclean_shutdowns_handled([1, 2]) == {}
     ctl.set_unclean_shutdown_handled(1, epoch, 4)
     assert json.loads(_raw(store_env, "/brokers/unclean_shutdowns_handled/1")) == {
@@ -206,7 +207,7 @@ def test_admin_paths(store_env: StoreEnv) -> None:
     assert store_env.wait(lambda: seen.types() == ["CREATED", "DELETED"])
 
     assert ctl.get_preferred_replica_election(seen) == set()
-    admin.create_preferred_replica_election([TP("bar", 1), TP("bar", 0)])
+    admin.create_preferred_replica_election([TP("bar", 1), TP("bar", 0), TP("bar", 1)])  # a set, as Kafka's
     assert _raw(store_env, "/admin/preferred_replica_election") == \
         b'{"version":1,"partitions":[{"topic":"bar","partition":0},{"topic":"bar","partition":1}]}'
     assert store_env.wait(lambda: seen.types()[-1] == "CREATED")
@@ -259,7 +260,11 @@ def test_batches_are_split_at_the_store_limit(store_env: StoreEnv) -> None:
     tps = [TP("big", p) for p in range(n)]
     created, failed = c.create_partition_states({tp: LeaderAndIsr(1, 0, (1,)) for tp in tps})
     assert len(created) == n and not failed
-    states = c.get_partition_states(tps)
+    sizes: list[int] = []
+    get_many = c.session.get_many
+    c.session.get_many = lambda paths: sizes.append(len(paths)) or get_many(paths)
+    states = c.get_partition_states(iter(tps))  # any iterable, read once
+    assert len(states) == n and sizes == [7] * 5 + [5]  # reads are split too
     updated, stale, errs = c.update_partition_states({tp: s.with_isr(()) for tp, s in states.items()})
     assert len(updated) == n and not stale and not errs
     assert all(s.isr == () for s in c.get_partition_states(tps).values())
@@ -473,3 +478,72 @@ def test_a_partition_state_keeps_its_isr_in_the_order_written() -> None:
     state = layout.decode_partition_state(data, 0)
     assert state.isr == (3, 1, 2)
     assert layout.encode_partition_state(state) == data
+
+
+def test_a_registration_carries_its_time_in_milliseconds_and_a_rack_only_when_set(store_env: StoreEnv) -> None:
+    if store_env.kind == "memory":
+        store_env.sched.advance(12_345)  # virtual time starts at 0, where seconds and ms agree
+    before = store_env.sched.now_ms()
+    _client(store_env, "b1").register_broker(1, rack="r1")
+    _client(store_env, "b2").register_broker(2)
+    after = store_env.sched.now_ms()
+    one, two = (json.loads(_raw(store_env, f"/brokers/ids/{b}")) for b in (1, 2))
+    assert before <= int(one["timestamp"]) <= after
+    assert one["rack"] == "r1" and "rack" not in two  # Kafka writes a rack only when one is set
+    assert _client(store_env, "reader").get_broker(2).rack is None
+
+
+def test_persistent_paths_are_kafkas_top_level_paths(store_env: StoreEnv) -> None:
+    _client(store_env).ensure_persistent_paths()
+    reader = store_env.store.session("reader")
+    for path in ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics",
+                 "/isr_change_notification"):
+        assert reader.exists(path) is not None, path
+
+
+def test_a_node_deleted_between_the_watch_and_the_read_reads_as_absent(store_env: StoreEnv) -> None:
+    ctl, old = _client(store_env, "controller"), _client(store_env, "old")
+    assert old.try_elect_controller(1)
+    meanwhile(ctl.session, "get", lambda: old.session.close())  # the controller resigns
+    seen = Recorder()
+    assert ctl.get_controller_id(seen) is None
+    assert store_env.wait(lambda: seen.types() == ["DELETED"])  # the watch set first tells of it
+
+
+def test_a_registration_gone_before_it_is_examined_is_not_taken_as_ours(store_env: StoreEnv) -> None:
+    # A crashed predecessor's registration blocks the create, then expires before the
+    # check of who owns it: not registered, so the broker must try again.
+    crashed, restarted = _client(store_env, "crashed"), _client(store_env, "restarted")
+    crashed.register_broker(1)
+    meanwhile(restarted.session, "exists", lambda: crashed.session.close())
+    with pytest.raises(NodeExists):
+        restarted.register_broker(1)
+    del restarted.session.exists
+    assert restarted.get_broker_epoch(1) is None
+    restarted.register_broker(1)
+    assert restarted.get_broker_epoch(1) == restarted.session.session_id
+
+
+def test_a_controller_epoch_that_never_stops_moving_is_an_error_not_a_lost_election(store_env: StoreEnv) -> None:
+    a, b = _client(store_env, "a"), _client(store_env, "b")
+    b.increment_controller_epoch(None)
+    meanwhile(a, "get_controller_epoch", lambda: b.increment_controller_epoch(b.get_controller_epoch()[1]),
+              after=True, every_call=True)
+    with pytest.raises(BadVersion, match="kept moving"):
+        a.register_controller_and_increment_epoch(1)
+    assert a.get_controller_id() is None  # nobody holds /controller: an election is still to be won
+
+
+def test_a_lost_connection_mid_batch_is_raised_not_blamed_on_a_partition(store_env: StoreEnv) -> None:
+    # An error that names no op (the store out of reach) says nothing of any partition:
+    # the caller must learn of it, not find its first partition reported as failed.
+    c = _client(store_env, "controller")
+    c.create_topic("bar", {0: [1], 1: [1]})
+    created, _ = c.create_partition_states({TP("bar", p): LeaderAndIsr(1, 0, (1,)) for p in (0, 1)})
+
+    def unreachable(ops):
+        raise ConnectionLoss("the store is out of reach")
+
+    c.session.multi = unreachable
+    with pytest.raises(ConnectionLoss):
+        c.update_partition_states({tp: s.with_isr(()) for tp, s in created.items()})

@@ -13,7 +13,7 @@ from kreplica.meta.kafka_zk_client import KafkaZkClient
 from kreplica.meta.memory_store import MemoryStore
 from kreplica.protocol.common import TopicPartition as TP
 from kreplica.runtime import SimScheduler
-from meta_env import StoreEnv
+from meta_env import StoreEnv, meanwhile
 
 BROKERS = (1001, 1002, 1003)
 
@@ -203,7 +203,8 @@ def test_metadata_uris() -> None:
                 "zookeeper:///x", "zookeeper://[::1]/x"]:
         with pytest.raises(ValueError):
             parse_metadata_uri(bad)
-    assert isinstance(open_store("memory", SimScheduler(), 5000), MemoryStore)
+    store = open_store("memory", SimScheduler(), 5000)
+    assert isinstance(store, MemoryStore) and store.session_timeout_ms == 5000  # the timeout asked for
 
 
 @pytest.mark.zookeeper
@@ -287,3 +288,30 @@ def test_reassign_and_elect_refuse_no_partitions_and_negative_ones(store_env: St
         with pytest.raises(error, match=re.escape(message)):
             call()
     assert not c.reassignment_in_progress() and c.get_preferred_replica_election() == set()
+
+
+def test_alter_topic_config_answers_the_overrides_as_stored(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001]})
+    got = admin.alter_topic_config(c, "bar", {"retention.ms": 5, "unclean.leader.election.enable": True})
+    assert got == {"retention.ms": "5", "unclean.leader.election.enable": "true"} == c.get_topic_config("bar")
+
+
+def test_a_reassignment_started_meanwhile_by_another_admin_is_refused_as_in_progress(store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    other = KafkaZkClient(store_env.store.session("admin2"), store_env.sched)
+    admin.create_topic(c, "bar", assignment={0: [1001, 1002], 1: [1002, 1001]})
+    meanwhile(c, "get_live_broker_ids", lambda: other.create_partition_reassignment({TP("bar", 1): [1001, 1002]}))
+    with pytest.raises(errors.ReassignmentInProgress):
+        admin.reassign_partitions(c, {TP("bar", 0): [1002, 1001]})
+    assert c.get_partition_reassignment() == {TP("bar", 1): [1001, 1002]}  # the other one stands
+
+
+def test_placement_draws_the_start_index_before_the_replica_shift() -> None:
+    # Kafka's order of the two draws: the same seed must place the same way here and there.
+    draws = random.Random(5)
+    start, shift = draws.randrange(5), draws.randrange(5)
+    assert start != shift
+    brokers = [1, 2, 3, 4, 5]
+    assert admin.assign_replicas(brokers, 10, 3, random.Random(5)) == \
+        admin.assign_replicas(brokers, 10, 3, random.Random(0), start_index=start, replica_shift=shift)

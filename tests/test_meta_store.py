@@ -17,7 +17,7 @@ from kreplica.meta.store import (
     Session,
     SessionExpired,
 )
-from meta_env import Recorder, StoreEnv, expire_from_a_twin, killed_with_an_ephemeral_and_a_watch
+from meta_env import Recorder, StoreEnv, expire_from_a_twin, killed_with_an_ephemeral_and_a_watch, meanwhile
 
 
 def test_create_get_set_versions(store_env: StoreEnv) -> None:
@@ -1133,3 +1133,53 @@ def test_a_full_batch_of_partition_state_writes_fits_one_zookeeper_request(zk_st
     results = s.multi([Op.create(f"/brokers/topics/t/partitions/{i}", state) for i in range(n)])
     assert store.round_trips - before == 1 and len(results) == n
     assert s.get_many([f"/brokers/topics/t/partitions/{n - 1}"])[0][0] == state
+
+
+def test_makepath_makes_empty_parents_whatever_the_nodes_own_data(store_env: StoreEnv) -> None:
+    # As kazoo's ensure_path: the parents a create makes hold nothing; only the node
+    # asked for holds the data (a partition's state must not reappear in its parents).
+    a = store_env.store.session("a")
+    a.create("/p/q/state", b"payload", makepath=True)
+    assert [a.get(p)[0] for p in ("/p", "/p/q", "/p/q/state")] == [b"", b"", b"payload"]
+
+
+def test_a_transactions_sequential_create_answers_the_name_it_made(store_env: StoreEnv) -> None:
+    a = store_env.store.session("a")
+    results = a.multi([Op.create("/q"), Op.create("/q/n-", sequential=True)])
+    assert results == ["/q", "/q/n-0000000000"]
+    assert a.get_children("/q") == ["n-0000000000"]
+
+
+def test_ensuring_a_path_another_client_makes_meanwhile_is_fine(store_env: StoreEnv) -> None:
+    # Two brokers starting together both ensure /brokers/ids: whoever comes second gets
+    # NodeExists from its create, which means done -- not an error, and no extra read.
+    a, b = store_env.store.session("a"), store_env.store.session("b")
+    meanwhile(a, "create", lambda: b.create("/brokers/ids", makepath=True))
+    a.ensure_path("/brokers/ids")
+    del a.create
+    assert b.exists("/brokers/ids") is not None and b.exists("/brokers/ids").ephemeral_owner == 0
+    before = store_env.store.round_trips
+    a.ensure_path("/brokers/ids")  # already there: one round trip, the create that says so
+    assert store_env.store.round_trips - before == 1
+
+
+def test_memory_a_killed_session_that_is_closed_keeps_its_ephemerals_until_it_expires() -> None:
+    # A crashed broker's process runs nothing: a close() reaching its dead session object
+    # (a harness tearing the broker down) must not take its registration away early.
+    sched, store = _memory(3000)
+    s, called = killed_with_an_ephemeral_and_a_watch(store)
+    s.close()
+    other = store.session("b2")
+    sched.advance(2900)
+    assert other.exists("/e") is not None and not s.expired
+    sched.advance(200)
+    assert other.exists("/e") is None and s.expired and called == []
+
+
+def test_memory_the_root_cannot_be_deleted() -> None:
+    # ZooKeeper's own root cannot go; the embedded store's tree keeps its root even empty.
+    sched, store = _memory(3000)
+    s = store.session("a")
+    with pytest.raises(ValueError, match="root"):
+        s.delete("/")
+    assert s.exists("/") is not None and s.create("/after") == "/after"
