@@ -1150,6 +1150,18 @@ def test_a_transactions_sequential_create_answers_the_name_it_made(store_env: St
     assert a.get_children("/q") == ["n-0000000000"]
 
 
+def test_a_recursive_delete_of_a_missing_node_is_done_unless_a_version_is_named(store_env: StoreEnv) -> None:
+    # kazoo's rule, which ZooKeeperStore follows: with any version the tree is already
+    # gone (another client removed it first); a named version cannot match a missing node.
+    a = store_env.store.session("a")
+    a.delete("/gone", recursive=True)
+    with pytest.raises(NoNode):
+        a.delete("/gone", version=0, recursive=True)
+    with pytest.raises(NoNode):
+        a.delete("/gone")
+    assert a.get_children("/") == []
+
+
 def test_ensuring_a_path_another_client_makes_meanwhile_is_fine(store_env: StoreEnv) -> None:
     # Two brokers starting together both ensure /brokers/ids: whoever comes second gets
     # NodeExists from its create, which means done -- not an error, and no extra read.

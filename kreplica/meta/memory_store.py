@@ -436,6 +436,10 @@ class MemorySession(Session):
         events: list[tuple[int, str, EventType]] = []
         try:
             if recursive:
+                if version == -1 and path not in store._nodes:
+                    # As kazoo's recursive delete (and ZooKeeperStore): the tree is gone
+                    # already. A named version cannot match a missing node: NoNode below.
+                    return
                 store._node_at(path, version)
                 self._delete_tree(store, path, events)
             else:
