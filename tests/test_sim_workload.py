@@ -23,12 +23,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, batches: int = 1, acks: str = "all",
-              forgets: list | None = None, made: list | None = None):
+              forgets: list | None = None, made: list | None = None, unacked: list | None = None,
+              topic_exists=lambda topic: True):
     """A producer (acks=all unless told) of topic t on a clock of its own and three brokers,
     stopped once ``batches`` batches were acknowledged, given up on or (acks=0) sent; returns
     it, the leader lookups' times, the recorded events and the checker's acks.  ``forgets``
-    collects the times the producer dropped its cached leader; ``made`` gets the producer
-    before it starts."""
+    collects the times the producer dropped its cached leader, ``unacked`` those it told the
+    checker of an acks=0 send; ``made`` gets the producer before it starts."""
     sched = SimScheduler(1)
     lookups, events, acked = [], [], []
     spec = WorkloadSpec(retries=retries, retry_backoff_ms=100, produce_interval_ms=1000, acks=acks)
@@ -40,11 +41,12 @@ def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, bat
 
     world = SimpleNamespace(
         rng=random.Random(1), later=sched.call_later, now_ms=sched.now_ms, record=record,
-        cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), zk=SimpleNamespace(topic_exists=lambda topic: True)),
+        cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), zk=SimpleNamespace(topic_exists=topic_exists)),
         leader_of=lambda tp: lookups.append(sched.now_ms()) or leader,
         forget_leader=lambda tp: forgets is not None and forgets.append(sched.now_ms()),
         network=SimpleNamespace(send=send), isr_size=lambda tp: 3,
-        checker=SimpleNamespace(on_ack=lambda *args, **kwargs: acked.append(args), on_sent_unacknowledged=lambda: None))
+        checker=SimpleNamespace(on_ack=lambda *args, **kwargs: acked.append(args),
+                                on_sent_unacknowledged=lambda: unacked is not None and unacked.append(sched.now_ms())))
     producer = Producer(world, 0, "t", partitions, spec)
     if made is not None:
         made.append(producer)
@@ -113,8 +115,9 @@ def test_a_consumer_reads_each_committed_batch_once_in_offset_order():
 @pytest.mark.parametrize("acks, wire", [("0", 0), ("1", 1), ("all", -1)])
 def test_a_producer_asks_for_its_acks_and_with_acks_0_sends_on_without_waiting(acks, wire):
     """The acks the workload is configured with are the acks on the wire and in the checker's
-    ack; with acks=0 nothing is answered and the producer goes on sending all the same."""
-    requests = []
+    ack; with acks=0 nothing is answered and the producer goes on sending all the same, each
+    send told to the checker as a write completed without an answer (``writes_completed``)."""
+    requests, unacked = [], []
 
     def send(src, dst, request, respond):
         requests.append(request.acks)
@@ -122,16 +125,18 @@ def test_a_producer_asks_for_its_acks_and_with_acks_0_sends_on_without_waiting(a
             (part,) = request.partitions
             respond(ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 10 * len(requests)),)))
 
-    producer, lookups, events, acked = _producer(1, send, acks=acks, batches=5)
+    producer, lookups, events, acked = _producer(1, send, acks=acks, batches=5, unacked=unacked)
     assert requests == [wire] * 5
     if wire == 0:
         assert [kind for _, kind, _ in events] == ["produce"] * 5 and acked == []
+        assert unacked == [t for t, _, _ in events]
     else:
         assert [kind for _, kind, _ in events] == ["ack"] * 5
         # Each ack covers the batch's records, first to last (two records a batch).
         assert [(d["offset"], d["last"], d["acks"]) for _, _, d in events] == [
             (10 * n, 10 * n + 1, wire) for n in range(1, 6)]
         assert [(a[1], a[2], a[4]) for a in acked] == [(10 * n, 10 * n + 1, wire) for n in range(1, 6)]
+        assert unacked == []
 
 
 def test_an_error_that_no_retry_can_mend_gives_the_batch_up_at_once():
@@ -145,26 +150,36 @@ def test_an_error_that_no_retry_can_mend_gives_the_batch_up_at_once():
     assert (producer.sent, producer.failed, len(lookups)) == (1, 1, 1)
 
 
-def test_every_failed_attempt_drops_the_cached_leader_before_the_retry_looks_it_up():
-    """A NOT_LEADER answer means the client's metadata is stale: the retry must look the
-    leader up afresh, as a Kafka client refreshes its metadata after the error."""
+@pytest.mark.parametrize("failure", ["not leader", "no answer"])
+def test_every_failed_attempt_drops_the_cached_leader_before_the_retry_looks_it_up(failure):
+    """A NOT_LEADER answer means the client's metadata is stale, and so may an attempt that
+    timed out (its leader crashed, paused or cut off): the retry must look the leader up
+    afresh, as a Kafka client refreshes its metadata after the error."""
     codes = [errors.NotLeaderOrFollower.code, errors.NotLeaderOrFollower.code, errors.NONE]
 
     def send(src, dst, request, respond):
         (part,) = request.partitions
-        respond(ProduceResponse((ProducePartitionResult(part.tp, codes.pop(0), 7),)))
+        code = codes.pop(0)
+        if code == errors.NONE or failure == "not leader":
+            respond(ProduceResponse((ProducePartitionResult(part.tp, code, 7),)))
 
     forgets = []
     producer, lookups, events, acked = _producer(2, send, forgets=forgets)
     assert [kind for _, kind, _ in events] == ["ack"] and len(lookups) == 3
-    # A forget after each failed answer, before the next lookup (retry.backoff.ms later).
-    assert forgets == [lookups[0], lookups[1]] and lookups[1:] == [lookups[0] + 100, lookups[0] + 200]
+    # A forget after each failed attempt (its answer, or its timeout: the request's own
+    # timeout and 500 ms), before the next lookup retry.backoff.ms later.
+    wait = 0 if failure == "not leader" else WorkloadSpec().request_timeout_ms + 500
+    assert forgets == [lookups[0] + wait, lookups[1] + wait]
+    assert lookups[1:] == [lookups[0] + wait + 100, lookups[0] + 2 * (wait + 100)]
 
 
-def _consumer(answer, intervals: int = 30):
+def _consumer(answer, intervals: int = 30, leader_of=lambda tp: 1, forgets: list | None = None,
+              hws: list | None = None):
     """A consumer of t-0 on a clock of its own, polling every 100 ms for ``intervals``
     intervals; ``answer(request)`` gives the leader's FetchResponse (or None: no answer).
-    Returns the requests, the recorded events and what the checker was told was read."""
+    Returns the requests, the recorded events and what the checker was told was read;
+    ``forgets`` collects the times it dropped its cached leader, ``hws`` the HW it told the
+    checker each read was served under."""
     from kreplica.protocol import TopicPartition
     from kreplica.sim.workload import Consumer
 
@@ -182,8 +197,10 @@ def _consumer(answer, intervals: int = 30):
         rng=random.Random(1), later=sched.call_later, now_ms=sched.now_ms,
         record=lambda kind, broker=None, tp=None, **data: events.append((kind, data)),
         cluster=SimpleNamespace(zk=SimpleNamespace(topic_exists=lambda topic: True)),
-        leader_of=lambda tp: 1, forget_leader=lambda tp: None, network=SimpleNamespace(send=send),
-        checker=SimpleNamespace(on_consume=lambda name, fps, hw, leader: consumed.extend(fps)))
+        leader_of=leader_of, forget_leader=lambda tp: forgets is not None and forgets.append(sched.now_ms()),
+        network=SimpleNamespace(send=send),
+        checker=SimpleNamespace(on_consume=lambda name, fps, hw, leader: consumed.extend(fps) or
+                                (hws is not None and hws.append(hw))))
     consumer = Consumer(world, 0, TopicPartition("t", 0), 100)
     consumer.start()
     sched.advance(intervals * 100 + 50)
@@ -216,7 +233,8 @@ def test_a_consumer_reads_committed_offsets_each_once_from_where_it_left_off_one
     answer arriving twice: the consumer asks for committed data only, each fetch from the
     offset after the last one read, reads every committed offset once, in order, none past
     the HW, and a second answer to one request starts no second chain of polls."""
-    requests, events, consumed = _consumer(_leader_of_single_record_batches(60, lambda n: min(40, 2 * n)))
+    hws = []
+    requests, events, consumed = _consumer(_leader_of_single_record_batches(60, lambda n: min(40, 2 * n)), hws=hws)
     assert {r.isolation for r in requests} == {"committed"}
     assert [base for base, *_ in consumed] == list(range(40))
     assert len(requests) <= 31  # one poll per 100 ms interval
@@ -224,6 +242,8 @@ def test_a_consumer_reads_committed_offsets_each_once_from_where_it_left_off_one
     assert offsets == sorted(offsets) and offsets[0] == 0 and offsets[-1] == 40
     reads = [d for kind, d in events if kind == "consume"]
     assert all(d["last"] < d["hw"] for d in reads)
+    # The checker judges each read against the HW it was served under, not the leader's LEO (60).
+    assert hws == [d["hw"] for d in reads] and max(hws) == 40
     assert [d["first"] for d in reads[1:]] == [d["last"] + 1 for d in reads[:-1]]
 
 
@@ -356,3 +376,49 @@ def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partit
     assert forgets == [a, a]
     tries = [(acks, records) for tp, acks, records in sent if tp == a]
     assert len(tries) == 3 and len({r for _, r in tries}) == 1 and {k for k, _ in tries} == {-1}
+
+
+def test_a_producer_sends_nothing_more_once_its_topic_is_deleted():
+    """A topic deleted mid-run (a delete_topic step) ends its history: its producers stop
+    with it, and nothing is sent, retried or given up on for it afterwards."""
+    sends = []
+
+    def send(src, dst, request, respond):
+        sends.append(request)
+        (part,) = request.partitions
+        respond(ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 0),)))
+
+    producer, lookups, events, acked = _producer(1, send, batches=10, topic_exists=lambda topic: len(sends) < 3)
+    assert len(sends) == 3 and [kind for _, kind, _ in events] == ["ack"] * 3 and producer.sent == 3
+
+
+def test_a_consumer_polls_on_without_a_leader_and_drops_its_leader_after_a_failed_fetch():
+    """No leader for the first polls: the consumer polls on at its interval.  Then a fetch
+    is lost (2 s timeout), one answered NOT_LEADER_OR_FOLLOWER, one DISCONNECTED: after
+    each the cached leader is dropped, the way a Kafka client refreshes its metadata; and
+    reading goes on from offset 0."""
+    from kreplica.protocol import FetchPartitionData, FetchResponse
+    from kreplica.transport import DISCONNECTED
+
+    lookups, forgets = [], []
+    inner = _leader_of_single_record_batches(10, lambda n: 10)
+    failures = [None, "not leader", DISCONNECTED]
+
+    def answer(request):
+        if failures:
+            f = failures.pop(0)
+            if f == "not leader":
+                return FetchResponse(0, (FetchPartitionData(request.partitions[0].tp,
+                                                            errors.NotLeaderOrFollower.code),))
+            return f
+        return inner(request)
+
+    def leader_of(tp):
+        lookups.append(1)
+        return NO_LEADER if len(lookups) <= 3 else 1
+
+    requests, events, consumed = _consumer(answer, intervals=40, leader_of=leader_of, forgets=forgets)
+    assert len(lookups) > 6 and [base for base, *_ in consumed] == list(range(10))
+    assert len(requests) >= 4 and {r.partitions[0].fetch_offset for r in requests[:4]} == {0}
+    # The lost fetch's timeout, 2 s after it was sent; then each failed answer, 1 ms after its request.
+    assert len(forgets) == 3 and forgets[0] >= 2000 and forgets[1] < forgets[2]
