@@ -664,10 +664,11 @@ def test_a_partitions_first_leader_is_no_re_election(epoch, counted):
     assert world.reelect_ms == counted and "side-0" not in world._leaderless_since
 
 
-def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1):
+def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None):
     """World._convergence_gap over a stand-in cluster: one partition t-0 on brokers 1-3,
-    ``offsets`` each replica's (HW, LEO), the store's ``isr`` and ``leader_epoch``, and the
-    leader's own epoch ``leading_epoch``."""
+    ``offsets`` each replica's (HW, LEO), the store's ``isr`` and ``leader_epoch``, the
+    leader's own epoch ``leading_epoch``, and ``admin`` ("reassignment" or "deletion") in
+    progress in the store, if any."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -683,7 +684,8 @@ def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1):
 
     world = SimpleNamespace(
         cluster=SimpleNamespace(brokers={b: broker(b, hw, leo) for b, (hw, leo) in zip((1, 2, 3), offsets)},
-                                zk=SimpleNamespace(get_topic_deletions=list, reassignment_in_progress=lambda: False)),
+                                zk=SimpleNamespace(get_topic_deletions=lambda: ["x"] if admin == "deletion" else [],
+                                                   reassignment_in_progress=lambda: admin == "reassignment")),
         scenario=SimpleNamespace(workload=SimpleNamespace(alter_configs=False)),
         _partition_states=lambda: {tp: (SimpleNamespace(leader=leader, leader_epoch=leader_epoch, isr=isr), [1, 2, 3])})
     world._leader_gap = lambda tp, state: World._leader_gap(world, tp, state)
@@ -699,6 +701,13 @@ def test_convergence_needs_the_whole_isr_hw_equal_to_leo_and_the_leader_at_the_s
     assert _gap((1, 2, 3), [(4, 5)] * 3) == "t-0 on 1: HW 4 != LEO 5"
     assert _gap((1, 2, 3), [(5, 5)] * 3, leader_epoch=4, leading_epoch=3) == (
         "t-0 leader 1 (epoch 4) is not leading it: Leader at epoch 3")
+
+
+@pytest.mark.parametrize("admin", ["reassignment", "deletion"])
+def test_convergence_waits_for_an_admin_operation_in_progress(admin):
+    """Every partition converged is not enough while the store holds a reassignment or a
+    topic deletion still going: its end moves replicas again."""
+    assert _gap((1, 2, 3), [(5, 5)] * 3, admin=admin) == "admin operation in progress"
 
 
 def test_the_liveness_phase_heals_a_partition_at_once_not_when_its_own_timer_ends():
@@ -1031,6 +1040,25 @@ def test_a_controller_request_sent_notes_its_term_at_once():
     assert world.checker.term_epochs == {4: (1, 0, 0)} and len(sent) == 2
 
 
+def _hook(p, log, **checker):
+    """World._instrument on partition ``p`` of broker 1 (t-0) with ``log``, over a stand-in
+    world whose checker has the methods given; returns the kinds the world records."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+
+    for name in ("delete_old_segments", "maybe_increment_log_start_offset", "append_batches_as_leader",
+                 "append_as_follower"):
+        if not hasattr(log, name):
+            setattr(log, name, None)
+    p.log = log
+    records: list = []
+    world = SimpleNamespace(checker=SimpleNamespace(**checker), _dirty={},
+                            record=lambda kind, *a, **k: records.append((kind, k)))
+    World._instrument(world, 1, TopicPartition("t", 0), p)
+    return records
+
+
 def test_truncations_reach_the_checker_at_the_end_they_leave():
     """World._instrument reports a truncation at the LEO it left (a batch goes whole, so
     below the offset asked for), and every full truncation, even one that does not lower
@@ -1039,10 +1067,8 @@ def test_truncations_reach_the_checker_at_the_end_they_leave():
 
     from kreplica.protocol import TopicPartition
 
-    truncated, records = [], []
-    log = SimpleNamespace(delete_old_segments=None, maybe_increment_log_start_offset=None,
-                          append_batches_as_leader=None, append_as_follower=None)
-    p = SimpleNamespace(log=log, log_end_offset=6)
+    truncated = []
+    p = SimpleNamespace(log_end_offset=6)
 
     def truncate_to(offset):
         p.log_end_offset = 2  # the batch 2..5 holding ``offset`` goes whole
@@ -1051,13 +1077,11 @@ def test_truncations_reach_the_checker_at_the_end_they_leave():
         p.log_end_offset = offset
 
     p.truncate_to, p.truncate_fully_and_start_at = truncate_to, truncate_fully_and_start_at
-    world = SimpleNamespace(checker=SimpleNamespace(on_truncate=lambda *a: truncated.append(a)),
-                            record=lambda kind, *a, **k: records.append(kind), _dirty={})
-    World._instrument(world, 1, TopicPartition("t", 0), p)
+    records = _hook(p, SimpleNamespace(), on_truncate=lambda *a: truncated.append(a))
     p.truncate_to(4)
     assert truncated == [(1, "t-0", 2)]
     p.truncate_fully_and_start_at(9)
-    assert truncated[1:] == [(1, "t-0", 0)] and records == ["truncate", "truncate_fully"]
+    assert truncated[1:] == [(1, "t-0", 0)] and [kind for kind, _ in records] == ["truncate", "truncate_fully"]
 
 
 def test_the_probe_asks_acks_1_only_where_the_topics_own_min_insync_replicas_cannot_be_met(monkeypatch):
@@ -1147,14 +1171,249 @@ def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_schedu
     assert (r.events, r.scheduler_events) == (7, 600)
 
 
-def test_the_liveness_phase_ends_pauses_and_slow_disks_at_once_not_at_their_own_timers():
-    """A pause and a slow disk still in place at until_ms would last ten minutes: the
-    liveness phase resumes the broker and speeds its disk up as it begins."""
+def test_the_liveness_phase_ends_pauses_slow_and_full_disks_at_once_not_at_their_own_timers():
+    """A pause, a slow disk and a full disk still in place at until_ms would last ten
+    minutes: the liveness phase resumes the broker, speeds its disk up and frees the full
+    one as it begins (a full disk would refuse the probe's writes)."""
     sc = replace(scenarios.load("slow-follower"), until_ms=3000, steps=(
         scenarios.Step("pause", at_ms=1000, target=3, params={"duration_ms": 600_000}),
-        scenarios.Step("slow_disk", at_ms=1000, target=2, params={"delay_ms": 150, "duration_ms": 600_000}),))
+        scenarios.Step("slow_disk", at_ms=1000, target=2, params={"delay_ms": 150, "duration_ms": 600_000}),
+        scenarios.Step("disk_full", at_ms=1000, target=1, params={"duration_ms": 600_000}),))
     world = World(sc, 1)
     r = world.run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
     assert [(e.broker, e.time_ms) for e in world.history.events if e.kind == "resume"] == [(3, 3000)]
-    assert world.network.slow_ms == {} and world.now_ms() < 600_000
+    assert world.network.slow_ms == {} and world.disk_full == set() and world.now_ms() < 600_000
+    assert [e.broker for e in world.history.events if e.kind == "disk_full"] == [1]
+
+
+# ---- fourth world mutation pass (seventieth review) ---------------------------------------------
+
+
+def _arrivals(instrumented: list | None = None):
+    """A stand-in world and broker 2 (its replica manager at controller epoch 5, no
+    partitions) for World._arrive_controller_request; ``instrumented`` collects the
+    brokers the world hooks after an arrival.  The broker refuses broker epoch 0 as stale."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    world = SimpleNamespace(checker=Checker(History()), _partition_state=World._partition_state,
+                            instrument_broker=(instrumented if instrumented is not None else []).append)
+    rm = SimpleNamespace(controller_epoch=5, partitions={})
+    broker = SimpleNamespace(replica_manager=rm, _stale_broker_epoch=lambda epoch: epoch == 0)
+    return world, rm, broker
+
+
+def _controller_request(kind, controller_epoch: int, broker_epoch: int = 1):
+    message = kind.__new__(kind)
+    for name, value in (("controller_epoch", controller_epoch), ("broker_epoch", broker_epoch),
+                        ("partition_states", ())):
+        if name in kind.__dataclass_fields__:
+            object.__setattr__(message, name, value)
+    return message
+
+
+def test_a_leader_and_isr_request_gets_the_replicas_it_started_hooked_as_soon_as_it_is_applied():
+    """A LeaderAndIsr may start replicas that truncate at once (a follower's first fetch):
+    the world hooks them right after the request is applied, not at the next sweep.
+    Other controller requests start none."""
+    from kreplica.protocol import LeaderAndIsrRequest, UpdateMetadataRequest
+
+    order: list = []
+    world, rm, broker = _arrivals(order)
+    World._arrive_controller_request(world, 2, broker, _controller_request(UpdateMetadataRequest, 5),
+                                     lambda m: order.append("metadata"))
+    World._arrive_controller_request(world, 2, broker, _controller_request(LeaderAndIsrRequest, 5),
+                                     lambda m: order.append("leader_and_isr"))
+    assert order == ["metadata", "leader_and_isr", 2] and world.checker.violation is None
+
+
+def test_a_request_refused_for_its_broker_epoch_does_not_raise_the_epoch_the_broker_is_held_to():
+    """A request fenced as meant for an older registration is refused before the broker
+    reads its controller epoch: a later request of a lower, but still newer than the
+    broker's own, controller epoch is no stale request applied."""
+    from kreplica.protocol import UpdateMetadataRequest
+
+    world, rm, broker = _arrivals()
+
+    def takes_its_epoch(message):
+        rm.controller_epoch = max(rm.controller_epoch, message.controller_epoch)
+
+    World._arrive_controller_request(world, 2, broker, _controller_request(UpdateMetadataRequest, 9, broker_epoch=0),
+                                     lambda m: None)  # fenced, nothing read
+    World._arrive_controller_request(world, 2, broker, _controller_request(UpdateMetadataRequest, 6), takes_its_epoch)
+    assert world.checker.violation is None and rm._sim_controller_epoch == 6
+
+
+def test_every_sweep_holds_the_stores_controller_epoch_to_never_going_back():
+    world = World(scenarios.load("random-chaos"), 1)
+    try:
+        world._build()
+        stored = world.cluster.zk.get_controller_epoch()[0]
+        assert stored >= 1 and world.checker.controller_epoch == stored
+        world.cluster.zk.get_controller_epoch = lambda: (stored - 1, 0)
+        world._sweep()
+        v = world.checker.violation
+        assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH and "went back" in v.message
+    finally:
+        world.close()
+
+
+def test_the_check_after_an_event_passes_over_topics_being_deleted_and_dead_brokers():
+    """A topic being deleted has no history any more (its replicas go one by one), and a
+    dead broker has nothing to check: only the other touched replicas are observed."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.partition import Role
+
+    kept, gone = TopicPartition("t", 0), TopicPartition("side", 0)
+    p = SimpleNamespace(role=Role.LEADER)
+    rm = SimpleNamespace(partitions={kept: p, gone: p})
+    observed = []
+    world = SimpleNamespace(
+        _dirty={(1, gone): None, (1, kept): None, (2, kept): None}, _deleting={"side"}, _tp_names={},
+        _fetch_phase=World._fetch_phase,
+        checker=SimpleNamespace(observe=lambda bid, name, part, phase: observed.append((bid, name)), violation=None),
+        cluster=SimpleNamespace(brokers={1: SimpleNamespace(alive=True, replica_manager=rm),
+                                         2: SimpleNamespace(alive=False, replica_manager=rm)}))
+    World._check_dirty(world)
+    assert observed == [(1, "t-0")] and world._dirty == {}
+
+
+def test_only_retention_moving_the_log_start_is_held_to_the_hw_not_a_follower_adopting_its_leaders():
+    """A follower back from a long absence adopts its leader's log start (KIP-107), far above
+    its own HW: recorded, but not judged as retention, which may delete only what is
+    committed.  Retention's own move is handed to the checker with the HW it had."""
+    from types import SimpleNamespace
+
+    retained = []
+    log = SimpleNamespace(log_start_offset=0, high_watermark=3)
+
+    def adopt(start):
+        log.log_start_offset = start
+
+    def retention():
+        log.log_start_offset = 12
+
+    log.maybe_increment_log_start_offset, log.delete_old_segments = adopt, retention
+    records = _hook(SimpleNamespace(truncate_to=None, truncate_fully_and_start_at=None), log,
+                    on_retention=lambda *a: retained.append(a))
+    log.maybe_increment_log_start_offset(10)
+    assert retained == [] and records == [("log_start", {"cause": "leader's log start", "start_before": 0,
+                                                         "start": 10})]
+    log.high_watermark = 20
+    log.delete_old_segments()
+    assert retained == [(1, "t-0", 20, 12)] and records[1][1]["cause"] == "retention"
+
+
+def test_a_sample_shows_a_partition_whose_leader_is_down_with_no_leader_and_no_isr(monkeypatch):
+    """The timeline's partition rows (flag 2): the leader and ISR while the leader is up, 0
+    and nothing while it is down; then one row per replica hosted on a live broker."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+
+    world = World(scenarios.load("random-chaos"), 1, record_samples=True)
+    replica = SimpleNamespace(high_watermark=4, log_end_offset=6, is_leader=True, isr=(1, 2))
+    world.cluster = SimpleNamespace(
+        live_brokers=lambda: [1],
+        brokers={1: SimpleNamespace(replica_manager=SimpleNamespace(partitions={TopicPartition("t", 0): replica}))})
+    monkeypatch.setattr(world.network, "is_paused", lambda node: False)
+    world.checker.models.update({"t-0": SimpleNamespace(leader=1, isr=(1, 2)),
+                                 "t-1": SimpleNamespace(leader=2, isr=(2,))})
+    world._sample(1000)
+    assert world.samples == [(1000, "t-0", 1, -1, -1, 2, (1, 2)), (1000, "t-1", 0, -1, -1, 2, ()),
+                             (1000, "t-0", 1, 4, 6, 1, (1, 2))]
+
+
+def test_a_random_target_is_a_live_broker_and_none_when_every_broker_is_down():
+    from types import SimpleNamespace
+
+    world = World(scenarios.load("random-chaos"), 1)
+    live = [2, 4]
+    world.cluster = SimpleNamespace(live_brokers=lambda: list(live), brokers=dict.fromkeys(range(1, 6)))
+    assert {world.resolve("random") for _ in range(40)} == {2, 4}
+    live.clear()
+    assert world.resolve("random") is None
+
+
+def test_a_kill_controller_step_binds_the_broker_it_killed_and_isolate_cuts_its_target_from_dead_brokers_too():
+    """``bind`` on kill_controller names the controller that was killed (a later "$name"
+    restarts it), not whatever the store names after the kill.  ``isolate`` cuts its
+    target from every other broker, a dead one too: restarted mid-partition, it must not
+    reach the isolated broker."""
+    from kreplica.sim.scenarios import Step
+
+    world = World(replace(scenarios.load("random-chaos"), chaos=None), 1)
+    try:
+        world._build()
+        world._phase = "run"
+        killed = world.cluster.controller_id
+        world._run_step(Step("kill_controller", bind="gone"))
+        assert world.bound == {"gone": killed} and not world.cluster.brokers[killed].alive
+        target = next(b for b in world.cluster.live_brokers())
+        world._run_step(Step("isolate", target=target, params={"duration_ms": 1000}))
+        (event,) = [e for e in world.history.events if e.kind == "partition"]
+        others = sorted(b for b in world.cluster.brokers if b != target)
+        assert killed in others and event.data["groups"] == [[target], others]
+        assert world.network.cut(killed, target) and world.network.cut(target, killed)
+    finally:
+        world.close()
+
+
+def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first():
+    """World._delete_topic: the checker's models of the topic and its leaderless stretches
+    go, and its replicas, deleted one by one, are no longer observed (``_deleting``)."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    checker = Checker(History())
+    checker.model("side-0").canon_end = 7
+    checker.model("other-0").canon_end = 3
+    calls = []
+    world = SimpleNamespace(checker=checker, _deleting=set(), _leaderless_since={"side-0": 5, "sidecar-0": 6},
+                            record=lambda *a, **k: None, _admin=lambda fn, *a, **k: calls.append((fn, a)),
+                            cluster=SimpleNamespace(delete_topic="delete"))
+    world._forget_topic = lambda topic: World._forget_topic(world, topic)
+    World._delete_topic(world, "side")
+    assert world._deleting == {"side"} and set(checker.models) == {"other-0"}
+    # Only its own partitions' stretches: "sidecar" is another topic, though its name starts alike.
+    assert world._leaderless_since == {"sidecar-0": 6} and calls == [("delete", ("side",))]
+
+
+def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_brokers_live():
+    """The side topic is created, and deleted, only while no deletion is in progress (a
+    deleted topic stays listed until its replicas are gone); a reassignment is drawn when
+    exactly as many brokers live as the topic's replication factor."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.scenarios import TopicSpec
+
+    script, exists, deletions, made = [], [True], ["admin-side"], []
+    world = SimpleNamespace(
+        _phase="run", later=lambda *a: None,
+        rng=SimpleNamespace(randrange=lambda n: script.pop(0), choice=lambda seq: seq[0],
+                            sample=lambda seq, k: list(seq)[:k]),
+        scenario=SimpleNamespace(topics=(TopicSpec("t", 1, 3),),
+                                 workload=SimpleNamespace(alter_configs=False, admin_interval_ms=1000)),
+        cluster=SimpleNamespace(
+            brokers=dict.fromkeys((1, 2, 3, 4)), live_brokers=lambda: [1, 2, 4],
+            reassign="reassign", zk=SimpleNamespace(topic_exists=lambda t: exists[0], reassignment_in_progress=lambda: False,
+                                                    get_topic_deletions=lambda: list(deletions))),
+        record=lambda kind, *a, **k: None, _admin=lambda fn, *a, **k: made.append((fn, a)),
+        _delete_topic=lambda t: made.append(("delete", t)), _create_topic=lambda t, p, rf: made.append(("create", t, rf)),
+        _admin_tick=lambda: None)
+    for step in ("listed, deletion pending", "gone from the list, deletion pending", "none pending", "listed"):
+        exists[0] = step.startswith("listed")
+        if step == "none pending":
+            deletions.clear()
+        script.append(0)
+        World._admin_tick(world)
+    script.extend([1, 0])  # a reassignment of t-0
+    World._admin_tick(world)
+    assert made == [("create", "admin-side", 2), ("delete", "admin-side"), ("reassign", ("t", 0, [1, 2, 4]))]
