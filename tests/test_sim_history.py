@@ -262,10 +262,10 @@ def test_a_value_with_no_canonical_form_cannot_enter_the_history():
 
 
 
-def test_a_base_mix_scales_its_loss_and_duplication_around_the_bases_and_still_draws_reordering():
+def test_a_base_mix_scales_its_loss_and_duplication_around_the_bases():
     """``swarm_mix = "base"``: the base's message loss and duplication are scaled by the
-    drawn multiple (mean 1x, at most about 2x, off in some seeds), and the clients'
-    reordering and the producers' batches in flight are drawn as for any base."""
+    drawn multiple (mean 1x, at most about 2x, off in some seeds).  (Its reordering and
+    batches in flight: test_sim_scenarios' either-mix test.)"""
     for name in ("gc-pause-chaos", "config-churn", "control-plane-chaos"):
         base = scenarios.load(name)
         drawn = [swarm_scenario(s, base) for s in range(60)]
@@ -274,5 +274,3 @@ def test_a_base_mix_scales_its_loss_and_duplication_around_the_bases_and_still_d
             assert 0 in scales and max(scales) <= 2.0, (name, f)
             on = [x for x in scales if x]
             assert 0.6 <= sum(on) / len(on) <= 1.4, (name, f)
-        assert {sc.network.reorder for sc in drawn} == {True, False}, name
-        assert {sc.workload.max_in_flight for sc in drawn} == {1, 2, 5}, name

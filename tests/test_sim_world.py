@@ -1417,3 +1417,20 @@ def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_br
     script.extend([1, 0])  # a reassignment of t-0
     World._admin_tick(world)
     assert made == [("create", "admin-side", 2), ("delete", "admin-side"), ("reassign", ("t", 0, [1, 2, 4]))]
+
+
+def test_an_election_tells_the_chaos_planner_its_new_leader_and_drops_the_clients_cached_leader():
+    """Each election the checker saw goes to the chaos planner (which may fail the new
+    leader at once, a cascade) and ends the clients' cached leader of that partition, so
+    their next request looks the new one up instead of failing at the old one first."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+
+    world = World(scenarios.load("random-chaos"), 1)
+    told = []
+    world.chaos = SimpleNamespace(on_election=lambda tp, leader: told.append((tp, leader)))
+    world._leaders.update({TopicPartition("t", 0): 1, TopicPartition("t", 1): 2})
+    world.checker.elections.append((100, "t-0", 3, 2))
+    world._note_elections()
+    assert told == [("t-0", 3)] and world._leaders == {TopicPartition("t", 1): 2}
