@@ -24,18 +24,21 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, batches: int = 1, acks: str = "all",
               forgets: list | None = None, made: list | None = None, unacked: list | None = None,
-              topic_exists=lambda topic: True):
+              topic_exists=lambda topic: True, tps: list | None = None):
     """A producer (acks=all unless told) of topic t on a clock of its own and three brokers,
     stopped once ``batches`` batches were acknowledged, given up on or (acks=0) sent; returns
     it, the leader lookups' times, the recorded events and the checker's acks.  ``forgets``
     collects the times the producer dropped its cached leader, ``unacked`` those it told the
-    checker of an acks=0 send; ``made`` gets the producer before it starts."""
+    checker of an acks=0 send, ``tps`` the partition each event names; ``made`` gets the
+    producer before it starts."""
     sched = SimScheduler(1)
     lookups, events, acked = [], [], []
     spec = WorkloadSpec(retries=retries, retry_backoff_ms=100, produce_interval_ms=1000, acks=acks)
 
     def record(kind, broker=None, tp=None, **data):
         events.append((sched.now_ms(), kind, data))
+        if tps is not None:
+            tps.append(tp)
         if sum(k in ("ack", "produce_failed", "produce") for _, k, _ in events) >= batches:
             producer.stop()
 
@@ -116,8 +119,10 @@ def test_a_consumer_reads_each_committed_batch_once_in_offset_order():
 def test_a_producer_asks_for_its_acks_and_with_acks_0_sends_on_without_waiting(acks, wire):
     """The acks the workload is configured with are the acks on the wire and in the checker's
     ack; with acks=0 nothing is answered and the producer goes on sending all the same, each
-    send told to the checker as a write completed without an answer (``writes_completed``)."""
-    requests, unacked = [], []
+    send told to the checker as a write completed without an answer (``writes_completed``).
+    Every event names its partition as the history files it, "t-0" (an acks=0 send named it
+    as the TopicPartition, written as ["t",0], so a violation's trace left those sends out)."""
+    requests, unacked, tps = [], [], []
 
     def send(src, dst, request, respond):
         requests.append(request.acks)
@@ -125,8 +130,8 @@ def test_a_producer_asks_for_its_acks_and_with_acks_0_sends_on_without_waiting(a
             (part,) = request.partitions
             respond(ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 10 * len(requests)),)))
 
-    producer, lookups, events, acked = _producer(1, send, acks=acks, batches=5, unacked=unacked)
-    assert requests == [wire] * 5
+    producer, lookups, events, acked = _producer(1, send, acks=acks, batches=5, unacked=unacked, tps=tps)
+    assert requests == [wire] * 5 and tps == ["t-0"] * 5
     if wire == 0:
         assert [kind for _, kind, _ in events] == ["produce"] * 5 and acked == []
         assert unacked == [t for t, _, _ in events]

@@ -139,7 +139,7 @@ class Producer:
         req = ProduceRequest(self.acks, self.spec.request_timeout_ms, (ProducePartition(tp, batch),))
         if self.acks == 0:
             self.world.network.send(self.node, leader, req, None)
-            self.world.record("produce", None, tp, acks=0, leader=leader, crc=batch_crc(batch))
+            self.world.record("produce", None, f"{tp.topic}-{tp.partition}", acks=0, leader=leader, crc=batch_crc(batch))
             self.world.checker.on_sent_unacknowledged()
             return self._schedule_next()
         request_once(self.world, self.node, leader, req, self.spec.request_timeout_ms + 500,
