@@ -172,6 +172,23 @@ def test_a_leader_refuses_batches_whose_records_no_reader_could_decode(tmp_path,
     log.close()
 
 
+@pytest.mark.parametrize("tail", [20, 100])
+def test_zero_bytes_after_the_last_batch_are_a_corrupt_message_on_both_append_paths(tmp_path, tail):
+    # Zeros after whole batches end a scan cleanly, but an append's buffer must be
+    # batches to its end: Kafka's reader calls such a tail corrupt, on a leader (not an
+    # invalid record) and on a follower (not a write of fewer bytes than were given).
+    from kreplica.records import encode_batch
+
+    log = Log.open(tmp_path / "t-0")
+    data = encode_batch([b"a", b"b"]) + bytes(tail)
+    with pytest.raises(errors.CorruptMessage, match=f"{tail} trailing bytes are not a batch"):
+        log.append_batches_as_leader(data, leader_epoch=0)
+    with pytest.raises(errors.CorruptMessage, match=f"{tail} trailing bytes are not a batch"):
+        log.append_as_follower(data)
+    assert log.log_end_offset == 0 and not len(log.read(0, 1 << 20).view)
+    log.close()
+
+
 def test_a_leader_refuses_control_batches_from_a_client_and_a_follower_copies_them(tmp_path):
     # Control records (transaction markers) are the broker's to write: a client's batch with
     # the control bit was acknowledged and stored as a marker.

@@ -214,6 +214,18 @@ def test_recovery_cuts_at_a_batch_that_starts_at_or_below_the_last_offset_before
     seg.close()
 
 
+def test_recovery_names_the_batch_it_cut_at_not_damage_further_on(tmp_path):
+    """The reason recovery gives is for where it cut: a torn batch after the batch whose
+    offsets go back was never kept either way, and is not why the segment shrank."""
+    first = encode_batch([b"a"] * 5, base_offset=0, timestamp_ms=1)
+    back = encode_batch([b"b"] * 3, base_offset=2, timestamp_ms=2)
+    (tmp_path / ("%020d.log" % 0)).write_bytes(first + back + encode_batch([b"c"], base_offset=8)[:-1])
+    seg = LogSegment(tmp_path, 0, CONFIG, 0)
+    result = seg.recover()
+    assert (result.error, result.batches, result.valid_bytes) == ("offsets out of order at batch 1", 1, len(first))
+    seg.close()
+
+
 def test_recovery_keeps_no_batch_below_the_segments_base_offset(tmp_path):
     """A segment file holds offsets from its base up: a batch below it (a file renamed or
     mixed up) is cut with everything after it."""

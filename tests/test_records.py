@@ -847,6 +847,9 @@ def test_a_scan_from_the_end_finds_nothing_and_no_error():
         assert (res.count, res.valid_bytes, res.end_position, res.error, res.error_position) == \
             (0, 0, position, None, -1)
         assert res.next_offset is None
+        assert list(decode_batches(data, position)) == []
+        with pytest.raises(errors.CorruptMessage, match=f"no batch at position {position} \\(end of data\\)$"):
+            batch_at(data, position)
 
 
 def test_restamping_nothing_is_refused():
@@ -1043,3 +1046,74 @@ def test_every_codec_but_gzip_is_refused_by_name_not_read_as_gzip(codec, name):
         decode_records(buf)
     with pytest.raises(errors.InvalidRecord, match=f"compression codec {name}"):
         next(decode_batches(buf)).records()
+    # A view names the codecs Kafka defines and no other: 5-7 are "unknown", not "none".
+    assert next(decode_batches(buf)).compression == (name if codec < 5 else "unknown")
+
+
+# ---- seventy-second review: paths the earlier codec passes left alone
+
+
+@pytest.mark.parametrize("items", [[b"a"], [(None, b"a", None, 64), b"x"]], ids=["plain", "older-default"])
+def test_no_timestamp_is_minus_one_for_encode_into_and_batch_size_too(items):
+    # Without a timestamp every encoder writes NO_TIMESTAMP (-1).  After a record stamped
+    # 64, a default record's delta is then -65, a two-byte varint where -64 takes one:
+    # batch_size must count the same default as encode_batch, or the leader's scratch
+    # buffer is measured for a batch it does not write.
+    want = encode_batch(items)
+    assert batch_size(items) == len(want)
+    buf = bytearray(len(want))
+    assert encode_batch_into(buf, 0, items) == len(want)
+    assert bytes(buf) == want
+
+
+@pytest.mark.parametrize("deltas, kept", [([0, 0, 1], {"start_offset": 1}), ([0, 1, 1], {"stop_offset": 1})],
+                         ids=["repeat-below-start", "repeat-from-stop"])
+def test_a_repeated_offset_delta_is_refused_whatever_offset_range_is_kept(deltas, kept):
+    # Records outside the range are not built, but their deltas still count: a fetch from
+    # mid-batch must refuse the batch a whole read refuses.
+    buf = _raw_batch([_raw_record(d) for d in deltas], last_offset_delta=2)
+    with pytest.raises(errors.InvalidRecord, match="bad record 2 in the batch at position 0"
+                       if kept.get("stop_offset") else "bad record 1 in the batch at position 0"):
+        decode_records(buf, **kept)
+
+
+@pytest.mark.parametrize("fmt", ["Q", "I", "H"])
+def test_batches_are_read_from_a_view_of_wider_items_by_their_bytes(fmt):
+    # A buffer exported with items wider than a byte (an mmap cast, a numpy column) is
+    # still read by bytes: positions, ends and each view's data.
+    buf = three_batches()
+    buf += bytes(-len(buf) % 8)  # whole items; the zero fill ends the walk
+    want = [(b.base_offset, b.position, bytes(b.data)) for b in decode_batches(buf)]
+    wide = memoryview(buf).cast(fmt)
+    assert [(b.base_offset, b.position, bytes(b.data)) for b in decode_batches(wide)] == want
+    assert batch_at(wide, want[1][1]).base_offset == want[1][0]
+
+
+def _second_batch_with_magic_1():
+    """three_batches() with the second batch's magic 1, and where that batch starts."""
+    buf = bytearray(three_batches())
+    second = scan_batches(buf).positions.tolist()[1]
+    buf[second + 16] = 1
+    return buf, second
+
+
+def test_a_batch_iteration_ends_at_its_first_error():
+    buf, second = _second_batch_with_magic_1()
+    it = decode_batches(buf)
+    assert next(it).base_offset == 0
+    with pytest.raises(errors.CorruptMessage, match=f"bad magic 1 at position {second}"):
+        next(it)
+    assert list(it) == []  # the error is told once, then the iteration is over
+
+
+def test_a_refused_restamp_quotes_the_numbers_of_the_batch_it_refuses():
+    # The framing is checked again for the message: at the bad batch, not at the first.
+    buf, second = _second_batch_with_magic_1()
+    with pytest.raises(errors.CorruptMessage, match=f"bad magic 1 at position {second} "):
+        restamp_batches(buf, 50, 1)
+    torn = bytearray(three_batches()[:-1])
+    whole = scan_batches(three_batches())
+    third, size = int(whole.positions[2]), int(whole.sizes[2])
+    with pytest.raises(errors.CorruptMessage,
+                       match=f"torn batch at position {third}: needs {size} bytes, {size - 1} available$"):
+        restamp_batches(torn, 50, 1)
