@@ -124,6 +124,30 @@ def test_sequences_wrap_past_the_largest_int32_to_0(tmp_path):
     assert [_fields(r[2:])["sequence"] for r in records] == ["2147483646", "2147483647", "0"]
 
 
+@pytest.mark.parametrize("base_sequence", [0, 2**31 - 3])
+def test_last_sequence_is_the_base_sequence_plus_the_last_offset_delta(tmp_path, base_sequence):
+    """kafka-dump-log's lastSequence is baseSequence + lastOffsetDelta (wrapping past
+    2**31 - 1), not baseSequence + count - 1: a compacted batch keeps its offset range and
+    its producer's sequences but fewer records.  A base sequence of 0 is a sequence."""
+    import struct
+
+    from kreplica.records import crc32c, encode_batch
+
+    batch = bytearray(encode_batch([(None, b"a", None, 1), (None, b"b", None, 1), (None, b"c", None, 1)],
+                                   producer_id=7, producer_epoch=1, base_sequence=base_sequence))
+    struct.pack_into(">i", batch, 23, 5)  # lastOffsetDelta 5 over deltas 0..2, as compaction leaves them
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(bytes(batch))
+    out = io.StringIO()
+    assert dump([seg], True, out) == 0
+    _, _, line, *records = out.getvalue().splitlines()
+    fields = _fields(line)
+    assert (fields["lastOffset"], fields["count"], fields["baseSequence"], fields["lastSequence"]) == \
+        ("5", "3", str(base_sequence), str((base_sequence + 5) % 2**31))
+    assert [_fields(r[2:])["sequence"] for r in records] == [str((base_sequence + i) % 2**31) for i in range(3)]
+
+
 def _fields(line: str) -> dict[str, str]:
     """A dump line's ``name: value`` pairs."""
     words = line.split(" ")

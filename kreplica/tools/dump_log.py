@@ -87,8 +87,9 @@ def _dump_log(path: Path, print_data: bool, out: TextIO) -> int:
 
 
 def _sequence(base: int, delta: int) -> int:
-    """The producer sequence ``delta`` records after a batch's ``base``: past 2**31 - 1 it
-    wraps to 0, as a producer's sequences do; -1 for a batch without sequences."""
+    """The producer sequence at offset delta ``delta`` of a batch whose base sequence is
+    ``base``: past 2**31 - 1 it wraps to 0, as a producer's sequences do; -1 for a batch
+    without sequences."""
     return -1 if base < 0 else (base + delta) % 2**31
 
 
@@ -101,7 +102,9 @@ def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches
             if not valid:
                 status = 1
             count = b.record_count
-            last_seq = _sequence(b.base_sequence, count - 1)
+            # Kafka's lastSequence: the base plus lastOffsetDelta, which a compacted batch
+            # keeps while its record count drops.
+            last_seq = _sequence(b.base_sequence, b.last_offset_delta)
             time_type = "LogAppendTime" if b.timestamp_type else "CreateTime"
             print(
                 f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {count} "
