@@ -646,7 +646,9 @@ cdef bytes _gunzip(const uint8_t *data, Py_ssize_t n, Py_ssize_t cap, Py_ssize_t
     several, and Kafka's reader takes them all), streamed into at most ``cap`` bytes, so a
     small batch that claims gigabytes costs ``cap`` of memory, not the gigabytes.  Only
     gzip framing is read, as Kafka's GZIPInputStream and kafka-python read codec 1: the
-    same deflate data zlib-framed was taken, and no Kafka reader could decompress it."""
+    same deflate data zlib-framed was taken, and no Kafka reader could decompress it.
+    Bytes after a member that do not open another (zero padding, say) end the data, as
+    GZIPInputStream ends its stream there; the batch CRC already covers them."""
     src = PyBytes_FromStringAndSize(<const char *>data, n)
     cdef bytes plain = b""
     try:
@@ -659,7 +661,7 @@ cdef bytes _gunzip(const uint8_t *data, Py_ssize_t n, Py_ssize_t cap, Py_ssize_t
             if not d.eof:
                 raise errors.CorruptMessage(f"gzip data of the batch at position {pos} is truncated")
             src = d.unused_data
-            if not src:
+            if src[:2] != b"\x1f\x8b":
                 return plain
     except zlib.error as e:
         raise errors.CorruptMessage(f"gzip data of the batch at position {pos} is corrupt: {e}")

@@ -208,3 +208,38 @@ def test_a_gzip_batch_in_zlib_framing_is_refused_as_kafka_python_refuses_it():
         list(DefaultRecordBatch(bytes(zlib_framed)))
     with pytest.raises(errors.CorruptMessage, match="gzip data of the batch at position 0 is corrupt"):
         decode_records(zlib_framed)
+
+
+def _gzip_payload_padded(padding: bytes) -> bytes:
+    """kafka-python's gzip batch of five records with ``padding`` after its one member,
+    length and CRC made right again (a writer padding its output would do the same)."""
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
+    for i in range(5):
+        builder.append(i, 1000 + i, None, b"payload %d" % i, [])
+    buf = bytearray(bytes(builder.build()) + padding)
+    struct.pack_into(">i", buf, 8, len(buf) - 12)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+def test_zero_padding_after_a_gzip_member_is_read_past_as_kafka_python_reads_it():
+    # GZIPInputStream (Kafka's reader of codec 1) ends the stream at bytes after a member
+    # that open no other member; kafka-python's GzipFile skips zero padding.  The records
+    # are the member's, and the CRC covers the padding.
+    padded = _gzip_payload_padded(bytes(16))
+    theirs = [r.value for r in DefaultRecordBatch(padded)]
+    assert theirs == [b"payload %d" % i for i in range(5)]
+    assert [r.value for r in decode_records(padded)] == theirs
+    assert [r.value for r in next(decode_batches(padded)).records()] == theirs
+
+
+def test_bytes_after_a_gzip_member_end_it_unless_they_open_another_member():
+    import gzip
+
+    # Not zeros: still no member, so still the end (as GZIPInputStream; kafka-python refuses).
+    assert len(decode_records(_gzip_payload_padded(b"trailing junk"))) == 5
+    # The gzip magic opens a member, and one that does not decompress is corrupt.
+    with pytest.raises(errors.CorruptMessage, match="gzip data of the batch at position 0 is corrupt"):
+        decode_records(_gzip_payload_padded(b"\x1f\x8b" + bytes(14)))
+    # A whole second member is read too (a writer may concatenate them).
+    assert len(decode_records(_gzip_payload_padded(gzip.compress(b"")))) == 5
