@@ -229,7 +229,7 @@ def test_bad_client_calls(shared_cluster, call, error):
 
 
 @pytest.mark.parametrize("brokers", [[-1, 2], [-100, 2], ["1", "2"], ["a"], [1.5], [True, 2], None, 5, "12",
-                                     {1: "a", 2: "b"}, bytearray(b"\x01\x02")])
+                                     {1: "a", 2: "b"}, bytearray(b"\x01\x02"), b"\x01\x02"])
 def test_broker_ids_must_be_integers_at_least_zero(brokers, tmp_path, monkeypatch):
     """-1 is NO_LEADER and -100 the cluster's own client node; "1" would build brokers
     that never answer, and a bytearray is bytes, not the brokers 1 and 2.  All are
@@ -475,6 +475,8 @@ def test_alter_topic_config_refuses_unknown_keys_values_and_topics():
             c.alter_topic_config("missing", {"retention.ms": 1000})
         with pytest.raises(errors.InvalidConfig, match="delete must be a list of str"):
             c.alter_topic_config("t", delete="retention.ms")  # not "r", "e", "t", ...
+        with pytest.raises(errors.InvalidConfig, match="delete must be a list of str"):
+            c.alter_topic_config("t", delete={"retention.ms": 5})  # a dict's keys are not a list
         with pytest.raises(errors.InvalidConfig, match="both set and deleted"):
             c.alter_topic_config("t", {"retention.ms": 5}, delete=["retention.ms"])
         assert c.zk.get_topic_config("t") == {}

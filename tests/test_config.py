@@ -47,6 +47,8 @@ def test_booleans_are_true_or_false_in_any_case(text, value):
         {"segment.ms": "1_000"},  # Python's int() reads this as 1000; Kafka's parser refuses it
         {"segment.ms": "\u0665000"},  # nor non-ASCII digits (ARABIC-INDIC DIGIT FIVE)
         {"segment.ms": "1e3"},
+        {"segment.ms": None},  # a TypeError from int() once, not naming the key
+        {"segment.ms": [1000]},
         {"unclean.leader.election.enable": "maybe"},
         {"replica.truncation.strategy": "magic"},
     ],
@@ -56,6 +58,14 @@ def test_bad_keys_and_values_name_the_key(bad):
         config.validate(bad)
     assert next(iter(bad)) in str(e.value)
     assert e.value.code == 40
+
+
+@pytest.mark.parametrize("given", [[], (), "", 0])
+def test_a_config_that_is_not_a_dict_is_refused_even_when_empty(given):
+    """None is the one stand-in for "no config"; an empty list is not an empty dict."""
+    with pytest.raises(errors.InvalidConfig, match="config must be a dict"):
+        config.validate(given)
+    assert config.validate(None) == config.validate({})
 
 
 def test_integer_text_is_read_as_kafkas_parser_reads_it():

@@ -236,6 +236,7 @@ def test_the_swarm_draws_cascades_admin_operations_and_power_loss_within_their_r
     drawn = [swarm_scenario(s) for s in range(100)]
     assert {sc.chaos.cascade for sc in drawn} == {0.0, 0.1, 0.3}
     assert {sc.workload.admin_interval_ms for sc in drawn} == {0, 5000}
+    assert {sc.workload.produce_interval_ms for sc in drawn} == {20, 50, 100, 200}
     fractions = [sc.chaos.power_loss_fraction for sc in drawn]
     assert 0.0 <= min(fractions) and 0.4 < max(fractions) <= 0.5
 

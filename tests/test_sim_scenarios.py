@@ -57,6 +57,7 @@ def test_every_shipped_scenario_is_valid():
     (dict(steps=(Step("crash", target=True),)), "target True is neither a broker id nor a name"),
     (dict(steps=(Step("reassign", params={"topic": "t", "partition": 0, "replicas": []}),)),
      "replicas [] must be distinct brokers"),
+    (dict(topics=(TopicSpec("t", 1, 0),)), "1 partition(s) of replication factor 0"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -76,6 +77,42 @@ def test_steps_may_name_what_earlier_steps_bind_or_create():
         Step("elect_preferred", params={"topic": "side"}),
     ))
     assert sc.validate() is sc
+
+
+# Every action aimed at one broker, with the parameters it needs besides.
+AIMED = {"crash": {}, "restart": {}, "controlled_shutdown": {}, "expire_session": {},
+         **dict.fromkeys(("pause", "slow_disk", "disk_full", "isolate", "cut_store"), {"duration_ms": 10})}
+
+
+@pytest.mark.parametrize("action", sorted(AIMED))
+def test_every_action_aimed_at_one_broker_needs_a_target(action):
+    """Without one, the step would reach the fault injector with no broker to act on."""
+    with pytest.raises(ValueError, match=f"step 1 \\({action}\\): needs a target"):
+        replace(BASE, steps=(Step(action, params=AIMED[action]),)).validate()
+    sc = replace(BASE, steps=(Step(action, target=2, params=AIMED[action]),))
+    assert sc.validate() is sc
+
+
+def test_a_hyphenated_topic_is_named_up_to_its_last_hyphen():
+    """"leader:my-t-1" is partition 1 of my-t, as the world reads it, not partition "t-1" of my."""
+    sc = replace(BASE, topics=(TopicSpec("my-t", 2, 3),), steps=(
+        Step("crash", target="leader:my-t-1", on="election:my-t-0"),
+        Step("restart", target="follower:my-t-0"),
+        Step("reassign", params={"topic": "my-t", "partition": 1, "replicas": [1, 2]}),
+    ))
+    assert sc.validate() is sc
+    with pytest.raises(ValueError, match="no partition 'my-t-2'"):
+        replace(sc, steps=(Step("crash", target="leader:my-t-2"),)).validate()
+
+
+def test_an_empty_chaos_table_is_chaos_at_the_default_rates(tmp_path):
+    """`[chaos]` with nothing under it asks for random faults at FaultRates' defaults; it is
+    not the same as no [chaos] table (no random faults), and a base mix may vary it."""
+    from kreplica.sim.faults import FaultRates
+
+    path = tmp_path / "c.toml"
+    path.write_text('name = "c"\nswarm_mix = "base"\n[chaos]\n')
+    assert scenarios.load(str(path)).chaos == FaultRates()
 
 
 def test_a_scenario_file_leaving_things_out_gets_the_scenarios_defaults(tmp_path):
@@ -151,6 +188,12 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
      "step 1: ['duration_ms'] given both in params and beside it"),
     ('[[steps]]\naction = "crash"\ntarget = 1\nat_ms = -100', "step 1: at_ms = -100, expected a number >= 0"),
     ('[[steps]]\naction = "crash"\ntarget = 1\njitter_ms = "5"', "step 1: jitter_ms = '5', expected an integer"),
+    # A negative rate is no rate: float fields have the same floor as integer ones.
+    ("[chaos]\ncrash = -1.0", "[chaos]: crash = -1.0, expected a number >= 0"),
+    ("[network]\ndrop_probability = -0.5", "[network]: drop_probability = -0.5, expected a number from 0 to 1"),
+    # An array whose items are not tables: once a TypeError from dict().
+    ("steps = [1, 2]", "steps = [1, 2], expected an array of tables"),
+    ('topics = ["t"]', "topics = ['t'], expected an array of tables"),
 ])
 def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(toml, message, tmp_path):
     path = tmp_path / "bad.toml"
@@ -233,6 +276,13 @@ def test_swarm_over_a_scripted_base_of_several_replication_factors_draws_for_the
     assert {sc.chaos.max_down for sc in drawn} == {1}
 
 
+def test_swarm_over_a_scripted_base_of_more_than_seven_brokers_keeps_them_all():
+    """The draw's top (7) gives way to a script's own brokers; it must not become an
+    empty range when the script names more."""
+    base = replace(scenarios.load("reassignment-under-failure"), brokers=8)
+    assert {swarm_scenario(seed, base).brokers for seed in range(1, 21)} == {8}
+
+
 def test_swarm_over_a_base_mix_varies_that_mix_and_keeps_the_rest_of_the_draw():
     """gc-pause-chaos under --swarm once drew the swarm's own mix, pauses of at most 6 s at
     ~2 a minute, the same runs as random-chaos's; with ``swarm_mix = "base"`` each drawn
@@ -260,6 +310,7 @@ def test_the_swarm_draws_the_network_too():
     base mix keeps its latencies and scales its own loss and duplication."""
     nets = [swarm_scenario(seed).network for seed in range(1, 101)]
     assert len({(n.latency_ms_min, n.latency_ms_max) for n in nets}) > 5
+    assert all(n.latency_ms_min <= n.latency_ms_max for n in nets)
     assert len({n.tail_probability for n in nets}) > 2
     for field in ("drop_probability", "duplicate_probability"):
         rates = [getattr(n, field) for n in nets]
@@ -685,3 +736,7 @@ def test_a_relative_extends_is_read_beside_the_extending_file(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     sc = scenarios.load("lab/more.toml")
     assert (sc.name, sc.brokers, sc.until_ms) == ("more", 4, 5000)
+    # No such file beside it: the name is read from the working directory, as it was before.
+    (tmp_path / "elsewhere.toml").write_text('extends = "random-chaos"\nname = "elsewhere"\nbrokers = 5\n')
+    (lab / "far.toml").write_text('extends = "elsewhere.toml"\nname = "far"\n')
+    assert scenarios.load("lab/far.toml").brokers == 5
