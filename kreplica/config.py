@@ -105,24 +105,28 @@ LOG_KEYS = frozenset(
 
 
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+# What Kafka's ConfigDef trims from text of every type before reading it (Java's
+# String.trim: U+0000 to U+0020), and no more: a no-break space is not trimmed.
+_BLANKS = "".join(map(chr, range(0x21)))
 
 
 def _coerce(key: Key, value: Any) -> Any:
+    text = value.strip(_BLANKS) if isinstance(value, str) else None
     if key.kind == "bool":
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
+        if text is not None and text.lower() in ("true", "false"):
+            return text.lower() == "true"
         raise InvalidConfig(f"{key.name}={value!r}: expected true or false")
     if key.kind == "int":
         if isinstance(value, bool):
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         # Text as Kafka's parser reads it: digits after an optional sign, blanks around them
         # trimmed.  Python's int() would also take "1_000" and non-ASCII digits.
-        if isinstance(value, str) and not _INTEGER_TEXT.fullmatch(value.strip()):
+        if text is not None and not _INTEGER_TEXT.fullmatch(text):
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         try:
-            v = int(value)
+            v = int(value if text is None else text)
         except (TypeError, ValueError, OverflowError):  # OverflowError: a TOML inf
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer") from None
         if isinstance(value, float) and v != value:
@@ -130,7 +134,7 @@ def _coerce(key: Key, value: Any) -> Any:
         if not key.check(v):
             raise InvalidConfig(f"{key.name}={value!r}: out of range")
         return v
-    v = str(value)
+    v = str(value) if text is None else text
     if key.choices and v not in key.choices:
         raise InvalidConfig(f"{key.name}={value!r}: expected one of {', '.join(key.choices)}")
     return v

@@ -74,6 +74,30 @@ def test_integer_text_is_read_as_kafkas_parser_reads_it():
     assert config.validate({"flush.ms": "+5"})["flush.ms"] == 5
 
 
+@pytest.mark.parametrize("key, text, value", [
+    ("unclean.leader.election.enable", " true ", True), ("delete.topic.enable", "\tFALSE\n", False),
+    ("message.timestamp.type", " LogAppendTime ", "LogAppendTime"),
+    ("replica.truncation.strategy", "leader-epoch\r\n", "leader-epoch"), ("acks", " -1", "all"),
+    ("segment.ms", "\x0b1000\x0c", 1000),
+])
+def test_text_of_every_kind_is_trimmed_as_kafkas_configdef_trims_it(key, text, value):
+    """ConfigDef trims a text value (Java's String.trim) before reading it as a boolean, a
+    string or a number: " true" from a properties file is true, not a bad value."""
+    got = config.validate({key: text})[key]
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize("key, text", [
+    ("unclean.leader.election.enable", "\u00a0true"), ("message.timestamp.type", "CreateTime\u3000"),
+    ("segment.ms", "\u20031000"),
+])
+def test_only_what_javas_trim_removes_is_trimmed(key, text):
+    """String.trim removes U+0000..U+0020 and nothing else: a no-break or ideographic space
+    is part of the value, which is then refused."""
+    with pytest.raises(errors.InvalidConfig, match=key):
+        config.validate({key: text})
+
+
 def test_the_largest_segment_kafka_allows_is_accepted():
     assert config.validate({"segment.bytes": (1 << 31) - 1})["segment.bytes"] == (1 << 31) - 1
 
