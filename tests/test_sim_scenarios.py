@@ -8,7 +8,8 @@ import pytest
 
 from kreplica.config import validate as validate_config
 from kreplica.sim import scenarios
-from kreplica.sim.scenarios import Step, TopicSpec
+from kreplica.sim.faults import FaultRates
+from kreplica.sim.scenarios import LinkProfile, Step, TopicSpec
 from kreplica.sim.swarm import swarm_scenario
 from kreplica.sim.world import World
 
@@ -58,6 +59,16 @@ def test_every_shipped_scenario_is_valid():
     (dict(steps=(Step("reassign", params={"topic": "t", "partition": 0, "replicas": []}),)),
      "replicas [] must be distinct brokers"),
     (dict(topics=(TopicSpec("t", 1, 0),)), "1 partition(s) of replication factor 0"),
+    # The World created the second one and failed with TOPIC_ALREADY_EXISTS.
+    (dict(topics=(TopicSpec("t", 2, 3), TopicSpec("t", 1, 3))), "topic t: named twice in [[topics]]"),
+    # The latency was drawn from above the maximum, silently.
+    (dict(network=LinkProfile(latency_ms_min=5, latency_ms_max=1)),
+     "[network] latency_ms_min = 5 is above latency_ms_max = 1"),
+    (dict(nodes={2: LinkProfile(latency_ms_min=9)}), "[nodes.2] latency_ms_min = 9 is above latency_ms_max = 5"),
+    (dict(links={(1, 2): LinkProfile(latency_ms_min=9)}), '[links."1-2"] latency_ms_min = 9 is above'),
+    # The chaos planner failed mid-run drawing a restart delay from randint(200, 4).
+    (dict(chaos=FaultRates(downtime_ms_max=4)), "[chaos] downtime_ms_max = 4: below the shortest fault"),
+    (dict(chaos=FaultRates(pause_ms_max=49, partition_ms_max=99)), "pause_ms_max = 49, partition_ms_max = 99: below"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -66,6 +77,18 @@ def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change,
     assert message in str(e.value)
     with pytest.raises(ValueError):
         World(sc, 1)  # an embedder building a World gets the same answer, not a run that fails
+
+
+def test_the_shortest_chaos_bounds_accepted_are_ones_the_planner_can_draw_from():
+    """At the floors the loader allows, the planner draws crashes, pauses and partitions (and
+    a latency range of one value is a range) without the run failing."""
+    floors = FaultRates(crash=120.0, pause=120.0, partition=120.0, cut_store=120.0, kill_controller=120.0,
+                        cascade=1.0, max_down=2, downtime_ms_max=200, pause_ms_max=50, partition_ms_max=100)
+    sc = replace(BASE, until_ms=3000, chaos=floors, network=LinkProfile(latency_ms_min=3, latency_ms_max=3))
+    world = World(sc.validate(), 1)
+    r = world.run()
+    assert r.ok, r.violation and r.violation.describe()
+    assert {"crash", "pause", "partition"} <= {e.kind for e in world.history.events}
 
 
 def test_steps_may_name_what_earlier_steps_bind_or_create():
@@ -108,8 +131,6 @@ def test_a_hyphenated_topic_is_named_up_to_its_last_hyphen():
 def test_an_empty_chaos_table_is_chaos_at_the_default_rates(tmp_path):
     """`[chaos]` with nothing under it asks for random faults at FaultRates' defaults; it is
     not the same as no [chaos] table (no random faults), and a base mix may vary it."""
-    from kreplica.sim.faults import FaultRates
-
     path = tmp_path / "c.toml"
     path.write_text('name = "c"\nswarm_mix = "base"\n[chaos]\n')
     assert scenarios.load(str(path)).chaos == FaultRates()

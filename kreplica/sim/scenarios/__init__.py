@@ -32,7 +32,7 @@ from typing import Any
 
 from ...config import validate as validate_config
 from ...errors import InvalidConfig
-from ..faults import FaultRates
+from ..faults import SHORTEST_MS, FaultRates
 from ..network import LinkProfile
 
 HERE = Path(__file__).parent
@@ -138,10 +138,24 @@ class Scenario:
             validate_config(self.config)
         except InvalidConfig as e:
             raise ValueError(f"scenario {self.name}: {e}") from None
+        if self.chaos is not None:
+            short = [f"{k} = {getattr(self.chaos, k)}" for k, least in SHORTEST_MS.items()
+                     if getattr(self.chaos, k) < least]
+            if short:  # the planner would fail mid-run drawing a fault from an empty range
+                raise ValueError(f"scenario {self.name}: [chaos] {', '.join(short)}: below the shortest fault the "
+                                 "planner draws (" + ", ".join(f"{k} >= {v}" for k, v in SHORTEST_MS.items()) + ")")
+        profiles = {"[network]": self.network, **{f"[nodes.{n}]": p for n, p in self.nodes.items()},
+                    **{f'[links."{a}-{b}"]': p for (a, b), p in self.links.items()}}
+        for table, profile in profiles.items():
+            if profile.latency_ms_min > profile.latency_ms_max:
+                raise ValueError(f"scenario {self.name}: {table} latency_ms_min = {profile.latency_ms_min} is above "
+                                 f"latency_ms_max = {profile.latency_ms_max}")
         ids = set(self.broker_ids)
         partitions: dict[str, int] = {}
         for t in self.topics:
             where = f"scenario {self.name}: topic {t.name}"
+            if t.name in partitions:  # the World would fail creating it the second time
+                raise ValueError(f"{where}: named twice in [[topics]]")
             if t.partitions < 1 or not 1 <= t.replication_factor <= self.brokers:
                 raise ValueError(f"{where}: {t.partitions} partition(s) of replication factor "
                                  f"{t.replication_factor} on {self.brokers} broker(s)")
