@@ -215,6 +215,9 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     # An array whose items are not tables: once a TypeError from dict().
     ("steps = [1, 2]", "steps = [1, 2], expected an array of tables"),
     ('topics = ["t"]', "topics = ['t'], expected an array of tables"),
+    # TOML's nan and inf: nan compares false with every bound (a loss rate of nan drops nothing).
+    ("[network]\ndrop_probability = nan", "drop_probability = nan, expected a finite number"),
+    ("[chaos]\ncrash = inf", "[chaos]: crash = inf, expected a finite number"),
 ])
 def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(toml, message, tmp_path):
     path = tmp_path / "bad.toml"
@@ -265,6 +268,18 @@ def test_a_steps_optional_parameters_of_the_right_type_are_taken(tmp_path):
     sc = scenarios.load(str(path))
     assert sc.steps[0].params == {"lose_unflushed": True, "torn": False, "lose_in_flight": False}
     assert sc.steps[2].params["crashes"][0] == {"broker": 2, "torn": True}
+
+
+@pytest.mark.parametrize("toml, message", [
+    ('description = "x"\n', "no.toml: no name = "), ("name = 5\n", "name = 5, expected a non-empty string"),
+    ('name = ""\n', "name = '', expected a non-empty string"),
+])
+def test_a_scenario_file_without_a_name_or_with_a_bad_one_is_refused(toml, message, tmp_path):
+    """It was a KeyError: 'name' (or a scenario named 5, written into the run header)."""
+    path = tmp_path / "no.toml"
+    path.write_text(toml)
+    with pytest.raises(ValueError, match=message):
+        scenarios.load(str(path))
 
 
 def test_a_scenario_file_with_a_bad_step_is_refused_at_load(tmp_path):

@@ -25,6 +25,7 @@ this file's, and anything else this file gives replaces the base's.
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -365,6 +366,8 @@ def _check_scalar(where: str, name: str, value: Any, declared: str) -> None:
         return
     if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
         raise ValueError(f"{where}: {name} = {value!r}, expected {_SAID[kind]}")
+    if isinstance(value, float) and not math.isfinite(value):  # TOML's nan passes every comparison
+        raise ValueError(f"{where}: {name} = {value!r}, expected a finite number")
     if bool not in kinds and str not in kinds:
         top = 1 if name.endswith(("_probability", "_fraction")) else None
         if value < 0 or (top is not None and value > top):
@@ -400,6 +403,8 @@ def _ids(table: dict[str, Any], where: str) -> dict[int, Any]:
 
 
 def from_dict(data: dict[str, Any]) -> Scenario:
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise ValueError(f"scenario: name = {data.get('name')!r}, expected a non-empty string")
     at = f"scenario {data.get('name')}: "
     topics = []
     for t in _tables(data.get("topics", [{"name": "t", "partitions": 3, "replication_factor": 3}]), at + "topics"):
@@ -468,6 +473,8 @@ FILE_KEYS = tuple(f.name for f in fields(Scenario))
 def load(name: str) -> Scenario:
     """A scenario by name (a file in this directory) or by path to a TOML file."""
     data = _read(name, ())
+    if "name" not in data:
+        raise ValueError(f"scenario file {name}: no name = \"...\" at its top level")
     unknown = sorted(set(data) - set(FILE_KEYS))
     if unknown:
         raise ValueError(f"scenario {data.get('name')}: unknown keys {unknown}; a scenario file takes "
