@@ -1694,6 +1694,18 @@ def test_a_damaged_batch_after_intact_ones_is_found():
     assert fingerprints(bytes(torn), verified=True) == [intact[0], intact[1][:3] + (DAMAGED,), intact[2]]
 
 
+def test_every_damaged_batch_is_found_not_only_the_first():
+    """Past the first mismatch each batch is checked on its own: an intact one keeps its
+    CRC and a later damaged one is DAMAGED too."""
+    batches = [bytes(encode_batch([v], base_offset=i)) for i, v in enumerate((b"a", b"b", b"c", b"d"))]
+    torn = bytearray(b"".join(batches))
+    for k in (1, 3):  # the second and the fourth batch's last record byte
+        torn[sum(map(len, batches[:k + 1])) - 1] ^= 0xFF
+    intact = fingerprints(b"".join(batches))
+    assert fingerprints(bytes(torn), verified=True) == [
+        intact[0], intact[1][:3] + (DAMAGED,), intact[2], intact[3][:3] + (DAMAGED,)]
+
+
 def test_history_superseded_from_below_the_expired_mark_grows_again_from_the_newest_leader(make):
     """The old leader deleted up to offset 2 (the mark); an outsider holding leftovers
     that differ from offset 0 is elected uncleanly, so the history is superseded from 0,

@@ -489,3 +489,189 @@ def test_a_controlled_shutdown_in_progress_is_not_begun_again():
             "controlled_shutdown"]
     finally:
         world.close()
+
+
+def test_a_power_loss_right_after_a_roll_tears_the_first_batch_of_the_new_segment(tmp_path):
+    """The last flush ended exactly where the active segment begins: the unflushed bytes
+    start at that segment's first byte, so a torn write leaves part of its first batch for
+    recovery to cut, as anywhere else (not a whole earlier segment and nothing torn)."""
+    tp = TopicPartition("t", 0)
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1 << 20}, ManualClock())
+    for i in range(3):
+        log.append_as_leader([b"flushed-%d" % i], leader_epoch=0)
+    log.flush()
+    log.roll()
+    for i in range(3):
+        log.append_as_leader([b"volatile-%d" % i] * 3, leader_epoch=0)
+    active = log.segments[-1]
+    assert active.base_offset == log.recovery_point == 3
+    rm = SimpleNamespace(partitions={tp: SimpleNamespace(log=log)})
+    (tail,) = unflushed_tails(rm, random.Random(1), torn=True)
+    assert (tail.first_offset, tail.segment, tail.position, tail.later_segments) == (3, active.log_file.path, 0, ())
+    assert tail.torn_bytes > 0
+    log.abandon()
+    drop_tail(tail)
+    again = Log.open(tmp_path / "t-0", {"segment.bytes": 1 << 20}, ManualClock())
+    try:
+        assert again.log_end_offset == 3 and again.last_recovery[-1].error is not None
+    finally:
+        again.close()
+
+
+def _led_world():
+    """_full_disk_world a second in, every partition led; and one leader's partitions."""
+    world = _full_disk_world()
+    world._step_until(1000)
+    leader = world.checker.models["t-0"].leader
+    return world, leader, sorted(n for n, m in world.checker.models.items() if m.leader == leader)
+
+
+def test_time_to_reelect_counts_from_the_crash_not_from_the_next_sample():
+    world, leader, led = _led_world()
+    try:
+        world._step_until(1042)  # between two samples
+        assert faults.crash(world, leader)
+        assert {n: world._leaderless_since.get(n) for n in led} == dict.fromkeys(led, 1042)
+        world._step_until(5000)
+        elected = {tp: t for t, tp, _leader, epoch in world.checker.elections if epoch > 0 and tp in led}
+        assert sorted(elected) == led
+        assert sorted(world.reelect_ms) == sorted(t - 1042 for t in elected.values())
+    finally:
+        world.close()
+
+
+def test_a_paused_leaders_partitions_are_leaderless_from_the_pause_until_its_resume():
+    """A paused leader serves nothing: its partitions count as leaderless from the pause's
+    first instant, and from its resume no more (no election was needed)."""
+    world, leader, led = _led_world()
+    try:
+        world._step_until(1042)
+        assert faults.pause(world, leader, 5000)
+        assert {n: world._leaderless_since.get(n) for n in led} == dict.fromkeys(led, 1042)
+        world._step_until(1342)
+        faults.resume(world, leader)  # as the liveness phase ends it, between two samples
+        assert not world.network.is_paused(leader)
+        assert not any(n in world._leaderless_since for n in led)
+    finally:
+        world.close()
+
+
+def test_a_slow_disk_the_liveness_phase_ended_records_no_end_at_its_timer():
+    sched, world, events = _stub_world()
+    assert faults.slow_disk(world, 2, 100, 1000)
+    world.network.slow_ms.clear()  # the liveness phase ends every slow disk at once
+    sched.advance(1100)
+    assert [(t, kind, broker) for t, kind, broker, _ in events] == [(0, "slow_disk", 2)]
+
+
+def _planned(monkeypatch, rates: FaultRates, live=(1, 2, 3)):
+    """The chaos planner over ``_stub_world`` for a virtual minute, then stopped, with crash, controlled
+    shutdown and restart noted (broker and flags), not done (a crash answers False: refused).
+    Returns (world, events, noted: [(time, kind, broker, flags)])."""
+    sched, world, events = _stub_world()
+    world.cluster.live_brokers = lambda: list(live)
+    noted: list = []
+
+    def note(kind, answer):
+        return lambda w, broker, *a, **k: noted.append((sched.now_ms(), kind, broker, a)) or answer
+
+    monkeypatch.setattr(faults, "crash", note("crash", False))
+    monkeypatch.setattr(faults, "controlled_shutdown", note("controlled_shutdown", True))
+    monkeypatch.setattr(faults, "restart", note("restart", True))
+    planner = ChaosPlanner(world, rates)
+    planner.start()
+    sched.advance(60_000)
+    planner.stop()
+    sched.advance(20_000)  # the restarts still due
+    return world, events, noted
+
+
+@pytest.mark.parametrize("power, torn, flags", [(0.0, 1.0, {(False, False)}), (1.0, 0.0, {(True, False)}),
+                                                (1.0, 1.0, {(True, True)})],
+                         ids=["no-power-loss", "power-loss-untorn", "power-loss-torn"])
+def test_the_planners_crashes_lose_unflushed_bytes_and_tear_as_its_fractions_say(monkeypatch, power, torn, flags):
+    """power_loss_fraction says which crashes drop unflushed bytes, and torn_fraction which of
+    those power losses tear a batch: a crash without a power loss tears nothing."""
+    rates = FaultRates(**{**_QUIET, "crash": 600.0}, power_loss_fraction=power, torn_fraction=torn)
+    _world, _events, noted = _planned(monkeypatch, rates)
+    crashes = [a for _, kind, _, a in noted if kind == "crash"]
+    assert len(crashes) > 50 and set(crashes) == flags
+
+
+def test_the_planner_brings_back_every_broker_it_shut_down(monkeypatch):
+    rates = FaultRates(**{**_QUIET, "controlled_shutdown": 60.0}, downtime_ms_max=1000)
+    _world, _events, noted = _planned(monkeypatch, rates)
+    shut = [(t, b) for t, kind, b, _ in noted if kind == "controlled_shutdown"]
+    back = [(t, b) for t, kind, b, _ in noted if kind == "restart"]
+    assert len(shut) > 20 and sorted(b for _, b in back) == sorted(b for _, b in shut)
+    assert all(any(b == shut_b and 2000 <= tb - ts <= 3000 for ts, shut_b in shut) for tb, b in back)
+
+
+def test_with_a_broker_down_the_planner_aims_at_live_ones_and_partitions_place_every_broker(monkeypatch):
+    """Faults that need a process land on live brokers only (a slow disk on a dead one would
+    be recorded for nothing); a partition still places the dead broker on one side, where a
+    restart during the partition finds it, not in no group (reaching both sides)."""
+    rates = FaultRates(**{**_QUIET, "slow_disk": 120.0, "partition": 120.0}, partition_ms_max=300)
+    world, events, _noted = _planned(monkeypatch, rates, live=(1, 2))
+    slow = {b for _, kind, b, _ in events if kind == "slow_disk"}
+    groups = [data["groups"] for _, kind, _, data in events if kind == "partition"]
+    assert slow == {1, 2}
+    assert len(groups) > 10 and all(sorted(g[0] + g[1]) == [1, 2, 3] for g in groups)
+
+
+def test_a_tick_with_every_broker_down_draws_nothing_and_the_planner_goes_on():
+    sched, world, events = _stub_world()
+    live: list = []
+    world.cluster.live_brokers = lambda: list(live)
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "slow_disk": 120.0}))
+    planner.start()
+    sched.advance(5000)
+    assert events == []
+    live[:] = [1, 2, 3]  # the brokers are back
+    sched.advance(10_000)
+    planner.stop()
+    assert sum(kind == "slow_disk" for _, kind, _, _ in events) > 5
+
+
+def test_a_fault_kind_at_rate_zero_takes_nothing_from_the_seed():
+    """Each tick with every kind switched off draws its target and nothing more: a kind at
+    rate 0 (as disk_full is by default) leaves every other draw of a seed where it was."""
+    sched, world, events = _stub_world()
+    planner = ChaosPlanner(world, FaultRates(**_QUIET), tick_ms=250)
+    planner.start()
+    sched.advance(40 * 250)
+    planner.stop()
+    expected = random.Random(1)
+    for _ in range(40):
+        expected.choice([1, 2, 3])
+    assert events == [] and world.rng.getstate() == expected.getstate()
+
+
+def test_a_cascade_on_a_leader_already_down_brings_nobody_back(monkeypatch):
+    """The cascade's restart belongs to its crash: a leader that died otherwise before the
+    cascade came due (a scripted crash, say) is not restarted early by it."""
+    rates = FaultRates(**_QUIET, cascade=1.0, cascade_ms_max=10, downtime_ms_max=1000)
+    sched, world, _events = _stub_world()
+    restarted = []
+    monkeypatch.setattr(faults, "crash", lambda w, broker, *a, **k: False)  # down already
+    monkeypatch.setattr(faults, "restart", lambda w, broker: restarted.append(broker) or True)
+    planner = ChaosPlanner(world, rates, tick_ms=60_000)
+    planner.start()
+    planner.on_election("t-0", 2)
+    sched.advance(2000)
+    assert restarted == []
+
+
+def test_a_controller_killed_with_a_power_loss_loses_its_unflushed_bytes():
+    world, _leader, _led = _led_world()
+    try:
+        cid = world.cluster.controller_id
+        tp, p = sorted(world.cluster.brokers[cid].replica_manager.partitions.items())[0]
+        p.log.append_as_leader([b"not fsynced"], leader_epoch=p.leader_epoch)
+        unflushed = {f"{tp.topic}-{tp.partition}": p.log.recovery_point}
+        assert p.log.recovery_point < p.log.log_end_offset
+        assert faults.kill_controller(world, lose_unflushed=True)
+        (crash,) = [e for e in world.history.events if e.kind == "crash"]
+        assert (crash.broker, crash.data["lose_unflushed"], crash.data["dropped"]) == (cid, True, unflushed)
+    finally:
+        world.close()

@@ -278,7 +278,7 @@ def test_data_messages_between_brokers_may_be_lost_or_doubled_but_never_reordere
 
 
 def test_calm_stops_loss_and_duplication_everywhere_and_keeps_latency():
-    lossy = LinkProfile(2, 9, 0.1, 40, drop_probability=0.3, duplicate_probability=0.2)
+    lossy = LinkProfile(2, 9, 0.1, 40, drop_probability=0.3, duplicate_probability=0.2, reorder=True)
     net = SimNetwork(SimScheduler(1), random.Random(1), lossy)
     net.set_link(1, 2, lossy)
     net.set_node(3, lossy)
@@ -286,6 +286,7 @@ def test_calm_stops_loss_and_duplication_everywhere_and_keeps_latency():
     for p in (net.profile, net.links[(1, 2)], net.node_profiles[3]):
         assert (p.drop_probability, p.duplicate_probability) == (0.0, 0.0)
         assert (p.latency_ms_min, p.latency_ms_max, p.tail_probability, p.latency_ms_tail) == (2, 9, 0.1, 40)
+        assert p.reorder  # a client with several connections still has them
 
 
 def test_a_partition_cuts_both_directions_and_spares_nodes_in_no_group():
@@ -325,6 +326,18 @@ def test_a_links_own_profile_beats_the_node_profile_of_either_end():
     assert sorted((r.replica_id, t) for t, _, r in got) == [(0, 40), (1, 20), (2, 100), (3, 100)]
 
 
+def test_between_two_nodes_with_profiles_of_their_own_the_receivers_applies():
+    """A link's own profile comes first; on a link without one, the node profile of the
+    receiver, then the sender's: one rule, whichever end sends."""
+    sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=1))
+    net.set_node(1, LinkProfile(latency_ms_min=30, latency_ms_max=30))
+    net.set_node(3, LinkProfile(latency_ms_min=70, latency_ms_max=70))
+    for i, (src, dst) in enumerate([(1, 3), (3, 1), (2, 1), (1, 2)]):
+        net.send(src, dst, fetch(i), None)
+    sched.advance(1000)
+    assert sorted((r.replica_id, t) for t, _, r in got) == [(0, 70), (1, 30), (2, 30), (3, 30)]
+
+
 class _Session:
     """A broker's store session, as the network sees it: reachable or not."""
 
@@ -345,6 +358,7 @@ def test_a_store_session_is_back_only_once_neither_a_pause_nor_a_store_cut_holds
     net.resume(2)
     assert session.reachable
     net.cut_from_store(2)
+    assert not session.reachable  # the session open when the cut begins is cut too
     net.pause(2)
     net.resume(2)  # the pause ends, the cut goes on
     assert not session.reachable
@@ -370,6 +384,20 @@ def test_a_partition_replaced_releases_only_the_links_it_no_longer_cuts():
     net.heal()
     sched.advance(100)
     assert [(node, r.controller_epoch) for _, node, r in got] == [(3, 2), (2, 1)]
+
+
+def test_controller_requests_a_cut_link_held_arrive_in_send_order_when_it_heals():
+    """Several controller requests held on one cut link go on, at the heal, in the order they
+    were sent (the controller's channel is one TCP connection), whatever their latencies."""
+    sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=40))
+    net.partition({1}, {2, 3})
+    for epoch in range(1, 9):
+        net.send(1, 2, lair(epoch), None)
+    sched.advance(100)
+    assert got == []
+    net.heal()
+    sched.advance(100)
+    assert [r.controller_epoch for _, _, r in got] == list(range(1, 9))
 
 
 def test_heal_store_without_a_broker_ends_every_cut_from_the_store():
