@@ -564,6 +564,17 @@ def test_a_slow_disk_the_liveness_phase_ended_records_no_end_at_its_timer():
     assert [(t, kind, broker) for t, kind, broker, _ in events] == [(0, "slow_disk", 2)]
 
 
+def test_a_partition_the_liveness_phase_healed_records_no_heal_at_its_timer():
+    """The liveness phase heals the network itself; the partition's own timer, due later,
+    finds nothing to heal and must not put a heal in the history, as a slow disk's, a full
+    disk's and a store cut's timers record nothing for a fault already ended."""
+    sched, world, events = _stub_world()
+    assert faults.partition(world, [[1], [2, 3]], 1000)
+    world.network.heal()  # the liveness phase
+    sched.advance(1100)
+    assert [(t, kind) for t, kind, _, _ in events] == [(0, "partition")]
+
+
 def _planned(monkeypatch, rates: FaultRates, live=(1, 2, 3)):
     """The chaos planner over ``_stub_world`` for a virtual minute, then stopped, with crash, controlled
     shutdown and restart noted (broker and flags), not done (a crash answers False: refused).

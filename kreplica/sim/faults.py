@@ -277,7 +277,8 @@ def partition(world: "World", groups: list[list[int]], duration_ms: int) -> bool
 
 
 def _heal_partition(world: "World", token: object) -> None:
-    if world.partition_in_place is token:
+    # A partition the liveness phase healed already (network.heal) has no end to record.
+    if world.partition_in_place is token and world.network.partitioned:
         heal(world)
 
 
