@@ -1028,3 +1028,107 @@ def test_a_misspelt_isolation_level_is_refused_before_any_request(shared_cluster
     with pytest.raises(errors.InvalidRequest, match=r"isolation='read_committed': expected one of \['committed'"):
         shared_cluster.fetch(topic, 0, isolation="read_committed")
     assert shared_cluster.now_ms() == now
+
+
+# ---- seventy-fifth review: the package's surface, teardown and what the client passes on ----
+
+def test_the_package_exports_cluster_and_its_version_and_no_other_name():
+    """``from kreplica import *`` gives what ``__all__`` promises; a name the package lacks is
+    an AttributeError (hasattr answers False) and ``from kreplica import Nope`` an ImportError."""
+    import kreplica
+
+    names: dict = {}
+    exec("from kreplica import *", names)
+    assert names["Cluster"] is Cluster and names["__version__"] == kreplica.__version__
+    assert set(names) - {"__builtins__"} == {"Cluster", "__version__"}
+    assert not hasattr(kreplica, "Nope")
+    with pytest.raises(ImportError):
+        exec("from kreplica import Nope", {})
+
+
+def test_importing_the_package_loads_no_engine_until_cluster_is_asked_for():
+    """``import kreplica`` must not pull in the whole engine (the package's lazy ``__getattr__``):
+    kreplica.cluster, and with it the broker and the native log, load at ``kreplica.Cluster``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import kreplica
+
+    probe = ("import sys, kreplica; loaded = sorted(m for m in sys.modules if m.startswith('kreplica.')); "
+             "assert loaded == [], loaded; kreplica.Cluster; assert 'kreplica.cluster' in sys.modules")
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=Path(kreplica.__file__).parent.parent)
+
+
+def test_closing_a_cluster_keeps_the_callers_data_dir_and_its_logs(tmp_path):
+    """Only a temporary directory the cluster made itself is removed at close: the logs in
+    a directory the caller gave outlive the cluster, for the next one opened on it."""
+    with Cluster.embedded(brokers=[1, 2], data_dir=tmp_path) as c:
+        c.create_topic("t", assignment={0: [1, 2]})
+        c.produce("t", 0, [b"a", b"b"], acks="all")
+    for bid in (1, 2):
+        segments = list((tmp_path / f"broker-{bid}" / "t-0").glob("*.log"))
+        assert segments and sum(f.stat().st_size for f in segments) > 0
+
+
+def test_closing_a_cluster_leaves_a_transport_the_caller_gave_open():
+    """The caller built the transport and closes it after the cluster (the module's theory of
+    operation); only a client of remote brokers owns its transport."""
+    from recording_transport import RecordingTransport
+
+    class Closable(RecordingTransport):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    transport = Closable()
+    Cluster.embedded(brokers=[1], transport=transport).close()
+    assert not transport.closed
+
+
+def test_an_interrupt_while_the_brokers_start_still_closes_the_cluster(tmp_path, monkeypatch):
+    """Ctrl-C (a KeyboardInterrupt, not an Exception) while the second broker starts: the
+    cluster is closed and its temporary directory removed, as for any failed start."""
+    import tempfile
+
+    started = []
+
+    def hook(bid, scheduler):
+        if started:
+            raise KeyboardInterrupt
+        started.append(bid)
+        return scheduler
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        Cluster.embedded(brokers=[1, 2], broker_scheduler=hook)
+    assert started == [1] and list(tmp_path.iterdir()) == []
+
+
+def test_describe_text_of_every_topic_is_each_topics_text_one_after_another(cluster):
+    cluster.create_topic("solo", assignment={0: [1002]})
+    assert cluster.describe_text() == cluster.describe_text("bar") + cluster.describe_text("solo")
+
+
+def test_the_closed_cluster_guard_keeps_each_methods_name_signature_and_docs():
+    """help(Cluster), an editor's completion and inspect read these through the guard that
+    refuses calls on a closed cluster: every guarded method still shows its own."""
+    import inspect
+
+    assert Cluster.produce.__name__ == "produce" and Cluster.produce.__doc__.startswith("Append ``values``")
+    assert list(inspect.signature(Cluster.fetch).parameters)[:4] == ["self", "topic", "partition", "offset"]
+    assert Cluster.controller_id.fget.__name__ == "controller_id"
+
+
+def test_a_closed_cluster_opens_no_new_session_for_an_admin_session_that_had_expired():
+    """The expired admin session is replaced at its next use only while the cluster is open:
+    once closed, ``zk`` keeps the old client rather than open a session on a closed store."""
+    c = Cluster.embedded(brokers=[1], config={"zookeeper.session.timeout.ms": 6000})
+    old = c._admin_session
+    old.pause_heartbeats()
+    c.advance(7000)
+    assert old.expired
+    c.close()
+    zk = c.zk
+    assert c._admin_session is old and c.zk is zk
