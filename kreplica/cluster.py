@@ -507,6 +507,9 @@ class Cluster:
         tp = _partition_of(topic, partition)
         if type(offset) is not int:
             offset = arguments.integer(offset, "offset", errors.InvalidRequest)
+        # A consumer's fetch.max.bytes: an int >= 0 (0 still returns the first batch, KIP-74).
+        # "5" failed deep in the request loop with a bare TypeError, and -1 was sent on.
+        max_bytes = arguments.integer(max_bytes, "max_bytes", errors.InvalidRequest, minimum=0)
         out: list[Record] = []
         position = offset
         while True:

@@ -759,16 +759,22 @@ def test_a_client_call_gives_up_at_its_delivery_timeout_not_a_backoff_later(clus
     (lambda c: c.controlled_shutdown(1001, timeout_ms=-5), "timeout_ms must be an integer >= 0"),
     (lambda c: c.reassign("bar", 0, [1001, 1002, 1003], timeout_ms=1.5), "timeout_ms must be an integer"),
     (lambda c: c.elect_preferred_leaders("bar", timeout_ms="5"), "timeout_ms must be an integer"),
+    (lambda c: c.fetch("bar", 0, 0, max_bytes="5"), "max_bytes must be an integer, got str '5'"),
+    (lambda c: c.fetch("bar", 0, 0, max_bytes=True), "max_bytes must be an integer, got bool True"),
+    (lambda c: c.fetch("bar", 0, 0, max_bytes=-1), "max_bytes must be an integer >= 0, got -1"),
 ], ids=["kill-str", "start-str", "shutdown-str", "delivery-str", "backoff-negative", "retries-negative",
         "timeout-str", "fetch-retries-float", "offset-range-backoff-None", "advance-float", "advance-bool",
         "advance-negative", "run-until-float", "run-until-no-predicate", "shutdown-timeout-negative",
-        "reassign-timeout-float", "elect-timeout-str"])
+        "reassign-timeout-float", "elect-timeout-str", "fetch-max-bytes-str", "fetch-max-bytes-bool",
+        "fetch-max-bytes-negative"])
 def test_a_broker_id_or_client_limit_of_the_wrong_kind_is_refused_at_once(shared_cluster, call, match):
     """kill("1001") said "no broker 1001 in this cluster" beside a running broker 1001; a
     str delivery timeout raised a bare TypeError, and a negative back-off a ValueError from
     the scheduler at the first retry -- after a request had gone out.  advance(1.5) ran 1 ms
     and advance(True) 1 ms; a bad wait of controlled_shutdown, reassign or a preferred
-    election failed only after the shutdown, reassignment or election had been asked for."""
+    election failed only after the shutdown, reassignment or election had been asked for.
+    A fetch's max_bytes of "5" was a bare TypeError from inside the request loop, and -1
+    was sent to the leader."""
     now, live = shared_cluster.now_ms(), shared_cluster.live_brokers()
     with pytest.raises(errors.InvalidRequest, match=match):
         call(shared_cluster)
