@@ -74,7 +74,10 @@ def _refused_once_closed(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition a keyed record goes to: a stable hash of the key (CRC32; Kafka's
-    default partitioner uses murmur2), so one key's records stay in order on one partition."""
+    default partitioner uses murmur2), so one key's records stay in order on one partition.
+    A topic has at least one partition: fewer is INVALID_PARTITIONS, not a ZeroDivisionError."""
+    if partitions < 1:
+        raise errors.InvalidPartitions(f"no partition for a key among {partitions} partitions")
     return zlib.crc32(key) % partitions
 
 

@@ -973,6 +973,9 @@ def test_partition_for_key_is_the_keys_crc32_modulo_the_partition_count():
     keys = [b"", b"k1", b"user-42", bytes(range(256))]
     for n in (1, 3, 7):
         assert [partition_for_key(k, n) for k in keys] == [zlib.crc32(k) % n for k in keys]
+    for n in (0, -3):
+        with pytest.raises(errors.InvalidPartitions, match=f"among {n} partitions"):
+            partition_for_key(b"k1", n)
 
 
 def test_run_until_without_a_timeout_gives_up_after_30_seconds_of_virtual_time(cluster):
