@@ -88,7 +88,10 @@ def _span(value: Any, name: str = "timeout_ms") -> int:
 
 def _partition_of(topic: str, partition: int) -> TopicPartition:
     """The partition a caller names.  Checked up front: "0" or 0.0 would otherwise be
-    retried as an unknown partition until the delivery timeout, and True taken for 1."""
+    retried as an unknown partition until the delivery timeout, and True taken for 1.  A
+    topic that is no str is INVALID_TOPIC, as create_topic says, not an unknown topic."""
+    if type(topic) is not str:
+        arguments.text(topic, "topic", errors.InvalidTopic)
     if type(partition) is not int or partition < 0:
         partition = arguments.integer(partition, "partition", errors.InvalidRequest, minimum=0)
     return TopicPartition(topic, partition)
@@ -508,8 +511,8 @@ class Cluster:
         if isolation not in ISOLATION_LEVELS:
             raise errors.InvalidRequest(f"isolation={isolation!r}: expected one of {sorted(ISOLATION_LEVELS)}")
         tp = _partition_of(topic, partition)
-        if type(offset) is not int:
-            offset = arguments.integer(offset, "offset", errors.InvalidRequest)
+        if type(offset) is not int or offset < 0:  # no offset is negative (a consumer's seek refuses one)
+            offset = arguments.integer(offset, "offset", errors.InvalidRequest, minimum=0)
         # A consumer's fetch.max.bytes: an int >= 0 (0 still returns the first batch, KIP-74).
         # "5" failed deep in the request loop with a bare TypeError, and -1 was sent on.
         max_bytes = arguments.integer(max_bytes, "max_bytes", errors.InvalidRequest, minimum=0)

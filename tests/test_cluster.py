@@ -218,6 +218,12 @@ def test_bad_admin_calls_raise_kafka_errors(shared_cluster, kwargs, error):
         (lambda c: Cluster.embedded(config={"no.such.key": 1}), errors.InvalidConfig),
         (lambda c: Cluster.embedded(metadata="etcd://somewhere"), errors.InvalidConfig),
         (lambda c: Cluster.embedded(brokers=[1, 1]), errors.InvalidRequest),
+        # Noted by the seventy-fifth review: a negative offset went to the leader (OFFSET_OUT_OF_RANGE
+        # after a round trip), and a topic that is no str was an unknown topic.
+        (lambda c: c.fetch("bar", 0, -1), errors.InvalidRequest),
+        (lambda c: c.fetch(None, 0, 0), errors.InvalidTopic),
+        (lambda c: c.produce(7, 0, [b"x"], retries=0), errors.InvalidTopic),
+        (lambda c: c.leader_for(b"bar", 0), errors.InvalidTopic),
     ],
 )
 def test_bad_client_calls(shared_cluster, call, error):
