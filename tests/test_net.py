@@ -6,8 +6,10 @@ parameters of its ``cluster`` fixture); here, the pieces.
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -19,10 +21,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kreplica import Cluster
+from kreplica.errors import KafkaStorageError
+from kreplica.meta.store import ConnectionLoss
 from kreplica.net import codec
+from kreplica.net import tcp_transport
 from kreplica.net.tcp_transport import TcpTransport
 from kreplica.protocol import (FetchPartition, FetchRequest, FetchResponse, ProducePartition, ProduceRequest,
-                               TopicPartition, UpdateMetadataResponse)
+                               StopReplicaPartition, StopReplicaRequest, TopicPartition, UpdateMetadataResponse)
 from kreplica.runtime import RealScheduler
 from kreplica.transport import DISCONNECTED
 
@@ -103,6 +108,10 @@ def _data(records):
      "cannot fit"),
     (codec.encode(FetchRequest(1, (FetchPartition(TopicPartition("\xe9", 0), 0),))).replace(
         "\xe9".encode(), b"\xff\xff"), "does not decode"),  # a topic name that is not UTF-8
+    (bytes([0]) + struct.pack(">q", 2) + codec.encode(ProduceRequest(1, 100, ()))[9:],
+     "acks must be 0, 1 or -1"),  # the message's own check refuses what the wire carried
+    (codec.encode(StopReplicaRequest(0, 1, (StopReplicaPartition(TP, True),)))[:34],
+     "does not decode"),  # cut just before the partition's `delete` byte
 ])
 def test_a_frame_that_does_not_decode_is_a_wire_error(body, complaint):
     with pytest.raises(codec.WireError, match=complaint) as e:
@@ -607,12 +616,17 @@ def test_a_frame_shorter_than_its_header_is_a_broken_stream(net, caplog):
     assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
 
 
+def _free_port():
+    """A loopback port nothing listens on (free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_a_node_listens_on_the_port_it_was_given_and_again_after_a_restart():
     """listen_ports (a broker's --port) is where the node listens, at each start, not a
     free port of the system's choosing."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        wanted = probe.getsockname()[1]
+    wanted = _free_port()
     sched = RealScheduler()
     with TcpTransport(sched, listen_ports={2: wanted}) as t:
         assert t.register(2, _echo([])) == wanted and t.address(2) == ("127.0.0.1", wanted)
@@ -739,8 +753,8 @@ def test_a_restarted_node_gets_the_answers_to_its_new_requests(net):
 
 # ---- `kreplica broker` in this process (kreplica.net.broker_process, 2026-11-26, second mutation review)
 def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_after_start=True, **run_args):
-    """broker_process.run on a memory store in this process, SIGTERMed once it runs unless
-    told otherwise: (exit status, store closes seen).  A SIGTERM that reaches no handler of
+    """broker_process.run on a memory store in this process, quiet and SIGTERMed once it runs
+    unless told otherwise: (exit status, store closes seen).  A SIGTERM that reaches no handler of
     the broker's fails the test rather than ending pytest."""
     from kreplica.broker import Broker
     from kreplica.config import validate
@@ -776,7 +790,7 @@ def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_a
 
     previous = signal.signal(signal.SIGTERM, not_the_broker)
     try:
-        status = broker_process.run(1, "memory", tmp_path, validate(dict(config)), quiet=True, **run_args)
+        status = broker_process.run(1, "memory", tmp_path, validate(dict(config)), **{"quiet": True, **run_args})
         assert signal.getsignal(signal.SIGTERM) is not_the_broker  # given back when run returns
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -967,6 +981,7 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
     class Cluster:
         def __init__(self, brokers, directory, metadata, seed, config, transport, remote):
             self.transport, self.zk = transport, Zk()
+            self.given = (brokers, metadata, seed, config, remote)
             made.append(self)
 
     monkeypatch.setattr(remote, "Cluster", Cluster)
@@ -974,36 +989,50 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
         with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
             remote.connect("memory")
         assert made == []
-        cluster = remote.connect("zookeeper://127.0.0.1:1/k")
+        cluster = remote.connect("zookeeper://127.0.0.1:1/k", {"acks": "all"}, seed=5)
         assert cluster.transport.resolve(3) == ("127.0.0.1", 9003)
+        assert cluster.given == ((), "zookeeper://127.0.0.1:1/k", 5, {"acks": "all"}, True)
     finally:
         for cluster in made:
             cluster.transport.close()
 
 
 # ---- `kreplica broker`'s arguments and exit statuses ----------------------------------------
-def _broker_argv(tmp_path, *extra):
-    return ["broker", "--id", "1", "--zookeeper", "127.0.0.1:1", "--data-dir", str(tmp_path), *extra]
+def _broker_argv(tmp_path, *extra, broker_id=1):
+    return ["broker", "--id", str(broker_id), "--zookeeper", "127.0.0.1:1", "--data-dir", str(tmp_path), *extra]
+
+
+def _broker_command(tmp_path, monkeypatch, *extra, broker_id=1, fails_with=None):
+    """`kreplica broker ...` with broker_process.run replaced: (exit status, run's calls as
+    (args, kwargs)); the stand-in raises ``fails_with`` when given, else returns 0."""
+    from kreplica import cli
+    from kreplica.net import broker_process
+
+    calls = []
+
+    def run(*args, **kwargs):
+        calls.append((args, kwargs))
+        if fails_with is not None:
+            raise fails_with
+        return 0
+
+    monkeypatch.setattr(broker_process, "run", run)
+    return cli.main(_broker_argv(tmp_path, *extra, broker_id=broker_id)), calls
 
 
 def test_the_broker_command_exits_2_for_bad_arguments_and_1_when_it_cannot_run(tmp_path, monkeypatch, capsys):
     """2 for what the user typed (a config Kafka does not have, an advertised port 0),
     1 for a broker that could not run (its --port taken): a message, not a traceback."""
     from kreplica import cli
-    from kreplica.net import broker_process
 
     assert cli.main(_broker_argv(tmp_path, "--config", "no.such.key=1")) == 2
     assert "Error: --config" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         cli.main(_broker_argv(tmp_path, "--advertised-port", "0"))
     assert e.value.code == 2 and "--advertised-port" in capsys.readouterr().err
-
-    def port_taken(*args, **kwargs):
-        raise OSError(98, "Address already in use")
-
-    monkeypatch.setattr(broker_process, "run", port_taken)
-    assert cli.main(_broker_argv(tmp_path, "--port", "9092")) == 1
-    assert "Error: broker 1: [Errno 98] Address already in use" in capsys.readouterr().err
+    status, _ = _broker_command(tmp_path, monkeypatch, "--port", "9092",
+                                fails_with=OSError(98, "Address already in use"))
+    assert status == 1 and "Error: broker 1: [Errno 98] Address already in use" in capsys.readouterr().err
 
 
 def test_the_broker_registers_the_port_it_listens_on_unless_told_to_advertise_another(tmp_path, monkeypatch, capsys):
@@ -1033,3 +1062,197 @@ def test_a_broker_whose_run_fails_goes_as_a_crashed_process_does(tmp_path, monke
     with pytest.raises(RuntimeError, match="once started"):
         _run_in_process(tmp_path, monkeypatch, after_start=fail, signal_after_start=False)
     assert len(started) == 1 and not started[0].alive
+
+
+# ---- resets, wrapped ids, lookups, a hung close and the broker command (2026-11-27, fourth mutation review)
+def _eventually(condition, timeout_s=5.0):
+    """Poll ``condition`` (state of the socket thread) until it holds or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+def test_a_client_that_resets_its_connection_is_dropped_quietly(net, caplog):
+    """A peer that dies mid-connection resets it (RST, not FIN): the server's read fails with
+    ConnectionResetError, which ends that connection like any broken peer, logging nothing,
+    and the node goes on serving."""
+    import logging
+
+    sched, t = net
+    got, answers = [], []
+    port = t.register(2, _echo(got))
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(codec.hello(5) + codec.frame(codec.REQUEST, 1, codec.encode(_fetch(1))))
+        assert sched.run_until(lambda: got, 5_000)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # linger 0: the kernel resets the connection
+        assert _eventually(lambda: not t._accepted[2]), "the server still holds the reset connection"
+        t._on_loop(asyncio.sleep(0.05))  # what the ended connection task hands asyncio has run
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+    t.send(1, 2, _fetch(2), answers.append)
+    assert sched.run_until(lambda: answers, 5_000) and answers[0].partitions[0].records == b"answer-2"
+
+
+def test_correlation_ids_wrap_at_32_bits_and_answers_still_find_their_requests(net):
+    """The frame's correlation id is a u32: a link past 2**32 - 1 requests wraps to 0, rather
+    than failing to frame the next request (which would then never be answered)."""
+    sched, t = net
+    t.register(2, _echo([]))
+    answers = []
+    t.send(1, 2, _fetch(0), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
+    t._links[(1, 2)].ids = itertools.count(0xFFFFFFFF)  # as after four billion requests on the link
+    for i in (1, 2, 3):
+        t.send(1, 2, _fetch(i), answers.append)
+    assert sched.run_until(lambda: len(answers) == 4, 5_000), len(answers)
+    assert [a.partitions[0].records for a in answers] == [b"answer-%d" % i for i in range(4)]
+
+
+def test_a_node_not_registered_is_let_go_without_complaint(net):
+    """unregister of a node that never registered, or went already (a broker stopped twice,
+    killed after a stop), does nothing; the node can still register again after."""
+    sched, t = net
+    t.unregister(7)
+    t.register(2, _echo([]))
+    t.unregister(2)
+    t.unregister(2)
+    assert t.address(2) is None
+    t.register(2, _echo([]))
+    answers = []
+    t.send(1, 2, _fetch(6), answers.append)
+    assert sched.run_until(lambda: answers, 5_000) and answers[0].partitions[0].records == b"answer-6"
+
+
+def test_a_node_registered_here_is_reached_without_a_lookup():
+    """``resolve`` (a ZooKeeper read in a broker process) is for nodes of other processes:
+    a node that listens in this transport is reached where it listens, never looked up."""
+    sched = RealScheduler()
+    lookups = []
+    with TcpTransport(sched, resolve=lambda node: lookups.append(node)) as t:
+        t.register(2, _echo([]))
+        answers = []
+        t.send(1, 2, _fetch(5), answers.append)
+        assert sched.run_until(lambda: answers, 5_000)
+        assert answers[0].partitions[0].records == b"answer-5" and lookups == []
+
+
+def test_close_gives_up_on_a_hung_loop_without_raising(monkeypatch):
+    """close runs in cleanup paths (a broker's `finally`, a cluster's close): a socket thread
+    that does not answer within LOOP_CALL_TIMEOUT_S is left behind (a daemon thread), not
+    a TimeoutError that would skip the rest of the cleanup."""
+    import threading
+
+    t = TcpTransport(RealScheduler())
+    release = threading.Event()
+    try:
+        monkeypatch.setattr(tcp_transport, "LOOP_CALL_TIMEOUT_S", 0.2)
+        t._loop.call_soon_threadsafe(release.wait, 10)  # the loop's thread is stuck
+        started = time.monotonic()
+        t.close()
+        assert time.monotonic() - started < 5 and t._thread.is_alive()
+    finally:
+        release.set()
+        t._thread.join(10)
+    assert not t._thread.is_alive()
+    t._loop.close()
+
+
+def test_the_broker_command_hands_run_what_was_typed(tmp_path, monkeypatch):
+    """Broker id 0 is a broker id (Kafka's first); --port, --advertised-port, --quiet and
+    --config reach the run as given."""
+    status, calls = _broker_command(tmp_path, monkeypatch, "--port", "9092", "--advertised-port", "19092",
+                                    "--quiet", "--config", "min.insync.replicas=2", broker_id=0)
+    assert status == 0 and len(calls) == 1
+    (broker_id, metadata, data_dir, config), kwargs = calls[0]
+    assert (broker_id, data_dir) == (0, tmp_path) and metadata.startswith("zookeeper://127.0.0.1:1")
+    assert config["min.insync.replicas"] == 2
+    assert kwargs == {"quiet": True, "port": 9092, "advertised_port": 19092}
+
+
+@pytest.mark.parametrize("failure, said", [
+    (ConnectionLoss("cannot reach it"), "Error: --zookeeper 127.0.0.1:1"),
+    (KafkaStorageError("the log directory failed"), "Error: broker 1: KAFKA_STORAGE_ERROR: the log directory failed"),
+], ids=["store", "storage"])
+def test_the_broker_command_says_which_part_failed_and_exits_1(tmp_path, monkeypatch, capsys, failure, said):
+    """A store out of reach names the connect string; any other kreplica error (a storage
+    failure) names the broker: a message, not a traceback."""
+    status, _ = _broker_command(tmp_path, monkeypatch, fails_with=failure)
+    assert status == 1 and said in capsys.readouterr().err
+
+
+def test_the_broker_listens_on_its_port_and_quietly_prints_only_that(tmp_path, monkeypatch, capsys):
+    """--port is where the broker's transport listens; with --quiet the listening line is
+    all it prints."""
+    wanted = _free_port()
+    _run_in_process(tmp_path, monkeypatch, port=wanted)
+    assert capsys.readouterr().out.splitlines() == [f"broker 1 listening on 127.0.0.1:{wanted}"]
+
+
+def test_the_broker_prints_its_state_changes_unless_quiet(tmp_path, monkeypatch, capsys):
+    """Without --quiet each state change (its registration, say) is a line of its own."""
+    _run_in_process(tmp_path, monkeypatch, quiet=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert any(" broker 1 " in line and "listening" not in line for line in lines), lines
+
+
+def test_the_broker_runs_on_its_configured_session_and_looks_peers_up_on_it(tmp_path, monkeypatch):
+    """The store's session timeout is zookeeper.session.timeout.ms; peers are looked up on
+    the broker's current session, and while it has none (an expiry not yet renewed) none
+    is found rather than the lookup failing on the scheduler's thread."""
+    seen = []
+
+    def look(broker):
+        resolve = broker.transport.resolve
+        zk, broker.zk = broker.zk, None
+        try:
+            seen.append((broker.store.session_timeout_ms, resolve(1), resolve(2)))
+        finally:
+            broker.zk = zk
+        seen.append((resolve(1), broker.port))
+
+    _run_in_process(tmp_path, monkeypatch, {"zookeeper.session.timeout.ms": 7000}, after_start=look)
+    (registered, port), = seen[1:]
+    assert seen[0] == (7000, None, None) and registered == ("127.0.0.1", port)
+
+
+def test_the_broker_closes_its_transport_when_it_ends(tmp_path, monkeypatch):
+    """Its sockets and their thread go with the run, not with the interpreter."""
+    import threading
+
+    def socket_threads():
+        return {th for th in threading.enumerate() if th.name == "kreplica-tcp"}
+
+    before = socket_threads()
+    _run_in_process(tmp_path, monkeypatch)
+    assert socket_threads() <= before
+
+
+def test_a_state_change_is_one_line_stamped_to_the_millisecond(monkeypatch, capsys):
+    """Wall-clock time to three zero-padded millisecond digits, the broker, the change and
+    its details; no trailing space when it has none."""
+    from kreplica.net import broker_process
+
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0625)  # 62 ms past the second
+    broker_process._print_event("registered", 3, epoch=5, port=9092)
+    broker_process._print_event("session_expired", 3)
+    first, second = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.062 broker 3 registered epoch=5 port=9092", first), first
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.062 broker 3 session_expired", second), repr(second)
+
+
+@pytest.mark.parametrize("moved, status, said", [
+    (True, 0, "every leadership moved"),
+    (False, 1, "leaderships left behind"),
+])
+def test_the_exit_status_is_the_controllers_answer_to_the_controlled_shutdown(
+        tmp_path, monkeypatch, capsys, moved, status, said):
+    """The answer comes after a while (a controller round trip); with no retries the wait
+    is still one attempt's bound, and only an answer that every leadership moved is 0."""
+    from kreplica.broker import Broker
+
+    monkeypatch.setattr(Broker, "controlled_shutdown",
+                        lambda self, done: self.scheduler.call_later(200, done, moved))
+    got, _ = _run_in_process(tmp_path, monkeypatch, {"controlled.shutdown.max.retries": 0})
+    assert got == status and said in capsys.readouterr().err
