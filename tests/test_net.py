@@ -1248,11 +1248,11 @@ def test_a_state_change_is_one_line_stamped_to_the_millisecond(monkeypatch, caps
 ])
 def test_the_exit_status_is_the_controllers_answer_to_the_controlled_shutdown(
         tmp_path, monkeypatch, capsys, moved, status, said):
-    """The answer comes after a while (a controller round trip); with no retries the wait
-    is still one attempt's bound, and only an answer that every leadership moved is 0."""
+    """The answer comes after a while (a controller round trip) and is waited for; only an
+    answer that every leadership moved is 0."""
     from kreplica.broker import Broker
 
     monkeypatch.setattr(Broker, "controlled_shutdown",
                         lambda self, done: self.scheduler.call_later(200, done, moved))
-    got, _ = _run_in_process(tmp_path, monkeypatch, {"controlled.shutdown.max.retries": 0})
+    got, _ = _run_in_process(tmp_path, monkeypatch)
     assert got == status and said in capsys.readouterr().err
