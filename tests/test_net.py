@@ -1156,6 +1156,11 @@ def test_close_gives_up_on_a_hung_loop_without_raising(monkeypatch):
         release.set()
         t._thread.join(10)
     assert not t._thread.is_alive()
+    # The loop may have stopped before the shutdown handed to it ran: finish it here (no
+    # coroutine left never awaited), then close the loop.
+    pending = asyncio.all_tasks(t._loop)
+    if pending:
+        t._loop.run_until_complete(asyncio.wait(pending))
     t._loop.close()
 
 
