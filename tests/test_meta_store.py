@@ -697,6 +697,10 @@ def test_kazoo_errors_are_translated() -> None:
         kz.NotEmptyError: NotEmpty, kz.SessionExpiredError: SessionExpired,
         kz.ConnectionClosedError: ConnectionLoss, kz.ConnectionLoss: ConnectionLoss,
         kz.NoChildrenForEphemeralsError: NoChildrenForEphemerals, KazooTimeoutError: ConnectionLoss,
+        # the server's own timeout and kazoo's client-side failures: the call may or may not
+        # have been applied, which is what ConnectionLoss says
+        kz.OperationTimeoutError: ConnectionLoss, kz.ConnectionDropped: ConnectionLoss,
+        kz.ZookeeperStoppedError: ConnectionLoss,
     }
     for kazoo_error, ours in expected.items():
         assert type(_translate(kazoo_error(), "/p")) is ours
@@ -891,33 +895,62 @@ def test_a_recursive_delete_under_a_chroot_removes_a_node_named_zookeeper(store_
     assert a.get_children("/") == []
 
 
+class _FourLetterServer:
+    """A plain socket that answers each four-letter word with ``answers[word]``: a list
+    of pieces sent one after another (a short pause between them), then it hangs up."""
+
+    def __init__(self, answers: dict[str, list[bytes]]) -> None:
+        import socket
+        import threading
+
+        self.answers = answers
+        self.words: list[str] = []
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(8)
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import time
+
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                word = conn.recv(4).decode()
+                self.words.append(word)
+                for i, piece in enumerate(self.answers.get(word, [])):
+                    if i:
+                        time.sleep(0.2)
+                    conn.sendall(piece)
+
+    def close(self) -> None:
+        import contextlib
+        import socket
+
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._thread.join(10)
+
+    def __enter__(self) -> "_FourLetterServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def test_a_four_letter_word_answer_is_read_to_its_end() -> None:
     # The server may send its answer (`cons` lists every connection) in several pieces.
-    import socket
-    import threading
-    import time
-
     from kreplica.meta.zk_server import four_letter_word
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-
-    def answer() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            assert conn.recv(4) == b"cons"
-            conn.sendall(b"first part;")
-            time.sleep(0.2)
-            conn.sendall(b"second part")
-
-    t = threading.Thread(target=answer)
-    t.start()
-    try:
-        assert four_letter_word("127.0.0.1", listener.getsockname()[1], "cons") == "first part;second part"
-    finally:
-        t.join()
-        listener.close()
+    with _FourLetterServer({"cons": [b"first part;", b"second part"]}) as fake:
+        assert four_letter_word("127.0.0.1", fake.port, "cons") == "first part;second part"
+        assert fake.words == ["cons"]
 
 
 @pytest.mark.zookeeper
@@ -1195,3 +1228,186 @@ def test_memory_the_root_cannot_be_deleted() -> None:
     with pytest.raises(ValueError, match="root"):
         s.delete("/")
     assert s.exists("/") is not None and s.create("/after") == "/after"
+
+
+# ---- the seventy-seventh review: ZooKeeper store mutants the suites above did not see ----
+
+def _multiread_answer(*results: tuple) -> bytes:
+    """A multiRead answer as ZooKeeper sends it: ("data", bytes, version), ("error", code)
+    or (op type, body bytes) sub-results, then the closing header."""
+    from kazoo.protocol.serialization import int_struct, multiheader_struct, stat_struct
+
+    out = bytearray()
+    for result in results:
+        if result[0] == "data":
+            stat = stat_struct.pack(1, 2, 3, 4, result[2], 0, 0, 0, len(result[1]), 0, 2)
+            out += multiheader_struct.pack(4, False, 0) + int_struct.pack(len(result[1])) + result[1] + stat
+        elif result[0] == "error":
+            out += multiheader_struct.pack(-1, False, result[1]) + int_struct.pack(result[1])
+        else:
+            out += multiheader_struct.pack(result[0], False, 0) + result[1]
+    return bytes(out + multiheader_struct.pack(-1, True, -1))
+
+
+def test_a_batched_read_answer_is_parsed_in_order_and_an_unknown_result_kind_refused() -> None:
+    from kazoo import exceptions as kz
+
+    from kreplica.meta.zookeeper_store import _MultiRead
+
+    got = _MultiRead.deserialize(_multiread_answer(
+        ("error", kz.NoNodeError.code), ("data", b"v1", 7), ("error", kz.NoNodeError.code), ("data", b"", 0)), 0)
+    assert [type(r) for r in got] == [kz.NoNodeError, tuple, kz.NoNodeError, tuple]
+    assert (got[1][0], got[1][1].version, got[3][0]) == (b"v1", 7, b"")
+    # A setData result (type 5: a stat) has no place in a read-only batch: never dropped
+    # quietly, or get_many would answer fewer entries than it was asked for.
+    from kazoo.protocol.serialization import stat_struct
+
+    with pytest.raises(ValueError, match="unexpected multiRead result type 5"):
+        _MultiRead.deserialize(_multiread_answer(("data", b"x", 0), (5, bytes(stat_struct.size))), 0)
+
+
+@pytest.mark.zookeeper
+def test_a_batched_read_the_servers_acl_refuses_is_an_error_not_an_absent_node(zk_store_factory, kazoo_client) -> None:
+    # Only a missing node reads as None; any other refusal (here NOAUTH: the node may be
+    # read by nobody) is an error, as a single get() of it is.
+    from kazoo.security import make_acl
+
+    from kreplica.meta.store import StoreError
+
+    kazoo_client.ensure_path(zk_store_factory.chroot)
+    a = zk_store_factory().session("a")
+    kazoo_client.create(zk_store_factory.chroot + "/secret", b"s",
+                        acl=[make_acl("world", "anyone", write=True, delete=True, admin=True)])
+    a.create("/open", b"o")
+    with pytest.raises(StoreError, match="/secret") as single:
+        a.get("/secret")
+    with pytest.raises(StoreError, match="/secret") as batched:
+        a.get_many(["/open", "/secret"])
+    assert type(batched.value) is type(single.value) is StoreError
+
+
+@pytest.mark.zookeeper
+def test_fired_watches_are_not_kept_by_their_session(zk_store_factory) -> None:
+    # A controller watches with a fresh callable on every re-read: once a watch has fired,
+    # its session must not keep it, or a long-running broker holds every watch it ever set.
+    from kreplica.runtime import RealScheduler
+
+    sched = RealScheduler()
+    a = zk_store_factory(sched).session("a")
+    a.create("/n", b"0")
+    fired: list[int] = []
+    for i in range(20):
+        a.get("/n", lambda ev, i=i: fired.append(i))
+        a.get_children("/n", lambda ev, i=i: fired.append(100 + i))
+    assert len(a._wrappers) == 40
+    a.set("/n", b"1")
+    a.create("/n/c")
+    assert sched.run_until(lambda: len(fired) == 40, 15_000)
+    assert a._wrappers == {}
+
+
+@pytest.mark.zookeeper
+def test_a_recursive_delete_takes_a_node_another_client_removed_meanwhile_as_done(zk_store_factory) -> None:
+    store = zk_store_factory()
+    a, other = store.session("a"), store.session("other")
+    a.create("/t/c/leaf", makepath=True)  # one chain: the first node a deletes is the leaf
+    # Between a's listing of /t/c and its delete of /t/c/leaf, another client deletes it.
+    meanwhile(a.client, "delete_async", lambda: other.delete("/t/c/leaf"))
+    a.delete("/t", recursive=True)
+    assert other.exists("/t") is None
+
+
+@pytest.mark.zookeeper
+def test_the_test_server_takes_more_than_sixty_connections_from_one_address(zk_server) -> None:
+    # A cluster of brokers, clients and admin sessions all connect from 127.0.0.1;
+    # ZooKeeper's default would drop the 61st connection from one address.
+    import contextlib
+    import socket
+
+    from kreplica.meta.zk_server import four_letter_word
+
+    with contextlib.ExitStack() as held:
+        for _ in range(70):
+            held.enter_context(socket.create_connection((zk_server.host, zk_server.port), timeout=5))
+        assert four_letter_word(zk_server.host, zk_server.port, "ruok", timeout_s=5) == "imok"
+
+
+class _AliveProcess:
+    """Stands in for the JVM's Popen: poll() answers ``code`` (None: still running)."""
+
+    def __init__(self, code: int | None = None) -> None:
+        self.code = code
+
+    def poll(self) -> int | None:
+        return self.code
+
+
+def _server_on(port: int, proc: _AliveProcess):
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    server = ZooKeeperServer()
+    server.port, server._proc = port, proc
+    return server
+
+
+def test_a_server_that_answers_imok_is_ready_only_once_it_serves() -> None:
+    # ZooKeeper says imok before it serves requests; srvr tells the two apart.
+    not_yet = [b"This ZooKeeper instance is not currently serving requests\n"]
+    with _FourLetterServer({"ruok": [b"imok"], "srvr": not_yet}) as fake:
+        server = _server_on(fake.port, _AliveProcess())
+        assert server._wait_ready(1.0) is False
+        assert "srvr" in fake.words
+        fake.answers["srvr"] = [b"Zookeeper version: 3.8.0\nMode: standalone\n"]
+        assert server._wait_ready(30.0) is True
+
+
+def test_a_server_whose_process_has_exited_is_not_ready_whatever_answers_on_its_port() -> None:
+    # A JVM that died at once (a port taken meanwhile) is a failed try, found at once:
+    # whatever else answers on that port is not it.
+    import time
+
+    ready = {"ruok": [b"imok"], "srvr": [b"Zookeeper version: 3.8.0\n"]}
+    with _FourLetterServer(ready) as fake:
+        assert _server_on(fake.port, _AliveProcess())._wait_ready(30.0) is True
+        started = time.monotonic()
+        assert _server_on(fake.port, _AliveProcess(1))._wait_ready(30.0) is False
+        assert time.monotonic() - started < 20
+
+
+@pytest.mark.zookeeper
+def test_an_interrupt_while_the_server_starts_stops_its_process_and_removes_its_directory(zk_server, monkeypatch) -> None:
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    started: list = []
+
+    def interrupted(self, timeout_s):
+        started.append((self._proc, self.data_dir))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ZooKeeperServer, "_wait_ready", interrupted)
+    server = ZooKeeperServer()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            server.start()
+        proc, data_dir = started[0]
+        assert proc.poll() is not None and not data_dir.exists()
+    finally:
+        if started and started[0][0].poll() is None:  # the mutant's leftover JVM
+            started[0][0].kill()
+            started[0][0].wait()
+
+
+def test_a_store_that_cannot_reach_its_server_says_connection_loss() -> None:
+    # Nothing listens on the port: the store's start (which makes its chroot) and a
+    # session at ZooKeeper's root both fail with the store's own error, not kazoo's.
+    from kreplica.meta.zk_server import free_port
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+    from kreplica.runtime import RealScheduler
+
+    hosts = f"127.0.0.1:{free_port()}"
+    with pytest.raises(ConnectionLoss, match=f"cannot reach ZooKeeper at {hosts}"):
+        ZooKeeperStore(hosts, "/kreplica", RealScheduler(), connect_timeout_s=0.5)
+    root = ZooKeeperStore(hosts, "", RealScheduler(), connect_timeout_s=0.5)
+    with pytest.raises(ConnectionLoss, match=f"cannot reach ZooKeeper at {hosts}"):
+        root.session("a")
+    assert root._sessions == []
