@@ -27,11 +27,12 @@ class Key:
     choices: tuple[str, ...] = ()
 
 
-def _at_least(n: int) -> Callable[[int], bool]:
-    return lambda v: v >= n
-
-
 INT_MAX = (1 << 31) - 1  # Kafka's Int keys; a segment's .index positions are 4 bytes
+
+
+def _at_least(n: int) -> Callable[[int], bool]:
+    """A Kafka Long key's range from ``n``: nothing past a 64-bit signed long."""
+    return lambda v: n <= v <= LONG_MAX
 
 
 def _between(low: int, high: int) -> Callable[[int], bool]:
@@ -46,7 +47,7 @@ SPEC: dict[str, Key] = {
         Key("segment.ms", "int", 7 * 24 * 3600 * 1000, _at_least(1), "segment age before a roll"),
         # At least two 12-byte time-index entries: one for appends, one kept for sealing.
         Key("segment.index.bytes", "int", 10 * 1024 * 1024, _between(24, INT_MAX), "max size of each index"),
-        Key("index.interval.bytes", "int", 4096, _at_least(0), "bytes between index entries"),
+        Key("index.interval.bytes", "int", 4096, _between(0, INT_MAX), "bytes between index entries"),
         Key("retention.bytes", "int", -1, _at_least(-1), "log size before deleting old segments"),
         Key("retention.ms", "int", 7 * 24 * 3600 * 1000, _at_least(-1), "segment age before deletion"),
         Key("flush.messages", "int", LONG_MAX, _at_least(1), "messages between forced fsyncs"),
@@ -54,44 +55,44 @@ SPEC: dict[str, Key] = {
         Key("max.message.bytes", "int", 1048588, _between(0, INT_MAX), "largest record batch accepted"),
         Key("message.timestamp.type", "str", "CreateTime", doc="CreateTime or LogAppendTime",
             choices=("CreateTime", "LogAppendTime")),
-        Key("min.insync.replicas", "int", 1, _at_least(1), "ISR size needed for acks=all"),
+        Key("min.insync.replicas", "int", 1, _between(1, INT_MAX), "ISR size needed for acks=all"),
         Key("unclean.leader.election.enable", "bool", False, doc="allow out-of-sync leaders"),
         # Replication (broker-level) keys.
         Key("replica.lag.time.max.ms", "int", 30000, _at_least(1), "lag before ISR removal"),
-        Key("replica.fetch.max.bytes", "int", 1048576, _at_least(1), "per-partition fetch size"),
-        Key("replica.fetch.response.max.bytes", "int", 10485760, _at_least(1), "fetch response size"),
-        Key("replica.fetch.wait.max.ms", "int", 500, _at_least(0), "follower long-poll wait"),
-        Key("replica.fetch.min.bytes", "int", 1, _at_least(1), "follower long-poll min bytes"),
-        Key("replica.fetch.backoff.ms", "int", 1000, _at_least(0), "backoff after a fetch error"),
+        Key("replica.fetch.max.bytes", "int", 1048576, _between(1, INT_MAX), "per-partition fetch size"),
+        Key("replica.fetch.response.max.bytes", "int", 10485760, _between(1, INT_MAX), "fetch response size"),
+        Key("replica.fetch.wait.max.ms", "int", 500, _between(0, INT_MAX), "follower long-poll wait"),
+        Key("replica.fetch.min.bytes", "int", 1, _between(1, INT_MAX), "follower long-poll min bytes"),
+        Key("replica.fetch.backoff.ms", "int", 1000, _between(0, INT_MAX), "backoff after a fetch error"),
         Key("replica.high.watermark.checkpoint.interval.ms", "int", 5000, _at_least(1),
             "HW checkpoint period"),
         Key("log.flush.scheduler.interval.ms", "int", LONG_MAX, _at_least(1),
             "period of the check that flushes logs past flush.ms"),
         Key("log.retention.check.interval.ms", "int", 300000, _at_least(1),
             "period of the retention check over every hosted log"),
-        Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, _at_least(1),
+        Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, _between(1, INT_MAX),
             "recovery-point-offset-checkpoint period"),
-        Key("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, _at_least(1),
+        Key("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, _between(1, INT_MAX),
             "log-start-offset-checkpoint period"),
         Key("replica.truncation.strategy", "str", "high-watermark",
             doc="high-watermark (the seeds' design) or leader-epoch (KIP-101/KIP-279)",
             choices=("high-watermark", "leader-epoch")),
-        Key("request.timeout.ms", "int", 30000, _at_least(1), "produce purgatory timeout"),
+        Key("request.timeout.ms", "int", 30000, _between(1, INT_MAX), "produce purgatory timeout"),
         Key("acks", "str", "all", doc="0, 1 or all", choices=("0", "1", "all", "-1")),
         # Controller keys.
         Key("auto.leader.rebalance.enable", "bool", True, doc="periodic preferred elections"),
-        Key("leader.imbalance.per.broker.percentage", "int", 10, _at_least(0),
+        Key("leader.imbalance.per.broker.percentage", "int", 10, _between(0, INT_MAX),
             "imbalance that triggers a rebalance"),
         Key("leader.imbalance.check.interval.seconds", "int", 300, _at_least(1),
             "rebalance check period"),
-        Key("controlled.shutdown.max.retries", "int", 3, _at_least(0), "shutdown attempts"),
+        Key("controlled.shutdown.max.retries", "int", 3, _between(0, INT_MAX), "shutdown attempts"),
         Key("controlled.shutdown.retry.backoff.ms", "int", 5000, _at_least(0), "shutdown backoff"),
-        Key("controller.socket.timeout.ms", "int", 30000, _at_least(1),
+        Key("controller.socket.timeout.ms", "int", 30000, _between(1, INT_MAX),
             "wait for a controlled-shutdown answer before retrying"),
         Key("delete.topic.enable", "bool", True, doc="allow topic deletion"),
-        Key("zookeeper.session.timeout.ms", "int", 18000, _at_least(1), "metadata session timeout"),
-        Key("default.replication.factor", "int", 1, _at_least(1), "RF when none is given"),
-        Key("num.partitions", "int", 1, _at_least(1), "partitions when none are given"),
+        Key("zookeeper.session.timeout.ms", "int", 18000, _between(1, INT_MAX), "metadata session timeout"),
+        Key("default.replication.factor", "int", 1, _between(1, INT_MAX), "RF when none is given"),
+        Key("num.partitions", "int", 1, _between(1, INT_MAX), "partitions when none are given"),
     )
 }
 

@@ -225,12 +225,34 @@ def test_every_integer_key_has_its_lowest_value_listed():
     assert {k for k, _ in LOWEST} == {k.name for k in config.SPEC.values() if k.kind == "int"}
 
 
+# The keys Kafka declares as Int (ConfigDef.Type.INT); every other integer key is a Long.
+INT_KEYS = [
+    "segment.bytes", "segment.index.bytes", "max.message.bytes", "index.interval.bytes",
+    "min.insync.replicas", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
+    "replica.fetch.wait.max.ms", "replica.fetch.min.bytes", "replica.fetch.backoff.ms",
+    "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
+    "request.timeout.ms", "leader.imbalance.per.broker.percentage", "controlled.shutdown.max.retries",
+    "controller.socket.timeout.ms", "zookeeper.session.timeout.ms", "default.replication.factor",
+    "num.partitions",
+]
+LONG_KEYS = sorted({k.name for k in config.SPEC.values() if k.kind == "int"} - set(INT_KEYS))
+
+
 # Kafka's Int keys end at Integer.MAX_VALUE: that is taken, one above it refused.
-@pytest.mark.parametrize("key", ["segment.bytes", "segment.index.bytes", "max.message.bytes"])
+@pytest.mark.parametrize("key", INT_KEYS)
 def test_each_int_sized_keys_highest_value_is_taken_and_the_one_above_refused(key):
     assert config.validate({key: config.INT_MAX})[key] == config.INT_MAX
     with pytest.raises(errors.InvalidConfig, match=f"{key}={config.INT_MAX + 1}: out of range"):
         config.validate({key: config.INT_MAX + 1})
+
+
+# Its Long keys end at Long.MAX_VALUE: segment.ms = 2**64 was taken, a value no Kafka reads.
+@pytest.mark.parametrize("key", LONG_KEYS)
+def test_each_long_keys_highest_value_is_taken_and_the_one_above_refused(key):
+    assert config.validate({key: config.LONG_MAX})[key] == config.LONG_MAX
+    assert config.validate({key: str(config.LONG_MAX)})[key] == config.LONG_MAX
+    with pytest.raises(errors.InvalidConfig, match=f"{key}={config.LONG_MAX + 1}: out of range"):
+        config.validate({key: config.LONG_MAX + 1})
 
 
 @pytest.mark.parametrize("key, lowest", LOWEST)
