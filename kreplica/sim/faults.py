@@ -373,7 +373,11 @@ class ChaosPlanner:
         w = self.world
         down = len(w.cluster.brokers) - len(w.cluster.live_brokers())
         if self.running and down < self.rates.max_down and crash(w, leader):
-            w.later(w.rng.randint(SHORTEST_MS["downtime_ms_max"], self.rates.downtime_ms_max), restart, w, leader)
+            w.later(self._duration("downtime_ms_max"), restart, w, leader)
+
+    def _duration(self, bound: str) -> int:
+        """A fault's length in ms, drawn between its shortest and its ``FaultRates`` bound."""
+        return self.world.rng.randint(SHORTEST_MS[bound], getattr(self.rates, bound))
 
     def _chance(self, per_minute: float) -> bool:
         return per_minute > 0 and self.world.rng.random() < per_minute * self.tick_ms / 60_000
@@ -389,16 +393,16 @@ class ChaosPlanner:
             if down < r.max_down and self._chance(r.crash):
                 power = rng.random() < r.power_loss_fraction
                 if crash(w, target, power, power and rng.random() < r.torn_fraction):
-                    w.later(rng.randint(SHORTEST_MS["downtime_ms_max"], r.downtime_ms_max), restart, w, target)
+                    w.later(self._duration("downtime_ms_max"), restart, w, target)
             elif down < r.max_down and self._chance(r.controlled_shutdown):
                 if controlled_shutdown(w, target):
                     w.later(rng.randint(2000, r.downtime_ms_max + 2000), restart, w, target)
             elif down < r.max_down and self._chance(r.kill_controller):
                 cid = w.cluster.controller_id
                 if cid is not None and kill_controller(w):
-                    w.later(rng.randint(SHORTEST_MS["downtime_ms_max"], r.downtime_ms_max), restart, w, cid)
+                    w.later(self._duration("downtime_ms_max"), restart, w, cid)
             elif self._chance(r.pause):
-                pause(w, target, rng.randint(SHORTEST_MS["pause_ms_max"], r.pause_ms_max))
+                pause(w, target, self._duration("pause_ms_max"))
             elif self._chance(r.slow_disk):
                 slow_disk(w, target, rng.randint(5, 200), rng.randint(500, 5000))
             elif self._chance(r.disk_full):
@@ -409,7 +413,7 @@ class ChaosPlanner:
                 ids = sorted(w.cluster.brokers)
                 rng.shuffle(ids)
                 cut = rng.randint(1, len(ids) - 1)
-                partition(w, [sorted(ids[:cut]), sorted(ids[cut:])], rng.randint(SHORTEST_MS["partition_ms_max"], r.partition_ms_max))
+                partition(w, [sorted(ids[:cut]), sorted(ids[cut:])], self._duration("partition_ms_max"))
             elif self._chance(r.cut_store):
-                cut_store(w, target, rng.randint(SHORTEST_MS["partition_ms_max"], r.partition_ms_max))
+                cut_store(w, target, self._duration("partition_ms_max"))
         w.later(self.tick_ms, self._tick)
