@@ -1080,3 +1080,24 @@ def test_a_hw_checkpoint_before_the_leader_and_isr_keeps_the_restarted_replicas_
     h.send_leader_and_isr(TP, [2])
     assert h.partition(2, TP).high_watermark == 2
     h.close()
+
+
+def test_a_produce_with_two_batches_for_one_partition_is_refused_and_nothing_is_appended(tmp_path):
+    """Kafka's produce (v3 and later) takes exactly one batch per partition: INVALID_RECORD,
+    the other partitions of the request unaffected."""
+    h = _cluster(tmp_path)
+    other = _another_partition(h, TopicPartition("bar", 1))
+    two = encode_batch([b"a"], timestamp_ms=0) + encode_batch([b"b"], timestamp_ms=0)
+    got = []
+    req = ProduceRequest(1, 1000, (ProducePartition(TP, two), ProducePartition(other, encode_batch([b"c"]))))
+    h.transport.send(-7, 1, req, got.append)
+    assert h.run_until(lambda: bool(got), 100)
+    assert [r.error_code for r in got[0].partitions] == [errors.InvalidRecord.code, errors.NONE]
+    assert h.partition(1, TP).log_end_offset == 0 and h.partition(1, other).log_end_offset == 1
+    # Bytes after the batch that make no whole second frame are the append's to judge.
+    got.clear()
+    h.transport.send(-7, 1, ProduceRequest(1, 1000, (ProducePartition(TP, two[:-1]),)), got.append)
+    assert h.run_until(lambda: bool(got), 100)
+    assert got[0].partitions[0].error_code != errors.InvalidRecord.code
+    assert h.partition(1, TP).log_end_offset == 0
+    h.close()

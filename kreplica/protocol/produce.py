@@ -11,7 +11,7 @@ from .common import TopicPartition
 @dataclass(frozen=True, slots=True)
 class ProducePartition:
     tp: TopicPartition
-    records: bytes | memoryview  # one or more v2 batches; offsets are assigned by the leader
+    records: bytes | memoryview  # one v2 batch (Kafka refuses more); offsets are assigned by the leader
 
 
 @fast_init

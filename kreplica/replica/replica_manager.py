@@ -405,6 +405,9 @@ class ReplicaManager:
             if p is None:
                 statuses.append(ProduceStatus(pp.tp, -1, -1, errors.UnknownTopicOrPartition.code, False))
                 continue
+            if _holds_a_second_batch(pp.records):
+                statuses.append(ProduceStatus(pp.tp, -1, -1, errors.InvalidRecord.code, False))
+                continue
             try:
                 info = p.append_records_to_leader(pp.records, req.acks)
             except errors.KReplicaError as e:
@@ -551,6 +554,31 @@ class ReplicaManager:
         """The periodic check of seed 004 section 5, over every partition this broker leads."""
         for p in list(self.partitions.values()):
             p.maybe_shrink_isr()
+
+
+def _holds_a_second_batch(records: Any) -> bool:
+    """Does a produce's partition data hold a whole batch after its first?  Kafka refuses
+    that (produce v3 and later: exactly one v2 batch per partition) with INVALID_RECORD,
+    before the leader looks at it.  Frames are read as Kafka's batch iterator reads them:
+    the 12-byte offset and length, then the length's bytes.  Bytes too few for a whole
+    frame are no batch, and a length below any batch's is corrupt; both are left to the
+    append's own framing to judge."""
+    n = len(records)
+    second = _frame_end(records, 0, n)
+    return second > 0 and _frame_end(records, second, n) > 0
+
+
+def _frame_end(records: Any, at: int, n: int) -> int:
+    """Where the frame at ``at`` ends, or -1 if there is no sound whole frame there."""
+    if n - at < 12:
+        return -1
+    size = int.from_bytes(records[at + 8:at + 12], "big", signed=True)
+    if size < _SMALLEST_RECORD or n - at - 12 < size:
+        return -1
+    return at + 12 + size
+
+
+_SMALLEST_RECORD = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: a shorter frame is corrupt
 
 
 def _write_over(file: OffsetCheckpointFile, written: dict[TopicPartition, int],
