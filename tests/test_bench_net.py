@@ -90,3 +90,111 @@ def test_every_batch_carries_its_own_records_and_a_run_is_repeatable():
     assert [len(batch) for batch in values] == [3] * 4 and {len(v) for b in values for v in b} == {16}
     assert len({v for batch in values for v in batch}) == 12
     assert bench_net.batches(4, 3, 16) == values
+
+
+# The eighty-second review (docs/engine-audit.md, BH4-..): the fourth pass over the harness.
+
+def _stub_produce_all(monkeypatch):
+    """``bench_net._produce_all`` replaced: records each cluster it is given, takes 1 s."""
+    clusters = []
+    monkeypatch.setattr(bench_net, "_produce_all", lambda c, values: clusters.append(c) or 1.0)
+    return clusters
+
+
+def test_each_row_runs_on_its_own_transport_with_the_same_config(monkeypatch):
+    """The tcp row's cluster is given the loopback TCP transport (without it the row is the
+    in-process row again); the broker processes get the in-process rows' config on their
+    command line, and the client the same."""
+    import contextlib
+
+    from kreplica.cluster import Cluster
+    from kreplica.meta import zk_server
+    from kreplica.net import remote, tcp_transport
+
+    clusters = _stub_produce_all(monkeypatch)
+    embedded = []
+
+    @contextlib.contextmanager
+    def fake_embedded(**kwargs):
+        embedded.append(kwargs)
+        yield SimpleNamespace(**kwargs)
+
+    class Tcp:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(Cluster, "embedded", fake_embedded)
+    monkeypatch.setattr(tcp_transport, "TcpTransport", Tcp)
+    assert bench_net.in_process([]) == bench_net.tcp([]) == 1.0
+    assert embedded[0] == {"config": bench_net.CONFIG} and embedded[1]["config"] == bench_net.CONFIG
+    assert isinstance(embedded[1]["transport"], Tcp) and clusters[1].transport is embedded[1]["transport"]
+
+    argvs, signals, connected = [], [], []
+
+    class Popen:
+        def __init__(self, argv, stdout=None):
+            argvs.append(argv)
+
+        def send_signal(self, sig):
+            signals.append(sig)
+
+        def wait(self, timeout=None):
+            return 0
+
+    @contextlib.contextmanager
+    def connect(url, config):
+        connected.append(config)
+        yield SimpleNamespace(run_until=lambda condition, ms: condition(), live_brokers=lambda: [1, 2, 3])
+
+    server = SimpleNamespace(hosts="127.0.0.1:2181", stop=lambda: None)
+    monkeypatch.setattr(zk_server, "zookeeper_available", lambda: True)
+    monkeypatch.setattr(zk_server, "ZooKeeperServer", lambda: SimpleNamespace(start=lambda: server))
+    monkeypatch.setattr(remote, "connect", connect)
+    monkeypatch.setattr(bench_net.subprocess, "Popen", Popen)
+    assert bench_net.processes([]) == 1.0
+    configs = {argv[argv.index("--config") + 1] for argv in argvs}
+    assert len(argvs) == 3 and configs == {f"{k}={v}" for k, v in bench_net.CONFIG.items()} == {"min.insync.replicas=2"}
+    assert connected == [bench_net.CONFIG] and len(signals) == 3
+
+
+def test_a_machine_that_cannot_start_the_broker_processes_gets_a_row_saying_so(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")  # one line a row
+    monkeypatch.setattr(bench_net, "in_process", lambda values: 2.0)
+    monkeypatch.setattr(bench_net, "tcp", lambda values: 4.0)
+    monkeypatch.setattr(bench_net, "processes", lambda values: None)
+    assert cli.main(["bench", "net", "--batches", "2", "--batch-records", "4", "--record-bytes", "8"]) == 0
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in capsys.readouterr().out.splitlines()
+            if line.count("│") == 6]
+    assert rows[1:] == [["tcp, one process (wall clock)", "4.00", "2", "2000.00", "0.50x"],
+                        ["tcp, three broker processes + ZooKeeper", "-", "no zookeeper package", "-", "-"]]
+
+
+def test_the_timed_batches_wait_for_all_three_replicas_in_sync():
+    """The ISR grows from two replicas to three: the wait is for the third, so no timed
+    batch waits on a follower still catching up."""
+    isrs, seen, produced = iter([[1, 2], [1, 2, 3]]), [], []
+
+    class Cluster:
+        def create_topic(self, topic, partitions, replication_factor):
+            pass
+
+        def run_until(self, condition, timeout_ms):
+            while not condition():
+                pass
+            return True
+
+        def describe(self, topic):
+            seen.append(next(isrs))
+            return SimpleNamespace(partitions=[SimpleNamespace(isr=seen[-1])])
+
+        def produce(self, topic, partition, batch, acks):
+            produced.append(len(seen))
+
+        def fetch(self, topic, partition, offset):
+            return [None] * 6
+
+    bench_net._produce_all(Cluster(), bench_net.batches(2, 2, 8))
+    assert seen == [[1, 2], [1, 2, 3]] and produced == [2, 2, 2]

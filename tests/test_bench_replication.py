@@ -192,3 +192,47 @@ def test_the_cpu_figures_are_this_threads_cpu_time(tmp_path, monkeypatch):
         assert bench_replication.append_single_log(log, _batches(10, 2, 1, 1), 2) == (2.0, 1.0)
     finally:
         log.close()
+
+
+# The eighty-second review (docs/engine-audit.md, BH4-..): the fourth pass over the harness.
+
+def test_the_default_batch_count_is_about_50_mib_and_never_below_100(monkeypatch, capsys):
+    """1 KiB x 1,000-record batches: 50 MiB is 51 batches, below the floor of 100 (a run
+    of a few dozen requests would be mostly its start and end)."""
+    counts = []
+
+    def run(size, batch_records, count, *rest):
+        counts.append((size, count))
+        return {"committed_records_per_s": 1.0, "committed_mb_per_s": 1.0, "ratio": 1.0,
+                "single_append_records_per_s": 1.0, "cpu_ratio": 1.0, "breakdown": None}
+
+    monkeypatch.setattr(bench_replication, "run", run)
+    assert main(["--sizes", "1024,100", "--batch-records", "1000"]) == 0
+    assert counts == [(1024, 100), (100, 524)]
+
+
+def test_the_rounds_take_turns_under_the_data_dir_and_the_breakdown_is_single_then_replicated(tmp_path, monkeypatch):
+    """Each round runs the single log then the replicated partition (so a burst of load falls
+    on both), each in a fresh directory under ``--data-dir``; the breakdown's pair is
+    (1-replica, replicated), the order ``_print_breakdown`` labels them in."""
+    calls = []
+
+    def single(root, batches, count):
+        calls.append(("single", root.parent))
+        return {"seconds": 1.0, "cpu_seconds": 1.0, "records": 10}
+
+    def replicated(root, batches, count, in_flight):
+        calls.append(("replicated", root.parent))
+        return {"seconds": 1.0, "cpu_seconds": 1.0, "records": 10, "follower_fetches": 1, "bytes": 10}
+
+    def breakdown(root, batches, count, in_flight, replicated):
+        calls.append(("breakdown", root.parent))
+        return {"replicated": replicated}
+
+    monkeypatch.setattr(bench_replication, "run_single_log", single)
+    monkeypatch.setattr(bench_replication, "run_replicated", replicated)
+    monkeypatch.setattr(bench_replication, "breakdown", breakdown)
+    r = bench_replication.run(10, batch_records=1, count=2, in_flight=1, data_dir=str(tmp_path), repeat=2,
+                              with_breakdown=True)
+    assert calls == [(name, tmp_path) for name in ("single", "replicated") * 2 + ("breakdown",) * 2]
+    assert r["breakdown"] == ({"replicated": False}, {"replicated": True})

@@ -195,6 +195,22 @@ def test_bench_failover_runs_three_times_by_default_keeps_the_fastest_wall_clock
     # store, fails, partitions, re-elected, seconds, cpu s, us/partition, trips, trips/partition, /re-elected, requests
     assert rows[0] == ["memory", "broker", "40", "13", "0.200", "0.050", "5000.0", "8", "0.2000", "0.6154", "5"]
 
+
+def test_bench_failover_lists_each_sizes_two_failures_together_in_the_order_given(monkeypatch, capsys):
+    """"A second row per size": the broker and controller rows of one size side by side,
+    the sizes as given on the command line."""
+    from kreplica.tools import bench_failover
+
+    def run(n, controller_fails=False):
+        return bench_failover.FailoverResult("memory", "controller" if controller_fails else "broker", n, 0.1, 0.1,
+                                             n // 3, 4, 1)
+
+    monkeypatch.setattr(bench_failover, "run", run)
+    assert cli.main(["bench", "failover", "--no-zookeeper", "--partitions", "60", "30", "--repeat", "1"]) == 0
+    rows = [line.split()[1:3] for line in capsys.readouterr().out.splitlines() if line.startswith("memory ")]
+    assert rows == [["broker", "60"], ["controller", "60"], ["broker", "30"], ["controller", "30"]]
+
+
 # `kreplica sweep`: a bad grid is refused before Spark starts (it must never start here).
 
 @pytest.fixture

@@ -619,6 +619,65 @@ def test_failover_bench_judges_linearity_smallest_against_largest_at_2x():
         "target: linear in partitions: 25.0 -> 62.5 us/partition from 1,000 to 10,000, FAIL"]
 
 
+# The eighty-second review (docs/engine-audit.md, BH4-..): the fourth pass over the harness.
+
+def test_failover_bench_places_a_thousand_partitions_a_topic_numbered_from_0():
+    """Past 1,000 partitions the bench makes more topics, each numbered from partition 0
+    (as a topic's partitions are), RF 3 round-robin: each broker leads a third."""
+    from collections import Counter
+
+    from kreplica.tools.bench_failover import BROKERS, _assignment
+
+    topics = _assignment(2500)
+    assert {t: sorted(a) for t, a in topics.items()} == {
+        "t0": list(range(1000)), "t1": list(range(1000)), "t2": list(range(500))}
+    assert all(sorted(r) == list(BROKERS) for a in topics.values() for r in a.values())
+    assert Counter(r[0] for a in topics.values() for r in a.values()) == {1001: 834, 1002: 833, 1003: 833}
+
+
+def test_failover_bench_judges_the_1000_partition_target_on_the_1000_partition_row():
+    from kreplica.tools.bench_failover import FailoverResult, verdicts
+
+    rows = [FailoverResult("memory", "broker", n, s, s, n // 3, 0, 1) for n, s in ((500, 0.01), (1000, 0.6))]
+    assert verdicts(rows)[0] == "target: memory store, 1,000 partitions in < 0.5 s: 0.600 s, FAIL"
+    assert [line for line in verdicts(rows[:1]) if "1,000 partitions" in line] == []  # no 1,000 row: no verdict
+
+
+def test_failover_bench_is_not_done_until_the_failed_broker_is_gone():
+    """``done`` stops the ZooKeeper run's clock: before the session closes every leader is
+    live already (2 of 3 partitions do not move), so only the failed broker's absence from
+    the live brokers tells the failover has happened."""
+    from kreplica.tools import bench_failover
+
+    state = bench_failover.prepare(9)
+    assert not state["done"]()
+    bench_failover.fail(state)
+    assert state["done"]()
+    bench_failover.teardown(state)
+
+
+
+def test_failover_bench_counts_the_round_trips_made_while_the_session_closes():
+    """On ZooKeeper the controller's watch fires on kazoo's thread and its reads can start
+    before ``close()`` returns: the count starts before the close.  A stand-in close makes
+    one round trip of the failover's on the way out."""
+    from types import SimpleNamespace
+
+    from kreplica.tools import bench_failover
+
+    state = bench_failover.prepare(9)
+    session, store = state["sessions"][state["failed"]], state["store"]
+
+    def close():
+        session.close()
+        store.round_trips += 1
+
+    state["sessions"][state["failed"]] = SimpleNamespace(close=close)
+    r = bench_failover.fail(state)
+    bench_failover.teardown(state)
+    assert r.round_trips == 4 + 1  # the failover's own four (see the scenario test above) and the early one
+
+
 # -- random histories (hypothesis) ------------------------------------------------------------
 
 OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred", "reassign"]),
