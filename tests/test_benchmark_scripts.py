@@ -1,0 +1,139 @@
+"""The pure-Python parts of the scripts in ``benchmarks/``: ``history_hashes.py``'s
+--record/--check and the runs it covers, ``bench_sim.py``'s command line and reporting.
+Nothing is timed and no simulation runs: the runs and clocks are stubbed."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def history_hashes():
+    return _script("history_hashes")
+
+
+@pytest.fixture(scope="module")
+def bench_sim():
+    return _script("bench_sim")
+
+
+# -- history_hashes.py ----------------------------------------------------------------------
+
+def test_a_check_passes_the_same_histories_and_names_each_one_that_differs(history_hashes, tmp_path, monkeypatch,
+                                                                          capsys):
+    got = ["a/high-watermark 1 h1", "a/leader-epoch 1 h2", "swarm/random-chaos 1 h3"]
+    monkeypatch.setattr(history_hashes, "hashes", lambda seeds, swarm_seeds: list(got))
+    recording = tmp_path / "hashes.txt"
+    assert history_hashes.main(["--record", str(recording)]) == 0
+    assert recording.read_text() == "\n".join(got) + "\n"
+    assert history_hashes.main(["--check", str(recording)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "3 of 3 histories identical"
+    got[1] = "a/leader-epoch 1 changed"
+    assert history_hashes.main(["--check", str(recording)]) == 1
+    assert capsys.readouterr().out.splitlines() == ["DIFFERENT: a/leader-epoch 1 h2", "2 of 3 histories identical"]
+
+
+@pytest.mark.parametrize("recorded", [1, 2, 4], ids=["shorter-by-2", "shorter-by-1", "longer"])
+def test_a_recording_of_another_number_of_runs_fails_the_check(recorded, history_hashes, tmp_path, monkeypatch,
+                                                               capsys):
+    """A recording cut short, or made before a scenario was added or removed, is not a
+    pass on the runs both happen to hold."""
+    got = [f"s/leader-epoch {seed} h{seed}" for seed in range(1, 4)]
+    monkeypatch.setattr(history_hashes, "hashes", lambda seeds, swarm_seeds: got)
+    recording = tmp_path / "hashes.txt"
+    recording.write_text("".join(f"s/leader-epoch {seed} h{seed}\n" for seed in range(1, recorded + 1)))
+    assert history_hashes.main(["--check", str(recording)]) == 1
+    assert capsys.readouterr().out == f"the recording has {recorded} runs, this checkout 3\n"
+
+
+def test_the_recording_covers_every_scenario_under_both_strategies_and_the_swarms(history_hashes):
+    """--seeds seeds of every shipped scenario under each truncation strategy and of the
+    gc-pause swarm; --swarm-seeds seeds of the random-chaos swarm."""
+    from kreplica.sim import scenarios
+
+    runs = history_hashes.runs(2, 3)
+    labels: dict[str, list[int]] = {}
+    for label, seed, sc in runs:
+        labels.setdefault(label, []).append(seed)
+        if not label.startswith("swarm/"):
+            assert sc.config["replica.truncation.strategy"] == label.rsplit("/", 1)[1]
+    expected = {f"{name}/{strategy}": [1, 2] for name in scenarios.names() for strategy in history_hashes.STRATEGIES}
+    expected.update({"swarm/random-chaos": [1, 2, 3], "swarm/gc-pause-chaos": [1, 2]})
+    assert labels == expected
+
+
+# -- bench_sim.py ---------------------------------------------------------------------------
+
+def test_side_by_side_keeps_each_checkouts_best_round_and_divides_the_other_by_this(bench_sim, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """Rounds take turns, the other checkout first; each keeps its least CPU."""
+    other = tmp_path / "other"
+    other.mkdir()
+    here = str(BENCHMARKS.parent)
+    cpu = {str(other): iter([3.0, 2.0, 2.5]), here: iter([1.5, 1.0, 1.25])}
+    order = []
+
+    def run(argv, env, capture_output, text, check, cwd):
+        assert env["PYTHONPATH"] == cwd == argv[-1]
+        order.append(cwd)
+        return SimpleNamespace(stdout=f"warming up\n{next(cpu[cwd])}\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    bench_sim.side_by_side(str(other), 3)
+    assert order == [str(other), here] * 3
+    assert capsys.readouterr().out.splitlines() == [
+        "three 60-virtual-s chaos runs, best of 3 rounds, CPU s:", f"  {other}: 2.000", f"  {here}: 1.000  (2.00x)"]
+
+
+@pytest.mark.parametrize("argv, call", [(["--side-by-side", "../x"], ("../x", 3)),
+                                        (["--side-by-side", "../x", "5"], ("../x", 5))])
+def test_side_by_side_takes_a_checkout_and_optional_rounds(argv, call, bench_sim, monkeypatch):
+    calls = []
+    monkeypatch.setattr(bench_sim, "side_by_side", lambda *args: calls.append(args))
+    monkeypatch.setattr(sys, "argv", ["bench_sim.py", *argv])
+    bench_sim.main()
+    assert calls == [call]
+
+
+def test_the_table_projects_1000_seeds_from_the_cpu_time_a_seed(bench_sim, monkeypatch, capsys):
+    """50 seeds in 20 s of wall and 10 s of CPU: 0.200 CPU s a seed, 200 CPU s for 1,000."""
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setattr(bench_sim, "core_events", lambda: (400_000, 2.0, 1.0))
+    monkeypatch.setattr(bench_sim, "chaos_run", lambda seed: (1.5, 1.0, 50_000, 600, 61_000))
+    monkeypatch.setattr(bench_sim, "small_seeds", lambda n: (20.0, 10.0, 1))
+    monkeypatch.setattr(sys, "argv", ["bench_sim.py"])
+    bench_sim.main()
+    out = " ".join(capsys.readouterr().out.split())
+    assert "200,000 per wall s, 400,000 per CPU s" in out
+    assert "1.50 s wall, 1.00 s CPU (50,000 events/CPU s, 600 acked, 61 virtual s incl. liveness)" in out
+    assert "20.0 s wall, 10.0 s CPU (0.200 CPU s/seed, 1 failing)" in out and "-> 200 CPU s" in out
+
+
+def test_an_events_kind_names_the_message_the_notice_or_the_timer_behind_the_trampoline(bench_sim):
+    def named(qualname):
+        fn = lambda *a: None  # noqa: E731
+        fn.__qualname__ = qualname
+        return fn
+
+    class Fetch:
+        pass
+
+    assert bench_sim._event_kind(named("SimNetwork._arrive"), (1, 2, Fetch())) == "message Fetch"
+    assert bench_sim._event_kind(named("MemorySession._arrive"), (named("Watch.fire"),)) == "store notice Watch.fire"
+    assert bench_sim._event_kind(named("PausableScheduler._fire"), (object(), named("Fetcher.poll"), ())) == (
+        "broker timer Fetcher.poll")
+    assert bench_sim._event_kind(named("Replica.expire"), ()) == "timer Replica.expire"
