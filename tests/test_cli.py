@@ -196,6 +196,11 @@ def test_bench_failover_runs_three_times_by_default_keeps_the_fastest_wall_clock
     assert rows[0] == ["memory", "broker", "40", "13", "0.200", "0.050", "5000.0", "8", "0.2000", "0.6154", "5"]
 
 
+def test_a_benchs_usage_error_names_the_command_as_typed(capsys):
+    """"kreplica bench failover", the command a reader typed, not "kreplica failover"."""
+    assert _refused(["bench", "failover", "--partitions", "0"], capsys) == (
+        "kreplica bench failover: error: argument --partitions: 0: must be at least 1")
+
 def test_bench_failover_lists_each_sizes_two_failures_together_in_the_order_given(monkeypatch, capsys):
     """"A second row per size": the broker and controller rows of one size side by side,
     the sizes as given on the command line."""
