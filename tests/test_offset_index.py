@@ -130,6 +130,23 @@ def test_put_entries_refuses_entries_one_byte_past_the_buffer_and_writes_nothing
             assert backing[:start].sum() == 0 and not backing[start + need:].any()
 
 
+def test_put_entries_refuses_a_negative_start_and_fewer_values_than_keys_and_writes_nothing():
+    """put_entries' other guards before its unchecked writes and reads: a start before
+    the buffer would write in front of it (here into the backing array's first bytes),
+    and fewer values than keys would read past the values (here the backing array's
+    next value) and write that as a position."""
+    keys = np.array([1, 2], np.int64)
+    for key_bytes in (4, 8):
+        backing = np.zeros(64, np.uint8)
+        with pytest.raises(ValueError, match="do not fit"):
+            _segment.put_entries(backing[16:], -8, keys, np.array([10, 20], np.int64), key_bytes, 0)
+        with pytest.raises(ValueError, match="differ in length"):
+            _segment.put_entries(backing, 0, keys, np.array([10, 20], np.int64)[:1], key_bytes, 0)
+        with pytest.raises(ValueError, match="differ in length"):
+            _segment.put_entries(backing, 0, keys[:1], np.array([10, 20], np.int64), key_bytes, 0)
+        assert not backing.any()
+
+
 def test_a_lookup_in_an_index_with_no_entries_finds_no_slot_over_a_zero_filled_buffer():
     """index_slot's "below every key" (-1) for no entries even when the buffer is a
     preallocated, zero-filled one: read as an entry, its zero key is <= any target and

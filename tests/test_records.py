@@ -998,6 +998,21 @@ def test_the_surrogate_range_is_refused_to_its_last_code_point(key):
         assert decode_records(buf)[0].headers == ((text, b"h"),)
 
 
+@pytest.mark.parametrize("key, text", [(b"\xf4\x8f\xbf\xbf", "\U0010ffff"), (b"\xf4\x90\x80\x80", None)],
+                         ids=["U+10FFFF", "U+110000"])
+def test_the_last_code_point_is_a_header_key_and_the_four_bytes_past_it_are_not(key, text):
+    # U+10FFFF, the last code point, is text Python's strict decoder reads, so the leader
+    # takes it; the same four-byte form one step higher spells no code point.
+    buf = _raw_batch([_raw_record(0, headers=[(key, b"h")])])
+    if text is None:
+        _refused_by_leader_and_decoder(buf, "header key of record 0 is not UTF-8 in the batch at position 0",
+                                       "not UTF-8")
+    else:
+        assert key.decode("utf-8") == text
+        assert scan_batches(buf, check_records=True).error is None
+        assert decode_records(buf)[0].headers == ((text, b"h"),)
+
+
 def test_an_end_past_the_buffer_is_the_buffers_end():
     # An `end` beyond the data is clamped to it: a torn last batch stays torn, however far
     # the caller's end reaches, and nothing past the buffer is read.

@@ -119,3 +119,33 @@ def test_next_due_skips_cancelled_timers_to_the_first_live_one():
     early.cancel()
     assert s.next_due_ms() == 120
     assert len(s) == 1  # the cancelled timer is gone from the heap, not only skipped
+
+
+def test_run_until_answers_its_predicate_as_it_stands_at_the_deadline():
+    """The deadline passing is not the answer: once the clock is moved to it, a predicate
+    that reads the clock (a lease or a timeout expiring with no event due) is asked
+    once more, as the wall-clock scheduler asks it before giving up at its deadline."""
+    s = SimScheduler(start_ms=100)
+    s.call_later(10, lambda: None)
+    assert s.run_until(lambda: s.now_ms() >= 150, 50)
+    assert s.now_ms() == 150 and s.events_run == 1
+    assert not s.run_until(lambda: s.now_ms() >= 201, 50)
+    assert s.now_ms() == 200
+
+
+def test_every_threadsafe_call_made_so_far_goes_ahead_of_what_the_first_one_schedules():
+    """The inbox is drained whole before an event: threadsafe calls waiting together get
+    consecutive places, so a call_soon made while running the first of them comes after
+    all of them, as it would had they been call_soon calls themselves."""
+    s = SimScheduler()
+    seen = []
+
+    def first():
+        seen.append("first")
+        s.call_soon(seen.append, "scheduled by first")
+
+    s.call_soon_threadsafe(first)
+    s.call_soon_threadsafe(seen.append, "second")
+    s.call_soon_threadsafe(seen.append, "third")
+    s.advance(0)
+    assert seen == ["first", "second", "third", "scheduled by first"]
