@@ -198,15 +198,24 @@ def side_by_side(other: str, rounds: int = 3) -> None:
     print(f"  {here}: {best[here]:.3f}  ({best[other] / best[here]:.2f}x)")
 
 
-def main() -> None:
-    import sys
+def main(argv: list[str] | None = None) -> None:
+    import argparse
 
-    if "--by-kind" in sys.argv[1:]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--by-kind", action="store_true", help="where a whole-cluster event's time goes")
+    what.add_argument("--side-by-side", nargs="+", metavar=("CHECKOUT", "ROUNDS"),
+                      help="the chaos runs here and in another built checkout, taking turns, "
+                           "best of ROUNDS (default 3)")
+    args = ap.parse_args(argv)
+    if args.by_kind:
         by_kind()
         return
-    if "--side-by-side" in sys.argv[1:]:
-        args = sys.argv[sys.argv.index("--side-by-side") + 1:]
-        side_by_side(args[0], int(args[1]) if len(args) > 1 else 3)
+    if args.side_by_side:
+        other, *rest = args.side_by_side
+        if len(rest) > 1 or (rest and not (rest[0].isdigit() and int(rest[0]) > 0)):
+            ap.error("--side-by-side takes a checkout and at most one positive whole number of rounds")
+        side_by_side(other, int(rest[0]) if rest else 3)
         return
     from rich.console import Console
     from rich.table import Table

@@ -55,13 +55,20 @@ def hashes(seeds: int, swarm_seeds: int) -> list[str]:
     return lines
 
 
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--record", metavar="FILE", help="write the hashes here")
     what.add_argument("--check", metavar="FILE", help="compare with a recording; exit 1 on any difference")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per scenario and strategy (default 3)")
-    ap.add_argument("--swarm-seeds", type=int, default=12, help="swarm seeds over random-chaos (default 12)")
+    ap.add_argument("--seeds", type=_positive, default=3,
+                    help="seeds per scenario and strategy, and of the gc-pause-chaos swarm (default 3)")
+    ap.add_argument("--swarm-seeds", type=_positive, default=12, help="swarm seeds over random-chaos (default 12)")
     args = ap.parse_args(argv)
     got = hashes(args.seeds, args.swarm_seeds)
     if args.record:

@@ -109,6 +109,27 @@ def test_side_by_side_takes_a_checkout_and_optional_rounds(argv, call, bench_sim
     assert calls == [call]
 
 
+@pytest.mark.parametrize("argv", [["--side-by-side"], ["--side-by-side", "../x", "many"],
+                                  ["--side-by-side", "../x", "0"], ["--side-by-side", "../x", "3", "4"],
+                                  ["--by-kind", "--side-by-side", "../x"], ["--rounds"]])
+def test_a_bad_command_line_is_a_usage_error_not_a_traceback(argv, bench_sim, monkeypatch, capsys):
+    monkeypatch.setattr(bench_sim, "side_by_side", lambda *args: pytest.fail("ran"))
+    monkeypatch.setattr(bench_sim, "by_kind", lambda: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as e:
+        bench_sim.main(argv)
+    assert e.value.code == 2 and "usage:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--seeds", "--swarm-seeds"])
+@pytest.mark.parametrize("value", ["0", "-1", "2.5", "x"])
+def test_history_hashes_takes_only_a_positive_number_of_seeds(option, value, history_hashes, monkeypatch, capsys,
+                                                              tmp_path):
+    monkeypatch.setattr(history_hashes, "hashes", lambda *args: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as e:
+        history_hashes.main(["--record", str(tmp_path / "h"), option, value])
+    assert e.value.code == 2 and "expected a positive whole number" in capsys.readouterr().err
+
+
 def test_the_table_projects_1000_seeds_from_the_cpu_time_a_seed(bench_sim, monkeypatch, capsys):
     """50 seeds in 20 s of wall and 10 s of CPU: 0.200 CPU s a seed, 200 CPU s for 1,000."""
     monkeypatch.setenv("COLUMNS", "300")
