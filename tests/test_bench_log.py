@@ -650,6 +650,13 @@ def test_a_rows_note_is_printed_under_its_workload(capsys):
     assert "(CPU time: 1.23x)" in capsys.readouterr().out
 
 
+def test_the_caption_gives_the_lookup_workloads_own_batch_size(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "300")
+    bench_log.print_table([], bench_log.QUICK, {"cpus": 2, "load_average": [1.0, 2.0]})
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{bench_log.BATCH_RECORDS:,} records per batch ({bench_log.LOOKUP_BATCH_RECORDS:,} in the lookup" in out
+
+
 def test_the_raw_peers_check_refuses_a_log_of_another_size(tmp_path):
     """Same first batch, one batch more: the raw file and the log would not hold the same bytes."""
     work = append_work(100, 2)

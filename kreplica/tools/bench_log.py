@@ -439,7 +439,8 @@ def print_table(rows: list[Row], sizes: Sizes, machine: dict[str, Any]) -> None:
 
     table = Table(title="kreplica log against its peers: one run, one process, this machine (kreplica bench log)",
                   caption=f"{FSYNC_POLICY}. Median of {sizes.repeat} run(s), stores taking turns, fresh files "
-                          f"each run; reads from the page cache. {BATCH_RECORDS:,} records per batch. "
+                          f"each run; reads from the page cache. {BATCH_RECORDS:,} records per batch "
+                          f"({LOOKUP_BATCH_RECORDS:,} in the lookup workload). "
                           f"{machine['cpus']} CPUs shared with other work: load average "
                           f"{machine['load_average'][0]:.1f} before, {machine['load_average'][1]:.1f} after.")
     table.add_column("workload")
