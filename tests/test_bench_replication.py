@@ -110,7 +110,7 @@ def test_every_option_reaches_the_run_and_the_line_shows_its_figures(argv, count
                  "--data-dir", str(tmp_path), "--distinct", "4", *argv]) == 0
     assert calls == [(1024, 10, count, 5, str(tmp_path), 2, False, 4)]
     first, _header, line = capsys.readouterr().out.splitlines()
-    assert first.endswith("best of 2 interleaved rounds; 4 batches recycled")
+    assert first.endswith("best of 2 interleaved rounds; 4 batches recycled; MB/s of the encoded batches (10^6 bytes)")
     assert line.split() == ["1024B", str(count), "250,000", "25", "1,000,000", "0.250", "0.320"]
 
 
