@@ -1,4 +1,6 @@
 """The embedded Cluster end to end: real logs on disk, controller, replicas, virtual time."""
+import json
+
 import pytest
 
 from kreplica import Cluster, errors
@@ -1147,3 +1149,12 @@ def test_a_closed_cluster_opens_no_new_session_for_an_admin_session_that_had_exp
     c.close()
     zk = c.zk
     assert c._admin_session is old and c.zk is zk
+
+
+def test_an_in_process_broker_has_no_port_and_registers_kafkas_default_one(cluster):
+    """In-process there are no sockets: a broker listens on no port, and its registration
+    carries Kafka's default 9092, not a number the transport made up."""
+    for bid, broker in cluster.brokers.items():
+        assert broker.port is None
+        doc = json.loads(cluster.zk.session.get(f"/brokers/ids/{bid}")[0])
+        assert (doc["port"], doc["endpoints"]) == (9092, ["PLAINTEXT://127.0.0.1:9092"])

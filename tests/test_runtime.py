@@ -286,3 +286,21 @@ def test_a_wake_up_from_another_thread_wakes_the_loop_once_not_for_good(monkeypa
     assert seen == ["posted"]
     assert event.at_once == 1
     assert event.waits == [0.05, 0.049]
+
+
+def test_a_callback_posted_while_the_loop_runs_a_timer_runs_in_the_same_pass(monkeypatch):
+    """What another thread posts while a due timer runs is due at once: the loop takes it
+    from the inbox after each callback, so the same ``advance(0)`` or zero-timeout
+    ``run_until`` runs it, after the timers that were already due, instead of leaving it
+    in the inbox until the next call."""
+    sched, _ = _real_scheduler_on_a_held_clock(monkeypatch)
+    seen = []
+
+    def first():
+        seen.append("first")
+        sched.call_soon_threadsafe(seen.append, "posted")
+
+    sched.call_soon(first)
+    sched.call_soon(seen.append, "second")
+    assert sched.run_until(lambda: "posted" in seen, 0)
+    assert seen == ["first", "second", "posted"] and not sched._inbox

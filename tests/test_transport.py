@@ -58,7 +58,8 @@ def test_answering_twice_is_a_handler_bug():
 
     t.register(1, twice)
     t.send(2, 1, "x", lambda r: None)
-    with pytest.raises(RuntimeError):
+    # The node whose handler answered twice is named, not the node that asked.
+    with pytest.raises(RuntimeError, match="^node 1 answered str twice$"):
         s.advance(1)
 
 
@@ -205,3 +206,16 @@ def test_a_nodes_request_to_itself_crosses_the_transport_and_is_counted():
     s.advance(10)
     assert got == [(6, ("echo", 1, "self"))]
     assert t.messages_delivered == 2
+
+
+def test_a_node_registered_again_is_served_by_its_new_handler():
+    """Registering a node that is already registered replaces its handler, as
+    TcpTransport's does: requests go to the handler registered last."""
+    s = SimScheduler()
+    t = InProcessTransport(s)
+    assert t.register(1, lambda src, req, respond: respond("old")) is None  # no ports in-process
+    t.register(1, _echo)
+    got = []
+    t.send(2, 1, "x", got.append)
+    s.advance(1)
+    assert got == [("echo", 2, "x")]
