@@ -354,6 +354,18 @@ def test_integer_arguments_come_back_as_plain_ints():
         assert [type(v) for v in arguments.integers([value, 3], "broker ids")] == [int, int]
 
 
+def test_a_numpy_string_is_taken_as_text():
+    """A NumPy string (a topic name read from an array) is a str, as a NumPy integer is an
+    int: a topic, a config key to delete, a store address take it."""
+    import numpy as np
+
+    from kreplica import arguments
+
+    name = np.str_("events")
+    assert arguments.text(name, "topic", errors.InvalidTopic) == "events"
+    assert arguments.texts([name, "retention.ms"], "delete", errors.InvalidConfig) == ["events", "retention.ms"]
+
+
 def test_counts_left_out_of_create_topic_come_from_the_broker_config():
     with Cluster.embedded(config={"num.partitions": 3, "default.replication.factor": 2}) as c:
         c.create_topic("both")

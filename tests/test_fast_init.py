@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from dataclasses import FrozenInstanceError, dataclass, field
+from dataclasses import FrozenInstanceError, InitVar, dataclass, field
 
 import pytest
 
@@ -78,6 +78,23 @@ def test_refuses_what_it_does_not_build():
         @dataclass(frozen=True, kw_only=True)
         class KwOnly:
             a: int = 0
+    # A field the dataclass leaves out of __init__ must not become a parameter of fast_init's.
+    with pytest.raises(TypeError, match="plain field"):
+        @fast_init
+        @dataclass(frozen=True)
+        class NotInInit:
+            a: int
+            b: int = field(default=0, init=False)
+    # An InitVar is no field: fast_init's __init__ would neither take it nor hand it on.
+    with pytest.raises(TypeError, match="InitVar or ClassVar"):
+        @fast_init
+        @dataclass(frozen=True)
+        class WithInitVar:
+            a: int
+            scale: InitVar[int] = 1
+
+            def __post_init__(self, scale: int) -> None:
+                pass
 
 
 @pytest.mark.parametrize("names,values", [(("a", "b"), (1,)), (("a",), (1, "x"))])

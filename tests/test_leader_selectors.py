@@ -152,3 +152,12 @@ def test_a_new_leaders_state_holds_its_isr_as_a_tuple_whatever_it_was_handed():
     new = state(1, [1, 2]).with_leader(2, [2])
     assert new == LeaderAndIsr(2, 6, (2,), 7, 1)
     assert hash(new) == hash(LeaderAndIsr(2, 6, (2,), 7, 1))
+
+
+def test_an_election_that_keeps_the_leader_still_bumps_the_leader_epoch():
+    """Every election is a new leader epoch, the same broker elected again included (its
+    last leader came back and is the first live replica in the ISR): followers and the
+    restarted leader learn from the bump that the log they had may have changed."""
+    e = ls.offline([1, 2, 3], state(1, [1, 2]), {1, 2, 3}, False)
+    assert (e.leader_and_isr.leader, e.leader_and_isr.leader_epoch) == (1, 6)
+    assert state(1, [1, 2]).with_leader(1, (1,)).leader_epoch == 6

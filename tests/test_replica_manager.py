@@ -1017,6 +1017,11 @@ def test_a_consumer_fetch_with_no_wait_is_answered_inside_the_call(tmp_path):
     h.brokers[1].handle_fetch(FetchRequest(-1, (FetchPartition(TP, 0),), max_wait_ms=0, min_bytes=1), got.append)
     assert len(got) == 1 and len(got[0].partitions[0].records) == 0
     assert h.brokers[1].fetch_purgatory.watched(TP) == 0
+    # A request that does not say how long it may wait does not wait (Cluster.offsets and
+    # the simulated consumers leave max_wait_ms out).
+    h.brokers[1].handle_fetch(FetchRequest(-1, (FetchPartition(TP, 0),)), got.append)
+    assert len(got) == 2 and len(got[1].partitions[0].records) == 0
+    assert h.brokers[1].fetch_purgatory.watched(TP) == 0
     h.close()
 
 
