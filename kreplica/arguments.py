@@ -51,9 +51,13 @@ def integers(value: Any, name: str, error: Error = errors.InvalidRequest,
 
 
 def text(value: Any, name: str, error: Error = errors.InvalidRequest) -> str:
+    """A str, handed on as a plain one: a subclass (a ``(str, Enum)`` member, say) may hash
+    otherwise than its text, and would then miss, as a key, what is kept under the text."""
+    if type(value) is str:
+        return value
     if not isinstance(value, str):
         raise error(f"{name} must be a str, got {_shown(value)}")
-    return value
+    return str.__str__(value)
 
 
 def texts(value: Any, name: str, error: Error = errors.InvalidRequest) -> list[str]:

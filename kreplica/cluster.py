@@ -86,12 +86,18 @@ def _span(value: Any, name: str = "timeout_ms") -> int:
     return arguments.integer(value, name, errors.InvalidRequest, minimum=0)
 
 
+def _topic(topic: Any) -> Any:
+    """A topic name as the store and the brokers key it: a str subclass as its plain text.
+    Anything else is left for the admin checks to refuse with their own message."""
+    return str.__str__(topic) if isinstance(topic, str) and type(topic) is not str else topic
+
+
 def _partition_of(topic: str, partition: int) -> TopicPartition:
     """The partition a caller names.  Checked up front: "0" or 0.0 would otherwise be
     retried as an unknown partition until the delivery timeout, and True taken for 1.  A
     topic that is no str is INVALID_TOPIC, as create_topic says, not an unknown topic."""
     if type(topic) is not str:
-        arguments.text(topic, "topic", errors.InvalidTopic)
+        topic = arguments.text(topic, "topic", errors.InvalidTopic)
     if type(partition) is not int or partition < 0:
         partition = arguments.integer(partition, "partition", errors.InvalidRequest, minimum=0)
     return TopicPartition(topic, partition)
@@ -289,6 +295,7 @@ class Cluster:
         broker fills in a CreateTopics request that leaves them out; with one, they are
         checked against it when given.
         """
+        topic = _topic(topic)
         if assignment is None:
             if partitions is None:
                 partitions = self.config["num.partitions"]
@@ -322,6 +329,7 @@ class Cluster:
         adds or replaces keys, ``delete`` drops them.  Returns the overrides now in force;
         with ``wait``, once every live broker hosting the topic has applied them (brokers in
         other processes apply them as they hear of the change; nothing here waits)."""
+        topic = _topic(topic)
         now = admin.alter_topic_config(self.zk, topic, set_config, delete)
         wait = wait and not self._remote
         if wait and not self.run_until(lambda: self.topic_config_applied(topic, now), 30_000):
@@ -331,6 +339,7 @@ class Cluster:
     @_refused_once_closed
     def topic_config_applied(self, topic: str, overrides: dict[str, str] | None = None) -> bool:
         """Do all live replicas of ``topic`` run with ``overrides`` (default: what the store holds)?"""
+        topic = _topic(topic)
         self._in_process("topic_config_applied")
         if overrides is None:
             overrides = self.zk.get_topic_config(topic)
@@ -347,6 +356,7 @@ class Cluster:
 
     @_refused_once_closed
     def delete_topic(self, topic: str, wait: bool = True) -> None:
+        topic = _topic(topic)
         if not self.config["delete.topic.enable"]:
             # Kafka's brokers refuse DeleteTopics outright then (the controller would drop the request).
             raise errors.TopicDeletionDisabled(f"delete.topic.enable is false: {topic!r} stays")
@@ -388,6 +398,7 @@ class Cluster:
 
     @_refused_once_closed
     def describe(self, topic: str) -> TopicDescription:
+        topic = _topic(topic)
         return describe_topic(self.zk, topic)
 
     @_refused_once_closed

@@ -366,6 +366,29 @@ def test_a_numpy_string_is_taken_as_text():
     assert arguments.texts([name, "retention.ms"], "delete", errors.InvalidConfig) == ["events", "retention.ms"]
 
 
+def test_a_topic_named_by_a_str_enum_member_works_as_its_text():
+    """A str subclass whose hash is not its text's (a ``(str, Enum)`` member) is taken as
+    the plain text it holds: as a TopicPartition key it would miss every partition the
+    brokers keep under the text, and create_topic waited out its minute for a leader."""
+    import enum
+
+    from kreplica import arguments
+
+    class Topics(str, enum.Enum):
+        EVENTS = "events"
+
+    assert type(arguments.text(Topics.EVENTS, "topic")) is str
+    with Cluster.embedded(config=CONFIG) as c:
+        c.create_topic(Topics.EVENTS, partitions=1, replication_factor=3)
+        assert c.topics() == ["events"] and c.describe(Topics.EVENTS).partitions[0].leader != -1
+        assert c.produce(Topics.EVENTS, 0, [b"x"], acks="all") == 0
+        assert [r.value for r in c.fetch(Topics.EVENTS, 0, 0)] == [b"x"]
+        assert c.alter_topic_config(Topics.EVENTS, {"retention.ms": 60_000}) == {"retention.ms": "60000"}
+        assert c.topic_config_applied(Topics.EVENTS)
+        c.delete_topic(Topics.EVENTS)
+        assert c.topics() == []
+
+
 def test_counts_left_out_of_create_topic_come_from_the_broker_config():
     with Cluster.embedded(config={"num.partitions": 3, "default.replication.factor": 2}) as c:
         c.create_topic("both")
