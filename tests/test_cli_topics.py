@@ -101,6 +101,7 @@ def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1002.9,1001]}]}', 'partitions[0]: expected'),
     ('{"partitions":[{"topic":"bar","partition":true,"replicas":[1001]}]}', 'partitions[0]: expected'),
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001,true]}]}', 'partitions[0]: expected'),
+    ('{"partitions":[{"topic":5,"partition":0,"replicas":[1001]}]}', 'partitions[0]: expected'),  # T4-07
     ("not json", "not JSON: Expecting value"),
     # Kafka: "Partition reassignment contains duplicate topic partitions" (the thirty-eighth review's bug).
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001]},'
@@ -115,10 +116,11 @@ def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_pa
     assert err.startswith(f"Error: {plan}: ") and message in err and len(err.splitlines()) == 1, err
 
 
-def test_bad_replicas_are_explained_before_connecting(capsys):
+@pytest.mark.parametrize("replicas", ["1001,x", ""])  # "": an empty list is no plan either (T4-09)
+def test_bad_replicas_are_explained_before_connecting(replicas, capsys):
     assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--topic", "bar", "--partition", "0",
-                 "--replicas", "1001,x"]) == 1
-    assert capsys.readouterr().err == "Error: --replicas '1001,x': expected broker ids, e.g. 1001,1002\n"
+                 "--replicas", replicas]) == 1
+    assert capsys.readouterr().err == f"Error: --replicas {replicas!r}: expected broker ids, e.g. 1001,1002\n"
 
 
 # The twelfth review (docs/engine-audit.md, DT..): what --describe prints, and what
@@ -524,15 +526,17 @@ def test_a_bad_replica_assignment_says_what_is_expected(seed003_store, capsys):
 @pytest.mark.parametrize("action, message", [
     (["--create", "--partitions", "1", "--replication-factor", "1"], "--create needs --topic"),
     (["--delete"], "--delete needs --topic"),
+    (["--alter", "--config", "retention.ms=1000"], "--alter needs --topic"),  # T4-04
 ])
 def test_create_and_delete_need_a_topic(seed003_store, action, message, capsys):
     """A forgotten --topic is a usage message, not a topic named "None" nor an
-    AttributeError traceback from the pattern of no topic."""
+    AttributeError traceback from the pattern of no topic (--alter's likewise)."""
     with pytest.raises(SystemExit, match=message):
         main(["topics", "--zookeeper", "memory:1", *action])
     assert capsys.readouterr().out == ""
     client = seed003_store()
     assert list(client.get_all_topics()) == ["bar"] and list(client.get_topic_deletions()) == []
+    assert client.get_topic_config("bar") == {}
 
 
 def test_a_key_error_names_itself_as_a_missing_key(memory_client, capsys):
@@ -568,3 +572,42 @@ def test_preferred_election_of_a_topic_without_partitions_names_none(memory_clie
     memory_client.create_topic("empty", {})
     assert main(["reassign", "--zookeeper", "memory:1", "--preferred-election", "--topic", "empty"]) == 1
     assert capsys.readouterr() == ("", "Error: INVALID_REQUEST: no partitions named for preferred leader election\n")
+
+
+# The eighty-first review (docs/engine-audit.md, T4-..): the fourth pass over these tools.
+@pytest.mark.parametrize("argv, status", [
+    (["--list"], 0),
+    (["--describe", "--topic", "nope"], 1),  # an Error: line
+])
+def test_each_command_closes_its_session_also_after_an_error(memory_client, argv, status):
+    """with_client's session is the command's own: closed when the command ends, however
+    it ends (T4-05), not left to the process's exit, which a caller in Python never reaches."""
+    from kreplica.meta.store import ConnectionLoss
+
+    assert main(["topics", "--zookeeper", "memory:1", *argv]) == status
+    with pytest.raises(ConnectionLoss):
+        memory_client.get_all_topics()
+
+
+def test_verify_lists_a_reassignment_written_out_of_order_by_partition(seed003_store, capsys):
+    """kreplica's encoder sorts the node's partitions, but another tool (Kafka's own, on a
+    shared ZooKeeper) writes them in its file's order: --verify still shows them by topic
+    and partition (T4-08)."""
+    import json
+
+    from kreplica.meta import layout
+
+    node = {"version": 1, "partitions": [{"topic": "bar", "partition": 2, "replicas": [1001, 1002, 1003]},
+                                         {"topic": "bar", "partition": 0, "replicas": [1002, 1003, 1001]}]}
+    seed003_store().session.create(layout.REASSIGN_PARTITIONS, json.dumps(node).encode(), makepath=True)
+    assert main(["reassign", "--zookeeper", "memory:1", "--verify"]) == 0
+    assert capsys.readouterr().out == ("Reassignment in progress: bar-0 -> [1002, 1003, 1001], "
+                                       "bar-2 -> [1001, 1002, 1003]\n")
+
+
+def test_unavailable_partitions_with_no_broker_live_prints_no_topic_line(memory_client, capsys):
+    """The whole cluster down, the case --unavailable-partitions is for: an empty set of
+    live brokers is still the filter, not "no filter", so no Topic: line (T4-31)."""
+    assert memory_client.get_live_broker_ids() == []
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "foo", "--unavailable-partitions"]) == 0
+    assert capsys.readouterr().out == "\tTopic: foo\tPartition: 0\tLeader: none\tReplicas: 1001\tIsr: \n"

@@ -100,6 +100,8 @@ def test_describe_text_says_none_before_the_state_node_and_the_stored_leader_aft
     with Cluster.embedded(brokers=[1001, 1002], config=cfg) as c:
         c.create_topic("solo", assignment={0: [1001]}, wait=False)
         assert c.describe("solo").partitions[0].has_state is False
+        # No state node, no epoch yet: -1, not a first leader's epoch 0 (T4-01).
+        assert c.describe("solo").partitions[0].leader_epoch == -1
         assert c.describe_text("solo").splitlines()[1] == (
             "\tTopic: solo\tPartition: 0\tLeader: none\tReplicas: 1001\tIsr: ")
         assert c.run_until(lambda: c.describe("solo").partitions[0].leader == 1001, 10_000)
