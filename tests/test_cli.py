@@ -109,12 +109,22 @@ def test_key_value_splits_at_the_first_equals_sign_and_strips_both_sides():
 
 
 
+def _stub_command(monkeypatch, name, execute):
+    """Make ``kreplica NAME`` a command without options that runs ``execute(args)``."""
+    import sys
+    import types
+
+    module = types.ModuleType(f"{name}_command")
+    module.add_arguments = lambda parser: None
+    module.execute = execute
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(cli, "SUBCOMMANDS", {name: module.__name__})
+
+
 @pytest.mark.parametrize("stop, status, word", [("sigterm", 143, "terminated"), ("ctrl-c", 130, "interrupted")])
 def test_a_stopped_command_exits_128_plus_its_signal_and_leaves_sigterm_as_it_found_it(stop, status, word,
                                                                                         monkeypatch, capsys):
     import signal
-    import sys
-    import types
 
     def execute(args):
         assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # unwinds while it runs
@@ -122,11 +132,7 @@ def test_a_stopped_command_exits_128_plus_its_signal_and_leaves_sigterm_as_it_fo
             signal.raise_signal(signal.SIGTERM)
         raise KeyboardInterrupt
 
-    module = types.ModuleType("stopped_command")
-    module.add_arguments = lambda parser: None
-    module.execute = execute
-    monkeypatch.setitem(sys.modules, "stopped_command", module)
-    monkeypatch.setattr(cli, "SUBCOMMANDS", {"stopped": "stopped_command"})
+    _stub_command(monkeypatch, "stopped", execute)
     previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         assert cli.main(["stopped"]) == status
@@ -134,6 +140,50 @@ def test_a_stopped_command_exits_128_plus_its_signal_and_leaves_sigterm_as_it_fo
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert capsys.readouterr().err == f"kreplica stopped: {word}\n"
+
+
+def test_a_second_sigterm_does_not_cut_the_clean_up_short(monkeypatch, capsys):
+    """The first SIGTERM unwinds the command; one more while it cleans up (a second
+    `kill`, a supervisor repeating itself) is ignored, so that clusters close and
+    temporary directories go all the same (T4-22)."""
+    import signal
+
+    cleaned = []
+
+    def execute(args):
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        finally:
+            signal.raise_signal(signal.SIGTERM)
+            cleaned.append(True)
+
+    _stub_command(monkeypatch, "stopped", execute)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert cli.main(["stopped"]) == 143
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert cleaned == [True] and capsys.readouterr().err == "kreplica stopped: terminated\n"
+
+
+def test_a_sigterm_handler_set_by_an_embedding_program_is_left_alone(monkeypatch):
+    """main() run from a program that handles SIGTERM itself keeps that program's
+    handler while the command runs, not only after it (T4-29)."""
+    import signal
+
+    def own(signum, frame):
+        pass
+
+    seen = []
+    _stub_command(monkeypatch, "ran", lambda args: seen.append(signal.getsignal(signal.SIGTERM)))
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        assert cli.main(["ran"]) == 0
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [own]
 
 @pytest.mark.parametrize("argv, message", [
     (["--partitions", "0"], "argument --partitions: 0: must be at least 1"),

@@ -133,14 +133,15 @@ def test_an_acknowledged_record_read_back_wrong_fails_the_demo(fault, monkeypatc
     assert "1 records lost" in text and "demo found a difference" in text
 
 
-def test_a_leader_as_published_with_another_isr_differs():
+@pytest.mark.parametrize("isr_1", [demo.ASSIGNMENT[1], (1002,)], ids=["in-full", "leader-only"])  # T4-23
+def test_a_leader_as_published_with_another_isr_differs(isr_1):
     from kreplica.describe import PartitionDescription, TopicDescription
 
-    class Picture:  # seed 003's picture after the controlled shutdown, bar-1's ISR in full
+    class Picture:  # seed 003's picture after the controlled shutdown, bar-1's ISR larger or smaller
         def describe(self, topic):
             return TopicDescription(topic, tuple(
                 PartitionDescription(p, leader, tuple(demo.ASSIGNMENT[p]),
-                                     tuple(demo.ASSIGNMENT[p]) if p == 1 else tuple(isr), 0)
+                                     tuple(isr_1) if p == 1 else tuple(isr), 0)
                 for p, (leader, isr) in demo.EXPECTED_AFTER_SHUTDOWN.items()), {})
 
     out = io.StringIO()

@@ -1,5 +1,6 @@
 import argparse
 import io
+import os
 import re
 import subprocess
 import sys
@@ -385,3 +386,71 @@ def test_bytes_that_are_not_utf8_print_as_backslash_escapes(tmp_path):
     out = io.StringIO()
     assert dump([seg], True, out) == 0
     assert out.getvalue().splitlines()[-1].endswith(r"key: k\xff payload: \xfe\xffv")
+
+
+# The eighty-first review (docs/engine-audit.md, T4-..): the fourth pass over dump-log.
+def test_a_corrupt_segment_fails_the_dump_of_its_directory_whatever_follows_it(tmp_path):
+    """The exit status is the worst of every file's: a bad first segment is not forgotten
+    when the directory's later, sound segments are dumped after it (T4-11)."""
+    make_log(tmp_path / "t-0")
+    first, *later = sorted((tmp_path / "t-0").glob("*.log"))
+    data = bytearray(first.read_bytes())
+    data[-5] ^= 0xFF  # the first segment's last batch fails its CRC
+    first.write_bytes(bytes(data))
+    out = io.StringIO()
+    assert later and dump([tmp_path / "t-0"], False, out) == 1
+    batches = [ln for ln in out.getvalue().splitlines() if ln.startswith("baseOffset:")]
+    assert sum(ln.endswith("isvalid: false") for ln in batches) == 1 and batches[-1].endswith("isvalid: true")
+
+
+def test_a_transactional_batch_with_log_append_time_says_so(tmp_path):
+    """The attribute bits kafka-dump-log prints: a transactional batch (0x10) that is not a
+    control batch (0x20), stamped at append (0x08): the batch and each of its records
+    show LogAppendTime, the batch's max timestamp, in place of CreateTime (T4-12, T4-14)."""
+    from kreplica.records import encode_batch
+
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(encode_batch([(b"k", b"a", None, 1_000), (b"k", b"b", None, 3_000)], base_offset=0,
+                                 producer_id=7, producer_epoch=1, base_sequence=0, attributes=0x18))
+    out = io.StringIO()
+    assert dump([seg], True, out) == 0
+    _, _, batch, *records = out.getvalue().splitlines()
+    assert " isTransactional: true isControl: false position: 0 LogAppendTime: 3000 size: " in batch
+    assert [r.split(" keySize:")[0] for r in records] == ["| offset: 0 LogAppendTime: 3000",
+                                                          "| offset: 1 LogAppendTime: 3000"]
+
+
+def test_a_broker_log_dir_is_pointed_at_its_first_partition_directory_not_at_any_directory(tmp_path):
+    """A log dir on a file system of its own holds lost+found, which is no partition: the
+    hint names the first directory holding segments (T4-28, T4-33), and a log dir with no
+    partition yet says there are no segments."""
+    broker = tmp_path / "broker"
+    (broker / "lost+found").mkdir(parents=True)
+    out = io.StringIO()
+    assert dump([broker], False, out) == 1
+    assert out.getvalue().splitlines() == [f"Dumping {broker}", "  no log segments (.log files) found"]
+    for partition in ("topic-1", "topic-0"):
+        make_log(broker / partition)
+    out = io.StringIO()
+    assert dump([broker], False, out) == 1
+    assert out.getvalue().splitlines() == [f"Dumping {broker}", "  no log segments (.log files) here, but partition "
+                                                                f"directories: dump those, e.g. {broker / 'topic-0'}"]
+
+
+def test_a_reader_gone_before_a_short_dump_is_written_ends_it_quietly(tmp_path):
+    """A dump shorter than stdout's buffer reaches the pipe only at the final flush: a
+    reader already gone (`| true`) is met there, and that too stops quietly with exit
+    status 1, not a BrokenPipeError traceback (T4-34).  The read end is closed before the
+    command starts, so no timing decides which write meets it; PYTHONUNBUFFERED (set in
+    some shells and CI runners) is left out, or every print would meet it at once."""
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        run = subprocess.run([sys.executable, "-m", "kreplica", "dump-log", str(seg)], stdout=write_end,
+                             stderr=subprocess.PIPE, env=env, timeout=60)
+    finally:
+        os.close(write_end)
+    assert run.returncode == 1 and run.stderr == b""
