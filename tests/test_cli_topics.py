@@ -67,10 +67,13 @@ def test_alter_takes_topic_as_kafkas_regular_expression(memory_client, capsys):
                                                      'Updated config for topic "foo": retention.ms=1000']
 
 
+NOTE = "Note: This will have no impact if delete.topic.enable is not set to true."  # kafka-topics.sh's
+
+
 def test_delete_takes_topic_as_kafkas_regular_expression(memory_client, capsys):
     assert main(["topics", "--zookeeper", "memory:1", "--delete", "--topic", "fo.|bar2"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["Topic bar2 is marked for deletion.",
-                                                     "Topic foo is marked for deletion."]
+    assert capsys.readouterr().out.splitlines() == ["Topic bar2 is marked for deletion.", NOTE,
+                                                     "Topic foo is marked for deletion.", NOTE]
 
 
 @pytest.mark.parametrize("action", [["--describe"], ["--delete"], ["--alter", "--config", "retention.ms=1"]])
@@ -611,3 +614,11 @@ def test_unavailable_partitions_with_no_broker_live_prints_no_topic_line(memory_
     assert memory_client.get_live_broker_ids() == []
     assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "foo", "--unavailable-partitions"]) == 0
     assert capsys.readouterr().out == "\tTopic: foo\tPartition: 0\tLeader: none\tReplicas: 1001\tIsr: \n"
+
+
+def test_delete_says_a_topic_already_marked_is_already_marked(memory_client, capsys):
+    """As kafka-topics.sh (0.10) answers the delete node that exists: bar is marked already
+    (the fixture's), so it is not marked again with the note a new mark gets."""
+    assert main(["topics", "--zookeeper", "memory:1", "--delete", "--topic", "bar.*"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["Topic bar is already marked for deletion.",
+                                                     "Topic bar2 is marked for deletion.", NOTE]

@@ -150,7 +150,13 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
     elif args.delete:
         if not args.topic:
             raise SystemExit("--delete needs --topic")
+        deleting = set(client.get_topic_deletions())
         for t in matching_topics(client, args.topic):
+            if t in deleting:  # Kafka 0.10 answers its delete node's NodeExists so
+                print(f"Topic {t} is already marked for deletion.")
+                continue
             admin.delete_topic(client, t)
+            # As kafka-topics.sh: with delete.topic.enable=false the controller drops the mark.
             print(f"Topic {t} is marked for deletion.")
+            print("Note: This will have no impact if delete.topic.enable is not set to true.")
     return 0
