@@ -519,6 +519,17 @@ def test_replication_factor_is_the_first_partitions_replica_count():
     assert format_describe(d).splitlines()[0] == "Topic:q\tPartitionCount:2\tReplicationFactor:2\tConfigs:"
 
 
+@pytest.mark.parametrize("counts", [["--partitions", "2"], ["--replication-factor", "2"],
+                                    ["--partitions", "2", "--replication-factor", "2"]])
+def test_a_replica_assignment_is_refused_beside_a_count_as_kafka_topics_refuses_it(counts, seed003_store):
+    """The counts agree with the assignment here, and kafka-topics.sh still refuses: the
+    assignment alone says how many partitions and replicas there are."""
+    with pytest.raises(SystemExit, match="--replica-assignment can't be used with --partitions or --replication"):
+        main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new",
+              "--replica-assignment", "1001:1002,1002:1001", *counts])
+    assert seed003_store().get_all_topics() == ["bar"]
+
+
 def test_a_bad_replica_assignment_says_what_is_expected(seed003_store, capsys):
     # Not int()'s "invalid literal for int() with base 10", which names no option.
     with pytest.raises(SystemExit, match=r"bad --replica-assignment '1001:x': expected e.g. 1001:1002,1002:1003"):

@@ -129,6 +129,10 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
     elif args.create:
         if not args.topic:
             raise SystemExit("--create needs --topic")
+        if args.replica_assignment is not None and (args.partitions is not None
+                                                    or args.replication_factor is not None):
+            # As kafka-topics.sh refuses it: the assignment gives both counts.
+            raise SystemExit("--replica-assignment can't be used with --partitions or --replication-factor")
         assignment = parse_assignment(args.replica_assignment) if args.replica_assignment else None
         if assignment is None and (args.partitions is None or args.replication_factor is None):
             raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
