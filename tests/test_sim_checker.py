@@ -1728,3 +1728,14 @@ def test_history_superseded_from_below_the_expired_mark_grows_again_from_the_new
     c.observe(2, "t-0", follower, FetchPhase.FETCHING)
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
     assert "offset 3" in c.violation.message
+
+
+def test_read_fingerprints_reads_on_past_a_chunk_and_nothing_past_the_log_end(make):
+    """A range longer than one read (a log over the 1 MiB chunk) is read chunk after chunk
+    to its end; a range that starts past the log's end (a replica that is behind) holds
+    no batch, rather than a read out of range."""
+    r = make("l", Role.LEADER, 0)
+    whole = [append(r, values, 0) for values in ([b"a" * 300], [b"b" * 300, b"c"], [b"d" * 300], [b"e"])]
+    got = read_fingerprints(r.log, 0, 5, chunk_bytes=1)  # at least one whole batch a read
+    assert [(fp[0], fp[1], fp[3]) for fp in got] == whole
+    assert read_fingerprints(r.log, 7, 10) == []

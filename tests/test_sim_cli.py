@@ -642,6 +642,23 @@ def _deliver(signum):
     signal.getsignal(signum)(signum, None)
 
 
+
+def _handler_during_clean_up(monkeypatch, signum):
+    """Every run gets ``signum`` mid-run; the list returned collects ``signum``'s handler as
+    each run's clean-up finds it (as World.run's removal of its data dir would)."""
+    import signal
+
+    seen = []
+
+    def run_seed(args, seed, scenario=None):
+        try:
+            _deliver(signum)
+        finally:
+            seen.append(signal.getsignal(signum))
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    return seen
+
 def test_a_run_after_one_a_sigterm_stopped_runs_every_seed(monkeypatch, capsys):
     """The note that a signal came belongs to one run of the command: a program that runs
     it again in the same process (a notebook, a test) gets all the seeds it asks for."""
@@ -659,15 +676,7 @@ def test_a_second_sigterm_waits_for_the_run_in_flight_to_clean_up(monkeypatch, c
     and leaves its data dir; then SIGTERM's handler is the one it found."""
     import signal
 
-    during_clean_up = []
-
-    def run_seed(args, seed, scenario=None):
-        try:
-            _deliver(signal.SIGTERM)
-        finally:  # as World.run's removal of its data dir
-            during_clean_up.append(signal.getsignal(signal.SIGTERM))
-
-    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    during_clean_up = _handler_during_clean_up(monkeypatch, signal.SIGTERM)
     before = signal.getsignal(signal.SIGTERM)
     assert sim_cli.main(["--seeds", "1..3"]) == 130
     assert during_clean_up == [signal.SIG_IGN] and signal.getsignal(signal.SIGTERM) is before
@@ -724,3 +733,125 @@ def test_the_command_runs_outside_the_main_thread(monkeypatch, capsys):
     thread.start()
     thread.join(60)
     assert status == [0]
+
+
+def test_a_pools_results_come_back_in_seed_order_whichever_finishes_first(monkeypatch):
+    """With --jobs, summary.json, the traces and the failing seeds list seeds in the order
+    given: seed 0 here finishes only after seed 1 has, in the other worker."""
+    import argparse
+    import multiprocessing
+
+    second_done = multiprocessing.get_context("fork").Event()
+
+    def run_seed(args, seed, scenario=None):
+        if seed == 0:
+            assert second_done.wait(30), "seed 1 never ran beside seed 0"
+        else:
+            second_done.set()
+        return seed
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    assert list(sim_cli._runs(argparse.Namespace(jobs=2, swarm=True), None, [0, 1])) == [0, 1]
+
+
+def test_a_pool_worker_leaves_ctrl_c_to_the_command():
+    """Ctrl-C reaches the whole process group: a worker ignores it (the command stops the
+    pool), rather than dying mid-run with a KeyboardInterrupt traceback of its own."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal; from kreplica import sim_cli; sim_cli._worker_signals(); "
+            "os.kill(os.getpid(), signal.SIGINT); print('still running', flush=True)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "still running\n", "")
+
+
+def test_a_replays_out_dir_is_made_with_its_parents(tmp_path, monkeypatch, capsys):
+    path, recorded = _recording(tmp_path)
+    _replayed_as(monkeypatch, recorded, failing=False)
+    out = tmp_path / "replays" / "today"
+    assert sim_cli.main(["--replay", str(path), "--out", str(out)]) == 0
+    assert out.is_dir()
+
+
+@pytest.mark.parametrize("header, error", [
+    ('{"data":[1],"kind":"run","seq":0,"t":0}', "cannot convert dictionary update sequence"),  # a TypeError
+    ('{"kind":"run","seq":0,"t":0}', "KeyError('seed')"),  # a header with no data at all
+])
+def test_a_run_header_of_the_wrong_shape_is_named_in_one_line(tmp_path, capsys, header, error):
+    path = tmp_path / "bad-header.jsonl"
+    path.write_text(header + "\n")
+    assert sim_cli.main(["--replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kreplica simulate: error: cannot replay {path}: ") and error in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_scenario_path_that_cannot_be_read_is_one_line_and_exit_status_2(tmp_path, capsys):
+    folder = tmp_path / "mine.toml"
+    folder.mkdir()  # a directory named like a scenario file
+    assert sim_cli.main(["--scenario", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kreplica simulate: error: ") and "Is a directory" in err and "Traceback" not in err
+
+
+def test_a_second_ctrl_c_still_interrupts_the_run_in_flights_clean_up(monkeypatch, capsys):
+    """Only SIGTERM is ignored once it came (a scheduler's repeats must not cut the clean-up
+    short); a second Ctrl-C is the user's own, and still raises KeyboardInterrupt."""
+    import signal
+
+    during_clean_up = _handler_during_clean_up(monkeypatch, signal.SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
+    try:
+        assert sim_cli.main(["--seeds", "1..3"]) == 130
+        assert len(during_clean_up) == 1 and during_clean_up[0] not in (signal.SIG_IGN, signal.SIG_DFL)
+        with pytest.raises(KeyboardInterrupt):
+            during_clean_up[0](signal.SIGINT, None)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_plain_progress_holds_each_line_a_second_after_the_last_one_printed():
+    """Every 5% of 100 seeds comes half a second after the one before: a line every 10
+    seeds, each a second after the last printed, not each a second after the start."""
+    assert _progress_lines_at(100, lambda done: done // 5 * 0.5) == list(range(10, 101, 10))
+
+
+def test_a_runs_result_comes_back_without_its_timeline_samples(tmp_path, capsys):
+    """The samples are drawn into the PNG and dropped: a pool worker does not send them back
+    to the command, nor does the command keep them for every seed of a sweep."""
+    args = _parsed(["--scenario", "seed003-controlled-shutdown", "--until", "1500", "--out", str(tmp_path),
+                    "--timeline"])
+    r = sim_cli.run_seed(args, 1)
+    assert (tmp_path / "seed003-controlled-shutdown-1.png").stat().st_size > 1000 and r.samples == []
+
+
+def test_a_swarm_is_named_swarm_not_after_its_first_seeds_draw(monkeypatch, capsys):
+    """Each seed of a swarm runs its own draw (swarm-1, swarm-2, ...): the first line and the
+    table's title name the sweep "swarm", not the first seed's scenario."""
+    _planted_runs(monkeypatch)
+    assert sim_cli.main(["--swarm", "--seeds", "1..3"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "kreplica simulate: swarm, seeds 1..3"
+    assert "swarm: 3 seed(s)" in " ".join(out.split())  # the title may wrap
+
+
+def test_each_trace_is_headed_by_its_seed(monkeypatch, capsys):
+    _planted_runs(monkeypatch, failing=(2, 3))
+    assert sim_cli.main(["--seeds", "1..3"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert [out[i - 1] for i, x in enumerate(out) if x.startswith("VIOLATION ")] == ["seed 2", "seed 3"]
+
+
+def test_list_gives_each_scenario_one_line_whatever_its_descriptions_lines(monkeypatch, capsys):
+    """A scenario file's description runs over several lines; --list (wide enough not to
+    wrap) prints each scenario on one line, its name and then its description."""
+    from kreplica.sim import scenarios
+
+    monkeypatch.setenv("COLUMNS", "10000")
+    assert sim_cli.main(["--list"]) == 0
+    names = scenarios.names()
+    assert any("\n" in scenarios.load(name).description.strip() for name in names)
+    assert capsys.readouterr().out.splitlines() == [
+        f"{name}: {' '.join(scenarios.load(name).description.split())}" for name in names]

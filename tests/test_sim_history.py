@@ -275,3 +275,26 @@ def test_a_base_mix_scales_its_loss_and_duplication_around_the_bases():
             assert 0 in scales and max(scales) <= 2.0, (name, f)
             on = [x for x in scales if x]
             assert 0.6 <= sum(on) / len(on) <= 1.4, (name, f)
+
+
+def test_the_swarm_draws_each_fault_length_bound_replication_factor_and_torn_fraction_over_its_range():
+    """Each seed's outage, pause and network-partition bounds from their own lists,
+    replication factors 2 to 4, and torn writes in anything from none to every power loss."""
+    drawn = [swarm_scenario(s) for s in range(100)]
+    assert {sc.chaos.downtime_ms_max for sc in drawn} == {2000, 5000, 10000}
+    assert {sc.chaos.pause_ms_max for sc in drawn} == {500, 2000, 6000}
+    assert {sc.chaos.partition_ms_max for sc in drawn} == {1000, 4000, 8000}
+    assert {sc.topics[0].replication_factor for sc in drawn} == {2, 3, 4}
+    torn = [sc.chaos.torn_fraction for sc in drawn]
+    assert 0.0 <= min(torn) < 0.1 and 0.9 < max(torn) <= 1.0
+
+
+def test_a_base_mix_without_admin_operations_gets_the_swarms_draw_of_them():
+    """``swarm_mix = "base"`` keeps a base's admin cadence; a base with none (0) has none to
+    keep, and its seeds draw admin operations as any swarm seed does (every 5 s or none)."""
+    from dataclasses import replace
+
+    gc = scenarios.load("gc-pause-chaos")
+    base = replace(gc, workload=replace(gc.workload, admin_interval_ms=0))
+    assert {swarm_scenario(s, base).workload.admin_interval_ms for s in range(60)} == {0, 5000}
+

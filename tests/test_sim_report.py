@@ -134,3 +134,42 @@ def test_throughput_counts_a_runs_part_of_a_virtual_second(virtual_ms, writes):
     rows = dict(s.rows())
     assert rows["acks=all writes acked / virtual s"] == "20.0"
     assert rows["writes completed / virtual s (acked, or sent with acks=0)"] == "20.0"
+
+
+def test_the_table_lists_invariants_and_causes_by_name_whatever_came_first():
+    """Rows by name, as summary.json's keys are: two sweeps that found the same things list
+    them alike, whichever seed met which first."""
+    s = Summary()
+    s.add(result(1, violation=Invariant.LIVENESS, superseded=["unclean-election"]))
+    s.add(result(2, violation=Invariant.ACKED_WRITE_LOST, superseded=["power-loss"]))
+    names = [k for k, _ in s.rows() if k.startswith("  ")]
+    assert names == sorted([f"  {Invariant.ACKED_WRITE_LOST.value}", f"  {Invariant.LIVENESS.value}"]) + [
+        "  power-loss", "  unclean-election"]
+
+
+def test_a_timeline_draws_each_replicas_hw_and_leo_and_breaks_them_while_it_is_down(tmp_path, monkeypatch):
+    """The offsets plot of a partition: an LEO and an HW line for the leader's replica and the
+    follower's, each with its own values, and the follower's broken (a NaN) across the
+    second it was down and had no samples; the title names the run and its verdict."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    samples = []
+    for t in range(0, 3000, 250):
+        up = not 1000 < t < 2000  # broker 2 is down from 1.0 s to 2.0 s
+        samples.append((t, "t-0", 1, -1, -1, 2, (1, 2) if up else (1,)))
+        samples.append((t, "t-0", 1, t // 250, t // 250 + 1, 1, (1, 2)))  # the leader: HW one below its LEO
+        if up:
+            samples.append((t, "t-0", 2, t // 250 - 1, t // 250 - 1, 0, ()))
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig) or close(fig))
+    timeline_png(result(1, violation=Invariant.ACKED_WRITE_LOST, samples=samples), tmp_path / "t.png")
+    assert figures[0].get_suptitle() == "s1 seed 1: 1-acked-write-lost"  # the invariant as the checker names it
+    lines = {line.get_label(): line for line in figures[0].axes[0].get_lines()}
+    assert sorted(lines) == ["HW 1", "HW 2", "LEO 1", "LEO 2"]
+    assert list(lines["LEO 1"].get_ydata()) == [t // 250 + 1 for t in range(0, 3000, 250)]
+    assert list(lines["HW 1"].get_ydata()) == [t // 250 for t in range(0, 3000, 250)]
+    xs = list(lines["LEO 2"].get_xdata())
+    assert xs[:5] == [0.0, 0.25, 0.5, 0.75, 1.0] and math.isnan(xs[5]) and xs[6:] == [2.0, 2.25, 2.5, 2.75]

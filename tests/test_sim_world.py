@@ -520,6 +520,8 @@ def test_timeline_lines_break_where_a_broker_has_no_samples():
     assert xs[:3] == [0.0, 0.25, 0.5] and math.isnan(xs[3]) and xs[4:] == [3.0, 3.25]
     assert ys[:3] == [1, 2, 3] and math.isnan(ys[3]) and ys[4:] == [9, 9]
     assert broken_at_gaps([0.0, 0.25], [1, 2], 0.375) == ([0.0, 0.25], [1, 2])
+    # Exactly the gap (an off-beat sample 1.5 periods on) is no missing sample: not broken.
+    assert broken_at_gaps([0.0, 0.375], [1, 2], 0.375) == ([0.0, 0.375], [1, 2])
 
 
 def test_timeline_isr_stays_are_one_bar_per_stay():
