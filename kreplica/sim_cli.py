@@ -283,6 +283,18 @@ def _error(message: str) -> int:
     return 2
 
 
+def _made_out(args: argparse.Namespace) -> bool:
+    """``--out DIR`` made (with its parents) where given; False, said in one line, where it
+    cannot be (under a file, say), for a run or a replay alike."""
+    if args.out:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            _error(f"--out {args.out}: {e}")
+            return False
+    return True
+
+
 def execute(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -303,8 +315,8 @@ def execute(args: argparse.Namespace) -> int:
         given = _run_options_given(args)
         if given:
             return _error(f"--replay re-runs the recorded scenario, seed and options: drop {', '.join(given)}")
-        if args.out:
-            args.out.mkdir(parents=True, exist_ok=True)
+        if not _made_out(args):
+            return 2
         try:
             return _replay(args, args.replay)
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -320,11 +332,8 @@ def execute(args: argparse.Namespace) -> int:
     # soft_wrap: a line longer than the console (80 columns when not a terminal) stays one
     # line, whole, for whoever greps a log for a hash, the options or the progress.
     console.print(f"options: {json.dumps(_options(args, first), sort_keys=True)}", soft_wrap=True)
-    if args.out:
-        try:
-            args.out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            return _error(f"--out {args.out}: {e}")
+    if not _made_out(args):
+        return 2
     summary = Summary()
     traces = 0
     results = []

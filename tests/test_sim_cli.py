@@ -24,6 +24,7 @@ from kreplica import sim_cli
     (["--replay", "h.jsonl", "--swarm", "--seeds", "1..3"], "drop --seeds, --swarm"),
     # Not a directory and not makeable as one: refused before any run, not a traceback.
     (["--seed", "1", "--out", "/dev/null/runs"], "--out /dev/null/runs: "),
+    (["--replay", "h.jsonl", "--out", "/dev/null/runs"], "--out /dev/null/runs: "),  # a replay's too
 ])
 def test_cli_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     assert sim_cli.main(argv) == 2
