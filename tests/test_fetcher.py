@@ -396,3 +396,45 @@ def test_an_unknown_leader_epoch_answer_to_the_epoch_question_is_retried(tmp_pat
     assert epoch_asks == [0, 100]
     assert leader.fetches() == [(100, 3)]
     assert rm.partitions[TP].log_end_offset == 3
+
+
+# ---- fifth replica-layer mutant pass (eighty-fifth review) ---------------------------------------
+def test_a_fetcher_with_nothing_ready_wakes_for_the_partition_delayed_least(tmp_path):
+    """TP backs off from 0 to 100, f-1 from 50 to 150: the fetcher idles until the earlier
+    of the two, so TP is fetched again at 100, not held back to f-1's 150."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    other = TopicPartition("f", 1)
+    _follow(rm)
+    _another_partition_keeps_the_fetcher(rm)
+    error = errors.NotLeaderOrFollower.code
+
+    def handle(src, request, respond):
+        leader.requests.append((h.scheduler.now_ms(), request))
+        asked = [fp.tp for fp in request.partitions]
+        if asked == [TP, other]:  # the first fetch: TP backs off, f-1 has nothing new
+            respond(FetchResponse(errors.NONE, (FetchPartitionData(TP, error, 0, 0, 0),
+                                                FetchPartitionData(other, errors.NONE, 0, 0, 0))))
+        elif asked == [other] and h.scheduler.now_ms() == 0:  # answered at 50: f-1 backs off
+            h.scheduler.call_later(50, respond, FetchResponse(errors.NONE, (
+                FetchPartitionData(other, error, 0, 0, 0),)))
+
+    h.transport.register(LEADER, handle)
+    h.advance(120)
+    assert [(t, [fp.tp for fp in r.partitions]) for t, r in leader.requests] == [
+        (0, [TP, other]), (0, [other]), (100, [TP])]
+
+
+def test_a_down_leader_is_asked_for_epochs_again_only_after_the_backoff(tmp_path):
+    """The leader-epoch strategy's question to a leader that is down comes back
+    DISCONNECTED: asked again after replica.fetch.backoff.ms, not at once in a loop."""
+    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
+    h.transport.unregister(LEADER)
+    _follow(rm)
+
+    def asked():
+        return [t for t, src, dst, m in h.transport.log
+                if (src, dst) == (FOLLOWER, LEADER) and isinstance(m, OffsetsForLeaderEpochRequest)]
+
+    assert not h.run_until(lambda: len(asked()) > 10, 250)
+    assert asked() == [0, 100, 200]
+    assert rm.partitions[TP].log_end_offset == 3

@@ -333,3 +333,24 @@ def test_min_isr_before_the_append_counts_the_committed_isr_not_a_joining_replic
         rig.p.append_records_to_leader(encode_batch([b"x"], timestamp_ms=0), -1)
     assert rig.p.log_end_offset == 1
     rig.log.close()
+
+
+# ---- fifth replica-layer mutant pass (eighty-fifth review) ---------------------------------------
+def test_a_follower_reaching_the_hw_is_proposed_before_its_fetch_moves_the_hw(rig):
+    """Kafka's updateFollowerFetchState checks the ISR before the HW: a follower outside
+    the ISR whose fetch reaches the HW is proposed in (it counts in the maximal ISR at once)
+    and holds the HW at its LEO, even after the lag window that let it hold the HW before
+    has passed.  The other order moves the HW past it first and leaves it outside."""
+    rig.lead(isr=(1, 2))
+    rig.append(5)
+    rig.fetch(3, 5)  # caught up now: proposed into the ISR ...
+    _, answer = rig.proposals[-1]
+    answer(AlterIsrResponse(TP, errors.InvalidUpdateVersion.code))  # ... and refused by the store
+    rig.append(5)  # LEO 10
+    rig.fetch(2, 10)
+    assert rig.p.high_watermark == 5  # 3 holds it: caught up within the lag time
+    rig.clock.advance(LAG + 1)
+    rig.fetch(3, 7)  # no longer caught up, but at the HW and the epoch start
+    assert [req.new_isr for req, _ in rig.proposals] == [(1, 2, 3), (1, 2, 3)]
+    assert rig.p.isr_state.maximal_isr == {1, 2, 3}
+    assert rig.p.high_watermark == 7

@@ -20,7 +20,7 @@ from kreplica.protocol import (
 from kreplica.records import decode_batches, encode_batch
 from kreplica.replica import Role
 from kreplica.replica.isr_state import IsrPhase
-from replica_harness import Harness
+from replica_harness import Harness, PartitionRecord
 
 TP = TopicPartition("bar", 0)
 FAST_LAG = {"replica.lag.time.max.ms": 1000}
@@ -426,16 +426,19 @@ def test_update_metadata_replaces_the_live_brokers(tmp_path):
 
 def test_a_stop_without_delete_answers_a_waiting_produce_at_once(tmp_path):
     """A leader stopped (not deleted) tells an acks=all produce waiting on it that it no
-    longer leads, rather than letting it wait out its timeout."""
+    longer leads, rather than letting it wait out its timeout; a consumer's long-poll
+    parked on it (same leader epoch, no longer leading) is answered at once too."""
     h = _cluster(tmp_path)  # lag time 30 s: the dead follower stays in the ISR
     h.crash(3)
     pending = h.produce(TP, [b"x"], acks=-1, timeout_ms=10_000)
+    polled = _consumer_long_poll(h, 0, 10_000)
     h.advance(10)
-    assert not pending.done
+    assert not pending.done and polled == []
     stop = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, False),))
     h.brokers[1].handle_stop_replica(stop)
-    assert h.run_until(lambda: pending.done, 10)
+    assert h.run_until(lambda: pending.done and bool(polled), 10)
     assert pending.response.partitions[0].error_code == errors.NotLeaderOrFollower.code
+    assert polled[0][1].partitions[0].error_code == errors.NotLeaderOrFollower.code
     h.close()
 
 
@@ -1105,4 +1108,77 @@ def test_a_produce_with_two_batches_for_one_partition_is_refused_and_nothing_is_
     assert h.run_until(lambda: bool(got), 100)
     assert got[0].partitions[0].error_code != errors.InvalidRecord.code
     assert h.partition(1, TP).log_end_offset == 0
+    h.close()
+
+
+# ---- fifth replica-layer mutant pass (eighty-fifth review) ---------------------------------------
+def test_a_shrink_drops_every_lagging_follower_in_one_proposal(tmp_path):
+    """Seed 004's maybeShrinkIsr proposes the ISR without every out-of-sync follower at
+    once, not one follower per check period (each period more holds the HW back)."""
+    h = _cluster(tmp_path, FAST_LAG)
+    h.crash(2)
+    h.crash(3)
+    h.produce_sync(TP, [b"a"], acks=1)
+    h.advance(1600)
+    assert [(req.new_isr, code) for req, code in h.alter_isr_log] == [((1,), errors.NONE)]
+    assert h.partition(1, TP).isr == (1,) and h.states[TP].isr == (1,)
+    h.close()
+
+
+def test_isr_proposals_carry_the_controller_epoch_of_the_state_the_leader_runs(tmp_path):
+    """The leader writes an ISR change with the controller epoch of its partition state
+    (Kafka's Partition.controllerEpoch), which the controller reads to tell an ISR written
+    before a broker's unclean restart from one grown after it."""
+    h = _cluster(tmp_path, FAST_LAG)
+    h.crash(3)
+    h.produce_sync(TP, [b"a"], acks=1)
+    h.advance(1600)
+    h.start(3)
+    h.send_leader_and_isr(TP, [3])
+    assert h.run_until(lambda: h.states[TP].isr == (1, 2, 3), 5000)
+    assert [(req.new_isr, req.controller_epoch) for req, _ in h.alter_isr_log] == [
+        ((1, 2), h.controller_epoch), ((1, 2, 3), h.controller_epoch)]
+    h.close()
+
+
+def test_a_topic_override_replaces_only_the_keys_it_names(tmp_path):
+    """A topic's overrides go over the broker's config key by key: the broker's
+    min.insync.replicas=3 stays under an override of retention.ms, at the replica's start
+    and at a config change, and a later override of min.insync.replicas itself reaches
+    the hosted partition at the next produce (Kafka's TopicConfigHandler)."""
+    from dataclasses import replace
+
+    h = Harness(tmp_path, (1, 2, 3), config={**FAST_LAG, "min.insync.replicas": 3})
+    h.states[TP] = PartitionRecord((1, 2, 3), 1, 0, (1, 2, 3))
+    state = replace(h.leader_and_isr_state(TP), topic_config=(("retention.ms", "3600000"),))
+    for b in (1, 2, 3):
+        h.brokers[b].handle_leader_and_isr(LeaderAndIsrRequest(0, h.controller_epoch, (state,)))
+    h.settle(TP)
+    h.crash(3)
+    h.produce_sync(TP, [b"a"], acks=1)
+    h.advance(2000)
+    assert h.states[TP].isr == (1, 2)
+    assert h.produce_sync(TP, [b"b"]).error_code == errors.NotEnoughReplicas.code
+    h.brokers[1].update_topic_configs({"bar": [("retention.ms", "7200000")]})
+    assert h.produce_sync(TP, [b"b"]).error_code == errors.NotEnoughReplicas.code
+    h.brokers[1].update_topic_configs({"bar": [("min.insync.replicas", "2")]})
+    assert h.produce_sync(TP, [b"b"]).error_code == errors.NONE
+    h.close()
+
+
+def test_a_fetch_that_moves_the_hw_carries_the_new_hw_back(tmp_path):
+    """Seed 004: the follower's fetch offset is recorded before the answer is built, so
+    the answer to the fetch that moves the HW carries the new HW, also when it carries
+    records and goes out at once (not only through the long-poll's re-read)."""
+    h = _cluster(tmp_path, brokers=(1, 2))
+    h.crash(2)
+    h.produce_sync(TP, [b"a"], acks=1)
+    h.produce_sync(TP, [b"b"], acks=1)
+    assert h.partition(1, TP).high_watermark == 0
+    got = []
+    h.brokers[1].handle_fetch(FetchRequest(2, (FetchPartition(TP, 1, 0),), max_wait_ms=500), got.append)
+    assert len(got) == 1
+    d = got[0].partitions[0]
+    assert [batch.base_offset for batch in decode_batches(d.records)] == [1]
+    assert d.high_watermark == h.partition(1, TP).high_watermark == 1
     h.close()
