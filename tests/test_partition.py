@@ -354,3 +354,21 @@ def test_a_follower_reaching_the_hw_is_proposed_before_its_fetch_moves_the_hw(ri
     assert [req.new_isr for req, _ in rig.proposals] == [(1, 2, 3), (1, 2, 3)]
     assert rig.p.isr_state.maximal_isr == {1, 2, 3}
     assert rig.p.high_watermark == 7
+
+
+def test_a_stopped_leader_led_again_under_the_same_epoch_gives_its_isr_a_lag_period(rig):
+    """StopReplica without delete, then a LeaderAndIsr for the same epoch: the replica was
+    not leading, so it starts over as a new leader does (make_leader's reset), its ISR
+    followers caught up "now" for one lag period, not out of sync before they can fetch."""
+    rig.lead()
+    rig.append(2)
+    rig.fetch(2, 2)
+    rig.fetch(3, 2)
+    rig.p.make_offline()
+    rig.clock.advance(LAG + 1)
+    assert rig.lead() is True
+    rig.append(1)
+    assert rig.p.maybe_shrink_isr() is False and rig.proposals == []
+    rig.clock.advance(LAG + 1)
+    assert rig.p.maybe_shrink_isr() is True
+    assert [req.new_isr for req, _ in rig.proposals] == [(1,)]

@@ -835,6 +835,8 @@ def test_a_lagging_follower_catches_up_after_max_message_bytes_is_lowered(tmp_pa
     assert h.partition(1, TP).isr == (1, 2)
     for b in (1, 2):
         h.brokers[b].update_topic_configs({"bar": [("max.message.bytes", "2000")]})
+    # The leader's log takes the new limit at once: a batch over it is refused now.
+    assert h.produce_sync(TP, [b"y" * 5000]).error_code == errors.RecordTooLarge.code
     h.start(3)
     h.send_leader_and_isr(TP, [3])
     h.brokers[3].update_topic_configs({"bar": [("max.message.bytes", "2000")]})
