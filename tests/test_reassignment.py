@@ -476,3 +476,64 @@ def test_a_partition_already_being_reassigned_is_not_started_again_by_a_later_re
     assert c.state("t", 0).leader_epoch == waiting.leader_epoch
     assert not [ps for r in c.channel.requests(LeaderAndIsrRequest) for ps in r.partition_states if ps.tp == t0]
     assert c.controller.ctx.partitions_being_reassigned[t1].new_replicas == (1, 2, 5)
+
+
+# -- fifth controller mutation pass (eighty-sixth review) ----------------------------------
+
+def test_a_finished_reassignment_leaves_the_other_pending_ones_in_the_admin_path():
+    """Step 11 removes the finished partition from /admin/reassign_partitions, not the
+    whole request: t-1 still waits for 5, and a failover must still find it."""
+    c = ControllerCluster([9, 8, 1, 2, 3, 4, 5], candidates=[9, 8])
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    c.create_topic("t", {0: [1, 2, 3], 1: [1, 2, 3]})
+    c.admin.create_partition_reassignment({t0: [1, 4], t1: [1, 5]})
+    c.settle()
+    c.leader_sets_isr(t0, [1, 2, 3, 4])
+    assert c.assignment("t")[0] == [1, 4]
+    assert c.admin.get_partition_reassignment() == {t1: [1, 5]}
+    c.kill(9)
+    assert c.controller.broker_id == 8
+    c.leader_sets_isr(t1, [1, 2, 3, 5])
+    assert c.assignment("t") == {0: [1, 4], 1: [1, 5]}
+    assert c.admin.get_partition_reassignment() == {}
+
+
+def test_step_4_caches_the_isr_it_read_so_a_leader_that_must_move_can():
+    """The leader grew the ISR to [1, 2, 3] unannounced (the controller's cache still
+    says [1]).  A request moving t-0 to [2, 3] passes step 4 on the store's ISR, and step 7
+    must then see 2 and 3 in sync too: the reassignment completes at once, not when the
+    ISR change happens to be announced."""
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2, 3]})
+    c.leader_sets_isr(tp, [1])
+    cur = c.state("t", 0)
+    c.admin.update_partition_states({tp: LeaderAndIsr(cur.leader, cur.leader_epoch, (1, 2, 3), cur.zk_version,
+                                                      cur.controller_epoch)})
+    c.admin.create_partition_reassignment({tp: [2, 3]})
+    c.settle()
+    assert c.admin.get_partition_reassignment() == {}
+    assert c.assignment("t")[0] == [2, 3] and c.state("t", 0).leader == 2
+
+
+def test_each_phase_sends_its_leader_and_isr_before_the_next_step():
+    """Step 2's LeaderAndIsr (AR = OAR + RAR, to OAR + RAR) is out before step 3 starts the
+    new replicas, and step 7's epoch bump (AR = RAR) before step 8 shrinks the ISR: a
+    controller dying between steps has told the brokers what the store already says."""
+    c = ControllerCluster([9, 1, 2, 3, 4], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2, 3]})
+    seen = {}
+
+    def on_step(_tp, step):
+        seen[step] = {(s.broker_id, ps.replicas, ps.leader_epoch) for s in c.channel.sent
+                      if isinstance(s.request, LeaderAndIsrRequest)
+                      for ps in s.request.partition_states if ps.tp == tp}
+
+    c.controller.reassignment_step_hook = on_step
+    c.admin.create_partition_reassignment({tp: [1, 2, 4]})
+    c.settle()
+    assert {(b, 1) for b in (1, 2, 3, 4)} <= {(b, e) for b, r, e in seen[2] if r == (1, 2, 3, 4)}
+    c.leader_sets_isr(tp, [1, 2, 3, 4])
+    assert {(b, 2) for b in (1, 2, 4)} <= {(b, e) for b, r, e in seen[7] if r == (1, 2, 4)}
+    assert c.assignment("t")[0] == [1, 2, 4]
