@@ -1228,3 +1228,146 @@ def test_a_restarted_brokers_first_leader_and_isr_lists_every_replica_it_hosts_a
     assert lai[0].is_init
     assert {ps.tp for ps in lai[0].partition_states} == {T0, T1, TopicPartition("u", 0)}
     assert c.state("u", 0).leader == 3
+
+
+# -- fifth controller mutation pass (eighty-sixth review) ----------------------------------
+
+def test_failover_with_topic_deletion_disabled_clears_the_requests_it_finds():
+    """Kafka 0.10 clears /admin/delete_topics when delete.topic.enable is false, at startup
+    as on the watch: a request found at failover deletes nothing and does not stay."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9], config={"delete.topic.enable": False}))
+    c.kill(9, wait_expiry=False)
+    c.admin.create_topic_deletion("t")
+    _new_controller(c)
+    assert c.admin.get_topic_deletions() == []
+    assert c.admin.topic_exists("t") and c.state("t", 0).leader == 1
+
+
+def test_a_broker_in_controlled_shutdown_is_told_a_deleted_topic_is_gone():
+    """The deletion's UpdateMetadata goes to the live *or shutting-down* brokers, as every
+    other one does: the broker handing its leaderships over still answers clients."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    assert c.controller.shutdown_broker(1) == set()
+    c.channel.clear()
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t")
+    deleted = {tp for r in c.channel.requests(UpdateMetadataRequest, 1) for tp in r.deleted}
+    assert deleted == {T0, T1}
+
+
+def test_a_stop_replica_answer_settles_only_the_replicas_its_request_carried():
+    """Broker 2 has not answered t's StopReplica(delete); a later StopReplica to it (u-0's
+    reassignment takes its replica offline) is answered.  That answer must not count t's
+    replicas on 2 as deleted: the deletion waits for the request that carried them."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    u0 = TopicPartition("u", 0)
+    with_topic(c, {0: [1, 2]}, topic="u")
+    held = hold_stop_replicas(c, 2)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    deleting = list(held)
+    assert deleting and c.admin.topic_exists("t")
+    c.admin.create_partition_reassignment({u0: [1, 3]})
+    c.settle()
+    c.leader_sets_isr(u0, [1, 2, 3])
+    assert c.assignment("u") == {0: [1, 3]} and len(held) > len(deleting)
+    for request, on_response in held[len(deleting):]:    # u-0's, answered
+        on_response(success(request))
+    c.settle()
+    assert c.controller.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_STARTED
+    assert c.admin.topic_exists("t")
+    for request, on_response in deleting:
+        on_response(success(request))
+    c.settle()
+    assert not c.admin.topic_exists("t")
+
+
+def test_a_brokers_first_leader_and_isr_of_the_term_is_init_though_it_hosted_nothing_before():
+    """The failover marks every live broker's next LeaderAndIsr as its first (seed 001 C.3);
+    a broker that hosted no replica gets none then, and keeps the mark until it does."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2]})
+    assert not c.channel.requests(LeaderAndIsrRequest, 3)
+    c.create_topic("u", {0: [3, 1]})
+    lai = c.channel.requests(LeaderAndIsrRequest, 3)
+    assert lai and lai[0].is_init and not any(r.is_init for r in lai[1:])
+
+
+def test_a_kafka_error_in_a_watch_handler_ends_the_term_and_a_new_one_starts():
+    """An error no caller waits for ends the term (a half-updated context is dropped) and
+    the controller stands again: it still holds /controller, so it must re-elect itself,
+    or the cluster is left with a controller node and no active controller."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    before = ctrl.epoch
+
+    def failing_handler():
+        raise errors.StateChangeFailed("a step of a reassignment failed")
+
+    ctrl._react(failing_handler)
+    assert not ctrl.is_active
+    c.sched.advance(5_000)
+    assert c.controller is ctrl and ctrl.epoch == before + 1
+    c.create_topic("u", {0: [2, 3]})
+    assert c.state("u", 0).leader == 2
+
+
+def test_a_conflicting_isr_write_that_turns_out_unneeded_still_refreshes_the_cache():
+    """Broker 3 dies after t-0's leader dropped it from the ISR unannounced: the
+    controller's conditional write conflicts, the re-read shows nothing left to do.  The
+    cache must hold the state re-read, or every later write and UpdateMetadata starts
+    from the stale one."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    cur = c.state("t", 0)
+    c.admin.update_partition_states({T0: LeaderAndIsr(cur.leader, cur.leader_epoch, (1, 2), cur.zk_version,
+                                                      cur.controller_epoch)})
+    c.kill(3)
+    ctrl = c.controller
+    assert ctrl.rsm.state(PartitionReplica(T0, 3)) is ReplicaState.OFFLINE
+    assert ctrl.ctx.leadership[T0] == c.state("t", 0) and c.state("t", 0).isr == (1, 2)
+
+
+def test_a_deleted_topics_replica_failed_for_its_deletion_is_not_taken_offline_when_its_broker_dies():
+    """Broker 2 answered t's StopReplica(delete) with an error (replicas Ineligible), then
+    dies: onBrokerFailure fails the deletion's replicas, it does not take them Offline -- no
+    ISR write for a topic on its way out."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.responders[2] = lambda req: (StopReplicaResponse(0, tuple((p.tp, 56) for p in req.partitions))
+                                           if isinstance(req, StopReplicaRequest) else success(req))
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert c.controller.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_INELIGIBLE
+    before = c.state("t", 0)
+    del c.channel.responders[2]
+    c.kill(2)
+    assert c.state("t", 0) == before
+    assert c.controller.rsm.state(PartitionReplica(T0, 2)) is ReplicaState.DELETION_INELIGIBLE
+    c.start(2)
+    assert not c.admin.topic_exists("t")
+
+
+def test_a_leader_and_isr_carries_the_topics_config_overrides():
+    """The LeaderAndIsr that starts a replica carries its topic's overrides, so the
+    replica opens its log with them rather than with the broker's defaults."""
+    c = with_topic(cluster(), config={"retention.ms": 60_000, "min.insync.replicas": 2})
+    states = [ps for r in c.channel.requests(LeaderAndIsrRequest) for ps in r.partition_states]
+    assert states and all(ps.topic_config == (("min.insync.replicas", "2"), ("retention.ms", "60000"))
+                          for ps in states)
+
+
+def test_a_failover_leaves_an_unclean_restart_in_an_isr_without_a_clean_live_member():
+    """2 and 3 both come back from an unclean shutdown, unseen; 1, the only member that
+    restarted cleanly, is dead.  Fencing 3 out of the ISR would leave 2 alone and 3 no
+    better than it: the module docstring's rule keeps it (only a live clean member holds
+    what they may have lost)."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [1, 2, 3]})
+    c.kill(1)
+    assert c.state("t", 0).isr == (2, 3)
+    c.sessions[8].set_reachable(False)
+    for b in (2, 3):
+        c.stop(b)
+        c.start(b, unclean_shutdown=True)
+    c.kill(8)
+    assert c.controller.broker_id == 9
+    st = c.state("t", 0)
+    assert st.leader == 2 and st.isr == (2, 3)
