@@ -537,3 +537,21 @@ def test_each_phase_sends_its_leader_and_isr_before_the_next_step():
     c.leader_sets_isr(tp, [1, 2, 3, 4])
     assert {(b, 2) for b in (1, 2, 4)} <= {(b, e) for b, r, e in seen[7] if r == (1, 2, 4)}
     assert c.assignment("t")[0] == [1, 2, 4]
+
+
+def test_a_leader_elected_at_step_7_and_the_isr_shrink_of_step_8_carry_the_new_assignment():
+    """Step 6 sets AR = RAR in memory before step 7: the new leader's LeaderAndIsr (and
+    step 8's) carry AR = RAR, so it takes no fetch from a replica being removed back into
+    the ISR (seed 000 step 7's reason)."""
+    c = ControllerCluster([9, 1, 2, 3, 4], candidates=[9])
+    tp = TopicPartition("t", 0)
+    c.create_topic("t", {0: [1, 2, 3]})
+    marks = {}
+    c.controller.reassignment_step_hook = lambda _tp, step: marks.setdefault(step, len(c.channel.sent))
+    c.admin.create_partition_reassignment({tp: [2, 3, 4]})
+    c.settle()
+    c.leader_sets_isr(tp, [1, 2, 3, 4])
+    assert c.state("t", 0).leader == 2 and c.assignment("t")[0] == [2, 3, 4]
+    late = [ps.replicas for s in c.channel.sent[marks[6]:marks[9]] if isinstance(s.request, LeaderAndIsrRequest)
+            for ps in s.request.partition_states if ps.tp == tp]
+    assert late and set(late) == {(2, 3, 4)}
