@@ -1371,3 +1371,66 @@ def test_a_failover_leaves_an_unclean_restart_in_an_isr_without_a_clean_live_mem
     assert c.controller.broker_id == 9
     st = c.state("t", 0)
     assert st.leader == 2 and st.isr == (2, 3)
+
+
+def test_an_unclean_restart_whose_election_write_failed_is_not_recorded_handled(monkeypatch):
+    """1 comes back from an unclean shutdown unseen, still leading t-0 from before it.
+    The new controller's election of t-0 fails in the store: 1 still leads at the old
+    epoch, so the registration is not recorded handled, and the next controller
+    handles it again (the module docstring's "a write that failed leaves no record")."""
+    from kreplica.meta import KafkaZkClient
+    from kreplica.meta.store import NoNode
+
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [1, 2, 3]})
+    c.sessions[8].set_reachable(False)
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)
+    real = KafkaZkClient.update_partition_states
+
+    def refusing_t0(self, states):
+        updated, bad, failed = real(self, {tp: st for tp, st in states.items() if tp != T0})
+        return updated, bad, {**failed, **({T0: NoNode(T0)} if T0 in states else {})}
+
+    monkeypatch.setattr(KafkaZkClient, "update_partition_states", refusing_t0)
+    stale = c.state("t", 0)
+    c.kill(8)
+    assert c.controller.broker_id == 9
+    assert (c.state("t", 0).leader, c.state("t", 0).leader_epoch) == (1, stale.leader_epoch)
+    assert 1 not in c.admin.get_unclean_shutdowns_handled([1])
+
+
+def test_each_expired_config_change_notification_is_deleted_once():
+    """Purged after fifteen minutes, a notification is forgotten too: the next change does
+    not delete it again (nor any later one, for the controller's lifetime)."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    deleted = []
+    zk = c.controller.zk
+    real = zk.delete_config_changes
+    zk.delete_config_changes = lambda names: (deleted.extend(names), real(names))[1]
+    for retention in (60_000, 120_000, 180_000):
+        c.admin.set_topic_config("t", {"retention.ms": retention})
+        c.settle()
+        c.sched.advance(15 * 60 * 1000)
+    assert len(deleted) == 2 and len(set(deleted)) == 2
+
+
+def test_a_preferred_election_does_not_hand_leadership_back_to_a_broker_in_controlled_shutdown():
+    """Kafka's preferred selector checks liveBrokerIds: 1 is shutting down, and grown back
+    into the ISR as a follower it must not be elected, by an admin request either."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    assert c.controller.shutdown_broker(1) == set()
+    c.leader_sets_isr(T0, [2, 3, 1])
+    failed = c.controller.elect_preferred_leaders([T0])
+    assert isinstance(failed.get(T0), errors.PreferredLeaderNotAvailable)
+    assert c.state("t", 0).leader == 2
+
+
+def test_an_isr_change_is_told_to_a_broker_in_controlled_shutdown_too():
+    """Kafka 0.10 sends the ISR-change UpdateMetadata to the live or shutting-down
+    brokers, as every other UpdateMetadata."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    assert c.controller.shutdown_broker(1) == set()
+    c.channel.clear()
+    c.leader_sets_isr(T1, [2, 3])
+    told = [ps.isr for r in c.channel.requests(UpdateMetadataRequest, 1) for ps in r.partition_states if ps.tp == T1]
+    assert told == [(2, 3)]
