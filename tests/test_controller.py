@@ -1434,3 +1434,29 @@ def test_an_isr_change_is_told_to_a_broker_in_controlled_shutdown_too():
     c.leader_sets_isr(T1, [2, 3])
     told = [ps.isr for r in c.channel.requests(UpdateMetadataRequest, 1) for ps in r.partition_states if ps.tp == T1]
     assert told == [(2, 3)]
+
+
+def test_a_late_isr_change_for_a_deleted_topic_sends_nothing():
+    """A leader's ISR change notification handled after its topic was deleted names a
+    partition the controller no longer knows: the notification is cleared, and no broker
+    is sent an UpdateMetadata for it."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t")
+    c.channel.clear()
+    c.admin.create_isr_change_notification([T0])
+    c.settle()
+    assert c.admin.get_isr_change_notifications() == []
+    assert c.channel.requests(UpdateMetadataRequest) == []
+
+
+def test_a_broker_in_controlled_shutdown_is_not_listed_as_holding_offline_replicas():
+    """Offline replicas are those on dead brokers (as the live-broker list beside them,
+    which still names a broker shutting down): a broker handing its leaderships over is
+    listed live and its replicas not offline in the same request."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    c.channel.clear()
+    assert c.controller.shutdown_broker(1) == set()
+    states = [ps for r in c.channel.requests(UpdateMetadataRequest) for ps in r.partition_states]
+    assert states and all(ps.offline_replicas == () for ps in states)
