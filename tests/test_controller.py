@@ -1329,8 +1329,8 @@ def test_a_conflicting_isr_write_that_turns_out_unneeded_still_refreshes_the_cac
 
 def test_a_deleted_topics_replica_failed_for_its_deletion_is_not_taken_offline_when_its_broker_dies():
     """Broker 2 answered t's StopReplica(delete) with an error (replicas Ineligible), then
-    dies: onBrokerFailure fails the deletion's replicas, it does not take them Offline -- no
-    ISR write for a topic on its way out."""
+    dies: Kafka 0.10's onBrokerFailure fails a queued topic's replicas for the deletion
+    (they stay ReplicaDeletionIneligible) and takes only the other topics' Offline."""
     c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
     c.channel.responders[2] = lambda req: (StopReplicaResponse(0, tuple((p.tp, 56) for p in req.partitions))
                                            if isinstance(req, StopReplicaRequest) else success(req))
