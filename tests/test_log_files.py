@@ -483,3 +483,29 @@ def test_an_option_that_would_ask_for_nothing_is_refused(tmp_path, option, value
 
     with pytest.raises(InvalidConfig, match=option):
         ReadOptions.from_options({"path": str(tmp_path), "topic": "t", option: value})
+
+
+# ---- the eighty-third review (docs/engine-audit.md, SP4-..) ----------------------------------
+
+def test_a_slice_started_at_an_index_hint_skips_a_corrupt_batch_and_reads_on_once(tmp_path):
+    """A slice that starts at an offset-index position (``offset >= 6``, a stream's next
+    offset, a cut of ``max_partition_bytes``) checks that its first batch is the one the
+    index named; a batch skipped later must not send it back to the segment's start, which
+    returned offsets 6..8 twice and reported the bad batch again and a batch before the
+    slice as well."""
+    import json
+
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:  # a CRC mismatch in batch 3 (offsets 9..11)
+        f.seek(positions[3] + sizes[3] - 5)
+        f.write(b"\xff\xfe")
+    with open(path, "r+b") as f:  # and in batch 1 (offsets 3..5), before the slice
+        f.seek(positions[1] + sizes[1] - 5)
+        f.write(b"\xff\xfe")
+    report = tmp_path / "report"
+    s = _slice(path, start=positions[2], lo=6, need=18, start_offset=6, on_corrupt="skip",
+               corrupt_report=str(report))
+    assert _offsets(s) == [6, 7, 8, *range(12, 18)]
+    [region] = json.loads((report / s.report_name).read_text())["regions"]
+    assert (region["position"], region["resume_position"], region["offsets_read_before"], region["next_offset"]) == (
+        positions[3], positions[4], 9, 12)

@@ -114,6 +114,9 @@ def read_slice(s: SegmentSlice) -> Iterator[pa.RecordBatch]:
                 continue
             if reason is None:
                 break
+            # The batch at the start position was checked before a bad one was found: reading
+            # goes on from the skip, which resumes at some later batch, not the start one.
+            expect = None
             if s.on_corrupt != "skip":
                 raise CorruptMessage(f"{s.log_path}: {reason} ({_context(s, cur)})")
             regions.append(_skip(fd, s, cur, reason))
