@@ -462,6 +462,55 @@ def test_sweep_signals_cancel_the_jobs_a_second_stops_at_once_and_the_handlers_c
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
+def test_a_sweep_shows_a_bar_unless_told_not_to_and_counts_the_seeds_it_was_given(monkeypatch, tmp_path, capsys):
+    """``--no-progress`` is the only thing that turns the bar off; the header counts the
+    seeds of ``--seeds 3..4`` (two), not up to the last one (the eighty-third review)."""
+    from kreplica.spark.sweep import SweepStats
+
+    calls = []
+
+    def run_sweep(spark, grid, out, **kwargs):
+        calls.append(kwargs["progress"])
+        return SweepStats(total=len(grid), already_done=0, executed=len(grid), chunks=1, wall_s=1.0)
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
+    argv = ["sweep", "--scenario", "random-chaos", "--seeds", "3..4", "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 0 and cli.main([*argv, "--no-progress"]) == 0
+    assert calls == [True, False]
+    assert "sweep: 2 runs = 1 scenarios x 1 configurations x 2 seeds (3..4)" in capsys.readouterr().err
+
+
+def test_a_report_dir_given_wins_over_the_default_under_out(monkeypatch, tmp_path, capsys):
+    import types
+
+    made = []
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.done_runs", lambda spark, out: object())
+    monkeypatch.setattr("kreplica.spark.sweep.read_results", lambda spark, out: None)
+    monkeypatch.setattr("kreplica.spark.report.build_report", lambda spark, runs, report_dir, **kw:
+                        made.append(report_dir) or types.SimpleNamespace(markdown="r.md", failing_total=0))
+    mine = str(tmp_path / "elsewhere")
+    assert cli.main(["sweep", "--out", str(tmp_path / "out"), "--report-only", "--report-dir", mine]) == 0
+    assert made == [mine], capsys.readouterr().err
+
+
+def test_a_python_workers_failure_is_named_by_its_last_line_before_the_java_frames():
+    """A Py4J error whose Java side cannot be asked (the gateway is going down) is read from
+    its own text, where the JVM's stack frames follow the worker's traceback: the line named
+    is the worker's exception, not the last ``at`` frame (the eighty-third review)."""
+    from kreplica.tools.sweep import _spark_error
+
+    error = type("Py4JJavaError", (Exception,), {"__module__": "py4j.protocol"})
+    exc = error("An error occurred while calling o88.parquet.\n"
+                ": org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+                "  File \"sweep.py\", line 234, in run_tasks\n"
+                "KeyError: 'config_index'\n"
+                "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)"
+                "\n\tat org.apache.spark.sql.execution.python.PythonArrowOutput$$anon$1.read(PythonArrowOutput.scala:118)\n")
+    assert _spark_error(exc) == "in a Python worker: KeyError: 'config_index'"
+
+
 # `kreplica produce` and `kreplica consume` (the thirteenth review, docs/engine-audit.md,
 # CT..).  Their quick-start tests need broker processes and a real ZooKeeper
 # (test_broker_processes.py), which the fast run leaves out; here the same commands run

@@ -161,3 +161,13 @@ def test_a_session_without_a_master_runs_two_local_cores(bare, builder):
     session.local_session()
     assert (builder["master"], builder["app"]) == ("local[2]", "kreplica")
     assert builder["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+def test_the_executors_interpreter_given_in_conf_is_the_one_exported_on_a_local_master_too(bare, builder):
+    """A local master first defaults PYSPARK_PYTHON to this interpreter; a
+    ``spark.pyspark.python`` given in ``conf`` must still be the one the workers run, as
+    spark-submit would export it, whatever PYSPARK_PYTHON said before (the eighty-third
+    review)."""
+    session.local_session("local[2]", conf={"spark.pyspark.python": "/srv/py/bin/python"})
+    assert builder["conf"]["spark.pyspark.python"] == "/srv/py/bin/python"
+    assert builder["env"]["PYSPARK_PYTHON"] == "/srv/py/bin/python"

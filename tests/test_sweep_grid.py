@@ -549,3 +549,112 @@ def test_the_wilson_sql_gives_the_textbook_interval(k, n, low, high):
 
     lo_sql, hi_sql = wilson_sql("k", "n")
     assert (round(evaluate(lo_sql), 4), round(evaluate(hi_sql), 4)) == (low, high)
+
+
+# ---- the eighty-third review (docs/engine-audit.md, SP4-..) ----------------------------------
+
+def test_counts_in_the_table_and_the_failing_runs_are_listed_by_name_whatever_order_they_came_in():
+    """Spark's maps come back in no fixed order (map_from_entries over collect_list): the
+    table and the report list a configuration's counts by name, so one sweep reads the same
+    each time it is reported."""
+    from kreplica.spark.report import _table_rows, markdown
+
+    row = _summary_row(violations={"4-committed-offset-regressed": 1, "1-acked-write-lost": 2}, lost_acks=3,
+                       lost_by_cause={"unclean-election": 2, "power-loss": 1})
+    head, [line] = _table_rows([row])
+    cells = dict(zip(head, line))
+    assert cells["violations"] == "1-acked-write-lost: 2, 4-committed-offset-regressed: 1"
+    assert cells["lost acks"] == "3 (power-loss: 1, unclean-election: 2)"
+    failing = [{"scenario": SCENARIO, "config_key": row["config_key"], "seed": 4, "history_hash": "cd" * 32,
+                "error": None, "first_violation": None, "lost_acks": 3,
+                "lost_by_cause": {"unclean-election": 2, "power-loss": 1}}]
+    assert markdown([row], failing, [""], 1, [], "out").endswith(
+        "seed 4 (hash `cdcdcdcdcdcdcdcd`): 3 lost acknowledged writes (power-loss: 1, unclean-election: 2)\n")
+
+
+class _ForgetfulTracker(_Tracker):
+    """A job id the group lists whose info Spark no longer has (it was just dropped)."""
+
+    def getJobInfo(self, job_id):
+        return None if job_id == 9 else super().getJobInfo(job_id)
+
+
+def test_a_job_the_tracker_has_no_info_for_is_not_counted_as_seen():
+    """Only a job whose figures were read stands for one of the expected jobs: one listed
+    without its info leaves its expected tasks in the bar's total."""
+    from kreplica.spark.progress import SparkProgress
+
+    tracker = _ForgetfulTracker()
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    bar = SparkProgress(sc, "g", expect_jobs=2, expect_tasks=4)
+    tracker.jobs = {9: ("RUNNING", {}), 1: ("RUNNING", {10: (1, 4)})}
+    counts = bar.tracker.poll()
+    assert (bar.tracker.jobs_seen, counts.completed, counts.total) == (1, 1, 4)
+    assert bar._total(counts) == 4 + 1 * 4
+
+
+def test_a_grid_file_without_seeds_runs_seed_1_as_the_flags_do(tmp_path):
+    """``--seeds`` defaults to 1; a grid file that names no seeds runs the same one run."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('scenarios = ["random-chaos"]\n')
+    loaded = Grid.load(grid)
+    assert loaded.seeds == (1, 1) and loaded == Grid.from_axes(["random-chaos"], {})
+    assert loaded.spec(0).seed == 1
+
+
+def test_a_yaml_grid_error_is_placed_by_the_line_and_column_an_editor_shows(tmp_path):
+    grid = tmp_path / "g.yaml"
+    grid.write_text('scenarios:\n  - random-chaos\nseeds: "1..2"\nconfig: {acks: [1, all}\n')
+    with pytest.raises(ValueError, match=r"not valid YAML: .*but got '\}' \(line 4, column 23\)$"):
+        Grid.load(grid)
+
+
+def test_the_rate_counts_the_runs_this_sweep_ran_not_those_it_skipped():
+    """A resumed sweep that found 30 runs done and ran 10 in 5 s ran 2 runs/s."""
+    from kreplica.spark.sweep import SweepStats
+
+    assert SweepStats(total=40, already_done=30, executed=10, wall_s=5.0).runs_per_second == 2.0
+    assert SweepStats(total=40, already_done=40, executed=0, wall_s=0.0).runs_per_second == 0.0
+
+
+def test_a_stop_signal_ends_the_task_through_a_run_it_is_not_a_finding(monkeypatch):
+    """A run's own exception is recorded in its row; the SystemExit a task's SIGTERM raises
+    (see stopped_by_signals) is not the simulator's and must end the task, not become a
+    failing row of a run that never finished."""
+    from kreplica.sim import world
+
+    def stopped(self):
+        raise SystemExit(128 + 15)
+
+    monkeypatch.setattr(world.World, "_liveness", stopped)
+    with pytest.raises(SystemExit):
+        run(RunSpec(SCENARIO, RunConfig(truncation="leader-epoch"), 3))
+
+
+def test_a_failing_rows_history_is_the_same_bytes_whenever_it_ran():
+    """The gzip of a history carries no time stamp (mtime 0): two runs of one seed give the
+    same bytes, whatever the clock said."""
+    import gzip
+    import struct
+
+    row = run(RunSpec("unclean-election", RunConfig(), 2))
+    gz = row["history_gz"]
+    assert gz and struct.unpack("<I", gz[4:8])[0] == 0
+    assert gzip.decompress(gz).decode() == history_text(gz)
+
+
+def test_a_hangup_ends_a_sweep_tasks_run_as_sigterm_does():
+    """SIGHUP (an executor's Python daemon losing its parent) raises SystemExit in a task as
+    SIGTERM does, so the run in flight closes its World; SIGINT stays ignored."""
+    import signal
+
+    from kreplica.spark.sim_runner import stopped_by_signals
+
+    before = {sig: signal.getsignal(sig) for sig in stopped_by_signals.SIGNALS}
+    with stopped_by_signals():
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with pytest.raises(SystemExit) as stopped:
+                signal.getsignal(sig)(sig, None)
+            assert stopped.value.code == 128 + sig
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert {sig: signal.getsignal(sig) for sig in stopped_by_signals.SIGNALS} == before
