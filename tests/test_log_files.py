@@ -487,6 +487,124 @@ def test_an_option_that_would_ask_for_nothing_is_refused(tmp_path, option, value
 
 # ---- the eighty-third review (docs/engine-audit.md, SP4-..) ----------------------------------
 
+def test_partition_filters_prune_to_the_partitions_every_one_of_them_allows(tmp_path):
+    """Two ``partition IN`` lists leave what both name, and ``partition < 2`` stops before 2:
+    the plan reads only those partitions' segments (Spark filters the rows again, but a
+    partition read for nothing is a wasted task per segment)."""
+    from pyspark.sql.datasource import In, LessThan
+
+    from kreplica.spark.datasource import Pushdown, ReadOptions, plan_slices
+
+    d = str(tmp_path)
+    for p in range(4):
+        _log(d, f"t-{p}", batches=1).close()
+    opts = ReadOptions.from_options({"path": d, "topic": "t", "isolation": "uncommitted"})
+
+    def planned(*filters):
+        pushdown = Pushdown()
+        for f in filters:
+            pushdown.absorb(f)
+        return sorted({s.partition for s in plan_slices(opts, pushdown, dict.fromkeys(range(4)))})
+
+    assert planned(In(("partition",), (0, 1, 2)), In(("partition",), (1, 2, 3))) == [1, 2]
+    assert planned(LessThan(("partition",), 2)) == [0, 1]
+
+
+def test_a_path_that_is_a_file_is_refused_as_not_a_directory(tmp_path):
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import ReadOptions
+
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=0\n")
+    with pytest.raises(InvalidConfig, match="is not a directory"):
+        ReadOptions.from_options({"path": str(path), "topic": "t"})
+
+
+@pytest.mark.parametrize("text, size", [("512", 512), ("3k", 3 << 10), ("2MB", 2 << 20), ("1g", 1 << 30),
+                                        ("1gb", 1 << 30)])
+def test_a_partition_size_takes_each_unit_as_a_power_of_1024(text, size):
+    from kreplica.spark.datasource import parse_size
+
+    assert parse_size(text) == size
+
+
+def test_a_small_read_limit_moves_the_partition_that_has_a_backlog():
+    """The rounding remainder goes to partitions with offsets left to read: with partition 0
+    caught up, a budget of 1 moves partition 1 by one (not the stream by none), and a budget
+    of 3 is spent whole (2 and 1), none of it on the partition with nothing to read."""
+    from kreplica.spark.datasource import _cap
+
+    begin, latest = {"0": 5, "1": 0, "2": 0}, {"0": 5, "1": 10, "2": 10}
+    assert _cap(begin, latest, 1) == {"0": 5, "1": 1, "2": 0}
+    assert _cap(begin, latest, 3) == {"0": 5, "1": 2, "2": 1}
+
+
+def _ticking(tmp_path, batches: int = 6) -> str:
+    """A closed log of ``batches`` batches of 3 records, the clock a second on per batch (so
+    the time index has an entry per batch): its one segment's path."""
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), {"index.interval.bytes": 1}, clock=(clock := ManualClock(T0)))
+    for b in range(batches):
+        log.append_as_leader([(b"k", b"v%d" % b)] * 3)
+        clock.advance(1000)
+    log.close()
+    return os.path.join(str(tmp_path), "t-0", "00000000000000000000.log")
+
+
+def test_time_pruning_trusts_a_trimmed_time_index_only_while_every_offset_index_entry_checks_out(tmp_path):
+    """A closed segment's trimmed indexes prune by time; once its data ends before the
+    batches its offset index names (lost past the last fsync), the time index beside it
+    names records that are not there either and must not prune."""
+    path = _ticking(tmp_path)
+    [part] = list_partitions(str(tmp_path), "t")
+    [seg] = part.segments
+
+    def planned_lo():
+        [s] = seg.slices(OffsetBounds(0, None, None), T0 + 3500, None, topic="t", partition=0, on_corrupt="fail",
+                         corrupt_report=None)
+        return s.offset_lo
+
+    assert len(seg.time_index()[0]) == 5 and planned_lo() == 12  # records 0..11 are before T0+3500
+    from kreplica.records import scan_batches
+
+    with open(path, "rb") as f:
+        scan = scan_batches(f.read())
+    os.truncate(path, int(scan.positions[3]))  # batches 3..5 gone, their index entries left
+    assert seg.offset_index()[0].tolist() == [3, 6]  # the entries of batches 1 and 2 still check out
+    assert len(seg.time_index()[0]) == 0 and planned_lo() == 0
+
+
+def test_a_time_index_ending_in_a_torn_entry_is_not_taken_as_trimmed(tmp_path):
+    """A trimmed index holds whole entries only; a few bytes past the last one are a write
+    that did not finish, and the file, not known to be trimmed, is not used to prune."""
+    path = _ticking(tmp_path)
+    [part] = list_partitions(str(tmp_path), "t")
+    [seg] = part.segments
+    assert len(seg.time_index()[0]) == 5
+    with open(os.path.splitext(path)[0] + ".timeindex", "ab") as f:
+        f.write(b"\x00\x00\x01\x8b")
+    assert len(seg.time_index()[0]) == 0
+
+
+def test_slices_of_one_segment_that_skip_corrupt_batches_each_keep_their_report(tmp_path):
+    """With ``max_partition_bytes`` one segment is read by several slices; each writes its
+    own report, so the count of skipped batches is every slice's, not the last one's."""
+    from kreplica.spark.datasource import skipped_batches
+
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:  # CRC mismatches in batches 1 and 3 (offsets 3..5, 9..11)
+        for b in (1, 3):
+            f.seek(positions[b] + sizes[b] - 5)
+            f.write(b"\xff\xfe")
+    [part] = list_partitions(str(tmp_path), "t")
+    [seg] = part.segments
+    report = tmp_path / "report"
+    slices = seg.slices(OffsetBounds(0, 18, 18), None, 2 * 91, topic="t", partition=0, on_corrupt="skip",
+                        corrupt_report=str(report))
+    assert len(slices) == 3
+    assert [o for s in slices for o in _offsets(s)] == [0, 1, 2, 6, 7, 8, *range(12, 18)]
+    assert skipped_batches(report) == 2 and len(list(report.glob("*.json"))) == 2
+
+
 def test_a_slice_started_at_an_index_hint_skips_a_corrupt_batch_and_reads_on_once(tmp_path):
     """A slice that starts at an offset-index position (``offset >= 6``, a stream's next
     offset, a cut of ``max_partition_bytes``) checks that its first batch is the one the
@@ -509,3 +627,19 @@ def test_a_slice_started_at_an_index_hint_skips_a_corrupt_batch_and_reads_on_onc
     [region] = json.loads((report / s.report_name).read_text())["regions"]
     assert (region["position"], region["resume_position"], region["offsets_read_before"], region["next_offset"]) == (
         positions[3], positions[4], 9, 12)
+
+
+def test_the_rows_a_slice_reads_have_the_types_the_source_declares(tmp_path):
+    """The Arrow batches a task hands Spark carry :data:`SCHEMA`'s types column by column
+    (``partition`` and ``leader_epoch`` 32-bit, ``offset`` and ``timestamp`` 64-bit)."""
+    import pyarrow as pa
+
+    from kreplica.spark.datasource import SCHEMA
+
+    arrow = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "binary": pa.binary(),
+             "array<struct<key:string,value:binary>>": pa.list_(pa.struct([("key", pa.string()),
+                                                                          ("value", pa.binary())]))}
+    declared = [(name, arrow[kind]) for name, kind in (column.split(" ", 1) for column in SCHEMA.split(", "))]
+    path, _, _ = _sealed(tmp_path)
+    [batch] = list(read_slice(_slice(path, need=18)))
+    assert [(f.name, f.type) for f in batch.schema] == declared and batch.num_rows == 18
