@@ -183,6 +183,11 @@ def test_index_decoded_on_the_executors_matches_the_grid(spark):  # noqa: F811
         spec = g.spec(r.id)
         assert (r.scenario, r.config_key, r.seed) == (spec.scenario, spec.config.key, spec.seed)
         assert g.configs[r.config_index] == spec.config
+    # Seeds past 32 bits (the eighty-third review): the JVM's seed column is a long, as the row's is.
+    big = Grid.from_axes(["a-scenario", "b-scenario"], {}, "4294967295..4294967296")
+    rows = big.index_columns(spark.range(0, len(big), numPartitions=2)).orderBy("id").collect()
+    assert [(r.scenario, r.seed) for r in rows] == [("a-scenario", 4294967295), ("b-scenario", 4294967295),
+                                                    ("a-scenario", 4294967296), ("b-scenario", 4294967296)]
 
 
 # ---- the job and its rows -------------------------------------------------------------------------
