@@ -1435,7 +1435,8 @@ def test_every_batch_a_consumer_reads_is_counted_superseded_or_not():
     assert c.consumed_batches == 4
 
 
-@pytest.mark.parametrize("case", ["ack-time", "commit-time-superseded", "back-same-ms", "drop-above"])
+@pytest.mark.parametrize("case", ["ack-time", "acked-after-commit", "commit-time-superseded", "back-same-ms",
+                                  "drop-above"])
 def test_which_power_loss_excuses_a_missing_batch(case):
     """``_power_loss_cause``: the elected broker's drop excuses a missing batch only if the
     drop reached down to it (from at or below its offset), and came after the batch was
@@ -1450,6 +1451,12 @@ def test_which_power_loss_excuses_a_missing_batch(case):
         m.acked[5] = Ack(5, 2, 300, 1)
         m.drops.append((2, 5, 200))
         assert c._power_loss_cause(m, 2, 5) is None
+    elif case == "acked-after-commit":
+        # Committed at 100, its ack answered at 150; the drop at 120 came after the commit.
+        m.canon[5], m.committed_at[5], m.canon_end = (5, 0, 1), 100, 6
+        m.acked[5] = Ack(5, 1, 150, 1)
+        m.drops.append((2, 5, 120))
+        assert c._power_loss_cause(m, 2, 5) == "power-loss"
     elif case == "commit-time-superseded":
         # Committed at 100, superseded by an unclean election; the batch acked at 5 since
         # (at 300) is a new write, judged by its own time, not the old commit's.
@@ -1539,12 +1546,9 @@ def test_a_later_leader_with_a_lower_log_start_does_not_lower_the_expired_mark(m
     assert c.models["t-0"].expired_below == 2
 
 
-def _late_zombie(make, c, seen_hw, enters=2, unserved=None):
-    """Leader 1 commits a, b in epoch 3 and is re-elected alone in epoch 6; broker 2 holds
-    a, b (from epoch 3, b from epoch 5 if its log ``enters`` epoch 5 at 1, or from the
-    ``unserved`` epoch no one was seen serving) and, unseen since (``seen_hw``: its HW when
-    the checker last saw it, as a follower; None: never seen), was elected alone in epoch
-    5, its HW 2."""
+def _re_elected_alone_beside_a_follower(make, c):
+    """Leader 1 commits a, b in epoch 3 and is re-elected alone in epoch 6; returns broker
+    2's replica, a follower of epoch 3 with an empty log."""
     first = make("first", Role.LEADER, 3, isr=(1, 2))
     append(first, [b"a"], 3)
     append(first, [b"b"], 3)
@@ -1552,6 +1556,16 @@ def _late_zombie(make, c, seen_hw, enters=2, unserved=None):
     first.leader_epoch, first.isr = 6, (1,)
     c.observe(1, "t-0", first, None)
     zombie = make("zombie", Role.FOLLOWER, 3, isr=(1, 2))
+    return zombie
+
+
+def _late_zombie(make, c, seen_hw, enters=2, unserved=None):
+    """Leader 1 commits a, b in epoch 3 and is re-elected alone in epoch 6; broker 2 holds
+    a, b (from epoch 3, b from epoch 5 if its log ``enters`` epoch 5 at 1, or from the
+    ``unserved`` epoch no one was seen serving) and, unseen since (``seen_hw``: its HW when
+    the checker last saw it, as a follower; None: never seen), was elected alone in epoch
+    5, its HW 2."""
+    zombie = _re_elected_alone_beside_a_follower(make, c)
     append(zombie, [b"a"], 3, commit=False)
     append(zombie, [b"b"], (unserved or 3) if enters == 2 else 5, commit=False)
     if seen_hw is not None:
@@ -1739,3 +1753,155 @@ def test_read_fingerprints_reads_on_past_a_chunk_and_nothing_past_the_log_end(ma
     got = read_fingerprints(r.log, 0, 5, chunk_bytes=1)  # at least one whole batch a read
     assert [(fp[0], fp[1], fp[3]) for fp in got] == whole
     assert read_fingerprints(r.log, 7, 10) == []
+
+
+def test_a_violation_prints_every_event_of_its_trace_under_a_header_naming_its_scope():
+    """The printed trace is the whole kept trace, one indented JSON line per event, under a
+    header naming the partition (with the faults among its events) or, for a violation of
+    the whole cluster, only how many events it shows."""
+    h = History()
+    for i in range(5):
+        h.record(i, "ack", 1, "t-0", offset=i)
+    h.record(5, "crash", 2, None)
+    c = Checker(h, trace_events=4)
+    c.set_time(9)
+    c.fail(Invariant.REPLICA_DIVERGENCE, "t-0", 1, "boom")
+    trace = c.violation.trace
+    assert [e.kind for e in trace] == ["ack", "ack", "ack", "crash", "violation"]
+    lines = c.violation.describe().splitlines()
+    assert lines[0] == "VIOLATION 3-replica-divergence at t=9ms tp=t-0 broker=1: boom"
+    assert lines[1] == "last events touching t-0, with the faults among them (5):"
+    assert lines[2:] == ["  " + e.to_json() for e in trace]
+    whole = Checker(h, trace_events=3)
+    whole.fail(Invariant.CONTROLLER_EPOCH, None, None, "went back")
+    lines = whole.violation.describe().splitlines()
+    assert lines[1] == "last 3 events:" and len(whole.violation.trace) == 3
+    assert lines[2:] == ["  " + e.to_json() for e in whole.violation.trace]
+
+
+def test_a_restart_in_the_millisecond_of_the_power_loss_brings_the_replica_back_at_its_next_sighting(make):
+    """A restart that follows the power loss in the same millisecond still follows it: the
+    replica's next sighting is when it is back, and a batch committed after that is no
+    longer excused by the power loss."""
+    c = Checker(History())
+    m = c.model("t-0")
+    c.set_time(200)
+    c.on_power_loss(2, "t-0", 5)
+    c.on_restart(2)
+    c.set_time(250)
+    c.observe(2, "t-0", make("f", Role.FOLLOWER, 0), FetchPhase.FETCHING)
+    assert m.back == {(2, 200): 250}
+    m.canon[5], m.committed_at[5], m.canon_end = (5, 0, 1), 300, 6
+    assert c._power_loss_cause(m, 2, 5) is None
+
+
+def test_a_late_leader_where_unclean_elections_were_never_enabled_is_excused_nothing(make):
+    """Without unclean elections no newer leader could have been chosen over a sole ISR
+    member: a late leader alone in its ISR supersedes nothing, and its ack of a batch the
+    newest leader then commits otherwise is a lost acked write, not a counted loss."""
+    c = Checker(History(), unclean_default=False)
+    assert _late_zombie(make, c, 1) == []
+    zombie = c.views[(2, "t-0")].partition
+    base, last, crc = append(zombie, [b"zombie"], 5)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=2)
+    c.observe(2, "t-0", zombie, None)
+    first = c.views[(1, "t-0")].partition
+    append(first, [b"c"], 6)
+    c.observe(1, "t-0", first, None)
+    assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+    assert "replaced by another batch" in c.violation.message and not c.losses
+
+
+def test_a_replica_power_lost_twice_leaves_the_history_at_the_first_batch_it_holds_differently(make):
+    """Broker 2 lost its tail from 1 in one power loss and from 2 in a later one, appending
+    other batches after each: elected, its history ends where the search from its lowest
+    drop finds it first differing (1), not its latest drop (2), and its batch at 1
+    continues the history."""
+    c = Checker(History())
+    c.set_time(100)
+    first = make("first", Role.LEADER, 0, isr=(1, 2))
+    for value in (b"a", b"b", b"c", b"d"):
+        append(first, [value], 0)
+    c.observe(1, "t-0", first, None)
+    c.set_time(200)
+    c.on_power_loss(2, "t-0", 1)
+    c.set_time(400)
+    c.on_power_loss(2, "t-0", 2)
+    new = make("new", Role.LEADER, 1, isr=(2,))
+    for value, epoch in ((b"a", 0), (b"X", 0), (b"W", 1)):
+        append(new, [value], epoch, commit=False)
+    new.log.maybe_increment_high_watermark(3)
+    c.set_time(500)
+    c.observe(2, "t-0", new, None)
+    assert c.violation is None, c.violation.describe()
+    superseded = [(e.data["from_offset"], e.data["cause"]) for e in c.history.events if e.kind == "superseded"]
+    assert superseded == [(1, "power-loss")] and c.models["t-0"].canon_end == 3
+
+
+def test_a_difference_no_power_loss_explains_is_judged_when_the_new_leaders_hw_reaches_it(make):
+    """Broker 2 dropped offset 1 before it was committed and acked (its power loss excuses
+    nothing there), and holds another batch at 1, uncommitted, when it is elected
+    cleanly.  Its log does not end before the acked write: the election settles nothing;
+    once its HW passes 1 its committed data there differs, and that is the lost write."""
+    c = Checker(History())
+    c.set_time(50)
+    c.on_power_loss(2, "t-0", 1)
+    c.set_time(100)
+    first = make("first", Role.LEADER, 0, isr=(1, 2))
+    append(first, [b"a"], 0)
+    base, last, crc = append(first, [b"b"], 0)
+    c.observe(1, "t-0", first, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    new = make("new", Role.LEADER, 1, isr=(2,))
+    append(new, [b"a"], 0)
+    append(new, [b"X"], 0, commit=False)
+    c.set_time(200)
+    c.observe(2, "t-0", new, None)
+    assert c.violation is None and not c.losses
+    new.log.maybe_increment_high_watermark(2)
+    c.observe(2, "t-0", new, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "below its HW at offset 1" in v.message
+
+
+def test_a_late_leader_that_truncated_since_it_was_last_seen_counts_its_commits_from_its_hw_now(make):
+    """Broker 2 was last seen as a follower with HW 2, then truncated to 1 and was made
+    leader of epoch 5, alone, in the same step (held requests run back to back): what it
+    commits from its HW now (1), not its HW when last seen, is the unclean election's."""
+    c = Checker(History())
+    zombie = _re_elected_alone_beside_a_follower(make, c)
+    append(zombie, [b"a"], 3)
+    append(zombie, [b"b"], 3)
+    c.observe(2, "t-0", zombie, FetchPhase.FETCHING)
+    assert zombie.log.truncate_to(1) and zombie.high_watermark == 1
+    c.on_truncate(2, "t-0", 1)
+    zombie.role, zombie.leader_epoch, zombie.isr = Role.LEADER, 5, (2,)
+    c.observe(2, "t-0", zombie, None)
+    assert [e.data["superseded_from"] for e in c.history.events if e.kind == "late_leader"] == [1]
+    base, last, crc = append(zombie, [b"zombie"], 5)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=2)
+    c.observe(2, "t-0", zombie, None)
+    assert c.violation is None, c.violation.describe()
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(1, "unclean-election")]
+
+
+def test_a_new_leader_batching_the_history_otherwise_from_inside_a_committed_batch_is_divergence(make):
+    """The history holds a, b, c as one batch at 0 and d at 3; the leader's log start was
+    moved to 1, inside that batch.  A new leader holding b, c as a batch of its own at 1
+    does not continue the history there (only a batch at its end does): no committed batch
+    starts at 1, which is a divergence, even read from the expired mark."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 0, isr=(1, 2))
+    append(first, [b"a", b"b", b"c"], 0)
+    append(first, [b"d"], 0)
+    c.observe(1, "t-0", first, None)
+    assert first.log.maybe_increment_log_start_offset(1)
+    c.observe(1, "t-0", first, None)
+    assert c.models["t-0"].expired_below == 1 and c.models["t-0"].canon_end == 4
+    new = make("new", Role.LEADER, 1, isr=(2, 1))
+    for values in ([b"a"], [b"b", b"c"], [b"d"]):
+        append(new, values, 0)
+    c.observe(2, "t-0", new, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
+    assert "offset 1: no committed batch starts there" in v.message
