@@ -785,6 +785,11 @@ def test_each_random_admin_action_goes_to_the_topic_its_event_names_and_none_aft
                 isr = {(call[1], v) for call in calls if call[0] == "alter_config"
                        for k, v in call[2].items() if k == "min.insync.replicas"}
                 assert isr == {("a", "1"), ("a", "2"), ("a", "3"), ("b", "1"), ("b", "2")}
+            # Each change the admin asks for reaches the checker as it is asked for.
+            unclean = {call[1] for call in calls if call[0] == "alter_config"
+                       and "unclean.leader.election.enable" in call[2]}
+            assert world.checker._min_isr_floor == ({"a": 1, "b": 1} if alter else {})
+            assert set(world.checker._unclean_topics) == unclean and bool(unclean) is alter
             world._phase = "liveness"
             world._admin_tick()
             assert len(calls) == len(made)
@@ -1436,3 +1441,122 @@ def test_an_election_tells_the_chaos_planner_its_new_leader_and_drops_the_client
     world.checker.elections.append((100, "t-0", 3, 2))
     world._note_elections()
     assert told == [("t-0", 3)] and world._leaders == {TopicPartition("t", 1): 2}
+
+
+def _stand_in_replica(role, epoch: int, isr: tuple[int, ...]):
+    """The Partition attributes the checker reads of a replica with an empty log."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(role=role, leader_epoch=epoch, isr=isr, log_end_offset=0,
+                           log=SimpleNamespace(high_watermark=0, log_start_offset=0, log_end_offset=0))
+
+
+def test_the_check_after_an_event_hands_a_follower_its_fetch_phase_and_a_leader_none():
+    """A follower is judged only once it fetches (not while truncating), so the check
+    after an event must hand the checker the phase its fetcher holds it in."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.fetcher import FetchPhase
+    from kreplica.replica.partition import Role
+
+    tp = TopicPartition("t", 0)
+    follower = SimpleNamespace(partitions={tp: _stand_in_replica(Role.FOLLOWER, 0, (1, 2))},
+                               fetchers={1: SimpleNamespace(states={tp: SimpleNamespace(phase=FetchPhase.FETCHING)})})
+    leader = SimpleNamespace(partitions={tp: _stand_in_replica(Role.LEADER, 0, (1, 2))}, fetchers={})
+    observed = []
+    world = SimpleNamespace(
+        _dirty={(2, tp): None, (1, tp): None}, _deleting=set(), _tp_names={}, _fetch_phase=World._fetch_phase,
+        checker=SimpleNamespace(observe=lambda bid, name, part, phase: observed.append((bid, name, phase)),
+                                violation=None),
+        cluster=SimpleNamespace(brokers={1: SimpleNamespace(alive=True, replica_manager=leader),
+                                         2: SimpleNamespace(alive=True, replica_manager=follower)}))
+    World._check_dirty(world)
+    assert observed == [(2, "t-0", FetchPhase.FETCHING), (1, "t-0", None)]
+
+
+def test_a_leaders_isr_write_reaches_the_checker_and_judges_the_next_election():
+    """Seed 001 'D': the leader's own ISR shrink, written to the store, is the ISR the next
+    election is judged against: broker 2, dropped from it, elected next is unclean."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.partition import Role
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    checker = Checker(History())
+    checker.observe(1, "t-0", _stand_in_replica(Role.LEADER, 0, (1, 2)), None)
+    world = SimpleNamespace(checker=checker, record=lambda kind, broker, tp, **data: checker.history.record(
+        0, kind, broker, tp, **data))
+    World._on_cluster_event(world, SimpleNamespace(kind="isr_changed", broker=1, details={
+        "tp": TopicPartition("t", 0), "leader_epoch": 0, "isr": [1]}))
+    assert checker.models["t-0"].isr == (1,)
+    assert [(e.kind, e.data) for e in checker.history.events][-1] == ("isr_changed", {"epoch": 0, "isr": [1]})
+    checker.observe(2, "t-0", _stand_in_replica(Role.LEADER, 1, (2,)), None)
+    assert checker.unclean_elections == 1
+
+
+def test_a_sweep_reads_the_store_after_it_has_observed_every_replica():
+    """A sweep observes the replicas first (the partition's model exists, and its leader is
+    known), then reads the store: an ISR shrink the leader has written but not yet heard
+    back about is the ISR the checker then holds, and a next election outside it is
+    unclean."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.partition import Role
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    tp = TopicPartition("t", 0)
+    rm = SimpleNamespace(partitions={tp: _stand_in_replica(Role.LEADER, 0, (1, 2))}, fetchers={})
+    checker = Checker(History())
+    world = SimpleNamespace(
+        checker=checker, now_ms=lambda: 100, instrument_broker=lambda bid: None, _dirty={}, _deleting=set(),
+        _tp_names={}, _fetch_phase=World._fetch_phase, _store_states=lambda tps: {t: (1, 0, (1,)) for t in tps},
+        _note_controller_terms=lambda: None, _sample=lambda now: None,
+        cluster=SimpleNamespace(brokers={1: SimpleNamespace(alive=True, replica_manager=rm)},
+                                zk=SimpleNamespace(get_controller_epoch=lambda: (1, 0))))
+    world._check_dirty = lambda: World._check_dirty(world)
+    World._sweep(world)
+    assert checker.models["t-0"].isr == (1,) and checker.controller_epoch == 1
+    checker.observe(2, "t-0", _stand_in_replica(Role.LEADER, 1, (2,)), None)
+    assert checker.unclean_elections == 1
+
+
+def test_a_stale_request_applied_is_reported_under_the_partition_it_changed():
+    """A stale LeaderAndIsr naming two partitions that changes only the second is reported
+    under that one, so the printed trace is the events touching the partition it changed."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import LeaderAndIsrRequest, TopicPartition
+    from kreplica.replica.partition import Role
+
+    world, rm, broker = _arrivals()
+    tps = [TopicPartition("t", 0), TopicPartition("t", 1)]
+    for tp in tps:
+        rm.partitions[tp] = SimpleNamespace(role=Role.FOLLOWER, leader_epoch=3, zk_version=1, isr=(1, 2))
+    message = _controller_request(LeaderAndIsrRequest, 4)
+    object.__setattr__(message, "partition_states", tuple(SimpleNamespace(tp=tp) for tp in tps))
+
+    def changes_the_second(m):
+        rm.partitions[tps[1]].leader_epoch = 4
+
+    World._arrive_controller_request(world, 2, broker, message, changes_the_second)
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH and v.tp == "t-1" and v.broker == 2
+
+
+def test_the_checker_takes_the_clusters_unclean_election_and_min_isr_defaults():
+    """Without a topic override the checker judges by the cluster's own
+    unclean.leader.election.enable and min.insync.replicas, not by its constructor's."""
+    sc = scenarios.load("random-chaos").with_config(**{"unclean.leader.election.enable": False,
+                                                       "min.insync.replicas": 2})
+    world = World(sc, 1)
+    try:
+        world._build()
+        assert world.checker.unclean_default is False and world.checker.min_isr_default == 2
+        assert not world.checker.unclean_allowed("t-0")
+    finally:
+        world.close()
