@@ -1905,3 +1905,24 @@ def test_a_new_leader_batching_the_history_otherwise_from_inside_a_committed_bat
     v = c.violation
     assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
     assert "offset 1: no committed batch starts there" in v.message
+
+
+def test_a_deposed_leader_keeps_what_a_power_loss_superseded_until_told(make):
+    """Broker 2, elected cleanly, lost the committed batch at 0 in its power loss and
+    commits its own there.  Broker 1, the deposed leader not yet told, still holds the old
+    batch below its HW on epoch 0: excused, as after an unclean election, not divergence."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"committed"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_power_loss(2, "t-0", 0)
+    new = make("new", Role.LEADER, 1, isr=(2,))
+    c.observe(2, "t-0", new, None)
+    append(new, [b"new"], 1)
+    c.observe(2, "t-0", new, None)
+    c.observe(1, "t-0", old, None)
+    assert c.violation is None, c.violation.describe()
+    assert c.models["t-0"].superseded == [(1, 0, "power-loss")] and c.models["t-0"].canon_end == 1
+    old.role, old.leader_epoch = Role.FOLLOWER, 1   # told, but it kept its batch
+    c.observe(1, "t-0", old, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE

@@ -1560,3 +1560,69 @@ def test_the_checker_takes_the_clusters_unclean_election_and_min_isr_defaults():
         assert not world.checker.unclean_allowed("t-0")
     finally:
         world.close()
+
+
+def test_a_probe_write_never_acknowledged_is_a_liveness_failure_of_its_partition(monkeypatch):
+    """A partition that took no acks=all write within PROBE_MS fails liveness under its own
+    name, so the printed trace is the events touching it, with the last error the probe saw."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.sim import world as world_module
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    tp = TopicPartition("t", 0)
+
+    class NeverAcknowledged:
+        def __init__(self, world, acks, spec):
+            self.pending = {tp: "NOT_ENOUGH_REPLICAS"}
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(world_module, "Probe", NeverAcknowledged)
+    checker = Checker(History())
+    world = SimpleNamespace(checker=checker, scenario=SimpleNamespace(workload=None), now_ms=lambda: 0,
+                            record=lambda *args, **data: None, _partition_states=lambda: {tp: (None, [1, 2])},
+                            _step_until=lambda end, done: False, _convergence_gap=lambda: None,
+                            cluster=SimpleNamespace(config={"min.insync.replicas": 2},
+                                                    zk=SimpleNamespace(get_topic_config=lambda topic: {})))
+    assert World._probe(world) is False
+    v = checker.violation
+    assert v is not None and v.invariant is Invariant.LIVENESS and v.tp == "t-0"
+    assert "t-0 (last error NOT_ENOUGH_REPLICAS)" in v.message
+
+
+def test_an_exception_out_of_the_cluster_names_the_innermost_frames_where_it_was_raised():
+    """A callback raising out of the system under test stops the run as
+    UNHANDLED_EXCEPTION, its message naming the four innermost frames, innermost first."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    def raises_here():
+        raise ValueError("boom")
+
+    def one():
+        raises_here()
+
+    def two():
+        one()
+
+    def three():
+        two()
+
+    def four():
+        three()
+
+    world = SimpleNamespace(checker=Checker(History()), sample_ms=250, _after_event=None,
+                            cluster=SimpleNamespace(scheduler=SimpleNamespace(now_ms=lambda: 0,
+                                                                              run_until=lambda stop, ms: four())))
+    assert World._step_until(world, 1000) is False
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.UNHANDLED_EXCEPTION
+    assert v.message.startswith("ValueError: boom (at test_sim_world.py:")
+    assert [part.split()[-1] for part in v.message[:-1].split(" (at ")[1].split(" <- ")] == [
+        "raises_here", "one", "two", "three"]
