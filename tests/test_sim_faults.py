@@ -27,7 +27,7 @@ def _stub_world(seed: int = 1) -> tuple:
     events: list = []
     world = SimpleNamespace(
         network=net, later=sched.call_later, rng=random.Random(seed), partition_in_place=None, fault_ends={},
-        cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), live_brokers=lambda: [1, 2, 3]),
+        cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), live_brokers=lambda: [1, 2, 3], controller_id=1),
         record=lambda kind, broker=None, tp=None, **data: events.append((sched.now_ms(), kind, broker, data)))
     return sched, world, events
 
@@ -277,11 +277,11 @@ def test_a_stopped_planner_fails_no_new_leader_however_likely_the_cascade(monkey
     assert crashed == [2] and world.rng.getstate() == state
 
 
-def _full_disk_world():
+def _full_disk_world(**config):
     from kreplica.sim import scenarios
     from kreplica.sim.world import World
 
-    world = World(replace(scenarios.load("slow-follower"), steps=()), 1)
+    world = World(replace(scenarios.load("slow-follower").with_config(**config), steps=()), 1)
     world._build()
     return world
 
@@ -575,9 +575,10 @@ def test_a_partition_the_liveness_phase_healed_records_no_heal_at_its_timer():
     assert [(t, kind) for t, kind, _, _ in events] == [(0, "partition")]
 
 
-def _planned(monkeypatch, rates: FaultRates, live=(1, 2, 3)):
+def _planned(monkeypatch, rates: FaultRates, live=(1, 2, 3), shutdown_answer: bool = True):
     """The chaos planner over ``_stub_world`` for a virtual minute, then stopped, with crash, controlled
-    shutdown and restart noted (broker and flags), not done (a crash answers False: refused).
+    shutdown and restart noted (broker and flags), not done (a crash answers False: refused; a
+    controlled shutdown answers ``shutdown_answer``).
     Returns (world, events, noted: [(time, kind, broker, flags)])."""
     sched, world, events = _stub_world()
     world.cluster.live_brokers = lambda: list(live)
@@ -587,7 +588,7 @@ def _planned(monkeypatch, rates: FaultRates, live=(1, 2, 3)):
         return lambda w, broker, *a, **k: noted.append((sched.now_ms(), kind, broker, a)) or answer
 
     monkeypatch.setattr(faults, "crash", note("crash", False))
-    monkeypatch.setattr(faults, "controlled_shutdown", note("controlled_shutdown", True))
+    monkeypatch.setattr(faults, "controlled_shutdown", note("controlled_shutdown", shutdown_answer))
     monkeypatch.setattr(faults, "restart", note("restart", True))
     planner = ChaosPlanner(world, rates)
     planner.start()
@@ -684,5 +685,120 @@ def test_a_controller_killed_with_a_power_loss_loses_its_unflushed_bytes():
         assert faults.kill_controller(world, lose_unflushed=True)
         (crash,) = [e for e in world.history.events if e.kind == "crash"]
         assert (crash.broker, crash.data["lose_unflushed"], crash.data["dropped"]) == (cid, True, unflushed)
+        (name, first), = unflushed.items()  # the checker excuses from the first offset dropped, no later
+        assert [d[:2] for d in world.checker.model(name).drops] == [(cid, first)]
     finally:
         world.close()
+
+
+# ---- the eighty-ninth review -----------------------------------------------------------------
+
+def test_a_full_disk_fails_the_appends_of_its_own_broker_only():
+    """The guard of a broker's appends looks at that broker's disk: another broker's full
+    disk leaves its appends alone."""
+    from kreplica.errors import KafkaStorageError
+
+    world = SimpleNamespace(disk_full={2})
+    appended = []
+    assert faults.full_disk_guard(world, 1, lambda *a: appended.append(a) or "ok")(b"batch") == "ok"
+    with pytest.raises(KafkaStorageError, match="broker 2: no space left"):
+        faults.full_disk_guard(world, 2, lambda *a: appended.append(a))(b"batch")
+    assert appended == [(b"batch",)]
+
+
+def test_a_dead_brokers_session_is_not_expired():
+    """expire_session needs a live broker: a crashed one's session is abandoned already (the
+    store expires it on its own), so a scripted expiry landing on it is refused, not recorded."""
+    world = _full_disk_world()
+    try:
+        assert faults.crash(world, 2)
+        assert not faults.expire_session(world, 2)
+        assert faults.expire_session(world, 3)
+        assert [e.broker for e in world.history.events if e.kind == "expire_session"] == [3]
+    finally:
+        world.close()
+
+
+def test_a_controlled_shutdown_that_fails_is_recorded_as_failed():
+    """With controlled.shutdown.max.retries = 0 the broker makes no attempt and stops anyway;
+    the history says the shutdown did not succeed."""
+    world = _full_disk_world(**{"controlled.shutdown.max.retries": 0})
+    try:
+        assert faults.controlled_shutdown(world, 2)
+        done = [e for e in world.history.events if e.kind == "controlled_shutdown_done"]
+        assert done and all(e.broker == 2 and e.data["ok"] is False for e in done)
+        assert not world.cluster.brokers[2].alive
+    finally:
+        world.close()
+
+
+def test_a_crash_of_a_paused_broker_loses_what_it_sent_during_the_pause():
+    """What a paused process sent waits in its host's queues until the resume; a host failure
+    during the pause loses it with everything else the host had not delivered."""
+    sched, world, _events = _pause_world()
+    world.cluster.brokers[2].replica_manager = None
+    world.cluster.kill = lambda broker: setattr(world.cluster.brokers[broker], "alive", False)
+    world.disk_full = set()
+    got: list = []
+    assert faults.pause(world, 2, 1000)
+    world.network.deliver(2, 1, "sent during the pause", got.append)
+    assert world.network.stats.held == 1
+    assert faults.crash(world, 2)
+    sched.advance(2000)
+    assert got == []
+
+
+def test_the_planner_draws_no_partition_with_one_broker_live(monkeypatch):
+    """A partition needs two live brokers to cut between; with one, a tick draws none."""
+    rates = FaultRates(**{**_QUIET, "partition": 600.0}, partition_ms_max=300, max_down=2)
+    for live, drawn in (((1,), False), ((1, 2), True)):
+        _world, events, _noted = _planned(monkeypatch, rates, live=live)
+        assert any(kind == "partition" for _, kind, _, _ in events) is drawn, live
+
+
+def test_a_controlled_shutdown_the_planner_was_refused_brings_nobody_back(monkeypatch):
+    """The restart after a controlled shutdown belongs to it: a target shutting down already
+    (a scripted shutdown, say) is refused and not restarted by the planner."""
+    rates = FaultRates(**{**_QUIET, "controlled_shutdown": 60.0}, downtime_ms_max=1000)
+    _world, _events, noted = _planned(monkeypatch, rates, shutdown_answer=False)
+    assert sum(kind == "controlled_shutdown" for _, kind, _, _ in noted) > 20
+    assert [b for _, kind, b, _ in noted if kind == "restart"] == []
+
+
+def test_the_planner_kills_no_controller_with_max_down_brokers_down(monkeypatch):
+    killed: list = []
+    monkeypatch.setattr(faults, "kill_controller", lambda w, *a, **k: killed.append(w.cluster.controller_id) or True)
+    rates = FaultRates(**{**_QUIET, "kill_controller": 600.0}, downtime_ms_max=1000, max_down=1)
+    _planned(monkeypatch, rates, live=(1, 2))
+    assert killed == []
+    _planned(monkeypatch, rates)
+    assert len(killed) > 20
+
+
+def test_the_planners_faults_last_between_their_shortest_and_their_bounds(monkeypatch):
+    """Each drawn length lies in its own range: a pause in [50, pause_ms_max], a partition and
+    a cut from the store in [100, partition_ms_max], a slow disk's delay in [5, 200] for
+    [500, 5000] ms, a full disk in [200, 3000] ms."""
+    drawn: dict = {}
+
+    def note(kind):
+        return lambda w, target, *a: drawn.setdefault(kind, []).append(a) or True
+
+    for kind in ("pause", "slow_disk", "disk_full", "partition", "cut_store"):
+        monkeypatch.setattr(faults, kind, note(kind))
+    rates = FaultRates(**{**_QUIET, **dict.fromkeys(("pause", "slow_disk", "disk_full", "partition", "cut_store"),
+                                                    48.0)}, pause_ms_max=400, partition_ms_max=3000)
+    sched, world, _events = _stub_world()
+    planner = ChaosPlanner(world, rates)
+    planner.start()
+    sched.advance(10 * 60_000)
+    planner.stop()
+    assert {kind: len(d) > 30 for kind, d in drawn.items()} == dict.fromkeys(
+        ("pause", "slow_disk", "disk_full", "partition", "cut_store"), True)
+    pauses = [d for (d,) in drawn["pause"]]
+    assert 50 <= min(pauses) and max(pauses) <= 400
+    for kind in ("partition", "cut_store"):
+        lengths = [a[-1] for a in drawn[kind]]
+        assert 100 <= min(lengths) and 400 < max(lengths) <= 3000, kind
+    assert all(5 <= delay <= 200 and 500 <= length <= 5000 for delay, length in drawn["slow_disk"])
+    assert all(200 <= length <= 3000 for (length,) in drawn["disk_full"])

@@ -493,3 +493,20 @@ def test_a_session_a_paused_broker_opens_stays_unreachable_until_its_resume():
     assert not paused_session.reachable and other.reachable
     net.resume(2)
     assert paused_session.reachable
+
+
+def test_a_failed_hosts_message_arriving_behind_a_hand_over_is_still_lost():
+    """A message still on the wire when its sender's host failed is lost, also when it reaches
+    a receiver at the instant of its resume, behind the socket buffer being handed over on
+    that link: only the buffered bytes outlive the sender's host."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    sched.call_later(20, net.resume, 2)  # due with fetch(1), and ahead of it
+    net.send(1, 2, fetch(0), None)  # arrives at 10, into 2's buffer
+    net.set_link(1, 2, LinkProfile(latency_ms_min=20, latency_ms_max=20))
+    net.send(1, 2, fetch(1), None)  # arrives at 20, at 2's resume
+    net.pause(2)
+    sched.advance(15)
+    net.lose_in_flight(1)  # fetch(1) is on the wire: lost with 1's host
+    sched.advance(20)
+    assert [(t, r.replica_id) for t, _, r in got] == [(20, 0)]
+    assert net.stats.dropped == 1
