@@ -82,6 +82,8 @@ def _event_kind(fn: object, args: tuple) -> str:
         return f"store notice {getattr(args[0], '__qualname__', '?')}"
     if name == "PausableScheduler._fire":
         return f"broker timer {getattr(args[1], '__qualname__', '?')}"
+    if name == "PausableScheduler._fire_released":  # the callee is only known when it runs
+        return "broker timer held by a pause, run at its resume"
     return f"timer {name}"
 
 

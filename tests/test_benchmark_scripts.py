@@ -157,4 +157,6 @@ def test_an_events_kind_names_the_message_the_notice_or_the_timer_behind_the_tra
     assert bench_sim._event_kind(named("MemorySession._arrive"), (named("Watch.fire"),)) == "store notice Watch.fire"
     assert bench_sim._event_kind(named("PausableScheduler._fire"), (object(), named("Fetcher.poll"), ())) == (
         "broker timer Fetcher.poll")
+    assert bench_sim._event_kind(named("PausableScheduler._fire_released"), ()) == (
+        "broker timer held by a pause, run at its resume")
     assert bench_sim._event_kind(named("Replica.expire"), ()) == "timer Replica.expire"

@@ -94,6 +94,28 @@ def test_a_held_callback_cancelled_after_resume_but_before_it_runs_stays_cancell
     assert ran == []
 
 
+def test_callbacks_held_again_before_their_release_ran_keep_their_order():
+    """A pause that begins after a resume released its held callbacks, but before all of
+    them ran, holds the ones not yet run; the next resume runs them in their first order,
+    not the ones held again behind those still queued (the eighty-ninth review)."""
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    view.call_later(0, ran.append, 0)
+    view.call_later(0, ran.append, 1)
+    view.pause()
+    shared.advance(1)
+    view.call_later(0, ran.append, 2)  # due while paused, after both
+    shared.advance(0)
+    assert view.resume() == 3
+    view.pause()
+    shared.run_next(shared.now_ms())  # the first released callback, held again
+    assert ran == [] and view.held == 1
+    assert view.resume() == 1  # 1 and 2 are still queued from the first resume
+    shared.advance(1000)
+    assert ran == [0, 1, 2]
+
+
 def test_kill_drops_held_callbacks_and_everything_scheduled_later():
     shared = SimScheduler(1)
     view = PausableScheduler(shared)

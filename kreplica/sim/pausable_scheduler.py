@@ -16,7 +16,11 @@ is paused, holds it instead of running it.  ``resume()`` hands the held
 callbacks back to the shared scheduler, in the order they came due (their
 (due, seq) order in the shared heap), to run at the resume instant; one of the
 process's timers due at that very instant may run before them (its heap entry is
-older), an interleaving a process whose threads race at resume allows.  A timer
+older), an interleaving a process whose threads race at resume allows.  The
+released callbacks wait in one queue, each resume-instant event running the queue's
+head: a pause that begins before all of them ran holds the rest again, and the next
+resume puts those back at the head, ahead of any still queued, so the order they first
+came due is kept however pauses and resumes interleave with them.  A timer
 cancelled while held never runs: the handle callers keep is the shared
 scheduler's own ``Timer``, checked again when the held callback is run.
 ``kill()`` is a crash: held callbacks are dropped and nothing the process
@@ -27,6 +31,7 @@ per ``call_later``.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable
 
 from ..runtime import SimScheduler, Timer
@@ -38,7 +43,8 @@ _UNCANCELLABLE = Timer(0, 0, None, ())  # type: ignore[arg-type]
 class PausableScheduler:
     """A process's Scheduler over a shared SimScheduler; ``pause``/``resume``/``kill`` the process."""
 
-    __slots__ = ("shared", "rng", "now_ms", "_stopped", "paused", "dead", "_held", "_later", "_trampoline")
+    __slots__ = ("shared", "rng", "now_ms", "_stopped", "paused", "dead", "_held", "_reheld", "_released",
+                 "_later", "_trampoline")
 
     def __init__(self, shared: SimScheduler) -> None:
         self.shared = shared
@@ -48,6 +54,10 @@ class PausableScheduler:
         self.paused = False
         self.dead = False
         self._held: list[tuple[Timer, Callable[..., Any], tuple[Any, ...]]] = []
+        # Released by a resume, not run yet: one resume-instant event each, in order.
+        self._released: deque[tuple[Timer, Callable[..., Any], tuple[Any, ...]]] = deque()
+        # Released, then held again by a pause before their turn: older than anything queued.
+        self._reheld: list[tuple[Timer, Callable[..., Any], tuple[Any, ...]]] = []
         # Bound once: looked up on every call_later otherwise.
         self._later = shared.call_later
         self._trampoline = self._fire
@@ -74,11 +84,22 @@ class PausableScheduler:
             return
         fn(*args)
 
+    def _fire_released(self) -> None:
+        """One resume-instant event: run the head of what resumes released."""
+        t, fn, args = entry = self._released.popleft()
+        if self._stopped:
+            if not self.dead:
+                self._reheld.append(entry)
+            return
+        if t.cancelled:
+            return
+        fn(*args)
+
     # ---- the process ---------------------------------------------------------------------
     @property
     def held(self) -> int:
         """Callbacks that came due during the current pause and wait for the resume."""
-        return sum(1 for t, _, _ in self._held if not t.cancelled)
+        return sum(1 for held in (self._reheld, self._held) for t, _, _ in held if not t.cancelled)
 
     def pause(self) -> None:
         """Stop the world: from now on nothing this process scheduled runs until ``resume``."""
@@ -90,20 +111,23 @@ class PausableScheduler:
         if not self.paused:
             return 0
         self.paused = self._stopped = False
-        held, self._held = self._held, []
+        reheld = [e for e in self._reheld if not e[0].cancelled]
+        held = [e for e in self._held if not e[0].cancelled]
+        self._reheld, self._held = [], []
+        if reheld:  # released before, so due before anything still queued or held since
+            self._released.extendleft(reversed(reheld))
+        self._released.extend(held)
         call_soon = self.shared.call_soon
-        count = 0
-        for t, fn, args in held:
-            if not t.cancelled:
-                count += 1
-                # Through the trampoline again: a pause beginning at this same instant holds them anew.
-                call_soon(self._fire, t, fn, args)
-        return count
+        fire = self._fire_released
+        # Through the queue again: a pause beginning at this same instant holds them anew.
+        for _ in range(len(reheld) + len(held)):
+            call_soon(fire)
+        return len(reheld) + len(held)
 
     def kill(self) -> int:
         """The process is gone: held callbacks are dropped, later ones never run; returns the drop count."""
         dropped = self.held
         self.dead = self._stopped = True
         self.paused = False
-        self._held = []
+        self._held, self._reheld = [], []
         return dropped
