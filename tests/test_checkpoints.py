@@ -97,10 +97,13 @@ def test_an_offset_checkpoint_line_with_a_fourth_field_is_refused_naming_the_fil
         OffsetCheckpointFile(path).read()
 
 
-def test_a_topic_name_the_format_cannot_hold_is_refused_before_anything_is_written(tmp_path):
+@pytest.mark.parametrize("topic", ["a b", ""])
+def test_a_topic_name_the_format_cannot_hold_is_refused_before_anything_is_written(tmp_path, topic):
+    """A space splits the line into four fields, an empty name leaves two: either way the
+    file written could not be read back."""
     f = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint")
     with pytest.raises(ValueError, match="cannot be checkpointed"):
-        f.write({TopicPartition("a b", 0): 1})
+        f.write({TopicPartition(topic, 0): 1})
     assert not os.path.exists(f.path) and os.listdir(tmp_path) == []
 
 
@@ -117,3 +120,25 @@ def test_a_replacement_that_fails_leaves_the_old_file_and_no_temp_file(tmp_path)
     with pytest.raises(OSError):
         replace_atomically(path, fill)
     assert path.read_text() == "old" and sorted(os.listdir(tmp_path)) == ["leader-epoch-checkpoint"]
+
+
+def test_a_checkpoint_that_exists_but_cannot_be_read_is_a_storage_error_not_an_empty_one(tmp_path):
+    """Only a missing file reads as no entries. A file there but unreadable (here a
+    directory in its place; EACCES and EIO alike) read as empty would silently forget
+    every leader epoch, and the next write would replace them for good."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.mkdir()
+    with pytest.raises(KafkaStorageError, match=re.escape(f"reading {path}")):
+        LeaderEpochCheckpointFile(path).read()
+
+
+def test_a_longer_temp_file_left_by_a_crash_is_written_over_whole(tmp_path):
+    """A crash between a write's open and its rename leaves ``<name>.tmp``; a broker's data
+    dir is not cleaned of it as a log's directory is. The next write truncates it: written
+    over in place, its longer tail stayed after the new entries and the file renamed in
+    could not be read back."""
+    f = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint")
+    (tmp_path / "replication-offset-checkpoint.tmp").write_text("0\n2\nlong-topic-name 0 100\nt 1 5\n")
+    f.write({TopicPartition("t", 0): 7})
+    assert f.read() == {TopicPartition("t", 0): 7}
+    assert sorted(os.listdir(tmp_path)) == ["replication-offset-checkpoint"]

@@ -141,13 +141,18 @@ def test_rolls_on_segment_ms(tmp_path, clock):
     log.close()
 
 
-def test_a_reopened_segment_ages_on_the_logs_clock(tmp_path, clock):
+@pytest.mark.parametrize("stop", ["close", "crash"])
+def test_a_reopened_segment_ages_on_the_logs_clock(tmp_path, clock, stop):
     # Its age used to come from the file's wall-clock mtime: on a virtual clock that is
-    # decades ahead, so a reopened segment never rolled on segment.ms.
+    # decades ahead, so a reopened segment never rolled on segment.ms.  A segment
+    # recovered after a crash ages from the open too, as one loaded after a clean close.
     path = tmp_path / "t-0"
     log = Log.open(path, {"segment.ms": 1000}, clock=clock)
     log.append_as_leader(values(1))
-    log.close()
+    if stop == "close":
+        log.close()
+    else:
+        log.crash(lose_unflushed=False)
     clock.advance(500)
     log = Log.open(path, {"segment.ms": 1000}, clock=clock)
     clock.advance(999)
@@ -278,6 +283,7 @@ def test_append_batches_as_leader_restamps_in_place(log):
     (lambda log: log.append_as_leader([b"x"], timestamp_ms="5"), "timestamp_ms", "str"),
     (lambda log: log.append_batches_as_leader(encode_batch([b"x"]), "0"), "leader_epoch", "str"),
     (lambda log: log.delete_old_segments(now_ms=1.5), "now_ms", "float"),
+    (lambda log: log.maybe_flush(now_ms=1.5), "now_ms", "float"),
 ])
 def test_offsets_and_times_must_be_ints(log, call, name, kind):
     log.append_as_leader(values(3), leader_epoch=0)
@@ -1231,6 +1237,26 @@ def test_a_clean_reopen_keeps_the_index_interval_running(tmp_path):
     assert a.segments[0].offset_index.array().tolist() == b.segments[0].offset_index.array().tolist()
     a.close()
     b.close()
+
+
+def test_a_truncation_keeps_the_index_interval_running_from_the_last_entry_kept(tmp_path):
+    """After a truncation the bytes since the last index entry left are counted from that
+    entry, not from the segment's start: the next entries fall where an unbroken run of
+    the same appends puts them (counted from the start, the first append after the cut
+    took an entry at once)."""
+    cfg = {"segment.bytes": 1 << 20, "index.interval.bytes": 300}
+    cut, unbroken = Log.open(tmp_path / "a", cfg), Log.open(tmp_path / "b", cfg)
+    for i in range(20):
+        unbroken.append_as_leader(values(1, i), timestamp_ms=1000)
+    for i in range(12):
+        cut.append_as_leader(values(1, i), timestamp_ms=1000)
+    assert cut.truncate_to(7)
+    for i in range(7, 20):
+        cut.append_as_leader(values(1, i), timestamp_ms=1000)
+    assert len(unbroken.segments[0].offset_index.array()) >= 3
+    assert cut.segments[0].offset_index.array().tolist() == unbroken.segments[0].offset_index.array().tolist()
+    cut.close()
+    unbroken.close()
 
 
 def test_a_read_after_a_truncation_does_not_start_where_a_cut_batch_began(log):

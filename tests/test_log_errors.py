@@ -12,16 +12,20 @@ from kreplica.log import Log
 from kreplica.records import decode_records
 
 
-def test_a_directory_that_is_not_a_log_is_refused_and_left_untouched(tmp_path):
+@pytest.mark.parametrize("stranger", ["notes.txt", "notes.tmp"])
+def test_a_directory_that_is_not_a_log_is_refused_and_left_untouched(tmp_path, stranger):
+    """A ``.tmp`` file is a leftover only when it is the temp file of a name a log writes
+    (``<checkpoint>.tmp``, ``<segment file>.tmp``): any other is a stranger's, refused and
+    kept, not deleted as a leftover."""
     d = tmp_path / "home"
     d.mkdir()
-    (d / "notes.txt").write_text("precious")
+    (d / stranger).write_text("precious")
     (d / "00000000000000000000.log").write_bytes(b"")
     before = sorted(os.listdir(d))
-    with pytest.raises(errors.KafkaStorageError, match="not a log directory.*notes.txt"):
+    with pytest.raises(errors.KafkaStorageError, match="not a log directory.*" + stranger):
         Log.open(d)
     assert sorted(os.listdir(d)) == before
-    assert (d / "notes.txt").read_text() == "precious"
+    assert (d / stranger).read_text() == "precious"
 
 
 def test_a_file_is_not_a_log_directory(tmp_path):
@@ -456,7 +460,9 @@ def test_a_clean_open_makes_the_removal_of_its_shutdown_marker_durable(tmp_path,
                         lambda p: (synced.append((p, (p / ".kafka_cleanshutdown").exists())), real(p)))
     log = Log.open(path)
     assert (path, False) in synced
-    log.close()
+    synced.clear()
+    log.close()  # and the marker a clean close leaves is made durable in its turn
+    assert synced == [(path, True)]
 
 
 def test_a_leftover_time_index_without_its_log_is_removed_too(tmp_path):

@@ -653,6 +653,13 @@ def test_a_flush_fsyncs_the_indexes_of_the_rolled_segments_too(tmp_path, monkeyp
     for seg in sealed:
         assert os.path.realpath(seg.offset_index.path) in synced
         assert os.path.realpath(seg.time_index.path) in synced
+    # The active segment's too: rolled right after this flush, it is sealed with these
+    # entries while the point sits at the new segment's base, and no later flush looks
+    # at it again.
+    active = log.segments[-1]
+    assert active.offset_index.entries and active.time_index.entries
+    assert os.path.realpath(active.offset_index.path) in synced
+    assert os.path.realpath(active.time_index.path) in synced
     log.close()
 
 
@@ -717,4 +724,92 @@ def test_garbage_after_the_data_of_the_segment_holding_the_recovery_point_drops_
     assert [s.base_offset for s in log.segments] == bases[:2]
     assert_prefix(log, 200, bases[2])
     assert log.log_end_offset == bases[2]
+    log.close()
+
+
+def test_an_unclean_open_fsyncs_what_recovery_kept_before_its_recovery_point_passes_it(tmp_path, monkeypatch):
+    """After a SIGKILL the batches written since the last flush are in the page cache
+    only; recovery keeps them and moves the recovery point to the LEO, so its flush must
+    fsync them first. Taken for durable because they were there at the open, they were
+    never fsynced, and a power loss later lost batches the checkpoint vouched for."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 100)
+    log.flush()
+    append_range(log, 100, 150)
+    log.crash(lose_unflushed=False)
+    synced = fsynced(monkeypatch)
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == log.recovery_point == 150
+    segment = os.path.realpath(log.segments[-1].log_file.path)
+    checkpoint = synced.index(os.path.realpath(path / "recovery-point-checkpoint") + ".tmp")
+    assert segment in synced[:checkpoint]
+    log.close()
+
+
+def test_a_flush_rewrites_a_checkpoint_only_when_it_changed(tmp_path, monkeypatch):
+    """The recovery-point checkpoint is rewritten when the point enters another segment
+    (recovery rescans whole segments), the leader-epoch checkpoint when an epoch was
+    learnt since: each write is two fsyncs (the file, its directory) that every flush
+    paid otherwise."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 10)
+    log.flush()
+    append_range(log, 10, 20)  # the same epoch, the same segment
+    synced = fsynced(monkeypatch)
+    log.flush()
+    assert os.path.realpath(log.segments[-1].log_file.path) in synced
+    assert [p for p in synced if "checkpoint" in p] == []
+    log.roll()
+    append_range(log, 20, 30, per_epoch=20)  # epoch 1, in a new segment
+    log.flush()
+    assert [os.path.basename(p) for p in synced if "checkpoint" in p] == [
+        "leader-epoch-checkpoint.tmp", "recovery-point-checkpoint.tmp"]
+    log.close()
+
+
+def test_recovery_cutting_a_file_a_live_view_still_maps_leaves_the_view_its_bytes(tmp_path):
+    """A reader's view over batches a reopen's recovery then cuts (a damaged batch
+    before them, no power loss) keeps them: the file is replaced by a copy of what stays.
+    Cut in place, the view's pages past the cut were gone (SIGBUS), or read back as
+    zeros once the file grew again for writing."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 400)
+    seg = log.segments[-1]
+    assert seg.base_offset == 0 and seg.size > 3 * 4096
+    in_flight = log.read(300, 1 << 20)  # pages past the cut below
+    sent = bytes(in_flight.view)
+    cut = seg.position_of(50)[0]
+    assert cut < 4096 and seg.position_of(300)[0] > 8192
+    flip_byte(seg.log_file.path, cut + 70)  # a record byte of the batch at 50: a bad CRC
+    log.crash(lose_unflushed=False)
+    size_before = os.path.getsize(seg.log_file.path)
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == 50 and log.last_recovery[0].error is not None
+    assert os.path.getsize(log.segments[-1].log_file.path) >= size_before
+    assert bytes(in_flight.view) == sent
+    assert_prefix(log, 50, 50)
+    log.close()
+
+
+def test_an_unclean_open_keeps_where_an_epoch_begun_in_an_earlier_segment_starts(tmp_path):
+    """Recovery reads the epochs of every batch in the segment it rescans, those before
+    the recovery point too; only epochs newer than the checkpoint's latest are new.
+    Re-assigned, epoch 1 (begun at 50, in the first segment) moved to the rescanned
+    segment's base, and OffsetsForLeaderEpoch answered epoch 0's end 30 offsets late:
+    a follower diverging at 50 would have kept its own 50..79."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 80, per_epoch=50)  # epoch 0 at 0, epoch 1 at 50
+    log.roll()
+    append_range(log, 80, 150, per_epoch=50)  # epoch 1 goes on, epoch 2 at 100
+    log.flush()
+    assert [s.base_offset for s in log.segments] == [0, 80]
+    log.crash(lose_unflushed=False)
+    log = Log.open(path, CONFIG)
+    assert [r.batches for r in log.last_recovery] == [7]  # the second segment, rescanned
+    assert log.leader_epoch_cache.entries == [(0, 0), (1, 50), (2, 100)]
+    assert log.leader_epoch_cache.end_offset_for(0) == (0, 50)
     log.close()
