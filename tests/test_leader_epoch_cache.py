@@ -125,3 +125,16 @@ def test_truncation_from_end_past_the_latest_epochs_start_writes_nothing(tmp_pat
     c.truncate_from_end(11)
     c.truncate_from_end(50)
     assert writes == [] and c.entries == [(1, 0), (3, 10)]
+
+
+def test_truncation_from_start_at_the_first_epochs_start_writes_nothing(tmp_path):
+    """Every open truncates the cache from its log start: when the first epoch starts
+    there already (or later), the checkpoint is not replaced, which would cost an fsync of
+    the file and of its directory per partition per open."""
+    c, _, cp = make(tmp_path)
+    c.assign(1, 5)
+    c.assign(3, 10)
+    before = cp.path.stat().st_ino  # a write replaces the file: a new inode
+    c.truncate_from_start(5)
+    c.truncate_from_start(2)
+    assert cp.path.stat().st_ino == before and c.entries == [(1, 5), (3, 10)]

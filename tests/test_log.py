@@ -482,6 +482,26 @@ def test_truncate_fully_and_start_at(log):
         log.read(0)
 
 
+def segment_files(log):
+    return sorted(n for n in os.listdir(log.dir) if n.endswith((".log", ".index", ".timeindex")))
+
+
+def test_a_deleted_segment_takes_its_index_files_with_it(log):
+    """Retention and a full truncation delete a segment's three files. An index left
+    behind stays until the next open, or is taken up, entries and all, by the next
+    segment created at its base (a follower restarted at a base it once had)."""
+    for i in range(100):
+        log.append_as_leader(values(10, 10 * i))
+    log.update_high_watermark(1000)
+    log.config = LogConfig.from_dict({**SMALL, "retention.bytes": log.size_in_bytes() // 2})
+    assert log.delete_old_segments() > 0
+    bases = [s.base_offset for s in log.segments]
+    assert segment_files(log) == sorted(f"{b:020d}{x}" for b in bases for x in (".log", ".index", ".timeindex"))
+    log.truncate_fully_and_start_at(bases[1])
+    assert segment_files(log) == [f"{bases[1]:020d}{x}" for x in (".index", ".log", ".timeindex")]
+    assert log.segments[0].offset_index.entries == log.segments[0].time_index.entries == 0
+
+
 def test_retention_by_bytes_only_below_the_hw(log):
     for i in range(100):
         log.append_as_leader(values(10, 10 * i), leader_epoch=i // 50)

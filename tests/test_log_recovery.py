@@ -8,6 +8,7 @@ import textwrap
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from kreplica.errors import KafkaStorageError
 from kreplica.log import Log
 from kreplica.records import decode_records, encode_batch, scan_batches
 
@@ -133,6 +134,10 @@ def test_a_truncation_below_the_recovery_point_moves_it_back(tmp_path):
     append_range(log, 0, 100)
     log.flush()
     assert log.truncate_to(50) and log.recovery_point == 50
+    # The checkpoint moves back with it, though the point stays in its segment: left at
+    # 100, a roll at or below 100 put it in the new segment, and an unclean open then
+    # trusted the first one, unscanned, with batches appended over the cut unflushed.
+    assert (path / "recovery-point-checkpoint").read_text() == "0\n1\n50\n"
     append_range(log, 50, 80)
     assert log.recovery_point == 50
     log.crash(lose_unflushed=True)
@@ -812,4 +817,26 @@ def test_an_unclean_open_keeps_where_an_epoch_begun_in_an_earlier_segment_starts
     assert [r.batches for r in log.last_recovery] == [7]  # the second segment, rescanned
     assert log.leader_epoch_cache.entries == [(0, 0), (1, 50), (2, 100)]
     assert log.leader_epoch_cache.end_offset_for(0) == (0, 50)
+    log.close()
+
+
+def test_a_flush_whose_epoch_checkpoint_fails_leaves_the_recovery_point_where_it_was(tmp_path):
+    """The epochs learnt from appended batches are made durable before the recovery point
+    passes them: with the leader-epoch checkpoint's write failing (its temp file cannot
+    be made), the recovery-point checkpoint must not move, or the next unclean open
+    trusts the segments where those epochs begin and never finds them again."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    log.append_as_follower(encode_batch([value(i) for i in range(10)], base_offset=0, leader_epoch=1))
+    log.flush()
+    for i in range(10, 1000, 10):
+        log.append_as_follower(encode_batch([value(j) for j in range(i, i + 10)], base_offset=i, leader_epoch=2))
+    assert len(log.segments) >= 2  # the point would enter a later segment
+    (path / "leader-epoch-checkpoint.tmp").mkdir()  # the write's open fails: EISDIR
+    with pytest.raises(KafkaStorageError, match="leader-epoch-checkpoint"):
+        log.flush()
+    log.crash(lose_unflushed=False)
+    (path / "leader-epoch-checkpoint.tmp").rmdir()
+    log = Log.open(path, CONFIG)
+    assert log.leader_epoch_cache.entries == [(1, 0), (2, 10)]
     log.close()

@@ -198,3 +198,24 @@ def test_entries_written_over_truncated_ones_are_fsynced_by_the_next_flush(tmp_p
     idx.flush()
     assert synced
     idx.close()
+
+
+def test_entries_get_their_disk_blocks_before_they_are_written_through_the_map(tmp_path, monkeypatch):
+    """Entries are copied in through a map of a sparse file, where a page with no disk
+    block on a full disk is a SIGBUS at the copy: both append paths reserve the blocks
+    first, and a full disk is a KafkaStorageError with the entries unchanged."""
+    import errno
+    import struct
+
+    idx = OffsetIndex(tmp_path / "i", 0, 1 << 16, writable=True)
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(KafkaStorageError, match="reserving space in"):
+        idx.append_encoded(struct.pack(">II", 1, 100))
+    with pytest.raises(KafkaStorageError, match="reserving space in"):
+        idx.append(1, 100)
+    assert idx.entries == 0
+    idx.close()
