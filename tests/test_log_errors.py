@@ -465,6 +465,25 @@ def test_a_clean_open_makes_the_removal_of_its_shutdown_marker_durable(tmp_path,
     assert synced == [(path, True)]
 
 
+def test_a_close_whose_flush_fails_leaves_no_shutdown_marker(tmp_path):
+    """The clean-shutdown marker is written only once the flush succeeded: written first,
+    a close whose flush failed (here the leader-epoch checkpoint cannot be written) left
+    it over unflushed batches, and the next open trusted them unscanned."""
+    path = tmp_path / "t-0"
+    log = Log.open(path)
+    log.append_as_leader([b"x" * 100] * 10, leader_epoch=3)
+    (path / "leader-epoch-checkpoint.tmp").mkdir()  # the write's open fails: EISDIR
+    with pytest.raises(errors.KafkaStorageError, match="leader-epoch-checkpoint"):
+        log.close()
+    assert not (path / ".kafka_cleanshutdown").exists()
+    log.crash(lose_unflushed=False)
+    (path / "leader-epoch-checkpoint.tmp").rmdir()
+    log = Log.open(path)
+    assert [r.batches for r in log.last_recovery] == [1]  # scanned, not trusted
+    assert log.leader_epoch_cache.entries == [(3, 0)]
+    log.close()
+
+
 def test_a_leftover_time_index_without_its_log_is_removed_too(tmp_path):
     """Both index files of an interrupted segment creation go, not only the offset index:
     a stale ``.timeindex`` left behind would be taken up by the next segment created at

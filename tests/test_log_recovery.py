@@ -234,6 +234,8 @@ def test_a_damaged_index_on_a_clean_open_is_rebuilt(tmp_path):
     index.write_bytes(bytes(data))
     log = Log.open(path, CONFIG)
     assert not (path / ".kafka_cleanshutdown").exists()
+    # rebuilt from the damaged segment on: the later ones are scanned too, not trusted
+    assert len(log.segments) >= 2 and len(log.last_recovery) == len(log.segments)
     assert_prefix(log, 600, 600)
     index_positions_valid(log)
     log.close()
@@ -839,4 +841,45 @@ def test_a_flush_whose_epoch_checkpoint_fails_leaves_the_recovery_point_where_it
     (path / "leader-epoch-checkpoint.tmp").rmdir()
     log = Log.open(path, CONFIG)
     assert log.leader_epoch_cache.entries == [(1, 0), (2, 10)]
+    log.close()
+
+
+def test_a_trusted_segment_whose_log_came_back_empty_under_its_index_is_recovered(tmp_path):
+    """An index entry with no data under it, the ``.log`` empty: not a segment to take
+    for empty with its stale entries kept (reads and appends would go through them), but
+    one to recover, indexes rebuilt; the later segments then go, as after any hole."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 600)
+    log.close()
+    assert len(log.segments) >= 2 and log.segments[0].offset_index.entries
+    os.truncate(log.segments[0].log_file.path, 0)
+    log = Log.open(path, CONFIG)
+    assert [r.batches for r in log.last_recovery] == [0]
+    assert [s.base_offset for s in log.segments] == [0]
+    assert log.segments[0].offset_index.entries == 0 and log.log_end_offset == 0
+    log.close()
+
+
+def test_an_unclean_open_whose_recovery_point_lags_the_first_segment_fsyncs_every_segment(
+        tmp_path, monkeypatch):
+    """Retention deletes segments the recovery point never reached (flush.ms unset, the
+    default) without rewriting its checkpoint, which then lags the first segment. An
+    unclean open recovers every segment, and its flush must fsync them all before the
+    point passes them, not only the last."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, {**CONFIG, "retention.bytes": 64 * 1024})
+    append_range(log, 0, 100)
+    log.flush()
+    append_range(log, 100, 2000)
+    log.update_high_watermark(2000)
+    assert log.delete_old_segments() > 0
+    assert log.segments[0].base_offset > 100 and len(log.segments) >= 2
+    log.crash(lose_unflushed=False)
+    synced = fsynced(monkeypatch)
+    log = Log.open(path, {**CONFIG, "retention.bytes": 64 * 1024})
+    assert len(log.last_recovery) == len(log.segments)
+    checkpoint = synced.index(os.path.realpath(path / "recovery-point-checkpoint") + ".tmp")
+    for seg in log.segments:
+        assert os.path.realpath(seg.log_file.path) in synced[:checkpoint]
     log.close()
