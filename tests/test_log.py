@@ -812,10 +812,17 @@ def test_config_errors_name_the_key_and_touch_nothing(tmp_path):
 
 def test_one_log_per_directory(tmp_path):
     log = Log.open(tmp_path / "t-0")
+    # The open log's checkpoint write in progress: a refused second opener leaves it
+    # alone (clearing left-overs is the lock holder's work, at its own open).
+    tmp = tmp_path / "t-0" / "recovery-point-checkpoint.tmp"
+    tmp.write_bytes(b"0\n")
     with pytest.raises(errors.KafkaStorageError, match="already open"):
         Log.open(tmp_path / "t-0")
+    assert tmp.exists()
     log.close()
+    tmp.write_bytes(b"0\n")
     Log.open(tmp_path / "t-0").close()
+    assert not tmp.exists()  # the next opener clears what the last left
 
 
 def test_kafka_python_reads_our_segment_files(tmp_path):

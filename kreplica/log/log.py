@@ -38,7 +38,7 @@ from .checkpoints import CheckpointFile, LeaderEpochCheckpointFile, fsync_dir
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
 from .log_dir import (CLEAN_SHUTDOWN, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock,
-                      segment_bases)
+                      check_log_dir, segment_bases)
 from ._batch_run import BatchRun, frame_append, frame_batches, frame_producer_append
 from ._segment import stamp_log_append_time
 from .log_segment import MAX_RELATIVE_OFFSET, LogSegment, RecoveryResult
@@ -172,9 +172,9 @@ class Log:
         if log_start_offset is not None:
             log_start_offset = _int(log_start_offset, "log_start_offset")
         directory = Path(path)
-        bases = segment_bases(directory)  # refuses a directory that is not a log
+        check_log_dir(directory)  # refuses a directory that is not a log, changing nothing
         try:
-            if not bases and not directory.is_dir():
+            if not directory.is_dir():
                 directory.mkdir(parents=True, exist_ok=True)
                 # The new directory's entry must be durable in its parent, or a power loss
                 # could take the whole partition, flushed data included.
@@ -183,6 +183,9 @@ class Log:
             raise KafkaStorageError(f"creating {directory}: {e}") from e
         lock = DirLock(directory)
         try:
+            # Left-over temp and orphan index files are cleared under the lock: a refused
+            # second opener must not delete the open log's temp files.
+            bases = segment_bases(directory)
             log = cls(directory, config, clock or SystemClock(), lock)
         except BaseException:
             lock.release()

@@ -21,13 +21,10 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-checkpoint"
 KNOWN = {CLEAN_SHUTDOWN, LOCK, LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_CHECKPOINT}
 
 
-def segment_bases(path: Path) -> list[int]:
-    """Base offsets of the segments in ``path`` (sorted), after checking it is a log dir.
-
-    Index files whose ``.log`` is missing are leftovers of an interrupted segment
-    creation and are removed; temp files of an interrupted checkpoint write or
-    segment replacement (``MappedFile.cut_for_write``) too.
-    """
+def check_log_dir(path: Path) -> list[str]:
+    """The names in ``path`` (none if it does not exist), after checking that it is a log
+    directory: only segment, index, checkpoint and marker files, or their temp files.
+    Nothing is changed, so this may run before the directory is locked."""
     try:
         names = os.listdir(path)
     except FileNotFoundError:
@@ -38,6 +35,18 @@ def segment_bases(path: Path) -> list[int]:
         base = name[:-4] if name.endswith(".tmp") else name
         if SEGMENT_FILE.match(base) is None and base not in KNOWN:
             raise KafkaStorageError(f"{path} is not a log directory: it holds {name!r}")
+    return names
+
+
+def segment_bases(path: Path) -> list[int]:
+    """Base offsets of the segments in ``path`` (sorted), after checking it is a log dir.
+
+    Index files whose ``.log`` is missing are leftovers of an interrupted segment
+    creation and are removed; temp files of an interrupted checkpoint write or
+    segment replacement (``MappedFile.cut_for_write``) too.  Only the directory's
+    lock holder may call this: the temp files of a log open elsewhere are its own.
+    """
+    names = check_log_dir(path)
     logs = {int(m.group(1)) for n in names if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log"}
     for name in names:
         m = SEGMENT_FILE.match(name)
