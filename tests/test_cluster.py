@@ -646,9 +646,41 @@ def test_each_config_change_is_applied_once_not_again_with_the_next():
         assert sorted(applied) == [(1, ["a"]), (1, ["b"]), (2, ["a"]), (2, ["b"])]
 
 
-def test_a_config_change_listing_that_lost_the_store_is_tried_again():
+def test_a_config_change_for_another_entity_than_a_topic_is_skipped():
+    """/config/changes also carries Kafka's broker and client config changes: a listing that
+    holds one beside a topic's applies the topic's and skips the other (the eighty-eighth
+    review's BR5-13), as Kafka's topic handler ignores other entities."""
+    from kreplica.meta import layout
+
+    with Cluster.embedded(brokers=[1, 2], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("a", partitions=1, replication_factor=2)
+        c.zk.session.create(layout.config_change_path(layout.CONFIG_CHANGE_PREFIX),
+                            b'{"version":2,"entity_path":"brokers/1"}', sequential=True)
+        c.alter_topic_config("a", {"retention.bytes": 4096})  # both in the brokers' next listing
+        c.advance(100)
+        applied = sorted((e.broker, e.details["topics"]) for e in c.timeline if e.kind == "topic_config_applied")
+        assert applied == [(1, ["a"]), (2, ["a"])]
+
+
+def test_only_the_brokers_hosting_a_topic_tell_its_config_change_applied():
+    """The topic_config_applied event says a broker's replicas took the topic's new overrides:
+    a broker that hosts none of them reads the change but applies nothing, and tells nothing
+    (the eighty-eighth review's BR5-04)."""
+    with Cluster.embedded(brokers=[1, 2, 3], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("a", assignment={0: [1, 2]})
+        c.alter_topic_config("a", {"retention.bytes": 4096})
+        c.advance(100)
+        applied = sorted((e.broker, e.details["topics"]) for e in c.timeline if e.kind == "topic_config_applied")
+        assert applied == [(1, ["a"]), (2, ["a"])]
+
+
+@pytest.mark.parametrize("call", ["get_config_changes", "get_config_change_topics", "get_topic_configs"])
+def test_a_config_change_listing_that_lost_the_store_is_tried_again(call):
     """The watch on /config/changes fires while broker 2 cannot reach the store: its listing is
-    retried, so the change still arrives and the watch, set again, brings the next one too."""
+    retried, so the change still arrives and the watch, set again, brings the next one too.
+    The store may go away after the listing too, while the notifications or the topics'
+    overrides are read: the change is then not taken as applied, and the retry applies it
+    (the eighty-eighth review's BR5-03)."""
     from kreplica.broker import REGISTRATION_RETRY_MS
     from kreplica.meta.store import ConnectionLoss
 
@@ -658,16 +690,16 @@ def test_a_config_change_listing_that_lost_the_store_is_tried_again():
         assert c.run_until(lambda: all(TopicPartition(t, 0) in b.replica_manager.partitions
                                        for t in ("a", "b") for b in c.brokers.values()), 60_000)
         zk = c.brokers[2].zk
-        real = zk.get_config_changes
+        real = getattr(zk, call)
         lost = []
 
-        def flaky(watch=None):
+        def flaky(*args, **kwargs):
             if not lost:
                 lost.append(c.now_ms())
                 raise ConnectionLoss("the store went away")
-            return real(watch)
+            return real(*args, **kwargs)
 
-        zk.get_config_changes = flaky
+        setattr(zk, call, flaky)
         replica = {t: c.brokers[2].replica_manager.partitions[TopicPartition(t, 0)] for t in ("a", "b")}
         altered = c.now_ms()
         c.alter_topic_config("a", {"retention.bytes": 4096}, wait=False)
