@@ -13,7 +13,7 @@ from kreplica import Cluster, errors
 from kreplica.log.checkpoints import OffsetCheckpointFile
 from kreplica.broker import ALTER_ISR_RETRY_MS, REGISTRATION_RETRY_MS
 from kreplica.cluster import CLIENT_ID
-from kreplica.meta.store import ConnectionLoss
+from kreplica.meta.store import ConnectionLoss, SessionExpired
 from kreplica.protocol import (
     ControlledShutdownRequest,
     FetchRequest,
@@ -117,6 +117,8 @@ def test_controlled_shutdown_retries_while_partitions_remain_then_gives_up(make)
     assert len(attempts) == 2 and attempts[1] - attempts[0] >= 1000
     # Kafka stops the broker anyway; the partition then waits for a live replica.
     assert not c.brokers[1001].alive and c.now_ms() - start >= 1000
+    # The timeline says the shutdown failed (the eighty-eighth review's BR5-20).
+    assert [e.details["ok"] for e in c.timeline if e.kind == "controlled_shutdown_done"] == [False]
     assert c.run_until(lambda: state(c, 0, "solo").leader == -1, 30_000)
 
 
@@ -263,14 +265,15 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(make, metadat
 
 
 
-@pytest.mark.parametrize("landed", [True, False], ids=["write-landed", "write-lost"])
-def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers(make, landed):
+@pytest.mark.parametrize("landed, lost", [(True, ConnectionLoss), (False, ConnectionLoss), (False, SessionExpired)],
+                         ids=["write-landed", "write-lost", "session-expired"])
+def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers(make, landed, lost):
     # The leader's ISR expansion loses its store connection mid-write: with ZooKeeper the
     # write may have landed.  The proposal stays pending and is retried; a retry that finds
     # it stored succeeds.  Dropped, the leader would forget a follower the store has in
-    # the ISR (an electable replica) and move the HW without it.
-    from kreplica.meta.store import ConnectionLoss
-
+    # the ISR (an electable replica) and move the HW without it.  A write refused because
+    # the session just expired (before the broker renewed it) is retried too, not raised
+    # into the broker's event loop (the eighty-eighth review's BR5-01).
     c = make()
     tp = TopicPartition("bar", 0)
     c.kill(1003)
@@ -284,7 +287,7 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
             failed.append(states[tp])
             if landed:
                 real(states)
-            raise ConnectionLoss("the reply was lost")
+            raise lost("the reply was lost")
         return real(states)
 
     leader.zk.update_partition_states = flaky
@@ -294,6 +297,39 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
     part = leader.replica_manager.partitions[tp]
     assert set(stored.isr) == set(part.isr) == {1001, 1002, 1003}
     assert part.zk_version == stored.zk_version and not part.isr_state.is_inflight
+
+
+def test_an_isr_write_that_conflicts_with_a_state_gone_at_the_re_read_is_dropped(make):
+    # The ISR write meets another version; before its re-read the partition state is gone
+    # (a topic deletion, on a store other processes write).  The write lost: it is answered
+    # as such and dropped, not taken for the leader's own (the eighty-eighth review's BR5-11).
+    c = make(config={"replica.lag.time.max.ms": 1_000})  # the leader shrinks before the session expires
+    # A leader that is not the controller: the controller's writes go through the same client.
+    p = next(i for i in BAR if BAR[i][0] != c.controller_id)
+    leader = c.brokers[BAR[p][0]]
+    follower = next(b for b in BAR[p] if b not in (c.controller_id, leader.broker_id))
+    tp = TopicPartition("bar", p)
+    real_update, real_get = leader.zk.update_partition_states, leader.zk.get_partition_states
+    conflicted, reread = [], []
+
+    def conflict_once(states):
+        if conflicted or tp not in states:
+            return real_update(states)
+        conflicted.append(states[tp])
+        return {}, [tp], {}
+
+    def gone_once(tps):
+        if conflicted and not reread and list(tps) == [tp]:
+            reread.append(c.now_ms())
+            return {}
+        return real_get(tps)
+
+    leader.zk.update_partition_states, leader.zk.get_partition_states = conflict_once, gone_once
+    c.kill(follower)
+    assert c.run_until(lambda: follower not in state(c, p).isr, SESSION_MS // 2)  # a later proposal lands
+    assert conflicted and reread and follower not in conflicted[0].isr
+    part = leader.replica_manager.partitions[tp]
+    assert follower not in part.isr and not part.isr_state.is_inflight
 
 
 def test_a_conflicting_stored_state_is_taken_for_the_leaders_own_write_only_if_it_matches_in_full():
@@ -312,10 +348,13 @@ def test_a_conflicting_stored_state_is_taken_for_the_leaders_own_write_only_if_i
         assert not _same_state(proposed, replace(proposed, zk_version=8, **other)), other
 
 
-def test_an_isr_change_notification_lost_with_the_store_is_sent_again(make):
+@pytest.mark.parametrize("error", [ConnectionLoss, SessionExpired], ids=["connection-loss", "session-expired"])
+def test_an_isr_change_notification_lost_with_the_store_is_sent_again(make, error):
     # The leader's ISR expansion lands, then the store is lost before its notification:
     # the controller, which hears of ISR changes only from those, left the reassignment
-    # waiting for its new replica to join the ISR (seed 000 step 4) for good.
+    # waiting for its new replica to join the ISR (seed 000 step 4) for good.  A session
+    # expired just then is no different: the notification is sent again on the renewed
+    # session, not raised into the broker's event loop (the eighty-eighth review's BR5-02).
     c = make(topic=False)
     c.create_topic("r", assignment={0: [1001, 1002]})
     leader = c.brokers[c.leader_for("r", 0)]
@@ -325,7 +364,7 @@ def test_an_isr_change_notification_lost_with_the_store_is_sent_again(make):
     def flaky(tps):
         if not lost:
             lost.append(tps)
-            raise ConnectionLoss("the store went away right after the ISR write")
+            raise error("the store went away right after the ISR write")
         return real(tps)
 
     leader.zk.create_isr_change_notification = flaky
@@ -676,6 +715,27 @@ def test_the_leader_and_isr_event_is_told_only_by_the_leader_it_names(make):
     assert all(e.details["leader"] == e.broker for e in events)
 
 
+def test_the_leader_and_isr_event_names_the_epoch_of_the_controller_that_sent_it(make):
+    # After a controller failover the new controller tells each leader its partition again;
+    # the states it sends were written under the old epoch, but the event names the epoch
+    # of the controller that sent them (the eighty-eighth review's BR5-17).
+    c = make(topic=False)
+    old = c.controller_id
+    others = [b for b in (1001, 1002, 1003) if b != old]
+    c.create_topic("r", assignment={0: others, 1: others[::-1]})  # the old controller hosts none
+    assert c.run_until(lambda: isr_full(c, "r"), 60_000)
+    told = len(c.timeline)
+    c.brokers[old].stop()
+    assert c.run_until(lambda: c.controller_id not in (None, old), 10_000)
+    epoch = c.zk.get_controller_epoch()[0]
+    assert c.run_until(lambda: any(e.kind == "leader_and_isr" for e in c.timeline[told:]), 10_000)
+    c.advance(1_000)
+    resent = [e for e in c.timeline[told:] if e.kind == "leader_and_isr"]
+    assert {e.details["controller_epoch"] for e in resent} == {epoch}
+    stored = c.zk.get_partition_states([e.details["tp"] for e in resent])
+    assert any(s.controller_epoch < epoch for s in stored.values())  # not all rewritten by it
+
+
 def test_a_restarted_broker_has_no_broker_epoch_until_its_own_session_registers(make):
     """The crashed session still holds /brokers/ids/<id>: the new process must not claim an epoch yet,
     or its controlled shutdown names a session the controller does not know and is refused."""
@@ -814,6 +874,22 @@ def test_a_registration_that_loses_the_store_is_tried_again_in_place(make, monke
     assert c.run_until(lambda: isr_full(c), 60_000)
 
 
+def _out_of_reach(c, calls, what):
+    """A store call that notes when it was made (in ``calls``) and never reaches the store."""
+    def unreachable(*args, **kwargs):
+        calls.append(c.now_ms())
+        raise ConnectionLoss(f"the store is out of reach for {what}")
+    return unreachable
+
+
+def _silent_once_killed(c, broker, calls, quiet_ms):
+    """Kill ``broker``: True if the dead process makes none of ``calls`` in the next ``quiet_ms``."""
+    broker.kill()
+    killed_at = c.now_ms()
+    c.advance(quiet_ms)
+    return [t for t in calls if t > killed_at] == []
+
+
 def test_a_dead_leader_stops_retrying_its_isr_change_notification(make):
     # The leader's ISR shrink lands but its notification cannot reach the store; the
     # leader then dies.  Its retries end with the process: a dead process sends nothing.
@@ -822,19 +898,28 @@ def test_a_dead_leader_stops_retrying_its_isr_change_notification(make):
     leader = c.brokers[c.leader_for("r", 0)]
     follower = next(b for b in (1001, 1002, 1003) if b != leader.broker_id)
     calls = []
-
-    def unreachable(tps):
-        calls.append(c.now_ms())
-        raise ConnectionLoss("the store is out of reach for the notification")
-
-    leader.zk.create_isr_change_notification = unreachable
+    leader.zk.create_isr_change_notification = _out_of_reach(c, calls, "the notification")
     c.kill(follower)
     assert c.run_until(lambda: len(calls) >= 3, SESSION_MS // 2)  # the shrink landed, its notice retried
     assert follower not in state(c, 0, "r").isr
-    leader.kill()
-    killed_at = c.now_ms()
-    c.advance(10 * ALTER_ISR_RETRY_MS)
-    assert [t for t in calls if t > killed_at] == []
+    assert _silent_once_killed(c, leader, calls, 10 * ALTER_ISR_RETRY_MS)
+
+
+def test_a_controlled_shutdown_has_stopped_the_broker_when_it_reports_done(make):
+    # A rolling restart starts the broker again from the shutdown's answer: by then the
+    # process has stopped (its session closed, its node gone), so the start is a new
+    # process, not refused as a second one (the eighty-eighth review's BR5-08).
+    c = make()
+    seen = []
+
+    def restart(ok):
+        seen.append((ok, c.brokers[1003].alive, 1003 in c.zk.get_live_broker_ids()))
+        c.start(1003)
+
+    c.brokers[1003].controlled_shutdown(restart)
+    assert c.run_until(lambda: bool(seen), 30_000)
+    assert seen == [(True, False, False)] and c.brokers[1003].alive
+    assert c.run_until(lambda: isr_full(c), 60_000)
 
 
 def test_a_controlled_shutdown_that_cannot_look_up_the_controller_tries_again(make):
@@ -854,6 +939,23 @@ def test_a_controlled_shutdown_that_cannot_look_up_the_controller_tries_again(ma
     broker.zk.get_controller_id = flaky
     assert c.controlled_shutdown(1003)
     assert lost and all(p.leader != 1003 for p in c.describe("bar").partitions)
+
+
+def test_stopping_a_killed_broker_does_not_make_its_crash_a_clean_stop(make):
+    # A crash is final for the process: a stop() reaching the dead Broker afterwards (a
+    # teardown, a late callback) must not close its abandoned session, checkpoint its logs
+    # as cleanly closed or tell a second departure (the eighty-eighth review's BR5-07).
+    c = make()
+    b = c.brokers[1003]
+    b.kill()
+    told = len(c.timeline)
+    b.stop()
+    b.kill()
+    assert [e.kind for e in c.timeline[told:]] == []
+    assert 1003 in c.zk.get_live_broker_ids()  # the crashed session holds its node until it expires
+    assert c.run_until(lambda: 1003 not in c.zk.get_live_broker_ids(), 2 * SESSION_MS)
+    c.start(1003)
+    assert c.brokers[1003].replica_manager.recovered_uncleanly
 
 
 def test_a_clean_stop_deregisters_the_broker_at_once(make):
@@ -892,9 +994,15 @@ def test_a_controlled_shutdown_names_the_registration_it_comes_from(make):
 def test_a_broker_whose_session_expired_stands_for_controller_again(make):
     c = make()
     broker = c.brokers[1003]
+    told = len(c.timeline)
     broker.session.pause_heartbeats()  # a long pause: the session expires, a new one registers
     c.advance(SESSION_MS + 1_000)
     assert c.run_until(lambda: broker.broker_epoch != -1 and 1003 in c.zk.get_live_broker_ids(), 10_000)
+    # The timeline (and the demo, which prints it) tells the expiry, then the new registration
+    # (the eighty-eighth review's BR5-14, BR5-18).
+    kinds = [e.kind for e in c.timeline[told:] if e.broker == 1003]
+    assert [k for k in kinds if k in ("session_expired", "broker_registered")] == ["session_expired",
+                                                                                   "broker_registered"]
     c.brokers[1001].stop()
     c.brokers[1002].stop()
     assert c.run_until(lambda: c.controller_id == 1003, 10_000)
@@ -957,18 +1065,81 @@ def test_a_dead_broker_stops_retrying_the_topic_configs_of_replicas_it_started(m
     c = make(topic=False)
     broker = c.brokers[1003]
     calls = []
-
-    def unreachable(topics):
-        calls.append(c.now_ms())
-        raise ConnectionLoss("the store is out of reach for the topic configs")
-
-    broker.zk.get_topic_configs = unreachable
+    broker.zk.get_topic_configs = _out_of_reach(c, calls, "the topic configs")
     c.create_topic("r", assignment={0: [1003, 1001]})
     assert c.run_until(lambda: len(calls) >= 2, 5 * REGISTRATION_RETRY_MS)  # started, and retried
-    broker.kill()
-    killed_at = c.now_ms()
-    c.advance(10 * REGISTRATION_RETRY_MS)
-    assert [t for t in calls if t > killed_at] == []
+    assert _silent_once_killed(c, broker, calls, 10 * REGISTRATION_RETRY_MS)
+
+
+def test_a_topic_config_read_refused_by_an_expired_session_is_tried_again(make):
+    # The read of a started replica's topic overrides meets a session that has just expired
+    # (the broker has not renewed it yet): it is retried, as after a lost connection, not
+    # raised out of the LeaderAndIsr's handling (the eighty-eighth review's BR5-10).
+    c = make(topic=False)
+    broker = c.brokers[1003]
+    real = broker.zk.get_topic_configs
+    calls = []
+
+    def expired_once(topics):
+        calls.append(c.now_ms())
+        if len(calls) == 1:
+            raise SessionExpired("the session has just expired")
+        return real(topics)
+
+    broker.zk.get_topic_configs = expired_once
+    c.create_topic("r", assignment={0: [1003, 1001]}, config={"retention.bytes": 4096})
+    assert c.run_until(lambda: len(calls) == 2, 5 * REGISTRATION_RETRY_MS)
+    assert calls[1] - calls[0] == REGISTRATION_RETRY_MS
+    assert broker.replica_manager.partitions[TopicPartition("r", 0)].log.config.retention_bytes == 4096
+
+
+def test_a_broker_killed_while_its_registration_is_retried_stops_retrying_it(make, monkeypatch):
+    # Restarted right after a crash, the broker finds its crashed session's node and retries
+    # the registration; killed meanwhile, the dead process retries nothing more (the
+    # eighty-eighth review's BR5-06): its attempts only meet its own killed session.
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+
+    c = make()
+    real = KafkaZkClient.register_broker
+    calls = []
+
+    def counted(self, broker_id, **kwargs):
+        if broker_id == 1003:
+            calls.append(c.now_ms())
+        return real(self, broker_id, **kwargs)
+
+    monkeypatch.setattr(KafkaZkClient, "register_broker", counted)
+    c.kill(1003)
+    c.start(1003)
+    assert c.run_until(lambda: len(calls) >= 3, 5 * REGISTRATION_RETRY_MS)  # NodeExists, retried
+    assert _silent_once_killed(c, c.brokers[1003], calls, 2 * SESSION_MS)  # past the crashed sessions' expiry
+    assert 1003 not in c.zk.get_live_broker_ids()
+
+
+def test_a_dead_broker_stops_retrying_its_config_change_listing(make):
+    # The listing of /config/changes cannot reach the store and is retried; the broker then
+    # dies, and the dead process lists nothing more (the eighty-eighth review's BR5-21).
+    c = make()
+    broker = c.brokers[1003]
+    calls = []
+    broker.zk.get_config_changes = _out_of_reach(c, calls, "the listing")
+    c.alter_topic_config("bar", {"retention.bytes": 4096}, wait=False)
+    assert c.run_until(lambda: len(calls) >= 2, 5 * REGISTRATION_RETRY_MS)  # the watch fired, retried
+    assert _silent_once_killed(c, broker, calls, 10 * REGISTRATION_RETRY_MS)
+
+
+def test_a_session_renewal_pending_when_the_broker_dies_is_not_made(make):
+    # The session expired and its renewal could not reach the store; the broker is killed
+    # before the renewal's retry.  The dead process opens no session (the eighty-eighth
+    # review's BR5-22): one would ping on for good, owned by nothing.
+    c = make()
+    real_session = _expire_while_renewals_are_refused(c, 1003)
+    c.store.session = real_session  # the store is back before the renewal's retry
+    opened = []
+    c.store.session = lambda name="", on_expired=None: opened.append(name) or real_session(name, on_expired)
+    c.kill(1003)
+    c.advance(2_000)
+    assert opened == [] and 1003 not in c.zk.get_live_broker_ids()
 
 
 def test_a_leader_and_isr_refused_as_stale_is_not_told_as_one_the_broker_acts_on(make):
@@ -1039,6 +1210,27 @@ def test_a_leader_and_isr_for_replicas_already_running_reads_no_topic_configs(ma
     assert c.run_until(lambda: state(c, 1).leader not in (-1, 1002), 2 * SESSION_MS)
     c.advance(1_000)
     assert reads == []
+
+
+def test_a_leader_and_isr_that_starts_no_replica_reads_no_topic_configs(make):
+    # Only the replicas a LeaderAndIsr did start read their topic's overrides: one refused
+    # whole (an older controller epoch) or naming partitions this broker is no replica of
+    # starts none, and costs no store read (the eighty-eighth review's BR5-05).
+    from kreplica.protocol import LeaderAndIsrPartitionState
+    c = make(topic=False)
+    b = c.brokers[1001]
+    reads = []
+    b.zk.get_topic_configs = lambda topics, real=b.zk.get_topic_configs: reads.append(topics) or real(topics)
+    epoch = b.replica_manager.controller_epoch
+    elsewhere = LeaderAndIsrPartitionState(TopicPartition("ghost", 0), epoch, 1002, 1, (1002,), 0, (1002,))
+    here = LeaderAndIsrPartitionState(TopicPartition("ghost", 1), epoch, 1001, 1, (1001,), 0, (1001,))
+    session = b.session.session_id
+    [other] = _answer_of(b, LeaderAndIsrRequest(c.controller_id, epoch, (elsewhere,), broker_epoch=session))
+    [older] = _answer_of(b, LeaderAndIsrRequest(c.controller_id, epoch - 1, (here,), broker_epoch=session))
+    assert other.partition_errors == ((elsewhere.tp, errors.UnknownTopicOrPartition.code),)
+    assert older.error_code == errors.StaleControllerEpoch.code
+    c.advance(1_000)
+    assert reads == [] and not b.replica_manager.partitions
 
 
 def test_the_isr_changed_event_names_the_state_version_the_leader_wrote(make):
