@@ -179,12 +179,12 @@ def test_every_failed_attempt_drops_the_cached_leader_before_the_retry_looks_it_
 
 
 def _consumer(answer, intervals: int = 30, leader_of=lambda tp: 1, forgets: list | None = None,
-              hws: list | None = None):
+              hws: list | None = None, topic_exists=lambda topic: True):
     """A consumer of t-0 on a clock of its own, polling every 100 ms for ``intervals``
     intervals; ``answer(request)`` gives the leader's FetchResponse (or None: no answer).
     Returns the requests, the recorded events and what the checker was told was read;
     ``forgets`` collects the times it dropped its cached leader, ``hws`` the HW it told the
-    checker each read was served under."""
+    checker each read was served under; ``topic_exists`` is the store's answer."""
     from kreplica.protocol import TopicPartition
     from kreplica.sim.workload import Consumer
 
@@ -201,7 +201,7 @@ def _consumer(answer, intervals: int = 30, leader_of=lambda tp: 1, forgets: list
     world = SimpleNamespace(
         rng=random.Random(1), later=sched.call_later, now_ms=sched.now_ms,
         record=lambda kind, broker=None, tp=None, **data: events.append((kind, data)),
-        cluster=SimpleNamespace(zk=SimpleNamespace(topic_exists=lambda topic: True)),
+        cluster=SimpleNamespace(zk=SimpleNamespace(topic_exists=topic_exists)),
         leader_of=leader_of, forget_leader=lambda tp: forgets is not None and forgets.append(sched.now_ms()),
         network=SimpleNamespace(send=send),
         checker=SimpleNamespace(on_consume=lambda name, fps, hw, leader: consumed.extend(fps) or
@@ -213,12 +213,15 @@ def _consumer(answer, intervals: int = 30, leader_of=lambda tp: 1, forgets: list
     return requests, events, consumed
 
 
-def _leader_of_single_record_batches(leo: int, hw_of):
+def _leader_of_single_record_batches(leo: int, hw_of, damaged: tuple[int, ...] = ()):
     """A leader whose log holds one-record batches at 0 .. leo - 1, committed up to
-    ``hw_of(number of the request)``; a fetch past its LEO is OFFSET_OUT_OF_RANGE."""
+    ``hw_of(number of the request)``; a fetch past its LEO is OFFSET_OUT_OF_RANGE.  The
+    batches at ``damaged`` offsets have their last byte changed, their header CRC kept."""
     from kreplica.protocol import FetchPartitionData, FetchResponse
 
     log = [encode_batch([(b"k", b"v%d" % o)], base_offset=o) for o in range(leo)]
+    for o in damaged:
+        log[o] = log[o][:-1] + bytes([log[o][-1] ^ 0xFF])
     asked = [0]
 
     def answer(request):
@@ -427,3 +430,38 @@ def test_a_consumer_polls_on_without_a_leader_and_drops_its_leader_after_a_faile
     assert len(requests) >= 4 and {r.partitions[0].fetch_offset for r in requests[:4]} == {0}
     # The lost fetch's timeout, 2 s after it was sent; then each failed answer, 1 ms after its request.
     assert len(forgets) == 3 and forgets[0] >= 2000 and forgets[1] < forgets[2]
+
+
+def test_a_consumer_tells_the_checker_a_batch_whose_bytes_do_not_match_its_crc_is_damaged():
+    """A batch served with a record's bytes changed still names its committed CRC in its
+    header (a torn write a recovery kept): the consumer verifies the bytes, so the checker
+    is told the batch is DAMAGED and finds the read is not the committed batch."""
+    from kreplica.sim.log_view import DAMAGED
+
+    requests, events, consumed = _consumer(_leader_of_single_record_batches(5, lambda n: 5, damaged=(2,)),
+                                           intervals=3)
+    assert [base for base, *_ in consumed] == [0, 1, 2, 3, 4]
+    assert [crc == DAMAGED for *_, crc in consumed] == [False, False, True, False, False]
+
+
+def test_a_consumer_polls_nothing_more_once_its_topic_is_deleted():
+    """A topic deleted mid-run (a delete_topic step) ends its history: its consumer stops
+    with it and asks the store for no leader of it any more."""
+    asked, lookups = [], []
+
+    def leader_of(tp):
+        lookups.append(tp)
+        return 1
+
+    requests, events, consumed = _consumer(_leader_of_single_record_batches(10, lambda n: 10), leader_of=leader_of,
+                                           topic_exists=lambda topic: asked.append(topic) or len(asked) <= 3)
+    assert len(requests) == 3 and len(asked) == 4 and len(lookups) == 3
+    assert [base for base, *_ in consumed] == list(range(10))
+
+
+def test_an_acks_0_producer_that_gives_a_batch_up_goes_on_with_the_next():
+    """acks=0: a batch given up (no leader to send it to, no retries left) continues the
+    chain of sends as a send would; the producer does not fall silent for the rest of the run."""
+    producer, lookups, events, acked = _producer(NO_LEADER, retries=0, acks="0", batches=5)
+    assert [kind for _, kind, _ in events] == ["produce_failed"] * 5 and producer.sent == 0
+    assert [d["error"] for _, _, d in events] == ["LEADER_NOT_AVAILABLE"] * 5
