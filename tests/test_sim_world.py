@@ -173,8 +173,18 @@ def test_batches_in_flight_over_a_reordering_network_land_out_of_order_and_lose_
 def test_liveness_ends_with_one_acknowledged_write_per_partition():
     """After convergence every partition takes a probe write with acks=all; each is
     recorded and held to invariant 1 like any acknowledged write."""
+    from kreplica.sim.workload import Probe
+
     sc = replace(scenarios.load("random-chaos"), until_ms=8000)
     world = World(sc, 3)
+    sent, send = [], world.network.send
+
+    def clients_send(src, dst, message, respond):
+        if src < 0:
+            sent.append((world._phase, src))
+        send(src, dst, message, respond)
+
+    world.network.send = clients_send
     r = world.run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
     kinds = [e.kind for e in world.history.events]
@@ -182,6 +192,8 @@ def test_liveness_ends_with_one_acknowledged_write_per_partition():
     assert kinds.index("liveness_start") < start < kinds.index("liveness_end")
     acked = sorted(e.tp for e in world.history.events if e.kind == "probe_ack")
     assert acked == [f"t-{p}" for p in range(sc.topics[0].partitions)]
+    # Producers and consumers stop as the phase begins: the probe is the only client sending after it.
+    assert sent and not [src for phase, src in sent if phase == "liveness" and src != Probe.NODE]
     for e in world.history.events:
         if e.kind == "probe_ack":
             assert world.checker.models[e.tp].acked[e.data["offset"]].crc == e.data["crc"]
@@ -1562,9 +1574,12 @@ def test_the_checker_takes_the_clusters_unclean_election_and_min_isr_defaults():
         world.close()
 
 
-def test_a_probe_write_never_acknowledged_is_a_liveness_failure_of_its_partition(monkeypatch):
+@pytest.mark.parametrize("acknowledged", [False, True], ids=["never acknowledged", "acknowledged, not converged"])
+def test_a_probe_write_never_acknowledged_or_never_converged_with_is_a_liveness_failure(monkeypatch, acknowledged):
     """A partition that took no acks=all write within PROBE_MS fails liveness under its own
-    name, so the printed trace is the events touching it, with the last error the probe saw."""
+    name, so the printed trace is the events touching it, with the last error the probe saw.
+    Every probe write acknowledged is not enough: the replicas must converge again with
+    them within PROBE_MS (a follower never learning the new HW fails liveness too)."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -1576,22 +1591,27 @@ def test_a_probe_write_never_acknowledged_is_a_liveness_failure_of_its_partition
 
     class NeverAcknowledged:
         def __init__(self, world, acks, spec):
-            self.pending = {tp: "NOT_ENOUGH_REPLICAS"}
+            self.pending = {} if acknowledged else {tp: "NOT_ENOUGH_REPLICAS"}
 
         def start(self):
             pass
 
+    gap = "t-0 on 2: HW 3 != LEO 4" if acknowledged else None
     monkeypatch.setattr(world_module, "Probe", NeverAcknowledged)
     checker = Checker(History())
     world = SimpleNamespace(checker=checker, scenario=SimpleNamespace(workload=None), now_ms=lambda: 0,
                             record=lambda *args, **data: None, _partition_states=lambda: {tp: (None, [1, 2])},
-                            _step_until=lambda end, done: False, _convergence_gap=lambda: None,
+                            _step_until=lambda end, done: False, _convergence_gap=lambda: gap,
                             cluster=SimpleNamespace(config={"min.insync.replicas": 2},
                                                     zk=SimpleNamespace(get_topic_config=lambda topic: {})))
     assert World._probe(world) is False
     v = checker.violation
-    assert v is not None and v.invariant is Invariant.LIVENESS and v.tp == "t-0"
-    assert "t-0 (last error NOT_ENOUGH_REPLICAS)" in v.message
+    assert v is not None and v.invariant is Invariant.LIVENESS
+    if acknowledged:
+        assert v.tp is None
+        assert v.message.endswith(f"no convergence within {world_module.PROBE_MS} ms of the probe writes: {gap}")
+    else:
+        assert v.tp == "t-0" and "t-0 (last error NOT_ENOUGH_REPLICAS)" in v.message
 
 
 def test_an_exception_out_of_the_cluster_names_the_innermost_frames_where_it_was_raised():
@@ -1626,3 +1646,60 @@ def test_an_exception_out_of_the_cluster_names_the_innermost_frames_where_it_was
     assert v.message.startswith("ValueError: boom (at test_sim_world.py:")
     assert [part.split()[-1] for part in v.message[:-1].split(" (at ")[1].split(" <- ")] == [
         "raises_here", "one", "two", "three"]
+
+
+def test_the_workload_starts_its_clients_per_partition_and_arms_an_election_step_at_its_time():
+    """Each topic gets producers_per_partition producers for each of its partitions and a
+    consumer for each partition; a step armed on an election is armed at its at_ms, so an
+    election before then does not run it."""
+    from kreplica.sim.scenarios import Step
+
+    armed = Step("crash", at_ms=4000, target="leader:t-0", on="election:t-0")
+    base = scenarios.load("random-chaos")
+    sc = replace(base, chaos=None, steps=(armed,), workload=replace(base.workload, producers_per_partition=2))
+    world = World(sc, 1)
+    scheduled = []
+    world.later = lambda delay, fn, *args: scheduled.append((delay, fn, args))
+    world._start_workload()
+    (t,) = sc.topics
+    assert t.partitions > 1 and len(world.producers) == 2 * t.partitions
+    assert all(p.topic == "t" and p.partitions == t.partitions for p in world.producers)
+    assert [c.tp.partition for c in world.consumers] == list(range(t.partitions))
+    assert world._armed == [] and (4000, world._armed.append, (armed,)) in scheduled
+
+
+def test_an_election_a_sweep_finds_is_noted_at_that_sweep_with_no_event_after_it():
+    """An election seen first at a sweep (no arriving message marked the new leader's
+    replica) goes to the chaos planner and ends the clients' cached leader at that sweep,
+    not at whatever event next touches a replica."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+
+    world = World(scenarios.load("random-chaos"), 1)
+    now, told = [0], []
+    world.cluster = SimpleNamespace(scheduler=SimpleNamespace(
+        now_ms=lambda: now[0], run_until=lambda stop, ms: now.__setitem__(0, now[0] + ms)))
+    world.chaos = SimpleNamespace(on_election=lambda tp, leader: told.append((now[0], tp, leader)))
+    world._leaders[TopicPartition("t", 0)] = 1
+    world._sweep = lambda: now[0] == 250 and world.checker.elections.append((250, "t-0", 2, 3))
+    assert world._step_until(500) is False and now[0] == 500
+    assert told == [(250, "t-0", 2)] and world._leaders == {}
+
+
+def test_scripted_crashes_lose_what_their_host_had_in_flight_unless_told_otherwise(monkeypatch):
+    """A crash step, and each crash of a crash_together step, is a hard failure: unless the
+    step says otherwise the host's messages still in flight die with it, while nothing
+    unflushed is lost and nothing is torn; each crash keeps its own switches."""
+    from kreplica.sim import faults
+    from kreplica.sim.scenarios import Step
+
+    crashes = []
+    monkeypatch.setattr(faults, "crash", lambda world, broker, lose_unflushed, torn, lose_in_flight:
+                        crashes.append((broker, lose_unflushed, torn, lose_in_flight)) or True)
+    world = World(scenarios.load("random-chaos"), 1)
+    world._phase = "run"
+    world._run_step(Step("crash", target=3))
+    world._run_step(Step("crash_together", params={"crashes": [
+        {"broker": 1}, {"broker": 2, "lose_unflushed": True, "torn": True, "lose_in_flight": False}]}))
+    assert crashes == [(3, False, False, True), (1, False, False, True), (2, True, True, False)]
