@@ -709,9 +709,11 @@ def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None):
 def test_convergence_needs_the_whole_isr_hw_equal_to_leo_and_the_leader_at_the_stores_epoch():
     """Each of the liveness phase's conditions on its own: a short ISR, replicas agreeing
     on an HW below their LEO (a commit not yet known), or a leader a step behind the
-    store's leader epoch is not converged; the ISR's order does not matter."""
+    store's leader epoch is not converged; the ISR's order does not matter, its members
+    do (a full-sized ISR holding a replica the assignment dropped, one it names missing)."""
     assert _gap((3, 1, 2), [(5, 5)] * 3) is None
     assert _gap((1, 2), [(5, 5)] * 3) == "t-0 ISR [1, 2] != replicas [1, 2, 3]"
+    assert _gap((1, 2, 4), [(5, 5)] * 3) == "t-0 ISR [1, 2, 4] != replicas [1, 2, 3]"
     assert _gap((1, 2, 3), [(4, 5)] * 3) == "t-0 on 1: HW 4 != LEO 5"
     assert _gap((1, 2, 3), [(5, 5)] * 3, leader_epoch=4, leading_epoch=3) == (
         "t-0 leader 1 (epoch 4) is not leading it: Leader at epoch 3")
@@ -1408,12 +1410,13 @@ def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first():
 def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_brokers_live():
     """The side topic is created, and deleted, only while no deletion is in progress (a
     deleted topic stays listed until its replicas are gone); a reassignment is drawn when
-    exactly as many brokers live as the topic's replication factor."""
+    exactly as many brokers live as the topic's replication factor, and never while one is
+    in progress (the store holds one at a time: a second would only be refused)."""
     from types import SimpleNamespace
 
     from kreplica.sim.scenarios import TopicSpec
 
-    script, exists, deletions, made = [], [True], ["admin-side"], []
+    script, exists, deletions, made, reassigning = [], [True], ["admin-side"], [], [False]
     world = SimpleNamespace(
         _phase="run", later=lambda *a: None,
         rng=SimpleNamespace(randrange=lambda n: script.pop(0), choice=lambda seq: seq[0],
@@ -1422,7 +1425,8 @@ def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_br
                                  workload=SimpleNamespace(alter_configs=False, admin_interval_ms=1000)),
         cluster=SimpleNamespace(
             brokers=dict.fromkeys((1, 2, 3, 4)), live_brokers=lambda: [1, 2, 4],
-            reassign="reassign", zk=SimpleNamespace(topic_exists=lambda t: exists[0], reassignment_in_progress=lambda: False,
+            reassign="reassign", elect_preferred_leaders="elect",
+            zk=SimpleNamespace(topic_exists=lambda t: exists[0], reassignment_in_progress=lambda: reassigning[0],
                                                     get_topic_deletions=lambda: list(deletions))),
         record=lambda kind, *a, **k: None, _admin=lambda fn, *a, **k: made.append((fn, a)),
         _delete_topic=lambda t: made.append(("delete", t)), _create_topic=lambda t, p, rf: made.append(("create", t, rf)),
@@ -1436,6 +1440,10 @@ def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_br
     script.extend([1, 0])  # a reassignment of t-0
     World._admin_tick(world)
     assert made == [("create", "admin-side", 2), ("delete", "admin-side"), ("reassign", ("t", 0, [1, 2, 4]))]
+    reassigning[0] = True
+    script.extend([1, 0])  # a reassignment drawn while that one is in progress
+    World._admin_tick(world)
+    assert [m for m in made if m[0] == "reassign"] == [("reassign", ("t", 0, [1, 2, 4]))]
 
 
 def test_an_election_tells_the_chaos_planner_its_new_leader_and_drops_the_clients_cached_leader():
@@ -1687,19 +1695,30 @@ def test_an_election_a_sweep_finds_is_noted_at_that_sweep_with_no_event_after_it
     assert told == [(250, "t-0", 2)] and world._leaders == {}
 
 
-def test_scripted_crashes_lose_what_their_host_had_in_flight_unless_told_otherwise(monkeypatch):
+def test_scripted_fault_steps_keep_their_defaults_and_replace_what_the_chaos_planner_put_in_place(monkeypatch):
     """A crash step, and each crash of a crash_together step, is a hard failure: unless the
     step says otherwise the host's messages still in flight die with it, while nothing
-    unflushed is lost and nothing is torn; each crash keeps its own switches."""
+    unflushed is lost and nothing is torn; each crash keeps its own switches.  A slow disk
+    delays 50 ms unless told.  A scripted pause, full disk or store cut landing on one the
+    chaos planner put in place replaces it (the scenario's story goes on), never refused."""
     from kreplica.sim import faults
     from kreplica.sim.scenarios import Step
 
-    crashes = []
+    calls = []
     monkeypatch.setattr(faults, "crash", lambda world, broker, lose_unflushed, torn, lose_in_flight:
-                        crashes.append((broker, lose_unflushed, torn, lose_in_flight)) or True)
+                        calls.append(("crash", broker, lose_unflushed, torn, lose_in_flight)) or True)
+    for kind in ("pause", "disk_full", "cut_store"):
+        monkeypatch.setattr(faults, kind, lambda world, broker, duration_ms, replace=False, kind=kind:
+                            calls.append((kind, broker, duration_ms, replace)) or True)
+    monkeypatch.setattr(faults, "slow_disk", lambda world, broker, delay_ms, duration_ms:
+                        calls.append(("slow_disk", broker, delay_ms, duration_ms)))
     world = World(scenarios.load("random-chaos"), 1)
     world._phase = "run"
     world._run_step(Step("crash", target=3))
     world._run_step(Step("crash_together", params={"crashes": [
         {"broker": 1}, {"broker": 2, "lose_unflushed": True, "torn": True, "lose_in_flight": False}]}))
-    assert crashes == [(3, False, False, True), (1, False, False, True), (2, True, True, False)]
+    for kind in ("pause", "disk_full", "cut_store", "slow_disk"):
+        world._run_step(Step(kind, target=2, params={"duration_ms": 700}))
+    assert calls == [("crash", 3, False, False, True), ("crash", 1, False, False, True), ("crash", 2, True, True, False),
+                     ("pause", 2, 700, True), ("disk_full", 2, 700, True), ("cut_store", 2, 700, True),
+                     ("slow_disk", 2, 50, 700)]
