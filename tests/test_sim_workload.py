@@ -69,8 +69,12 @@ def test_a_batch_is_tried_retries_plus_one_times_then_given_up(retries):
 
 def test_a_batch_is_acknowledged_only_by_an_answer_without_error():
     """NOT_ENOUGH_REPLICAS_AFTER_APPEND means the leader appended the batch but could not
-    commit it: retried, as NOT_ENOUGH_REPLICAS is; only the error-free answer acks it."""
-    codes = [errors.NotEnoughReplicasAfterAppend.code, errors.NotEnoughReplicas.code, errors.NONE]
+    commit it: retried, as NOT_ENOUGH_REPLICAS is, and every error Kafka's producer retries
+    (a leader moved or not yet known, a full disk's KAFKA_STORAGE_ERROR, a timeout); only
+    the error-free answer acks it."""
+    codes = [errors.NotEnoughReplicasAfterAppend.code, errors.NotEnoughReplicas.code, errors.KafkaStorageError.code,
+             errors.NotLeaderOrFollower.code, errors.LeaderNotAvailable.code, errors.UnknownTopicOrPartition.code,
+             errors.FencedLeaderEpoch.code, errors.NetworkException.code, errors.RequestTimedOut.code, errors.NONE]
 
     def send(src, dst, request, respond):
         (part,) = request.partitions
@@ -78,10 +82,10 @@ def test_a_batch_is_acknowledged_only_by_an_answer_without_error():
         base = 40 if code == errors.NONE else -1
         respond(ProduceResponse((ProducePartitionResult(part.tp, code, base),)))
 
-    producer, lookups, events, acked = _producer(2, send)
+    producer, lookups, events, acked = _producer(2, send, retries=9)
     assert [kind for _, kind, _ in events] == ["ack"]
-    assert (events[0][2]["offset"], events[0][2]["attempt"]) == (40, 2)
-    assert len(acked) == 1 and acked[0][:2] == ("t-0", 40) and (producer.acked, producer.sent) == (1, 3)
+    assert (events[0][2]["offset"], events[0][2]["attempt"]) == (40, 9)
+    assert len(acked) == 1 and acked[0][:2] == ("t-0", 40) and (producer.acked, producer.sent) == (1, 10)
 
 
 def test_each_batch_goes_to_the_partition_of_its_key_and_every_partition_gets_some():
