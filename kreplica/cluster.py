@@ -89,7 +89,7 @@ def _span(value: Any, name: str = "timeout_ms") -> int:
 def _topic(topic: Any) -> Any:
     """A topic name as the store and the brokers key it: a str subclass as its plain text.
     Anything else is left for the admin checks to refuse with their own message."""
-    return str.__str__(topic) if isinstance(topic, str) and type(topic) is not str else topic
+    return arguments.text(topic, "topic") if isinstance(topic, str) else topic
 
 
 def _partition_of(topic: str, partition: int) -> TopicPartition:
