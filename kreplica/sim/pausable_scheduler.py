@@ -80,8 +80,8 @@ class PausableScheduler:
             if not self.dead:
                 self._held.append((t, fn, args))
             return
-        if t.cancelled:  # only a held callback re-run after resume can be cancelled here
-            return
+        # Not cancelled: the shared scheduler skips a cancelled timer; a held one is
+        # checked when its resume releases it (_fire_released).
         fn(*args)
 
     def _fire_released(self) -> None:
