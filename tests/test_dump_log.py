@@ -454,3 +454,28 @@ def test_a_reader_gone_before_a_short_dump_is_written_ends_it_quietly(tmp_path):
     finally:
         os.close(write_end)
     assert run.returncode == 1 and run.stderr == b""
+
+
+@pytest.mark.parametrize("name", ["copy-of-segment", "\u00b2", "\u0663"])
+def test_a_segment_whose_name_is_not_a_base_offset_still_dumps_and_says_the_start_is_unknown(tmp_path, name):
+    # A renamed copy of a segment: its batches carry their own offsets, so they dump
+    # whole; the starting offset, which only the name gives, is said to be unknown rather
+    # than left as an empty line. A superscript two or an Arabic-Indic digit is a digit to
+    # str.isdigit() but no offset the log would write (int() even refuses the first).
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[1]
+    copy = tmp_path / f"{name}.log"
+    copy.write_bytes(seg.read_bytes())
+    index = tmp_path / f"{name}.index"
+    index.write_bytes(seg.with_suffix(".index").read_bytes())
+    out = io.StringIO()
+    assert dump([copy, index], False, out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "Log starting offset: unknown (the file's name is not a base offset)"
+    note = lines.index(f"Dumping {index}") + 1
+    batches = {(int(f["baseOffset"]), f["position"]) for f in map(_fields, lines[2:note - 1])}
+    assert min(b for b, _ in batches) == 30
+    assert lines[note] == ("  base offset unknown (the file's name is not a base offset): "
+                           "the offsets below are relative to it")
+    entries = [_fields(line) for line in lines[note + 1:]]
+    assert entries and {(int(e["offset"]) + 30, e["position"]) for e in entries} <= batches

@@ -72,11 +72,24 @@ def dump(paths: list[Path], print_data: bool, out: TextIO) -> int:
     return status
 
 
+def _base_offset(path: Path) -> int | None:
+    """The base offset a segment file's name gives (ASCII digits only, as the log names
+    them), or None for any other name."""
+    stem = path.stem
+    return int(stem) if stem.isascii() and stem.isdigit() else None
+
+
+_NOT_AN_OFFSET = "unknown (the file's name is not a base offset)"
+
+
 def _dump_log(path: Path, print_data: bool, out: TextIO) -> int:
     from ..errors import KReplicaError
     from ..records import decode_batches
 
-    print(f"Log starting offset: {int(path.stem)}" if path.stem.isdigit() else "", file=out)
+    # Batches carry their own offsets, so a renamed copy still dumps whole; only the
+    # starting offset, which comes from the name, is unknown.
+    base = _base_offset(path)
+    print(f"Log starting offset: {_NOT_AN_OFFSET if base is None else base}", file=out)
     with open(path, "rb") as f:
         size = f.seek(0, 2)
         if size == 0:
@@ -138,12 +151,15 @@ def _dump_batches(buf: memoryview, print_data: bool, out: TextIO, decode_batches
 def _dump_index(path: Path, out: TextIO) -> int:
     import numpy as np
 
-    base = int(path.stem) if path.stem.isdigit() else 0
+    base = _base_offset(path)
     data = path.read_bytes()
     entry = 8 if path.suffix == ".index" else 12
     if len(data) % entry:
         print(f"  invalid index: {len(data)} bytes is not a whole number of {entry}-byte entries", file=out)
         return 1
+    if base is None:  # entries hold offsets relative to the base the name would give
+        print(f"  base offset {_NOT_AN_OFFSET}: the offsets below are relative to it", file=out)
+        base = 0
     if path.suffix == ".index":
         rows = np.frombuffer(data, dtype=[("rel", ">u4"), ("pos", ">u4")])
         for rel, pos in rows.tolist():
