@@ -503,10 +503,13 @@ def test_closing_with_connections_open_leaves_no_task_behind(caplog):
 
 # ---- framing, correlation and connection lifetimes (2026-11-26, second mutation review) --------
 def test_a_large_answer_crosses_whole_not_as_the_first_chunk_read(net):
-    """A frame is read whole however the stream splits it: an 8 MB fetch answer arrives
-    in many TCP reads, and every byte of it is in the one answer delivered."""
+    """A frame is read whole however the stream splits it: a fetch answer as large as a
+    FetchRequest asks for by default (max_bytes 10 MiB, replica.fetch.response.max.bytes'
+    default) arrives in many TCP reads, and every byte of it is in the one answer
+    delivered; its frame, the records with their headers, is within MAX_FRAME_BYTES."""
     sched, t = net
-    records = bytes(range(256)) * (8 * 4096)  # 8 MiB, no two neighbouring chunks alike
+    size = FetchRequest(0, ()).max_bytes
+    records = (bytes(range(256)) * (size // 256 + 1))[:size]  # no two neighbouring chunks alike
     t.register(2, lambda src, request, respond: respond(FetchResponse(0, (_data(records),))))
     answers = []
     t.send(1, 2, _fetch(), answers.append)
@@ -574,6 +577,9 @@ def test_a_hung_loop_times_the_caller_out(monkeypatch):
             with pytest.raises(TimeoutError):
                 t.register(2, _echo([]))
             assert time.monotonic() - started < 2
+        release.set()
+        assert _eventually(lambda: 2 in t._addresses)  # the listen the caller gave up on has run since
+        assert t.address(2) is None  # but the node is not registered: nowhere to reach it
     finally:
         release.set()
         t.close()
@@ -687,7 +693,7 @@ def test_a_peer_is_not_found_while_unregistered_portless_or_the_store_is_out_of_
     """Each is a refused connection to the sender, never an exception on the scheduler's thread
     (a port past 65535, written by another client, made the link's task log an OverflowError)."""
     from kreplica.meta.layout import BrokerInfo
-    from kreplica.meta.store import ConnectionLoss
+    from kreplica.meta.store import ConnectionLoss, SessionExpired
     from kreplica.net.remote import registered_address
 
     class Zk:
@@ -706,6 +712,7 @@ def test_a_peer_is_not_found_while_unregistered_portless_or_the_store_is_out_of_
         assert registered_address(Zk(dataclasses.replace(info, port=port)), 3) is None, port
     assert registered_address(Zk(dataclasses.replace(info, port=65535)), 3) == ("127.0.0.1", 65535)
     assert registered_address(Zk(ConnectionLoss("cannot reach ZooKeeper")), 3) is None
+    assert registered_address(Zk(SessionExpired("the broker's session expired")), 3) is None  # not renewed yet
 
 
 def test_a_peer_is_found_at_the_host_it_registered():
@@ -720,18 +727,20 @@ def test_a_peer_is_found_at_the_host_it_registered():
     assert registered_address(Zk(), 3) == ("10.1.2.3", 9093)
 
 
-def test_a_client_that_fails_to_connect_leaves_no_socket_thread_behind(monkeypatch):
+@pytest.mark.parametrize("failure", [ConnectionLoss("cannot reach ZooKeeper"), KeyboardInterrupt()],
+                         ids=["store", "ctrl-c"])
+def test_a_client_that_fails_to_connect_leaves_no_socket_thread_behind(monkeypatch, failure):
+    """Nor when the failure is Ctrl-C while it waits for a controller."""
     import threading
 
-    from kreplica.meta.store import ConnectionLoss
     from kreplica.net import remote
 
     def unreachable(*args, **kwargs):
-        raise ConnectionLoss("cannot reach ZooKeeper")
+        raise failure
 
     monkeypatch.setattr(remote, "Cluster", unreachable)
     before = {th for th in threading.enumerate() if th.name == "kreplica-tcp"}
-    with pytest.raises(ConnectionLoss):
+    with pytest.raises(type(failure)):
         remote.connect("zookeeper://127.0.0.1:1/nowhere")
     assert {th for th in threading.enumerate() if th.name == "kreplica-tcp"} <= before
 
@@ -986,8 +995,9 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
 
     monkeypatch.setattr(remote, "Cluster", Cluster)
     try:
-        with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
-            remote.connect("memory")
+        for private in ("memory", "zookeeper+local:///k"):  # the latter's server is this process's own
+            with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
+                remote.connect(private)
         assert made == []
         cluster = remote.connect("zookeeper://127.0.0.1:1/k", {"acks": "all"}, seed=5)
         assert cluster.transport.resolve(3) == ("127.0.0.1", 9003)
@@ -1030,6 +1040,10 @@ def test_the_broker_command_exits_2_for_bad_arguments_and_1_when_it_cannot_run(t
     with pytest.raises(SystemExit) as e:
         cli.main(_broker_argv(tmp_path, "--advertised-port", "0"))
     assert e.value.code == 2 and "--advertised-port" in capsys.readouterr().err
+    for connect in ("127.0.0.1", "127.0.0.1:zk/kreplica"):  # not HOST:PORT: the run is never tried
+        with pytest.raises(SystemExit) as e:
+            _broker_command(tmp_path, monkeypatch, "--zookeeper", connect)
+        assert e.value.code == 2 and "--zookeeper" in capsys.readouterr().err
     status, _ = _broker_command(tmp_path, monkeypatch, "--port", "9092",
                                 fails_with=OSError(98, "Address already in use"))
     assert status == 1 and "Error: broker 1: [Errno 98] Address already in use" in capsys.readouterr().err
@@ -1044,24 +1058,47 @@ def test_the_broker_registers_the_port_it_listens_on_unless_told_to_advertise_an
 
     listening = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", out).group(1))
     assert ports[-1] == listening and "registered as" not in out
-    _run_in_process(tmp_path, monkeypatch, after_start=lambda broker: ports.append(broker.port),
-                    advertised_port=19093)
+    _run_in_process(tmp_path, monkeypatch, after_start=lambda broker: ports.append(
+        (broker.port, broker.transport.address(1)[1])), advertised_port=19093)
     out = capsys.readouterr().out
-    assert ports[-1] == 19093 and ", registered as port 19093" in out
+    registered, listening = ports[-1]
+    assert registered == 19093 and listening != 19093
+    assert f"listening on 127.0.0.1:{listening}, registered as port 19093" in out, out
 
 
-def test_a_broker_whose_run_fails_goes_as_a_crashed_process_does(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failure", [RuntimeError("a failure once started"), KeyboardInterrupt()],
+                         ids=["error", "ctrl-c-before-the-handlers"])
+def test_a_broker_whose_run_fails_goes_as_a_crashed_process_does(tmp_path, monkeypatch, failure):
     """An exception out of the run kills the broker (it writes nothing more) before the
-    transport and the session close under it."""
+    transport and the session close under it; so does Ctrl-C before the run notes
+    signals (a KeyboardInterrupt while the broker starts)."""
     started = []
 
     def fail(broker):
         started.append(broker)
-        raise RuntimeError("a failure once started")
+        raise failure
 
-    with pytest.raises(RuntimeError, match="once started"):
+    with pytest.raises(type(failure)):
         _run_in_process(tmp_path, monkeypatch, after_start=fail, signal_after_start=False)
     assert len(started) == 1 and not started[0].alive
+
+
+def test_a_run_that_fails_while_it_waits_for_signals_gives_the_handlers_back(tmp_path, monkeypatch):
+    """A failure in the main loop (a callback on the scheduler's thread raising) still
+    gives SIGINT and SIGTERM back to whatever handled them before: Ctrl-C in the program
+    that called run is not left noted in a list that nobody reads any more."""
+    def fail(broker):
+        def raise_in_the_loop():
+            raise RuntimeError("a failure in the loop")
+        broker.scheduler.call_later(50, raise_in_the_loop)
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(RuntimeError, match="in the loop"):
+            _run_in_process(tmp_path, monkeypatch, after_start=fail, signal_after_start=False)
+        assert signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 # ---- resets, wrapped ids, lookups, a hung close and the broker command (2026-11-27, fourth mutation review)
@@ -1177,6 +1214,8 @@ def test_the_broker_command_hands_run_what_was_typed(tmp_path, monkeypatch):
     assert (broker_id, data_dir) == (0, tmp_path) and metadata.startswith("zookeeper://127.0.0.1:1")
     assert config["min.insync.replicas"] == 2
     assert kwargs == {"quiet": True, "port": 9092, "advertised_port": 19092}
+    status, calls = _broker_command(tmp_path, monkeypatch, "--port", "0")  # said outright: any free port
+    assert status == 0 and calls[0][1]["port"] == 0
 
 
 @pytest.mark.parametrize("failure, said", [
@@ -1238,16 +1277,27 @@ def test_the_broker_closes_its_transport_when_it_ends(tmp_path, monkeypatch):
 
 
 def test_a_state_change_is_one_line_stamped_to_the_millisecond(monkeypatch, capsys):
-    """Wall-clock time to three zero-padded millisecond digits, the broker, the change and
-    its details; no trailing space when it has none."""
+    """Local wall-clock time (as Kafka's log4j stamps its lines) to three zero-padded
+    millisecond digits, the broker, the change and its details; no trailing space when it
+    has none."""
     from kreplica.net import broker_process
 
-    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0625)  # 62 ms past the second
-    broker_process._print_event("registered", 3, epoch=5, port=9092)
-    broker_process._print_event("session_expired", 3)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: int(real_time()) + 0.0625)  # 62 ms past the second
+    monkeypatch.setenv("TZ", "IST-5:30")  # local time, as Kafka's log4j stamps, 5:30 off UTC here
+    time.tzset()
+    try:
+        local = {time.strftime("%H:%M", time.localtime())}
+        broker_process._print_event("registered", 3, epoch=5, port=9092)
+        broker_process._print_event("session_expired", 3)
+        local.add(time.strftime("%H:%M", time.localtime()))  # a minute may turn meanwhile
+    finally:
+        monkeypatch.undo()
+        time.tzset()
     first, second = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"\d\d:\d\d:\d\d\.062 broker 3 registered epoch=5 port=9092", first), first
     assert re.fullmatch(r"\d\d:\d\d:\d\d\.062 broker 3 session_expired", second), repr(second)
+    assert first[:5] in local, (first, local)
 
 
 @pytest.mark.parametrize("moved, status, said", [
@@ -1264,3 +1314,157 @@ def test_the_exit_status_is_the_controllers_answer_to_the_controlled_shutdown(
                         lambda self, done: self.scheduler.call_later(200, done, moved))
     got, _ = _run_in_process(tmp_path, monkeypatch)
     assert got == status and said in capsys.readouterr().err
+
+
+# ---- after close, answers nobody asked for, late encoding, lookups (2026-11-27, fifth mutation review)
+def test_a_send_after_close_is_refused_on_the_schedulers_turn_and_may_want_no_answer():
+    """As every answer, the refusal arrives when the scheduler runs it, not inside ``send``
+    (a caller holding a lock or mid-update is not re-entered); a send that wants no answer
+    (``on_response`` None) is simply dropped."""
+    sched = RealScheduler()
+    t = TcpTransport(sched)
+    t.close()
+    answers = []
+    t.send(1, 2, _fetch(), answers.append)
+    t.send(1, 2, _fetch(), None)
+    assert answers == []
+    sched.advance(0)
+    assert answers == [DISCONNECTED]
+
+
+def test_an_answer_to_a_request_that_wanted_none_is_dropped_and_the_link_goes_on(net):
+    """A request sent without ``on_response`` is still answered on the wire; that answer
+    goes nowhere, and the answers after it on the same link reach their senders."""
+    sched, t = net
+    got, answers = [], []
+    t.register(2, _echo(got))
+    t.send(1, 2, _fetch(1), None)
+    t.send(1, 2, _fetch(2), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
+    assert [r.partitions[0].fetch_offset for _, r in got] == [1, 2]
+    assert answers[0].partitions[0].records == b"answer-2"
+
+
+def test_a_request_is_on_the_wire_as_it_was_when_sent():
+    """``send`` encodes at once: records a producer hands over as a view of its own buffer,
+    and changes right after (its next batch), arrive as they were, however long the socket
+    thread takes to get to them; an object that is not a message is refused by ``send``
+    itself, on the caller's thread."""
+    import threading
+
+    sched = RealScheduler()
+    with TcpTransport(sched) as t:
+        got = []
+        t.register(2, lambda src, request, respond: (got.append(request), respond(UpdateMetadataResponse(0))))
+        buffer = bytearray(b"first batch")
+        busy = threading.Event()
+        t._loop.call_soon_threadsafe(busy.wait, 5)  # the socket thread is elsewhere for now
+        try:
+            t.send(1, 2, ProduceRequest(1, 100, (ProducePartition(TP, memoryview(buffer)),)), None)
+            buffer[:] = b"next batch!"
+            with pytest.raises(TypeError, match="not a message"):
+                t.send(1, 2, TP, None)
+        finally:
+            busy.set()
+        assert sched.run_until(lambda: got, 5_000)
+        assert got[0].partitions[0].records == b"first batch"
+
+
+def test_the_end_of_one_peers_connection_forgets_only_that_peers_address():
+    """A peer that goes away is looked up again; the others' addresses stay kept (each
+    lookup is a ZooKeeper read in a broker process, per request if they were forgotten)."""
+    sched = RealScheduler()
+    server, client, lookups = _two_processes(sched)
+    with server, client:
+        for node in (2, 3):
+            server.register(node, _echo([]))
+        answers = []
+        for node in (2, 3):
+            client.send(1, node, _fetch(node), answers.append)
+        assert sched.run_until(lambda: len(answers) == 2, 5_000)
+        server.unregister(2)  # its connection from node 1 ends: node 2's address is forgotten
+        assert _eventually(lambda: (1, 2) not in client._links)
+        sched.advance(0)  # what the ended link handed the scheduler has run
+        client.send(1, 3, _fetch(4), answers.append)
+        assert sched.run_until(lambda: len(answers) == 3, 5_000)
+        assert answers[2].partitions[0].records == b"answer-4" and lookups == [2, 3]
+        client.send(1, 2, _fetch(9), answers.append)
+        assert sched.run_until(lambda: len(answers) == 4, 5_000) and answers[3] is DISCONNECTED
+        assert lookups == [2, 3, 2]
+
+
+def test_a_transport_left_open_does_not_keep_its_process_from_exiting():
+    """The socket thread is a daemon: a script that forgets to close its client (or ends
+    in an exception before it could) still exits."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from kreplica.net.tcp_transport import TcpTransport\n"
+            "from kreplica.runtime import RealScheduler\n"
+            "t = TcpTransport(RealScheduler())\n"
+            "t.register(2, lambda src, request, respond: None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the process did not exit: its socket thread kept it alive")
+    assert proc.returncode == 0, err
+
+
+def test_a_connection_accepted_as_its_node_goes_away_is_closed_at_once(net):
+    """A connection the server accepted just before its node went away, whose serving
+    starts after, is hung up on: it would otherwise be read forever, its requests for the
+    old incarnation dropped and never answered (its sender waiting for no one)."""
+    sched, t = net
+    t.register(2, _echo([]))
+    t.unregister(2)
+    ours, theirs = socket.socketpair()
+
+    async def serve_late():
+        reader, writer = await asyncio.open_connection(sock=ours)
+        await t._serve(2, 1, reader, writer)
+
+    with theirs:
+        theirs.settimeout(5)
+        theirs.sendall(codec.hello(5) + codec.frame(codec.REQUEST, 1, codec.encode(_fetch())))
+        served = asyncio.run_coroutine_threadsafe(serve_late(), t._loop)
+        try:
+            with contextlib.suppress(ConnectionResetError):  # closed with the request unread
+                _recv_until_closed(theirs)
+        except socket.timeout:
+            raise AssertionError("the late connection was kept open") from None
+    served.result(5)
+
+
+def test_each_line_the_broker_prints_is_out_at_once_not_left_in_a_buffer(tmp_path, monkeypatch):
+    """Run by a supervisor (or test_broker_processes), its stdout is a pipe, which Python
+    buffers by blocks: the listening line, which whoever started it waits for, and each
+    state change are flushed as printed, not when the buffer fills or the process ends."""
+    import io
+    import sys
+
+    from kreplica.net import broker_process
+
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="utf-8"))  # as on a pipe
+    seen = {}
+    real_noting = broker_process._noting_signals
+
+    @contextlib.contextmanager
+    def noting(signalled):  # the run has printed its listening line and waits for signals
+        seen["running"] = raw.getvalue().decode()
+        with real_noting(signalled):
+            yield
+
+    monkeypatch.setattr(broker_process, "_noting_signals", noting)
+    _run_in_process(tmp_path, monkeypatch, quiet=False)
+    written = raw.getvalue().decode()
+    sys.stdout.flush()
+    assert raw.getvalue().decode() == written, "lines were left in the buffer"
+    running = seen["running"].splitlines()
+    assert running[-1].startswith("broker 1 listening on 127.0.0.1:")
+    assert any(" broker 1 " in line for line in running[:-1]), running  # its registration, say
