@@ -1468,3 +1468,32 @@ def test_each_line_the_broker_prints_is_out_at_once_not_left_in_a_buffer(tmp_pat
     running = seen["running"].splitlines()
     assert running[-1].startswith("broker 1 listening on 127.0.0.1:")
     assert any(" broker 1 " in line for line in running[:-1]), running  # its registration, say
+
+
+def test_close_refuses_what_a_sender_still_waits_for_wherever_its_peer_listens():
+    """A sender that is no node of this transport (a client) is still there when the
+    transport closes under it: each request it still waits on is refused, DISCONNECTED,
+    as a send after close is, whether its peer listened in this transport or in another
+    process (the latter was left waiting for an answer no socket could bring)."""
+    sched = RealScheduler()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    t = TcpTransport(sched, resolve=lambda node: listener.getsockname()[:2])
+    held, local, remote = [], [], []
+    try:
+        t.register(2, lambda src, request, respond: held.append(respond))
+        t.send(1, 2, _fetch(), local.append)
+        t.send(1, 9, _fetch(), remote.append)
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            while len(data) < len(codec.hello(1)) + codec.FRAME_HEADER.size:
+                data += conn.recv(65536)  # the request to 9 is on the wire, its answer awaited
+            assert sched.run_until(lambda: held, 5_000)
+            t.close()
+            assert sched.run_until(lambda: local and remote, 5_000), (local, remote)
+            assert local == remote == [DISCONNECTED]
+    finally:
+        t.close()
+        listener.close()

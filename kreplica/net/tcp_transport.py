@@ -305,8 +305,9 @@ class TcpTransport:
     async def _shutdown(self) -> None:
         for node in list(self._servers):
             await self._stop_node(node)
+        # What is left are the links of senders that are no node here (a client): they are
+        # still there, so what they wait for is refused, as a send after close is.
         for (src, dst), link in list(self._links.items()):
-            link.closed = True
             self._drop_link(src, dst, link)
         # The connections' own tasks end here, not destroyed pending when the loop closes.
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
