@@ -77,6 +77,9 @@ def test_sequential_nodes_have_ten_digit_suffixes(store_env: StoreEnv) -> None:
     # make its number be handed out again.
     assert s.create("/q/isr_change_", sequential=True) == "/q/isr_change_0000000002"
     assert s.create("/q/other-", sequential=True) == "/q/other-0000000003"
+    # Every child creation counts, a plain (not sequential) one too.
+    s.create("/q/plain")
+    assert s.create("/q/isr_change_", sequential=True) == "/q/isr_change_0000000005"
 
 
 def test_ephemeral_nodes_vanish_on_close_and_take_no_children(store_env: StoreEnv) -> None:
@@ -180,6 +183,11 @@ def test_multi_is_all_or_nothing(store_env: StoreEnv) -> None:
         a.multi([Op.set("/m", b"v3"), Op.create("/m-new")])
     assert info.value.op_index == 1
     assert a.get("/m")[0] == b"v2"
+    # A transaction's delete is conditional on its version, as a plain delete is.
+    with pytest.raises(BadVersion) as info:
+        a.multi([Op.delete("/m", 1)])
+    assert info.value.op_index == 0 and a.exists("/m").version == 2
+    assert a.multi([Op.delete("/m", 2)]) == [True] and a.exists("/m") is None
 
 
 def test_get_many_is_one_round_trip(store_env: StoreEnv) -> None:
@@ -793,6 +801,35 @@ def test_a_stat_counts_the_children_a_node_has_now(store_env: StoreEnv) -> None:
     a.delete("/p/y")
     assert a.get("/p")[1].num_children == 2
     assert a.exists("/p").num_children == 2
+
+
+def test_a_set_answers_the_stat_a_read_gives(store_env: StoreEnv) -> None:
+    # ZooKeeper's setData answers the node's whole stat: an ephemeral node's owner and a
+    # parent's children count, as a read right after the write gives them.
+    a = store_env.store.session("a")
+    a.create("/s")
+    a.create("/s/c1")
+    a.create("/s/c2")
+    a.create("/eph", ephemeral=True)
+    for path in ("/s", "/eph"):
+        assert a.set(path, b"new") == a.get(path)[1]
+    assert a.set("/eph", b"again").ephemeral_owner == a.session_id != 0
+    assert a.set("/s", b"again").num_children == 2
+    assert a.multi([Op.set("/eph", b"in a transaction")])[0].ephemeral_owner == a.session_id
+
+
+def test_makepath_fires_the_watches_of_the_parents_it_makes(store_env: StoreEnv) -> None:
+    # makepath creates the missing parents one by one (kazoo's ensure_path): a watch on a
+    # missing parent hears it created, and the parent above it hears of a new child.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/top")
+    made, children = Recorder(), Recorder()
+    assert b.exists("/top/mid", made) is None
+    assert b.get_children("/top", children) == []
+    a.create("/top/mid/leaf", makepath=True)
+    assert store_env.wait(lambda: made.types() == ["CREATED"] and children.types() == ["CHILD"])
+    assert made.events[0].path == "/top/mid" and children.events[0].path == "/top"
 
 
 def test_a_watch_registered_twice_on_a_node_fires_once(store_env: StoreEnv) -> None:
