@@ -1,6 +1,7 @@
 """KafkaZkClient over both stores: Kafka's paths and JSON, batched conditional writes."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -95,7 +96,7 @@ def test_partition_states_batched_and_conditional(store_env: StoreEnv) -> None:
     tps = [TP("bar", p) for p in range(4)]
     created, failed = c.create_partition_states(
         {tp: LeaderAndIsr(1001, 0, (1001, 1002, 1003), controller_epoch=1) for tp in tps})
-    assert failed == {} and all(s.zk_version == 0 for s in created.values())
+    assert failed == {} and created == {tp: LeaderAndIsr(1001, 0, (1001, 1002, 1003), 0, 1) for tp in tps}
     assert _raw(store_env, "/brokers/topics/bar/partitions/2/state") == \
         b'{"controller_epoch":1,"leader":1001,"version":1,"leader_epoch":0,"isr":[1001,1002,1003]}'
     again, failed = c.create_partition_states({tps[0]: LeaderAndIsr(1002, 0, (1002,))})
@@ -111,7 +112,8 @@ def test_partition_states_batched_and_conditional(store_env: StoreEnv) -> None:
     new = {tp: states[tp].with_leader(1002, (1002, 1003)) for tp in tps}
     updated, stale, errs = c.update_partition_states(new)
     assert stale == [tps[1]] and errs == {} and set(updated) == set(tps) - {tps[1]}
-    assert all(s.zk_version == 1 and s.leader == 1002 for s in updated.values())
+    assert updated == {tp: dataclasses.replace(new[tp], zk_version=1) for tp in updated}  # all but the version as written
+    assert all(s.leader == 1002 and s.controller_epoch == 1 for s in updated.values())
     reread = c.get_partition_states([tps[1]])[tps[1]]
     assert reread.isr == (1001,) and reread.zk_version == 1
     retry, stale, _ = c.update_partition_states({tps[1]: reread.with_leader(1002, (1002,))})
@@ -224,6 +226,22 @@ def test_admin_paths(store_env: StoreEnv) -> None:
     assert ctl.get_topic_deletions() == ["bar"]
     ctl.delete_topic_deletions(["bar", "never-marked"])
     assert ctl.get_topic_deletions() == []
+
+
+def test_each_admin_request_may_be_the_first_node_under_admin(store_env: StoreEnv) -> None:
+    # An admin tool may write before any broker has made Kafka's top-level paths: each
+    # request makes its parents, as Kafka 0.10's tools do (ZkUtils.createPersistentPath).
+    admin = _client(store_env, "admin")
+    requests = {
+        "/admin/reassign_partitions": lambda: admin.create_partition_reassignment({TP("bar", 0): [1]}),
+        "/admin/preferred_replica_election": lambda: admin.create_preferred_replica_election([TP("bar", 0)]),
+        "/admin/delete_topics/bar": lambda: admin.create_topic_deletion("bar"),
+    }
+    for path, request in requests.items():
+        assert admin.session.exists("/admin") is None
+        request()
+        assert admin.session.exists(path) is not None, path
+        admin.session.delete("/admin", recursive=True)
 
 
 def test_isr_change_notifications_and_topic_deletion(store_env: StoreEnv) -> None:
@@ -383,6 +401,11 @@ def test_layout_decoders_accept_what_kafka_writes() -> None:
     assert state == LeaderAndIsr(102, 8, (102, 103), 5, 33)
     assert layout.encode_partition_state(state) == \
         b'{"controller_epoch":33,"leader":102,"version":1,"leader_epoch":8,"isr":[102,103]}'
+    # A broker with no PLAINTEXT listener: Kafka writes a null host and port -1.
+    sasl_only = (b'{"jmx_port":-1,"timestamp":"1614570663881","endpoints":["SASL_SSL://h:9093"],'
+                 b'"host":null,"version":3,"port":-1}')
+    info = layout.decode_broker(102, sasl_only)
+    assert (info.host, info.port, info.endpoints) == ("", -1, ("SASL_SSL://h:9093",))
     assert layout.decode_controller(b'{"version":1,"brokerid":101,"timestamp":"1614570663255"}') == 101
     assert layout.decode_controller(b"101") == 101
 
@@ -494,7 +517,12 @@ def test_a_registration_carries_its_time_in_milliseconds_and_a_rack_only_when_se
 
 
 def test_persistent_paths_are_kafkas_top_level_paths(store_env: StoreEnv) -> None:
-    _client(store_env).ensure_persistent_paths()
+    c = _client(store_env)
+    c.ensure_persistent_paths()
+    before = store_env.store.round_trips
+    c.ensure_persistent_paths()  # once per client: nothing deletes them
+    c.ensure_persistent_paths()
+    assert store_env.store.round_trips == before
     reader = store_env.store.session("reader")
     for path in ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics",
                  "/isr_change_notification"):

@@ -69,9 +69,11 @@ def test_create_topic_errors(store_env: StoreEnv) -> None:
     c = _cluster(store_env)
     rng = random.Random(3)
     admin.create_topic(c, "a.b", 1, 1, rng=rng)
+    admin.create_topic(c, "x_y", 1, 1, rng=rng)
     cases = [
         (errors.TopicAlreadyExists, dict(topic="a.b", partitions=1, replication_factor=1)),
         (errors.InvalidTopic, dict(topic="a_b", partitions=1, replication_factor=1)),
+        (errors.InvalidTopic, dict(topic="x.y", partitions=1, replication_factor=1)),  # either way round
         (errors.InvalidTopic, dict(topic="no way", partitions=1, replication_factor=1)),
         (errors.InvalidReplicationFactor, dict(topic="t", partitions=1, replication_factor=4)),
         (errors.InvalidReplicationFactor, dict(topic="t", partitions=1, replication_factor=0)),
@@ -89,7 +91,7 @@ def test_create_topic_errors(store_env: StoreEnv) -> None:
     for error, kwargs in cases:
         with pytest.raises(error):
             admin.create_topic(c, rng=rng, **kwargs)
-    assert c.get_all_topics() == ["a.b"]
+    assert c.get_all_topics() == ["a.b", "x_y"]
 
 
 @pytest.mark.parametrize("error, kwargs, message", [
