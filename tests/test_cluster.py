@@ -178,6 +178,8 @@ def shared_cluster(tmp_path_factory):
         (dict(topic="bad/name", partitions=1, replication_factor=1), errors.InvalidTopic),
         (dict(topic="t", partitions=1, replication_factor=4), errors.InvalidReplicationFactor),
         (dict(topic="t", partitions=0, replication_factor=1), errors.InvalidPartitions),
+        # 0 is a replication factor given (and refused), not one left out for the broker default.
+        (dict(topic="t", partitions=1, replication_factor=0), errors.InvalidReplicationFactor),
         (dict(topic="t", assignment={0: [1001, 9999]}), errors.InvalidReplicaAssignment),
         (dict(topic="t", assignment={0: [1001, 1001]}), errors.InvalidReplicaAssignment),
         (dict(topic="bar", partitions=1, replication_factor=1), errors.TopicAlreadyExists),
@@ -301,6 +303,7 @@ def test_a_closed_cluster_refuses_every_call_but_close(closed_cluster, name):
         CLOSED_CALLS[name](closed_cluster)
     closed_cluster.close()  # idempotent
     assert closed_cluster.live_brokers() == [] and not closed_cluster.data_dir.exists()
+    assert closed_cluster.now_ms() == closed_cluster.scheduler.now_ms()  # the clock still reads
 
 
 def test_every_public_cluster_method_is_refused_once_closed():
@@ -751,6 +754,7 @@ def test_uncommitted_fetch_reads_past_the_high_watermark(cluster):
     assert cluster.run_until(lambda: cluster.offsets("bar", 0)[1001] == (2, 1), 100)
     assert [r.value for r in cluster.fetch("bar", 0, 0)] == [b"a"]
     assert [r.value for r in cluster.fetch("bar", 0, 0, isolation="uncommitted")] == [b"a", b"b"]
+    assert cluster.offset_range("bar", 0) == (0, 1)  # where the committed records end: the HW
 
 
 def test_fetch_reads_every_batch_up_to_the_hw_whatever_max_bytes(cluster):
@@ -808,13 +812,19 @@ def test_offset_range_after_retention_gives_the_log_start_not_out_of_range():
         assert c.fetch("t", 0, start)[0].offset == start
 
 
-def test_a_client_call_gives_up_at_its_delivery_timeout_not_a_backoff_later(cluster):
+@pytest.mark.parametrize("call", [
+    lambda c, **kw: c.produce("solo", 0, [b"x"], **kw),
+    lambda c, **kw: c.fetch("solo", 0, 0, **kw),  # fetch and offset_range: ninety-fourth review
+    lambda c, **kw: c.offset_range("solo", 0, **kw),
+], ids=["produce", "fetch", "offset_range"])
+def test_a_client_call_gives_up_at_its_delivery_timeout_not_a_backoff_later(cluster, call):
+    """Each client call raises LEADER_NOT_AVAILABLE at the delivery timeout it was given."""
     cluster.create_topic("solo", assignment={0: [1003]})
     cluster.kill(1003)
     assert cluster.run_until(lambda: cluster.leader_for("solo", 0) == -1, 60_000)
     start = cluster.now_ms()
     with pytest.raises(errors.LeaderNotAvailable):
-        cluster.produce("solo", 0, [b"x"], backoff_ms=500, delivery_timeout_ms=1000)
+        call(cluster, backoff_ms=500, delivery_timeout_ms=1000)
     assert cluster.now_ms() - start == 1000
 
 
@@ -881,9 +891,12 @@ def test_a_cluster_whose_brokers_elect_no_controller_raises_request_timed_out(tm
 
     monkeypatch.setattr(KafkaController, "startup", lambda self: None)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    closed_at = []
+    close = Cluster.close
+    monkeypatch.setattr(Cluster, "close", lambda self: (closed_at.append(self.now_ms()), close(self))[1])
     with pytest.raises(errors.RequestTimedOut, match="no controller was elected"):
         Cluster.embedded(brokers=[1, 2])
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == [] and closed_at == [30_000]
 
 
 def test_topic_config_applied_compares_with_the_stores_overrides_by_default(cluster):
@@ -1016,12 +1029,15 @@ def test_a_produce_request_carries_request_timeout_ms_unless_timeout_ms_is_given
 
 
 def test_observers_see_each_timeline_event_as_it_happens(cluster):
+    """Each event is on the timeline by the time an observer is told of it (an observer
+    may read the timeline, the event's latest entry)."""
     seen = []
-    cluster.observers.append(seen.append)
+    cluster.observers.append(lambda event: seen.append((event, cluster.timeline[-1] is event)))
     already = len(cluster.timeline)
     cluster.kill(1003)
     assert cluster.run_until(lambda: all(1003 not in p.isr for p in cluster.describe("bar").partitions), 60_000)
-    assert seen and seen == cluster.timeline[already:]
+    assert seen and [event for event, _ in seen] == cluster.timeline[already:]
+    assert all(on_the_timeline for _, on_the_timeline in seen)
 
 
 def test_closing_the_cluster_stops_its_brokers_cleanly(tmp_path):
@@ -1227,3 +1243,191 @@ def test_an_in_process_broker_has_no_port_and_registers_kafkas_default_one(clust
         assert broker.port is None
         doc = json.loads(cluster.zk.session.get(f"/brokers/ids/{bid}")[0])
         assert (doc["port"], doc["endpoints"]) == (9092, ["PLAINTEXT://127.0.0.1:9092"])
+
+
+# ---- ninety-fourth review: the version, the client's node, remote clients, wall-clock time ----
+
+def test_the_packages_version_is_the_one_it_is_distributed_under():
+    """``kreplica.__version__`` is what pyproject.toml gives the distribution (and pip shows)."""
+    import tomllib
+    from pathlib import Path
+
+    import kreplica
+
+    pyproject = Path(kreplica.__file__).parent.parent / "pyproject.toml"
+    assert kreplica.__version__ == tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
+def test_the_clusters_own_client_is_no_broker_so_a_broker_down_does_not_silence_it():
+    """The cluster sends produce and fetch as a node of its own, apart from every broker id
+    (ids are >= 0): with broker 0 down, answers to the client still arrive at once."""
+    with Cluster.embedded(brokers=[0, 1, 2], config=CONFIG) as c:
+        c.create_topic("t", assignment={0: [1, 2]})
+        c.kill(0)
+        start = c.now_ms()
+        assert c.produce("t", 0, [b"x"], acks="all") == 0
+        assert [r.value for r in c.fetch("t", 0, 0)] == [b"x"]
+        assert c.now_ms() - start < 1000
+
+
+def _remote_client(monkeypatch, tmp_path):
+    """A client of remote brokers (``remote=True``, as kreplica.net.remote.connect builds
+    it) on the memory store, where broker 7, elected controller, registered from elsewhere."""
+    import tempfile
+
+    import kreplica.cluster as cluster_module
+    from kreplica.meta import layout
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+    from recording_transport import RecordingTransport
+
+    class Closable(RecordingTransport):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    real_open = cluster_module.open_store
+
+    def with_a_controller(uri, scheduler, timeout_ms):
+        store = real_open(uri, scheduler, timeout_ms)
+        elsewhere = KafkaZkClient(store.session("broker-7"), scheduler)
+        elsewhere.register_broker(7)
+        elsewhere.session.create(layout.CONTROLLER, layout.encode_controller(7, 0), ephemeral=True)
+        return store
+
+    monkeypatch.setattr(cluster_module, "open_store", with_a_controller)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return Cluster((), None, "memory", 0, None, transport=Closable(), remote=True)
+
+
+def test_a_client_of_remote_brokers_is_built_with_no_broker_and_no_data_dir(monkeypatch, tmp_path):
+    """connect() passes no broker ids: for a remote client that is the rule, not an empty
+    cluster to refuse; and with no broker of its own it makes no temporary directory."""
+    c = _remote_client(monkeypatch, tmp_path)
+    assert c.controller_id == 7 and c.brokers == {} and c.live_brokers() == [7]
+    assert c.data_dir is None and list(tmp_path.iterdir()) == []
+    c.close()
+    assert c.transport.closed and c.live_brokers() == []  # the store is not asked once closed
+
+
+def test_a_client_of_remote_brokers_does_not_look_inside_them(monkeypatch, tmp_path):
+    """The brokers run elsewhere: what only in-process brokers can tell (topic_config_applied,
+    offsets) is refused, and alter_topic_config answers the overrides it wrote without
+    waiting for brokers it cannot see apply them."""
+    with _remote_client(monkeypatch, tmp_path) as c:
+        c.create_topic("t", assignment={0: [7]}, wait=False)
+        start = c.now_ms()
+        assert c.alter_topic_config("t", {"retention.ms": 60_000}) == {"retention.ms": "60000"}
+        assert c.now_ms() == start
+        for call in (lambda: c.topic_config_applied("t"), lambda: c.offsets("t", 0)):
+            with pytest.raises(errors.InvalidRequest, match="looks inside brokers"):
+                call()
+
+
+def _zookeeper_time_on_the_memory_store(monkeypatch):
+    """A "zookeeper://" address runs the cluster on wall-clock time; here the store behind it
+    is the memory store (on that real scheduler), so no ZooKeeper server is needed."""
+    import kreplica.cluster as cluster_module
+    from kreplica.meta.memory_store import MemoryStore
+
+    monkeypatch.setattr(cluster_module, "open_store",
+                        lambda uri, scheduler, timeout_ms: MemoryStore(scheduler, session_timeout_ms=timeout_ms))
+    return "zookeeper://127.0.0.1:1/kreplica"
+
+
+def test_the_zero_latency_guard_is_for_virtual_time_only(monkeypatch):
+    """On wall-clock time the clock moves by itself: latency_ms=0 with zero fetch waits
+    cannot freeze it, and is not refused."""
+    metadata = _zookeeper_time_on_the_memory_store(monkeypatch)
+    with Cluster.embedded(brokers=[1], metadata=metadata, latency_ms=0,
+                          config={"replica.fetch.wait.max.ms": 0}) as c:
+        assert not c.virtual_time and c.controller_id == 1
+
+
+def test_the_seed_drives_the_randomness_on_wall_clock_time_too(monkeypatch):
+    """As on virtual time (test_the_seed_drives_the_clusters_randomness): the seed given is
+    the one the wall-clock scheduler draws from, so placements differ between seeds."""
+    metadata = _zookeeper_time_on_the_memory_store(monkeypatch)
+
+    def layout(seed):
+        with Cluster.embedded(brokers=[1, 2, 3, 4, 5], metadata=metadata, seed=seed) as c:
+            c.create_topic("t", partitions=1, replication_factor=2)
+            return c.describe("t").partitions[0].replicas
+    assert len({layout(seed) for seed in range(6)}) > 1
+
+
+def test_create_topic_waits_a_minute_for_leaders_then_raises_request_timed_out():
+    """With no broker left to lead (both crashed, still registered until their sessions
+    expire, so the assignment is accepted), create_topic waits 60 s of virtual time for the
+    leaders, then raises; the topic stays written, for a controller to elect later."""
+    with Cluster.embedded(brokers=[1, 2], config={"zookeeper.session.timeout.ms": 100_000}) as c:
+        c.kill(1)
+        c.kill(2)
+        start = c.now_ms()
+        with pytest.raises(errors.RequestTimedOut, match="partitions of t got no leader"):
+            c.create_topic("t", assignment={0: [1, 2]})
+        assert c.now_ms() - start == 60_000 and c.topics() == ["t"]
+
+
+def test_preferred_election_reports_an_offline_partition_as_not_moved(cluster):
+    """A partition with no leader at all (its only replica crashed) is not led by its
+    preferred replica either: reported with PREFERRED_LEADER_NOT_AVAILABLE, as Kafka's
+    ElectLeaders answers it, not left out as if it had moved."""
+    cluster.create_topic("solo", assignment={0: [1003], 1: [1002]})
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: cluster.leader_for("solo", 0) == -1, 60_000)
+    assert cluster.elect_preferred_leaders("solo") == {0: errors.PreferredLeaderNotAvailable.code}
+
+
+def test_describe_text_of_an_empty_topic_name_is_no_topic_not_every_topic(cluster):
+    """Only None means "every topic" (kafka-topics.sh --describe without --topic); "" names
+    a topic, and no topic has that name."""
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        cluster.describe_text("")
+
+
+@pytest.mark.parametrize("call", [
+    lambda c, **kw: c.fetch("bar", 0, 0, **kw),
+    lambda c, **kw: c.offset_range("bar", 0, **kw),
+], ids=["fetch", "offset_range"])
+def test_a_read_makes_exactly_retries_plus_one_attempts_against_a_stale_leader(cluster, call):
+    """fetch and offset_range take ``retries`` as produce does: a client whose every lookup
+    names a follower (NOT_LEADER_OR_FOLLOWER, retriable) gives up after retries + 1
+    requests, not at the delivery timeout."""
+    from kreplica.cluster import CLIENT_ID
+    from kreplica.protocol import FetchRequest
+
+    assert cluster.leader_for("bar", 0) == 1001
+    cluster.leader_for = lambda topic, partition: 1002  # a follower of bar-0
+    sent = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: (sent.append((src, req)), send(src, dst, req, cb))
+    start = cluster.now_ms()
+    with pytest.raises(errors.NotLeaderOrFollower):
+        call(cluster, retries=2, backoff_ms=100)
+    assert sum(src == CLIENT_ID and isinstance(r, FetchRequest) for src, r in sent) == 3
+    assert cluster.now_ms() - start < 1000
+
+
+def test_a_produce_lost_on_the_way_is_sent_again_once_its_request_times_out():
+    """No answer at all (the request lost on the wire) is a network error, retriable as in
+    Kafka's producer: after timeout_ms + 1 s the client backs off and sends again."""
+    from kreplica.cluster import CLIENT_ID
+    from recording_transport import RecordingTransport
+
+    transport = RecordingTransport()
+    transport.hold = lambda src, dst, message: (src == CLIENT_ID and isinstance(message, ProduceRequest)
+                                                and not transport.held)
+    with Cluster.embedded(brokers=[1, 2], transport=transport) as c:
+        c.create_topic("t", assignment={0: [1, 2]})
+        start = c.now_ms()
+        assert c.produce("t", 0, [b"x"], acks="all", timeout_ms=2_000, backoff_ms=10) == 0
+        assert len(transport.held) == 1 and 3_010 <= c.now_ms() - start < 3_100
+
+
+def test_a_delivery_timeout_of_zero_still_makes_the_first_attempt(cluster):
+    """The delivery timeout bounds the retries, not the first try: with 0 each call is sent
+    once and answers, as long as that one attempt succeeds."""
+    assert cluster.produce("bar", 0, [b"x"], acks="all", delivery_timeout_ms=0) == 0
+    assert [r.value for r in cluster.fetch("bar", 0, 0, delivery_timeout_ms=0)] == [b"x"]
+    assert cluster.offset_range("bar", 0, delivery_timeout_ms=0) == (0, 1)
