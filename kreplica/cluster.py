@@ -153,7 +153,9 @@ class Cluster:
             self._tmp = tempfile.mkdtemp(prefix="kreplica-")
             data_dir = self._tmp
         self.data_dir = Path(data_dir) if data_dir is not None else None
-        self.transport = transport or InProcessTransport(self.scheduler, latency_ms)
+        # ``is None``, not truthiness: a caller's transport that has a length (messages in
+        # flight, 0 when idle) is still the caller's.
+        self.transport = transport if transport is not None else InProcessTransport(self.scheduler, latency_ms)
         if transport is not None:
             transport.scheduler = self.scheduler
         self.timeline: list[TimelineEvent] = []

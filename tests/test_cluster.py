@@ -1431,3 +1431,21 @@ def test_a_delivery_timeout_of_zero_still_makes_the_first_attempt(cluster):
     assert cluster.produce("bar", 0, [b"x"], acks="all", delivery_timeout_ms=0) == 0
     assert [r.value for r in cluster.fetch("bar", 0, 0, delivery_timeout_ms=0)] == [b"x"]
     assert cluster.offset_range("bar", 0, delivery_timeout_ms=0) == (0, 1)
+
+
+def test_a_callers_transport_is_used_even_when_it_is_falsy():
+    """A transport is the caller's whatever its truth value: one that counts its messages in
+    flight (``len`` 0 when idle) was replaced by a new in-process transport, while the
+    caller's own one was handed the cluster's scheduler and never carried a message."""
+    from recording_transport import RecordingTransport
+
+    class Counting(RecordingTransport):
+        def __len__(self):
+            return len(self.held)
+
+    transport = Counting()
+    assert not transport
+    with Cluster.embedded(brokers=[1], transport=transport) as c:
+        assert c.transport is transport
+        c.create_topic("t", assignment={0: [1]})
+        assert c.produce("t", 0, [b"x"]) == 0 and any(isinstance(r, ProduceRequest) for *_, r in transport.sent)
