@@ -220,6 +220,11 @@ def test_batch_fingerprints_are_the_scans_headers_with_each_batchs_stored_crc():
     bad = bytearray(buf)
     bad[HEADER_SIZE + 1] ^= 1
     assert batch_fingerprints(bad) == batch_fingerprints(buf)
+    # Nor the leader's record rules: a compacted batch (two records left of offsets 0..2)
+    # is a replica's data like any other.
+    compacted = _raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=2)
+    assert scan_batches(compacted, check_records=True).count == 0
+    assert batch_fingerprints(compacted) == [(0, 2, 0, header(compacted)[4])]
 
 
 def test_scan_from_a_position_and_to_an_end():
@@ -452,6 +457,7 @@ def test_decode_records_keeps_an_offset_range():
     assert [r.offset for r in decode_records(buf, stop_offset=5)] == list(range(0, 5))
     assert [r.offset for r in decode_records(buf, start_offset=3, stop_offset=4)] == [3]
     assert decode_records(buf, start_offset=9) == []
+    assert decode_records(buf, stop_offset=0) == []  # 0 is a stop like any other, not "none"
 
 
 def test_record_constructor_checks_types_and_pickles():
@@ -829,6 +835,10 @@ def test_decode_batches_stops_at_its_end():
     assert [b.base_offset for b in decode_batches(buf, sizes[0], sizes[0] + sizes[1])] == [3]
     with pytest.raises(errors.CorruptMessage, match=f"torn batch at position {sizes[0]}"):
         list(decode_batches(buf, 0, sizes[0] + 20))
+    # An end of 0 is an end like any other (not "no end"), for the scan too.
+    assert list(decode_batches(buf, 0, 0)) == []
+    assert (scan_batches(buf, 0, 0).count, scan_batches(buf, 0, 0).end_position) == (0, 0)
+    assert scan_batches(buf, 0, sizes[0]).count == 1
 
 
 @pytest.mark.parametrize("position", [-1, -61])
@@ -838,6 +848,8 @@ def test_a_negative_position_is_refused_not_read_before_the_buffer(position):
         decode_batches(buf, position)
     with pytest.raises(ValueError, match="outside"):
         batch_at(buf, position)
+    with pytest.raises(ValueError, match=f"position {position} is outside 0..{len(buf)}"):
+        scan_batches(buf, position)
 
 
 def test_a_scan_from_the_end_finds_nothing_and_no_error():
@@ -1132,3 +1144,91 @@ def test_a_refused_restamp_quotes_the_numbers_of_the_batch_it_refuses():
     with pytest.raises(errors.CorruptMessage,
                        match=f"torn batch at position {third}: needs {size} bytes, {size - 1} available$"):
         restamp_batches(torn, 50, 1)
+
+
+# ---- ninety-second review: more paths the earlier codec passes left alone
+
+
+def test_records_are_equal_only_with_the_same_timestamp_and_defer_to_other_types():
+    from unittest import mock
+
+    r = Record(5, 6, b"k", b"v", [("h", b"x")])
+    assert r != Record(5, 7, b"k", b"v", [("h", b"x")])
+    assert r == Record(5, 6, b"k", b"v", [("h", b"x")])
+    # Another type gets its say (NotImplemented), as for any Python value: ANY matches.
+    assert r.__eq__(object()) is NotImplemented
+    assert r == mock.ANY and [r] == [mock.ANY]
+
+
+def test_a_tuple_subclass_item_is_read_as_the_tuple_it_is():
+    from collections import namedtuple
+
+    Item = namedtuple("Item", "key value headers timestamp")
+    Pair = namedtuple("Pair", "key value")
+    items = [Item(b"k", b"v", [("h", b"x")], 7), Pair(None, b"w")]
+    assert encode_batch(items, timestamp_ms=3) == encode_batch([tuple(i) for i in items], timestamp_ms=3)
+
+
+@pytest.mark.parametrize("headers, message", [
+    ([("a", b"1"), ("b", bytearray(b"2"))], "record 0: header value must be bytes or None"),
+    ([("a", b"1"), (b"b", b"2")], "record 0: header key must be str"),
+], ids=["bytearray-value", "bytes-key"])
+def test_every_header_pair_is_checked_not_only_the_first(headers, message):
+    # The fast path takes a list of exact (str, bytes | None) pairs as it is: one pair
+    # that is not must send the whole list through the checks, wherever it stands.
+    with pytest.raises(TypeError, match=message):
+        encode_batch([(None, b"v", headers)], timestamp_ms=1)
+
+
+def test_encode_into_refuses_a_negative_position():
+    with pytest.raises(ValueError, match="position -1 is outside the buffer of 10 bytes"):
+        encode_batch_into(bytearray(10), -1, [b"x"])
+
+
+def test_a_record_count_beyond_the_records_there_is_a_bad_record_not_a_shorter_batch():
+    # Two records of 27 bytes under a count (and lastOffsetDelta) of 3: the header's count
+    # bound lets it through, so the decoder must find the third record missing, as
+    # Kafka's and kafka-python's iterators do (an underflow), not stop at the end.
+    b = bytearray(encode_batch([b"a" * 20, b"b" * 20], timestamp_ms=1))
+    struct.pack_into(">i", b, 23, 2)  # lastOffsetDelta
+    struct.pack_into(">i", b, 57, 3)  # record count
+    struct.pack_into(">I", b, 17, crc32c(bytes(b[21:])))
+    assert scan_batches(b).error is None
+    with pytest.raises(errors.InvalidRecord, match="bad record 2 in the batch at position 0"):
+        decode_records(b)
+    with pytest.raises(errors.InvalidRecord, match="bad record 2 in the batch at position 0"):
+        next(decode_batches(b)).records()
+
+
+def test_a_gzip_batch_keeps_only_the_offset_range_asked_for():
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
+    for i in range(5):
+        builder.append(i, 1000 + i, None, b"payload %d " % i * 10, [])
+    buf = bytes(builder.build())
+    assert next(decode_batches(buf)).compression == "gzip"  # kafka-python keeps it only if smaller
+    assert [r.offset for r in decode_records(buf, start_offset=2, stop_offset=4)] == [2, 3]
+    assert [r.value for r in decode_records(buf, start_offset=4)] == [b"payload 4 " * 10]
+
+
+def test_a_views_records_name_the_batchs_own_position():
+    buf = bytearray(three_batches())
+    second = scan_batches(buf).positions.tolist()[1]
+    buf[second + HEADER_SIZE] = 30  # its one record claims to be longer than it is
+    _fix_crcs(buf)
+    with pytest.raises(errors.InvalidRecord, match=f"bad record 0 in the batch at position {second}$"):
+        batch_at(buf, second).records()
+    with pytest.raises(errors.InvalidRecord, match=f"bad record 0 in the batch at position {second}$"):
+        decode_records(buf)
+
+
+def test_batches_are_read_from_a_two_dimensional_byte_view_by_its_bytes():
+    # A byte buffer exported with two dimensions (a numpy array of rows, a memoryview cast
+    # to a shape) is read by its bytes, not by its rows.
+    buf = three_batches()
+    buf += bytes(len(buf) % 2)
+    want = [(b.base_offset, b.position, bytes(b.data)) for b in decode_batches(buf)]
+    for grid in (np.frombuffer(buf, dtype=np.uint8).reshape(2, -1),
+                 memoryview(buf).cast("B", (2, len(buf) // 2))):
+        assert [(b.base_offset, b.position, bytes(b.data)) for b in decode_batches(grid)] == want

@@ -238,6 +238,10 @@ def test_bytes_after_a_gzip_member_end_it_unless_they_open_another_member():
 
     # Not zeros: still no member, so still the end (as GZIPInputStream; kafka-python refuses).
     assert len(decode_records(_gzip_payload_padded(b"trailing junk"))) == 5
+    # Only the magic's two bytes open one (GZIPInputStream reads them as one short): its
+    # first byte alone, or followed by another, is still the end.
+    assert len(decode_records(_gzip_payload_padded(b"\x1f"))) == 5
+    assert len(decode_records(_gzip_payload_padded(b"\x1f\x00" + bytes(14)))) == 5
     # The gzip magic opens a member, and one that does not decompress is corrupt.
     with pytest.raises(errors.CorruptMessage, match="gzip data of the batch at position 0 is corrupt"):
         decode_records(_gzip_payload_padded(b"\x1f\x8b" + bytes(14)))
