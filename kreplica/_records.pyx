@@ -130,7 +130,9 @@ cdef class Record:
             k, v = h
             if not PyUnicode_Check(k):
                 raise TypeError(f"header key must be str, not {type(k).__name__}")
-            pairs.append((k, _as_bytes(v, "header value")))
+            # An exact str, as _as_bytes gives exact bytes: a subclass instance has a
+            # __dict__ that could point back at this (uncollected, no_gc) record.
+            pairs.append((PyUnicode_FromObject(k), _as_bytes(v, "header value")))
         self.headers = tuple(pairs)
 
     def __eq__(self, other):

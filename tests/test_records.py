@@ -1232,3 +1232,18 @@ def test_batches_are_read_from_a_two_dimensional_byte_view_by_its_bytes():
     for grid in (np.frombuffer(buf, dtype=np.uint8).reshape(2, -1),
                  memoryview(buf).cast("B", (2, len(buf) // 2))):
         assert [(b.base_offset, b.position, bytes(b.data)) for b in decode_batches(grid)] == want
+
+
+def test_a_record_holds_exact_bytes_and_str_whatever_subclass_it_was_given():
+    # Records are left out of the cycle collector (no_gc) because they can only hold exact
+    # bytes, str and tuples; a subclass instance has a __dict__ that could point back.
+    class B(bytes):
+        pass
+
+    class S(str):
+        pass
+
+    r = Record(0, 0, B(b"k"), B(b"v"), [(S("h"), B(b"x"))])
+    assert (type(r.key), type(r.value)) == (bytes, bytes)
+    assert [(type(k), type(v)) for k, v in r.headers] == [(str, bytes)]
+    assert r == Record(0, 0, b"k", b"v", [("h", b"x")])
