@@ -78,6 +78,8 @@ def test_no_timestamp_means_kafka_minus_one():
     rb = next(decode_batches(encode_batch([b"x"])))
     assert rb.first_timestamp == rb.max_timestamp == -1
     assert decode_records(encode_batch([b"x"]))[0].timestamp == -1
+    # 0 is a timestamp (the epoch), not "none".
+    assert next(decode_batches(encode_batch([b"x"], timestamp_ms=0))).max_timestamp == 0
 
 
 def test_negative_timestamp_deltas_use_zigzag():
@@ -1200,7 +1202,8 @@ def test_a_record_count_beyond_the_records_there_is_a_bad_record_not_a_shorter_b
         next(decode_batches(b)).records()
 
 
-def test_a_gzip_batch_keeps_only_the_offset_range_asked_for():
+def _gzip_batch_of_five():
+    """kafka-python's gzip batch of five records (offsets 0-4), big enough to stay gzip."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     builder = DefaultRecordBatchBuilder(2, 1, False, -1, -1, -1, 1 << 20)
@@ -1208,6 +1211,11 @@ def test_a_gzip_batch_keeps_only_the_offset_range_asked_for():
         builder.append(i, 1000 + i, None, b"payload %d " % i * 10, [])
     buf = bytes(builder.build())
     assert next(decode_batches(buf)).compression == "gzip"  # kafka-python keeps it only if smaller
+    return buf
+
+
+def test_a_gzip_batch_keeps_only_the_offset_range_asked_for():
+    buf = _gzip_batch_of_five()
     assert [r.offset for r in decode_records(buf, start_offset=2, stop_offset=4)] == [2, 3]
     assert [r.value for r in decode_records(buf, start_offset=4)] == [b"payload 4 " * 10]
 
@@ -1247,3 +1255,18 @@ def test_a_record_holds_exact_bytes_and_str_whatever_subclass_it_was_given():
     assert (type(r.key), type(r.value)) == (bytes, bytes)
     assert [(type(k), type(v)) for k, v in r.headers] == [(str, bytes)]
     assert r == Record(0, 0, b"k", b"v", [("h", b"x")])
+
+
+def test_gzip_records_of_exactly_the_bound_are_read_and_a_byte_more_are_too_large(monkeypatch):
+    # "At most MAX_DECOMPRESSED_BYTES of records": the bound itself is allowed.
+    import gzip
+
+    import kreplica._records
+
+    buf = _gzip_batch_of_five()
+    plain = len(gzip.decompress(buf[HEADER_SIZE:]))
+    monkeypatch.setattr(kreplica._records, "MAX_DECOMPRESSED_BYTES", plain)
+    assert len(decode_records(buf)) == 5
+    monkeypatch.setattr(kreplica._records, "MAX_DECOMPRESSED_BYTES", plain - 1)
+    with pytest.raises(errors.RecordTooLarge, match=f"decompresses to more than {plain - 1} bytes$"):
+        decode_records(buf)
