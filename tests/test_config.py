@@ -68,6 +68,18 @@ def test_a_config_that_is_not_a_dict_is_refused_even_when_empty(given):
     assert config.validate(None) == config.validate({})
 
 
+def test_a_config_may_be_any_mapping_not_only_a_dict():
+    """The embedding API takes a mapping (a read-only view, a ChainMap of defaults under
+    overrides): what it refuses is a value that is not one, as a list of pairs."""
+    from collections import ChainMap
+    from types import MappingProxyType
+
+    assert config.validate(MappingProxyType({"acks": "1"}))["acks"] == "1"
+    merged = ChainMap({"min.insync.replicas": "2"}, {"min.insync.replicas": 1, "flush.ms": 10})
+    typed = config.validate(merged, allowed=config.LOG_KEYS)
+    assert (typed["min.insync.replicas"], typed["flush.ms"]) == (2, 10)
+
+
 def test_integer_text_is_read_as_kafkas_parser_reads_it():
     # Blanks around the digits are trimmed and a sign is taken, as in Kafka's ConfigDef.
     assert config.validate({"segment.ms": " 1000 ", "flush.ms": "+5"})["segment.ms"] == 1000
