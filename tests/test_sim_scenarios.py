@@ -71,6 +71,11 @@ def test_every_shipped_scenario_is_valid():
     # The chaos planner failed mid-run drawing a restart delay from randint(200, 4).
     (dict(chaos=FaultRates(downtime_ms_max=4)), "[chaos] downtime_ms_max = 4: below the shortest fault"),
     (dict(chaos=FaultRates(pause_ms_max=49, partition_ms_max=99)), "pause_ms_max = 49, partition_ms_max = 99: below"),
+    # The World's create_topic refused each with INVALID_REPLICA_ASSIGNMENT, as Kafka's
+    # AdminUtils does: an assignment gives every partition, each of the topic's replication factor.
+    (dict(topics=(TopicSpec("t", 2, 2, {0: (1, 2)}),)), "topic t: the assignment gives no replicas for partition(s) [1]"),
+    (dict(topics=(TopicSpec("t", 1, 2, {0: (1, 2, 3)}),)), "topic t-0 assignment: 3 replicas, the replication factor is 2"),
+    (dict(topics=(TopicSpec("t", 2, 2, {0: (1, 2), 1: (3,)}),)), "topic t-1 assignment: 1 replicas, the replication"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)

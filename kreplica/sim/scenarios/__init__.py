@@ -164,6 +164,13 @@ class Scenario:
                 if not 0 <= p < t.partitions:
                     raise ValueError(f"{where}: assignment names partition {p} of {t.partitions}")
                 _check_replicas(f"{where}-{p} assignment", replicas, ids)
+                if len(replicas) != t.replication_factor:  # the World's create_topic would refuse it
+                    raise ValueError(f"{where}-{p} assignment: {len(replicas)} replicas, the replication factor "
+                                     f"is {t.replication_factor}")
+            unassigned = sorted(set(range(t.partitions)) - set(t.assignment)) if t.assignment else []
+            if unassigned:
+                raise ValueError(f"{where}: the assignment gives no replicas for partition(s) {unassigned} "
+                                 f"of {t.partitions}")
             partitions[t.name] = t.partitions
         for nid in self.nodes:
             if nid not in ids:
