@@ -76,6 +76,9 @@ def test_every_shipped_scenario_is_valid():
     (dict(topics=(TopicSpec("t", 2, 2, {0: (1, 2)}),)), "topic t: the assignment gives no replicas for partition(s) [1]"),
     (dict(topics=(TopicSpec("t", 1, 2, {0: (1, 2, 3)}),)), "topic t-0 assignment: 3 replicas, the replication factor is 2"),
     (dict(topics=(TopicSpec("t", 2, 2, {0: (1, 2), 1: (3,)}),)), "topic t-1 assignment: 1 replicas, the replication"),
+    # The network keeps a broker in the last group naming it: 2 was cut from 1, silently.
+    (dict(steps=(Step("partition", params={"groups": [[1, 2], [2, 3]], "duration_ms": 10}),)),
+     "groups [[1, 2], [2, 3]] name broker 2 twice"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)

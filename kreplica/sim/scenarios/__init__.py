@@ -321,6 +321,10 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
             bad = [b for b in group if not _is_id(b) or b not in ids]
             if bad:
                 raise ValueError(f"{where}: group {list(group)} names no broker {bad[0]}")
+        named = [b for group in groups for b in group]
+        twice = sorted({b for b in named if named.count(b) > 1})
+        if twice:  # the network would keep each in the last group naming it, cut from the others
+            raise ValueError(f"{where}: groups {[list(g) for g in groups]} name broker {twice[0]} twice")
     elif step.action == "create_topic":
         # Passed to the admin call as written: "2" or 2.0 would be refused there, mid-run.
         count, rf = prm.get("partitions", 1), prm.get("replication_factor", 3)
