@@ -79,6 +79,12 @@ def test_every_shipped_scenario_is_valid():
     # The network keeps a broker in the last group naming it: 2 was cut from 1, silently.
     (dict(steps=(Step("partition", params={"groups": [[1, 2], [2, 3]], "duration_ms": 10}),)),
      "groups [[1, 2], [2, 3]] name broker 2 twice"),
+    # The World's create_topic refused these with INVALID_TOPIC_EXCEPTION, as Kafka's Topic.validate does.
+    (dict(topics=(TopicSpec("t x", 1, 3),)), "topic t x: topic name 't x' has characters outside [a-zA-Z0-9._-]"),
+    (dict(topics=(TopicSpec("..", 1, 3),)), "topic ..: topic name cannot be '..'"),
+    (dict(topics=(TopicSpec("a.b", 1, 3), TopicSpec("a_b", 1, 3))), "topic a_b: collides with topic a.b"),
+    # The same name in a create_topic step was refused by the admin call mid-run.
+    (dict(steps=(Step("create_topic", params={"topic": "x/y"}),)), "topic name 'x/y' has characters outside"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)

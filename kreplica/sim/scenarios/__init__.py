@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ...config import validate as validate_config
-from ...errors import InvalidConfig
+from ...errors import InvalidConfig, InvalidTopic
+from ...meta.admin import validate_topic_name
 from ..faults import SHORTEST_MS, FaultRates
 from ..network import LinkProfile
 
@@ -157,6 +158,10 @@ class Scenario:
             where = f"scenario {self.name}: topic {t.name}"
             if t.name in partitions:  # the World would fail creating it the second time
                 raise ValueError(f"{where}: named twice in [[topics]]")
+            _check_topic_name(where, t.name)
+            clash = [u for u in partitions if u.replace(".", "_") == t.name.replace(".", "_")]
+            if clash:  # Kafka's metric names read "." as "_": the World's create_topic refuses the second
+                raise ValueError(f"{where}: collides with topic {clash[0]} ('.' and '_' are one to Kafka)")
             if t.partitions < 1 or not 1 <= t.replication_factor <= self.brokers:
                 raise ValueError(f"{where}: {t.partitions} partition(s) of replication factor "
                                  f"{t.replication_factor} on {self.brokers} broker(s)")
@@ -247,6 +252,15 @@ def _check_replicas(where: str, replicas: Any, ids: set[int]) -> None:
                          f"1..{max(ids)}" + (f" (no broker {bad[0]})" if bad else ""))
 
 
+def _check_topic_name(where: str, name: str) -> None:
+    """Kafka's topic name rules (the admin call's), checked before the run: the World's
+    create_topic refused a bad name of ``[[topics]]`` as it started, and a step's mid-run."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopic as e:
+        raise ValueError(f"{where}: {e.message}") from None
+
+
 def _check_partition(where: str, name: str, partitions: dict[str, int]) -> None:
     topic, _, p = name.rpartition("-")
     if topic not in partitions or not p.isdigit() or int(p) >= partitions[topic]:
@@ -332,6 +346,7 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
             raise ValueError(f"{where}: partitions = {count!r}, expected an integer >= 1")
         if type(rf) is not int or not 1 <= rf <= len(ids):
             raise ValueError(f"{where}: replication factor {rf!r} on {len(ids)} broker(s)")
+        _check_topic_name(where, prm["topic"])
         partitions[prm["topic"]] = count
     elif step.action == "elect_preferred" and prm["topic"] not in partitions:
         raise ValueError(f"{where}: no topic {prm['topic']!r}")
