@@ -130,7 +130,7 @@ def _coerce(key: Key, value: Any) -> Any:
             v = int(value if text is None else text)
         except (TypeError, ValueError, OverflowError):  # OverflowError: a TOML inf
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer") from None
-        if isinstance(value, float) and v != value:
+        if text is None and not isinstance(value, int) and v != value:  # 1.5, Decimal("1.5"): not 1
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         if not key.check(v):
             raise InvalidConfig(f"{key.name}={value!r}: out of range")

@@ -1,3 +1,6 @@
+from decimal import Decimal
+from fractions import Fraction
+
 import pytest
 
 from kreplica import config, errors
@@ -51,6 +54,8 @@ def test_booleans_are_true_or_false_in_any_case(text, value):
         {"segment.ms": [1000]},
         {"unclean.leader.election.enable": "maybe"},
         {"replica.truncation.strategy": "magic"},
+        {"segment.ms": Decimal("1.5")},  # an embedder's exact numbers: not silently 1 either
+        {"segment.ms": Fraction(3, 2)},
     ],
 )
 def test_bad_keys_and_values_name_the_key(bad):
