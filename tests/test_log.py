@@ -887,8 +887,11 @@ def test_kafka_python_decodes_random_logs_byte_for_byte(tmp_path_factory, batche
 def test_log_append_time_is_stamped_by_the_leader_only(tmp_path, clock):
     log = Log.open(tmp_path / "t-0", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
     log.append_as_leader([b"a", b"b"], timestamp_ms=5)  # the producer's time is overridden
-    log.append_batches_as_leader(encode_batch([b"c"], timestamp_ms=7), leader_epoch=0)
+    # every batch of an append of several, each at its own position, the first one included
+    log.append_batches_as_leader(encode_batch([b"c"], timestamp_ms=7) + encode_batch([b"d", b"e"], timestamp_ms=9),
+                                 leader_epoch=0)
     batches = list(decode_batches(log.read(0, 1 << 20).view))
+    assert len(batches) == 3
     assert all(b.valid() and b.timestamp_type == 1 and b.max_timestamp == 1_000_000 for b in batches)
     follower = Log.open(tmp_path / "t-1", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
     clock.advance(50)
@@ -1115,6 +1118,22 @@ def test_a_batch_ending_exactly_the_widest_relative_offset_past_the_base_stays_i
     info = log.append_as_follower(b"".join(batches))
     assert (info.first_offset, info.last_offset, info.num_batches) == (0, big + 1, 3)
     assert [s.base_offset for s in log.segments] == [0, big + 1]
+    log.close()
+
+
+def test_the_batches_after_a_roll_inside_a_follower_append_go_to_the_new_segment_as_one_piece(tmp_path):
+    # The piece that starts a new segment runs to the next batch that would not fit that
+    # segment's relative offsets, measured from the new base: here the last two batches
+    # are one piece, more bytes than segment.bytes, so they share one segment made to fit
+    # (cut again at the last batch, they took a segment each).
+    big = 2**31 - 1
+    batches = [_resigned(encode_batch([b"v" * size], base_offset=base, timestamp_ms=1), last_offset_delta=delta)
+               for base, delta, size in ((0, 9, 1), (10, big - 10, 1), (big + 1, 0, 600), (big + 2, 5, 600))]
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1024})
+    info = log.append_as_follower(b"".join(batches))
+    assert (info.first_offset, info.last_offset, info.num_batches) == (0, big + 7, 4)
+    assert [s.base_offset for s in log.segments] == [0, big + 1]
+    assert log.log_end_offset == big + 8
     log.close()
 
 

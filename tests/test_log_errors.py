@@ -249,6 +249,23 @@ def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(t
     log.close()
 
 
+def test_a_leader_checks_each_batch_of_a_run_by_its_own_codec(tmp_path):
+    # One append of several producer batches (Log.append_batches_as_leader takes a run):
+    # a plain batch's records are read as they are, a gzip batch's decompressed, whatever
+    # codec the batch before or after it has.
+    from kreplica.records import encode_batch
+
+    log = Log.open(tmp_path / "t-0")
+    info = log.append_batches_as_leader(encode_batch([b"a"]) + bytes(_gzip_batch()), leader_epoch=0)
+    assert (info.first_offset, info.last_offset) == (0, 20)
+    garbled = _gzip_batch()
+    garbled[80:90] = bytes(10)  # inside the compressed records
+    with pytest.raises((errors.InvalidRecord, errors.CorruptMessage)):
+        log.append_batches_as_leader(bytes(_resign(garbled)) + encode_batch([b"b"]), leader_epoch=0)
+    assert log.log_end_offset == 21
+    log.close()
+
+
 @pytest.mark.parametrize("damage", [
     lambda b: b.__setitem__(slice(80, 90), bytes(10)),  # inside the compressed records
     # one record fewer in the header (count and lastOffsetDelta agree): the records are fine

@@ -353,13 +353,15 @@ def test_a_damaged_header_in_a_trusted_segment_is_recovered_not_taken_for_its_en
     log.close()
 
 
-@pytest.mark.parametrize("at,written,error", [(16, b"\x01", "bad magic 1 at position "), (0, bytes(12), "")],
-                         ids=["another magic", "offset and length zeroed"])
+@pytest.mark.parametrize("at,written,error", [(16, b"\x01", "bad magic 1 at position "), (0, bytes(12), ""),
+                                              (0, bytes(60), "bad magic 0 at position ")],
+                         ids=["another magic", "offset and length zeroed", "all but the header's last byte zeroed"])
 def test_a_damaged_header_in_a_trusted_segment_outside_the_crc_is_recovered(tmp_path, at, written, error):
     # The magic byte lies outside the CRC: a clean open's header walk must check it itself,
     # or a batch no v2 reader can decode is served as data without any recovery.  And zero
     # fill is a whole zero header: twelve zero bytes (baseOffset, batchLength) with a header
-    # behind them are damage, not the end of the data with the batches after it dropped.
+    # behind them are damage, not the end of the data with the batches after it dropped,
+    # and so is a header that is zero but for its last byte (the record count's low byte).
     cfg = {"segment.bytes": 4096, "index.interval.bytes": 1 << 20}  # no index entry: walks start at 0
     log = Log.open(tmp_path, cfg)
     append_range(log, 0, 30)

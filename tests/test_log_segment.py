@@ -265,6 +265,22 @@ def test_a_load_keeps_the_first_batch_with_the_max_timestamp_as_appending_did(tm
     loaded.close()
 
 
+def test_a_truncation_walks_each_batchs_max_timestamp_not_its_first_records(tmp_path):
+    """A batch's records need not be in time order: the walk after a truncation must take
+    each batch's maxTimestamp (byte 35), not its baseTimestamp (byte 27, the first
+    record's), for the segment's max timestamp, as the append did."""
+    config = LogConfig.from_dict({"segment.bytes": 64 * 1024, "index.interval.bytes": 1 << 20})
+    seg = LogSegment.create(tmp_path, 0, config, 0)
+    for base, stamps in ((0, (1000, 3000, 2000)), (3, (2500, 2600)), (5, (4000,))):
+        batch = encode_batch([(None, b"v", None, ts) for ts in stamps], base_offset=base)
+        seg.append_encoded(memoryview(batch), base, base + len(stamps) - 1, max(stamps))
+    assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (4000, 5)
+    seg.truncate_to(5)
+    assert seg.time_index.entries == 0  # the walk alone finds the max
+    assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (3000, 2)
+    seg.close()
+
+
 def test_recovery_cuts_at_a_batch_whose_last_offset_is_too_far_past_the_segments_base(tmp_path):
     """An index entry holds an offset relative to the segment's base in 4 bytes: a batch
     ending more than that past the base (a narrow batch after a wide gap) is cut, however
@@ -492,6 +508,37 @@ def test_batch_offsets_names_only_the_batches_the_run_holds():
     for i in (run.count, -1):
         with pytest.raises(IndexError):
             run.batch_offsets(i)
+
+
+def test_stamp_create_time_rewrites_and_counts_only_the_batches_whose_header_is_wrong():
+    """A producer run's max timestamps are its records' own; stamp_create_time gives them
+    to the batches whose header says otherwise and answers how many it changed, not how
+    many it looked at."""
+    import struct
+
+    from kreplica.log._batch_run import frame_producer_append
+    from kreplica.records import crc32c
+
+    honest = encode_batch([(None, b"a", None, 100), (None, b"b", None, 200)])
+    right = encode_batch([(None, b"c", None, 300)])
+    wrong = bytearray(right)
+    struct.pack_into(">q", wrong, 35, 0)
+    struct.pack_into(">I", wrong, 17, crc32c(bytes(wrong[21:])))
+    data = bytearray(honest + bytes(wrong))
+    run = frame_producer_append(bytes(data))
+    assert run.stamp_create_time(data) == 1
+    assert bytes(data) == honest + right
+    assert run.stamp_create_time(data) == 0  # nothing is left to change
+
+
+def test_index_entries_refuse_a_position_wider_than_four_bytes():
+    """An offset-index entry holds the batch's file position in 4 bytes: a position past
+    2**32 - 1 is refused (KafkaStorageError), not written cut to its low 4 bytes."""
+    run = frame_batches(encode_batch([b"a"], base_offset=5))
+    offsets, times, *_ = run.index_entries(2**32 - 1, 0, 0, 1, -1, -1, -1, -1, -1)
+    assert bytes(offsets) == (5).to_bytes(4, "big") + (2**32 - 1).to_bytes(4, "big")
+    with pytest.raises(errors.KafkaStorageError, match="does not follow"):
+        run.index_entries(2**32, 0, 0, 1, -1, -1, -1, -1, -1)
 
 
 def test_zeroing_an_abandoned_copy_does_not_grow_the_file_past_what_was_copied(tmp_path):

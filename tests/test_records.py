@@ -950,6 +950,14 @@ def test_a_null_header_key_is_a_bad_record():
                                    "bad record 0 in the batch at position 0")
 
 
+def test_a_negative_header_count_is_a_bad_record():
+    # Kafka's reader refuses a negative header count ("Found invalid number of record
+    # headers"): -1 is not a way to spell "no headers", as it is for a key or a value.
+    body = b"\x00" + _varint(0) + _varint(0) + _field(None) + _field(b"v") + _varint(-1)
+    buf = _raw_batch([_raw_record(0, body=body)])
+    _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0", "bad record 0")
+
+
 @pytest.mark.parametrize("key", [b"\xf8\x90\x80\x80", b"\xfc\x90\x80\x80", b"\xff\x90\x80\x80"])
 def test_a_header_key_with_a_lead_byte_no_utf8_has_is_refused_by_the_leader(key):
     # 0xF8-0xFF never start a UTF-8 sequence; read with a four-byte lead's low bits these
