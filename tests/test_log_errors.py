@@ -236,7 +236,8 @@ def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(t
     info = log.append_batches_as_leader(bytes(_gzip_batch()), leader_epoch=0)
     assert (info.first_offset, info.last_offset) == (0, 19)
     assert len(decode_records(log.read(0, 1 << 20).view)) == 20
-    for codec, name in ((2, "snappy"), (3, "lz4"), (4, "zstd")):
+    # codec ids no Kafka codec has (5 to 7) are refused the same way, named by their number
+    for codec, name in ((2, "snappy"), (3, "lz4"), (4, "zstd"), (5, "codec 5"), (7, "codec 7")):
         other = _gzip_batch()
         other[22] = (other[22] & ~7) | codec
         with pytest.raises(errors.UnsupportedCompressionType, match=name):
