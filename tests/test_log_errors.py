@@ -185,9 +185,9 @@ def test_zero_bytes_after_the_last_batch_are_a_corrupt_message_on_both_append_pa
 
     log = Log.open(tmp_path / "t-0")
     data = encode_batch([b"a", b"b"]) + bytes(tail)
-    with pytest.raises(errors.CorruptMessage, match=f"{tail} trailing bytes are not a batch"):
+    with pytest.raises(errors.CorruptMessage, match=f": {tail} trailing bytes are not a batch"):
         log.append_batches_as_leader(data, leader_epoch=0)
-    with pytest.raises(errors.CorruptMessage, match=f"{tail} trailing bytes are not a batch"):
+    with pytest.raises(errors.CorruptMessage, match=f": {tail} trailing bytes are not a batch"):
         log.append_as_follower(data)
     assert log.log_end_offset == 0 and not len(log.read(0, 1 << 20).view)
     log.close()

@@ -945,6 +945,11 @@ def test_a_null_header_key_is_a_bad_record():
     # does, and -1 there stays a null value.
     ok = _raw_batch([_raw_record(0, headers=[(b"k", None)])])
     assert decode_records(ok)[0].headers == (("k", None),)
+    # the least header, an empty key with a null value, takes two bytes: a record of
+    # nothing else after its header count is read, by the leader's check too
+    least = _raw_batch([_raw_record(0, headers=[(b"", None)] * 2)])
+    assert scan_batches(least, check_records=True).error is None
+    assert decode_records(least)[0].headers == (("", None),) * 2
     buf = _raw_batch([_raw_record(0, headers=[(None, b"h")])])
     _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0",
                                    "bad record 0 in the batch at position 0")
@@ -967,6 +972,16 @@ def test_a_header_key_with_a_lead_byte_no_utf8_has_is_refused_by_the_leader(key)
     buf = _raw_batch([_raw_record(0, headers=[(key, b"h")])])
     _refused_by_leader_and_decoder(buf, "header key of record 0 is not UTF-8 in the batch at position 0",
                                    "not UTF-8")
+
+
+def test_a_continuation_byte_must_be_10xxxxxx_for_the_leader_as_for_the_decoder():
+    # A byte 11xxxxxx where a sequence needs a continuation byte ends the sequence early:
+    # read by its low six bits instead, each of these keys spells a code point in range.
+    for key in (b"\xc2\xc0", b"\xe2\x82\xff", b"\xf0\x9f\x99\xc2"):
+        with pytest.raises(UnicodeDecodeError):
+            key.decode("utf-8")
+        _refused_by_leader_and_decoder(_raw_batch([_raw_record(0, headers=[(key, b"h")])]),
+                                       "header key of record 0 is not UTF-8 in the batch at position 0", "not UTF-8")
 
 
 def test_a_negative_record_count_is_a_bad_header():
