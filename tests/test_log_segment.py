@@ -479,10 +479,11 @@ def test_a_run_of_no_batches_reports_no_offsets_timestamps_or_epochs():
     """A walk that finds no batch (an empty buffer, or zero fill from its first byte, as
     a preallocated segment that never got a batch is recovered) reports -1 for its
     base and last offset, its max timestamp and its leader epoch, never 0: 0 is a real
-    offset, timestamp and epoch.  (Today's callers look only when count > 0.)"""
+    offset, timestamp and epoch; its largest batch is 0 bytes, as its size is.  (Today's
+    callers look only when count > 0.)"""
     for buf in (b"", bytes(200)):
         run = frame_batches(buf, check_crc=True)
-        assert (run.count, run.nbytes, run.error) == (0, 0, None)
+        assert (run.count, run.nbytes, run.error, run.max_batch_bytes) == (0, 0, None, 0)
         assert (run.base_offset, run.last_offset, run.max_timestamp, run.max_leader_epoch) == (-1, -1, -1, -1)
         assert run.first_gap() == -1 and run.epoch_starts(-1) == [] and run.rebase(7) == 6
 
