@@ -580,6 +580,12 @@ def test_the_test_server_listens_on_loopback_only_and_grants_short_sessions(zk_s
 
     long_session = zk_store_factory(session_timeout_ms=DEFAULT_SESSION_TIMEOUT_MS).session("long")
     assert negotiated_timeout_ms(zk_server, long_session) == DEFAULT_SESSION_TIMEOUT_MS == 18000
+    # ZooKeeper looks for expired sessions once a tick: on its default 2 s tick a 1.5 s
+    # session would be found dead up to 2 s late, whatever it was granted.
+    from kreplica.meta.zk_server import four_letter_word
+
+    conf = four_letter_word(zk_server.host, zk_server.port, "conf", timeout_s=5).splitlines()
+    assert "tickTime=200" in conf and zk_server.tick_time_ms == 200
 
 
 # ---- MemoryStore against the oracle: the same random operations on a real ZooKeeper ----
@@ -846,9 +852,10 @@ def test_a_watch_registered_twice_on_a_node_fires_once(store_env: StoreEnv) -> N
     assert seen.types() == ["CHANGED"]
 
 
-def test_a_notice_still_queued_when_its_session_closes_is_not_delivered(store_env: StoreEnv) -> None:
-    # The watch fired while its session was open, but its owner closed the session before
-    # the scheduler ran the notice: a closed session's owner hears nothing more.
+@pytest.mark.parametrize("ending", ["close", "kill"])
+def test_a_notice_still_queued_when_its_session_closes_is_not_delivered(store_env: StoreEnv, ending: str) -> None:
+    # The watch fired while its session was open, but its owner closed the session (or
+    # crashed: kill) before the scheduler ran the notice: its owner hears nothing more.
     import time
 
     a, b = _sessions_and_w(store_env)
@@ -857,7 +864,7 @@ def test_a_notice_still_queued_when_its_session_closes_is_not_delivered(store_en
     a.set("/w", b"1")
     if store_env.kind == "zookeeper":
         time.sleep(0.5)  # kazoo's thread hands the notice to the scheduler, which does not run
-    b.close()
+    getattr(b, ending)()
     store_env.quiesce()
     assert seen.events == []
 
@@ -1437,14 +1444,187 @@ def test_an_interrupt_while_the_server_starts_stops_its_process_and_removes_its_
 def test_a_store_that_cannot_reach_its_server_says_connection_loss() -> None:
     # Nothing listens on the port: the store's start (which makes its chroot) and a
     # session at ZooKeeper's root both fail with the store's own error, not kazoo's.
+    import time
+
     from kreplica.meta.zk_server import free_port
     from kreplica.meta.zookeeper_store import ZooKeeperStore
     from kreplica.runtime import RealScheduler
 
     hosts = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
     with pytest.raises(ConnectionLoss, match=f"cannot reach ZooKeeper at {hosts}"):
         ZooKeeperStore(hosts, "/kreplica", RealScheduler(), connect_timeout_s=0.5)
     root = ZooKeeperStore(hosts, "", RealScheduler(), connect_timeout_s=0.5)
     with pytest.raises(ConnectionLoss, match=f"cannot reach ZooKeeper at {hosts}"):
         root.session("a")
     assert root._sessions == []
+    # Both gave up after the connect timeout asked for, not kazoo's own 15 s.
+    assert time.monotonic() - started < 5.0
+
+
+# ---- the ninety-sixth review: ZooKeeper store mutants, fifth pass ----
+
+def test_one_watch_on_a_nodes_data_and_children_re_registered_hears_each_change_once(store_env: StoreEnv) -> None:
+    # An owner watching a node's data and its children with one callable, re-reading both
+    # after each notice (the controller's way): a data watch and a child watch are two
+    # watches, so the second change is told once, not once per registration kazoo kept.
+    a, b = _sessions_and_w(store_env)
+    seen = Recorder()
+    b.get("/w", seen)
+    b.get_children("/w", seen)
+    a.set("/w", b"1")
+    assert store_env.wait(lambda: seen.events)
+    b.get("/w", seen)
+    b.get_children("/w", seen)
+    a.create("/w/c")
+    assert store_env.wait(lambda: len(seen.events) >= 2)
+    store_env.quiesce()
+    assert seen.types() == ["CHANGED", "CHILD"]
+
+
+def test_a_closed_sessions_empty_batched_read_is_refused_as_any_call(store_env: StoreEnv) -> None:
+    # Nothing to read is no exception to the session's state: a closed session refuses.
+    s = store_env.store.session("a")
+    s.close()
+    with pytest.raises(ConnectionLoss):
+        s.get_many([])
+    with pytest.raises(ConnectionLoss):
+        s.multi([])
+
+
+@pytest.mark.zookeeper
+def test_closing_a_store_ends_every_session_it_holds(zk_store_factory) -> None:
+    # Each session forgets itself as it closes; the store's close must still reach them all.
+    store, observer = zk_store_factory(), zk_store_factory().session("observer")
+    sessions = [store.session(f"broker-{i}") for i in range(4)]
+    for i, s in enumerate(sessions):
+        s.create(f"/eph-{i}", ephemeral=True)
+    store.close()
+    assert [s.closed for s in sessions] == [True] * 4
+    assert observer.get_children("/") == []  # closed, not left to time out
+
+
+@pytest.mark.zookeeper
+def test_a_recursive_delete_at_zookeepers_root_removes_a_node_named_zookeeper_deeper_down(zk_server) -> None:
+    # Only ZooKeeper's own /zookeeper is spared; /t/zookeeper is any other node.
+    import os
+
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+    from kreplica.runtime import RealScheduler
+
+    store = ZooKeeperStore(zk_server.hosts, "", RealScheduler())
+    try:
+        s = store.session("admin")
+        top = f"/deep-zookeeper-{os.getpid()}"
+        s.create(f"{top}/zookeeper/x", makepath=True)
+        s.delete(top, recursive=True)
+        assert s.exists(top) is None and "zookeeper" in s.get_children("/")
+    finally:
+        store.close()
+
+
+def test_an_error_the_store_has_no_name_for_is_raised_as_it_is() -> None:
+    # Only kazoo's errors are translated: anything else (a malformed answer's ValueError)
+    # is a bug to see, not a ConnectionLoss a caller would retry for ever.
+    from kazoo.handlers.threading import SequentialThreadingHandler
+
+    from kreplica.meta.zookeeper_store import ZooKeeperSession
+
+    result = SequentialThreadingHandler().async_result()
+    result.set_exception(ValueError("unexpected multiRead result type 5"))
+    session = object.__new__(ZooKeeperSession)
+    session.store = type("S", (), {"op_timeout_s": 1.0})()
+    with pytest.raises(ValueError, match="unexpected multiRead result type 5"):
+        session._wait(result, "/p")
+
+
+def test_a_four_letter_word_to_a_server_that_never_answers_gives_up_and_readiness_waits_on() -> None:
+    # A port that accepts and says nothing (a JVM still starting, or hung): the word gives
+    # up after its timeout, and the readiness loop takes that as "not yet" until its own
+    # deadline instead of hanging or failing.
+    import socket
+    import threading
+    import time
+
+    from kreplica.meta.zk_server import four_letter_word
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nobody reads
+        port = silent.getsockname()[1]
+        outcome: list[object] = []
+
+        def ask() -> None:
+            try:
+                outcome.append(four_letter_word("127.0.0.1", port, "ruok", timeout_s=0.3))
+            except OSError as exc:
+                outcome.append(exc)
+
+        asker = threading.Thread(target=ask, daemon=True)
+        asker.start()
+        asker.join(5)
+        assert len(outcome) == 1 and isinstance(outcome[0], TimeoutError)
+        started = time.monotonic()
+        assert _server_on(port, _AliveProcess())._wait_ready(1.5) is False
+        assert 1.4 < time.monotonic() - started < 5
+
+
+def test_a_server_without_its_jar_is_unavailable_before_anything_runs(tmp_path) -> None:
+    from kreplica.meta.zk_server import ZooKeeperServer, ZooKeeperUnavailable
+
+    server = ZooKeeperServer(jar=str(tmp_path / "zookeeper.jar"))
+    with pytest.raises(ZooKeeperUnavailable, match="apt-get install zookeeper"):
+        server.start()
+    assert server._proc is None and server.data_dir is None
+
+
+@pytest.mark.zookeeper
+def test_a_server_that_cannot_start_says_why_from_the_end_of_its_log(zk_server, monkeypatch) -> None:
+    # Every try finds its port taken: the error quotes the JVM's last log lines, where
+    # ZooKeeper (through slf4j-simple) says why it exited.
+    import socket
+
+    import kreplica.meta.zk_server as zk
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        monkeypatch.setattr(zk, "free_port", lambda host="127.0.0.1": taken.getsockname()[1])
+        with pytest.raises(RuntimeError, match="ZooKeeper did not start") as failed:
+            zk.ZooKeeperServer().start()
+    assert "BindException: Address already in use" in str(failed.value)
+
+
+@pytest.mark.zookeeper
+def test_a_server_used_as_a_context_manager_is_stopped_and_removed_at_its_end(zk_server) -> None:
+    from kreplica.meta.zk_server import ZooKeeperServer, four_letter_word
+
+    with ZooKeeperServer() as server:
+        proc, data_dir = server._proc, server.data_dir
+        assert four_letter_word(server.host, server.port, "ruok", timeout_s=5) == "imok"
+    try:
+        assert proc.poll() is not None and not data_dir.exists()
+    finally:
+        if proc.poll() is None:  # the mutant's leftover JVM
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.zookeeper
+def test_a_server_whose_port_is_taken_before_its_jvm_binds_it_starts_on_another(zk_server, monkeypatch) -> None:
+    # The port is free when picked, and another process may take it before the JVM binds
+    # it: the next try picks a fresh one.
+    import socket
+
+    import kreplica.meta.zk_server as zk
+
+    picked: list[int] = []
+    real_free_port = zk.free_port
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        def first_one_taken(host: str = "127.0.0.1") -> int:
+            picked.append(taken.getsockname()[1] if not picked else real_free_port(host))
+            return picked[-1]
+
+        monkeypatch.setattr(zk, "free_port", first_one_taken)
+        server = zk.ZooKeeperServer().start()
+        try:
+            assert server.port == picked[-1] != taken.getsockname()[1] and len(picked) == 2
+            assert zk.four_letter_word(server.host, server.port, "ruok", timeout_s=5) == "imok"
+        finally:
+            server.stop()
