@@ -328,3 +328,171 @@ def test_zookeeper_killed_session_gets_no_callbacks(zk_store_factory) -> None:
     s, called = killed_with_an_ephemeral_and_a_watch(zk_store_factory(sched))
     sched.run_until(lambda: False, 500)
     assert called == [] and not s.expired
+
+
+# ---- the ninety-sixth review: ZooKeeper store mutants, fifth pass ----
+
+@pytest.mark.zookeeper
+def test_ended_sessions_leave_no_open_sockets(zk_store_factory) -> None:
+    """Each session's kazoo client holds a connection and a wake-up socket pair; closing
+    or killing the session frees them, or a long-running cluster (a session per expiry
+    and restart) runs out of descriptors."""
+    import gc
+
+    store = zk_store_factory(RealScheduler())
+    store.session("warm-up").close()  # whatever kazoo opens once per process
+    gc.collect()  # what earlier tests left for the collector is not counted either way
+    before = len(os.listdir("/proc/self/fd"))
+    ended = []  # their owners still hold them (a broker keeps its last session object)
+    for i in range(5):
+        ended.append(store.session(f"closed-{i}"))
+        ended[-1].close()
+        ended.append(store.session(f"killed-{i}"))
+        ended[-1].kill()
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before + 2
+
+
+@pytest.mark.zookeeper
+def test_an_expired_session_tells_its_owner_once_and_keeps_no_new_session(zk_store_factory, zk_server) -> None:
+    """kazoo opens a fresh session after an expiry, and reports LOST again when the store
+    then stops it: the owner is told of its expiry once, and no fresh session is kept.
+    The owner's scheduler is busy meanwhile (a controller in a long step), so kazoo's
+    fresh session is up before the store's clean-up runs."""
+    sched = RealScheduler()
+    store = zk_store_factory(sched)
+    told: list[bool] = []
+    s = store.session("b1", on_expired=lambda: told.append(True))
+    old_id = s.client.client_id[0]
+    expire_from_a_twin(s, zk_server.hosts + zk_store_factory.chroot)
+    _wait(lambda: s.expired and s.client.connected and s.client.client_id[0] != old_id)
+    assert sched.run_until(lambda: bool(told), 20_000)
+    sched.run_until(lambda: False, 1_000)  # the stopped client's own LOST, and any late notice
+    assert told == [True]
+    assert s.client._stopped.is_set() and not s.client.connected
+
+
+@pytest.mark.zookeeper
+def test_a_watch_parked_by_a_disconnection_hears_of_the_expiry_before_the_owner(relayed, zk_server) -> None:
+    """As on the embedded store (and kazoo's live watches): outstanding watches learn of
+    the expiry before the owner's on_expired, which may close the session and with it
+    every notice still queued."""
+    heard: list[str] = []
+    a = relayed.via.session("broker", on_expired=lambda: heard.append("on_expired"))
+    a.create("/n", b"1")
+    a.get("/n", lambda event: heard.append(event.type.value))
+    ident = SimpleNamespace(client=SimpleNamespace(client_id=a.client.client_id))  # kazoo forgets it while away
+    _cut(relayed, a)
+    relayed.sched.run_until(lambda: False, 300)
+    assert a._dropped  # parked until the session is back
+    expire_from_a_twin(ident, zk_server.hosts + relayed.via.chroot)
+    relayed.relay.heal()
+    assert relayed.sched.run_until(lambda: "on_expired" in heard, 15_000)
+    relayed.sched.run_until(lambda: False, 300)
+    assert heard == ["SESSION_EXPIRED", "on_expired"]
+
+
+@pytest.mark.zookeeper
+def test_a_watch_told_to_re_read_is_not_told_again_at_the_next_reconnection(relayed) -> None:
+    """A dropped watch is told RECONNECTED once; an owner that has not watched again has
+    nothing outstanding, and a later disconnection tells it nothing."""
+    a = relayed.via.session("broker")
+    a.create("/n", b"1")
+    watch = Recorder()
+    a.get("/n", watch)
+    for _ in range(2):
+        _cut(relayed, a)
+        relayed.sched.run_until(lambda: False, 300)
+        _heal(relayed, a)
+        relayed.sched.run_until(lambda: False, 500)
+    assert watch.types() == ["RECONNECTED"]
+
+
+@pytest.mark.zookeeper
+def test_a_session_killed_while_cut_off_ends_quietly_and_keeps_its_ephemerals(relayed) -> None:
+    """A broker crashing while its connection is down: kazoo has closed the socket it was
+    using and waits to try again; kill() must still end the client at once, without an
+    error, and the server keeps the session's ephemeral nodes until it times out."""
+    a, b = relayed.via.session("broker"), relayed.direct.session("observer")
+    a.create("/eph", ephemeral=True)
+    _cut(relayed, a)
+    time.sleep(0.3)  # between two of kazoo's tries
+    started = time.monotonic()
+    a.kill()
+    assert time.monotonic() - started < 3.0
+    assert a.client._connection.connection_stopped.is_set()
+    assert b.exists("/eph") is not None
+
+
+@pytest.mark.zookeeper
+def test_an_application_that_configures_no_logging_hears_nothing_from_a_killed_session(zk_server) -> None:
+    """kill() makes kazoo warn that its connection dropped, by design. Those warnings go to
+    the store's logger, which stays quiet unless the application configures logging;
+    kazoo's own logger would reach Python's last-resort handler and print to stderr."""
+    import subprocess
+    import sys
+
+    code = (
+        "from kreplica.meta.zookeeper_store import ZooKeeperStore\n"
+        "from kreplica.runtime import RealScheduler\n"
+        f"store = ZooKeeperStore({zk_server.hosts!r}, '/quiet-{os.getpid()}', RealScheduler())\n"
+        "s = store.session('broker')\n"
+        "s.create('/eph', ephemeral=True)\n"
+        "s.kill()\n"
+        "store.close()\n"
+        "print('done')\n"
+    )
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=here)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "done\n", "")
+
+
+@pytest.mark.zookeeper
+def test_a_store_with_its_own_server_ends_its_sessions_before_the_server(zk_server, caplog) -> None:
+    """zookeeper+local:// : close() ends every session while its server still answers
+    (each close-session request is answered), then stops the server. The other way round,
+    every session first finds its server gone and tries to reconnect to it."""
+    import logging
+
+    from kreplica.meta.uri import open_store
+
+    store = open_store("zookeeper+local:///own", RealScheduler(), 4000)
+    sessions = [store.session(f"s{i}") for i in range(3)]
+    sessions[0].create("/eph", ephemeral=True)
+    with caplog.at_level(logging.INFO, logger="kreplica.meta.zookeeper_store"):
+        store.close()
+    assert all(s.closed for s in sessions) and store.owned_server is None
+    troubles = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert troubles == []
+
+
+@pytest.mark.zookeeper
+def test_a_transaction_cut_off_once_let_through_fails_in_time_and_is_never_applied(relayed) -> None:
+    """As test_a_timed_out_call_is_taken_back_and_not_sent_at_the_reconnection, through
+    multi(): the connection drops just after the session's connected check. The caller
+    hears ConnectionLoss within the operation timeout, not whenever the store is back,
+    and the transaction is not sent behind its back at the reconnection."""
+    from kreplica.meta.store import Op
+    from meta_env import meanwhile
+
+    a, b = relayed.via.session("controller"), relayed.direct.session("admin")
+    a.create("/request", b"old")
+    meanwhile(a, "_enter", lambda: _cut(relayed, a), after=True)
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            a.multi([Op.check("/request", 0), Op.set("/request", b"mine")])
+            outcome.append("answered")
+        except Exception as exc:  # noqa: BLE001 -- what the caller was told
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(5.0)
+    assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLoss)
+    del a._enter
+    b.set("/request", b"new")
+    _heal(relayed, a)
+    caller.join(5.0)
+    assert b.get("/request")[0] == b"new"
