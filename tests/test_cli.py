@@ -167,14 +167,19 @@ def test_a_second_sigterm_does_not_cut_the_clean_up_short(monkeypatch, capsys):
     assert cleaned == [True] and capsys.readouterr().err == "kreplica stopped: terminated\n"
 
 
-def test_a_sigterm_handler_set_by_an_embedding_program_is_left_alone(monkeypatch):
+def _own_sigterm_handler(signum, frame):
+    pass
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["own-handler", "ignored"])
+def test_a_sigterm_handler_set_by_an_embedding_program_is_left_alone(monkeypatch, ignored):
     """main() run from a program that handles SIGTERM itself keeps that program's
-    handler while the command runs, not only after it (T4-29)."""
+    handler while the command runs, not only after it (T4-29); a process started with
+    SIGTERM ignored (by the program that started it) is not made to stop on it: SIG_IGN
+    is left as it is (TL5-26)."""
     import signal
 
-    def own(signum, frame):
-        pass
-
+    own = signal.SIG_IGN if ignored else _own_sigterm_handler
     seen = []
     _stub_command(monkeypatch, "ran", lambda args: seen.append(signal.getsignal(signal.SIGTERM)))
     previous = signal.signal(signal.SIGTERM, own)
@@ -857,3 +862,138 @@ def test_consume_times_out_counting_from_the_last_new_record_pausing_poll_ms_bet
     status, lines, err = consume("--timeout-ms", "300")
     assert (status, lines, err) == (0, ["late-0", "late-1", "late-2"], "3 records\n")
     assert set(pauses) == {consume_module.POLL_MS}
+
+
+# The hundredth review (docs/engine-audit.md, TL5-..): the fifth pass over produce,
+# consume and the command line.
+def test_an_empty_key_is_a_key_placed_by_its_hash(tools_cluster, produce):
+    """A line starting with the separator has an empty key, not none: kafka-console-producer
+    sends key "" and the partitioner hashes it as any key; only a null key round-robins
+    (TL5-09, TL5-11)."""
+    from kreplica.cluster import partition_for_key
+
+    assert produce("--key-separator", ":", stdin=b":a\n:b\n")[0] == 0
+    placed = partition_for_key(b"", 3)
+    assert _partitions(tools_cluster) == [[(b"", b"a"), (b"", b"b")] if p == placed else [] for p in range(3)]
+
+
+def test_an_acks_0_error_counts_the_records_sent_before_it(tools_cluster, produce):
+    # With acks=0 nothing is acknowledged: the error line says "sent", as the closing line does (TL5-10).
+    assert produce("--acks", "0", "--partition", "3", stdin=b"x\n") == (
+        1, "Error: UNKNOWN_TOPIC_OR_PARTITION: t has 3 partitions, not 3 (0 records sent before it)\n")
+
+
+@pytest.mark.parametrize("separator", ["\t", " "], ids=["tab", "space"])
+def test_a_blank_key_separator_is_a_separator(tools_cluster, produce, separator):
+    # A tab is kafka-console-producer's default key.separator; only an empty one is refused (TL5-12).
+    sep = separator.encode()
+    assert produce("--key-separator", separator, "--partition", "0", stdin=b"k" + sep + b"v" + sep + b"w\n")[0] == 0
+    assert _partitions(tools_cluster)[0] == [(b"k", b"v" + sep + b"w")]
+
+
+def test_consume_timeout_0_reads_what_is_committed_once_without_pausing(tools_cluster, consume, monkeypatch):
+    """--timeout-ms 0: a poll that found records is followed at once by the next, and the
+    first poll finding nothing ends the run, with no pause between polls (TL5-13, TL5-16).
+    The clock is the test's, moved only by the pauses."""
+    import types
+
+    from kreplica.tools import consume as consume_module
+
+    now = [0.0]
+    pauses = []
+    advance = tools_cluster.advance
+
+    def pause(ms):
+        pauses.append(ms)
+        now[0] += ms / 1000
+        advance(ms)
+
+    tools_cluster.produce("t", 1, [b"a", b"b"], acks="all")
+    monkeypatch.setattr(tools_cluster, "advance", pause)
+    monkeypatch.setattr(consume_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    assert consume("--from-beginning", "--timeout-ms", "0") == (0, ["a", "b"], "2 records\n")
+    assert pauses == []
+
+
+def test_consume_from_beginning_starts_at_the_log_start_not_at_offset_0(tools_cluster, consume, monkeypatch):
+    """Retention moves a log's start on: --from-beginning starts where the log now starts,
+    as the console consumer's earliest offset does, not at 0 (TL5-14)."""
+    tools_cluster.produce("t", 0, [b"v%d" % i for i in range(4)], acks="all")
+    real = tools_cluster.offset_range
+
+    def retained(topic, partition, **kwargs):
+        start, end = real(topic, partition, **kwargs)
+        return (2, end) if partition == 0 else (start, end)  # offsets 0 and 1 deleted by retention
+
+    monkeypatch.setattr(tools_cluster, "offset_range", retained)
+    assert consume("--partition", "0", "--from-beginning", "--timeout-ms", "0") == (0, ["v2", "v3"], "2 records\n")
+
+
+def test_consume_goes_on_past_the_offsets_a_compacted_log_lacks(tools_cluster, consume, monkeypatch):
+    """Compaction leaves gaps in a log's offsets: the next fetch starts one past the last
+    record read, not one past the count read, or a record is printed twice (TL5-15)."""
+    tools_cluster.produce("t", 0, [b"v%d" % i for i in range(5)], acks="all")
+    real = tools_cluster.fetch
+
+    def compacted(topic, partition, offset=0, *args, **kwargs):
+        return [r for r in real(topic, partition, offset, *args, **kwargs) if r.offset not in (1, 2)]
+
+    monkeypatch.setattr(tools_cluster, "fetch", compacted)
+    assert consume("--partition", "0", "--from-beginning", "--timeout-ms", "0") == (
+        0, ["v0", "v3", "v4"], "3 records\n")
+
+
+def test_main_runs_a_command_from_a_thread_other_than_the_main_one(monkeypatch):
+    """SIGTERM handlers can only be set from the main thread: run from another (an
+    embedding program's worker), main() leaves SIGTERM alone and runs the command (TL5-20)."""
+    import threading
+
+    _stub_command(monkeypatch, "ran", lambda args: 0)
+    status = []
+    thread = threading.Thread(target=lambda: status.append(cli.main(["ran"])))
+    thread.start()
+    thread.join(10)
+    assert status == [0]
+
+
+def test_top_level_help_lists_each_command_by_its_help_line(monkeypatch, capsys):
+    """`kreplica --help` names each command beside its module's HELP line (or its
+    docstring's first line when it has none) (TL5-21, TL5-22)."""
+    import importlib
+
+    monkeypatch.setenv("COLUMNS", "1000")  # one line a command
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    for name, module_name in cli.SUBCOMMANDS.items():
+        assert [name, *cli._help(importlib.import_module(module_name)).split()] in listed, name
+    from kreplica.tools import topics
+    assert cli._help(topics) == topics.HELP
+
+
+def test_a_commands_help_keeps_its_description_as_written(capsys):
+    # The docstring's paragraphs and lines, not reflowed into one paragraph (TL5-23).
+    from kreplica.tools import produce
+
+    with pytest.raises(SystemExit):
+        cli.main(["produce", "--help"])
+    assert cli._plain(produce.__doc__).strip() in capsys.readouterr().out
+
+
+def test_no_command_is_a_usage_error(capsys):
+    # Not an AttributeError traceback from a namespace without a command (TL5-24).
+    assert _refused([], capsys) == "kreplica: error: the following arguments are required: COMMAND"
+
+
+def test_a_usage_error_leaves_sigterm_as_it_found_it(monkeypatch, capsys):
+    """SIGTERM unwinds a command only while it runs: a command line refused by argparse
+    (SystemExit 2) leaves the handler it found (TL5-25)."""
+    import signal
+
+    _stub_command(monkeypatch, "ran", lambda args: 0)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        _refused(["ran", "--no-such-option"], capsys)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)

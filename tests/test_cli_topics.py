@@ -40,6 +40,7 @@ def memory_client(monkeypatch):
     ("foo, bar2", ["bar2", "foo"]),  # Kafka's Whitelist drops the spaces (D2-18)
     ("'foo'", ["foo"]),  # and the quotes a shell or a script left around the pattern (T3-05)
     ("nope", []),
+    ("FOO", []),  # a Java Pattern: case counts (TL5-30)
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
     assert main(["topics", "--zookeeper", "memory:1", "--list", *(["--topic", topic] if topic else [])]) == 0
@@ -109,6 +110,12 @@ def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
     # Kafka: "Partition reassignment contains duplicate topic partitions" (the thirty-eighth review's bug).
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001]},'
      '{"topic":"bar","partition":0,"replicas":[1002]}]}', "partitions[1]: bar-0 is named twice"),
+    # The hundredth review: "partitions" not a list is the file's shape, not an entry's
+    # (TL5-07); a partition named twice is refused even with one list twice (TL5-08).
+    ('{"partitions":{"topic":"bar","partition":0,"replicas":[1001]}}', 'expected {"version": 1, "partitions": [...]}'),
+    ('{"partitions":5}', 'expected {"version": 1, "partitions": [...]}'),
+    ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001]},'
+     '{"topic":"bar","partition":0,"replicas":[1001]}]}', "partitions[1]: bar-0 is named twice"),
 ])
 def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_path, content, message, capsys):
     plan = tmp_path / "plan.json"
@@ -633,3 +640,70 @@ def test_delete_says_a_topic_already_marked_is_already_marked(memory_client, cap
     assert main(["topics", "--zookeeper", "memory:1", "--delete", "--topic", "bar.*"]) == 0
     assert capsys.readouterr().out.splitlines() == ["Topic bar is already marked for deletion.",
                                                      "Topic bar2 is marked for deletion.", NOTE]
+
+
+# The hundredth review (docs/engine-audit.md, TL5-..): the fifth pass over these tools.
+def test_under_replicated_compares_the_isr_and_replica_counts_as_0_10_does():
+    """0.10's --under-replicated-partitions keeps a partition whose ISR is shorter than its
+    replica list; an ISR as long, still holding a broker the assignment no longer names
+    (a reassignment's new list written before the ISR shrank), is not counted (TL5-01)."""
+    from kreplica.describe import PartitionDescription, TopicDescription, format_describe
+
+    d = TopicDescription("q", (PartitionDescription(0, 1002, (1002, 1003), (1002, 1001), 3),
+                               PartitionDescription(1, 1002, (1002, 1003), (1002,), 3)), {})
+    assert format_describe(d, under_replicated=True) == (
+        "\tTopic: q\tPartition: 1\tLeader: 1002\tReplicas: 1002,1003\tIsr: 1002\n")
+
+
+def test_a_refused_create_says_nothing_was_created(memory_client, capsys):
+    """"Created topic" is printed once the topic is written, as kafka-topics.sh prints it
+    after AdminUtils returns: a create refused (foo exists) prints only its Error line (TL5-03)."""
+    assert main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "foo",
+                 "--partitions", "1", "--replication-factor", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("Error: TOPIC_ALREADY_EXISTS: ")
+
+
+@pytest.mark.parametrize("action, lines", [
+    (["--describe"], ["Topic:bar", "Topic:bar2", "Topic:foo"]),
+    (["--alter", "--config", "retention.ms=1000"],
+     [f'Updated config for topic "{t}": retention.ms=1000' for t in ("bar", "bar2", "foo")]),
+])
+def test_a_pattern_takes_its_topics_in_name_order_whatever_order_the_store_lists_them(memory_client, action,
+                                                                                      lines, capsys):
+    """ZooKeeper lists a node's children in no particular order (the MemoryStore sorts
+    them): --describe and --alter with a --topic pattern go by name all the same (TL5-04)."""
+    listed = memory_client.get_all_topics()
+    memory_client.get_all_topics = lambda watch=None: sorted(listed, reverse=True)
+    assert main(["topics", "--zookeeper", "memory:1", *action, "--topic", "bar.*|foo"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in out if not line.startswith("\t")] == lines
+
+
+def test_create_places_replicas_with_an_unseeded_generator(seed003_store, monkeypatch):
+    """kafka-topics.sh --create places replicas from an unseeded java.util.Random (a random
+    first broker and shift): not from a generator of a fixed seed, which would place every
+    topic created by count alike (TL5-05)."""
+    import random
+    import types
+
+    from kreplica.tools import topics
+
+    seeds = []
+
+    def generator(*seed):
+        seeds.append(seed)
+        return random.Random(*seed)
+
+    monkeypatch.setattr(topics, "random", types.SimpleNamespace(Random=generator))
+    assert main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new",
+                 "--partitions", "3", "--replication-factor", "2"]) == 0
+    assert seeds == [()] and len(seed003_store().get_topic_assignment("new")) == 3
+
+
+def test_alter_prints_every_override_in_force_not_only_the_ones_it_changed(memory_client, capsys):
+    # The line gives the topic's configs after the change (TL5-06).
+    memory_client.set_topic_config("foo", {"segment.bytes": "1024"})
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
+                 "--config", "retention.ms=1000"]) == 0
+    assert capsys.readouterr().out == 'Updated config for topic "foo": retention.ms=1000,segment.bytes=1024\n'

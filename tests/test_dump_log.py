@@ -91,11 +91,12 @@ def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_v
     """What a segment written by this broker's own appends never holds: a producer id and
     sequences, records out of time order (CreateTime is the batch's max), a null key and a
     null value (size -1, printed as null), an empty key (size 0), headers (their keys as
-    kafka-dump-log prints them, [a,b], where a Python list's repr was printed)."""
+    kafka-dump-log prints them, [a,b], where a Python list's repr was printed, in the
+    record's order, not sorted: TL5-27)."""
     from kreplica.records import encode_batch
 
     seg = tmp_path / "00000000000000000040.log"
-    seg.write_bytes(encode_batch([(None, b"a", [("h", b"1"), ("trace", None)], 1_000), (b"k", None, None, 3_000),
+    seg.write_bytes(encode_batch([(None, b"a", [("trace", None), ("h", b"1")], 1_000), (b"k", None, None, 3_000),
                                   (b"", b"c", None, 2_000)],
                                  base_offset=40, leader_epoch=2, producer_id=7, producer_epoch=1, base_sequence=10))
     out = io.StringIO()
@@ -106,7 +107,7 @@ def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_v
                             "producerEpoch: 1 partitionLeaderEpoch: 2 isTransactional: false isControl: false "
                             "position: 0 CreateTime: 3000 size: ")
     assert records == [
-        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 sequence: 10 headerKeys: [h,trace] key: null payload: a",
+        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 sequence: 10 headerKeys: [trace,h] key: null payload: a",
         "| offset: 41 CreateTime: 3000 keySize: 1 valueSize: -1 sequence: 11 headerKeys: [] key: k payload: null",
         "| offset: 42 CreateTime: 2000 keySize: 0 valueSize: 1 sequence: 12 headerKeys: [] key:  payload: c"]
 
@@ -479,3 +480,60 @@ def test_a_segment_whose_name_is_not_a_base_offset_still_dumps_and_says_the_star
                            "the offsets below are relative to it")
     entries = [_fields(line) for line in lines[note + 1:]]
     assert entries and {(int(e["offset"]) + 30, e["position"]) for e in entries} <= batches
+
+
+# The hundredth review (docs/engine-audit.md, TL5-..): the fifth pass over dump-log.
+def test_the_first_segment_and_its_index_start_at_offset_0(tmp_path):
+    """A partition's first segment is named for offset 0: its starting offset is 0, not
+    unknown, and its index's offsets are absolute ones, with no note that they are
+    relative (TL5-17, TL5-18)."""
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    index = seg.with_suffix(".index")
+    out = io.StringIO()
+    assert seg.name == "00000000000000000000.log" and dump([seg, index], False, out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == [f"Dumping {seg}", "Log starting offset: 0"]
+    entries = lines[lines.index(f"Dumping {index}") + 1:]
+    assert entries and all(line.startswith("offset: ") for line in entries)
+
+
+def test_a_corrupt_segment_fails_the_dump_whatever_index_follows_it(tmp_path):
+    # The exit status is the worst of every file's, an index's included (TL5-19, beside T4-11).
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    data = bytearray(seg.read_bytes())
+    data[-5] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    assert dump([seg, seg.with_suffix(".index")], False, io.StringIO()) == 1
+
+
+def test_a_directory_dumps_its_segments_not_the_files_kafka_renames_them_to(tmp_path):
+    """Kafka renames a segment it deletes to .log.deleted, and the cleaner writes
+    .log.cleaned and .log.swap: a partition directory's dump is of its .log segments
+    alone, and is not failed by the others (TL5-28)."""
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    for suffix in (".deleted", ".cleaned", ".swap"):
+        (tmp_path / "t-0" / (seg.name + suffix)).write_bytes(seg.read_bytes())
+    out = io.StringIO()
+    assert dump([tmp_path / "t-0"], False, out) == 0
+    dumped = [line for line in out.getvalue().splitlines() if line.startswith("Dumping ")]
+    assert dumped == [f"Dumping {s}" for s in sorted((tmp_path / "t-0").glob("*.log"))]
+
+
+def test_each_file_is_named_as_given(tmp_path, monkeypatch):
+    # As kafka-dump-log prints "Dumping " and the file as given: a relative path stays relative (TL5-29).
+    make_log(tmp_path / "t-0")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    assert dump([Path("t-0")], False, out) == 0
+    assert out.getvalue().startswith(f"Dumping {Path('t-0') / '00000000000000000000.log'}\n")
+
+
+def test_a_partition_directory_of_a_dotted_topic_is_a_directory(tmp_path):
+    # Topic names hold dots ("my.topic-0" has a suffix to pathlib): still a directory whose segments are dumped (TL5-31).
+    make_log(tmp_path / "my.topic-0")
+    out = io.StringIO()
+    assert dump([tmp_path / "my.topic-0"], False, out) == 0
+    assert sum(line.startswith("baseOffset:") for line in out.getvalue().splitlines()) == 12
