@@ -707,3 +707,13 @@ def test_alter_prints_every_override_in_force_not_only_the_ones_it_changed(memor
     assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
                  "--config", "retention.ms=1000"]) == 0
     assert capsys.readouterr().out == 'Updated config for topic "foo": retention.ms=1000,segment.bytes=1024\n'
+
+
+def test_a_reassignment_file_that_is_not_utf8_is_named_as_not_json(tmp_path, capsys):
+    # JSON is UTF-8 text: a file that is not is refused as the other bad files are, naming
+    # the file, not with the codec's bare message.
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(b'\xff{"version":1,"partitions":[]}')
+    assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(plan)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"Error: {plan}: not JSON: ") and "can't decode byte 0xff" in err and len(err.splitlines()) == 1

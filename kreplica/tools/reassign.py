@@ -56,10 +56,10 @@ def _plan_file(path: str) -> dict[Any, list[int]]:
     """Kafka's reassignment JSON; ValueError naming the file and the entry that is wrong."""
     from ..protocol import TopicPartition
 
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:  # JSON is UTF-8 text (RFC 8259), whatever the locale
         try:
             doc = json.load(f)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path}: not JSON: {e}") from None
     entries = doc.get("partitions") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
