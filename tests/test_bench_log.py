@@ -417,6 +417,7 @@ def test_lookups_probe_all_of_each_log_and_kreplicas_logs_use_the_small_segments
     sizes = replace(bench_log.QUICK, lookup_records=100, lookup_probes=50, repeat=1)
     probed: dict[tuple[str, int], list[int]] = {}
     opened_with: list[tuple] = []
+    order: list[tuple[str, int]] = []  # the (store, size) of each slice looked up, in turn
 
     def recording(name: str) -> type:
         base = _fake_store(clock, name, {"lookup 100": 1000.0, "lookup 10000": 1500.0})
@@ -429,6 +430,7 @@ def test_lookups_probe_all_of_each_log_and_kreplicas_logs_use_the_small_segments
 
             def lookup(self, offsets: list[int]) -> None:
                 probed.setdefault((name, self.records), []).extend(offsets)
+                order.append((name, self.records))
                 super().lookup(offsets)
 
         return Recording
@@ -442,6 +444,9 @@ def test_lookups_probe_all_of_each_log_and_kreplicas_logs_use_the_small_segments
         assert len(offsets) == 2 * sizes.lookup_probes  # the warm-up pass and one repeat
         assert max(offsets) < records and max(offsets) >= records // 2, (name, records)
     assert {records for _, records in probed} == {100, 10_000}
+    # each slice goes to every (size, store) pair before the next slice (BH5-08)
+    pairs = [(name, n) for n in (100, 10_000) for name in ("kreplica", "sqlite3", "lmdb")]
+    assert order == pairs * 2 * bench_log.TURNS
 
 
 def test_memory_peak_counts_the_rss_before_the_first_batch(tmp_path, clock, monkeypatch):
@@ -692,3 +697,63 @@ def test_every_store_looks_up_each_offset_it_is_given(tmp_path):
     kr.lookup(probes)
     log.close()
     assert keys == reads == probes
+
+
+# The hundred-and-first review (docs/engine-audit.md, BH5-..): the fifth pass over the harness.
+
+def test_the_memory_row_samples_after_the_last_batch_on_its_own_segments_and_600_mib_fails(tmp_path, clock,
+                                                                                           monkeypatch):
+    """The RSS reaches exactly 600 MiB after the last batch: sampled after every batch (not
+    before), that is the peak, and the target says "under 600 MiB". The log is opened on
+    ``memory_segment_bytes`` segments (the row's name says so), and the free space is that
+    of the directory the log goes in."""
+    import psutil
+
+    fake = _fake_store(clock, "kreplica", {"append": 1.0})
+    opened_with: list[tuple] = []
+
+    class Store(fake):
+        def __init__(self, path: Path, *args) -> None:
+            super().__init__(path, *args)
+            opened_with.append((path.parent, args))
+
+    rss = [100, 150, 200, 300, 600]  # MiB before the work, then after each of the 4 batches
+    monkeypatch.setattr(bench_log, "KReplica", Store)
+    monkeypatch.setattr(psutil, "Process", lambda: SimpleNamespace(memory_info=lambda: SimpleNamespace(
+        rss=rss[fake.opened[0].records // 10 if fake.opened else 0] * bench_log.MIB)))
+    asked: list[Path] = []
+    monkeypatch.setattr(bench_log.shutil, "disk_usage",
+                        lambda path: asked.append(Path(path)) or SimpleNamespace(free=64 * bench_log.GIB))
+    sizes = replace(bench_log.QUICK, memory_bytes=4 * 160, memory_segment_bytes=3 << 20)
+    [row] = bench_log.bench_memory(tmp_path, sizes, [b"v" * 16] * 10)
+    assert (row.kreplica, row.passed) == (600.0, False)
+    assert opened_with == [(tmp_path, (3 << 20,))]
+    assert asked == [tmp_path]
+
+
+def test_the_raw_peers_check_refuses_a_log_of_the_same_size_with_other_bytes(tmp_path):
+    """Same sizes, other values: the raw file would not hold the Log's bytes."""
+    store = KReplica(tmp_path / "log")
+    store.append(append_work(100, 2, seed=1))
+    store.close()
+    with pytest.raises(RuntimeError, match="the raw-write peer's bytes differ from the Log's"):
+        bench_log._check_log_bytes(tmp_path / "log", append_work(100, 2, seed=0))
+
+
+def test_the_stores_take_turns_piece_by_piece_in_every_run(tmp_path, monkeypatch):
+    """A burst of load must fall on every store alike: each piece goes to every store
+    before the next piece starts."""
+    monkeypatch.setattr(bench_log, "time", SimpleNamespace(perf_counter=lambda: 0.0, thread_time=lambda: 0.0,
+                                                           monotonic_ns=time.monotonic_ns))
+    calls: list[tuple[str, int]] = []
+
+    def opener(name: str):
+        return lambda path: SimpleNamespace(name=name, close=lambda: None)
+
+    bench_log.race(tmp_path, {"a": opener("a"), "b": opener("b")}, [1, 2, 3],
+                   lambda store, piece: calls.append((store.name, piece)), 2)
+    assert calls == [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3)] * 2
+
+
+def test_a_figure_of_100_or_more_is_a_whole_number():
+    assert [bench_log._fmt(x) for x in (99.994, 100.0, 1234.5, None)] == ["99.99", "100", "1,234", "-"]
