@@ -198,3 +198,56 @@ def test_the_timed_batches_wait_for_all_three_replicas_in_sync():
 
     bench_net._produce_all(Cluster(), bench_net.batches(2, 2, 8))
     assert seen == [[1, 2], [1, 2, 3]] and produced == [2, 2, 2]
+
+
+# The hundred-and-first review (docs/engine-audit.md, BH5-..): the fifth pass over the harness.
+
+@pytest.mark.parametrize("fails", [False, True], ids=["timed", "a-failed-run"])
+def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_what_it_started(fails, monkeypatch):
+    """Two brokers registered is not the three-broker cluster the row names; and the server
+    and the three processes are stopped whether the timed run ends or fails."""
+    import contextlib
+
+    from kreplica.meta import zk_server
+    from kreplica.net import remote
+
+    live, events = [[1, 2], [1, 2, 3]], []
+
+    def produce_all(c, values):
+        events.append(("timed with", len(live[0])))
+        if fails:
+            raise AssertionError("read back 0 committed records")
+        return 2.5
+
+    def run_until(condition, timeout_ms):
+        while not condition():
+            live.pop(0)
+        return True
+
+    @contextlib.contextmanager
+    def connect(url, config):
+        yield SimpleNamespace(run_until=run_until, live_brokers=lambda: live[0])
+
+    class Broker:
+        def __init__(self, argv, stdout=None):
+            self.id = argv[argv.index("--id") + 1]
+
+        def send_signal(self, sig):
+            events.append(("stop broker", self.id))
+
+        def wait(self, timeout=None):
+            return 0
+
+    server = SimpleNamespace(hosts="127.0.0.1:2181", stop=lambda: events.append(("stop server",)))
+    monkeypatch.setattr(zk_server, "zookeeper_available", lambda: True)
+    monkeypatch.setattr(zk_server, "ZooKeeperServer", lambda: SimpleNamespace(start=lambda: server))
+    monkeypatch.setattr(remote, "connect", connect)
+    monkeypatch.setattr(bench_net.subprocess, "Popen", Broker)
+    monkeypatch.setattr(bench_net, "_produce_all", produce_all)
+    if fails:
+        with pytest.raises(AssertionError, match="read back 0"):
+            bench_net.processes([])
+    else:
+        assert bench_net.processes([]) == 2.5
+    assert events == [("timed with", 3), ("stop broker", "1"), ("stop broker", "2"), ("stop broker", "3"),
+                      ("stop server",)]
