@@ -236,3 +236,53 @@ def test_the_rounds_take_turns_under_the_data_dir_and_the_breakdown_is_single_th
                               with_breakdown=True)
     assert calls == [(name, tmp_path) for name in ("single", "replicated") * 2 + ("breakdown",) * 2]
     assert r["breakdown"] == ({"replicated": False}, {"replicated": True})
+
+
+# The hundred-and-first review (docs/engine-audit.md, BH5-..): the fifth pass over the harness.
+
+def test_every_batch_holds_its_own_records():
+    """Fresh producer data: the batches cycled through are all different (the same batch
+    resent would be read from the CPU caches), and a seed gives the same batches again."""
+    batches = _batches(10, 5, 3, 1)
+    assert len(set(batches)) == 3 and _batches(10, 5, 3, 1) == batches
+
+
+def test_the_cpu_ratio_takes_each_sides_least_cpu_round_whichever_round_was_fastest(tmp_path, monkeypatch):
+    """The fastest wall-clock round is not the one that used the least CPU: the CPU ratio,
+    the figure that sees through a busy machine, is from each side's least CPU."""
+    singles, replicated = iter([(1.0, 0.9), (2.0, 0.5)]), iter([(4.0, 3.0), (5.0, 2.0)])
+
+    def single(root, batches, count):
+        seconds, cpu = next(singles)
+        return {"seconds": seconds, "cpu_seconds": cpu, "records": 1000}
+
+    def rounds(root, batches, count, in_flight):
+        seconds, cpu = next(replicated)
+        return {"seconds": seconds, "cpu_seconds": cpu, "records": 1000, "follower_fetches": 1, "bytes": 1}
+
+    monkeypatch.setattr(bench_replication, "run_single_log", single)
+    monkeypatch.setattr(bench_replication, "run_replicated", rounds)
+    r = bench_replication.run(100, batch_records=10, count=4, in_flight=2, data_dir=str(tmp_path), repeat=2)
+    assert (r["ratio"], r["cpu_ratio"]) == (pytest.approx(0.25), pytest.approx(0.25))  # 1 / 4 s; 0.5 / 2 CPU s
+
+
+def test_the_produce_clock_covers_the_first_requests_sent(monkeypatch):
+    """The first ``in_flight`` requests are part of the run: each send here takes 1 s of
+    wall clock and 0.5 s of CPU, and every request is sent and answered at once."""
+    from types import SimpleNamespace
+
+    from kreplica.errors import NONE
+
+    clock = SimpleNamespace(wall=0.0, cpu=0.0)
+    monkeypatch.setattr(bench_replication, "time", SimpleNamespace(perf_counter=lambda: clock.wall,
+                                                                   thread_time=lambda: clock.cpu))
+    cluster = _fake_cluster([NONE] * 3)
+    answer = cluster["transport"].send
+
+    def send(*args):
+        clock.wall, clock.cpu = clock.wall + 1.0, clock.cpu + 0.5
+        answer(*args)
+
+    cluster["transport"] = SimpleNamespace(send=send)
+    produced = produce_replicated(cluster, [b"x"], 3, 3)
+    assert (produced["seconds"], produced["cpu_seconds"], produced["acked"]) == (3.0, 1.5, 3)
