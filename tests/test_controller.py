@@ -678,6 +678,35 @@ def test_failover_bench_counts_the_round_trips_made_while_the_session_closes():
     assert r.round_trips == 4 + 1  # the failover's own four (see the scenario test above) and the early one
 
 
+# The hundred-and-first review (docs/engine-audit.md, BH5-..): the fifth pass over the harness.
+
+def test_failover_bench_runs_each_size_twice_on_the_real_store_each_run_on_its_own_root(monkeypatch):
+    """The real store's rows, as the memory store's: per size a broker failure, then a
+    controller failure, each on a fresh chroot (one shared root would hold the first run's
+    topics and brokers).  The server, the store and the run are stand-ins."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from kreplica import runtime
+    from kreplica.meta import zk_server, zookeeper_store
+    from kreplica.tools import bench_failover
+
+    @contextlib.contextmanager
+    def server():
+        yield SimpleNamespace(hosts="127.0.0.1:2181")
+
+    runs = []
+    monkeypatch.setattr(zk_server, "zookeeper_available", lambda: True)
+    monkeypatch.setattr(zk_server, "ZooKeeperServer", server)
+    monkeypatch.setattr(zookeeper_store, "ZooKeeperStore", lambda hosts, chroot, sched: SimpleNamespace(chroot=chroot))
+    monkeypatch.setattr(runtime, "RealScheduler", object)
+    monkeypatch.setattr(bench_failover, "run", lambda n, store, sched, controller_fails=False: runs.append(
+        (n, store.chroot, controller_fails)) or len(runs))
+    assert bench_failover.run_zookeeper([30, 60]) == [1, 2, 3, 4]
+    assert [(n, fails) for n, _root, fails in runs] == [(30, False), (30, True), (60, False), (60, True)]
+    assert len({root for _n, root, _fails in runs}) == 4
+
+
 # -- random histories (hypothesis) ------------------------------------------------------------
 
 OPS = st.lists(st.tuples(st.sampled_from(["kill", "start", "shutdown", "catch_up", "preferred", "reassign"]),
