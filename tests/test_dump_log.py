@@ -313,17 +313,24 @@ def test_log_demo_rates_are_records_and_bytes_over_the_appends_time(tmp_path, mo
     assert f"in 0.00 s: 3.00 M records/s, {gbps:.2f} GB/s, 1 segments" in " ".join(out.getvalue().split())
 
 
-def test_log_demo_kills_the_writer_past_a_flush_and_fails_a_log_short_of_what_was_flushed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("records, value", [(2000, None), (150_000, b"x" * 100)],
+                         ids=["short-of-the-flush", "other-values"])
+def test_log_demo_kills_the_writer_past_a_flush_and_fails_a_log_short_of_what_was_flushed(records, value, tmp_path,
+                                                                                          monkeypatch):
     """A stand-in writer reports 1,000 more records a line and a flush at 150,000 from its
     100th line on: it is killed at its 175th, and a log holding less than the flushed
-    150,000 records (2,000 here, every one in place) is not a clean recovery."""
+    150,000 records (2,000 here, every one in place) is not a clean recovery; nor is one
+    holding all of them, gap-free, but not the values the writer wrote (the hundred-and-
+    first review's BH5-16)."""
     from rich.console import Console
 
     from kreplica.tools import log_demo
 
     path = tmp_path / "demo-0"
     log = Log.open(path, log_demo.CONFIG)
-    log.append_as_leader([log_demo._value(i) for i in range(2000)])
+    others = [value] * 1000
+    for start in range(0, records, 1000):
+        log.append_as_leader(others if value else [log_demo._value(i) for i in range(start, start + 1000)])
     log.close()
     lines = "".join(f"{1000 * n + 999} {150_000 if n >= 99 else 0}\n" for n in range(300))
     killed = []
@@ -345,7 +352,7 @@ def test_log_demo_kills_the_writer_past_a_flush_and_fails_a_log_short_of_what_wa
     text = " ".join(out.getvalue().split())
     assert killed == [(4242, log_demo.signal.SIGKILL)]
     assert "writer killed after acknowledging offset 174,999; recovery point (flushed) 150,000" in text
-    assert "log end offset 2,000" in text and "2,000 records read back: NOT a clean prefix" in text
+    assert f"log end offset {records:,}" in text and f"{records:,} records read back: NOT a clean prefix" in text
 
 
 @pytest.mark.parametrize("argv, message", [
