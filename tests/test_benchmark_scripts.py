@@ -160,3 +160,60 @@ def test_an_events_kind_names_the_message_the_notice_or_the_timer_behind_the_tra
     assert bench_sim._event_kind(named("PausableScheduler._fire_released"), ()) == (
         "broker timer held by a pause, run at its resume")
     assert bench_sim._event_kind(named("Replica.expire"), ()) == "timer Replica.expire"
+
+
+# The hundred-and-first review (docs/engine-audit.md, BH5-..): the fifth pass over the harness.
+
+def test_event_costs_times_every_event_soon_or_later_and_puts_the_scheduler_back(bench_sim, monkeypatch):
+    """``event_costs`` swaps ``kreplica.cluster.SimScheduler`` for a timing one around one
+    chaos run: an event scheduled with ``call_soon`` is counted as one with ``call_later``
+    is, and the real scheduler is back after the run, even a run that fails."""
+    import kreplica.cluster as cluster_module
+
+    real = cluster_module.SimScheduler
+
+    def ping(*args):
+        pass
+
+    def pong():
+        pass
+
+    def chaos_run(seed):
+        sched = cluster_module.SimScheduler(0)
+        assert type(sched) is not real and seed == 2
+        sched.call_soon(ping, 1)
+        sched.call_later(5, pong)
+        sched.call_later(7, ping, 2)
+        sched.advance(10)
+        return 0.0, 0.25, 3, 0, 10
+
+    monkeypatch.setattr(bench_sim, "chaos_run", chaos_run)
+    costs, cpu = bench_sim.event_costs()
+    assert {kind: n for kind, (n, _t) in costs.items()} == {f"timer {ping.__qualname__}": 2,
+                                                             f"timer {pong.__qualname__}": 1}
+    assert cpu == 0.25 and cluster_module.SimScheduler is real
+
+    def failing(seed):
+        raise RuntimeError("the run failed")
+
+    monkeypatch.setattr(bench_sim, "chaos_run", failing)
+    with pytest.raises(RuntimeError, match="the run failed"):
+        bench_sim.event_costs()
+    assert cluster_module.SimScheduler is real
+
+
+def test_by_kind_lists_the_costliest_kinds_first_with_their_share_of_the_time_inside_events(bench_sim, monkeypatch,
+                                                                                         capsys):
+    """10 ms inside events out of a run of 20 CPU ms: each kind's share is of the 10 ms (the
+    checker's passes between events are in no kind), costliest first."""
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(bench_sim, "chaos_run", lambda seed: (0.0, 0.0, 0, 0, 0))
+    costs = {"message FetchRequest": (4, 0.004), "timer Fetcher.poll": (1, 0.006),
+             "store notice Watch.fire": (10, 0.0)}
+    monkeypatch.setattr(bench_sim, "event_costs", lambda: (costs, 0.02))
+    bench_sim.by_kind()
+    lines = capsys.readouterr().out.splitlines()
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if line.count("│") == 5]
+    assert rows == [["timer Fetcher.poll", "1", "6,000.0", "60.0%"], ["message FetchRequest", "4", "1,000.0", "40.0%"],
+                    ["store notice Watch.fire", "10", "0.0", "0.0%"]]
+    assert "15 events, 0.01 s inside them, 0.02 CPU s in all" in " ".join(" ".join(lines).split())
