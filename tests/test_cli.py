@@ -322,6 +322,18 @@ def test_sweep_refuses_a_bad_grid_file_up_front(name, text, message, no_spark, t
     assert err.startswith("sweep: ") and message in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_sweep_refuses_an_out_naming_a_file_up_front(no_spark, tmp_path, capsys):
+    """--out a file, or a path under one, is refused before Spark starts (moved here from
+    the Spark-marked tests, where the fast run never saw it: the hundred-and-first
+    review's BH5-21 dropped the check of --out itself unseen)."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out in (afile, afile / "runs"):
+        assert cli.main(["sweep", "--scenario", "random-chaos", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.strip() == f"sweep: --out {out}: {afile} is a file, not a directory"
+
+
 def test_sweep_refuses_bad_run_options(capsys):
     assert "--runs-per-task: 0: must be at least 1" in _refused(
         ["sweep", "--scenario", "random-chaos", "--out", "x", "--runs-per-task", "0"], capsys)

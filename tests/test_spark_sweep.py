@@ -529,17 +529,6 @@ def test_what_a_sweep_killed_outright_leaves_the_next_sweep_removes(tmp_path):
     assert scratch_dir(busy) in remove_orphaned_scratch(keep="", min_age_s=0)
 
 
-def test_out_naming_a_file_is_a_usage_error(tmp_path, capsys):
-    from kreplica.cli import main
-
-    afile = tmp_path / "afile"
-    afile.write_text("")
-    for out in (afile, afile / "runs"):
-        assert main(["sweep", "--scenario", SCENARIO, "--out", str(out)]) == 2
-        err = capsys.readouterr().err
-        assert err.strip() == f"sweep: --out {out}: {afile} is a file, not a directory"
-
-
 def test_a_failure_in_a_python_worker_is_named_by_its_own_last_line():
     """Spark's first line only says a Python worker failed; the sweep prints what did."""
     from kreplica.tools.sweep import _spark_error
