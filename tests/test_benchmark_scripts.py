@@ -217,3 +217,19 @@ def test_by_kind_lists_the_costliest_kinds_first_with_their_share_of_the_time_in
     assert rows == [["timer Fetcher.poll", "1", "6,000.0", "60.0%"], ["message FetchRequest", "4", "1,000.0", "40.0%"],
                     ["store notice Watch.fire", "10", "0.0", "0.0%"]]
     assert "15 events, 0.01 s inside them, 0.02 CPU s in all" in " ".join(" ".join(lines).split())
+
+
+def test_small_seeds_runs_seeds_1_to_n_without_history_and_counts_the_failing_ones(bench_sim, monkeypatch):
+    ran = []
+
+    class World:
+        def __init__(self, sc, seed, keep_history=True):
+            ran.append((sc, seed, keep_history))
+
+        def run(self):
+            return SimpleNamespace(ok=ran[-1][1] not in (2, 5))
+
+    monkeypatch.setattr(bench_sim, "World", World)
+    monkeypatch.setattr(bench_sim.scenarios, "load", lambda name: f"scenario {name}")
+    _wall, _cpu, bad = bench_sim.small_seeds(6)
+    assert bad == 2 and ran == [(f"scenario {bench_sim.SMALL}", seed, False) for seed in range(1, 7)]

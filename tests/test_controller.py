@@ -593,6 +593,9 @@ def test_failover_bench_judges_round_trips_on_the_worst_store_row():
     rows = [FailoverResult("zookeeper", "broker", 3000, 1.0, 0.5, 1000, 500, 1),
             FailoverResult("zookeeper", "controller", 3000, 1.0, 0.5, 1000, 1500, 1)]
     assert verdicts(rows) == ["target: ZooKeeper <= 1 round trip per re-elected partition: worst 1.5000, FAIL"]
+    # exactly one round trip per re-elected partition meets "<= 1" (the hundred-and-first review's BH5-24)
+    assert verdicts(rows[:1] + [FailoverResult("zookeeper", "controller", 3000, 1.0, 0.5, 1000, 1000, 1)]) == [
+        "target: ZooKeeper <= 1 round trip per re-elected partition: worst 1.0000, PASS"]
 
 
 def test_failover_bench_counts_only_the_requests_sent_by_the_failover():
