@@ -166,11 +166,13 @@ def run_seed(args: argparse.Namespace, seed: int, scenario: Any = None, suffix: 
     if world.keep_data:
         print(f"seed {seed}: data kept in {world.data_dir}")
     if args.out:
-        stem = args.out / f"{sc.name}-{seed}{suffix}"
+        # Named by appending, not with_suffix: a dot in the scenario's name (shutdown.v2) is
+        # the name's, and with_suffix wrote every seed over one shutdown.jsonl.
+        stem = f"{sc.name}-{seed}{suffix}"
         if args.history or r.violation is not None:  # a failing seed is always kept for --replay
-            world.history.write_jsonl(stem.with_suffix(".jsonl"))
+            world.history.write_jsonl(args.out / f"{stem}.jsonl")
         if args.timeline:
-            timeline_png(r, stem.with_suffix(".png"), getattr(args, "timeline_partitions", 4))
+            timeline_png(r, args.out / f"{stem}.png", getattr(args, "timeline_partitions", 4))
     r.samples = []
     return r
 

@@ -856,3 +856,46 @@ def test_list_gives_each_scenario_one_line_whatever_its_descriptions_lines(monke
     assert any("\n" in scenarios.load(name).description.strip() for name in names)
     assert capsys.readouterr().out.splitlines() == [
         f"{name}: {' '.join(scenarios.load(name).description.split())}" for name in names]
+
+
+def _worlds_made_up(monkeypatch, failing=(), samples=()):
+    """``World`` made up, not simulated, as run_seed makes and runs it: each run records its
+    header, samples ``samples`` when asked to, and has a violation if its seed is in
+    ``failing``."""
+    from kreplica.sim import world
+    from kreplica.sim.checker import Invariant, Violation
+    from kreplica.sim.history import History
+
+    class World:
+        def __init__(self, scenario, seed, *, keep_history, record_samples, keep_data):
+            self.scenario, self.seed, self.keep_data = scenario, seed, keep_data
+            self.record_samples = record_samples
+            self.history = History(keep_all=keep_history)
+
+        def run(self):
+            self.history.record(0, "run", seed=self.seed, scenario=self.scenario.to_dict())
+            v = (Violation(Invariant.ACKED_WRITE_LOST, 10, "t-0", 1, f"planted in seed {self.seed}")
+                 if self.seed in failing else None)
+            return world.RunResult(self.scenario.name, self.seed, self.history.hash, len(self.history), 1000, 0.1,
+                                   v, [], 0, 0, 0, 1.0, [], v is None, 1,
+                                   list(samples) if self.record_samples else [])
+
+    monkeypatch.setattr(world, "World", World)
+
+
+def test_a_scenario_named_with_a_dot_gets_its_own_files_for_each_seed(tmp_path, monkeypatch, capsys):
+    """A run's files are ``<scenario>-<seed>.jsonl`` and ``.png``: a dot in the scenario's
+    name (``shutdown.v2``) is part of the name, not a suffix to replace.  Every seed of a
+    sweep was written over one ``shutdown.jsonl`` and ``shutdown.png``, the last seed's."""
+    scenario = tmp_path / "mine.toml"
+    scenario.write_text('extends = "seed003-controlled-shutdown"\nname = "shutdown.v2"\n')
+    _worlds_made_up(monkeypatch)
+    out = tmp_path / "runs"
+    argv = ["--scenario", str(scenario), "--seeds", "1..2", "--out", str(out), "--history", "--timeline"]
+    assert sim_cli.main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "shutdown.v2-1.jsonl", "shutdown.v2-1.png", "shutdown.v2-2.jsonl", "shutdown.v2-2.png", "summary.json"]
+    capsys.readouterr()
+    assert sim_cli.main(["--replay", str(out / "shutdown.v2-2.jsonl"), "--out", str(out), "--history"]) == 0
+    assert "identical" in capsys.readouterr().out and (out / "shutdown.v2-2-replay.jsonl").exists()
+
