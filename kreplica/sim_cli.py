@@ -140,8 +140,11 @@ def _replay(args: argparse.Namespace, path: Path) -> int:
     lines = [line for line in path.read_text().splitlines() if line.strip()]
     header = run_header(read_jsonl(path)[:1])
     recorded = hash_lines(lines)
-    result = run_seed(args, header["seed"], from_dict(header["scenario"]), suffix="-replay")
-    print(f"seed {header['seed']} scenario {header['scenario']['name']}")
+    seed, scenario = header["seed"], from_dict(header["scenario"])
+    # As a run does: the seed and options first, before the (perhaps long) re-run.
+    print(f"seed {seed} scenario {scenario.name}")
+    print(f"options: {json.dumps(header['scenario'], sort_keys=True)}")
+    result = run_seed(args, seed, scenario, suffix="-replay")
     print(f"recorded history hash {recorded}")
     print(f"replayed history hash {result.history_hash}")
     same = recorded == result.history_hash

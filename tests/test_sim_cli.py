@@ -899,3 +899,20 @@ def test_a_scenario_named_with_a_dot_gets_its_own_files_for_each_seed(tmp_path, 
     assert sim_cli.main(["--replay", str(out / "shutdown.v2-2.jsonl"), "--out", str(out), "--history"]) == 0
     assert "identical" in capsys.readouterr().out and (out / "shutdown.v2-2-replay.jsonl").exists()
 
+
+def test_a_replay_names_its_seed_scenario_and_options_before_it_runs(tmp_path, monkeypatch, capsys):
+    """As a run does (issue 5: the seed and options printed at the start), a replay says
+    what it re-runs before re-running it: a long replay shows what it is replaying, and one
+    that fails mid-run has been named.  The options are the recorded scenario's."""
+    from kreplica.sim import scenarios
+
+    path, recorded = _recording(tmp_path)
+    _replayed_as(monkeypatch, recorded, failing=False)
+    replayed = sim_cli.run_seed
+    before = []
+    monkeypatch.setattr(sim_cli, "run_seed", lambda *a, **k: before.append(capsys.readouterr().out) or replayed(*a, **k))
+    assert sim_cli.main(["--replay", str(path)]) == 0
+    options = json.dumps(scenarios.load("seed003-controlled-shutdown").to_dict(), sort_keys=True)
+    assert before == [f"seed 5 scenario seed003-controlled-shutdown\noptions: {options}\n"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"recorded history hash {recorded}", f"replayed history hash {recorded}", "identical"]
