@@ -4,6 +4,7 @@ the seeds that finished."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -22,6 +23,7 @@ from kreplica import sim_cli
                                                     "drop --config"),
     (["--replay", "h.jsonl", "--scenario", "x", "--seed", "0", "--until", "5"], "drop --scenario, --seed, --until"),
     (["--replay", "h.jsonl", "--swarm", "--seeds", "1..3"], "drop --seeds, --swarm"),
+    (["--replay", "h.jsonl", "--until", "0"], "drop --until"),  # 0 is a length given, not "not given"
     # Not a directory and not makeable as one: refused before any run, not a traceback.
     (["--seed", "1", "--out", "/dev/null/runs"], "--out /dev/null/runs: "),
     (["--replay", "h.jsonl", "--out", "/dev/null/runs"], "--out /dev/null/runs: "),  # a replay's too
@@ -898,6 +900,72 @@ def test_a_scenario_named_with_a_dot_gets_its_own_files_for_each_seed(tmp_path, 
     capsys.readouterr()
     assert sim_cli.main(["--replay", str(out / "shutdown.v2-2.jsonl"), "--out", str(out), "--history"]) == 0
     assert "identical" in capsys.readouterr().out and (out / "shutdown.v2-2-replay.jsonl").exists()
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _at_a_terminal(monkeypatch, capsys, argv):
+    """What the command writes to a terminal, control codes and all, its runs made up."""
+    for name, value in {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm-256color",
+                        "COLUMNS": "100"}.items():
+        monkeypatch.setenv(name, value)
+    _planted_runs(monkeypatch)
+    assert sim_cli.main(argv) == 0
+    return capsys.readouterr().out
+
+
+def test_at_a_terminal_a_sweep_has_a_bar_over_its_seeds_left_above_the_table(monkeypatch, capsys):
+    """A terminal gets the issue's progress bar, not plain lines: labelled as the run is,
+    counting every seed to 3/3, and left in place above the summary table (nothing moves
+    the cursor back up to erase it)."""
+    out = _at_a_terminal(monkeypatch, capsys, ["--seeds", "1..3"])
+    frames = [x for x in re.split(r"[\r\n]", _ANSI.sub("", out)) if re.search(r" \d/3 \d+:\d\d:\d\d$", x)]
+    assert frames and all(x.split()[0] == "random-chaos" for x in frames)
+    assert frames[-1].split()[-2] == "3/3"
+    assert "progress: " not in out and "\x1b[1A" not in out
+
+
+def test_at_a_terminal_a_single_seeds_bar_is_erased_and_its_hash_line_kept(monkeypatch, capsys):
+    out = _at_a_terminal(monkeypatch, capsys, ["--seed", "4"])
+    assert "1/1" in out and "\x1b[1A\x1b[2K" in out  # drawn, then erased
+    assert "seed 4: history hash hash4 (1 events)" in _ANSI.sub("", out)
+
+
+def test_piped_a_sweep_prints_plain_progress_lines_and_no_bar_nor_hash_lines(monkeypatch, capsys):
+    """Not a terminal: progress is plain lines only (no bar drawn once at the end too), and
+    the runs' hashes are in summary.json, not a line each (only a single seed prints its)."""
+    _planted_runs(monkeypatch)
+    assert sim_cli.main(["--seeds", "1..3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [x for x in out if "3/3" in x] == ["progress: 3/3 seeds (100%), 0 with a violation, 0s elapsed"]
+    assert not any("history hash" in x for x in out)
+
+
+def test_a_workers_first_sigterm_mid_run_ignores_any_more_while_the_run_cleans_up(monkeypatch):
+    """The pool's terminate() may SIGTERM a worker again (and a scheduler repeats it): once
+    the first has come, mid-run, the worker ignores SIGTERM so that the run's clean-up
+    (its data dir removed) is not cut short."""
+    import signal
+
+    monkeypatch.setattr(sim_cli, "_running", True)
+    monkeypatch.setattr(sim_cli, "_terminated", False)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as e:
+            sim_cli._exit_on_sigterm(signal.SIGTERM, None)
+        assert e.value.code == 128 + signal.SIGTERM and sim_cli._terminated
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_failing_seed_without_timeline_gets_its_history_and_no_timeline(tmp_path, monkeypatch, capsys):
+    """A failing seed always keeps its history (for --replay); a timeline only with --timeline,
+    whose samples are recorded only then (one drawn without would be empty)."""
+    _worlds_made_up(monkeypatch, failing=(2,))
+    assert sim_cli.main(["--scenario", "seed003-controlled-shutdown", "--seeds", "1..2", "--out", str(tmp_path)]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seed003-controlled-shutdown-2.jsonl", "summary.json"]
 
 
 def test_a_replay_names_its_seed_scenario_and_options_before_it_runs(tmp_path, monkeypatch, capsys):

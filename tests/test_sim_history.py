@@ -298,3 +298,30 @@ def test_a_base_mix_without_admin_operations_gets_the_swarms_draw_of_them():
     base = replace(gc, workload=replace(gc.workload, admin_interval_ms=0))
     assert {swarm_scenario(s, base).workload.admin_interval_ms for s in range(60)} == {0, 5000}
 
+
+
+def test_a_trace_of_a_partition_with_no_events_is_empty():
+    """A violation may name a partition that nothing was recorded for: its trace is empty,
+    not an IndexError."""
+    h = History(keep_all=False)
+    h.record(0, "crash", 1)
+    h.record(1, "ack", 1, "t-0", offset=0)
+    assert h.tail("t-1") == []
+
+
+def test_a_partitions_trace_is_in_recorded_order_even_within_one_millisecond():
+    """Events of one virtual millisecond keep the order they happened in (their seq): a
+    fault recorded between two events of the partition stays between them."""
+    h = History(keep_all=False)
+    h.record(5, "ack", 1, "t-0", offset=0)
+    h.record(5, "crash", 2)
+    h.record(5, "ack", 1, "t-0", offset=1)
+    assert [e.seq for e in h.tail("t-0")] == [0, 1, 2]
+
+
+def test_a_history_counts_its_events_by_kind_and_hands_back_those_of_the_kinds_asked_for():
+    h = History()
+    for kind in ("ack", "crash", "ack", "restart", "ack"):
+        h.record(0, kind, 1)
+    assert h.counts == {"ack": 3, "crash": 1, "restart": 1}
+    assert [e.seq for e in h.of_kind("crash", "restart")] == [1, 3]

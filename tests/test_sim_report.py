@@ -173,3 +173,108 @@ def test_a_timeline_draws_each_replicas_hw_and_leo_and_breaks_them_while_it_is_d
     assert list(lines["HW 1"].get_ydata()) == [t // 250 for t in range(0, 3000, 250)]
     xs = list(lines["LEO 2"].get_xdata())
     assert xs[:5] == [0.0, 0.25, 0.5, 0.75, 1.0] and math.isnan(xs[5]) and xs[6:] == [2.0, 2.25, 2.5, 2.75]
+
+
+def _timeline_figure(tmp_path, monkeypatch, r, max_partitions=4):
+    """The figure ``timeline_png`` draws for ``r`` (taken as it is made), and the PNG."""
+    import matplotlib.pyplot as plt
+
+    made = []
+    subplots = plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda *a, **k: made.append(subplots(*a, **k)) or made[-1])
+    path = timeline_png(r, tmp_path / "t.png", max_partitions)
+    assert path.stat().st_size > 1000
+    return made[0][0]
+
+
+def _two_partitions(offbeat=False):
+    """Samples of t-0 and t-1 every 250 ms up to 2.75 s: broker 1 leads with ISR {1, 2}
+    until 1.0 s, no leader (ISR {2}) until 1.5 s, then broker 2 leads, ISR {2} until
+    2.5 s and {1, 2} after; both replicas sampled throughout.  ``offbeat`` adds one
+    sampling instant off the beat, at 1.1 s."""
+    samples = []
+    for t in sorted([*range(0, 3000, 250), *([1100] if offbeat else [])]):
+        leader = 1 if t < 1000 else 0 if t < 1500 else 2
+        isr = (1, 2) if t < 1000 or t >= 2500 else (2,)
+        for tp in ("t-0", "t-1"):
+            samples.append((t, tp, leader, -1, -1, 2, isr))
+            samples += [(t, tp, b, t // 250, t // 250 + b, int(b == leader), isr if b == leader else ())
+                        for b in (1, 2)]
+    return samples
+
+
+def test_a_timeline_draws_each_brokers_isr_stays_and_the_leader_stepping_at_each_sample(tmp_path, monkeypatch):
+    """The leader plot of a partition: a bar per broker for each stay in the ISR (from its
+    start, as wide as the stay), a tick per broker and one for "no leader" (0), the ISR
+    named once in the legend, and the leader as a step that changes at the sample where it
+    changed."""
+    fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=_two_partitions()))
+    lead = fig.axes[1]
+    extents = sorted((round(e.x0, 3), round(e.x1, 3), round((e.y0 + e.y1) / 2, 3))
+                     for bars in lead.collections for e in (p.get_extents() for p in bars.get_paths()))
+    # Broker 1 in the ISR from 0 to 1.0 s and from 2.5 s to the last sample (2.75 s); broker 2 throughout.
+    assert extents == [(0.0, 1.0, 1.0), (0.0, 2.75, 2.0), (2.5, 2.75, 1.0)]
+    assert list(lead.get_yticks()) == [0, 1, 2]
+    assert [t.get_text() for t in lead.get_legend().get_texts()] == ["in the ISR", "leader (0: none)"]
+    (step,) = [line for line in lead.get_lines() if line.get_label() == "leader (0: none)"]
+    assert step.get_drawstyle() == "steps-post"
+    assert list(step.get_ydata()) == [1] * 4 + [0] * 2 + [2] * 6
+
+
+def test_a_timeline_marks_each_fault_on_every_plot_and_names_it_once_at_its_time(tmp_path, monkeypatch):
+    """Every plot gets a vertical line at each fault's time in seconds, red for a crash and
+    grey for anything else; the names go once along the top of the first plot, as words."""
+    faults = [(500, "crash", 1), (1200, "controlled_shutdown", 2), (2000, "restart", 1), (2200, "heal", None)]
+    fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=_two_partitions(), faults=faults))
+    assert len(fig.axes) == 4
+    for ax in fig.axes:
+        marks = [(line.get_xdata()[0], line.get_color()) for line in ax.get_lines() if line.get_label().startswith("_")]
+        assert marks == [(0.5, "red"), (1.2, "grey"), (2.0, "grey"), (2.2, "grey")]
+    assert [(a.get_text(), a.xy[0]) for a in fig.axes[0].texts] == [
+        ("crash 1", 0.5), ("controlled shutdown 2", 1.2), ("restart 1", 2.0), ("heal", 2.2)]
+    assert [len(ax.texts) for ax in fig.axes[1:]] == [0, 0, 0]
+
+
+def test_a_timeline_names_each_partition_dashes_its_hws_and_takes_the_usual_sample_period(tmp_path, monkeypatch):
+    """Each offsets plot is labelled with its partition; HW lines are dashed, LEO lines
+    solid; and one sampling instant off the beat (1.1 s) does not make the sample period
+    0.1 s, which would break every line at every ordinary 0.25 s step."""
+    import math
+
+    fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=_two_partitions(offbeat=True)))
+    assert [ax.get_ylabel() for ax in fig.axes[::2]] == ["t-0\noffset", "t-1\noffset"]
+    for ax in fig.axes[::2]:
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert sorted(lines) == ["HW 1", "HW 2", "LEO 1", "LEO 2"]
+        assert {label: line.get_linestyle() for label, line in lines.items()} == {
+            "HW 1": "--", "HW 2": "--", "LEO 1": "-", "LEO 2": "-"}
+        assert not any(math.isnan(x) for line in lines.values() for x in line.get_xdata())
+
+
+@pytest.mark.parametrize("instants", [0, 1])
+def test_a_timeline_of_a_run_with_no_samples_or_one_sampling_instant_is_still_drawn(tmp_path, monkeypatch, instants):
+    """A result with no samples (``timeline_png`` of a run that recorded none), or with
+    samples at one instant only (no step between two to take the period from): its
+    timeline is drawn all the same, with its faults and title, not a traceback that would
+    end the sweep."""
+    samples = [(0, "t-0", 1, -1, -1, 2, (1, 2)), (0, "t-0", 1, 0, 0, 1, (1, 2)), (0, "t-0", 2, 0, 0, 0, ())]
+    fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=samples[:3 * instants], faults=[(0, "crash", 1)]))
+    assert fig.get_suptitle() == "s1 seed 1: ok"
+
+
+def test_a_timeline_closes_its_figure(tmp_path):
+    """A sweep with --timeline draws a figure per seed: each is closed once saved, not kept
+    open (memory, and matplotlib's warning past 20 open figures)."""
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    timeline_png(result(1, samples=_two_partitions()), tmp_path / "t.png")
+    assert plt.get_fignums() == []
+
+
+def test_the_table_groups_the_speed_in_thousands_and_has_no_failing_seeds_row_without_failures():
+    s = Summary()
+    s.add(result(1, events=1_234_567, wall_s=1.0))
+    rows = dict(s.rows())
+    assert rows["simulated events / wall s"] == "1,234,567"
+    assert "failing seeds" not in rows  # a clean sweep: no row to leave empty
