@@ -332,6 +332,9 @@ def execute(args: argparse.Namespace) -> int:
         first = _scenario(args, seeds[0]).validate()
     except (OSError, ValueError) as e:
         return _error(str(e))
+    if args.out and not args.swarm and ("/" in first.name or os.sep in first.name):
+        # Its files would go to a directory that is not there (a traceback after the run).
+        return _error(f"scenario {first.name!r}: with --out its name names the run's files, and cannot hold '/'")
     label = "swarm" if args.swarm else first.name
     console.print(f"kreplica simulate: {label}, seeds {args.seeds or seeds[0]}")
     # soft_wrap: a line longer than the console (80 columns when not a terminal) stays one

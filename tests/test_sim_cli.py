@@ -984,3 +984,19 @@ def test_a_replay_names_its_seed_scenario_and_options_before_it_runs(tmp_path, m
     assert before == [f"seed 5 scenario seed003-controlled-shutdown\noptions: {options}\n"]
     assert capsys.readouterr().out.splitlines() == [
         f"recorded history hash {recorded}", f"replayed history hash {recorded}", "identical"]
+
+
+def test_a_scenario_name_that_cannot_name_a_file_is_refused_with_out_before_any_run(tmp_path, capsys):
+    """With --out a run's files are named after its scenario: a name holding a "/" would put
+    them in a directory that is not there, a FileNotFoundError traceback after the first
+    run.  It is bad input, said in one line with exit status 2 before any run; without
+    --out nothing is named after it and the name is fine."""
+    scenario = tmp_path / "mine.toml"
+    scenario.write_text('extends = "seed003-controlled-shutdown"\nname = "team/shutdown"\n')
+    out = tmp_path / "runs"
+    argv = ["--scenario", str(scenario), "--seed", "1", "--until", "0", "--out", str(out), "--history"]
+    assert sim_cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == ("kreplica simulate: error: scenario 'team/shutdown': with --out its name names the run's "
+                   "files, and cannot hold '/'\n")
+    assert not out.exists()
