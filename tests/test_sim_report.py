@@ -223,10 +223,12 @@ def test_a_timeline_draws_each_brokers_isr_stays_and_the_leader_stepping_at_each
 
 def test_a_timeline_marks_each_fault_on_every_plot_and_names_it_once_at_its_time(tmp_path, monkeypatch):
     """Every plot gets a vertical line at each fault's time in seconds, red for a crash and
-    grey for anything else; the names go once along the top of the first plot, as words."""
+    grey for anything else; the names go once along the top of the first plot, as words;
+    and the plots share one time axis, so that a fault lines up with what it did below."""
     faults = [(500, "crash", 1), (1200, "controlled_shutdown", 2), (2000, "restart", 1), (2200, "heal", None)]
     fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=_two_partitions(), faults=faults))
     assert len(fig.axes) == 4
+    assert all(fig.axes[0].get_shared_x_axes().joined(fig.axes[0], ax) for ax in fig.axes[1:])
     for ax in fig.axes:
         marks = [(line.get_xdata()[0], line.get_color()) for line in ax.get_lines() if line.get_label().startswith("_")]
         assert marks == [(0.5, "red"), (1.2, "grey"), (2.0, "grey"), (2.2, "grey")]
