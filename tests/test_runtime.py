@@ -304,3 +304,36 @@ def test_a_callback_posted_while_the_loop_runs_a_timer_runs_in_the_same_pass(mon
     sched.call_soon(seen.append, "second")
     assert sched.run_until(lambda: "posted" in seen, 0)
     assert seen == ["first", "second", "posted"] and not sched._inbox
+
+
+def test_a_real_scheduler_stops_at_its_deadline_when_its_next_timer_is_later(monkeypatch):
+    """advance(30) with the next timer 100 ms away sleeps 30 ms and returns, not the 50 ms
+    of a poll aimed at the timer: the deadline bounds every sleep, not only the last."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = sleeps = _SleepMovesTheClock(clock)
+    start = sched.now_ms()
+    sched.call_later(100, lambda: None)
+    sched.advance(30)
+    assert sleeps.waits == [0.03] and sched.now_ms() == start + 30 and sched.events_run == 0
+
+
+def test_a_cancelled_timer_does_not_hold_back_the_one_due_behind_it(monkeypatch):
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    seen = []
+    sched.call_later(5, seen.append, "cancelled").cancel()
+    sched.call_later(5, seen.append, "due")
+    clock.s = 0.005
+    sched.advance(0)
+    assert seen == ["due"]
+
+
+def test_a_real_scheduler_reads_the_wall_clock_in_epoch_milliseconds_from_the_start():
+    """now_ms() is epoch milliseconds moved on by the monotonic clock since construction,
+    not the monotonic clock's own count (time since boot) added to the epoch."""
+    import time
+
+    before = int(time.time() * 1000)
+    sched = RealScheduler(0)
+    now = sched.now_ms()
+    assert before <= now <= int(time.time() * 1000) + 1
+
