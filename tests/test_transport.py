@@ -219,3 +219,22 @@ def test_a_node_registered_again_is_served_by_its_new_handler():
     t.send(2, 1, "x", got.append)
     s.advance(1)
     assert got == [("echo", 2, "x")]
+
+
+def test_a_read_only_view_into_a_buffer_the_producer_refills_is_copied_too():
+    """Read-only is a promise about the view, not about the memory under it: a producer's
+    ``memoryview(buffer).toreadonly()`` changes when the buffer is filled again. What
+    arrives is the request as sent, records as bytes, equal to one built from them."""
+    from kreplica.protocol import ProducePartition, ProduceRequest, TopicPartition
+
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    arrived = []
+    t.register(1, lambda src, request, respond: arrived.append(request))
+    buffer = bytearray(b"first")
+    t.send(2, 1, ProduceRequest(-1, 500, (ProducePartition(TopicPartition("t", 0), memoryview(buffer).toreadonly()),)),
+           None)
+    buffer[:] = b"again"
+    s.advance(5)
+    assert arrived == [ProduceRequest(-1, 500, (ProducePartition(TopicPartition("t", 0), b"first"),))]
+    assert type(arrived[0].partitions) is tuple and type(arrived[0].partitions[0].records) is bytes
