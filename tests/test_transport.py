@@ -238,3 +238,17 @@ def test_a_read_only_view_into_a_buffer_the_producer_refills_is_copied_too():
     s.advance(5)
     assert arrived == [ProduceRequest(-1, 500, (ProducePartition(TopicPartition("t", 0), b"first"),))]
     assert type(arrived[0].partitions) is tuple and type(arrived[0].partitions[0].records) is bytes
+
+
+def test_a_node_that_went_away_refuses_what_is_sent_to_it():
+    """Unregistering a node (a crash, a stop) takes its handler away: a request sent to it
+    afterwards is refused, as a closed port refuses it, and never reaches the old handler."""
+    s = SimScheduler()
+    t = InProcessTransport(s)
+    served = []
+    t.register(1, lambda src, req, respond: (served.append(req), respond("served")))
+    t.unregister(1)
+    got = []
+    t.send(2, 1, "x", got.append)
+    s.advance(1)
+    assert got == [DISCONNECTED] and served == []
