@@ -327,9 +327,17 @@ def test_kreplicas_own_errors_refine_kafkas_and_only_kafkas_retriable_ones_are_r
     controller state change and a metadata-store failure are not worth retrying."""
     assert issubclass(errors.ClusterClosed, errors.InvalidRequest) and errors.ClusterClosed.code == 42
     assert issubclass(errors.NoReplicaOnline, errors.LeaderNotAvailable) and errors.NoReplicaOnline.retriable
+    # A refinement keeps the code and the name of the error it refines, so a reader of either
+    # sees one error; the controller's StateChangeFailedException is no Kafka API error, so it
+    # stays the unknown server error (-1), not a refusal of the request.
+    assert str(errors.NoReplicaOnline("no live replica of t-0")) == "LEADER_NOT_AVAILABLE: no live replica of t-0"
+    assert str(errors.ClusterClosed("closed")) == "INVALID_REQUEST: closed"
+    assert (errors.StateChangeFailed.code, errors.StateChangeFailed.name) == (-1, "UNKNOWN_SERVER_ERROR")
+    assert not issubclass(errors.StateChangeFailed, errors.InvalidRequest)
     from kreplica.meta.store import NoNode, StoreError
 
-    for cls in (errors.KReplicaError, errors.StateChangeFailed, StoreError, NoNode):
+    # A closed cluster never opens again: retrying its calls is no use.
+    for cls in (errors.KReplicaError, errors.StateChangeFailed, errors.ClusterClosed, StoreError, NoNode):
         assert cls.retriable is False, cls
 
 
