@@ -68,6 +68,9 @@ def test_the_messages_use_it():
 def test_refuses_what_it_does_not_build():
     with pytest.raises(TypeError, match="frozen"):
         fast_init(dataclass(slots=True)(type("Mutable", (), {"__annotations__": {"a": int}})))
+    # A class that is no dataclass at all is refused as one, not with an AttributeError.
+    with pytest.raises(TypeError, match="is for frozen dataclasses; NotADataclass is not one"):
+        fast_init(type("NotADataclass", (), {"__annotations__": {"a": int}}))
     with pytest.raises(TypeError, match="plain field"):
         @fast_init
         @dataclass(frozen=True)
@@ -105,3 +108,35 @@ def test_set_fields_refuses_names_and_values_of_different_lengths(names, values)
     with pytest.raises(ValueError, match=f"^{len(names)} field names for {len(values)} values$"):
         set_fields(obj, names, values)
     assert dataclasses.astuple(obj) == (0, "b", ())
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    a: int
+
+    def __post_init__(self) -> None:
+        if self.a < 0:
+            raise ValueError("a must be at least 0")
+
+
+def test_a_post_init_inherited_from_a_base_dataclass_still_runs():
+    """The dataclass's own __init__ calls ``__post_init__`` wherever the class gets it, so
+    a message refining a checked one is checked too."""
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Refined(_Checked):
+        b: int = 0
+
+    assert dataclasses.astuple(Refined(1, 2)) == (1, 2)
+    with pytest.raises(ValueError, match="at least 0"):
+        Refined(-1)
+
+
+def test_a_message_with_no_fields_builds():
+    """Kafka has requests without fields (ApiVersions v0); ``()`` is no one-field tuple."""
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Empty:
+        pass
+
+    assert Empty() == Empty() and dataclasses.astuple(Empty()) == ()
