@@ -171,3 +171,13 @@ def test_the_executors_interpreter_given_in_conf_is_the_one_exported_on_a_local_
     session.local_session("local[2]", conf={"spark.pyspark.python": "/srv/py/bin/python"})
     assert builder["conf"]["spark.pyspark.python"] == "/srv/py/bin/python"
     assert builder["env"]["PYSPARK_PYTHON"] == "/srv/py/bin/python"
+
+
+def test_a_session_opens_no_web_ui_and_prints_no_console_progress(bare, builder):
+    """A sweep or a read on a shared machine listens on no extra port (the UI's 4040 and
+    up) and leaves stderr to the sweep's own bar; Arrow and filter pushdown are on, which
+    the source and the sweep's tasks need (the hundred-and-second review)."""
+    session.local_session("local[2]")
+    conf = builder["conf"]
+    assert (conf["spark.ui.enabled"], conf["spark.ui.showConsoleProgress"]) == ("false", "false")
+    assert conf["spark.sql.execution.arrow.pyspark.enabled"] == conf[session.PUSHDOWN_CONF] == "true"

@@ -658,3 +658,150 @@ def test_a_hangup_ends_a_sweep_tasks_run_as_sigterm_does():
             assert stopped.value.code == 128 + sig
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     assert {sig: signal.getsignal(sig) for sig in stopped_by_signals.SIGNALS} == before
+
+
+# ---- the hundred-and-second review (docs/engine-audit.md, SP5-..) ----------------------------
+
+def test_the_bars_total_counts_the_expected_tasks_before_the_first_poll_and_it_shows_each_note():
+    """Before any job exists the bar is sized from ``expect_jobs * expect_tasks``, not left
+    without a total (an indeterminate bar) until the tracker is first polled; what the
+    driver notes (the chunk it is at) is the bar's text from the next poll on."""
+    import io
+
+    from rich.console import Console
+
+    from kreplica.spark.progress import SparkProgress
+
+    tracker = _Tracker()
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    bar = SparkProgress(sc, "g", expect_jobs=3, expect_tasks=4, interval_s=3600,
+                        console=Console(file=io.StringIO()))
+    with bar:
+        [task] = bar._progress.tasks
+        assert (task.completed, task.total) == (0, 12)
+        bar.note("sweep: chunk 2/3")
+        bar.refresh()
+        assert task.description == "sweep: chunk 2/3"
+
+
+class _StageForgettingTracker(_Tracker):
+    """A job still listing a stage the tracker has already dropped (getStageInfo: None)."""
+
+    forgotten: set = set()
+
+    def getStageInfo(self, stage_id):
+        return None if stage_id in self.forgotten else super().getStageInfo(stage_id)
+
+
+def test_a_stage_the_tracker_dropped_keeps_the_figures_last_seen_for_it():
+    """Spark drops old stages (spark.ui.retainedStages) while their job still names them; the
+    poll keeps what it saw of such a stage last, rather than dying on the None (which would
+    end the polling thread and freeze the bar)."""
+    from kreplica.spark.progress import TaskTracker
+
+    tracker = _StageForgettingTracker()
+    sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    tasks = TaskTracker(sc, "g")
+    tracker.jobs = {1: ("RUNNING", {10: (4, 4), 11: (1, 3)})}
+    counts = tasks.poll()
+    assert (counts.completed, counts.total) == (5, 7)
+    tracker.jobs = {1: ("RUNNING", {10: (9, 9), 11: (2, 3)})}
+    tracker.forgotten = {10}
+    counts = tasks.poll()
+    assert (counts.completed, counts.total) == (4 + 2, 4 + 3)
+
+
+def test_a_yaml_grid_whose_config_table_is_left_empty_keeps_the_scenarios_values(tmp_path):
+    """``config:`` with every axis commented out is YAML's null: no axis, one configuration
+    point, as a grid without the key."""
+    grid = tmp_path / "g.yaml"
+    grid.write_text("scenarios: [random-chaos]\nseeds: 1..2\nconfig:\n  # acks: [1, all]\n")
+    loaded = Grid.load(grid)
+    assert loaded.configs == (RunConfig(),) and len(loaded) == 2
+
+
+class _SweepContext:
+    """What run_sweep asks of the SparkContext before and after its chunks."""
+
+    defaultParallelism = 3
+
+    def __init__(self):
+        self.properties: list = []
+
+    def setJobGroup(self, group, description, interruptOnCancel=False):
+        self.properties.append(("spark.jobGroup.id", group))
+
+    def setLocalProperty(self, key, value):
+        self.properties.append((key, value))
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["ends", "fails"])
+def test_a_sweep_runs_four_tasks_per_core_per_chunk_and_leaves_its_job_group(fails, monkeypatch):
+    """Without ``tasks_per_chunk`` a chunk is four tasks per core (Spark's default
+    parallelism) of ``runs_per_task`` runs; however the chunks end, the driver thread leaves
+    the sweep's job group, so the report's jobs that follow are not the sweep's (a bar
+    polling the group, a cancel of the group)."""
+    from kreplica.spark import sim_runner, sweep
+
+    asked = []
+
+    def run_chunks(spark, grid, out, tasks, chunk, chunks, bar, on_chunk, scratch):
+        asked.append((tasks, chunk, chunks))
+        if fails:
+            raise RuntimeError("a chunk failed")
+        return sweep.SweepStats(total=len(grid), already_done=0)
+
+    monkeypatch.setattr(sweep, "_run_chunks", run_chunks)
+    monkeypatch.setattr(sim_runner, "remove_scratch", lambda name: None)
+    sc = _SweepContext()
+    spark = type("Session", (), {"sparkContext": sc})()
+    grid = Grid.from_axes([SCENARIO], {"truncation": TRUNCATIONS}, "1..100")
+    if fails:
+        with pytest.raises(RuntimeError):
+            sweep.run_sweep(spark, grid, "out", runs_per_task=2)
+    else:
+        sweep.run_sweep(spark, grid, "out", runs_per_task=2)
+    assert asked == [(12, 24, 9)]  # 200 runs in chunks of 12 tasks x 2 runs
+    [(_, group), last] = sc.properties
+    assert group.startswith("kreplica-sweep-") and last == ("spark.jobGroup.id", None)
+
+
+def test_unclean_is_read_as_true_or_false_in_any_case():
+    """``--unclean True`` or a YAML ``"FALSE"`` is the boolean it spells, as Kafka's configs
+    take it; the key is the one lower-case spelling, so either resumes the same runs."""
+    assert RunConfig.parse({"unclean": "True"}) == RunConfig(unclean=True)
+    assert RunConfig.parse({"unclean.leader.election.enable": " FALSE "}).key == RunConfig(unclean=False).key
+
+
+def test_a_rows_first_violation_is_the_one_line_that_names_it():
+    """The row keeps the violation's first line, what the table and report.md list per
+    failing run; the events describe() adds below it are in the row's history."""
+    row = run(RunSpec(SCENARIO, RunConfig(truncation="high-watermark"), 1))
+    assert row["violations"] == {"3-replica-divergence": 1}
+    assert row["first_violation"].startswith("VIOLATION 3-replica-divergence at t=")
+    assert "\n" not in row["first_violation"] and "last events touching" not in row["first_violation"]
+
+
+def test_a_task_run_outside_the_main_thread_leaves_signals_alone():
+    """Handlers can be set on the main thread only; elsewhere (a task run on a thread)
+    stopped_by_signals does nothing rather than failing the task before its first run."""
+    import signal
+    import threading
+
+    from kreplica.spark.sim_runner import stopped_by_signals
+
+    before = {sig: signal.getsignal(sig) for sig in stopped_by_signals.SIGNALS}
+    seen = []
+
+    def task():
+        try:
+            with stopped_by_signals() as stopped:
+                seen.append(stopped.previous)
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            seen.append(exc)
+
+    thread = threading.Thread(target=task)
+    thread.start()
+    thread.join()
+    assert seen == [{}]
+    assert {sig: signal.getsignal(sig) for sig in stopped_by_signals.SIGNALS} == before
