@@ -390,7 +390,8 @@ def test_a_sweep_stopped_inside_spark_ends_in_one_line(stop, status, last_line, 
 
 
 def test_every_scenario_of_repeated_scenario_flags_is_swept(monkeypatch, tmp_path, capsys):
-    """``--scenario`` is repeatable and each takes a comma-separated list: all of them run."""
+    """``--scenario`` is repeatable and each takes a comma-separated list: all of them run;
+    a trailing comma names no scenario (the hundred-and-second review)."""
     from kreplica.spark.sweep import SweepStats
 
     grids = []
@@ -401,7 +402,7 @@ def test_every_scenario_of_repeated_scenario_flags_is_swept(monkeypatch, tmp_pat
 
     monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
     monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
-    argv = ["sweep", "--scenario", "random-chaos", "--scenario", "unclean-election,kip101-hw-truncation",
+    argv = ["sweep", "--scenario", "random-chaos", "--scenario", "unclean-election,kip101-hw-truncation,",
             "--seeds", "1..2", "--out", str(tmp_path / "out"), "--no-progress"]
     assert cli.main(argv) == 0
     [grid] = grids
@@ -481,18 +482,21 @@ def test_sweep_signals_cancel_the_jobs_a_second_stops_at_once_and_the_handlers_c
 
 def test_a_sweep_shows_a_bar_unless_told_not_to_and_counts_the_seeds_it_was_given(monkeypatch, tmp_path, capsys):
     """``--no-progress`` is the only thing that turns the bar off; the header counts the
-    seeds of ``--seeds 3..4`` (two), not up to the last one (the eighty-third review)."""
+    seeds of ``--seeds 3..4`` (two), not up to the last one (the eighty-third review);
+    ``--runs-per-task`` and ``--tasks-per-chunk`` reach the sweep (the hundred-and-second)."""
     from kreplica.spark.sweep import SweepStats
 
     calls = []
 
     def run_sweep(spark, grid, out, **kwargs):
         calls.append(kwargs["progress"])
+        assert (kwargs["runs_per_task"], kwargs["tasks_per_chunk"]) == (3, 5)
         return SweepStats(total=len(grid), already_done=0, executed=len(grid), chunks=1, wall_s=1.0)
 
     monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
     monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
-    argv = ["sweep", "--scenario", "random-chaos", "--seeds", "3..4", "--out", str(tmp_path / "out")]
+    argv = ["sweep", "--scenario", "random-chaos", "--seeds", "3..4", "--out", str(tmp_path / "out"),
+            "--runs-per-task", "3", "--tasks-per-chunk", "5"]
     assert cli.main(argv) == 0 and cli.main([*argv, "--no-progress"]) == 0
     assert calls == [True, False]
     assert "sweep: 2 runs = 1 scenarios x 1 configurations x 2 seeds (3..4)" in capsys.readouterr().err
@@ -526,6 +530,33 @@ def test_a_python_workers_failure_is_named_by_its_last_line_before_the_java_fram
                 "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)"
                 "\n\tat org.apache.spark.sql.execution.python.PythonArrowOutput$$anon$1.read(PythonArrowOutput.scala:118)\n")
     assert _spark_error(exc) == "in a Python worker: KeyError: 'config_index'"
+
+
+def test_a_piped_report_table_is_printed_wide_and_an_interrupted_report_says_so(monkeypatch, tmp_path, capsys):
+    """Stdout not a terminal: the table goes to a 200-column console, not rich's 80-column
+    fallback that would wrap every row.  A ``--report-only`` stopped by Ctrl-C is one line
+    about the report, not about runs it never had to do (the hundred-and-second review)."""
+    import types
+
+    consoles = []
+
+    def build_report(spark, runs, report_dir, *, console, **kwargs):
+        consoles.append(console)
+        if len(consoles) == 2:
+            raise KeyboardInterrupt
+        return types.SimpleNamespace(markdown="r.md", failing_total=0)
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.done_runs", lambda spark, out: object())
+    monkeypatch.setattr("kreplica.spark.sweep.read_results", lambda spark, out: None)
+    monkeypatch.setattr("kreplica.spark.report.build_report", build_report)
+    monkeypatch.setenv("COLUMNS", "80")
+    argv = ["sweep", "--out", str(tmp_path / "out"), "--report-only"]
+    assert cli.main(argv) == 0
+    assert consoles[0].width == 200
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == "report: interrupted", err
 
 
 # `kreplica produce` and `kreplica consume` (the thirteenth review, docs/engine-audit.md,

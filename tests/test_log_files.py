@@ -643,3 +643,40 @@ def test_the_rows_a_slice_reads_have_the_types_the_source_declares(tmp_path):
     path, _, _ = _sealed(tmp_path)
     [batch] = list(read_slice(_slice(path, need=18)))
     assert [(f.name, f.type) for f in batch.schema] == declared and batch.num_rows == 18
+
+
+# ---- the hundred-and-second review (docs/engine-audit.md, SP5-..) ----------------------------
+
+def test_a_partition_new_to_a_stream_starts_at_its_log_start_without_a_data_loss_error(tmp_path):
+    """A partition the stream's start offsets do not name (added since the query started)
+    is read from its log start, even one above 0: nothing of it was skipped, so
+    ``fail_on_data_loss`` has nothing to stop for."""
+    from kreplica.spark.datasource import KReplicaStreamReader, ReadOptions
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=1).close()
+    _log(d, "t-1", batches=3).close()
+    _write(d, "log-start-offset-checkpoint", {("t", 1): 3})
+    reader = KReplicaStreamReader(ReadOptions.from_options({"path": d, "topic": "t", "isolation": "uncommitted"}))
+    parts = reader.partitions({"0": 0}, {"0": 3, "1": 9})
+    assert [(s.value.partition, o) for s in parts for o in _offsets(s.value)] == [
+        *((0, o) for o in range(3)), *((1, o) for o in range(3, 9))]
+
+
+def test_a_range_starting_at_a_segments_next_base_offset_plans_nothing_in_that_segment(tmp_path):
+    """Offsets 6..8 lie wholly in the second segment (base 6): the first one plans no slice,
+    which would be a task reading its whole file for nothing."""
+    from kreplica.spark.datasource import Pushdown, ReadOptions, plan_slices
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=3, records=3, rolls=2).close()
+    [part] = list_partitions(d, "t")
+    first, second = part.segments
+    assert (first.next_base_offset, second.base_offset) == (6, 6)
+    bounds = OffsetBounds(6, 9, 9)
+    assert first.slices(bounds, None, None, topic="t", partition=0, on_corrupt="fail", corrupt_report=None) == []
+    pushdown = Pushdown(offset_lo=6)
+    opts = ReadOptions.from_options({"path": d, "topic": "t", "isolation": "uncommitted"})
+    slices = plan_slices(opts, pushdown, {0: None})
+    assert [s.log_path for s in slices] == [second.log_path]
+    assert [o for s in slices for o in _offsets(s)] == list(range(6, 9))
