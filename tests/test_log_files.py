@@ -680,3 +680,48 @@ def test_a_range_starting_at_a_segments_next_base_offset_plans_nothing_in_that_s
     slices = plan_slices(opts, pushdown, {0: None})
     assert [s.log_path for s in slices] == [second.log_path]
     assert [o for s in slices for o in _offsets(s)] == list(range(6, 9))
+
+
+def _recount(path, position, count):
+    """Rewrite the record count of the batch at ``position`` and sign it again: its CRC
+    and length hold, its records no longer match its header."""
+    import struct
+
+    from kreplica.records import crc32c
+
+    with open(path, "r+b") as f:
+        f.seek(position)
+        batch = bytearray(f.read(12))
+        batch += f.read(struct.unpack_from(">i", batch, 8)[0])
+        struct.pack_into(">i", batch, 57, count)
+        struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+        f.seek(position)
+        f.write(batch)
+
+
+@pytest.mark.parametrize("count", [2, 4, 0])
+def test_a_batch_whose_crc_holds_but_whose_records_do_not_is_corruption_named_or_skipped(tmp_path, count):
+    """The scanner checks CRCs and framing, not records: a batch signed over records that
+    do not match its count (only a writer skipping the leader's record check makes one)
+    fails the read naming the file and the batch's position, or with on_corrupt=skip is
+    stepped over like any other bad batch; the batches before it are read either way."""
+    import json
+
+    path, positions, sizes = _sealed(tmp_path)
+    _recount(path, positions[3], count)
+    s = _slice(path, need=18)
+    rows = []
+    with pytest.raises(CorruptMessage) as e:
+        for b in read_slice(s):
+            rows += b.column("offset").to_pylist()
+    assert rows == list(range(9))
+    message = str(e.value)
+    assert f"{path}: unreadable records in the batch at position {positions[3]} (offsets 9..11): INVALID_RECORD: " in message
+    assert message.endswith(f"the batch at position {positions[3]} (partition t-0, read up to offset 8)")
+    assert "position 0" not in message  # the decoder's own positions, made file positions
+    report = tmp_path / "report"
+    s = _slice(path, need=18, on_corrupt="skip", corrupt_report=str(report))
+    assert _offsets(s) == [*range(9), *range(12, 18)]
+    [region] = json.loads((report / s.report_name).read_text())["regions"]
+    assert (region["position"], region["resume_position"], region["offsets_read_before"],
+            region["next_offset"]) == (positions[3], positions[4], 9, 12)

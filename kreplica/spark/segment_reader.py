@@ -17,7 +17,8 @@ Stopping rules (why a range may end early):
   may be mid-append, so a torn tail there is expected, not corruption);
 - otherwise at zeros or the end of the data, provided ``need_offset`` was
   reached (a sealed segment must run to the next segment's base offset).
-Anything else is corruption: a :class:`~kreplica.errors.CorruptMessage` naming
+Anything else is corruption (a batch whose CRC holds over records that do not
+match its header included): a :class:`~kreplica.errors.CorruptMessage` naming
 the file and position, or with ``on_corrupt=skip`` a skipped batch recorded in
 the ``corrupt_report`` directory.
 """
@@ -36,7 +37,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..errors import CorruptMessage, OffsetOutOfRange
+from ..errors import CorruptMessage, KReplicaError, OffsetOutOfRange
 from ..records import decode_records, scan_batches
 
 CHUNK_BYTES = 8 << 20
@@ -162,9 +163,19 @@ def _read_valid(fd: int, s: SegmentSlice, cur: _Cursor, decode: bool = True,
                 raise _StaleHint
             expect = None
             at_least = 0
-            out = _decode_kept(chunk, scan, s) if decode else None
+            out, bad, reason = _decode_kept(chunk, scan, s) if decode else (None, None, None)
             if out is not None:
                 yield out
+            if bad is not None:
+                # A batch whose CRC and framing hold but whose records do not: the
+                # scanner checks no records, so it is found here, and is corruption
+                # like any other (named with its file position, or skipped).
+                if bad:
+                    cur.covered = int(scan.last_offsets[bad - 1]) + 1
+                cur.position += int(scan.positions[bad])
+                return (f"unreadable records in the batch at position {cur.position} "
+                        f"(offsets {int(scan.base_offsets[bad])}..{int(scan.last_offsets[bad])}): "
+                        f"{_at(reason, cur.position)}")  # the decoder's positions count from the batch
             cur.covered = int(scan.last_offsets[-1]) + 1
             cur.position += int(scan.valid_bytes)
             continue
@@ -292,23 +303,42 @@ _OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS = (
 )
 
 
-def _decode_kept(chunk: memoryview, scan, s: SegmentSlice) -> pa.RecordBatch | None:
-    """Decode the batches of ``chunk`` that may hold wanted records."""
+def _decode_kept(chunk: memoryview, scan, s: SegmentSlice) -> tuple[pa.RecordBatch | None, int | None, str | None]:
+    """Decode the batches of ``chunk`` that may hold wanted records: (the rows, or None;
+    the index in ``scan`` of a kept batch whose records are unreadable, rows only from
+    the batches before it, or None; why it is unreadable)."""
     keep = scan.last_offsets >= s.offset_lo
     if s.offset_hi is not None:
         keep &= scan.base_offsets < s.offset_hi
     if s.timestamp_lo is not None:
         keep &= scan.max_timestamps >= s.timestamp_lo
     if not keep.any():
-        return None
+        return None, None, None
     starts = scan.positions.astype(np.int64)
     ends = starts + scan.sizes
     view = memoryview(chunk)
     records: list = []
-    # Contiguous runs of kept batches decode in one native call each.
+    bad, reason = None, None
+    # Contiguous runs of kept batches decode in one native call each; a run that fails
+    # is decoded again batch by batch, to keep the records before the bad batch.
     edges = np.flatnonzero(np.diff(np.concatenate(([0], keep.view(np.int8), [0]))))
     for a, b in zip(edges[::2].tolist(), edges[1::2].tolist()):
-        records.extend(decode_records(view[starts[a]:ends[b - 1]]))
+        try:
+            records.extend(decode_records(view[starts[a]:ends[b - 1]]))
+            continue
+        except KReplicaError:
+            pass
+        for i in range(a, b):
+            try:
+                records.extend(decode_records(view[starts[i]:ends[i]]))
+            except KReplicaError as e:
+                bad, reason = i, str(e)
+                break
+        break
+    if bad is not None:
+        keep[bad:] = False
+        if not records:
+            return None, bad, reason
     epochs = np.repeat(scan.leader_epochs[keep], scan.record_counts[keep])
     n = len(records)
     if n != len(epochs):
@@ -329,4 +359,4 @@ def _decode_kept(chunk: memoryview, scan, s: SegmentSlice) -> pa.RecordBatch | N
         pa.array(epochs.astype(np.int32)),
     ]
     batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-    return batch if rows.all() else batch.filter(pa.array(rows))
+    return (batch if rows.all() else batch.filter(pa.array(rows))), bad, reason
