@@ -287,7 +287,9 @@ def test_a_deposed_leader_committing_under_the_new_leaders_uncommitted_tail_is_a
     c.on_ack("t-0", base, last, crc, -1, 1, leader=1)
     c.observe(1, "t-0", old, None)
     assert c.violation is None
-    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(1, "unclean-election", 2)]
+    # Counted as if acked just before the election: with its leader and epoch, not the deposed one's.
+    assert [(loss.offset, loss.cause, loss.leader, loss.leader_epoch)
+            for loss in c.losses] == [(1, "unclean-election", 2, 2)]
     old.role, old.leader_epoch = Role.FOLLOWER, 2   # told, but it kept its batch
     c.observe(1, "t-0", old, FetchPhase.FETCHING)
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
@@ -541,6 +543,8 @@ def test_a_commit_counted_on_a_follower_that_had_already_lost_it_in_a_power_loss
             c.on_restart(2)
             if seen_before_commit:
                 c.observe(2, "t-0", follower, None)
+            else:                                 # another replica's sighting is not its own
+                c.observe(1, "t-0", leader, None)
         c.set_time(300)
         append(leader, [b"b"], 0)                 # committed on the follower's old LEO
         c.observe(1, "t-0", leader, None)
@@ -560,6 +564,54 @@ def test_a_commit_counted_on_a_follower_that_had_already_lost_it_in_a_power_loss
     c = run(restart_before_commit=True, seen_before_commit=False)   # restarted, not yet back
     assert c.violation is None
     assert ("superseded", "power-loss") in [(e.kind, e.data.get("cause")) for e in c.history.events]
+
+
+def test_a_replica_back_from_a_power_loss_holding_the_committed_history_loses_nothing_when_elected(make):
+    """The elected replica dropped offset 0 in a power loss after it was committed, then
+    fetched it back whole and went on to an uncommitted batch beyond the committed end:
+    it holds every committed batch, so its election supersedes and counts nothing (what
+    it holds past the committed end is its own tail, not a difference)."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0, isr=(1, 2))
+    base, last, crc = append(leader, [b"a"], 0)
+    c.set_time(10)
+    c.observe(1, "t-0", leader, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    c.set_time(20)
+    c.on_power_loss(2, "t-0", 0)
+    c.set_time(30)
+    c.on_restart(2)
+    back = make("b", Role.FOLLOWER, 0, isr=(1, 2))
+    append(back, [b"a"], 0)                       # fetched again: the same batch
+    c.observe(2, "t-0", back, FetchPhase.FETCHING)
+    append(back, [b"tail"], 0, commit=False)      # beyond the committed end
+    c.set_time(40)
+    back.role, back.leader_epoch, back.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", back, None)
+    assert c.violation is None and not c.losses and c.unclean_elections == 0
+    assert c.models["t-0"].canon_end == 1 and 0 in c.models["t-0"].acked
+    assert "superseded" not in [e.kind for e in c.history.events]
+
+
+def test_an_election_outside_the_isr_losing_nothing_excuses_no_later_ack_where_unclean_was_never_enabled(make):
+    """Nothing committed is lost at the election, but the deposed leader, alone in its ISR,
+    then acks a write the new leader's history does not hold. Where unclean elections were
+    never enabled the election was the controller's bug, and that ack is a lost write,
+    not an unclean election's counted loss."""
+    c = Checker(History(), unclean_default=False)
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.LEADER, 1, isr=(3,))
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    base, last, crc = append(old, [b"acked by the deposed leader"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=1)
+    assert c.violation is None and not c.losses
+    append(outsider, [b"the new leader's own"], 1)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+    assert not c.losses
 
 
 def test_a_leader_first_seen_late_with_others_in_its_isr_is_excused_nothing(make):
