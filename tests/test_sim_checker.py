@@ -345,6 +345,10 @@ def test_a_deposed_leaders_ack_and_read_of_superseded_history_are_a_counted_loss
     assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(1, "unclean-election", 2)]
     # Swarm seed 2680: a consumer reads it from the deposed leader too; it goes with the ack.
     c.on_consume("t-0", read_fingerprints(old.log, base, last + 1), old.log.high_watermark, 1)
+    # Counted with the ack it goes with: the superseding election's leader and epoch,
+    # not the deposed leader that served it paired with an epoch it never led.
+    assert [(r.offset, r.cause, r.leader, r.leader_epoch)
+            for r in c.superseded_reads] == [(1, "unclean-election", 2, 1)]
     append(outsider, [b"x"], 1)
     append(outsider, [b"y"], 1)               # the new history commits other batches there
     c.observe(2, "t-0", outsider, None)

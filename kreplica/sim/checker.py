@@ -325,7 +325,9 @@ class Checker:
                           f"consumer got offsets {base}..{last} beyond the HW {high_watermark}")
                 return
             if gone is not None and base >= gone[0]:
-                self.superseded_reads.append(CountedLoss(tp, base, gone[1], leader, m.epoch, self._now()))
+                # Attributed as on_ack attributes a deposed leader's ack: to the newest
+                # leader and its epoch, as if read just before the election.
+                self.superseded_reads.append(CountedLoss(tp, base, gone[1], m.leader, m.epoch, self._now()))
                 continue
             known = m.canon.get(base)
             if known is not None and (known[0], known[2]) != (last, crc):
