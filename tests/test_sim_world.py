@@ -1061,9 +1061,10 @@ def test_a_controller_request_sent_notes_its_term_at_once():
     assert world.checker.term_epochs == {4: (1, 0, 0)} and len(sent) == 2
 
 
-def _hook(p, log, **checker):
+def _hook(p, log, dirty: dict | None = None, **checker):
     """World._instrument on partition ``p`` of broker 1 (t-0) with ``log``, over a stand-in
-    world whose checker has the methods given; returns the kinds the world records."""
+    world whose checker has the methods given (and whose dirty replicas are ``dirty``);
+    returns the kinds the world records."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -1074,7 +1075,7 @@ def _hook(p, log, **checker):
             setattr(log, name, None)
     p.log = log
     records: list = []
-    world = SimpleNamespace(checker=SimpleNamespace(**checker), _dirty={},
+    world = SimpleNamespace(checker=SimpleNamespace(**checker), _dirty=dirty if dirty is not None else {},
                             record=lambda kind, *a, **k: records.append((kind, k)))
     World._instrument(world, 1, TopicPartition("t", 0), p)
     return records
@@ -1098,9 +1099,11 @@ def test_truncations_reach_the_checker_at_the_end_they_leave():
         p.log_end_offset = offset
 
     p.truncate_to, p.truncate_fully_and_start_at = truncate_to, truncate_fully_and_start_at
-    records = _hook(p, SimpleNamespace(), on_truncate=lambda *a: truncated.append(a))
+    dirty: dict = {}
+    records = _hook(p, SimpleNamespace(), dirty, on_truncate=lambda *a: truncated.append(a))
     p.truncate_to(4)
     assert truncated == [(1, "t-0", 2)]
+    assert list(dirty) == [(1, TopicPartition("t", 0))]   # judged again after this step
     p.truncate_fully_and_start_at(9)
     assert truncated[1:] == [(1, "t-0", 0)] and [kind for kind, _ in records] == ["truncate", "truncate_fully"]
 
@@ -1517,6 +1520,27 @@ def test_a_leaders_isr_write_reaches_the_checker_and_judges_the_next_election():
     assert checker.unclean_elections == 1
 
 
+def test_a_leaders_isr_write_growing_the_isr_is_taken_as_the_leaders_and_judges_the_next_election():
+    """The leader's write of a grown ISR (a follower caught up again) is the ISR of its
+    epoch, handed with its leader: not a leaderless store state, which may only shrink.
+    The follower taken back, elected next, is a clean election."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.partition import Role
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    checker = Checker(History(), unclean_default=False)
+    checker.observe(1, "t-0", _stand_in_replica(Role.LEADER, 0, (1,)), None)
+    world = SimpleNamespace(checker=checker, record=lambda *a, **k: None)
+    World._on_cluster_event(world, SimpleNamespace(kind="isr_changed", broker=1, details={
+        "tp": TopicPartition("t", 0), "leader_epoch": 0, "isr": [1, 2]}))
+    assert checker.models["t-0"].isr == (1, 2)
+    checker.observe(2, "t-0", _stand_in_replica(Role.LEADER, 1, (2,)), None)
+    assert checker.violation is None and checker.unclean_elections == 0
+
+
 def test_a_sweep_reads_the_store_after_it_has_observed_every_replica():
     """A sweep observes the replicas first (the partition's model exists, and its leader is
     known), then reads the store: an ISR shrink the leader has written but not yet heard
@@ -1532,15 +1556,18 @@ def test_a_sweep_reads_the_store_after_it_has_observed_every_replica():
     tp = TopicPartition("t", 0)
     rm = SimpleNamespace(partitions={tp: _stand_in_replica(Role.LEADER, 0, (1, 2))}, fetchers={})
     checker = Checker(History())
+    terms_noted = []
     world = SimpleNamespace(
         checker=checker, now_ms=lambda: 100, instrument_broker=lambda bid: None, _dirty={}, _deleting=set(),
         _tp_names={}, _fetch_phase=World._fetch_phase, _store_states=lambda tps: {t: (1, 0, (1,)) for t in tps},
-        _note_controller_terms=lambda: None, _sample=lambda now: None,
+        _note_controller_terms=lambda: terms_noted.append(checker.controller_epoch), _sample=lambda now: None,
         cluster=SimpleNamespace(brokers={1: SimpleNamespace(alive=True, replica_manager=rm)},
                                 zk=SimpleNamespace(get_controller_epoch=lambda: (1, 0))))
     world._check_dirty = lambda: World._check_dirty(world)
     World._sweep(world)
     assert checker.models["t-0"].isr == (1,) and checker.controller_epoch == 1
+    # Judged at the sweep's own time, and the controllers' terms noted after the epoch.
+    assert checker.elections == [(100, "t-0", 1, 0)] and terms_noted == [1]
     checker.observe(2, "t-0", _stand_in_replica(Role.LEADER, 1, (2,)), None)
     assert checker.unclean_elections == 1
 
@@ -1566,6 +1593,29 @@ def test_a_stale_request_applied_is_reported_under_the_partition_it_changed():
     World._arrive_controller_request(world, 2, broker, message, changes_the_second)
     v = world.checker.violation
     assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH and v.tp == "t-1" and v.broker == 2
+
+
+def test_a_stale_request_that_changes_only_a_partitions_isr_changed_something():
+    """What a stale request must leave alone is the whole partition state the broker holds,
+    its ISR included: one changing only the ISR (same role, leader epoch and version) is
+    applied all the same."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import LeaderAndIsrRequest, TopicPartition
+    from kreplica.replica.partition import Role
+
+    world, rm, broker = _arrivals()
+    tp = TopicPartition("t", 0)
+    rm.partitions[tp] = SimpleNamespace(role=Role.LEADER, leader_epoch=3, zk_version=1, isr=(1, 2))
+    message = _controller_request(LeaderAndIsrRequest, 4)
+    object.__setattr__(message, "partition_states", (SimpleNamespace(tp=tp),))
+
+    def shrinks_the_isr(m):
+        rm.partitions[tp].isr = (2,)
+
+    World._arrive_controller_request(world, 2, broker, message, shrinks_the_isr)
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH and v.tp == "t-0"
 
 
 def test_the_checker_takes_the_clusters_unclean_election_and_min_isr_defaults():
