@@ -192,6 +192,8 @@ def test_unclean_election_losses_are_counted_and_attributed(make):
     outsider = _ack_then_elect_an_outsider(c, make)
     assert c.violation is None and c.unclean_elections == 1
     assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(0, "unclean-election", 3)]
+    # Every election is listed, clean or not (the world's re-election latency reads them).
+    assert [(tp, leader, epoch) for _t, tp, leader, epoch in c.elections] == [("t-0", 1, 0), ("t-0", 3, 1)]
     # The new leader's history replaces the lost one: its own commits are fine.
     append(outsider, [b"after"], 1)
     c.observe(3, "t-0", outsider, None)

@@ -983,17 +983,40 @@ def test_an_acks_all_answer_is_judged_by_the_maximal_isr_and_only_when_it_succee
     rm = SimpleNamespace(partitions={tp: p}, handle_produce=lambda req, respond: respond(answers.pop(0)))
     World._instrument_produce(world, 1, rm)
 
-    def answer(error_code):
+    def answer(error_code, acks=-1):
         answers.append(SimpleNamespace(partitions=[SimpleNamespace(tp=tp, error_code=error_code, base_offset=0)]))
-        rm.handle_produce(SimpleNamespace(acks=-1), lambda response: None)
+        rm.handle_produce(SimpleNamespace(acks=acks), lambda response: None)
 
     answer(errors.NONE)                  # ISR [1] expanding to [1, 2]: two may be counted
     p.isr_state.maximal_isr = (1,)
     answer(errors.NotEnoughReplicas.code)  # refused: no promise
+    answer(errors.NONE, acks=1)          # acks=1: answered by the leader alone, as it may
     assert world.checker.violation is None
     answer(errors.NONE)
     v = world.checker.violation
     assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "below min.insync.replicas=2" in v.message
+
+
+def test_every_partition_of_an_acks_all_answer_is_judged_not_only_the_first():
+    """One produce answer covers every partition the request named: the second one's ISR,
+    below min.insync.replicas, breaks acks=all's promise as a first one's would."""
+    from types import SimpleNamespace
+
+    from kreplica import errors
+    from kreplica.protocol import TopicPartition
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    tps = [TopicPartition("t", 0), TopicPartition("t", 1)]
+    world = SimpleNamespace(checker=Checker(History(), min_isr_default=2))
+    isrs = {tps[0]: (1, 2), tps[1]: (1,)}
+    response = SimpleNamespace(partitions=[SimpleNamespace(tp=tp, error_code=errors.NONE, base_offset=7) for tp in tps])
+    rm = SimpleNamespace(partitions={tp: SimpleNamespace(isr_state=SimpleNamespace(maximal_isr=isrs[tp])) for tp in tps},
+                         handle_produce=lambda req, respond: respond(response))
+    World._instrument_produce(world, 1, rm)
+    rm.handle_produce(SimpleNamespace(acks=-1), lambda r: None)
+    v = world.checker.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and v.tp == "t-1"
 
 
 # ---- third checker mutation pass (forty-ninth review) -------------------------------------------
