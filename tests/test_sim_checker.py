@@ -1078,6 +1078,24 @@ def test_after_convergence_a_follower_must_hold_the_leaders_bytes_not_only_its_o
     assert "after convergence" in v.message
 
 
+@pytest.mark.parametrize("damaged", ["leader", "follower"])
+def test_after_convergence_a_batch_damaged_on_disk_since_it_was_judged_is_found(make, damaged):
+    """The final compare reads bytes, not only headers: a committed batch torn on disk after
+    it was judged keeps its intact CRC in the header, and is found on either side."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    for r in (leader, follower):
+        append(r, [b"committed"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None
+    _flip_a_record_byte(leader if damaged == "leader" else follower)
+    c.final_check("t-0", {1: leader, 2: follower})
+    v = c.violation
+    assert v is not None and v.broker == (1 if damaged == "leader" else 2)
+    assert v.invariant is Invariant.REPLICA_DIVERGENCE and "converge" in v.message
+
+
 def test_after_convergence_a_leader_missing_a_committed_batch_is_found(make):
     """A committed batch the converged leader no longer holds at all (not only one it
     holds differently) is a loss, here of a record a consumer read."""
