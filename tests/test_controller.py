@@ -1492,3 +1492,46 @@ def test_a_broker_in_controlled_shutdown_is_not_listed_as_holding_offline_replic
     assert c.controller.shutdown_broker(1) == set()
     states = [ps for r in c.channel.requests(UpdateMetadataRequest) for ps in r.partition_states]
     assert states and all(ps.offline_replicas == () for ps in states)
+
+
+def test_a_preferred_election_tells_a_live_follower_out_of_the_isr_its_new_leader():
+    """Kafka 0.10's preferred selector sends the new leadership to every assigned replica
+    (the live ones), not only to the ISR: a follower that has fallen behind must learn
+    whom to fetch from, or it keeps fetching from the old leader and never catches up."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
+    c.kill(1)
+    c.start(1)
+    c.leader_sets_isr(T0, [2, 1])                  # 3 fell out of sync
+    assert c.state("t", 0).leader == 2
+    c.channel.clear()
+    assert c.controller.elect_preferred_leaders([T0]) == {}
+    assert c.state("t", 0).leader == 1
+    told = {b: [ps.leader for r in c.channel.requests(LeaderAndIsrRequest, b)
+                for ps in r.partition_states if ps.tp == T0] for b in (1, 2, 3)}
+    assert told == {1: [1], 2: [1], 3: [1]}
+
+
+def test_a_controlled_shutdown_stops_a_follower_out_of_the_isr_too():
+    """Kafka 0.10's shutdownBroker walks every partition assigned to the broker: one it
+    follows gets StopReplica (no delete) and goes OfflineReplica whether or not the
+    broker is still in its ISR, so a lagging follower stops fetching before it stops."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
+    c.leader_sets_isr(T0, [1, 2])                  # 3 fell out of sync
+    c.channel.clear()
+    assert c.controller.shutdown_broker(3) == set()
+    stops = [(p.tp, p.delete) for r in c.channel.requests(StopReplicaRequest, 3) for p in r.partitions]
+    assert stops == [(T0, False)]
+    assert c.controller.rsm.state(PartitionReplica(T0, 3)) is ReplicaState.OFFLINE
+    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (1, (1, 2))
+
+
+def test_a_restarted_broker_is_sent_the_metadata_of_partitions_it_does_not_host():
+    """onBrokerStartup's first UpdateMetadata to the new broker carries every partition
+    (Kafka 0.10 sends partitionLeadershipInfo's whole key set): the broker answers
+    metadata requests for topics it holds no replica of."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2], 1: [2, 1]})
+    c.kill(3)
+    c.channel.clear()
+    c.start(3)
+    first = c.channel.requests(UpdateMetadataRequest, 3)[0]
+    assert {ps.tp for ps in first.partition_states} == {T0, T1}
