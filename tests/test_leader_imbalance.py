@@ -65,3 +65,24 @@ def test_a_leaderless_partition_counts_as_led_elsewhere():
     leadership[parts[0]] = led(2)
     leadership[parts[1]] = led(-1, (3,))   # its only ISR member, 3, is dead
     assert partitions_to_rebalance(assignment, leadership, {1, 2}, 10) == {parts[0]}
+
+
+
+def test_a_queued_topics_partitions_do_not_count_in_a_brokers_share():
+    """Kafka 0.10 filters the topics queued for deletion out of the assignment before
+    grouping by preferred replica, so they weigh neither way in a broker's share.
+    Broker 1 prefers t-0..t-9 and leads all but t-0 (10%, at the limit: nothing moves);
+    the ten partitions of the queued topic "gone" it prefers, all led by 2, must not
+    push its share to 55%.  Broker 2 prefers u-0, which 1 leads (100%): the ten "gone"
+    partitions it prefers and leads must not thin that to 9%."""
+    t = tps(10)
+    gone = tps(20, "gone")
+    u, = tps(1, "u")
+    assignment = {tp: [1, 2, 3] for tp in t}
+    assignment.update({tp: ([1, 2, 3] if tp.partition < 10 else [2, 1, 3]) for tp in gone})
+    assignment[u] = [2, 1, 3]
+    leadership = {tp: led(2 if tp.partition == 0 else 1) for tp in t}
+    leadership.update({tp: led(2) for tp in gone})
+    leadership[u] = led(1)
+    got = partitions_to_rebalance(assignment, leadership, {1, 2, 3}, 10, lambda topic: topic == "gone")
+    assert got == {u}

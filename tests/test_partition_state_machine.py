@@ -253,3 +253,14 @@ def test_a_new_partition_whose_state_node_exists_already_fails_and_stays_new():
     assert isinstance(failed.get(TP), errors.StateChangeFailed)
     assert env.psm.state(TP) is P.NEW and TP not in env.ctx.leadership
     assert env.channel.of(LeaderAndIsrRequest) == []
+
+
+def test_a_batch_names_each_partition_once_in_sorted_order():
+    """split_legal takes each key once, in sorted order, whatever the caller passed: the
+    requests a pass builds do not depend on the iteration order of the caller's set
+    (which for strings changes with the interpreter's hash seed)."""
+    from kreplica.controller.transitions import split_legal
+    a, b, c = (TopicPartition("t", p) for p in (0, 1, 2))
+    table = {P.ONLINE: frozenset({P.NEW})}
+    legal, failed = split_legal([c, a, c, b], lambda tp: P.NEW, P.ONLINE, table, str)
+    assert legal == [a, b, c] and failed == {}

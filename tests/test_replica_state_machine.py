@@ -244,3 +244,19 @@ def test_random_transition_sequences_only_follow_the_table(targets):
             assert after is target and before in KAFKA_PREVIOUS_STATES[target]
         if after is R.NON_EXISTENT:
             env.ctx.set_assignment(TP, [1, 2, 3])
+
+
+
+def test_an_offline_transition_whose_isr_write_fails_leaves_the_replica_where_it_was():
+    """Kafka 0.10's OfflineReplica throws when the replica could not be taken out of the
+    ISR, and the replica keeps its state.  Here the partition's state node is gone from
+    the store behind the controller's back: the write fails, the replica is reported
+    failed and stays OnlineReplica: marked Offline, the state machine would claim a
+    transition whose ISR shrink never happened."""
+    from kreplica.meta import layout
+    env = Env()
+    env.rsm.states[PR3] = R.ONLINE
+    env.zk.session.delete(layout.partition_state_path("t", 0))
+    failed = env.rsm.handle_state_changes([PR3], R.OFFLINE)
+    assert PR3 in failed
+    assert env.rsm.state(PR3) is R.ONLINE
