@@ -372,3 +372,28 @@ def test_a_stopped_leader_led_again_under_the_same_epoch_gives_its_isr_a_lag_per
     rig.clock.advance(LAG + 1)
     assert rig.p.maybe_shrink_isr() is True
     assert [req.new_isr for req, _ in rig.proposals] == [(1,)]
+
+
+def test_an_isr_member_outside_the_assignment_is_proposed_out_once_it_lags(rig):
+    """Seed 000 step 7 (reassignment): a leader that stays is sent AR = RAR while the ISR
+    still names an old replica.  That member never fetches from this leader, so after the
+    lag time the shrink check proposes it out like any lagging follower."""
+    rig.p.make_leader(LeaderAndIsrPartitionState(TP, 1, 1, 0, (1, 2, 3), 0, (1, 2)))
+    assert 3 not in rig.p.remote_replicas
+    rig.append(2)
+    rig.clock.advance(LAG + 1)
+    rig.fetch(2, 2)
+    assert rig.p.out_of_sync_replicas() == (3,)
+    assert rig.p.maybe_shrink_isr() is True
+    assert rig.proposals[-1][0].new_isr == (1, 2)
+
+
+def test_a_leader_whose_isr_is_down_to_itself_moves_the_hw_when_it_takes_the_state(rig):
+    """Kafka's makeLeader ends with maybeIncrementLeaderHW ("the ISR could be down to 1"):
+    a leader told its ISR is itself alone commits its whole log at once, without waiting
+    for a produce or a fetch."""
+    rig.lead(isr=(1, 2))
+    rig.append(3)
+    assert rig.p.high_watermark == 0  # broker 2 has not fetched
+    rig.lead(isr=(1,), epoch=1, version=1)
+    assert rig.p.high_watermark == 3 and rig.hw_events == [TP]
