@@ -17,7 +17,7 @@ from kreplica.protocol import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from kreplica.records import decode_batches, encode_batch
+from kreplica.records import decode_batches, decode_records, encode_batch
 from kreplica.replica import Role
 from kreplica.replica.isr_state import IsrPhase
 from replica_harness import Harness, PartitionRecord
@@ -1183,4 +1183,71 @@ def test_a_fetch_that_moves_the_hw_carries_the_new_hw_back(tmp_path):
     d = got[0].partitions[0]
     assert [batch.base_offset for batch in decode_batches(d.records)] == [1]
     assert d.high_watermark == h.partition(1, TP).high_watermark == 1
+    h.close()
+
+
+# ---- sixth replica-layer mutant pass (hundred-and-fourth review) --------------------------------
+def test_a_partitions_own_max_bytes_bounds_its_read_under_a_larger_response_budget(tmp_path):
+    """As Kafka's fetch: each partition reads at most its own max_bytes (but at least one
+    whole batch), however much of the response's max_bytes is left."""
+    h = _cluster(tmp_path)
+    for v in (b"a" * 100, b"b" * 100, b"c" * 100):
+        h.produce_sync(TP, [v])
+    one = len(h.fetch(TP, 0).records) // 3
+    got = []
+    req = FetchRequest(-1, (FetchPartition(TP, 0, max_bytes=2 * one),), max_wait_ms=0, max_bytes=1 << 20)
+    h.brokers[1].handle_fetch(req, got.append)
+    d = got[0].partitions[0]
+    assert [r.value for r in decode_records(d.records)] == [b"a" * 100, b"b" * 100]
+    h.close()
+
+
+def test_a_crash_writes_no_final_hw_checkpoint(tmp_path):
+    """A crash (unclean shutdown) leaves replication-offset-checkpoint as the last periodic
+    write left it; only a clean shutdown checkpoints the HWs on its way out."""
+    h = _cluster(tmp_path, {"replica.high.watermark.checkpoint.interval.ms": 1000})
+    h.produce_sync(TP, [b"a"])
+    h.settle(TP)
+    h.advance(1000)
+    path = h.data_dir(2) / "replication-offset-checkpoint"
+    assert OffsetCheckpointFile(path).read() == {TP: 1}
+    h.produce_sync(TP, [b"b"])
+    h.settle(TP)
+    assert h.partition(2, TP).high_watermark == 2
+    h.crash(2, clean=False)
+    assert OffsetCheckpointFile(path).read() == {TP: 1}
+    h.close()
+
+
+def test_one_log_left_without_its_clean_shutdown_marker_makes_the_restart_unclean(tmp_path):
+    """Kafka's LogManager recovers when any log dir lacks the clean-shutdown file: the
+    broker says it recovered uncleanly whichever partition dir (first or last) lacks it."""
+    from kreplica.log.log_dir import CLEAN_SHUTDOWN
+
+    h = _cluster(tmp_path, brokers=(1,))
+    later = TopicPartition("zz", 0)
+    h.create_partition(later, (1,))
+    h.produce_sync(TP, [b"a"])
+    h.produce_sync(later, [b"b"])
+    h.crash(1, clean=True)
+    dirs = sorted(p for p in h.data_dir(1).iterdir() if p.is_dir())
+    assert [d.name for d in dirs] == ["bar-0", "zz-0"]
+    assert all((d / CLEAN_SHUTDOWN).exists() for d in dirs)
+    (dirs[0] / CLEAN_SHUTDOWN).unlink()  # the first dir read is the unclean one
+    assert h.start(1).recovered_uncleanly
+    h.close()
+
+
+def test_a_produce_ending_in_a_frame_shorter_than_any_record_is_corrupt_not_a_second_batch(tmp_path):
+    """Kafka's batch iterator reads a 12-byte offset and length, and a length below
+    LegacyRecord.RECORD_OVERHEAD_V0 (14) is a corrupt record, not a batch: one batch with
+    such a frame after it is CORRUPT_MESSAGE, not the INVALID_RECORD of two batches."""
+    h = _cluster(tmp_path)
+    batch = encode_batch([b"x"], timestamp_ms=0)
+    tail = (0).to_bytes(8, "big") + (13).to_bytes(4, "big") + b"\0" * 13
+    got = []
+    h.transport.send(-7, 1, ProduceRequest(-1, 1000, (ProducePartition(TP, batch + tail),)), got.append)
+    assert h.run_until(lambda: bool(got), 100)
+    assert got[0].partitions[0].error_code == errors.CorruptMessage.code
+    assert h.partition(1, TP).log_end_offset == 0
     h.close()
