@@ -438,3 +438,42 @@ def test_a_down_leader_is_asked_for_epochs_again_only_after_the_backoff(tmp_path
     assert not h.run_until(lambda: len(asked()) > 10, 250)
     assert asked() == [0, 100, 200]
     assert rm.partitions[TP].log_end_offset == 3
+
+
+def test_a_partition_added_to_an_idle_fetcher_is_fetched_at_once_not_at_the_backoffs_end(tmp_path):
+    """TP backs off from 0 to 100; f-1 joins the same fetcher at 30.  The join's wake
+    replaces the later one, so f-1 is fetched at 30 and TP at 100 as planned."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    other = TopicPartition("f", 1)
+    _follow(rm)
+    error = errors.NotLeaderOrFollower.code
+
+    def handle(src, request, respond):  # TP is refused; a fetch of f-1 waits unanswered
+        leader.requests.append((h.scheduler.now_ms(), request))
+        if [fp.tp for fp in request.partitions] == [TP]:
+            respond(FetchResponse(errors.NONE, (FetchPartitionData(TP, error, 0, 0, 0),)))
+
+    h.transport.register(LEADER, handle)
+    h.advance(30)
+    _another_partition_keeps_the_fetcher(rm)
+    h.advance(75)
+    assert [(t, [fp.tp for fp in r.partitions]) for t, r in leader.requests] == [(0, [TP]), (30, [other])]
+
+
+def test_an_answer_arriving_after_its_request_timed_out_is_ignored(tmp_path):
+    """The first fetch is answered only at 1200, after its timeout (1050) and the retry
+    sent at 1150: the late answer must neither end the retry's wait nor start a third
+    fetch beside it (one request in flight at a time)."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+
+    def handle(src, request, respond):
+        leader.requests.append((h.scheduler.now_ms(), request))
+        if len(leader.requests) == 1:
+            h.scheduler.call_later(1200, respond, FetchResponse(errors.NONE, (
+                FetchPartitionData(TP, errors.NONE, 0, 0, 0),)))
+
+    h.transport.register(LEADER, handle)
+    _follow(rm)
+    h.advance(2350)
+    # the retry, never answered, times out at 2200 and is sent again after the backoff
+    assert [t for t, _ in leader.fetches()] == [0, 1150, 2300]
