@@ -188,9 +188,10 @@ _QUIET = dict.fromkeys(("crash", "controlled_shutdown", "pause", "slow_disk", "d
                         "expire_session", "partition", "cut_store"), 0.0)
 
 
-def test_the_chaos_planner_draws_a_fault_at_its_rate_per_virtual_minute_until_stopped():
+@pytest.mark.parametrize("tick_ms", [250, 1000])
+def test_the_chaos_planner_draws_a_fault_at_its_rate_per_virtual_minute_until_stopped(tick_ms):
     sched, world, events = _stub_world()
-    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "slow_disk": 30.0}))
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "slow_disk": 30.0}), tick_ms=tick_ms)
     planner.start()
     sched.advance(10 * 60_000)  # ten virtual minutes at 30 a minute
     slow = sum(kind == "slow_disk" for _, kind, _, _ in events)
@@ -802,3 +803,19 @@ def test_the_planners_faults_last_between_their_shortest_and_their_bounds(monkey
         assert 100 <= min(lengths) and 400 < max(lengths) <= 3000, kind
     assert all(5 <= delay <= 200 and 500 <= length <= 5000 for delay, length in drawn["slow_disk"])
     assert all(200 <= length <= 3000 for (length,) in drawn["disk_full"])
+
+
+# ---- the hundred-and-eighth review -----------------------------------------------------------
+
+def test_a_controller_down_already_is_not_killed_again():
+    """kill_controller needs the controller alive: the store names a crashed controller until
+    its session expires, and a scripted kill landing then is refused, not recorded."""
+    world = _full_disk_world()
+    try:
+        cid = world.cluster.controller_id
+        assert faults.crash(world, cid)
+        assert world.cluster.controller_id == cid  # its session has not expired yet
+        assert not faults.kill_controller(world)
+        assert [e.kind for e in world.history.events if e.kind in ("crash", "kill_controller")] == ["crash"]
+    finally:
+        world.close()

@@ -510,3 +510,55 @@ def test_a_failed_hosts_message_arriving_behind_a_hand_over_is_still_lost():
     sched.advance(20)
     assert [(t, r.replica_id) for t, _, r in got] == [(20, 0)]
     assert net.stats.dropped == 1
+
+
+def test_every_host_failure_loses_what_its_node_then_had_in_flight():
+    """Each host failure of a node loses what it had on the wire at that moment, the second
+    and third as the first (the hundred-and-eighth review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    for i in range(3):
+        net.send(1, 2, fetch(i), None)
+        net.send(3, 2, fetch(10 + i), None)
+        sched.advance(5)
+        net.lose_in_flight(1)
+        sched.advance(50)
+    assert [r.replica_id for _, _, r in got] == [10, 11, 12]
+    assert net.stats.dropped == 3
+
+
+def test_a_paused_receivers_buffer_keeps_the_arrival_order_across_links():
+    """An arrival at a paused receiver goes ahead only of what its own link's paused sender
+    sent since, not of what that sender sent to another node: at the resume the buffer is
+    read in the order its bytes arrived, whichever link carried them."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.register(4, lambda src, req, respond: got.append((sched.now_ms(), 4, req)))
+    net.set_link(1, 2, LinkProfile(latency_ms_min=20, latency_ms_max=20))
+    net.send(3, 2, fetch(0), None)  # reaches 2 at 10, in its buffer
+    net.send(1, 2, fetch(1), None)  # reaches 2 at 20, behind it
+    net.pause(2)
+    net.pause(4)
+    net.send(1, 4, fetch(2), None)  # sent by 1 during 4's pause: waits for 4
+    sched.advance(50)
+    net.resume(2)
+    sched.advance(1)
+    assert [(t, n, r.replica_id) for t, n, r in got] == [(50, 2, 0), (50, 2, 1)]
+    net.resume(4)
+    sched.advance(20)
+    assert [(t, n, r.replica_id) for t, n, r in got][2:] == [(61, 4, 2)]
+
+
+def test_what_a_paused_node_sent_meets_the_network_as_it_is_at_its_resume():
+    """What a node sent during its pause leaves at its resume through the links as they are
+    then: a partition begun meanwhile drops its data and holds its controller requests
+    until the heal."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.pause(1)
+    net.send(1, 2, fetch(0), None)
+    net.send(1, 2, lair(1), None)
+    net.partition({1}, {2, 3})
+    net.resume(1)
+    sched.advance(50)
+    assert got == [] and net.stats.dropped == 1
+    net.heal()
+    sched.advance(50)
+    assert [(t, type(r).__name__) for t, _, r in got] == [(60, "LeaderAndIsrRequest")]

@@ -458,3 +458,42 @@ def test_resume_counts_only_the_held_callbacks_it_releases():
     assert view.resume() == 1
     shared.advance(0)
     assert ran == ["kept"]
+
+
+
+def _due_during_a_pause(n: int):
+    """A view whose ``n`` callbacks, due at 0, came due during a pause still in place."""
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran: list = []
+    timers = [view.call_later(0, ran.append, i) for i in range(n)]
+    view.pause()
+    shared.advance(1)
+    return shared, view, ran, timers
+
+
+def test_several_callbacks_held_again_go_back_in_their_first_order_and_only_live_ones_count():
+    """Callbacks a pause holds again before their release ran go back ahead of those still
+    queued, in the order they first came due, and the next resume counts (and runs) only
+    those not cancelled since (the hundred-and-eighth review)."""
+    shared, view, ran, timers = _due_during_a_pause(5)
+    assert view.resume() == 5
+    view.pause()
+    for _ in range(3):
+        shared.run_next(shared.now_ms())  # 0, 1 and 2 come up and are held again
+    assert ran == [] and view.held == 3
+    timers[1].cancel()
+    assert view.held == 2
+    assert view.resume() == 2  # 3 and 4 are still queued from the first resume
+    shared.advance(1000)
+    assert ran == [0, 2, 3, 4]
+
+
+def test_a_process_killed_before_its_released_callbacks_ran_holds_none_of_them():
+    """A crash right after a resume, before the callbacks it released ran: they never run,
+    and the dead process keeps none of them held (nothing for another kill to count)."""
+    shared, view, ran, _timers = _due_during_a_pause(2)
+    assert view.resume() == 2
+    assert view.kill() == 0  # released already, not held
+    shared.advance(1000)
+    assert ran == [] and view.held == 0 and view.kill() == 0
