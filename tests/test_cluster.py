@@ -712,6 +712,41 @@ def test_a_config_change_listing_that_lost_the_store_is_tried_again(call):
         assert c.run_until(lambda: replica["b"].log.config.retention_bytes == 8192, 5_000)
 
 
+@pytest.mark.parametrize("call", ["get_config_changes", "get_config_change_topics", "get_topic_configs"])
+def test_a_config_change_missed_as_the_session_expired_is_applied_by_the_next_session(call):
+    """Broker 2's session expires as its config-change watch reads the store: that read is
+    refused (SessionExpired).  The change is left for the next session, not marked as seen:
+    once the broker has renewed its session and registered again, its first listing applies
+    it (the hundred-and-seventh review's BR6-14)."""
+    from kreplica.meta.store import SessionExpired
+
+    session_ms = 6_000
+    with Cluster.embedded(brokers=[1, 2], config={"auto.leader.rebalance.enable": False,
+                                                  "zookeeper.session.timeout.ms": session_ms}) as c:
+        c.create_topic("a", partitions=1, replication_factor=2)
+        tp = TopicPartition("a", 0)
+        assert c.run_until(lambda: all(tp in b.replica_manager.partitions for b in c.brokers.values()), 60_000)
+        broker = c.brokers[2]
+        zk = broker.zk
+        real = getattr(zk, call)
+        refused = []
+
+        def expiring(*args, **kwargs):
+            if not refused:
+                refused.append(c.now_ms())
+                zk.session.pause_heartbeats()  # it stopped pinging: the store expires it
+                raise SessionExpired("the session expired")
+            return real(*args, **kwargs)
+
+        setattr(zk, call, expiring)
+        c.alter_topic_config("a", {"retention.bytes": 4096}, wait=False)
+        assert c.run_until(lambda: bool(refused), 5_000)
+        assert broker.replica_manager.partitions[tp].log.config.retention_bytes != 4096
+        assert c.run_until(lambda: broker.zk is not zk and broker.broker_epoch != -1, 3 * session_ms)
+        assert c.run_until(lambda: broker.replica_manager.partitions[tp].log.config.retention_bytes == 4096,
+                           5_000)
+
+
 # ---- twenty-seventh review: the client and admin calls' answers -------------------------
 
 def test_produce_retries_a_stale_leader_that_answers_not_leader_or_follower(cluster):
