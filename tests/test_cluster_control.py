@@ -120,6 +120,10 @@ def test_controlled_shutdown_retries_while_partitions_remain_then_gives_up(make)
     # The timeline says the shutdown failed (the eighty-eighth review's BR5-20).
     assert [e.details["ok"] for e in c.timeline if e.kind == "controlled_shutdown_done"] == [False]
     assert c.run_until(lambda: state(c, 0, "solo").leader == -1, 30_000)
+    # A failed shutdown still closes the logs cleanly, as Kafka's KafkaServer.shutdown goes on
+    # after controlledShutdown gave up: the next start has no crash to recover (BR6-09).
+    c.start(1001)
+    assert not c.brokers[1001].replica_manager.recovered_uncleanly
 
 
 def test_controlled_shutdown_succeeds_on_a_retry_once_a_follower_is_back(make):
@@ -589,6 +593,8 @@ def test_a_session_renewal_that_cannot_reach_the_store_is_tried_again(make):
     c.store.session = flaky
     c.brokers[1003].session.pause_heartbeats()  # a long pause: the session expires
     assert c.run_until(lambda: len(refused) == 2 and 1003 in c.zk.get_live_broker_ids(), 60_000)
+    # A second apart, as Kafka's ZooKeeperClient.reinitialize sleeps between attempts (BR6-11).
+    assert refused[1] - refused[0] >= 1000
     assert c.brokers[1003].broker_epoch == c.zk.get_broker_epoch(1003) != -1
     assert c.run_until(lambda: isr_full(c), 60_000)
 
@@ -663,7 +669,10 @@ def test_every_controller_request_naming_another_registration_is_refused_as_stal
     build = {"LeaderAndIsr": lambda e: LeaderAndIsrRequest(c.controller_id, 1, (), broker_epoch=e),
              "StopReplica": lambda e: StopReplicaRequest(c.controller_id, 1, (), broker_epoch=e),
              "UpdateMetadata": lambda e: UpdateMetadataRequest(c.controller_id, 1, (), (), broker_epoch=e)}[kind]
-    assert [a.error_code for a in _answer_of(b, build(current + 1000))] == [errors.StaleBrokerEpoch.code]
+    [refused] = _answer_of(b, build(current + 1000))
+    assert refused.error_code == errors.StaleBrokerEpoch.code
+    # Answered in its own response type, as Kafka answers every request (BR6-06).
+    assert type(refused).__name__ == f"{kind}Response"
     assert [a.error_code for a in _answer_of(b, build(current))] != [errors.StaleBrokerEpoch.code]
     unchecked = {"LeaderAndIsr": lambda: LeaderAndIsrRequest(c.controller_id, 1, ()),
                  "StopReplica": lambda: StopReplicaRequest(c.controller_id, 1, ()),
@@ -842,8 +851,10 @@ def test_a_start_that_cannot_reach_the_store_is_reported_as_a_stop_not_a_crash(m
     # and the next start finds no crash to recover from.
     c = make()
     c.brokers[1003].stop()
+    told = len(c.timeline)
     _start_with_the_store_out_of_reach(c, 1003)
-    assert [e.kind for e in c.timeline if e.broker == 1003][-1] == "broker_stopped"
+    # Never told as started: the start failed (the hundred-and-seventh review's BR6-04).
+    assert [e.kind for e in c.timeline[told:] if e.broker == 1003] == ["broker_stopped"]
     c.start(1003)
     assert not c.brokers[1003].replica_manager.recovered_uncleanly
 
@@ -1246,3 +1257,110 @@ def test_the_isr_changed_event_names_the_state_version_the_leader_wrote(make):
     stored = c.zk.get_partition_states([TopicPartition("r", 0)])[TopicPartition("r", 0)]
     assert changed and changed[-1].details["isr"] == stored.isr
     assert changed[-1].details["zk_version"] == stored.zk_version
+
+
+# ---- the hundred-and-seventh review (BR6) ---------------------------------------------------
+def _leader_and_follower_beside_the_controller(c, topic="r"):
+    """Topic ``topic`` (one partition) led by a broker that is not the controller, with a
+    follower that is not either: patching the leader's store client leaves the controller's
+    writes alone.  Returns (leader Broker, follower id)."""
+    ctrl = c.controller_id
+    leader, follower = [b for b in (1001, 1002, 1003) if b != ctrl]
+    c.create_topic(topic, assignment={0: [leader, follower, ctrl]})
+    assert c.run_until(lambda: isr_full(c, topic), 60_000)
+    return c.brokers[leader], follower
+
+
+def test_an_isr_write_whose_conflict_re_read_loses_the_store_is_retried(make):
+    # The ISR write's reply is lost although it landed; its retry conflicts with that very
+    # write, and the re-read that would show it ours loses the store connection too.  The
+    # outcome is still unknown: the proposal is retried, not raised into the broker's event
+    # loop, and the next re-read takes the stored state for the leader's own (BR6-08).
+    c = make(config={"replica.lag.time.max.ms": 1_000}, topic=False)
+    leader, follower = _leader_and_follower_beside_the_controller(c)
+    tp = TopicPartition("r", 0)
+    real_update, real_get = leader.zk.update_partition_states, leader.zk.get_partition_states
+    landed, reread = [], []
+
+    def lands_then_loses(states):
+        if not landed and tp in states:
+            landed.append(states[tp])
+            real_update(states)
+            raise ConnectionLoss("the reply was lost")
+        return real_update(states)
+
+    def reread_lost_once(tps):
+        if landed and not reread and list(tps) == [tp]:
+            reread.append(c.now_ms())
+            raise ConnectionLoss("the store went away again")
+        return real_get(tps)
+
+    leader.zk.update_partition_states, leader.zk.get_partition_states = lands_then_loses, reread_lost_once
+    c.kill(follower)
+    assert c.run_until(lambda: bool(reread) and not leader.replica_manager.partitions[tp].isr_state.is_inflight,
+                       SESSION_MS // 2)
+    stored = c.zk.get_partition_states([tp])[tp]
+    part = leader.replica_manager.partitions[tp]
+    assert follower not in stored.isr and part.isr == stored.isr and part.zk_version == stored.zk_version
+
+
+def test_a_controlled_shutdown_finds_a_controller_whose_id_is_zero(tmp_path):
+    # Broker ids start at 0 in most Kafka deployments: /controller naming broker 0 is a
+    # controller found, not "no controller yet" (the hundred-and-seventh review's BR6-05).
+    c = Cluster.embedded(brokers=(0, 1, 2), data_dir=tmp_path, config=CONFIG)
+    try:
+        assert c.controller_id == 0
+        c.create_topic("z", assignment={0: [1, 0, 2]})
+        assert c.run_until(lambda: isr_full(c, "z"), 60_000)
+        start = c.now_ms()
+        assert c.controlled_shutdown(1) is True
+        assert c.now_ms() - start < 100  # the first attempt, not a retry
+        assert state(c, 0, "z").leader in (0, 2)
+    finally:
+        c.close()
+
+
+def test_the_leader_and_isr_event_names_the_isr_the_request_gives_not_the_replicas(make):
+    # After a failover the ISR is smaller than the assignment: the event the new leader
+    # tells (and the demo prints) names the ISR it leads with (BR6-10).
+    c = make()
+    told = len(c.timeline)
+    c.kill(1002)  # the leader of bar-1
+    assert c.run_until(lambda: state(c, 1).leader == 1001, 2 * SESSION_MS)
+    c.advance(100)
+    tp = TopicPartition("bar", 1)
+    events = [e for e in c.timeline[told:] if e.kind == "leader_and_isr" and e.details["tp"] == tp]
+    assert events and events[-1].broker == 1001
+    assert tuple(events[-1].details["isr"]) == tuple(state(c, 1).isr) == (1001, 1003)
+
+
+def test_an_earlier_attempts_timeout_does_not_fail_the_controlled_shutdown_attempt_in_flight(make):
+    # The first attempt is answered (a partition remains); the second is lost on the wire.
+    # The first attempt's timer, due while the second is in flight, belongs to the first:
+    # the second fails only after its own controller.socket.timeout.ms (BR6-15).
+    t = RecordingTransport()
+    c = make({"controlled.shutdown.max.retries": 3, "controlled.shutdown.retry.backoff.ms": 1000,
+              "controller.socket.timeout.ms": 3000}, transport=t, topic=False)
+    c.create_topic("solo", assignment={0: [1001, 1002]})
+    c.kill(1002)
+    assert c.run_until(lambda: state(c, 0, "solo").isr == (1001,), 60_000)
+    sent = []
+    t.hold = lambda src, dst, m: isinstance(m, ControlledShutdownRequest) and (sent.append(m) or len(sent) == 2)
+    assert c.controlled_shutdown(1001) is False
+    attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1001)]
+    assert len(attempts) == 3
+    assert 1000 <= attempts[1] - attempts[0] < 3000  # the first was answered at once
+    assert attempts[2] - attempts[1] >= 3000 + 1000
+
+
+def test_a_leaders_isr_change_is_written_when_proposed_not_a_retry_backoff_later(make):
+    # Kafka 0.10's leader writes its ISR shrink to the store in the same call that decides
+    # it; here the write waits only for the scheduler's next turn, not for the retry
+    # backoff of a write whose outcome is unknown (BR6-12).
+    c = make(config={"replica.lag.time.max.ms": 1_000}, topic=False)  # shrinks before the session expires
+    leader, follower = _leader_and_follower_beside_the_controller(c)
+    part = leader.replica_manager.partitions[TopicPartition("r", 0)]
+    c.kill(follower)
+    assert c.run_until(lambda: part.isr_state.is_inflight, SESSION_MS // 2)
+    c.advance(5)
+    assert not part.isr_state.is_inflight and follower not in state(c, 0, "r").isr
