@@ -593,7 +593,8 @@ def test_a_session_renewal_that_cannot_reach_the_store_is_tried_again(make):
     c.store.session = flaky
     c.brokers[1003].session.pause_heartbeats()  # a long pause: the session expires
     assert c.run_until(lambda: len(refused) == 2 and 1003 in c.zk.get_live_broker_ids(), 60_000)
-    # A second apart, as Kafka's ZooKeeperClient.reinitialize sleeps between attempts (BR6-11).
+    # A second apart, the broker's renewal backoff: an unreachable store is not asked twice
+    # as often (the hundred-and-seventh review's BR6-11).
     assert refused[1] - refused[0] >= 1000
     assert c.brokers[1003].broker_epoch == c.zk.get_broker_epoch(1003) != -1
     assert c.run_until(lambda: isr_full(c), 60_000)
@@ -1364,3 +1365,50 @@ def test_a_leaders_isr_change_is_written_when_proposed_not_a_retry_backoff_later
     assert c.run_until(lambda: part.isr_state.is_inflight, SESSION_MS // 2)
     c.advance(5)
     assert not part.isr_state.is_inflight and follower not in state(c, 0, "r").isr
+
+
+def test_a_leaders_isr_write_keeps_the_controller_epoch_its_state_was_written_under(make):
+    # Kafka 0.10's Partition.updateIsr writes the controller epoch of the LeaderAndIsr state
+    # it leads under (the epoch the controller wrote it in), not the newest controller epoch
+    # the broker has heard of: after a controller failover that rewrote nothing, the
+    # leader's ISR shrink still names the old epoch (BR6-16).
+    c = make(config={"replica.lag.time.max.ms": 1_000}, topic=False)  # shrinks before the session expires
+    old = c.controller_id
+    leader, follower = [b for b in (1001, 1002, 1003) if b != old]
+    c.create_topic("r", assignment={0: [leader, follower]})  # the old controller hosts none
+    assert c.run_until(lambda: isr_full(c, "r"), 60_000)
+    tp = TopicPartition("r", 0)
+    written = c.zk.get_partition_states([tp])[tp].controller_epoch
+    c.brokers[old].stop()
+    assert c.run_until(lambda: c.controller_id not in (None, old), 10_000)
+    epoch = c.zk.get_controller_epoch()[0]
+    assert c.run_until(lambda: c.brokers[leader].replica_manager.controller_epoch == epoch, 10_000)
+    assert written < epoch
+    c.kill(follower)
+    c.produce("r", 0, [b"x"], acks=1)  # the dead follower now lags the leader's log end
+    assert c.run_until(lambda: state(c, 0, "r").isr == (leader,), SESSION_MS // 2)
+    stored = c.zk.get_partition_states([tp])[tp]
+    assert stored.leader == leader and stored.controller_epoch == written
+
+
+def test_each_controlled_shutdown_attempt_looks_the_controller_up_again(make):
+    # The controller the first attempt reached fails over before the retry: the retry
+    # goes to the new one, as Kafka's controlledShutdown reads /controller at each
+    # attempt, not to the dead one again (BR6-17).
+    t = RecordingTransport()
+    c = make({"controlled.shutdown.max.retries": 3, "controlled.shutdown.retry.backoff.ms": 2000},
+             transport=t, topic=False)
+    ctrl = c.controller_id
+    leader, follower = [b for b in (1001, 1002, 1003) if b != ctrl]
+    c.create_topic("solo", assignment={0: [leader, follower]})
+    c.kill(follower)
+    assert c.run_until(lambda: state(c, 0, "solo").isr == (leader,), 60_000)
+    done = []
+    c.brokers[leader].controlled_shutdown(done.append)  # a partition remains: it will retry
+    c.advance(100)
+    c.brokers[ctrl].stop()
+    assert c.run_until(lambda: c.controller_id not in (None, ctrl), 1_500)
+    new = c.controller_id
+    assert c.run_until(lambda: bool(done), 30_000)
+    sent_to = [dst for _, _, dst, _ in t.requests(ControlledShutdownRequest, src=leader)]
+    assert sent_to[0] == ctrl and len(sent_to) == 3 and set(sent_to[1:]) == {new}
