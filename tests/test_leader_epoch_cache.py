@@ -1,3 +1,4 @@
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from kreplica.log.checkpoints import LeaderEpochCheckpointFile
@@ -138,3 +139,12 @@ def test_truncation_from_start_at_the_first_epochs_start_writes_nothing(tmp_path
     c.truncate_from_start(5)
     c.truncate_from_start(2)
     assert cp.path.stat().st_ino == before and c.entries == [(1, 5), (3, 10)]
+
+
+def test_an_epoch_or_start_offset_below_0_is_refused_and_nothing_is_written(tmp_path):
+    c, _, cp = make(tmp_path)
+    c.assign(1, 0)
+    for epoch, start in [(2, -1), (-1, 5)]:
+        with pytest.raises(ValueError):
+            c.assign(epoch, start)
+    assert c.entries == [(1, 0)] and cp.read() == [(1, 0)]

@@ -1381,3 +1381,13 @@ def test_closing_an_empty_log_writes_no_time_index_entry(tmp_path):
     log = Log.open(path, SMALL)
     assert log.segments[0].time_index.entries == 0
     log.close()
+
+
+def test_a_read_whose_first_batch_crosses_the_max_offset_is_empty_at_the_offset_asked(log):
+    """A consumer at 3 limited to a HW of 5 inside the batch 0..9 gets nothing (Kafka's
+    LogSegment.read: an empty answer at the fetch offset), not an empty view of the
+    segment's map starting at the batch's base."""
+    log.append_as_leader(values(10))
+    empty = log.read(3, 1 << 20, max_offset=5)
+    assert len(empty) == 0 and empty.first_offset == 3
+    assert not isinstance(empty.view.obj, mmap.mmap)  # holds no map of the segment

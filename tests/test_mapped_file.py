@@ -1,7 +1,10 @@
 """MappedFile: a byte a live view shows never changes under it, and no file is left half replaced."""
 from __future__ import annotations
 
+import errno
 import os
+
+import pytest
 
 from kreplica.log.mapped_file import MappedFile, zero_tail
 
@@ -104,3 +107,21 @@ def test_opening_for_write_never_shortens_the_file(tmp_path):
     f.open_for_write(100, 4096)
     assert os.path.getsize(name) == 8192 and f.length == 8192
     f.close()
+
+
+@pytest.mark.parametrize("code", ["EXDEV", "ENOSYS", "EINVAL", "EOPNOTSUPP"])
+def test_a_replacement_on_a_file_system_without_copy_file_range_copies_only_the_prefix(tmp_path, monkeypatch, code):
+    """copy_file_range refused (another device, an old kernel, a file system without it):
+    the copy falls back to pread/pwrite and still keeps exactly the first bytes."""
+    name = written(tmp_path, b"a" * 100 + b"b" * 100)
+    view = a_view_left_behind(name, 200)
+
+    def refused(*args):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    monkeypatch.setattr(os, "copy_file_range", refused)
+    zero_tail(name, 100, 200)
+    assert bytes(view) == b"a" * 100 + b"b" * 100
+    assert open(name, "rb").read() == b"a" * 100 + bytes(100)
+    assert not os.path.exists(name + ".tmp")
+    del view

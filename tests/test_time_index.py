@@ -60,3 +60,14 @@ def test_many_appends_take_a_newer_timestamp_at_the_last_entrys_offset_as_one_ap
     assert many.array().tolist() == one.array().tolist()
     one.close()
     many.close()
+
+
+def test_a_newer_timestamp_at_an_offset_below_the_last_entrys_is_refused(tmp_path):
+    """Offsets in the time index never go back (Kafka's TimeIndex refuses such an entry):
+    one append refuses it as a run of appends does."""
+    ti = TimeIndex(tmp_path / "t", 0, 1200, writable=True)
+    assert ti.maybe_append(100, 5)
+    assert not ti.maybe_append(200, 3)
+    assert ti.maybe_append_many(np.array([200]), np.array([3])) == 0
+    assert ti.array().tolist() == [(100, 5)]
+    assert ti.lookup(10**6) == (100, 5)
