@@ -142,3 +142,15 @@ def test_a_longer_temp_file_left_by_a_crash_is_written_over_whole(tmp_path):
     f.write({TopicPartition("t", 0): 7})
     assert f.read() == {TopicPartition("t", 0): 7}
     assert sorted(os.listdir(tmp_path)) == ["replication-offset-checkpoint"]
+
+
+def test_a_short_write_is_retried_until_the_whole_checkpoint_is_written(tmp_path, monkeypatch):
+    """os.write may take fewer bytes than asked (interrupted by a signal): the rest is
+    written too, or the checkpoint would come back truncated."""
+    cp = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint")
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data[:3])))
+    offsets = {TopicPartition("t", p): 1000 + p for p in range(5)}
+    cp.write(offsets)
+    monkeypatch.undo()
+    assert cp.read() == offsets

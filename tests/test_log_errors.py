@@ -12,7 +12,7 @@ from kreplica.log import Log
 from kreplica.records import decode_records
 
 
-@pytest.mark.parametrize("stranger", ["notes.txt", "notes.tmp"])
+@pytest.mark.parametrize("stranger", ["notes.txt", "notes.tmp", "1.log"])
 def test_a_directory_that_is_not_a_log_is_refused_and_left_untouched(tmp_path, stranger):
     """A ``.tmp`` file is a leftover only when it is the temp file of a name a log writes
     (``<checkpoint>.tmp``, ``<segment file>.tmp``): any other is a stranger's, refused and
