@@ -125,6 +125,41 @@ def test_crash_loses_only_unflushed_and_recovery_truncates_the_torn_batch(tmp_pa
     log.close()
 
 
+def test_a_crash_with_a_negative_torn_length_still_keeps_everything_flushed(tmp_path):
+    """A torn write tears what came after the last flush, never what was fsynced before
+    it: a torn length below 0 counts as none."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 200)
+    log.flush()
+    append_range(log, 200, 260)
+    log.crash(lose_unflushed=True, torn_bytes=-100)
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == 200
+    assert_prefix(log, 260, 200)
+    log.close()
+
+
+def test_a_crash_whose_torn_write_kept_a_whole_segment_tail_still_loses_the_segments_rolled_after_it(tmp_path):
+    """Every byte after the recovery point but the first ``torn_bytes`` is lost, the
+    segments rolled since the flush too, even when the torn write reached the end of the
+    segment holding the recovery point (no hole is left for recovery to find)."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    append_range(log, 0, 50)
+    log.flush()
+    while len(log.segments) < 3:
+        append_range(log, log.log_end_offset, log.log_end_offset + 50)
+    first_end = log.segments[1].base_offset
+    appended = log.log_end_offset
+    log.crash(lose_unflushed=True, torn_bytes=1 << 30)
+    assert sorted(p.name for p in path.glob("*.log")) == ["00000000000000000000.log"]
+    log = Log.open(path, CONFIG)
+    assert log.log_end_offset == first_end and len(log.segments) == 1
+    assert_prefix(log, appended, 50)
+    log.close()
+
+
 def test_a_truncation_below_the_recovery_point_moves_it_back(tmp_path):
     """What was flushed past the cut is gone, and what is appended over it is not durable
     yet: the recovery point comes back to the new LEO.  Left above it, the batches
