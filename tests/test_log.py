@@ -913,6 +913,17 @@ def test_log_append_time_replaces_a_producers_future_timestamp_in_the_segments_m
     log.close()
 
 
+def test_log_append_time_replaces_the_timestamp_given_to_an_encoded_append_in_the_segments_max(tmp_path, clock):
+    # The same for a batch the log encodes itself from a caller's timestamp_ms: the
+    # segment, its time index and the append's answer all carry the broker's time.
+    log = Log.open(tmp_path / "t-0", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
+    info = log.append_as_leader([b"a", b"b"], timestamp_ms=5)
+    assert (info.max_timestamp, info.log_append_time) == (1_000_000, 1_000_000)
+    assert log.segments[-1].max_timestamp == 1_000_000
+    assert log.offset_for_timestamp(1_000_000) == 0
+    log.close()
+
+
 def test_an_open_log_holds_five_descriptors(tmp_path):
     """The lock, the active .log for pwrite, and the one each of its three maps holds
     (CPython's mmap keeps a dup): sealed segments hold none until read."""
@@ -1391,3 +1402,12 @@ def test_a_read_whose_first_batch_crosses_the_max_offset_is_empty_at_the_offset_
     empty = log.read(3, 1 << 20, max_offset=5)
     assert len(empty) == 0 and empty.first_offset == 3
     assert not isinstance(empty.view.obj, mmap.mmap)  # holds no map of the segment
+
+
+def test_an_empty_follower_append_changes_nothing(log):
+    """An empty fetch answer (a follower caught up) is no append at all, as in Kafka's
+    appendAsFollower with no batches: no error, the LEO and the epochs unchanged."""
+    log.append_as_leader(values(2), leader_epoch=1)
+    info = log.append_as_follower(b"")
+    assert (info.first_offset, info.last_offset, info.num_records, info.num_batches) == (2, 1, 0, 0)
+    assert log.log_end_offset == 2 and log.leader_epoch_cache.entries == [(1, 0)]
