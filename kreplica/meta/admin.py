@@ -42,7 +42,7 @@ def validate_topic_name(topic: str) -> None:
         raise errors.InvalidTopic(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
 
 
-def _collision_key(topic: str) -> str:
+def collision_key(topic: str) -> str:
     # Kafka's metric names turn '.' into '_', so "a.b" and "a_b" may not both exist.
     return topic.replace(".", "_")
 
@@ -137,7 +137,7 @@ def create_topic(client: KafkaZkClient, topic: str, partitions: int | None = Non
     existing = client.get_all_topics()
     if topic in existing:
         raise errors.TopicAlreadyExists(f"topic {topic!r} already exists")
-    clash = [t for t in existing if _collision_key(t) == _collision_key(topic)]
+    clash = [t for t in existing if collision_key(t) == collision_key(topic)]
     if clash:
         raise errors.InvalidTopic(f"topic {topic!r} collides with existing topic {clash[0]!r}")
     live = client.get_live_broker_ids()

@@ -325,16 +325,15 @@ def _decode_kept(chunk: memoryview, scan, s: SegmentSlice) -> tuple[pa.RecordBat
     for a, b in zip(edges[::2].tolist(), edges[1::2].tolist()):
         try:
             records.extend(decode_records(view[starts[a]:ends[b - 1]]))
-            continue
         except KReplicaError:
-            pass
-        for i in range(a, b):
-            try:
-                records.extend(decode_records(view[starts[i]:ends[i]]))
-            except KReplicaError as e:
-                bad, reason = i, str(e)
+            for i in range(a, b):
+                try:
+                    records.extend(decode_records(view[starts[i]:ends[i]]))
+                except KReplicaError as e:
+                    bad, reason = i, str(e)
+                    break
+            if bad is not None:
                 break
-        break
     if bad is not None:
         keep[bad:] = False
         if not records:

@@ -33,7 +33,7 @@ from typing import Any
 
 from ...config import validate as validate_config
 from ...errors import InvalidConfig, InvalidTopic
-from ...meta.admin import validate_topic_name
+from ...meta.admin import collision_key, validate_topic_name
 from ..faults import SHORTEST_MS, FaultRates
 from ..network import LinkProfile
 
@@ -159,8 +159,8 @@ class Scenario:
             if t.name in partitions:  # the World would fail creating it the second time
                 raise ValueError(f"{where}: named twice in [[topics]]")
             _check_topic_name(where, t.name)
-            clash = [u for u in partitions if u.replace(".", "_") == t.name.replace(".", "_")]
-            if clash:  # Kafka's metric names read "." as "_": the World's create_topic refuses the second
+            clash = [u for u in partitions if collision_key(u) == collision_key(t.name)]
+            if clash:  # the World's create_topic refuses the second, as Kafka's admin does
                 raise ValueError(f"{where}: collides with topic {clash[0]} ('.' and '_' are one to Kafka)")
             if t.partitions < 1 or not 1 <= t.replication_factor <= self.brokers:
                 raise ValueError(f"{where}: {t.partitions} partition(s) of replication factor "
