@@ -258,9 +258,14 @@ def test_a_timeline_of_a_run_with_no_samples_or_one_sampling_instant_is_still_dr
     """A result with no samples (``timeline_png`` of a run that recorded none), or with
     samples at one instant only (no step between two to take the period from): its
     timeline is drawn all the same, with its faults and title, not a traceback that would
-    end the sweep."""
+    end the sweep, nor matplotlib's warning about a legend with nothing to name."""
+    import warnings
+
     samples = [(0, "t-0", 1, -1, -1, 2, (1, 2)), (0, "t-0", 1, 0, 0, 1, (1, 2)), (0, "t-0", 2, 0, 0, 0, ())]
-    fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=samples[:3 * instants], faults=[(0, "crash", 1)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = _timeline_figure(tmp_path, monkeypatch,
+                               result(1, samples=samples[:3 * instants], faults=[(0, "crash", 1)]))
     assert fig.get_suptitle() == "s1 seed 1: ok"
 
 

@@ -183,7 +183,8 @@ def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path
         ax_lead.set_yticks([0, *brokers])
         ax_off.set_ylabel(f"{tp}\noffset")
         ax_lead.set_ylabel("broker")
-        ax_off.legend(fontsize=6, ncol=6, loc="lower right")  # the top carries the fault names
+        if ax_off.get_legend_handles_labels()[0]:  # no replica sampled: no lines to name
+            ax_off.legend(fontsize=6, ncol=6, loc="lower right")  # the top carries the fault names
         ax_lead.legend(fontsize=6, loc="upper left")
         for when, kind, broker in result.faults:
             for ax in (ax_off, ax_lead):
