@@ -591,12 +591,17 @@ def test_a_connection_that_ends_is_no_longer_held_by_its_node(net):
 
 def test_a_hung_loop_times_the_caller_out(monkeypatch):
     """register (like unregister and close) waits for the socket thread at most
-    LOOP_CALL_TIMEOUT_S: a hung loop is an error for the caller, not a hang."""
+    LOOP_CALL_TIMEOUT_S: a hung loop is an error for the caller, not a hang. The listen it
+    gave up on runs once the loop wakes and closes its port at once: the caller was told
+    the node is not registered, so nothing may be reachable there."""
+    import asyncio
+    import socket
     import threading
 
     from kreplica.net import tcp_transport
 
-    t = TcpTransport(RealScheduler())
+    port = _free_port()
+    t = TcpTransport(RealScheduler(), listen_ports={2: port})
     release = threading.Event()
     try:
         with monkeypatch.context() as m:
@@ -607,10 +612,31 @@ def test_a_hung_loop_times_the_caller_out(monkeypatch):
                 t.register(2, _echo([]))
             assert time.monotonic() - started < 2
         release.set()
-        assert _eventually(lambda: 2 in t._addresses)  # the listen the caller gave up on has run since
-        assert t.address(2) is None  # but the node is not registered: nowhere to reach it
+        t._on_loop(asyncio.sleep(0.2))  # the loop has woken and run the listen given up on
+        assert t.address(2) is None and not t._servers
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        assert t.register(2, _echo([])) == port  # the node can register again, on its port
     finally:
         release.set()
+        t.close()
+
+
+def test_a_listen_that_ran_before_its_register_gave_up_is_closed():
+    """The other order of the race above: the listen finished just as the caller's wait
+    ran out, so the loop learns it was abandoned after the server is up. It is stopped."""
+    import asyncio
+    import socket
+
+    t = TcpTransport(RealScheduler())
+    try:
+        port = t._on_loop(t._listen(4, 1, 0))
+        t._loop.call_soon_threadsafe(t._abandon_listen, 4, 1)
+        t._on_loop(asyncio.sleep(0.05))
+        assert not t._servers and 4 not in t._addresses
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
         t.close()
 
 

@@ -95,6 +95,8 @@ class TcpTransport:
         # Loop-thread state.
         self._addresses: dict[int, Address] = {}
         self._servers: dict[int, asyncio.base_events.Server] = {}
+        self._listening: dict[int, int] = {}  # the incarnation each server listens for
+        self._abandoned: set[tuple[int, int]] = set()  # listens whose register timed out
         self._accepted: dict[int, set[asyncio.StreamWriter]] = {}
         self._links: dict[tuple[int, int], _Link] = {}
         self._closed = False
@@ -109,7 +111,13 @@ class TcpTransport:
             raise errors.InvalidRequest("the transport is closed")
         incarnation = self._incarnations.get(node_id, 0) + 1
         self._incarnations[node_id] = incarnation
-        port = self._on_loop(self._listen(node_id, incarnation, self.listen_ports.get(node_id, 0)))
+        try:
+            port = self._on_loop(self._listen(node_id, incarnation, self.listen_ports.get(node_id, 0)))
+        except TimeoutError:
+            # The loop is hung: the listen may still run when it wakes, and must not leave
+            # a port open for a node the caller was told is not registered.
+            self._loop.call_soon_threadsafe(self._abandon_listen, node_id, incarnation)
+            raise
         self._handlers[node_id] = handler
         self._down.discard(node_id)
         return self.advertised_ports.get(node_id, port)
@@ -192,6 +200,11 @@ class TcpTransport:
 
         server = await asyncio.start_server(on_connect, self.host, port, reuse_address=True)
         port = server.sockets[0].getsockname()[1]
+        if (node, incarnation) in self._abandoned:  # its register timed out meanwhile
+            self._abandoned.discard((node, incarnation))
+            server.close()
+            return port
+        self._listening[node] = incarnation
         self._servers[node] = server
         self._accepted[node] = set()
         self._addresses[node] = (self.host, port)
@@ -278,7 +291,14 @@ class TcpTransport:
                     self.scheduler.call_soon_threadsafe(self._answer, src, on_response, DISCONNECTED)
             link.pending.clear()
 
+    def _abandon_listen(self, node: int, incarnation: int) -> None:
+        if self._listening.get(node) == incarnation:  # it listened before the caller gave up
+            self._loop.create_task(self._stop_node(node))
+        else:  # it has not listened yet: it closes its server when it does
+            self._abandoned.add((node, incarnation))
+
     async def _stop_node(self, node: int) -> None:
+        self._listening.pop(node, None)
         server = self._servers.pop(node, None)
         self._addresses.pop(node, None)
         if server is not None:
