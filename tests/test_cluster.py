@@ -1484,3 +1484,58 @@ def test_a_callers_transport_is_used_even_when_it_is_falsy():
         assert c.transport is transport
         c.create_topic("t", assignment={0: [1]})
         assert c.produce("t", 0, [b"x"]) == 0 and any(isinstance(r, ProduceRequest) for *_, r in transport.sent)
+
+
+# ---- hundred-and-thirteenth review: the remote client's leader, the calls' default limits ----
+
+def test_a_client_of_remote_brokers_finds_its_leader_again_after_an_error_and_while_there_is_none(
+        monkeypatch, tmp_path):
+    """The leader a remote client keeps (read once from the store, as Kafka's clients keep
+    their metadata) is dropped at the first error and looked up again; while the partition
+    has no leader there is nothing to keep, so the next round looks again."""
+    from kreplica.protocol import LeaderAndIsr, ProducePartitionResult, ProduceResponse
+
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+
+    with _remote_client(monkeypatch, tmp_path) as c:
+        KafkaZkClient(c.store.session("broker-8"), c.scheduler).register_broker(8)
+        c.create_topic("t", assignment={0: [7, 8]}, wait=False)
+        tp = TopicPartition("t", 0)
+        asked = []
+
+        def broker(node):
+            def handle(src, request, respond):
+                asked.append(node)
+                if node == 7:  # deposed while the request was on its way
+                    c.zk.update_partition_states({tp: LeaderAndIsr(8, 1, (8,), zk_version=0)})
+                    respond(ProduceResponse((ProducePartitionResult(tp, errors.NotLeaderOrFollower.code),)))
+                else:
+                    respond(ProduceResponse((ProducePartitionResult(tp, errors.NONE, 41),)))
+            return handle
+
+        for node in (7, 8):
+            c.transport.register(node, broker(node))
+        c.scheduler.call_later(250, c.zk.create_partition_states, {tp: LeaderAndIsr(7, 0, (7, 8))})
+        start = c.now_ms()
+        assert c.produce("t", 0, [b"x"], acks=1, retries=1, backoff_ms=100) == 41
+        assert asked == [7, 8] and c.now_ms() - start < 1000
+
+
+def test_a_remote_clients_create_topic_waits_until_each_leader_is_a_live_broker(monkeypatch, tmp_path):
+    """A client of remote brokers cannot see inside them: a partition is ready once its
+    elected leader is registered live, not as soon as the state names one (here broker 8,
+    gone just before it was elected, until it registers again 5 s later)."""
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+    from kreplica.protocol import LeaderAndIsr
+
+    with _remote_client(monkeypatch, tmp_path) as c:
+        first = KafkaZkClient(c.store.session("broker-8"), c.scheduler)
+        first.register_broker(8)
+        tp = TopicPartition("t", 0)
+        c.scheduler.call_later(50, first.session.close)
+        c.scheduler.call_later(100, c.zk.create_partition_states, {tp: LeaderAndIsr(8, 0, (8,))})
+        c.scheduler.call_later(5_000, lambda: KafkaZkClient(c.store.session("broker-8"), c.scheduler)
+                               .register_broker(8))
+        start = c.now_ms()
+        c.create_topic("t", assignment={0: [8]})
+        assert 5_000 <= c.now_ms() - start < 5_100 and c.live_brokers() == [7, 8]
