@@ -847,11 +847,17 @@ def test_offset_range_after_retention_gives_the_log_start_not_out_of_range():
         assert c.fetch("t", 0, start)[0].offset == start
 
 
-@pytest.mark.parametrize("call", [
-    lambda c, **kw: c.produce("solo", 0, [b"x"], **kw),
-    lambda c, **kw: c.fetch("solo", 0, 0, **kw),  # fetch and offset_range: ninety-fourth review
-    lambda c, **kw: c.offset_range("solo", 0, **kw),
-], ids=["produce", "fetch", "offset_range"])
+def _each_client_call(topic):
+    """Parametrize over the three client calls on partition 0 of ``topic`` (fetch and
+    offset_range beside produce: ninety-fourth review)."""
+    return pytest.mark.parametrize("call", [
+        lambda c, **kw: c.produce(topic, 0, [b"x"], **kw),
+        lambda c, **kw: c.fetch(topic, 0, 0, **kw),
+        lambda c, **kw: c.offset_range(topic, 0, **kw),
+    ], ids=["produce", "fetch", "offset_range"])
+
+
+@_each_client_call("solo")
 def test_a_client_call_gives_up_at_its_delivery_timeout_not_a_backoff_later(cluster, call):
     """Each client call raises LEADER_NOT_AVAILABLE at the delivery timeout it was given."""
     cluster.create_topic("solo", assignment={0: [1003]})
@@ -1052,15 +1058,17 @@ def test_a_preferred_election_not_taken_up_in_its_timeout_raises_request_timed_o
 
 def test_a_produce_request_carries_request_timeout_ms_unless_timeout_ms_is_given(cluster):
     """The time the leader may wait for the ISR (ProduceRequest.timeout), as Kafka's producer
-    sends it: request.timeout.ms from the config, or the call's own timeout_ms."""
+    sends it: request.timeout.ms from the config, or the call's own timeout_ms -- 0 too,
+    which is a timeout given, not one left out."""
     sent = []
     send = cluster.transport.send
     cluster.transport.send = lambda src, dst, req, cb: (sent.append(req), send(src, dst, req, cb))
     cluster.produce("bar", 0, [b"a"], acks="all")
     cluster.produce("bar", 0, [b"b"], acks="all", timeout_ms=2_500)
+    cluster.produce("bar", 0, [b"c"], acks=1, timeout_ms=0)
     timeouts = [r.timeout_ms for r in sent if isinstance(r, ProduceRequest)]
     assert cluster.config["request.timeout.ms"] != cluster.config["replica.lag.time.max.ms"]
-    assert timeouts == [cluster.config["request.timeout.ms"], 2_500]
+    assert timeouts == [cluster.config["request.timeout.ms"], 2_500, 0]
 
 
 def test_observers_see_each_timeline_event_as_it_happens(cluster):
@@ -1539,3 +1547,92 @@ def test_a_remote_clients_create_topic_waits_until_each_leader_is_a_live_broker(
         start = c.now_ms()
         c.create_topic("t", assignment={0: [8]})
         assert 5_000 <= c.now_ms() - start < 5_100 and c.live_brokers() == [7, 8]
+
+
+@_each_client_call("solo")
+def test_a_client_calls_default_back_off_and_delivery_timeout_are_kafkas(cluster, call):
+    """Left out, the back-off is Kafka's retry.backoff.ms (100 ms: a round at 0, 100 and
+    200 ms, the deadline of 250 ms seen at 300) and the delivery timeout its
+    delivery.timeout.ms (120 s)."""
+    cluster.create_topic("solo", assignment={0: [1003]})
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: cluster.leader_for("solo", 0) == -1, 60_000)
+    for kwargs, waited in (({"delivery_timeout_ms": 250}, 300), ({}, 120_000)):
+        start = cluster.now_ms()
+        with pytest.raises(errors.LeaderNotAvailable):
+            call(cluster, **kwargs)
+        assert cluster.now_ms() - start == waited
+
+
+def _stalled(case, c, a, b):
+    """Set up an admin call of ``case`` that cannot finish (a, b: brokers other than the
+    controller) and return it."""
+    if case == "reassign":  # the new replica crashed, still registered: it never catches up
+        c.create_topic("t", assignment={0: [a]})
+        c.kill(b)
+        return lambda: c.reassign("t", 0, [b])
+    if case == "elect":  # the controller crashed: nobody takes the request up
+        c.create_topic("t", assignment={0: [a, b]})
+        c.kill(c.controller_id)
+        return lambda: c.elect_preferred_leaders("t")
+    if case == "shutdown":  # the controller crashed: a broker asking it again and again
+        c.kill(c.controller_id)
+        return lambda: c.controlled_shutdown(a)
+    if case == "delete":  # a replica's broker crashed: its replica cannot be deleted
+        c.create_topic("t", assignment={0: [a, b]})
+        c.kill(b)
+        return lambda: c.delete_topic("t")
+    c.create_topic("t", assignment={0: [a, b]})  # alter: a broker cut from the store hears of no change
+    c.brokers[b].session.set_reachable(False)
+    return lambda: c.alter_topic_config("t", {"retention.ms": 60_000})
+
+
+@pytest.mark.parametrize("case, waited", [("reassign", 120_000), ("shutdown", 120_000), ("elect", 60_000),
+                                          ("delete", 60_000), ("alter", 30_000)])
+def test_an_admin_call_that_cannot_finish_waits_its_own_time_then_raises_request_timed_out(case, waited):
+    """Each admin call's wait, left at its default: 120 s for a reassignment and for a
+    controlled shutdown, 60 s for a preferred election to be taken up and for a deletion,
+    30 s for a config change to be applied.  (Sessions outlive the waits here, so a crashed
+    broker stays registered; a shutting-down broker retries past them.)"""
+    config = {"zookeeper.session.timeout.ms": 200_000, "auto.leader.rebalance.enable": False,
+              "controlled.shutdown.max.retries": 1000}
+    with Cluster.embedded(brokers=[1, 2, 3], config=config) as c:
+        a, b = (bid for bid in (1, 2, 3) if bid != c.controller_id)
+        call = _stalled(case, c, a, b)
+        start = c.now_ms()
+        with pytest.raises(errors.RequestTimedOut):
+            call()
+        assert c.now_ms() - start == waited
+
+
+def test_a_fetch_lost_on_the_way_is_sent_again_after_its_30_second_request_timeout():
+    """As a produce with no answer (test_a_produce_lost_on_the_way_is_sent_again_once_its_request_times_out):
+    a consumer fetch that gets none waits 30 s for it, backs off and is sent again."""
+    from kreplica.cluster import CLIENT_ID
+    from kreplica.protocol import FetchRequest
+    from recording_transport import RecordingTransport
+
+    transport = RecordingTransport()
+    with Cluster.embedded(brokers=[1, 2], transport=transport) as c:
+        c.create_topic("t", assignment={0: [1, 2]})
+        c.produce("t", 0, [b"x"], acks="all")
+        transport.hold = lambda src, dst, message: (src == CLIENT_ID and isinstance(message, FetchRequest)
+                                                    and not transport.held)
+        start = c.now_ms()
+        assert [r.value for r in c.fetch("t", 0, 0, backoff_ms=10)] == [b"x"]
+        assert len(transport.held) == 1 and 30_010 <= c.now_ms() - start < 30_100
+
+
+def test_a_fetch_left_at_its_default_max_bytes_takes_a_mebibyte_a_request(cluster):
+    """max_bytes left out is Kafka's max.partition.fetch.bytes, 1 MiB: two batches of
+    40 kB come back in one request (and an empty one ends the read)."""
+    from kreplica.protocol import FetchRequest
+
+    for v in (b"a", b"b"):
+        cluster.produce("bar", 0, [v * 40_000], acks="all")
+    sent = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: (sent.append(req), send(src, dst, req, cb))
+    assert [r.value[:1] for r in cluster.fetch("bar", 0, 0)] == [b"a", b"b"]
+    fetches = [r for r in sent if isinstance(r, FetchRequest) and r.replica_id == -1]
+    assert len(fetches) == 2 and {fp.max_bytes for r in fetches for fp in r.partitions} == {1 << 20}
