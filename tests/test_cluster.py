@@ -1073,7 +1073,10 @@ def test_a_produce_request_carries_request_timeout_ms_unless_timeout_ms_is_given
 
 def test_observers_see_each_timeline_event_as_it_happens(cluster):
     """Each event is on the timeline by the time an observer is told of it (an observer
-    may read the timeline, the event's latest entry)."""
+    may read the timeline, the event's latest entry); the event it is handed is the
+    timeline's own, so it is frozen: an observer cannot rewrite what happened."""
+    import dataclasses
+
     seen = []
     cluster.observers.append(lambda event: seen.append((event, cluster.timeline[-1] is event)))
     already = len(cluster.timeline)
@@ -1081,6 +1084,8 @@ def test_observers_see_each_timeline_event_as_it_happens(cluster):
     assert cluster.run_until(lambda: all(1003 not in p.isr for p in cluster.describe("bar").partitions), 60_000)
     assert seen and [event for event, _ in seen] == cluster.timeline[already:]
     assert all(on_the_timeline for _, on_the_timeline in seen)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        seen[0][0].time_ms = 0
 
 
 def test_closing_the_cluster_stops_its_brokers_cleanly(tmp_path):
@@ -1636,3 +1641,42 @@ def test_a_fetch_left_at_its_default_max_bytes_takes_a_mebibyte_a_request(cluste
     assert [r.value[:1] for r in cluster.fetch("bar", 0, 0)] == [b"a", b"b"]
     fetches = [r for r in sent if isinstance(r, FetchRequest) and r.replica_id == -1]
     assert len(fetches) == 2 and {fp.max_bytes for r in fetches for fp in r.partitions} == {1 << 20}
+
+
+def test_a_fetch_past_the_log_end_is_refused_at_once_not_retried(cluster):
+    """OFFSET_OUT_OF_RANGE is no retriable error (a Kafka consumer resets its position by
+    auto.offset.reset instead): the leader's answer is raised after one request."""
+    from kreplica.protocol import FetchRequest
+
+    cluster.produce("bar", 0, [b"x"], acks="all")
+    sent = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: (sent.append(req), send(src, dst, req, cb))
+    start = cluster.now_ms()
+    with pytest.raises(errors.OffsetOutOfRange):
+        cluster.fetch("bar", 0, 5, backoff_ms=1000)
+    assert cluster.now_ms() - start < 1000
+    assert sum(isinstance(r, FetchRequest) and r.replica_id == -1 for r in sent) == 1
+
+
+@_each_client_call("bar")
+def test_a_crashed_leader_not_yet_replaced_is_a_network_error_for_every_client_call(cluster, call):
+    """Until its session expires a crashed leader still leads: every request to it is
+    refused by the connection, and the call gives up with NETWORK_EXCEPTION (Kafka's
+    NetworkException), not as if the partition had no leader."""
+    assert cluster.leader_for("bar", 0) == 1001
+    cluster.kill(1001)
+    with pytest.raises(errors.NetworkException):
+        call(cluster, backoff_ms=100, delivery_timeout_ms=1000)
+    assert cluster.leader_for("bar", 0) == 1001
+
+
+def test_a_partition_without_its_state_yet_has_no_leader_and_spends_no_retry(cluster):
+    """Just created (wait=False), a partition has no state node yet: no leader (-1, as
+    Kafka's metadata answers LEADER_NOT_AVAILABLE), not its first replica taken for one;
+    a produce then waits for the election without spending a retry on a broker that has
+    not heard of the partition."""
+    cluster.create_topic("fresh", assignment={0: [1002, 1003]}, wait=False)
+    assert cluster.leader_for("fresh", 0) == -1
+    assert cluster.produce("fresh", 0, [b"x"], acks="all", retries=0) == 0
+    assert cluster.leader_for("fresh", 0) == 1002
