@@ -1000,7 +1000,8 @@ def test_produced_records_carry_the_clusters_time_of_the_produce_call(cluster):
 
 def test_fetch_passes_max_bytes_on_so_a_small_limit_takes_one_request_per_batch(cluster):
     """max_bytes bounds each FetchRequest (at least one batch, KIP-74): three batches take
-    three requests and a last empty one at max_bytes=1, but one and the empty one at 1 MiB."""
+    three requests and a last empty one at max_bytes=1 -- and at 0, which is a limit of
+    nothing, not "no limit" -- but one and the empty one at 1 MiB."""
     from kreplica.protocol import FetchRequest
 
     for v in (b"a", b"b", b"c"):
@@ -1009,11 +1010,11 @@ def test_fetch_passes_max_bytes_on_so_a_small_limit_takes_one_request_per_batch(
     send = cluster.transport.send
     cluster.transport.send = lambda src, dst, req, cb: (sent.append(req), send(src, dst, req, cb))
     counts = []
-    for max_bytes in (1, 1 << 20):
+    for max_bytes in (0, 1, 1 << 20):
         sent.clear()
         assert [r.value for r in cluster.fetch("bar", 0, 0, max_bytes=max_bytes)] == [b"a", b"b", b"c"]
         counts.append(sum(isinstance(r, FetchRequest) and r.replica_id == -1 for r in sent))
-    assert counts == [4, 2]
+    assert counts == [4, 4, 2]
 
 
 def test_leaving_a_with_block_closes_the_cluster():
