@@ -88,6 +88,27 @@ def test_a_batch_is_acknowledged_only_by_an_answer_without_error():
     assert len(acked) == 1 and acked[0][:2] == ("t-0", 40) and (producer.acked, producer.sent) == (1, 10)
 
 
+def test_each_batch_carries_the_time_it_was_made_and_a_retry_keeps_it():
+    """Kafka's producer stamps a record with the time it was made (CreateTime, the default
+    message.timestamp.type), which time-based retention (retention.ms) and the time index go
+    by: each batch carries the virtual time of its first send, and a retry of it, 100 ms
+    later, the same bytes and so the same time."""
+    sends = []
+
+    def send(src, dst, request, respond):
+        (part,) = request.partitions
+        sends.append(part.records)
+        code = errors.NotLeaderOrFollower.code if len(sends) % 2 else errors.NONE
+        respond(ProduceResponse((ProducePartitionResult(part.tp, code, 10 * len(sends)),)))
+
+    producer, lookups, events, acked = _producer(1, send, batches=3)
+    assert len(sends) == len(lookups) == 6 and len(acked) == 3  # a leader lookup at each send
+    for first, retried, batch, again in zip(lookups[::2], lookups[1::2], sends[::2], sends[1::2]):
+        assert retried == first + 100 and again == batch
+        assert {r.timestamp for r in decode_records(batch)} == {first}
+    assert lookups[-1] > 1000
+
+
 def test_each_batch_goes_to_the_partition_of_its_key_and_every_partition_gets_some():
     """Four partitions on three brokers: a key's records all go to its own partition."""
     sent = []
@@ -406,9 +427,9 @@ def test_a_producer_sends_nothing_more_once_its_topic_is_deleted():
 
 def test_a_consumer_polls_on_without_a_leader_and_drops_its_leader_after_a_failed_fetch():
     """No leader for the first polls: the consumer polls on at its interval.  Then a fetch
-    is lost (2 s timeout), one answered NOT_LEADER_OR_FOLLOWER, one DISCONNECTED: after
-    each the cached leader is dropped, the way a Kafka client refreshes its metadata; and
-    reading goes on from offset 0."""
+    is lost (2 s timeout, and it polls again at once), one answered NOT_LEADER_OR_FOLLOWER,
+    one DISCONNECTED: after each the cached leader is dropped, the way a Kafka client
+    refreshes its metadata; and reading goes on from offset 0."""
     from kreplica.protocol import FetchPartitionData, FetchResponse
     from kreplica.transport import DISCONNECTED
 
@@ -434,6 +455,8 @@ def test_a_consumer_polls_on_without_a_leader_and_drops_its_leader_after_a_faile
     assert len(requests) >= 4 and {r.partitions[0].fetch_offset for r in requests[:4]} == {0}
     # The lost fetch's timeout, 2 s after it was sent; then each failed answer, 1 ms after its request.
     assert len(forgets) == 3 and forgets[0] >= 2000 and forgets[1] < forgets[2]
+    # The lost fetch is asked again at its timeout, not an interval later: answered 1 ms after.
+    assert forgets[1] == forgets[0] + 1
 
 
 def test_a_consumer_tells_the_checker_a_batch_whose_bytes_do_not_match_its_crc_is_damaged():
