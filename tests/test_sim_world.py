@@ -678,11 +678,13 @@ def test_a_partitions_first_leader_is_no_re_election(epoch, counted):
     assert world.reelect_ms == counted and "side-0" not in world._leaderless_since
 
 
-def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None):
+def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None, leads=True, config_gap=None):
     """World._convergence_gap over a stand-in cluster: one partition t-0 on brokers 1-3,
     ``offsets`` each replica's (HW, LEO), the store's ``isr`` and ``leader_epoch``, the
     leader's own epoch ``leading_epoch``, and ``admin`` ("reassignment" or "deletion") in
-    progress in the store, if any."""
+    progress in the store, if any; ``leads=False``: the store's leader holds its replica as
+    a follower at that epoch; ``config_gap``: the workload alters topic configs and a
+    broker has not applied one (this gap)."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -691,16 +693,17 @@ def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None):
     tp = TopicPartition("t", 0)
 
     def broker(b, hw, leo):
-        p = SimpleNamespace(high_watermark=hw, log_end_offset=leo, is_leader=b == leader,
+        p = SimpleNamespace(high_watermark=hw, log_end_offset=leo, is_leader=b == leader and leads,
                             leader_epoch=leading_epoch if b == leader else 0,
-                            role=Role.LEADER if b == leader else Role.FOLLOWER)
+                            role=Role.LEADER if b == leader and leads else Role.FOLLOWER)
         return SimpleNamespace(alive=True, shutting_down=False, replica_manager=SimpleNamespace(partitions={tp: p}))
 
     world = SimpleNamespace(
         cluster=SimpleNamespace(brokers={b: broker(b, hw, leo) for b, (hw, leo) in zip((1, 2, 3), offsets)},
                                 zk=SimpleNamespace(get_topic_deletions=lambda: ["x"] if admin == "deletion" else [],
                                                    reassignment_in_progress=lambda: admin == "reassignment")),
-        scenario=SimpleNamespace(workload=SimpleNamespace(alter_configs=False)),
+        scenario=SimpleNamespace(workload=SimpleNamespace(alter_configs=config_gap is not None)),
+        _config_gap=lambda: config_gap,
         _partition_states=lambda: {tp: (SimpleNamespace(leader=leader, leader_epoch=leader_epoch, isr=isr), [1, 2, 3])})
     world._leader_gap = lambda tp, state: World._leader_gap(world, tp, state)
     return World._convergence_gap(world)
@@ -717,6 +720,10 @@ def test_convergence_needs_the_whole_isr_hw_equal_to_leo_and_the_leader_at_the_s
     assert _gap((1, 2, 3), [(4, 5)] * 3) == "t-0 on 1: HW 4 != LEO 5"
     assert _gap((1, 2, 3), [(5, 5)] * 3, leader_epoch=4, leading_epoch=3) == (
         "t-0 leader 1 (epoch 4) is not leading it: Leader at epoch 3")
+    # At the store's epoch but a follower (it took the epoch, not the leadership): it serves
+    # no produce, so the probe could never be acknowledged.
+    assert _gap((1, 2, 3), [(5, 5)] * 3, leads=False) == (
+        "t-0 leader 1 (epoch 3) is not leading it: Follower at epoch 3")
 
 
 @pytest.mark.parametrize("admin", ["reassignment", "deletion"])
@@ -724,6 +731,14 @@ def test_convergence_waits_for_an_admin_operation_in_progress(admin):
     """Every partition converged is not enough while the store holds a reassignment or a
     topic deletion still going: its end moves replicas again."""
     assert _gap((1, 2, 3), [(5, 5)] * 3, admin=admin) == "admin operation in progress"
+
+
+def test_convergence_waits_for_every_broker_to_apply_a_config_the_workload_altered():
+    """With config changes in the workload, a broker still running with a topic's old
+    config (min.insync.replicas, unclean election) is not converged: the probe and the
+    final check would judge it by the new one."""
+    gap = "t: a broker has not applied the topic's config"
+    assert _gap((1, 2, 3), [(5, 5)] * 3, config_gap=gap) == gap
 
 
 def test_the_liveness_phase_heals_a_partition_at_once_not_when_its_own_timer_ends():
@@ -1219,19 +1234,23 @@ def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_schedu
 
 
 def test_the_liveness_phase_ends_pauses_slow_and_full_disks_at_once_not_at_their_own_timers():
-    """A pause, a slow disk and a full disk still in place at until_ms would last ten
-    minutes: the liveness phase resumes the broker, speeds its disk up and frees the full
-    one as it begins (a full disk would refuse the probe's writes)."""
+    """A pause, a slow disk, a full disk and a cut from the store still in place at
+    until_ms would last ten minutes: the liveness phase resumes the broker, speeds its disk
+    up, frees the full one (which would refuse the probe's writes) and gives the cut broker
+    its store back as it begins (left cut off, its session would expire, and the broker
+    drop out of every ISR, after the phase had found the cluster converged)."""
     sc = replace(scenarios.load("slow-follower"), until_ms=3000, steps=(
         scenarios.Step("pause", at_ms=1000, target=3, params={"duration_ms": 600_000}),
         scenarios.Step("slow_disk", at_ms=1000, target=2, params={"delay_ms": 150, "duration_ms": 600_000}),
-        scenarios.Step("disk_full", at_ms=1000, target=1, params={"duration_ms": 600_000}),))
+        scenarios.Step("disk_full", at_ms=1000, target=1, params={"duration_ms": 600_000}),
+        scenarios.Step("cut_store", at_ms=1000, target=1, params={"duration_ms": 600_000}),))
     world = World(sc, 1)
     r = world.run()
     assert r.ok and r.converged, r.violation and r.violation.describe()
     assert [(e.broker, e.time_ms) for e in world.history.events if e.kind == "resume"] == [(3, 3000)]
     assert world.network.slow_ms == {} and world.disk_full == set() and world.now_ms() < 600_000
-    assert [e.broker for e in world.history.events if e.kind == "disk_full"] == [1]
+    assert [e.broker for e in world.history.events if e.kind in ("disk_full", "cut_store")] == [1, 1]
+    assert world.network.store_cut == set()
 
 
 # ---- fourth world mutation pass (seventieth review) ---------------------------------------------
@@ -1358,22 +1377,46 @@ def test_only_retention_moving_the_log_start_is_held_to_the_hw_not_a_follower_ad
 
 def test_a_sample_shows_a_partition_whose_leader_is_down_with_no_leader_and_no_isr(monkeypatch):
     """The timeline's partition rows (flag 2): the leader and ISR while the leader is up, 0
-    and nothing while it is down; then one row per replica hosted on a live broker."""
+    and nothing while it is down; then one row per replica hosted on a live broker, the
+    ISR on the leader's only."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
 
     world = World(scenarios.load("random-chaos"), 1, record_samples=True)
     replica = SimpleNamespace(high_watermark=4, log_end_offset=6, is_leader=True, isr=(1, 2))
+    # Broker 1 follows t-1 too and keeps the ISR its last LeaderAndIsr named: a follower's
+    # ISR is no one's view, so its row shows none.
+    follower = SimpleNamespace(high_watermark=3, log_end_offset=3, is_leader=False, isr=(2, 1))
     world.cluster = SimpleNamespace(
         live_brokers=lambda: [1],
-        brokers={1: SimpleNamespace(replica_manager=SimpleNamespace(partitions={TopicPartition("t", 0): replica}))})
+        brokers={1: SimpleNamespace(replica_manager=SimpleNamespace(
+            partitions={TopicPartition("t", 0): replica, TopicPartition("t", 1): follower}))})
     monkeypatch.setattr(world.network, "is_paused", lambda node: False)
     world.checker.models.update({"t-0": SimpleNamespace(leader=1, isr=(1, 2)),
                                  "t-1": SimpleNamespace(leader=2, isr=(2,))})
     world._sample(1000)
     assert world.samples == [(1000, "t-0", 1, -1, -1, 2, (1, 2)), (1000, "t-1", 0, -1, -1, 2, ()),
-                             (1000, "t-0", 1, 4, 6, 1, (1, 2))]
+                             (1000, "t-0", 1, 4, 6, 1, (1, 2)), (1000, "t-1", 1, 3, 3, 0, ())]
+
+
+def test_leader_and_follower_targets_name_nobody_without_one_and_the_follower_next_in_line():
+    """"leader:t-p" with no leader resolves to nobody (the step is skipped), never to the
+    store's -1; "follower:t-p" is the first replica of the assignment other than the leader,
+    the one the controller's election, in assignment order, would pick next; with no leader,
+    the first replica; a partition whose only replica leads has no follower."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol.common import NO_LEADER
+
+    world = World(scenarios.load("random-chaos"), 1)
+    leaders = {("t", 0): 2, ("t", 1): NO_LEADER, ("u", 0): 4}
+    assignment = {"t": {0: [3, 2, 1], 1: [2, 3, 1]}, "u": {0: [4]}}
+    world.cluster = SimpleNamespace(leader_for=lambda topic, p: leaders[(topic, p)],
+                                    zk=SimpleNamespace(get_topic_assignment=lambda topic: assignment[topic]))
+    assert [world.resolve(f"leader:{n}") for n in ("t-0", "t-1", "u-0")] == [2, None, 4]
+    assert [world.resolve(f"follower:{n}") for n in ("t-0", "t-1", "u-0")] == [3, 2, None]
+    world.cluster = None
 
 
 def test_a_random_target_is_a_live_broker_and_none_when_every_broker_is_down():
@@ -1435,14 +1478,16 @@ def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first():
 
 def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_brokers_live():
     """The side topic is created, and deleted, only while no deletion is in progress (a
-    deleted topic stays listed until its replicas are gone); a reassignment is drawn when
+    deleted topic stays listed until its replicas are gone), with two replicas however few
+    brokers live (too few, and the cluster refuses it, as Kafka's admin does, rather than
+    the admin shrinking it); a reassignment is drawn when
     exactly as many brokers live as the topic's replication factor, and never while one is
     in progress (the store holds one at a time: a second would only be refused)."""
     from types import SimpleNamespace
 
     from kreplica.sim.scenarios import TopicSpec
 
-    script, exists, deletions, made, reassigning = [], [True], ["admin-side"], [], [False]
+    script, exists, deletions, made, reassigning, live = [], [True], ["admin-side"], [], [False], [1]
     world = SimpleNamespace(
         _phase="run", later=lambda *a: None,
         rng=SimpleNamespace(randrange=lambda n: script.pop(0), choice=lambda seq: seq[0],
@@ -1450,7 +1495,7 @@ def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_br
         scenario=SimpleNamespace(topics=(TopicSpec("t", 1, 3),),
                                  workload=SimpleNamespace(alter_configs=False, admin_interval_ms=1000)),
         cluster=SimpleNamespace(
-            brokers=dict.fromkeys((1, 2, 3, 4)), live_brokers=lambda: [1, 2, 4],
+            brokers=dict.fromkeys((1, 2, 3, 4)), live_brokers=lambda: list(live),
             reassign="reassign", elect_preferred_leaders="elect",
             zk=SimpleNamespace(topic_exists=lambda t: exists[0], reassignment_in_progress=lambda: reassigning[0],
                                                     get_topic_deletions=lambda: list(deletions))),
@@ -1463,6 +1508,7 @@ def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_br
             deletions.clear()
         script.append(0)
         World._admin_tick(world)
+    live[:] = [1, 2, 4]
     script.extend([1, 0])  # a reassignment of t-0
     World._admin_tick(world)
     assert made == [("create", "admin-side", 2), ("delete", "admin-side"), ("reassign", ("t", 0, [1, 2, 4]))]
@@ -1718,12 +1764,19 @@ def test_an_exception_out_of_the_cluster_names_the_innermost_frames_where_it_was
     def four():
         three()
 
+    now = [0]
+
+    def run_until(stop, ms):
+        now[0] = 170  # the clock moved on to the event that raised
+        four()
+
     world = SimpleNamespace(checker=Checker(History()), sample_ms=250, _after_event=None,
-                            cluster=SimpleNamespace(scheduler=SimpleNamespace(now_ms=lambda: 0,
-                                                                              run_until=lambda stop, ms: four())))
+                            cluster=SimpleNamespace(scheduler=SimpleNamespace(now_ms=lambda: now[0],
+                                                                              run_until=run_until)))
+    world.checker.set_time(0)
     assert World._step_until(world, 1000) is False
     v = world.checker.violation
-    assert v is not None and v.invariant is Invariant.UNHANDLED_EXCEPTION
+    assert v is not None and v.invariant is Invariant.UNHANDLED_EXCEPTION and v.time_ms == 170
     assert v.message.startswith("ValueError: boom (at test_sim_world.py:")
     assert [part.split()[-1] for part in v.message[:-1].split(" (at ")[1].split(" <- ")] == [
         "raises_here", "one", "two", "three"]
@@ -1766,6 +1819,47 @@ def test_an_election_a_sweep_finds_is_noted_at_that_sweep_with_no_event_after_it
     world._sweep = lambda: now[0] == 250 and world.checker.elections.append((250, "t-0", 2, 3))
     assert world._step_until(500) is False and now[0] == 500
     assert told == [(250, "t-0", 2)] and world._leaders == {}
+
+
+def test_a_scripted_create_topic_makes_one_partition_of_three_replicas_unless_told():
+    """A create_topic step's defaults are the ones the scenario loader checks the step
+    against (one partition, replication factor 3): a step naming neither is made with
+    those, and one naming them with its own."""
+    from types import SimpleNamespace
+
+    from kreplica.sim.scenarios import Step
+
+    made = []
+    world = World(scenarios.load("random-chaos"), 1)
+    world._phase = "run"
+    world.cluster = SimpleNamespace(scheduler=SimpleNamespace(now_ms=lambda: 0),
+                                    create_topic=lambda *args, **kwargs: made.append(args))
+    world._run_step(Step("create_topic", params={"topic": "side"}))
+    world._run_step(Step("create_topic", params={"topic": "more", "partitions": 4, "replication_factor": 1}))
+    world.cluster = None
+    assert made == [("side", 1, 3), ("more", 4, 1)]
+
+
+def test_no_scripted_step_runs_once_the_liveness_phase_has_begun(monkeypatch):
+    """The liveness phase heals everything and stops the faults: a step due after until_ms,
+    one naming no target (a partition, a topic deletion) as much as one naming a broker, is
+    recorded as skipped and does nothing."""
+    from kreplica.sim import faults
+    from kreplica.sim.scenarios import Step
+
+    calls = []
+    monkeypatch.setattr(faults, "partition", lambda *args: calls.append(("partition", args)))
+    monkeypatch.setattr(faults, "crash", lambda *args: calls.append(("crash", args)) or True)
+    world = World(scenarios.load("random-chaos"), 1)
+    world._delete_topic = lambda topic: calls.append(("delete_topic", topic))
+    world._phase = "liveness"
+    world._run_step(Step("partition", params={"groups": [[1], [2, 3]], "duration_ms": 700}))
+    world._run_step(Step("delete_topic", params={"topic": "t"}))
+    world._run_step(Step("crash", target=3))
+    assert calls == []
+    skipped = [json.loads(line)["data"] for line in world.history.lines if '"step_skipped"' in line]
+    assert [(d["action"], d["reason"]) for d in skipped] == [
+        ("partition", "liveness phase"), ("delete_topic", "liveness phase"), ("crash", "liveness phase")]
 
 
 def test_scripted_fault_steps_keep_their_defaults_and_replace_what_the_chaos_planner_put_in_place(monkeypatch):
