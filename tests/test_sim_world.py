@@ -1543,6 +1543,35 @@ def _stand_in_replica(role, epoch: int, isr: tuple[int, ...]):
                            log=SimpleNamespace(high_watermark=0, log_start_offset=0, log_end_offset=0))
 
 
+def test_the_check_after_an_event_judges_at_its_time_and_notes_its_elections_at_once():
+    """Between two events the world checks what the last one touched at that event's time
+    (not the last sweep's: an election, an ack or a violation is dated when it happened)
+    and notes the elections it found at once (the chaos planner's cascade, armed steps and
+    the clients' leader cache wait for no sweep); an event touching nothing is not checked."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.partition import Role
+    from kreplica.sim.checker import Checker
+    from kreplica.sim.history import History
+
+    tp = TopicPartition("t", 0)
+    rm = SimpleNamespace(partitions={tp: _stand_in_replica(Role.LEADER, 0, (1,))}, fetchers={})
+    checker = Checker(History())
+    checker.set_time(250)  # the last sweep's
+    now, noted = [260], []
+    world = SimpleNamespace(
+        checker=checker, _dirty={}, _deleting=set(), _tp_names={}, _fetch_phase=World._fetch_phase,
+        _note_elections=lambda: noted.append(len(checker.elections)),
+        cluster=SimpleNamespace(brokers={1: SimpleNamespace(alive=True, replica_manager=rm)},
+                                scheduler=SimpleNamespace(now_ms=lambda: now[0])))
+    world._check_dirty = lambda: World._check_dirty(world)
+    assert World._after_event(world) is False and noted == []
+    world._dirty[(1, tp)] = None
+    assert World._after_event(world) is False
+    assert checker.elections == [(260, "t-0", 1, 0)] and noted == [1]
+
+
 def test_the_check_after_an_event_hands_a_follower_its_fetch_phase_and_a_leader_none():
     """A follower is judged only once it fetches (not while truncating), so the check
     after an event must hand the checker the phase its fetcher holds it in."""
@@ -1608,6 +1637,53 @@ def test_a_leaders_isr_write_growing_the_isr_is_taken_as_the_leaders_and_judges_
     assert checker.models["t-0"].isr == (1, 2)
     checker.observe(2, "t-0", _stand_in_replica(Role.LEADER, 1, (2,)), None)
     assert checker.violation is None and checker.unclean_elections == 0
+
+
+def test_a_world_makes_its_topics_on_the_scenarios_assignment_and_follows_every_brokers_store_session():
+    """A scenario's explicit assignment is the one the topic is made with (a story of
+    who fails first rests on it), and the store sessions the brokers opened at the start
+    are the network's to cut: a cut from the store, or a pause, makes a broker's session
+    unreachable (its heartbeats stop, so it expires), and the cut's end reaches it again."""
+    from kreplica.sim.scenarios import TopicSpec
+
+    base = scenarios.load("seed003-broker-killed")
+    sc = replace(base, topics=(TopicSpec("t", 2, 2, assignment={0: (3, 1), 1: (2, 3)}),), steps=())
+    world = World(sc, 1)
+    try:
+        world._build()
+        assert world.cluster.zk.get_topic_assignment("t") == {0: [3, 1], 1: [2, 3]}
+        net, brokers = world.network, world.cluster.brokers
+        net.cut_from_store(1)
+        net.pause(2)
+        assert [brokers[b].session.reachable for b in (1, 2, 3)] == [False, False, True]
+        net.heal_store(1)
+        assert brokers[1].session.reachable
+    finally:
+        world.close()
+
+
+def test_the_partition_states_a_sweep_reads_in_batches_are_each_its_own_partitions():
+    """The store bounds how many nodes one read carries (``max_batch_ops``: ZooKeeper's
+    jute.maxbuffer).  A sweep reads the partition states in batches of that size and gives
+    every partition its own (leader, leader epoch, ISR), the store's, whatever the bound:
+    none left out or shifted onto the next; a partition without a state node has none."""
+    from kreplica.protocol import TopicPartition
+
+    world = World(_two_topic_scenario(), 5)
+    try:
+        world._build()
+        zk = world.cluster.zk
+        tps = [TopicPartition(t.name, p) for t in world.scenario.topics for p in range(t.partitions)]
+        stored = zk.get_partition_states(tps)
+        expected = {tp: (stored[tp].leader, stored[tp].leader_epoch, tuple(stored[tp].isr)) for tp in tps}
+        assert len(expected) == 5
+        asked = [*tps[:2], TopicPartition("gone", 0), *tps[2:]]
+        for n in (1, 2, 3, 6):
+            zk.session.max_batch_ops = n
+            world._state_memo.clear()
+            assert world._store_states(asked) == expected, n
+    finally:
+        world.close()
 
 
 def test_a_sweep_reads_the_store_after_it_has_observed_every_replica():
@@ -1743,7 +1819,8 @@ def test_a_probe_write_never_acknowledged_or_never_converged_with_is_a_liveness_
 
 def test_an_exception_out_of_the_cluster_names_the_innermost_frames_where_it_was_raised():
     """A callback raising out of the system under test stops the run as
-    UNHANDLED_EXCEPTION, its message naming the four innermost frames, innermost first."""
+    UNHANDLED_EXCEPTION at the time it raised (not the last check's), its message naming
+    the four innermost frames, innermost first."""
     from types import SimpleNamespace
 
     from kreplica.sim.checker import Checker
