@@ -1148,7 +1148,9 @@ def test_truncations_reach_the_checker_at_the_end_they_leave():
 
 def test_the_probe_asks_acks_1_only_where_the_topics_own_min_insync_replicas_cannot_be_met(monkeypatch):
     """A topic's min.insync.replicas override, not the broker default, says whether acks=all
-    can be met: default 4 on three replicas, topic a set to 2, topic b not set."""
+    can be met: default 4 on three replicas, topic a set to 2, topic b not set.  Every
+    partition the store holds is probed, b too, a topic the scenario does not name (the
+    random admin's side topic, one a step made)."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -1166,7 +1168,7 @@ def test_the_probe_asks_acks_1_only_where_the_topics_own_min_insync_replicas_can
         cluster=SimpleNamespace(config={"min.insync.replicas": 4},
                                 zk=SimpleNamespace(get_topic_config=lambda t: {"min.insync.replicas": "2"} if t == "a" else {})),
         _partition_states=lambda: {a: (None, [1, 2, 3]), b: (None, [1, 2, 3])},
-        scenario=SimpleNamespace(workload=None))
+        scenario=SimpleNamespace(workload=None, topics=(SimpleNamespace(name="a"),)))
     with pytest.raises(Asked) as got:
         World._probe(stub)
     assert got.value.args[0] == {a: -1, b: 1}
