@@ -11,9 +11,14 @@ real sockets (``transport=`` a :class:`~kreplica.net.tcp_transport.TcpTransport`
 which the caller closes after the cluster) time is real with either store.
 
 The cluster is also a client: ``produce`` and ``fetch`` find the leader from
-the partition-state nodes, send typed requests and retry retriable errors
-(NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, a dead broker) as Kafka's
-clients do, raising the Kafka-named error otherwise.  Admin calls write the
+the partition-state nodes, send typed requests and, as Kafka's clients do,
+retry the errors a leader answers before appending (NOT_LEADER_OR_FOLLOWER,
+LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH,
+NOT_ENOUGH_REPLICAS) and a broker that went away, raising the Kafka-named error
+otherwise.  Unlike Kafka's producer, they raise REQUEST_TIMED_OUT and
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, which a leader answers after appending (a
+retry would write the records twice: the caller decides), and
+KAFKA_STORAGE_ERROR.  Admin calls write the
 admin paths (``/admin/...``, ``/brokers/topics``) that the controller watches,
 exactly as ``kafka-topics.sh`` and ``kafka-reassign-partitions.sh`` do.
 """
