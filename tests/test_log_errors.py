@@ -402,7 +402,28 @@ def test_a_gzip_batch_with_a_header_key_no_reader_could_decode_is_an_invalid_rec
     log = Log.open(tmp_path / "t-0")
     with pytest.raises(errors.InvalidRecord, match="header key of record 0 is not UTF-8 in the batch at position 0"):
         log.append_batches_as_leader(_gzip_of(bytes(records), record_count=1), leader_epoch=0)
+    # After another batch, the message names the gzip batch's own position.
+    plain = encode_batch([b"a"], timestamp_ms=1)
+    with pytest.raises(errors.InvalidRecord, match=f"record 0 is not UTF-8 in the batch at position {len(plain)}$"):
+        log.append_batches_as_leader(plain + _gzip_of(bytes(records), record_count=1), leader_epoch=0)
     assert log.log_end_offset == 0
+    log.close()
+
+
+@pytest.mark.parametrize("damage, bad", [(lambda run: run + b"\x00\x00", 2), (lambda run: run[:-1], 1)],
+                         ids=["bytes-after", "cut-short"])
+def test_a_gzip_batch_whose_records_are_damaged_is_an_invalid_record(tmp_path, damage, bad):
+    # Records no reader could decode inside a sound gzip stream are the producer's
+    # records at fault, not damage in flight: INVALID_RECORD, as for an uncompressed
+    # batch, never the CORRUPT_MESSAGE a producer retries.
+    from kreplica.records import encode_batch
+
+    records = encode_batch([b"a", b"b"], timestamp_ms=1000)[61:]
+    log = Log.open(tmp_path / "t-0")
+    with pytest.raises(errors.InvalidRecord, match=f"bad record {bad} in the batch at position 0$"):
+        log.append_batches_as_leader(_gzip_of(damage(records), record_count=2), leader_epoch=0)
+    assert log.log_end_offset == 0
+    assert log.append_batches_as_leader(_gzip_of(records, record_count=2), leader_epoch=0).last_offset == 1
     log.close()
 
 
