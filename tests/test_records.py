@@ -931,6 +931,9 @@ def test_a_plain_item_after_an_older_timestamped_one_raises_the_max_timestamp():
     rb = next(decode_batches(buf))
     assert (rb.first_timestamp, rb.max_timestamp) == (1000, 2000)
     assert [r.timestamp for r in decode_records(buf)] == [1000, 2000]
+    # With no record at the batch's timestamp, it is no record's max: the first item's own is.
+    alone = next(decode_batches(encode_batch([(None, b"a", None, 1000)], timestamp_ms=2000)))
+    assert (alone.first_timestamp, alone.max_timestamp) == (1000, 1000)
 
 
 def test_a_repeated_offset_delta_is_refused_by_the_decoder():
