@@ -463,6 +463,7 @@ def test_a_topic_deletion_resumed_after_its_assignment_went_removes_the_config(s
     c = _client(store_env)
     c.create_topic("bar", {0: [1]}, {"retention.ms": 1000})
     c.session.delete(layout.topic_path("bar"), recursive=True)
+    assert not c.topic_exists("bar")  # a topic is its assignment node (Kafka's topicExists), not its config
     c.delete_topic_znodes("bar")
     assert c.session.exists(layout.topic_config_path("bar")) is None
 
@@ -575,3 +576,28 @@ def test_a_lost_connection_mid_batch_is_raised_not_blamed_on_a_partition(store_e
     c.session.multi = unreachable
     with pytest.raises(ConnectionLoss):
         c.update_partition_states({tp: s.with_isr(()) for tp, s in created.items()})
+
+
+# ---- the hundred-and-tenth review: client mutants, sixth pass ----
+
+def test_a_topic_deletion_cut_short_between_its_deletes_leaves_no_live_topic(store_env: StoreEnv) -> None:
+    # Kafka's order (completeDeleteTopic): the assignment, then the config. Stopped between
+    # the two, the topic reads as gone and the next try removes the config; the other way
+    # round a live topic would be left whose overrides went back to the defaults.
+    c = _client(store_env)
+    c.create_topic("bar", {0: [1]}, {"retention.ms": 1000})
+    delete = c.session.delete
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionLoss("the store is out of reach")
+
+    def delete_then_lose_the_store(*args, **kwargs):
+        c.session.delete = unreachable
+        return delete(*args, **kwargs)
+
+    c.session.delete = delete_then_lose_the_store
+    with pytest.raises(ConnectionLoss):
+        c.delete_topic_znodes("bar")
+    del c.session.delete
+    assert not c.topic_exists("bar") and c.get_topic_config("bar") == {"retention.ms": "1000"}
+

@@ -82,7 +82,9 @@ def test_create_topic_errors(store_env: StoreEnv) -> None:
         (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001, 1001]})),
         (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001], 1: [1002, 1003]})),
         (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: [1001], 2: [1002]})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", assignment={-1: [1001], 1: [1002]})),  # not 0..n-1
         (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: []})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", assignment={})),  # as Kafka: no replica count at all
         (errors.InvalidReplicaAssignment, dict(topic="t", partitions=2, assignment={0: [1001]})),
         (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1, config={"no.such": 1})),
         (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1,
@@ -138,6 +140,12 @@ def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env:
          lambda: admin.reassign_partitions(c, {0: [1001]})),
         (errors.InvalidRequest, "a partition must be a (topic, partition) pair, got str 'b0'",
          lambda: admin.elect_preferred_leaders(c, ["b0"])),
+        (errors.InvalidRequest, "a partition must be a (topic, partition) pair, got bytes b'b0'",
+         lambda: admin.elect_preferred_leaders(c, [b"b0"])),
+        (errors.InvalidRequest, "a partition must be a (topic, partition) pair, got tuple ('bar', 0, 1)",
+         lambda: admin.reassign_partitions(c, {("bar", 0, 1): [1001]})),
+        (errors.InvalidTopic, "topic must be a str, got int 5",
+         lambda: admin.elect_preferred_leaders(c, [(5, 0)])),
         (errors.InvalidConfig, "delete must be a list of str, got str 'retention.ms'",
          lambda: admin.alter_topic_config(c, "bar", delete="retention.ms")),
         (errors.InvalidConfig, "delete[1] must be a str, got int 5",
@@ -150,6 +158,8 @@ def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env:
          lambda: admin.alter_topic_config(c, "bar")),
         (errors.InvalidConfig, "nothing to alter",
          lambda: admin.alter_topic_config(c, "bar", {}, delete=[])),
+        (errors.InvalidConfig, "nothing to alter",  # the arguments first, as kafka-configs.sh
+         lambda: admin.alter_topic_config(c, "nope")),
     ]
     for error, message, call in cases:
         with pytest.raises(error, match=re.escape(message)):
@@ -173,6 +183,8 @@ def test_delete_reassign_and_elect(store_env: StoreEnv) -> None:
     assert c.get_partition_reassignment() == {TP("bar", 0): [1002, 1003, 1001]}
     with pytest.raises(errors.ReassignmentInProgress):
         admin.reassign_partitions(c, {TP("bar", 1): [1001, 1002, 1003]})
+    with pytest.raises(errors.ReassignmentInProgress):  # checked first, as Kafka's tool does
+        admin.reassign_partitions(c, {TP("nope", 0): [1001]})
 
     with pytest.raises(errors.UnknownTopicOrPartition):
         admin.elect_preferred_leaders(c, [TP("nope", 0)])
@@ -202,7 +214,7 @@ def test_metadata_uris() -> None:
     assert parse_metadata_uri("zookeeper+local:///").chroot == "/kreplica"
     assert parse_zookeeper_connect("[::1]:2181,h:2/x") == ("[::1]:2181,h:2", "/x")  # kazoo takes IPv6 this way
     for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
-                "zookeeper:///x", "zookeeper://[::1]/x"]:
+                "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x"]:
         with pytest.raises(ValueError):
             parse_metadata_uri(bad)
     store = open_store("memory", SimScheduler(), 5000)
@@ -269,6 +281,11 @@ def test_alter_topic_config_deletes_absent_keys_and_refuses_unknown_keys_and_top
         admin.alter_topic_config(c, "bar", delete=["no.such"])
     with pytest.raises(errors.UnknownTopicOrPartition, match="topic 'nope' does not exist"):
         admin.alter_topic_config(c, "nope", {"retention.ms": 1})
+    # the values to set are checked as at creation: a key Kafka does not know, a value out of range
+    with pytest.raises(errors.InvalidConfig, match="no.such"):
+        admin.alter_topic_config(c, "bar", {"no.such": 1})
+    with pytest.raises(errors.InvalidConfig, match="min.insync.replicas"):
+        admin.alter_topic_config(c, "bar", {"min.insync.replicas": 0})
     assert c.get_config_changes() == changes  # the refusals announced nothing
     assert c.get_topic_config("bar") == {"retention.ms": "5"} and c.get_topic_config("nope") == {}
 
@@ -297,6 +314,8 @@ def test_alter_topic_config_answers_the_overrides_as_stored(store_env: StoreEnv)
     admin.create_topic(c, "bar", assignment={0: [1001]})
     got = admin.alter_topic_config(c, "bar", {"retention.ms": 5, "unclean.leader.election.enable": True})
     assert got == {"retention.ms": "5", "unclean.leader.election.enable": "true"} == c.get_topic_config("bar")
+    got = admin.alter_topic_config(c, "bar", {"unclean.leader.election.enable": False})
+    assert got["unclean.leader.election.enable"] == "false" == c.get_topic_config("bar")["unclean.leader.election.enable"]
 
 
 def test_a_reassignment_started_meanwhile_by_another_admin_is_refused_as_in_progress(store_env: StoreEnv) -> None:

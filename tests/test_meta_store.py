@@ -323,9 +323,10 @@ def test_reads_of_a_missing_node_leave_no_watch(store_env: StoreEnv) -> None:
 def test_a_create_with_data_of_the_wrong_type_makes_no_parents(store_env: StoreEnv) -> None:
     # kazoo refuses a value that is not bytes before it sends anything, makepath or not.
     s = store_env.store.session("a")
-    with pytest.raises(TypeError):
-        s.create("/wrong/type/node", "text", makepath=True)  # type: ignore[arg-type]
-    assert s.exists("/wrong") is None
+    for value in ("text", bytearray(b"x")):  # kazoo takes bytes only, not even a bytearray
+        with pytest.raises(TypeError):
+            s.create("/wrong/type/node", value, makepath=True)  # type: ignore[arg-type]
+        assert s.exists("/wrong") is None
 
 
 def test_a_rolled_back_transaction_restores_a_node_it_changed_twice(store_env: StoreEnv) -> None:
@@ -403,6 +404,7 @@ def test_memory_session_lives_while_pinging_and_expires_when_paused() -> None:
     assert sched.run_until(lambda: bool(expired), 10_000)
     assert 2000 <= expired[0] - paused_at <= 3000
     assert s.expired and lost.types() == ["SESSION_EXPIRED"]
+    assert lost.events[0].path == "/e"  # the path the watch was left on, as ZooKeeperStore tells it
     other = store.session("b2")
     assert other.exists("/e") is None
     with pytest.raises(SessionExpired):
@@ -1628,3 +1630,44 @@ def test_a_server_whose_port_is_taken_before_its_jvm_binds_it_starts_on_another(
             assert zk.four_letter_word(server.host, server.port, "ruok", timeout_s=5) == "imok"
         finally:
             server.stop()
+
+
+# ---- the hundred-and-tenth review: store mutants, sixth pass ----
+
+def test_a_conditional_delete_of_a_node_with_children_checks_the_version_first(store_env: StoreEnv) -> None:
+    # ZooKeeper's PrepRequestProcessor checks the version before the children: a stale
+    # conditional delete is BadVersion whether or not the node is empty.
+    s = store_env.store.session("a")
+    s.create("/d/c", makepath=True)
+    with pytest.raises(BadVersion):
+        s.delete("/d", version=4)
+    with pytest.raises(BadVersion) as info:
+        s.multi([Op.delete("/d", 4)])
+    assert info.value.op_index == 0
+    with pytest.raises(NotEmpty):
+        s.delete("/d", version=0)
+
+
+def test_a_sequential_create_beside_a_node_named_as_its_prefix_gets_its_number(store_env: StoreEnv) -> None:
+    # Only the name with its number appended must be free; the bare prefix may be taken.
+    s = store_env.store.session("a")
+    s.create("/q")
+    s.create("/q/n-")
+    assert s.create("/q/n-", sequential=True) == "/q/n-0000000001"
+    assert s.multi([Op.create("/q/n-", sequential=True)]) == ["/q/n-0000000002"]
+
+
+def test_memory_a_session_closed_while_cut_off_stays_unheard_when_the_cut_heals() -> None:
+    # Its close never reached the store and its process is gone: healing the cut brings
+    # no pings back, so it expires on time and its ephemerals go with it.
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    s.create("/e", ephemeral=True)
+    s.set_reachable(False)
+    s.close()
+    sched.advance(1000)
+    s.set_reachable(True)
+    other = store.session("b2")
+    assert other.exists("/e") is not None
+    sched.advance(2500)
+    assert other.exists("/e") is None
