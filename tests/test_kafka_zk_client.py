@@ -601,3 +601,18 @@ def test_a_topic_deletion_cut_short_between_its_deletes_leaves_no_live_topic(sto
     del c.session.delete
     assert not c.topic_exists("bar") and c.get_topic_config("bar") == {"retention.ms": "1000"}
 
+
+def test_a_topic_gone_before_its_states_are_made_fails_its_own_partitions_only(store_env: StoreEnv) -> None:
+    # Kafka's controller reports each partition it could not initialize and goes on with
+    # the rest: a topic deleted behind its back must not cost the other topics' partitions
+    # of the batch (nor, through a raised error, the controller's term).
+    c = _client(store_env, "controller")
+    c.create_topic("bar", {0: [1]})
+    c.create_topic("gone", {0: [1], 1: [1]})
+    c.session.delete(layout.topic_path("gone"), recursive=True)
+    states = {tp: LeaderAndIsr(1, 0, (1,)) for tp in (TP("bar", 0), TP("gone", 0), TP("gone", 1))}
+    created, failed = c.create_partition_states(states)
+    assert set(created) == {TP("bar", 0)} and set(failed) == {TP("gone", 0), TP("gone", 1)}
+    assert all(isinstance(exc, NoNode) for exc in failed.values())
+    assert c.get_partition_states(list(states)) == created
+    assert c.session.exists(layout.topic_path("gone")) is None  # nothing made for it

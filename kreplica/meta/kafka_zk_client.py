@@ -253,7 +253,9 @@ class KafkaZkClient:
         """Create the initial state nodes (and their parents) in one transaction.
 
         Returns (created with ``zk_version=0``, {tp: error}) -- an existing state node is
-        reported as NodeExists for that partition only.
+        reported as NodeExists for that partition only, and a partition whose parents could
+        not be made (its topic gone meanwhile) as its own state's error: the others are still
+        created, as Kafka's controller does.
         """
         tps = list(states)
         topics = sorted({t for t, _ in tps})
@@ -268,11 +270,10 @@ class KafkaZkClient:
         failed: dict[TopicPartition, StoreError] = {}
 
         def on_fail(key: TopicPartition | str, exc: StoreError) -> None:
-            # A parent created meanwhile by someone else is fine; a state node is not.
-            if isinstance(key, str):
-                if not isinstance(exc, NodeExists):
-                    raise exc
-            else:
+            # A parent's error is not reported: made meanwhile by someone else is fine, and
+            # one that cannot be made (NoNode: the topic went) fails the state nodes under it,
+            # each reported for its own partition. Kafka 2.x ignores these creates' answers.
+            if not isinstance(key, str):
                 failed[key] = exc
 
         done = self._multi_dropping(keyed, on_fail)
