@@ -213,6 +213,9 @@ def test_metadata_uris() -> None:
     assert parse_zookeeper_connect("h:1,h:2//") == ("h:1,h:2", "/kreplica")
     assert parse_metadata_uri("zookeeper+local:///").chroot == "/kreplica"
     assert parse_zookeeper_connect("[::1]:2181,h:2/x") == ("[::1]:2181,h:2", "/x")  # kazoo takes IPv6 this way
+    # Empty entries are left out, as ZooKeeper's parser does: the hosts go to kazoo, which refuses them.
+    assert parse_zookeeper_connect("h:1,,h:2,/x") == ("h:1,h:2", "/x")
+    assert parse_metadata_uri("zookeeper://h:1,/x").hosts == "h:1"
     for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
                 "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x"]:
         with pytest.raises(ValueError):

@@ -27,16 +27,21 @@ class MetadataUri:
 
 
 def parse_zookeeper_connect(connect: str) -> tuple[str, str]:
-    """``"h1:2181,h2:2181/chroot"`` -> (hosts, chroot); chroot defaults to ``/kreplica``."""
+    """``"h1:2181,h2:2181/chroot"`` -> (hosts, chroot); chroot defaults to ``/kreplica``.
+
+    Empty entries (``"h1:2181,,h2:2181"``, a trailing comma) are left out of ``hosts``,
+    as ZooKeeper's own parser leaves them out; kazoo would refuse them ("bad hostname").
+    """
     hosts, slash, chroot = connect.partition("/")
     if not hosts and not connect.startswith("/"):
         raise ValueError(f"no ZooKeeper host in {connect!r}")
-    for hp in filter(None, hosts.split(",")):
+    entries = [hp for hp in hosts.split(",") if hp]
+    for hp in entries:
         host, colon, port = hp.rpartition(":")
         if not colon or not host or not port.isdigit():
             raise ValueError(f"expected host:port, got {hp!r} in {connect!r}")
     chroot = "/" + chroot.strip("/") if slash and chroot.strip("/") else DEFAULT_CHROOT
-    return hosts, chroot
+    return ",".join(entries), chroot
 
 
 def parse_metadata_uri(uri: str) -> MetadataUri:
