@@ -216,6 +216,11 @@ def test_metadata_uris() -> None:
     # Empty entries are left out, as ZooKeeper's parser does: the hosts go to kazoo, which refuses them.
     assert parse_zookeeper_connect("h:1,,h:2,/x") == ("h:1,h:2", "/x")
     assert parse_metadata_uri("zookeeper://h:1,/x").hosts == "h:1"
+    # No host at all is refused by the check itself: the argument parsers of the broker and
+    # the tools use it, and ZooKeeper's connect string names HOST:PORT before any chroot.
+    for no_host in ["/x", ",/x", ",", ""]:
+        with pytest.raises(ValueError, match="no ZooKeeper host"):
+            parse_zookeeper_connect(no_host)
     for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
                 "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x"]:
         with pytest.raises(ValueError):

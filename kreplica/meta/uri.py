@@ -33,9 +33,9 @@ def parse_zookeeper_connect(connect: str) -> tuple[str, str]:
     as ZooKeeper's own parser leaves them out; kazoo would refuse them ("bad hostname").
     """
     hosts, slash, chroot = connect.partition("/")
-    if not hosts and not connect.startswith("/"):
-        raise ValueError(f"no ZooKeeper host in {connect!r}")
     entries = [hp for hp in hosts.split(",") if hp]
+    if not entries:  # a chroot alone ("/x") or commas: kazoo would say only "bad hostname"
+        raise ValueError(f"no ZooKeeper host in {connect!r}")
     for hp in entries:
         host, colon, port = hp.rpartition(":")
         if not colon or not host or not port.isdigit():
@@ -57,8 +57,6 @@ def parse_metadata_uri(uri: str) -> MetadataUri:
                     raise ValueError(f"zookeeper+local takes no host: {uri!r}")
                 return MetadataUri(scheme, "", "/" + rest.strip("/") if rest.strip("/") else DEFAULT_CHROOT)
             hosts, chroot = parse_zookeeper_connect(rest)
-            if not hosts:
-                raise ValueError(f"no ZooKeeper host in {uri!r}")
             return MetadataUri(scheme, hosts, chroot)
     raise ValueError(f"unknown metadata store {uri!r}: use 'memory' or 'zookeeper://host:port/chroot'")
 
