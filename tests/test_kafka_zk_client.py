@@ -406,6 +406,9 @@ def test_layout_decoders_accept_what_kafka_writes() -> None:
                  b'"host":null,"version":3,"port":-1}')
     info = layout.decode_broker(102, sasl_only)
     assert (info.host, info.port, info.endpoints) == ("", -1, ("SASL_SSL://h:9093",))
+    # Kafka 0.8's version 1 registration has no endpoints: its host and port are the listener.
+    v1 = layout.decode_broker(103, b'{"jmx_port":-1,"timestamp":"1400000000000","host":"h3","version":1,"port":9092}')
+    assert (v1.host, v1.port, v1.timestamp_ms) == ("h3", 9092, 1400000000000)
     assert layout.decode_controller(b'{"version":1,"brokerid":101,"timestamp":"1614570663255"}') == 101
     assert layout.decode_controller(b"101") == 101
 
