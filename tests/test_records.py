@@ -1048,19 +1048,41 @@ def test_the_surrogate_range_is_refused_to_its_last_code_point(key):
         assert decode_records(buf)[0].headers == ((text, b"h"),)
 
 
-@pytest.mark.parametrize("key, text", [(b"\xf4\x8f\xbf\xbf", "\U0010ffff"), (b"\xf4\x90\x80\x80", None)],
-                         ids=["U+10FFFF", "U+110000"])
-def test_the_last_code_point_is_a_header_key_and_the_four_bytes_past_it_are_not(key, text):
-    # U+10FFFF, the last code point, is text Python's strict decoder reads, so the leader
-    # takes it; the same four-byte form one step higher spells no code point.
+def _a_header_key_is_read_exactly_as_python_decodes_it(key: bytes, text: str | None) -> None:
+    """A record whose header key is ``key``: taken by the leader and read back as ``text``,
+    or (``text`` None: not UTF-8 to Python's strict decoder) refused by both."""
     buf = _raw_batch([_raw_record(0, headers=[(key, b"h")])])
     if text is None:
+        with pytest.raises(UnicodeDecodeError):
+            key.decode("utf-8")
         _refused_by_leader_and_decoder(buf, "header key of record 0 is not UTF-8 in the batch at position 0",
                                        "not UTF-8")
     else:
         assert key.decode("utf-8") == text
         assert scan_batches(buf, check_records=True).error is None
         assert decode_records(buf)[0].headers == ((text, b"h"),)
+
+
+@pytest.mark.parametrize("key, text", [(b"\x7f", "\x7f"), (b"\x80", None),
+                                       (b"\xc2\x80", "\x80"), (b"\xc1\xbf", None),
+                                       (b"\xe0\xa0\x80", "\u0800"), (b"\xe0\x9f\xbf", None),
+                                       (b"\xf0\x90\x80\x80", "\U00010000"), (b"\xf0\x8f\xbf\xbf", None)],
+                         ids=["1-byte U+007F", "1-byte 0x80", "2-byte U+0080", "2-byte overlong U+007F",
+                              "3-byte U+0800", "3-byte overlong U+07FF", "4-byte U+10000", "4-byte overlong U+FFFF"])
+def test_each_sequence_length_takes_its_least_code_point_and_refuses_the_overlong_one_below(key, text):
+    # Strict UTF-8 spells every code point in its shortest form: each length's least code
+    # point is text, and the one just below it in the same length (an overlong form, which
+    # a shorter sequence spells) is not, for the leader as for Python's decoder.  A single
+    # byte is text up to 0x7f; 0x80, one past it, is a continuation byte and starts nothing.
+    _a_header_key_is_read_exactly_as_python_decodes_it(key, text)
+
+
+@pytest.mark.parametrize("key, text", [(b"\xf4\x8f\xbf\xbf", "\U0010ffff"), (b"\xf4\x90\x80\x80", None)],
+                         ids=["U+10FFFF", "U+110000"])
+def test_the_last_code_point_is_a_header_key_and_the_four_bytes_past_it_are_not(key, text):
+    # U+10FFFF, the last code point, is text Python's strict decoder reads, so the leader
+    # takes it; the same four-byte form one step higher spells no code point.
+    _a_header_key_is_read_exactly_as_python_decodes_it(key, text)
 
 
 def test_an_end_past_the_buffer_is_the_buffers_end():
