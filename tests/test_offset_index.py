@@ -147,6 +147,17 @@ def test_put_entries_refuses_a_negative_start_and_fewer_values_than_keys_and_wri
         assert not backing.any()
 
 
+@pytest.mark.parametrize("key_bytes", [0, 2, 6, 12])
+def test_put_entries_refuses_a_key_width_other_than_four_or_eight_and_writes_nothing(key_bytes):
+    """The docstring's "a big-endian key of key_bytes (4 or 8)": any other width would
+    be measured at its own width by the fit check but written as a 4-byte key (the only
+    other write path), so the entries land at the wrong stride.  It is refused first."""
+    backing = np.zeros(64, np.uint8)
+    with pytest.raises(ValueError, match="the key width is not 4 or 8"):
+        _segment.put_entries(backing, 0, np.array([1, 2], np.int64), np.array([10, 20], np.int64), key_bytes, 0)
+    assert not backing.any()
+
+
 def test_a_lookup_in_an_index_with_no_entries_finds_no_slot_over_a_zero_filled_buffer():
     """index_slot's "below every key" (-1) for no entries even when the buffer is a
     preallocated, zero-filled one: read as an entry, its zero key is <= any target and
