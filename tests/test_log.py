@@ -913,6 +913,18 @@ def test_log_append_time_replaces_a_producers_future_timestamp_in_the_segments_m
     log.close()
 
 
+def test_log_append_time_replaces_a_producers_missing_timestamp_in_every_byte(tmp_path, clock):
+    # A producer batch without timestamps carries maxTimestamp -1, all eight bytes 0xff;
+    # the broker's time must replace every one of them, the top byte too, which no real
+    # time in milliseconds sets (a stamp leaving it read as a negative time).
+    log = Log.open(tmp_path / "t-0", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
+    log.append_batches_as_leader(encode_batch([b"c"]), leader_epoch=0)
+    batch = next(iter(decode_batches(log.read(0, 1 << 20).view)))
+    assert batch.valid() and (batch.timestamp_type, batch.max_timestamp) == (1, 1_000_000)
+    assert [r.timestamp for r in batch.records()] == [1_000_000]
+    log.close()
+
+
 def test_log_append_time_replaces_the_timestamp_given_to_an_encoded_append_in_the_segments_max(tmp_path, clock):
     # The same for a batch the log encodes itself from a caller's timestamp_ms: the
     # segment, its time index and the append's answer all carry the broker's time.
