@@ -475,6 +475,20 @@ def test_a_timestamp_lookup_that_meets_a_damaged_header_fails_rather_than_find_n
     seg.close()
 
 
+def test_a_timestamp_lookup_steps_over_a_batch_with_no_timestamp():
+    """A batch whose records carry no timestamp has maxTimestamp -1 (NO_TIMESTAMP), older
+    than any time asked for: the walk compares it as the signed number it is and goes on
+    to the first batch whose max timestamp is new enough."""
+    from kreplica.log._segment import find_timestamp
+
+    batches = [encode_batch([b"a", b"b"], base_offset=0), encode_batch([b"c"], base_offset=2, timestamp_ms=50),
+               encode_batch([b"d"], base_offset=3)]
+    data = b"".join(batches)
+    assert find_timestamp(data, 0, len(data), 0) == (len(batches[0]), 2, 2)
+    assert find_timestamp(data, 0, len(data), 50) == (len(batches[0]), 2, 2)
+    assert find_timestamp(data, 0, len(data), 51) == (len(data), -1, -1)
+
+
 def test_a_run_of_no_batches_reports_no_offsets_timestamps_or_epochs():
     """A walk that finds no batch (an empty buffer, or zero fill from its first byte, as
     a preallocated segment that never got a batch is recovered) reports -1 for its
@@ -534,6 +548,30 @@ def test_stamp_create_time_rewrites_and_counts_only_the_batches_whose_header_is_
     assert run.stamp_create_time(data) == 1
     assert bytes(data) == honest + right
     assert run.stamp_create_time(data) == 0  # nothing is left to change
+
+
+def test_stamp_create_time_writes_only_into_a_writable_buffer_holding_the_whole_run():
+    """stamp_create_time writes in place without bounds checks: a read-only buffer (an
+    immutable bytes object) is refused, as is a buffer shorter than the bytes framed
+    (here a view one byte short of a larger array, so a write or a CRC read past the
+    view would land on bytes the test owns), and neither is touched."""
+    import struct
+
+    from kreplica.log._batch_run import frame_producer_append
+    from kreplica.records import crc32c
+
+    wrong = bytearray(encode_batch([(None, b"a", None, 100), (None, b"b", None, 200)]))
+    struct.pack_into(">q", wrong, 35, 0)
+    struct.pack_into(">I", wrong, 17, crc32c(bytes(wrong[21:])))
+    data = encode_batch([(None, b"c", None, 300)]) + bytes(wrong)
+    run = frame_producer_append(data)
+    with pytest.raises(BufferError):
+        run.stamp_create_time(data)
+    assert data == encode_batch([(None, b"c", None, 300)]) + bytes(wrong)
+    backing = bytearray(data)
+    with pytest.raises(ValueError, match=f"{len(data) - 1} bytes given, {len(data)} were framed"):
+        run.stamp_create_time(memoryview(backing)[:len(data) - 1])
+    assert backing == data
 
 
 def test_index_entries_refuse_a_position_wider_than_four_bytes():
