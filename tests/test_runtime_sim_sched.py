@@ -41,6 +41,19 @@ def test_events_during_events_and_limits():
         s.advance(-1)
 
 
+def test_run_next_without_a_limit_runs_the_next_timer_however_far_off():
+    # No until_ms means no limit: a clock started at a wall-clock epoch time (past any
+    # 32-bit count of milliseconds) and a timer days or years ahead still run.
+    start = 1_700_000_000_000
+    s = SimScheduler(start_ms=start)
+    seen = []
+    s.call_soon(seen.append, "now")
+    s.call_later(2**40, seen.append, "years on")
+    assert s.run_next() and s.now_ms() == start
+    assert s.run_next() and s.now_ms() == start + 2**40
+    assert seen == ["now", "years on"] and not s.run_next()
+
+
 def test_a_raising_callback_still_counts_and_the_loop_goes_on():
     s = SimScheduler()
     s.call_later(1, lambda: 1 / 0)
