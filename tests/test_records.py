@@ -681,6 +681,22 @@ def test_an_overlong_varint_is_a_bad_record(body):
     _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0", "bad record 0")
 
 
+def test_a_timestamp_delta_of_ten_bytes_and_an_offset_delta_of_five_are_read():
+    # The widest varints the types allow: an int64 timestampDelta past 2**62 takes all ten
+    # bytes of a varlong, an int32 offsetDelta past 2**27 all five of a varint (a compacted
+    # batch keeps such gaps).  Kafka's reader takes both; so do the leader and the decoder.
+    far = 2**62
+    assert len(_varint(far)) == 10
+    buf = _raw_batch([_raw_record(0, ts_delta=far)], base_timestamp=1, max_timestamp=far + 1)
+    assert scan_batches(buf, check_records=True).error is None
+    assert [r.timestamp for r in decode_records(buf)] == [far + 1]
+    gap = 2**28
+    assert len(_varint(gap)) == 5
+    buf = _raw_batch([_raw_record(0), _raw_record(gap)], last_offset_delta=gap)
+    assert scan_batches(buf).error is None and next(decode_batches(buf)).valid()
+    assert [r.offset for r in decode_records(buf)] == [0, gap]
+
+
 @pytest.mark.parametrize("record, header", [(0, 1), (1, 0), (2, 2)])
 def test_the_leader_checks_every_header_key_of_every_record(record, header):
     keys = [[b"a", b"b", b"c"] for _ in range(3)]
