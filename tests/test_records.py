@@ -645,12 +645,14 @@ def test_another_magic_is_named_however_little_of_the_batch_is_there(keep):
         assert res.count == 1 and res.error.startswith(f"bad magic 1 at position {len(first)}")
 
 
-@pytest.mark.parametrize("count", [4, 5, 10])
+@pytest.mark.parametrize("count", [4, 5, 10, 2**30, 2**31 - 1])
 def test_a_record_count_more_records_than_the_batch_could_hold_is_a_bad_header(count):
     # Three records of the least size (21 bytes after the 61-byte header): a CRC-valid
     # header claiming even one more is refused by framing alone, before any reader sizes
     # anything by the count.  The bound is on the bytes after the whole header, not after
-    # the 12 bytes before batchLength (which would let seven records more through).
+    # the 12 bytes before batchLength (which would let seven records more through), and
+    # the least bytes a count needs are counted past 32 bits (2**30 records need 7 GiB,
+    # which in 32 bits wraps negative and would pass any batch).
     buf = bytearray(encode_batch([None] * 3, timestamp_ms=1))
     struct.pack_into(">i", buf, 57, count)
     struct.pack_into(">i", buf, 23, count - 1)
