@@ -165,3 +165,22 @@ def test_every_threadsafe_call_made_so_far_goes_ahead_of_what_the_first_one_sche
     s.call_soon_threadsafe(seen.append, "third")
     assert s.run_until(lambda: len(seen) == 4, 1000)
     assert seen == ["first", "second", "third", "scheduled by first"]
+
+
+@pytest.mark.parametrize("scheduler", [SimScheduler, "real"])
+def test_a_threadsafe_call_made_by_a_callback_queues_behind_what_it_scheduled_directly(scheduler):
+    """call_soon_threadsafe only posts to the inbox; the call gets its place in the
+    schedule when the loop drains the inbox, after the callback returns, so a call_soon
+    the same callback makes afterwards still runs first.  Both schedulers order it so."""
+    from kreplica.runtime import RealScheduler
+
+    s = SimScheduler() if scheduler is SimScheduler else RealScheduler()
+    seen = []
+
+    def callback():
+        s.call_soon_threadsafe(seen.append, "posted")
+        s.call_soon(seen.append, "scheduled")
+
+    s.call_soon(callback)
+    assert s.run_until(lambda: len(seen) == 2, 1000)
+    assert seen == ["scheduled", "posted"]
