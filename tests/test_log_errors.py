@@ -343,6 +343,12 @@ def test_a_gzip_batch_gets_its_records_max_timestamp_too(tmp_path):
     assert log.append_batches_as_leader(_gzip_of(records, record_count=2, max_ts=1500), 0).max_timestamp == 1000
     stored = next(decode_batches(log.read(0).view))
     assert stored.max_timestamp == 1000 and stored.valid()
+    # In a run of batches each gets its own records' max: a plain batch before the gzip
+    # one keeps its 700, the gzip batch gets 1000, not its header's 1500.
+    info = log.append_batches_as_leader(encode_batch([b"c"], timestamp_ms=700)
+                                        + _gzip_of(records, record_count=2, max_ts=1500), 0)
+    assert info.max_timestamp == 1000
+    assert [b.max_timestamp for b in decode_batches(log.read(2).view)] == [700, 1000]
     log.close()
 
 
