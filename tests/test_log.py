@@ -1144,6 +1144,19 @@ def test_a_batch_ending_exactly_the_widest_relative_offset_past_the_base_stays_i
     log.close()
 
 
+def test_a_batch_starting_inside_a_segments_offsets_but_ending_past_them_starts_the_next_segment(tmp_path):
+    # Whether a batch fits a segment goes by its last offset: this one starts 10 past the
+    # base, well inside, but ends Int.MaxValue + 10 past it, so the append rolls at it.
+    big = 2**31 - 1
+    batches = [_resigned(encode_batch([b"v"], base_offset=base, timestamp_ms=1), last_offset_delta=delta)
+               for base, delta in ((0, 9), (10, big))]
+    log = Log.open(tmp_path / "t-0", {})
+    info = log.append_as_follower(b"".join(batches))
+    assert (info.first_offset, info.last_offset, info.num_batches) == (0, big + 10, 2)
+    assert [s.base_offset for s in log.segments] == [0, 10]
+    log.close()
+
+
 def test_the_batches_after_a_roll_inside_a_follower_append_go_to_the_new_segment_as_one_piece(tmp_path):
     # The piece that starts a new segment runs to the next batch that would not fit that
     # segment's relative offsets, measured from the new base: here the last two batches
