@@ -184,3 +184,18 @@ def test_a_threadsafe_call_made_by_a_callback_queues_behind_what_it_scheduled_di
     s.call_soon(callback)
     assert s.run_until(lambda: len(seen) == 2, 1000)
     assert seen == ["scheduled", "posted"]
+
+
+@pytest.mark.parametrize("scheduler", [SimScheduler, "real"])
+def test_run_until_with_a_predicate_that_already_holds_runs_nothing_and_moves_no_time(scheduler):
+    """run_until asks its predicate before it runs anything: one that holds at the call
+    returns True at once, the timer due later still waiting and (virtual) time unmoved."""
+    from kreplica.runtime import RealScheduler
+
+    s = SimScheduler(start_ms=100) if scheduler is SimScheduler else RealScheduler()
+    seen = []
+    timer = s.call_later(50, seen.append, "later")
+    assert s.run_until(lambda: True, 1000)
+    assert seen == [] and s.events_run == 0 and s.next_due_ms() == timer.due_ms
+    if scheduler is SimScheduler:
+        assert s.now_ms() == 100 and timer.due_ms == 150
