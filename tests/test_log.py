@@ -890,8 +890,10 @@ def test_log_append_time_is_stamped_by_the_leader_only(tmp_path, clock):
     # every batch of an append of several, each at its own position, the first one included
     log.append_batches_as_leader(encode_batch([b"c"], timestamp_ms=7) + encode_batch([b"d", b"e"], timestamp_ms=9),
                                  leader_epoch=0)
+    # a batch whose producer set the LogAppendTime bit already keeps it (set, not flipped)
+    log.append_batches_as_leader(encode_batch([b"f"], timestamp_ms=11, attributes=0x08), leader_epoch=0)
     batches = list(decode_batches(log.read(0, 1 << 20).view))
-    assert len(batches) == 3
+    assert len(batches) == 4
     assert all(b.valid() and b.timestamp_type == 1 and b.max_timestamp == 1_000_000 for b in batches)
     follower = Log.open(tmp_path / "t-1", {"message.timestamp.type": "LogAppendTime"}, clock=clock)
     clock.advance(50)
