@@ -242,6 +242,14 @@ def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(t
         other[22] = (other[22] & ~7) | codec
         with pytest.raises(errors.UnsupportedCompressionType, match=name):
             log.append_batches_as_leader(bytes(_resign(other)), leader_epoch=0)
+    # in a run, the refused batch is named by its position in the request's bytes
+    from kreplica.records import encode_batch
+
+    plain, snappy = encode_batch([b"a"], timestamp_ms=1), _gzip_batch()
+    snappy[22] = (snappy[22] & ~7) | 2
+    with pytest.raises(errors.UnsupportedCompressionType,
+                       match=f": batch at position {len(plain)} is compressed with snappy;"):
+        log.append_batches_as_leader(plain + bytes(_resign(snappy)), leader_epoch=0)
     garbled = _gzip_batch()
     garbled[80:90] = bytes(10)  # inside the compressed records
     with pytest.raises((errors.InvalidRecord, errors.CorruptMessage)):
