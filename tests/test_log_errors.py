@@ -547,3 +547,26 @@ def test_a_leftover_time_index_without_its_log_is_removed_too(tmp_path):
     log = Log.open(d)
     assert not (d / "00000000000000000042.timeindex").exists()
     log.close()
+
+
+def test_a_batch_too_large_or_of_a_codec_kreplica_cannot_read_is_answered_so_whatever_its_crc(tmp_path):
+    """Kafka's leader checks a batch's size against max.message.bytes before its CRC
+    (Log.analyzeAndValidateRecords: RecordTooLargeException, then CorruptRecordException),
+    and a codec the broker cannot take is refused with the request, before the log looks
+    at the batch (as Kafka refuses zstd from an old produce version).  A damaged CRC
+    changes neither answer, and nothing is appended."""
+    from kreplica.records import encode_batch
+
+    log = Log.open(tmp_path / "t-0", {"max.message.bytes": 200})
+    big = bytearray(encode_batch([b"x" * 300], timestamp_ms=1))
+    big[-2] ^= 1  # inside the value: the records still parse, the CRC no longer matches
+    with pytest.raises(errors.RecordTooLarge, match="exceeds max.message.bytes=200"):
+        log.append_batches_as_leader(bytes(big), leader_epoch=0)
+    snappy = _gzip_batch(1)
+    snappy[22] = (snappy[22] & ~7) | 2
+    snappy = _resign(snappy)
+    snappy[-1] ^= 1
+    with pytest.raises(errors.UnsupportedCompressionType, match="snappy"):
+        log.append_batches_as_leader(bytes(snappy), leader_epoch=0)
+    assert log.log_end_offset == 0
+    log.close()
