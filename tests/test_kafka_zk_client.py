@@ -382,6 +382,18 @@ def test_a_config_change_is_announced_only_once_the_config_is_written(store_env:
     assert observer.get_config_change_topics(observer.get_config_changes()) == ["bar"]
 
 
+def test_a_topic_without_a_config_node_gets_one_when_its_config_is_set(store_env: StoreEnv) -> None:
+    """A topic made without /config/topics/<t> (by hand, or by a tool that writes none):
+    setting its config creates the node, as Kafka's updatePersistentPath does, and the
+    change is announced."""
+    admin, observer = _client(store_env, "admin"), _client(store_env, "observer")
+    admin.create_topic("bar", {0: [1]}, {})
+    admin.session.delete(layout.topic_config_path("bar"))
+    admin.set_topic_config("bar", {"retention.ms": 5})
+    assert observer.get_topic_config("bar") == {"retention.ms": "5"}
+    assert observer.get_config_change_topics(observer.get_config_changes()) == ["bar"]
+
+
 def test_layout_decoders_accept_what_kafka_writes() -> None:
     # Kafka's own key order and later topic versions.
     kafka_broker = (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":'

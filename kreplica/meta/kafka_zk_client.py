@@ -213,8 +213,17 @@ class KafkaZkClient:
 
     def set_topic_config(self, topic: str, config: Mapping[str, object]) -> None:
         """Replace a topic's overrides, then announce it under ``/config/changes`` (Kafka's
-        order: a listener that sees the notification reads the new config)."""
-        self.session.set(layout.topic_config_path(topic), layout.encode_topic_config(config))
+        order: a listener that sees the notification reads the new config).  A topic without
+        a config node (made by hand, or by a tool that writes none) gets one, as Kafka's
+        ``updatePersistentPath`` makes it."""
+        path, data = layout.topic_config_path(topic), layout.encode_topic_config(config)
+        try:
+            self.session.set(path, data)
+        except NoNode:
+            try:
+                self.session.create(path, data, makepath=True)
+            except NodeExists:  # made meanwhile by another writer: ours is the newer
+                self.session.set(path, data)
         self.session.create(layout.config_change_path(layout.CONFIG_CHANGE_PREFIX),
                             layout.encode_config_change(topic), sequential=True, makepath=True)
 
