@@ -116,7 +116,7 @@ class InProcessTransport:
     def _dispatch(self, src: int, dst: int, request: Any, on_response: Respond | None) -> None:
         handler = self._handlers.get(dst)
         if handler is None:
-            if on_response is not None:
+            if on_response is not None and src not in self._down:
                 self.deliver(dst, src, DISCONNECTED, on_response)
             return
 

@@ -304,22 +304,6 @@ def swarm_leader_epoch(seed, base_name):
     return replace(sc, until_ms=60000, config={**sc.config, "replica.truncation.strategy": "leader-epoch"})
 
 
-@pytest.mark.parametrize("seed,tp,start", [(1253, "t-0", 906)])
-def test_swarm_gc_pause_chaos_a_late_leader_serving_a_superseded_epoch_is_excused_from_where_it_differs(
-        seed, tp, start):
-    """A late leader (first seen leading an epoch a newer election had already ended, alone
-    in its ISR) holds, below its HW, batches an earlier election superseded: its commits
-    are excused from the first batch it holds differently.  Seeds 5160 and 5773 found the
-    rule, when the checker excused only from the HW and called the batches below
-    divergence (test_sim_checker pins the rule); seeds 5160 and 5924 kept the story in a
-    whole run until leaderless OfflineReplica transitions came to send LeaderAndIsr.
-    Seed 1253 is the first since that fails with the rule off (a sweep of seeds 1..1,600)."""
-    world = World(swarm_leader_epoch(seed, "gc-pause-chaos"), seed)
-    r = world.run()
-    assert r.ok and r.converged, r.violation and r.violation.describe()
-    assert (tp, start) in [(e.tp, e.data["superseded_from"]) for e in world.history.events if e.kind == "late_leader"]
-
-
 def test_swarm_gc_pause_chaos_seed_1484_a_controlled_shutdown_finishing_after_convergence_is_waited_for():
     """Broker 4's controlled shutdown, begun before the liveness phase, was still retrying
     when the cluster first looked converged; it finished during the probe, broker 4

@@ -252,3 +252,22 @@ def test_a_node_that_went_away_refuses_what_is_sent_to_it():
     t.send(2, 1, "x", got.append)
     s.advance(1)
     assert got == [DISCONNECTED] and served == []
+
+
+def test_a_sender_that_went_away_gets_no_refusal_either():
+    """A refusal is an answer like any other: a sender that went away (a crashed broker
+    whose request was still on its way to a node that is down) never sees it, as over
+    sockets, where its connection died with it. A sender that never registered (a plain
+    client) still gets it."""
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    t.register(2, _echo)
+    t.register(3, _echo)
+    got = []
+    t.send(2, 1, "x", lambda r: got.append(("from 2", r)))
+    t.send(3, 1, "x", lambda r: got.append(("from 3", r)))
+    t.send(9, 1, "x", lambda r: got.append(("from 9", r)))
+    t.unregister(2)  # before its request reaches node 1, which is not there
+    s.advance(100)
+    assert got == [("from 3", DISCONNECTED), ("from 9", DISCONNECTED)]
+    assert t.messages_delivered == 3 + 2  # three requests, two refusals: none sent to 2
