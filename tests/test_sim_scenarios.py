@@ -86,6 +86,19 @@ def test_every_shipped_scenario_is_valid():
     # A reassignment of a partition that does not exist reached the admin call mid-run.
     (dict(steps=(Step("reassign", params={"topic": "t", "partition": 2, "replicas": [1, 2]}),)), "no partition 't-2'"),
     (dict(steps=(Step("reassign", params={"topic": "u", "partition": 0, "replicas": [1, 2]}),)), "no partition 'u-0'"),
+    # The clash either way round: "a.b" after "a_b" is refused as "a_b" after "a.b" is.
+    (dict(topics=(TopicSpec("a_b", 1, 3), TopicSpec("a.b", 1, 3))), "topic a.b: collides with topic a_b"),
+    # Partition 0 left out of an assignment, as partition 1 is above.
+    (dict(topics=(TopicSpec("t", 2, 2, {1: (1, 2)}),)), "topic t: the assignment gives no replicas for partition(s) [0]"),
+    # A Step built in code (not read from TOML, where on = 5 is refused as the field's type):
+    # the loader's answer, not an AttributeError from 5.partition.
+    (dict(steps=(Step("crash", target=1, on=5),)), "on = 5, expected 'election:<topic>-<partition>'"),
+    # A link from a broker that does not exist, as one to such a broker (the [links."1-9"] case below).
+    (dict(links={(9, 1): LinkProfile()}), '[links."9-1"] must join two brokers'),
+    (dict(steps=(Step("crash", target=1, params=None),)), "params = None, expected a table"),
+    # World's create_topic makes 1 partition when the step gives none: x-1 never exists.
+    (dict(steps=(Step("create_topic", params={"topic": "x"}), Step("crash", target="leader:x-1"))),
+     "no partition 'x-1'"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -106,6 +119,21 @@ def test_the_shortest_chaos_bounds_accepted_are_ones_the_planner_can_draw_from()
     r = world.run()
     assert r.ok, r.violation and r.violation.describe()
     assert {"crash", "pause", "partition"} <= {e.kind for e in world.history.events}
+
+
+def test_an_empty_assignment_is_the_admins_own_assignment(tmp_path):
+    """`assignment = {}` gives no partition: the World creates the topic with Kafka's
+    rack-unaware assignment, as with no assignment at all, so the loader takes it."""
+    path = tmp_path / "empty.toml"
+    path.write_text('name = "empty"\n[[topics]]\nname = "t"\npartitions = 2\nreplication_factor = 3\n'
+                    'assignment = {}\n')
+    sc = scenarios.load(str(path))
+    assert sc.topics[0].assignment == {}
+    world = World(replace(sc, until_ms=300, liveness_ms=5000), 1)
+    r = world.run()
+    assert r.ok, r.violation and r.violation.describe()
+    created = [e.data for e in world.history.events if e.kind == "create_topic"]
+    assert created == [{"topic": "t", "partitions": 2, "replication_factor": 3}]
 
 
 def test_steps_may_name_what_earlier_steps_bind_or_create():
@@ -235,6 +263,8 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     # TOML's nan and inf: nan compares false with every bound (a loss rate of nan drops nothing).
     ("[network]\ndrop_probability = nan", "drop_probability = nan, expected a finite number"),
     ("[chaos]\ncrash = inf", "[chaos]: crash = inf, expected a finite number"),
+    # A string of replicas is no list of them (not the brokers "1", "2" and "3").
+    ('[[topics]]\nname = "t"\npartitions = 1\nassignment = {0 = "123"}', "replicas = '123', expected a list of broker ids"),
 ])
 def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(toml, message, tmp_path):
     path = tmp_path / "bad.toml"
