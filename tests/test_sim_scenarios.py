@@ -693,6 +693,17 @@ def test_a_scenario_file_can_give_one_direction_of_one_link_its_own_profile(tmp_
         scenarios.load(str(bad))
 
 
+def test_a_link_key_may_have_blanks_around_either_broker(tmp_path):
+    """`[links."1 - 3"]` is the link from 1 to 3, read as int() reads each side, as
+    `[links."1-3"]` is; neither side's blanks make it "no link"."""
+    path = tmp_path / "spaced.toml"
+    path.write_text('name = "spaced"\n[links."1 - 3"]\nlatency_ms_min = 7\nlatency_ms_max = 7\n'
+                    '[links." 2-1"]\nreorder = true\n')
+    sc = scenarios.load(str(path))
+    assert sc.links == {(1, 3): scenarios.LinkProfile(latency_ms_min=7, latency_ms_max=7),
+                        (2, 1): scenarios.LinkProfile(reorder=True)}
+
+
 def test_retention_under_chaos_deletes_on_purpose_and_loses_nothing_acked():
     """retention-chaos (tiny segments, byte retention, random chaos): leaders and followers delete
     committed segments, followers adopt their leaders' log start (KIP-107), and the
