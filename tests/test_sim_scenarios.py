@@ -99,6 +99,8 @@ def test_every_shipped_scenario_is_valid():
     # World's create_topic makes 1 partition when the step gives none: x-1 never exists.
     (dict(steps=(Step("create_topic", params={"topic": "x"}), Step("crash", target="leader:x-1"))),
      "no partition 'x-1'"),
+    # An empty `on` names no election: the World would arm the step on nothing.
+    (dict(steps=(Step("crash", target=1, on=""),)), "on = '', expected 'election:<topic>-<partition>'"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
