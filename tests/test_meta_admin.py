@@ -221,6 +221,9 @@ def test_metadata_uris() -> None:
     for no_host in ["/x", ",/x", ",", ""]:
         with pytest.raises(ValueError, match="no ZooKeeper host"):
             parse_zookeeper_connect(no_host)
+    # A port is ASCII digits: "\u0662\u0661\u0668\u0661" (Arabic-Indic 2181) is no port kazoo or ZooKeeper reads.
+    with pytest.raises(ValueError, match="expected host:port"):
+        parse_zookeeper_connect("h:\u0662\u0661\u0668\u0661/x")
     for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
                 "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x"]:
         with pytest.raises(ValueError):

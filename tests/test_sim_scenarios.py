@@ -706,6 +706,23 @@ def test_a_link_key_may_have_blanks_around_either_broker(tmp_path):
                         (2, 1): scenarios.LinkProfile(reorder=True)}
 
 
+@pytest.mark.parametrize("text", [
+    '[nodes."\u00b2"]\nreorder = true\n',                                    # superscript two
+    '[nodes."\u0661"]\nreorder = true\n',                                    # Arabic-Indic one
+    '[links."1-\u00b2"]\nreorder = true\n',
+    '[[topics]]\nname = "t"\npartitions = 1\nreplication_factor = 1\nassignment = {"\u0660" = [1]}\n',
+    '[[steps]]\nat_ms = 1\naction = "crash"\ntarget = "leader:t-\u00b2"\n',
+], ids=["node-superscript", "node-arabic-indic", "link", "assignment", "target"])
+def test_a_number_in_a_scenario_file_is_ascii_digits(tmp_path, text):
+    """Broker and partition numbers written as text (node and link keys, assignment keys, a
+    target's partition) are ASCII digits: "\u0661" is refused, not read as broker 1, and "\u00b2"
+    is refused naming the scenario, not a bare int() error."""
+    path = tmp_path / "digits.toml"
+    path.write_text('name = "digits"\n' + text, encoding="utf-8")
+    with pytest.raises(ValueError, match="^scenario digits: "):
+        scenarios.load(str(path))
+
+
 def test_retention_under_chaos_deletes_on_purpose_and_loses_nothing_acked():
     """retention-chaos (tiny segments, byte retention, random chaos): leaders and followers delete
     committed segments, followers adopt their leaders' log start (KIP-107), and the
