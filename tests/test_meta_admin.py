@@ -252,16 +252,49 @@ def test_open_store_on_zookeeper(zk_server) -> None:
 def test_open_store_with_a_private_zookeeper(zk_server) -> None:
     from kreplica.runtime import RealScheduler
 
+    from meta_env import negotiated_timeout_ms
+
     store = open_store("zookeeper+local:///demo", RealScheduler(), 4000)
     server = store.owned_server
     assert server is not None and server.port != zk_server.port
-    store.session("x").create("/ok")
+    session = store.session("x")
+    session.create("/ok")
+    assert negotiated_timeout_ms(server, session) == 4000  # the timeout asked for, as over zookeeper://
     data_dir = server.data_dir
     assert data_dir is not None and (data_dir / "zoo.cfg").is_file()
     store.close()
     assert server.data_dir is None and store.owned_server is None
     assert not data_dir.exists()  # the server's files went with it
 
+
+def test_a_private_store_that_cannot_be_made_stops_the_server_it_started(monkeypatch) -> None:
+    # zookeeper+local:// starts its own server before the store: a store that then fails
+    # (its chroot cannot be made) must not leave that server's JVM running behind the error.
+    import kreplica.meta.zk_server as zk
+    import kreplica.meta.zookeeper_store as zs
+    from kreplica.meta.store import ConnectionLoss
+    from kreplica.runtime import RealScheduler
+
+    events: list[str] = []
+
+    class FakeServer:
+        hosts = "127.0.0.1:1"
+
+        def start(self):
+            events.append("start")
+            return self
+
+        def stop(self):
+            events.append("stop")
+
+    def failing_store(*args, **kwargs):
+        raise ConnectionLoss("cannot reach ZooKeeper at 127.0.0.1:1")
+
+    monkeypatch.setattr(zk, "ZooKeeperServer", FakeServer)
+    monkeypatch.setattr(zs, "ZooKeeperStore", failing_store)
+    with pytest.raises(ConnectionLoss, match="cannot reach ZooKeeper"):
+        open_store("zookeeper+local:///demo", RealScheduler(), 4000)
+    assert events == ["start", "stop"]
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
