@@ -1671,3 +1671,16 @@ def test_memory_a_session_closed_while_cut_off_stays_unheard_when_the_cut_heals(
     assert other.exists("/e") is not None
     sched.advance(2500)
     assert other.exists("/e") is None
+
+
+# ---- the hundred-and-fifteenth review: ZooKeeper store mutants, sixth pass ----
+
+@pytest.mark.zookeeper
+def test_the_test_server_grants_no_session_shorter_than_two_ticks(zk_server, zk_store_factory) -> None:
+    # ZooKeeper's own floor (minSessionTimeout defaults to 2 ticks): a session asking for
+    # less gets two ticks, 400 ms on the test server's 200 ms tick, not one tick.
+    from meta_env import negotiated_timeout_ms
+
+    session = zk_store_factory(session_timeout_ms=100).session("too-short")
+    assert negotiated_timeout_ms(zk_server, session) == 2 * zk_server.tick_time_ms == 400
+    session.close()
