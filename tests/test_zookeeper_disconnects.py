@@ -496,3 +496,24 @@ def test_a_transaction_cut_off_once_let_through_fails_in_time_and_is_never_appli
     _heal(relayed, a)
     caller.join(5.0)
     assert b.get("/request")[0] == b"new"
+
+
+# ---- the hundred-and-fifteenth review: ZooKeeper store mutants, sixth pass ----
+
+@pytest.mark.zookeeper
+def test_a_session_that_fails_after_connecting_leaves_no_client_running(zk_store_factory, kazoo_client) -> None:
+    # kazoo's start() connects, then checks the chroot and warns if it is gone (another
+    # client removed it); where warnings are errors, the start fails after the connection
+    # was made. The session is refused with the store's error, and its client is stopped:
+    # no connection thread keeps the refused session alive on the server.
+    import warnings
+
+    store = zk_store_factory()
+    kazoo_client.delete(zk_store_factory.chroot, recursive=True)
+    before = threading.active_count()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConnectionLoss, match="cannot reach ZooKeeper"):
+            store.session("refused")
+    assert store._sessions == []
+    _wait(lambda: threading.active_count() <= before, 10.0)
