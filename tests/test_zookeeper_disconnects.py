@@ -517,3 +517,19 @@ def test_a_session_that_fails_after_connecting_leaves_no_client_running(zk_store
             store.session("refused")
     assert store._sessions == []
     _wait(lambda: threading.active_count() <= before, 10.0)
+
+
+@pytest.mark.zookeeper
+def test_a_session_killed_while_its_server_refuses_connections_ends_quietly(relayed) -> None:
+    """A broker crashing while its ZooKeeper is down (the port refuses): kazoo, between
+    two tries, holds no socket at all. kill() still ends the client at once, without an
+    error, and the session lives on in the server until it times out."""
+    a, b = relayed.via.session("broker"), relayed.direct.session("observer")
+    a.create("/eph", ephemeral=True)
+    relayed.relay.close()  # nothing listens on the address the session uses any more
+    _wait(lambda: not a.client.connected and a.client._connection._socket is None)
+    started = time.monotonic()
+    a.kill()
+    assert time.monotonic() - started < 3.0
+    assert a.client._connection.connection_stopped.is_set()
+    assert b.exists("/eph") is not None
