@@ -1000,3 +1000,47 @@ def test_a_scenario_name_that_cannot_name_a_file_is_refused_with_out_before_any_
     assert err == ("kreplica simulate: error: scenario 'team/shutdown': with --out its name names the run's "
                    "files, and cannot hold '/'\n")
     assert not out.exists()
+
+
+def test_a_scenario_name_holding_a_slash_runs_without_out(tmp_path, monkeypatch, capsys):
+    """Only --out names files after the scenario: without it a name holding a "/" names
+    nothing and the run goes ahead as any other (the refusal is --out's, not the name's)."""
+    scenario = tmp_path / "mine.toml"
+    scenario.write_text('extends = "seed003-controlled-shutdown"\nname = "team/shutdown"\n')
+    _worlds_made_up(monkeypatch)
+    assert sim_cli.main(["--scenario", str(scenario), "--seed", "1"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out.splitlines()[0] == "kreplica simulate: team/shutdown, seeds 1"
+
+
+def test_a_replay_compares_the_recorded_lines_byte_for_byte(tmp_path, monkeypatch, capsys):
+    """The recorded hash is the hash of the file's lines as written (the hash the run
+    printed), not of its events read and written again: a recording whose line holds the
+    same event in other bytes (keys in another order, an extra field) is not the history
+    the run recorded, and its replay is DIFFERENT (exit status 3)."""
+    from kreplica.sim.history import hash_lines
+
+    path, recorded = _recording(tmp_path)
+    header, crash = path.read_text().splitlines()
+    assert crash == '{"broker":2,"kind":"crash","seq":1,"t":10}'
+    edited = '{"seq":1,"t":10,"kind":"crash","broker":2,"note":"edited"}'
+    path.write_text(f"{header}\n{edited}\n")
+    _replayed_as(monkeypatch, recorded, failing=False)
+    assert sim_cli.main(["--replay", str(path)]) == 3
+    out = capsys.readouterr().out.splitlines()
+    assert f"recorded history hash {hash_lines([header, edited])}" in out and "DIFFERENT" in out
+
+
+def test_a_replays_out_that_cannot_be_made_stops_it_before_it_runs(tmp_path, monkeypatch, capsys):
+    """A replay whose --out cannot be made (under a file here) is refused in one line with
+    exit status 2 before anything is replayed, as a run's is: not replayed all the same with
+    nowhere to put its files."""
+    path, recorded = _recording(tmp_path)
+    ran = []
+    _replayed_as(monkeypatch, recorded, failing=False)
+    replayed = sim_cli.run_seed
+    monkeypatch.setattr(sim_cli, "run_seed", lambda *a, **k: ran.append(a[1]) or replayed(*a, **k))
+    assert sim_cli.main(["--replay", str(path), "--out", str(path / "runs")]) == 2
+    captured = capsys.readouterr()
+    assert ran == [] and captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith(f"kreplica simulate: error: --out {path / 'runs'}: ")
