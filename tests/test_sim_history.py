@@ -325,3 +325,20 @@ def test_a_history_counts_its_events_by_kind_and_hands_back_those_of_the_kinds_a
         h.record(0, kind, 1)
     assert h.counts == {"ack": 3, "crash": 1, "restart": 1}
     assert [e.seq for e in h.of_kind("crash", "restart")] == [1, 3]
+
+
+def test_a_history_line_is_ascii_whatever_its_text_holds(tmp_path):
+    """A scenario's description or name may hold any character (an em dash, a name in
+    another script); its line escapes them (``\\u2014``), as json does by default, so the
+    file's bytes are the same in any locale's encoding and the hash, taken over those
+    bytes, is the one a replay reads back from the file."""
+    import hashlib
+
+    h = History()
+    h.record(0, "run", seed=3, scenario={"name": "größe", "description": "leader \u2014 follower"})
+    assert h.lines[0].isascii() and "\\u2014" in h.lines[0] and "gr\\u00f6\\u00dfe" in h.lines[0]
+    path = tmp_path / "h.jsonl"
+    h.write_jsonl(path)
+    data = path.read_bytes()
+    assert data.isascii() and hashlib.sha256(data).hexdigest() == h.hash
+    assert run_header(read_jsonl(path))["scenario"]["description"] == "leader \u2014 follower"
