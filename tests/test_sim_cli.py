@@ -1044,3 +1044,16 @@ def test_a_replays_out_that_cannot_be_made_stops_it_before_it_runs(tmp_path, mon
     captured = capsys.readouterr()
     assert ran == [] and captured.out == ""
     assert captured.err.count("\n") == 1 and captured.err.startswith(f"kreplica simulate: error: --out {path / 'runs'}: ")
+
+
+def test_a_single_seeds_hash_line_counts_the_events_its_history_holds(tmp_path, capsys):
+    """``seed N: history hash H (E events)``: H is the hash of the history file written and E
+    the number of events (lines) in it, not the scheduler's count of callbacks run."""
+    from kreplica.sim.history import hash_lines
+
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seed", "1", "--until", "1500", "--out", str(tmp_path),
+            "--history"]
+    assert sim_cli.main(argv) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("seed 1: history hash ")]
+    lines = (tmp_path / "seed003-controlled-shutdown-1.jsonl").read_text().splitlines()
+    assert line == f"seed 1: history hash {hash_lines(lines)} ({len(lines)} events)"
