@@ -285,3 +285,15 @@ def test_the_table_groups_the_speed_in_thousands_and_has_no_failing_seeds_row_wi
     rows = dict(s.rows())
     assert rows["simulated events / wall s"] == "1,234,567"
     assert "failing seeds" not in rows  # a clean sweep: no row to leave empty
+
+
+def test_runs_with_a_violation_counts_runs_not_the_invariants_they_broke():
+    """Three of four seeds failed, two on the same invariant: the table says 3 runs with a
+    violation, then 2 and 1 under each invariant, as summary.json's failed seeds say."""
+    s = Summary()
+    for seed, invariant in [(1, Invariant.ACKED_WRITE_LOST), (2, None), (3, Invariant.ACKED_WRITE_LOST),
+                            (4, Invariant.LIVENESS)]:
+        s.add(result(seed, violation=invariant))
+    rows = dict(s.rows())
+    assert rows["runs with a violation"] == "3" == str(len(s.to_dict()["failed_seeds"]))
+    assert (rows["  1-acked-write-lost"], rows["  liveness"]) == ("2", "1")
