@@ -28,6 +28,12 @@ def _shown(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def digits(text: str) -> bool:
+    """Is ``text`` a whole number as files and addresses spell one: ASCII digits only?
+    ``str.isdigit`` also takes "\u00b2", which ``int()`` refuses, and "\u0661", which it reads as 1."""
+    return text.isascii() and text.isdigit()
+
+
 def integer(value: Any, name: str, error: Error = errors.InvalidRequest, minimum: int | None = None) -> int:
     """``value`` as an ``int`` (not a bool, at least ``minimum``), or ``error`` naming ``name``."""
     if type(value) is not int:

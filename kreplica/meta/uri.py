@@ -38,7 +38,7 @@ def parse_zookeeper_connect(connect: str) -> tuple[str, str]:
         raise ValueError(f"no ZooKeeper host in {connect!r}")
     for hp in entries:
         host, colon, port = hp.rpartition(":")
-        if not colon or not host or not (port.isascii() and port.isdigit()):
+        if not colon or not host or not arguments.digits(port):
             raise ValueError(f"expected host:port, got {hp!r} in {connect!r}")
     chroot = "/" + chroot.strip("/") if slash and chroot.strip("/") else DEFAULT_CHROOT
     return ",".join(entries), chroot

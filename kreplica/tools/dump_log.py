@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from ..arguments import digits
 from ..cli import reader_left
 
 HELP = "print the segments, batches and records of a log directory (kafka-dump-log)"
@@ -76,7 +77,7 @@ def _base_offset(path: Path) -> int | None:
     """The base offset a segment file's name gives (ASCII digits only, as the log names
     them), or None for any other name."""
     stem = path.stem
-    return int(stem) if stem.isascii() and stem.isdigit() else None
+    return int(stem) if digits(stem) else None
 
 
 _NOT_AN_OFFSET = "unknown (the file's name is not a base offset)"

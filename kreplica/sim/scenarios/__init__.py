@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ...arguments import digits
 from ...config import validate as validate_config
 from ...errors import InvalidConfig, InvalidTopic
 from ...meta.admin import collision_key, validate_topic_name
@@ -261,15 +262,9 @@ def _check_topic_name(where: str, name: str) -> None:
         raise ValueError(f"{where}: {e.message}") from None
 
 
-def _digits(text: str) -> bool:
-    """A whole number as scenario files spell one: ASCII digits only (``str.isdigit`` also
-    takes "²", which int() refuses, and "١", which it reads as 1)."""
-    return text.isascii() and text.isdigit()
-
-
 def _check_partition(where: str, name: str, partitions: dict[str, int]) -> None:
     topic, _, p = name.rpartition("-")
-    if topic not in partitions or not _digits(p) or int(p) >= partitions[topic]:
+    if topic not in partitions or not digits(p) or int(p) >= partitions[topic]:
         raise ValueError(f"{where}: no partition {name!r} (topics: "
                          f"{', '.join(f'{t} x{n}' for t, n in partitions.items())})")
 
@@ -428,7 +423,7 @@ def _ids(table: dict[str, Any], where: str) -> dict[int, Any]:
     """A table keyed by broker id (``[nodes.2]``, a topic's ``assignment``): "x" is none."""
     out = {}
     for k, v in table.items():
-        if not _digits(str(k).strip()):
+        if not digits(str(k).strip()):
             raise ValueError(f"{where}: {k!r} is not a broker or partition number")
         out[int(k)] = v
     return out
@@ -488,7 +483,7 @@ def _whole(data: dict[str, Any], key: str, default: int) -> int:
 
 def _link_key(text: str, at: str = "") -> tuple[int, int]:
     a, sep, b = str(text).partition("-")
-    if not sep or not _digits(a.strip()) or not _digits(b.strip()):
+    if not sep or not digits(a.strip()) or not digits(b.strip()):
         raise ValueError(f'{at}[links."{text}"]: expected "<from broker>-<to broker>"')
     return int(a), int(b)
 
