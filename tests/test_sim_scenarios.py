@@ -99,6 +99,12 @@ def test_every_shipped_scenario_is_valid():
     # World's create_topic makes 1 partition when the step gives none: x-1 never exists.
     (dict(steps=(Step("create_topic", params={"topic": "x"}), Step("crash", target="leader:x-1"))),
      "no partition 'x-1'"),
+    # Refused mid-run with TOPIC_ALREADY_EXISTS, and the checker stopped judging the live topic.
+    (dict(steps=(Step("create_topic", params={"topic": "t"}),)), "step 1 (create_topic): topic t exists already"),
+    (dict(steps=(Step("create_topic", params={"topic": "x"}), Step("create_topic", params={"topic": "x"}))),
+     "step 2 (create_topic): topic x exists already, and no step deletes it"),
+    (dict(topics=(TopicSpec("a.b", 1, 3),), steps=(Step("create_topic", params={"topic": "a_b"}),)),
+     "topic a_b collides with topic a.b"),
     # An empty `on` names no election: the World would arm the step on nothing.
     (dict(steps=(Step("crash", target=1, on=""),)), "on = '', expected 'election:<topic>-<partition>'"),
 ])
@@ -147,6 +153,36 @@ def test_steps_may_name_what_earlier_steps_bind_or_create():
         Step("elect_preferred", params={"topic": "side"}),
     ))
     assert sc.validate() is sc
+
+
+def test_a_topic_a_step_deletes_may_be_created_again_by_a_step():
+    """Steps fire by time and by election, not in the order written: any delete_topic of the
+    name (or of its '.'/'_' twin) lets a create_topic of it through, as Kafka may accept it."""
+    for deleting in ("t", "x"):
+        sc = replace(BASE, topics=(TopicSpec("t", 2, 3), TopicSpec("x", 1, 3)), steps=(
+            Step("create_topic", at_ms=900, params={"topic": deleting}),
+            Step("delete_topic", at_ms=100, params={"topic": deleting})))
+        assert sc.validate() is sc
+    sc = replace(BASE, topics=(TopicSpec("a.b", 1, 3),), steps=(
+        Step("delete_topic", params={"topic": "a.b"}), Step("create_topic", at_ms=900, params={"topic": "a_b"})))
+    assert sc.validate() is sc
+
+
+def test_a_refused_create_topic_leaves_the_checker_judging_the_live_topic():
+    """The create fires while t exists (the delete waits on an election that never comes) and
+    is refused with TOPIC_ALREADY_EXISTS: t's acknowledged writes from before it are still
+    held to invariant 1.  It used to forget t's model before asking, so t went unjudged."""
+    sc = replace(BASE, until_ms=3000, steps=(
+        Step("create_topic", at_ms=1000, params={"topic": "t", "partitions": 2}),
+        Step("delete_topic", on="election:t-0", params={"topic": "t"})))
+    world = World(sc, 1)
+    r = world.run()
+    assert r.ok, r.violation and r.violation.describe()
+    refused = [e.data for e in world.history.events if e.kind == "admin_refused"]
+    assert refused == [{"call": "create_topic", "error": "TOPIC_ALREADY_EXISTS"}]
+    first_acks = [e.data["offset"] for e in world.history.events
+                  if e.kind == "ack" and e.tp == "t-0" and e.time_ms < 1000]
+    assert first_acks and set(first_acks) <= set(world.checker.models["t-0"].acked)
 
 
 # Every action aimed at one broker, with the parameters it needs besides.

@@ -640,9 +640,12 @@ class World:
     def _create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
         self.record("create_topic", None, topic=topic, partitions=partitions,
                     replication_factor=replication_factor)
-        self._deleting.discard(topic)
-        self._forget_topic(topic)
-        self._admin(self.cluster.create_topic, topic, partitions, replication_factor, wait=False)
+        # Only an accepted create starts a new incarnation: a refused one (the topic exists, or
+        # is still being deleted) leaves the checker judging the live topic, or still not
+        # judging the dying one.
+        if self._admin(self.cluster.create_topic, topic, partitions, replication_factor, wait=False):
+            self._deleting.discard(topic)
+            self._forget_topic(topic)
 
     def _forget_topic(self, topic: str) -> None:
         """The topic's history ends: the checker's models of it, and the leaderless stretch
@@ -700,12 +703,15 @@ class World:
 
     _phase = "setup"
 
-    def _admin(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """An admin tool's call: a refusal (a broker just died, a topic is going) is recorded."""
+    def _admin(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+        """An admin tool's call: a refusal (a broker just died, a topic is going) is recorded.
+        True when the call was accepted."""
         try:
             fn(*args, **kwargs)
         except errors.KReplicaError as e:
             self.record("admin_refused", None, call=fn.__name__, error=e.name)
+            return False
+        return True
 
     # ---- running ------------------------------------------------------------------------------------------
     def _after_event(self) -> bool:

@@ -185,10 +185,24 @@ class Scenario:
             if a not in ids or b not in ids or a == b:
                 raise ValueError(f"scenario {self.name}: [links.\"{a}-{b}\"] must join two brokers of 1..{self.brokers}")
         bound: set[str] = set()
+        # A create_topic step naming a topic that exists and that no step deletes is sure to be
+        # refused mid-run (TOPIC_ALREADY_EXISTS, or the '.'/'_' clash). Steps fire by time and
+        # by election, not in the order written, so any delete_topic of the name excuses it.
+        deleted = {collision_key(s.params["topic"]) for s in self.steps
+                   if s.action == "delete_topic" and isinstance(s.params, dict) and isinstance(s.params.get("topic"), str)}
+        made = {collision_key(t.name): t.name for t in self.topics}
         for i, step in enumerate(self.steps, 1):
-            _check_step(f"scenario {self.name}: step {i} ({step.action})", step, ids, partitions, bound)
+            where = f"scenario {self.name}: step {i} ({step.action})"
+            _check_step(where, step, ids, partitions, bound)
             if step.bind:
                 bound.add(step.bind)
+            if step.action == "create_topic":
+                name = step.params["topic"]
+                other = made.get(collision_key(name))
+                if other is not None and collision_key(name) not in deleted:
+                    said = "exists already" if other == name else f"collides with topic {other} ('.' and '_' are one to Kafka)"
+                    raise ValueError(f"{where}: topic {name} {said}, and no step deletes it")
+                made[collision_key(name)] = name
         return self
 
     def to_dict(self) -> dict[str, Any]:
