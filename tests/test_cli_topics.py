@@ -665,6 +665,7 @@ def test_a_refused_create_says_nothing_was_created(memory_client, capsys):
 
 
 @pytest.mark.parametrize("action, lines", [
+    (["--list"], ["bar - marked for deletion", "bar2", "foo"]),  # kafka-topics.sh sorts getAllTopics (TL6-02)
     (["--describe"], ["Topic:bar", "Topic:bar2", "Topic:foo"]),
     (["--alter", "--config", "retention.ms=1000"],
      [f'Updated config for topic "{t}": retention.ms=1000' for t in ("bar", "bar2", "foo")]),
@@ -672,7 +673,8 @@ def test_a_refused_create_says_nothing_was_created(memory_client, capsys):
 def test_a_pattern_takes_its_topics_in_name_order_whatever_order_the_store_lists_them(memory_client, action,
                                                                                       lines, capsys):
     """ZooKeeper lists a node's children in no particular order (the MemoryStore sorts
-    them): --describe and --alter with a --topic pattern go by name all the same (TL5-04)."""
+    them): --list, --describe and --alter with a --topic pattern go by name all the same
+    (TL5-04, TL6-02)."""
     listed = memory_client.get_all_topics()
     memory_client.get_all_topics = lambda watch=None: sorted(listed, reverse=True)
     assert main(["topics", "--zookeeper", "memory:1", *action, "--topic", "bar.*|foo"]) == 0
@@ -717,3 +719,25 @@ def test_a_reassignment_file_that_is_not_utf8_is_named_as_not_json(tmp_path, cap
     assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(plan)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"Error: {plan}: not JSON: ") and "can't decode byte 0xff" in err and len(err.splitlines()) == 1
+
+
+# The hundred-and-nineteenth review (docs/engine-audit.md, TL6-..): the sixth pass.
+def test_a_malformed_topic_node_is_an_error_line_not_a_traceback(memory_client, capsys):
+    """A topic node another tool wrote with a broker id where the replica list should be:
+    decoding it is a TypeError, which with_client turns into an ``Error:`` line and exit
+    status 1 like every other bad input it names (TL6-06)."""
+    from kreplica.meta import layout
+
+    memory_client.session.set(layout.topic_path("foo"), b'{"version":1,"partitions":{"0":1001}}')
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "foo"]) == 1
+    assert capsys.readouterr() == ("", "Error: 'int' object is not iterable\n")
+
+
+def test_replicas_naming_a_broker_twice_are_refused_not_deduplicated(seed003_store, capsys):
+    """``--replicas 1001,1001`` names one broker twice: refused as kafka-reassign-partitions
+    refuses a duplicate replica, not quietly shrunk to a single replica (TL6-10)."""
+    assert main(["reassign", "--zookeeper", "memory:1", "--topic", "bar", "--partition", "1",
+                 "--replicas", "1001,1001"]) == 1
+    assert capsys.readouterr() == ("", "Error: INVALID_REPLICA_ASSIGNMENT: bar-1: duplicate replicas in "
+                                       "[1001, 1001]\n")
+    assert seed003_store().get_partition_reassignment() == {}

@@ -87,16 +87,34 @@ def test_a_torn_batch_is_reported_after_the_last_good_batchs_position(tmp_path):
                      "needs 166 bytes, 30 available")
 
 
+def test_invalid_data_is_placed_after_the_last_batch_read_also_one_whose_crc_fails(tmp_path):
+    """A batch whose CRC fails is still read (isvalid: false) and counted among the bytes
+    read, as kafka-dump-log counts it: framing that breaks after it is reported after its
+    position, not after that of the last batch whose CRC held (TL6-19)."""
+    make_log(tmp_path / "t-0")
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    data = bytearray(seg.read_bytes())
+    data[-5] ^= 0xFF  # the last batch's CRC no longer matches
+    seg.write_bytes(bytes(data) + bytes(data[:30]))  # and a batch cut short after it
+    out = io.StringIO()
+    assert dump([seg], False, out) == 1
+    *_, last, error = out.getvalue().splitlines()
+    assert " position: 830 " in last and last.endswith("isvalid: false")
+    assert error.startswith("Found invalid data after position 830: ")
+    assert f"torn batch at position {len(data)}:" in error
+
 def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_values(tmp_path):
     """What a segment written by this broker's own appends never holds: a producer id and
     sequences, records out of time order (CreateTime is the batch's max), a null key and a
     null value (size -1, printed as null), an empty key (size 0), headers (their keys as
     kafka-dump-log prints them, [a,b], where a Python list's repr was printed, in the
-    record's order, not sorted: TL5-27)."""
+    record's order, not sorted: TL5-27; a key the record repeats, as Kafka's Headers
+    allow, printed each time: TL6-20)."""
     from kreplica.records import encode_batch
 
     seg = tmp_path / "00000000000000000040.log"
-    seg.write_bytes(encode_batch([(None, b"a", [("trace", None), ("h", b"1")], 1_000), (b"k", None, None, 3_000),
+    seg.write_bytes(encode_batch([(None, b"a", [("trace", None), ("h", b"1"), ("trace", b"2")], 1_000),
+                                  (b"k", None, None, 3_000),
                                   (b"", b"c", None, 2_000)],
                                  base_offset=40, leader_epoch=2, producer_id=7, producer_epoch=1, base_sequence=10))
     out = io.StringIO()
@@ -107,7 +125,7 @@ def test_a_producers_batch_shows_its_sequences_max_timestamp_and_null_keys_and_v
                             "producerEpoch: 1 partitionLeaderEpoch: 2 isTransactional: false isControl: false "
                             "position: 0 CreateTime: 3000 size: ")
     assert records == [
-        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 sequence: 10 headerKeys: [trace,h] key: null payload: a",
+        "| offset: 40 CreateTime: 1000 keySize: -1 valueSize: 1 sequence: 10 headerKeys: [trace,h,trace] key: null payload: a",
         "| offset: 41 CreateTime: 3000 keySize: 1 valueSize: -1 sequence: 11 headerKeys: [] key: k payload: null",
         "| offset: 42 CreateTime: 2000 keySize: 0 valueSize: 1 sequence: 12 headerKeys: [] key:  payload: c"]
 
@@ -130,14 +148,21 @@ def test_sequences_wrap_past_the_largest_int32_to_0(tmp_path):
 def test_last_sequence_is_the_base_sequence_plus_the_last_offset_delta(tmp_path, base_sequence):
     """kafka-dump-log's lastSequence is baseSequence + lastOffsetDelta (wrapping past
     2**31 - 1), not baseSequence + count - 1: a compacted batch keeps its offset range and
-    its producer's sequences but fewer records.  A base sequence of 0 is a sequence."""
+    its producer's sequences but fewer records.  A base sequence of 0 is a sequence.  Each
+    record's sequence goes by its own offset delta, not by its place in the batch (TL6-27)."""
     import struct
 
     from kreplica.records import crc32c, encode_batch
 
     batch = bytearray(encode_batch([(None, b"a", None, 1), (None, b"b", None, 1), (None, b"c", None, 1)],
                                    producer_id=7, producer_epoch=1, base_sequence=base_sequence))
-    struct.pack_into(">i", batch, 23, 5)  # lastOffsetDelta 5 over deltas 0..2, as compaction leaves them
+    # Compaction left the records at offset deltas 0, 2 and 5 of 0..5.  Each record is 8
+    # bytes after the 61-byte header: length, attributes, timestamp delta, offset delta
+    # (zigzag varints of one byte), key length -1, value length 1, the value, no headers.
+    for i, delta in enumerate((0, 2, 5)):
+        assert batch[61 + 8 * i + 3] == 2 * i
+        batch[61 + 8 * i + 3] = 2 * delta
+    struct.pack_into(">i", batch, 23, 5)  # lastOffsetDelta
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
     seg = tmp_path / "00000000000000000000.log"
     seg.write_bytes(bytes(batch))
@@ -147,7 +172,8 @@ def test_last_sequence_is_the_base_sequence_plus_the_last_offset_delta(tmp_path,
     fields = _fields(line)
     assert (fields["lastOffset"], fields["count"], fields["baseSequence"], fields["lastSequence"]) == \
         ("5", "3", str(base_sequence), str((base_sequence + 5) % 2**31))
-    assert [_fields(r[2:])["sequence"] for r in records] == [str((base_sequence + i) % 2**31) for i in range(3)]
+    assert [(_fields(r[2:])["offset"], _fields(r[2:])["sequence"]) for r in records] == \
+        [(str(d), str((base_sequence + d) % 2**31)) for d in (0, 2, 5)]
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -170,6 +196,19 @@ def test_index_entries_point_at_the_batches_of_their_segment(tmp_path):
     assert batches[0]["baseOffset"] == "30" and len(index) == len(timeindex) == 5
     assert set(index) <= {(b["baseOffset"], b["position"]) for b in batches}
     assert set(timeindex) <= {(b["CreateTime"], b["lastOffset"]) for b in batches}
+
+
+def test_a_timeindex_timestamp_is_a_signed_long(tmp_path):
+    """kafka-dump-log reads a .timeindex entry's timestamp as a Java long: a -1 (a
+    segment's NO_TIMESTAMP) prints as -1, not as 2**64 - 1 (TL6-17)."""
+    import struct
+
+    timeindex = tmp_path / "00000000000000000040.timeindex"
+    timeindex.write_bytes(struct.pack(">qI", -1, 0) + struct.pack(">qI", 1_000, 2))
+    out = io.StringIO()
+    assert dump([timeindex], False, out) == 0
+    assert out.getvalue().splitlines() == [f"Dumping {timeindex}", "timestamp: -1 offset: 40",
+                                           "timestamp: 1000 offset: 42"]
 
 
 def test_indexes_and_missing_files(tmp_path):
