@@ -1001,13 +1001,16 @@ def test_main_runs_a_command_from_a_thread_other_than_the_main_one(monkeypatch):
 
 def test_top_level_help_lists_each_command_by_its_help_line(monkeypatch, capsys):
     """`kreplica --help` names each command beside its module's HELP line (or its
-    docstring's first line when it has none) (TL5-21, TL5-22)."""
+    docstring's first line when it has none) (TL5-21, TL5-22), and ends saying where a
+    command's own options are (TL6-26)."""
     import importlib
 
     monkeypatch.setenv("COLUMNS", "1000")  # one line a command
     with pytest.raises(SystemExit):
         cli.main(["--help"])
-    listed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    out = capsys.readouterr().out
+    assert out.endswith("\n'kreplica COMMAND --help' gives a command's options.\n")
+    listed = [line.split() for line in out.splitlines()]
     for name, module_name in cli.SUBCOMMANDS.items():
         assert [name, *cli._help(importlib.import_module(module_name)).split()] in listed, name
     from kreplica.tools import topics

@@ -31,6 +31,11 @@ def test_demo_reproduces_seed003_and_loses_nothing():
     assert "differs" not in text and "nothing acknowledged was lost" in text
     assert "Leader-election and ISR timeline" in text and "becomes leader" in text
     assert "demo passed" in text
+    # Off a terminal the progress bar is off: the only blank lines are those ending each
+    # --describe text, none left behind where a bar stopped (TL6-24).
+    printed = text.splitlines()
+    blank = [i for i, line in enumerate(printed) if not line.strip()]
+    assert blank and all(printed[i - 1].split()[:2] == ["Topic:", "bar"] for i in blank)
 
 
 @pytest.mark.zookeeper
@@ -79,7 +84,9 @@ def test_sigterm_stops_the_demo_and_its_private_zookeeper(request, tmp_path):
     ("memory://", "'memory://' is not a metadata store"),
     ("zookeeper://:2181/x", "expected host:port, got ':2181'"),
     ("zookeeper://127.0.0.1:abc/x", "expected host:port, got '127.0.0.1:abc'"),
-], ids=["bogus", "MEMORY", "memory-url", "no-host", "bad-port"])  # ids: `-k 'not zookeeper'` must not drop them
+    ("zookeeper+local://host/x", "zookeeper+local takes no host: 'zookeeper+local://host/x'"),  # TL6-25
+], ids=["bogus", "MEMORY", "memory-url", "no-host", "bad-port",
+        "local-with-host"])  # ids: `-k 'not zookeeper'` must not drop them
 def test_a_bad_metadata_store_is_a_usage_error(metadata, message, capsys):
     from kreplica.cli import main
 
