@@ -85,8 +85,11 @@ def _refused(argv, capsys) -> str:
 def test_shared_argument_types(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert cli.at_least(1)("3") == 3 and cli.directory(str(tmp_path)) == str(tmp_path)
+    # Decimal, as Java's Integer.valueOf reads Kafka's options: 010 is ten, 0x10 no number (TL6-31).
+    assert cli.at_least(0)("010") == 10
     for convert, text, message in [(cli.at_least(1), "0", "0: must be at least 1"),
                                    (cli.at_least(0), "x", "'x' is not an integer"),
+                                   (cli.at_least(0), "0x10", "'0x10' is not an integer"),
                                    (cli.at_least(1), "2.5", "'2.5' is not an integer"),
                                    (cli.directory, str(tmp_path / "nope"), "no such directory"),
                                    (cli.directory, str(tmp_path / "file"), "not a directory"),
@@ -635,12 +638,13 @@ def test_produce_keys_a_line_by_its_first_separator_and_places_it_by_the_key(too
 
 def test_produce_ends_a_line_at_crlf_as_at_lf(tools_cluster, produce, monkeypatch):
     """Input typed on Windows, or a file saved with CRLF: the CR is part of the line end,
-    not of the value (it was kept). Two bytes a read split a CRLF between reads."""
+    not of the value (it was kept); only that one CR, a CR before it is the value's
+    (TL6-29). Two bytes a read split a CRLF between reads."""
     from kreplica.tools import produce as produce_module
 
     monkeypatch.setattr(produce_module, "READ_BYTES", 2)
-    assert produce("--partition", "0", stdin=b"a\r\nbc\r\nin\rside\n\r\nlast\r")[0] == 0
-    assert _partitions(tools_cluster)[0] == [(None, v) for v in (b"a", b"bc", b"in\rside", b"", b"last")]
+    assert produce("--partition", "0", stdin=b"a\r\nbc\r\nin\rside\n\r\ncr\r\r\nlast\r")[0] == 0
+    assert _partitions(tools_cluster)[0] == [(None, v) for v in (b"a", b"bc", b"in\rside", b"", b"cr\r", b"last")]
 
 
 def test_produce_round_robin_goes_on_from_one_read_of_the_input_to_the_next(tools_cluster, produce, monkeypatch):
