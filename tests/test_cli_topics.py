@@ -722,15 +722,31 @@ def test_a_reassignment_file_that_is_not_utf8_is_named_as_not_json(tmp_path, cap
 
 
 # The hundred-and-nineteenth review (docs/engine-audit.md, TL6-..): the sixth pass.
-def test_a_malformed_topic_node_is_an_error_line_not_a_traceback(memory_client, capsys):
-    """A topic node another tool wrote with a broker id where the replica list should be:
+def test_a_malformed_partition_state_is_an_error_line_not_a_traceback(memory_client, capsys):
+    """A partition state another tool wrote with a broker id where the ISR list should be:
     decoding it is a TypeError, which with_client turns into an ``Error:`` line and exit
     status 1 like every other bad input it names (TL6-06)."""
     from kreplica.meta import layout
 
-    memory_client.session.set(layout.topic_path("foo"), b'{"version":1,"partitions":{"0":1001}}')
+    memory_client.session.create(layout.partition_state_path("foo", 0),
+                                 b'{"controller_epoch":1,"leader":1001,"version":1,"leader_epoch":0,"isr":1001}',
+                                 makepath=True)
     assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "foo"]) == 1
     assert capsys.readouterr() == ("", "Error: 'int' object is not iterable\n")
+
+
+@pytest.mark.parametrize("node", [b'{"version":1,"partitions":{"0":1001}}', b'{"version":1,"partitions":[[1001]]}',
+                                  b'{"version":1,"partitions":{"0":["1001"]}}', b'[1001]'])
+def test_a_topic_node_of_another_shape_is_named_and_shown(memory_client, capsys, node):
+    """A topic node with a broker id, or a list, where the partition map or a replica list
+    should be: an ``Error:`` line naming the node and showing it, not Python's complaint
+    about an int (or an AttributeError traceback, for the list)."""
+    from kreplica.meta import layout
+
+    memory_client.session.set(layout.topic_path("foo"), node)
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "foo"]) == 1
+    expected = 'Error: /brokers/topics/foo: expected {"partitions": {"<id>": [<broker>, ...]}}, got '
+    assert capsys.readouterr() == ("", expected + node.decode() + "\n")
 
 
 def test_replicas_naming_a_broker_twice_are_refused_not_deduplicated(seed003_store, capsys):

@@ -181,13 +181,14 @@ class KafkaZkClient:
         got = self._get_or_watch(layout.topic_path(topic), watch)
         if got is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
-        return layout.decode_topic_assignment(got[0]), got[1].version
+        return layout.decode_topic_assignment(got[0], layout.topic_path(topic)), got[1].version
 
     def get_topic_assignments(self, topics: Sequence[str]) -> dict[str, dict[int, list[int]]]:
         """Many topics' assignments in one batched read (absent topics are left out)."""
         topics = list(topics)
         got = self._get_many([layout.topic_path(t) for t in topics])
-        return {t: layout.decode_topic_assignment(g[0]) for t, g in zip(topics, got) if g is not None}
+        return {t: layout.decode_topic_assignment(g[0], layout.topic_path(t)) for t, g in zip(topics, got)
+                if g is not None}
 
     def get_replica_assignment(self, topics: Sequence[str]) -> dict[TopicPartition, list[int]]:
         out: dict[TopicPartition, list[int]] = {}

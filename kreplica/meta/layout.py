@@ -170,9 +170,16 @@ def encode_topic_assignment(assignment: Mapping[int, Iterable[int]]) -> bytes:
     return _dumps({"version": 1, "partitions": parts})
 
 
-def decode_topic_assignment(data: bytes) -> dict[int, list[int]]:
+def decode_topic_assignment(data: bytes, where: str = "a topic node") -> dict[int, list[int]]:
+    """``{partition: replicas}``; ValueError naming ``where`` for a node of another shape
+    (another tool's, or a hand edit), rather than whatever Python says about it."""
     obj = json.loads(data)
-    return {int(p): list(replicas) for p, replicas in sorted(obj["partitions"].items(), key=lambda kv: int(kv[0]))}
+    parts = obj.get("partitions") if isinstance(obj, dict) else None
+    if not isinstance(parts, dict) or not all(
+            isinstance(r, list) and all(type(b) is int for b in r) for r in parts.values()):
+        raise ValueError(f"{where}: expected {{\"partitions\": {{\"<id>\": [<broker>, ...]}}}}, "
+                         f"got {data.decode(errors='replace')[:200]}")
+    return {int(p): list(replicas) for p, replicas in sorted(parts.items(), key=lambda kv: int(kv[0]))}
 
 
 # -- /brokers/topics/<t>/partitions/<p>/state
