@@ -13,6 +13,7 @@ import re
 import signal
 import socket
 import struct
+import threading
 import time
 import typing
 
@@ -186,7 +187,10 @@ def test_the_wire_format_is_pinned_byte_for_byte():
     assert codec.encode(UpdateMetadataResponse(3)) == bytes([11]) + q(3)
     assert codec.encode(DISCONNECTED) == bytes([16])
     assert codec.frame(codec.RESPONSE, 7, b"xy") == struct.pack(">IBI", 7, 2, 7) + b"xy"
-    assert codec.hello(-2) == struct.pack(">IBI", 11, 0, 0) + struct.pack(">iH", -2, codec.WIRE_VERSION)
+    # The version is pinned with the format: a build that moved it alone would refuse every
+    # process of the build before it (a rolling restart would split the cluster in two).
+    assert codec.WIRE_VERSION == 1
+    assert codec.hello(-2) == struct.pack(">IBI", 11, 0, 0) + struct.pack(">iH", -2, 1)
 
 
 # ---- the transport -----------------------------------------------------------------------------
@@ -430,16 +434,23 @@ def test_a_request_for_an_earlier_incarnation_never_reaches_the_next_one(net):
     assert first == second == []
 
 
-def test_an_answer_on_its_way_to_a_node_that_goes_away_is_lost(net):
+@pytest.mark.parametrize("hung", [False, True], ids=["at-once", "over-a-hung-loop"])
+def test_an_answer_on_its_way_to_a_node_that_goes_away_is_lost(net, monkeypatch, hung):
     """The answer was read from the socket and waits for the scheduler's thread when its
-    addressee goes away: it is dropped, as one still on the wire is."""
+    addressee goes away: it is dropped, as one still on the wire is. So too when the
+    unregister raised TimeoutError over a hung loop: the node is gone all the same (its
+    handler is)."""
     sched, t = net
     t.register(1, _echo([]))
     held, answers = _held_request(sched, t)
     answered = _when_posted(sched, "_answer")
     held[0](UpdateMetadataResponse(0))
     assert answered.wait(5)
-    t.unregister(1)
+    if hung:
+        with _hung_loop(t, monkeypatch), pytest.raises(TimeoutError):
+            t.unregister(1)
+    else:
+        t.unregister(1)
     sched.advance(0)  # runs what was handed over
     assert answers == []
 
@@ -1049,11 +1060,13 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
             made.append(self)
 
     monkeypatch.setattr(remote, "Cluster", Cluster)
+    threads = {th for th in threading.enumerate() if th.name == "kreplica-tcp"}
     try:
         for private in ("memory", "zookeeper+local:///k"):  # the latter's server is this process's own
             with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
                 remote.connect(private)
         assert made == []
+        assert {th for th in threading.enumerate() if th.name == "kreplica-tcp"} <= threads  # refused first
         cluster = remote.connect("zookeeper://127.0.0.1:1/k", {"acks": "all"}, seed=5)
         assert cluster.transport.resolve(3) == ("127.0.0.1", 9003)
         assert cluster.given == ((), "zookeeper://127.0.0.1:1/k", 5, {"acks": "all"}, True)
@@ -1123,7 +1136,7 @@ def test_the_broker_registers_the_port_it_listens_on_unless_told_to_advertise_an
 
 @pytest.mark.parametrize("failure", [RuntimeError("a failure once started"), KeyboardInterrupt()],
                          ids=["error", "ctrl-c-before-the-handlers"])
-def test_a_broker_whose_run_fails_goes_as_a_crashed_process_does(tmp_path, monkeypatch, failure):
+def test_a_broker_whose_run_fails_goes_as_a_crashed_process_does(tmp_path, monkeypatch, capsys, failure):
     """An exception out of the run kills the broker (it writes nothing more) before the
     transport and the session close under it; so does Ctrl-C before the run notes
     signals (a KeyboardInterrupt while the broker starts)."""
@@ -1134,8 +1147,10 @@ def test_a_broker_whose_run_fails_goes_as_a_crashed_process_does(tmp_path, monke
         raise failure
 
     with pytest.raises(type(failure)):
-        _run_in_process(tmp_path, monkeypatch, after_start=fail, signal_after_start=False)
+        _run_in_process(tmp_path, monkeypatch, after_start=fail, signal_after_start=False, quiet=False)
     assert len(started) == 1 and not started[0].alive
+    out = capsys.readouterr().out
+    assert " broker 1 broker_killed" in out and "broker_stopped" not in out, out  # not a clean stop
 
 
 def test_a_run_that_fails_while_it_waits_for_signals_gives_the_handlers_back(tmp_path, monkeypatch):
@@ -1271,6 +1286,7 @@ def test_the_broker_command_hands_run_what_was_typed(tmp_path, monkeypatch):
     assert kwargs == {"quiet": True, "port": 9092, "advertised_port": 19092}
     status, calls = _broker_command(tmp_path, monkeypatch, "--port", "0")  # said outright: any free port
     assert status == 0 and calls[0][1]["port"] == 0
+    assert calls[0][1]["advertised_port"] is None  # none given: the port it listens on is registered
 
 
 @pytest.mark.parametrize("failure, said", [
@@ -1385,6 +1401,9 @@ def test_a_send_after_close_is_refused_on_the_schedulers_turn_and_may_want_no_an
     assert answers == []
     sched.advance(0)
     assert answers == [DISCONNECTED]
+    assert t.messages_delivered == 0  # nothing went out on a socket
+    with pytest.raises(TypeError, match="not a message"):  # the caller's bug is loud, closed or not
+        t.send(1, 2, TP, None)
 
 
 def test_an_answer_to_a_request_that_wanted_none_is_dropped_and_the_link_goes_on(net):
@@ -1552,3 +1571,158 @@ def test_close_refuses_what_a_sender_still_waits_for_wherever_its_peer_listens()
     finally:
         t.close()
         listener.close()
+
+
+# ---- incarnations given up on, hosts, silent peers, answers as given (2026-11-27, sixth mutation review)
+@contextlib.contextmanager
+def _hung_loop(t, monkeypatch):
+    """The socket thread stuck (3 s at most) and a caller's wait for it cut to 0.2 s, for
+    the block; the loop is freed when the block ends."""
+    release = threading.Event()
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(tcp_transport, "LOOP_CALL_TIMEOUT_S", 0.2)
+            t._loop.call_soon_threadsafe(release.wait, 3)
+            yield
+    finally:
+        release.set()
+
+
+def test_a_register_after_one_given_up_on_is_a_new_incarnation_its_leftovers_cannot_close(monkeypatch):
+    """A register that timed out over a hung loop used up its incarnation: its listen,
+    run once the loop woke, failed (the port was taken) before it could learn it was
+    given up on. The next register is a new incarnation, which that leftover cannot
+    close: the node really listens where register said."""
+    port = _free_port()
+    blocker = socket.create_server(("127.0.0.1", port))  # taken while the first register runs
+    sched = RealScheduler()
+    t = TcpTransport(sched, listen_ports={2: port})
+    try:
+        with _hung_loop(t, monkeypatch), pytest.raises(TimeoutError):
+            t.register(2, _echo([]))
+        t._on_loop(asyncio.sleep(0.05))  # the listen given up on has run, and failed
+        blocker.close()
+        got, answers = [], []
+        assert t.register(2, _echo(got)) == port
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        t.send(1, 2, _fetch(3), answers.append)
+        assert sched.run_until(lambda: answers, 5_000)
+        assert answers[0].partitions[0].records == b"answer-3"
+    finally:
+        blocker.close()
+        t.close()
+
+
+def test_nodes_listen_and_are_reached_on_the_transports_host():
+    """``host`` is where every node listens and where its address says it is; a node of
+    the same transport is reached there too (127.0.0.2: loopback, but not 127.0.0.1)."""
+    sched = RealScheduler()
+    with TcpTransport(sched, host="127.0.0.2") as t:
+        port = t.register(2, _echo([]))
+        assert t.address(2) == ("127.0.0.2", port)
+        answers = []
+        t.send(1, 2, _fetch(4), answers.append)
+        assert sched.run_until(lambda: answers, 5_000)
+        assert answers[0].partitions[0].records == b"answer-4"
+
+
+def test_a_connection_that_never_says_hello_is_closed_when_its_node_goes_away(net):
+    """A peer that connected and said nothing yet (a slow or stuck client) is one of the
+    node's connections all the same: when the node goes away it is hung up on, not left
+    open waiting for a HELLO that a gone node could never serve."""
+    sched, t = net
+    t.register(2, _echo([]))
+    with socket.create_connection(t.address(2), timeout=2) as silent:
+        _eventually(lambda: t._accepted.get(2), 2.0)  # the server holds it (not left in the backlog)
+        t.unregister(2)
+        try:
+            with contextlib.suppress(ConnectionResetError):
+                _recv_until_closed(silent)
+        except socket.timeout:
+            raise AssertionError("the silent connection was kept open") from None
+
+
+def test_an_answer_is_encoded_as_it_is_given_and_a_bad_one_fails_in_the_handler(net):
+    """``respond`` encodes on the handler's thread, as ``send`` does: records the handler
+    changes next are not what arrives, and an answer that is no message raises TypeError
+    in the handler, not on the socket thread with its requester left waiting."""
+    sched, t = net
+    release = threading.Event()
+    refused, answers = [], []
+
+    def handler(src, request, respond):
+        if request.partitions[0].fetch_offset == 1:
+            with pytest.raises(TypeError, match="not a message"):
+                respond(TP)
+            refused.append(True)
+            return
+        buffer = bytearray(b"as-given")
+        t._loop.call_soon_threadsafe(release.wait, 3)  # the loop writes only after the change below
+        respond(FetchResponse(0, (_data(memoryview(buffer)),)))
+        buffer[:] = b"changed!"
+        release.set()
+
+    try:
+        t.register(2, handler)
+        t.send(1, 2, _fetch(1), None)
+        t.send(1, 2, _fetch(2), answers.append)
+        assert sched.run_until(lambda: answers, 5_000)
+        assert refused == [True] and answers[0].partitions[0].records == b"as-given"
+    finally:
+        release.set()
+
+
+def test_a_gone_senders_request_that_never_connected_is_not_answered_after_its_restart(net):
+    """Node 1 goes away while its link to node 2 is still connecting, and registers again
+    before the scheduler runs: the restarted node is not told DISCONNECTED for the request
+    its earlier incarnation sent (as for a link that had connected)."""
+    sched, t = net
+    t.register(1, _echo([]))
+    t.register(2, _echo([]))
+    answers = []
+    release = threading.Event()
+    t._loop.call_soon_threadsafe(release.wait, 3)  # the send and the stop reach the loop together
+    t.send(1, 2, _fetch(), answers.append)
+    threading.Timer(0.1, release.set).start()
+    t.unregister(1)  # the stop runs while the link's task is still connecting
+    t.register(1, _echo([]))
+    t._on_loop(asyncio.sleep(0.05))  # whatever the stop and the link's end handed over is queued
+    sched.advance(0)
+    assert answers == []
+
+
+
+def test_a_transport_closes_at_the_end_of_a_with_block_and_lets_its_error_through():
+    """``with TcpTransport() as t`` closes it however the block ends, and an error in the
+    block is the caller's, not swallowed by the close."""
+    with pytest.raises(ValueError, match="in the block"):
+        with TcpTransport(RealScheduler()) as t:
+            raise ValueError("in the block")
+    assert t._closed and not t._thread.is_alive()
+
+
+def test_a_node_with_an_advertised_port_listens_on_a_free_one_and_is_reached_there():
+    """``advertised_ports`` is what ``register`` returns, the port a proxy in front of the
+    node holds; the node itself listens on a free port (none in ``listen_ports``), and
+    nodes of this transport reach it where it listens."""
+    proxy = socket.create_server(("127.0.0.1", 0))  # the advertised port is the proxy's
+    advertised = proxy.getsockname()[1]
+    sched = RealScheduler()
+    try:
+        with TcpTransport(sched, advertised_ports={2: advertised}) as t:
+            assert t.register(2, _echo([])) == advertised
+            assert t.address(2)[1] != advertised
+            answers = []
+            t.send(1, 2, _fetch(6), answers.append)
+            assert sched.run_until(lambda: answers, 5_000)
+            assert answers[0].partitions[0].records == b"answer-6"
+    finally:
+        proxy.close()
+
+
+def test_a_string_that_is_no_utf8_is_refused_when_encoded_not_by_the_peer():
+    """A topic name holding a lone surrogate cannot be UTF-8: ``encode`` (in ``send``, on
+    the caller's thread) raises, rather than putting on the wire a frame that the peer
+    refuses as a broken stream, taking every request on that link down with it."""
+    with pytest.raises(UnicodeEncodeError):
+        codec.encode(FetchRequest(1, (FetchPartition(TopicPartition("t\udc80", 0), 0),)))
