@@ -1489,13 +1489,18 @@ def test_a_transport_left_open_does_not_keep_its_process_from_exiting():
     assert proc.returncode == 0, err
 
 
-def test_a_connection_accepted_as_its_node_goes_away_is_closed_at_once(net):
+@pytest.mark.parametrize("restarted", [False, True], ids=["gone", "registered-again"])
+def test_a_connection_accepted_as_its_node_goes_away_is_closed_at_once(net, restarted):
     """A connection the server accepted just before its node went away, whose serving
     starts after, is hung up on: it would otherwise be read forever, its requests for the
-    old incarnation dropped and never answered (its sender waiting for no one)."""
+    old incarnation dropped and never answered (its sender waiting for no one). So too
+    when the node has registered again by then: the connection is the first incarnation's,
+    not one of the new incarnation's."""
     sched, t = net
     t.register(2, _echo([]))
     t.unregister(2)
+    if restarted:
+        t.register(2, _echo([]))  # a new incarnation listens, with a set of connections of its own
     ours, theirs = socket.socketpair()
 
     async def serve_late():
@@ -1512,6 +1517,7 @@ def test_a_connection_accepted_as_its_node_goes_away_is_closed_at_once(net):
         except socket.timeout:
             raise AssertionError("the late connection was kept open") from None
     served.result(5)
+    assert not t._accepted.get(2)
 
 
 def test_each_line_the_broker_prints_is_out_at_once_not_left_in_a_buffer(tmp_path, monkeypatch):
@@ -1726,3 +1732,4 @@ def test_a_string_that_is_no_utf8_is_refused_when_encoded_not_by_the_peer():
     refuses as a broken stream, taking every request on that link down with it."""
     with pytest.raises(UnicodeEncodeError):
         codec.encode(FetchRequest(1, (FetchPartition(TopicPartition("t\udc80", 0), 0),)))
+

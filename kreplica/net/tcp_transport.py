@@ -213,7 +213,9 @@ class TcpTransport:
     async def _serve(self, node: int, incarnation: int, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
         accepted = self._accepted.get(node)
-        if accepted is None:
+        if accepted is None or self._listening.get(node) != incarnation:
+            # Accepted by a server that has closed since (its node went away, and may listen
+            # again as a new incarnation): hung up on, not served for an incarnation that is gone.
             writer.close()
             return
         accepted.add(writer)
