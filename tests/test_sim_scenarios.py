@@ -185,6 +185,23 @@ def test_a_refused_create_topic_leaves_the_checker_judging_the_live_topic():
     assert first_acks and set(first_acks) <= set(world.checker.models["t-0"].acked)
 
 
+def test_a_refused_delete_topic_leaves_the_checker_judging_the_topic():
+    """With delete.topic.enable=false the delete is refused (TOPIC_DELETION_DISABLED) and t
+    stays: its acknowledged writes are still held to invariant 1, and its replicas still
+    observed.  The World used to forget t and mark it as being deleted before asking."""
+    sc = replace(BASE, until_ms=3000, config={"delete.topic.enable": False},
+                 steps=(Step("delete_topic", at_ms=1000, params={"topic": "t"}),))
+    world = World(sc, 1)
+    r = world.run()
+    assert r.ok, r.violation and r.violation.describe()
+    refused = [e.data for e in world.history.events if e.kind == "admin_refused"]
+    assert refused == [{"call": "delete_topic", "error": "TOPIC_DELETION_DISABLED"}]
+    acked = world.checker.models["t-0"].acked
+    before = [e.data["offset"] for e in world.history.events if e.kind == "ack" and e.tp == "t-0" and e.time_ms < 1000]
+    after = [e.data["offset"] for e in world.history.events if e.kind == "ack" and e.tp == "t-0" and e.time_ms > 1000]
+    assert before and after and set(before + after) <= set(acked)
+
+
 # Every action aimed at one broker, with the parameters it needs besides.
 AIMED = {"crash": {}, "restart": {}, "controlled_shutdown": {}, "expire_session": {},
          **dict.fromkeys(("pause", "slow_disk", "disk_full", "isolate", "cut_store"), {"duration_ms": 10})}

@@ -631,11 +631,12 @@ class World:
             self.record("step_skipped", None, action=a, target=str(step.target), reason="refused by the world")
 
     def _delete_topic(self, topic: str) -> None:
-        # Its history ends here; replicas still being deleted are no longer judged.
+        # An accepted delete ends its history; replicas still being deleted are no longer
+        # judged. A refused one (delete.topic.enable=false, no such topic) leaves it judged.
         self.record("delete_topic", None, topic=topic)
-        self._deleting.add(topic)
-        self._forget_topic(topic)
-        self._admin(self.cluster.delete_topic, topic, wait=False)
+        if self._admin(self.cluster.delete_topic, topic, wait=False):
+            self._deleting.add(topic)
+            self._forget_topic(topic)
 
     def _create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
         self.record("create_topic", None, topic=topic, partitions=partitions,
