@@ -725,3 +725,34 @@ def test_a_batch_whose_crc_holds_but_whose_records_do_not_is_corruption_named_or
     [region] = json.loads((report / s.report_name).read_text())["regions"]
     assert (region["position"], region["resume_position"], region["offsets_read_before"],
             region["next_offset"]) == (positions[3], positions[4], 9, 12)
+
+
+# ---- the hundred-and-twenty-first review (docs/engine-audit.md, SP6-..) ----------------------
+
+
+@pytest.mark.parametrize("size, cut", [(18, 8), (20, 4)], ids=["torn", "zeros"])
+def test_a_slices_end_position_only_sizes_its_reads_even_once_a_refetch_put_a_batch_header_across_it(
+        tmp_path, size, cut):
+    """A slice ends on offsets, its end position only sizes the reads.  Planned on batches
+    of 3 records (cut at 182 bytes: offsets 0..5), the segment is then fetched again
+    batched otherwise (a follower truncated fully): two one-record batches, then the
+    rest.  The slice's start still holds offset 0's batch, but the end position now falls
+    ``cut`` bytes into the third batch's 12-byte header; a read cut there took it for a
+    torn batch, or for zero fill (the first bytes of a small base offset are zeros), and
+    failed the slice as corrupt, where it must read on to offset 5."""
+    path, positions, sizes = _sealed(tmp_path)
+    [part] = list_partitions(str(tmp_path), "t")
+    first = part.segments[0].slices(OffsetBounds(0, 18, 18), None, 2 * 91, topic="t", partition=0,
+                                    on_corrupt="fail", corrupt_report=None)[0]
+    assert (first.start_position, first.end_position, first.offset_lo, first.offset_hi) == (0, 182, 0, 6)
+    shutil.rmtree(os.path.dirname(path))
+    log = Log.open(os.path.dirname(path), {"index.interval.bytes": 1}, clock=ManualClock(T0))
+    for value in (b"x" * size, b"y" * size, *(b"z%d" % o for o in range(2, 18))):
+        log.append_as_leader([(b"k", value)])
+    log.close()
+    from kreplica.records import scan_batches
+
+    with open(path, "rb") as f:
+        starts = scan_batches(f.read()).positions.tolist()
+    assert starts[2] == 182 - cut  # 182 is inside the third batch's header
+    assert _offsets(first) == list(range(6))

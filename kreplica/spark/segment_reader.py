@@ -183,6 +183,11 @@ def _read_valid(fd: int, s: SegmentSlice, cur: _Cursor, decode: bool = True,
         if scan.error is not None and need is not None and len(chunk) < need <= room:
             at_least = need  # one batch larger than a chunk, or cut by the chunk's end
             continue
+        if len(chunk) < min(BATCH_OVERHEAD, room):
+            # A chunk sized to a stale end position can cut a batch's header (its first
+            # bytes, a small base offset's, are zeros): read a whole header before judging.
+            at_least = BATCH_OVERHEAD
+            continue
         if expect is not None:
             raise _StaleHint  # no batch where the index points
         return _verdict(s, cur, _at(scan.error, cur.position), len(chunk))
