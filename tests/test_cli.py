@@ -506,6 +506,8 @@ def test_a_sweep_shows_a_bar_unless_told_not_to_and_counts_the_seeds_it_was_give
 
 
 def test_a_report_dir_given_wins_over_the_default_under_out(monkeypatch, tmp_path, capsys):
+    """``--report-dir`` is where the report goes; report.md still names OUT as the rows'
+    source (the hundred-and-twenty-first review)."""
     import types
 
     made = []
@@ -513,10 +515,11 @@ def test_a_report_dir_given_wins_over_the_default_under_out(monkeypatch, tmp_pat
     monkeypatch.setattr("kreplica.spark.sweep.done_runs", lambda spark, out: object())
     monkeypatch.setattr("kreplica.spark.sweep.read_results", lambda spark, out: None)
     monkeypatch.setattr("kreplica.spark.report.build_report", lambda spark, runs, report_dir, **kw:
-                        made.append(report_dir) or types.SimpleNamespace(markdown="r.md", failing_total=0))
-    mine = str(tmp_path / "elsewhere")
-    assert cli.main(["sweep", "--out", str(tmp_path / "out"), "--report-only", "--report-dir", mine]) == 0
-    assert made == [mine], capsys.readouterr().err
+                        made.append((report_dir, kw.get("source"))) or
+                        types.SimpleNamespace(markdown="r.md", failing_total=0))
+    mine, out = str(tmp_path / "elsewhere"), str(tmp_path / "out")
+    assert cli.main(["sweep", "--out", out, "--report-only", "--report-dir", mine]) == 0
+    assert made == [(mine, out)], capsys.readouterr().err
 
 
 def test_a_python_workers_failure_is_named_by_its_last_line_before_the_java_frames():
@@ -560,6 +563,57 @@ def test_a_piped_report_table_is_printed_wide_and_an_interrupted_report_says_so(
     assert cli.main(argv) == 130
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == "report: interrupted", err
+
+
+def test_a_report_on_an_out_without_rows_is_refused(monkeypatch, tmp_path, capsys):
+    """``--report-only`` on an OUT that holds no sweep rows (a mistyped path, a sweep killed
+    in its first chunk) is an error, exit 2, not an empty report (the hundred-and-twenty-first
+    review)."""
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.done_runs", lambda spark, out: None)
+
+    def build_report(*args, **kwargs):
+        raise AssertionError("a report was built on no rows")
+
+    monkeypatch.setattr("kreplica.spark.report.build_report", build_report)
+    out = str(tmp_path / "out")
+    assert cli.main(["sweep", "--out", out, "--report-only"]) == 2
+    assert " ".join(capsys.readouterr().err.split()).endswith(f"report: no sweep rows in {out}")
+
+
+@pytest.mark.parametrize("make", [None, "mkdir"], ids=["missing", "directory"])
+def test_a_grid_file_that_cannot_be_read_is_one_line(make, no_spark, tmp_path, capsys):
+    """A ``--grid`` that names no file, or a directory, is refused in one line naming it,
+    exit 2, as a grid file that does not parse is (the hundred-and-twenty-first review)."""
+    grid = tmp_path / "grid.toml"
+    if make:
+        grid.mkdir()
+    assert cli.main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sweep: ") and str(grid) in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_scratch_of_a_sweep_is_removed_even_when_stopping_the_session_fails(monkeypatch, tmp_path):
+    """Stopping Spark can fail (its JVM already gone); the scratch directory the sweep's
+    tasks used on this host is removed all the same (the hundred-and-twenty-first review)."""
+    from kreplica.spark.sweep import SweepStats
+
+    removed, used = [], []
+
+    class Dying(_Session):
+        def stop(self):
+            raise ConnectionRefusedError("the gateway is gone")
+
+    def run_sweep(spark, grid, out, *, scratch, **kwargs):
+        used.append(scratch)
+        return SweepStats(total=len(grid), already_done=0, executed=len(grid), chunks=1, wall_s=1.0)
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: Dying())
+    monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
+    monkeypatch.setattr("kreplica.spark.sim_runner.remove_scratch", removed.append)
+    with pytest.raises(ConnectionRefusedError):
+        cli.main(["sweep", "--scenario", "random-chaos", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert used and removed == used
 
 
 # `kreplica produce` and `kreplica consume` (the thirteenth review, docs/engine-audit.md,

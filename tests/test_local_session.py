@@ -181,3 +181,18 @@ def test_a_session_opens_no_web_ui_and_prints_no_console_progress(bare, builder)
     conf = builder["conf"]
     assert (conf["spark.ui.enabled"], conf["spark.ui.showConsoleProgress"]) == ("false", "false")
     assert conf["spark.sql.execution.arrow.pyspark.enabled"] == conf[session.PUSHDOWN_CONF] == "true"
+
+
+def test_the_jvms_log_goes_to_stderr_at_warn_from_its_first_line(bare):
+    """The log4j2 file the JVMs are started with sends their log to stderr, at WARN (the
+    root level Spark expects of a shell) and the native-library notice at ERROR: the
+    report's table is printed on stdout, where a pipe must get it alone (the
+    hundred-and-twenty-first review, docs/engine-audit.md, SP6-..)."""
+    java_opts = session.session_conf("local[2]")["spark.driver.extraJavaOptions"]
+    path = java_opts.removeprefix("-Dlog4j2.configurationFile=file:")
+    props = dict(line.split(" = ", 1) for line in open(path).read().splitlines() if " = " in line)
+    appender = next(k.split(".")[1] for k, v in props.items()
+                    if k.startswith("appender.") and k.endswith(".name") and v == props["rootLogger.appenderRef.stderr.ref"])
+    assert (props[f"appender.{appender}.type"], props[f"appender.{appender}.target"]) == ("Console", "SYSTEM_ERR")
+    assert props["rootLogger.level"] == "warn"
+    assert (props["logger.hadoop.name"], props["logger.hadoop.level"]) == ("org.apache.hadoop.util.NativeCodeLoader", "error")

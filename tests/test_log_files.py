@@ -756,3 +756,20 @@ def test_a_slices_end_position_only_sizes_its_reads_even_once_a_refetch_put_a_ba
         starts = scan_batches(f.read()).positions.tolist()
     assert starts[2] == 182 - cut  # 182 is inside the third batch's header
     assert _offsets(first) == list(range(6))
+
+def test_each_cut_slice_reads_only_its_own_offsets_even_from_a_segment_fetched_again(tmp_path):
+    """A segment cut at 182 bytes plans slices of offsets 0..5, 6..11 and 12..17, each
+    bounded below by its own first batch.  A follower that truncates fully and fetches
+    the same offsets again, batched otherwise, leaves every planned position but the
+    first holding another batch: those slices are read from the segment's start, and
+    must still return only their own offsets, not the ones the slices before them read."""
+    path, positions, sizes = _sealed(tmp_path)
+    [part] = list_partitions(str(tmp_path), "t")
+    [seg] = part.segments
+    slices = seg.slices(OffsetBounds(0, 18, 18), None, 2 * 91, topic="t", partition=0, on_corrupt="fail",
+                        corrupt_report=None)
+    assert [(s.offset_lo, s.offset_hi, s.start_offset) for s in slices] == [(0, 6, 0), (6, 12, 6), (12, 18, 12)]
+    shutil.rmtree(os.path.dirname(path))
+    _log(str(tmp_path), "t-0", batches=18, records=1, **{"index.interval.bytes": 1}).close()
+    assert [_offsets(s) for s in slices] == [list(range(0, 6)), list(range(6, 12)), list(range(12, 18))]
+

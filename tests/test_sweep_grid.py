@@ -525,14 +525,19 @@ def test_the_bar_tells_failed_tasks_from_running_ones_and_ends_on_the_last_figur
 
     tracker = _Tracker()
     sc = type("Context", (), {"statusTracker": lambda self: tracker})()
+    out = io.StringIO()
     bar = SparkProgress(sc, "g", expect_jobs=1, expect_tasks=4, interval_s=3600,
-                        console=Console(file=io.StringIO()))
+                        console=Console(file=out, width=120))
     with bar:
         tracker.jobs = {1: ("RUNNING", {10: (1, 4)})}
         bar.refresh()
         tracker.jobs = {1: ("SUCCEEDED", {10: (4, 4)})}
     [task] = bar._progress.tasks
     assert (bar.last.completed, task.completed, task.total) == (4, 4, 4)
+    # The bar is stopped, its last figures left printed (the hundred-and-twenty-first
+    # review): a display left running goes on redrawing over what the sweep prints next.
+    assert not bar._progress.live.is_started
+    assert out.getvalue().startswith("sweep ") and "4/4 tasks (0 running)" in out.getvalue()
 
 
 @pytest.mark.parametrize("k, n, low, high", [(0, 10, 0.0, 0.2775), (1, 4, 0.0456, 0.6994), (5, 10, 0.2366, 0.7634)])
@@ -727,9 +732,11 @@ class _SweepContext:
 
     def __init__(self):
         self.properties: list = []
+        self.interrupt_on_cancel = None
 
     def setJobGroup(self, group, description, interruptOnCancel=False):
         self.properties.append(("spark.jobGroup.id", group))
+        self.interrupt_on_cancel = interruptOnCancel
 
     def setLocalProperty(self, key, value):
         self.properties.append((key, value))
@@ -740,19 +747,21 @@ def test_a_sweep_runs_four_tasks_per_core_per_chunk_and_leaves_its_job_group(fai
     """Without ``tasks_per_chunk`` a chunk is four tasks per core (Spark's default
     parallelism) of ``runs_per_task`` runs; however the chunks end, the driver thread leaves
     the sweep's job group, so the report's jobs that follow are not the sweep's (a bar
-    polling the group, a cancel of the group)."""
+    polling the group, a cancel of the group).  The group's jobs are cancelled with their
+    tasks' threads interrupted, and the sweep's scratch on this host is removed however it
+    ends (the hundred-and-twenty-first review)."""
     from kreplica.spark import sim_runner, sweep
 
-    asked = []
+    asked, removed = [], []
 
     def run_chunks(spark, grid, out, tasks, chunk, chunks, bar, on_chunk, scratch):
-        asked.append((tasks, chunk, chunks))
+        asked.append((tasks, chunk, chunks, scratch))
         if fails:
             raise RuntimeError("a chunk failed")
         return sweep.SweepStats(total=len(grid), already_done=0)
 
     monkeypatch.setattr(sweep, "_run_chunks", run_chunks)
-    monkeypatch.setattr(sim_runner, "remove_scratch", lambda name: None)
+    monkeypatch.setattr(sim_runner, "remove_scratch", removed.append)
     sc = _SweepContext()
     spark = type("Session", (), {"sparkContext": sc})()
     grid = Grid.from_axes([SCENARIO], {"truncation": TRUNCATIONS}, "1..100")
@@ -761,9 +770,12 @@ def test_a_sweep_runs_four_tasks_per_core_per_chunk_and_leaves_its_job_group(fai
             sweep.run_sweep(spark, grid, "out", runs_per_task=2)
     else:
         sweep.run_sweep(spark, grid, "out", runs_per_task=2)
-    assert asked == [(12, 24, 9)]  # 200 runs in chunks of 12 tasks x 2 runs
+    [(tasks, chunk, chunks, scratch)] = asked
+    assert (tasks, chunk, chunks) == (12, 24, 9)  # 200 runs in chunks of 12 tasks x 2 runs
     [(_, group), last] = sc.properties
     assert group.startswith("kreplica-sweep-") and last == ("spark.jobGroup.id", None)
+    assert sc.interrupt_on_cancel is True
+    assert scratch.startswith("kreplica-sweep-") and removed == [scratch]
 
 
 def test_unclean_is_read_as_true_or_false_in_any_case():
@@ -805,3 +817,65 @@ def test_a_task_run_outside_the_main_thread_leaves_signals_alone():
     thread.join()
     assert seen == [{}]
     assert {sig: signal.getsignal(sig) for sig in stopped_by_signals.SIGNALS} == before
+
+
+# ---- the hundred-and-twenty-first review (docs/engine-audit.md, SP6-..) ----------------------
+
+class _LocalFileSystem:
+    """The Hadoop FileSystem calls done_runs makes, over a local directory."""
+
+    def exists(self, path):
+        return os.path.exists(path)
+
+    def listStatus(self, path):
+        def status(entry):
+            name = type("Path", (), {"getName": lambda self: entry.name})()
+            return type("FileStatus", (), {"isDirectory": lambda self: entry.is_dir(),
+                                           "getPath": lambda self: name})()
+        return [status(e) for e in os.scandir(path)]
+
+
+def test_only_scenario_directories_count_as_rows_already_in_out(tmp_path, monkeypatch):
+    """OUT holding only what is not rows -- the staging a writer killed in its first chunk
+    left, a report written under it, a marker file -- has no rows, so ``--report-only``
+    says "no sweep rows" rather than reporting on an empty table; once a
+    ``scenario=...`` directory is there its rows are read."""
+    from kreplica.spark import sweep
+
+    monkeypatch.setattr(sweep, "_hadoop_path", lambda spark, out: (_LocalFileSystem(), out))
+    read = []
+
+    class Reader:
+        def schema(self, schema):
+            return self
+
+        def parquet(self, path):
+            read.append(path)
+            return type("Frame", (), {"select": lambda self, *columns: columns})()
+
+    spark = type("Session", (), {"read": Reader()})()
+    out = tmp_path / "out"
+    assert sweep.done_runs(spark, str(out)) is None
+    (out / "_temporary" / "0").mkdir(parents=True)
+    (out / "_report").mkdir()
+    (out / "_SUCCESS").write_text("")
+    assert sweep.done_runs(spark, str(out)) is None and read == []
+    (out / f"scenario={SCENARIO}").mkdir()
+    assert sweep.done_runs(spark, str(out)) == sweep.KEY_COLUMNS and read == [str(out)]
+
+
+def test_a_replay_command_names_its_file_by_an_absolute_path_when_the_report_dir_is_relative(tmp_path, monkeypatch):
+    """A sweep whose OUT is not a local path reports to ./kreplica-sweep-report: the replay
+    commands in report.md must still work from any directory, so they name the file by
+    its absolute path."""
+    import gzip
+    from pathlib import Path
+
+    from kreplica.spark.report import write_replays
+
+    monkeypatch.chdir(tmp_path)
+    failing = [{"scenario": SCENARIO, "config_key": "acks=all", "seed": 3,
+                "history_gz": gzip.compress(b'{"kind": "run"}\n')}]
+    [command] = write_replays(failing, Path("kreplica-sweep-report"))
+    path = tmp_path / "kreplica-sweep-report" / "replays" / SCENARIO / "acks=all" / "seed-3.jsonl"
+    assert command == f"kreplica simulate --replay {path.resolve()}" and path.read_text() == '{"kind": "run"}\n'
