@@ -783,6 +783,11 @@ def test_unclean_is_read_as_true_or_false_in_any_case():
     take it; the key is the one lower-case spelling, so either resumes the same runs."""
     assert RunConfig.parse({"unclean": "True"}) == RunConfig(unclean=True)
     assert RunConfig.parse({"unclean.leader.election.enable": " FALSE "}).key == RunConfig(unclean=False).key
+    # False is a value, not "keep the scenario's": unclean-election's file says true
+    # (the hundred-and-twenty-first review).
+    sc = build_scenario("unclean-election", RunConfig(unclean=False))
+    assert sc.config["unclean.leader.election.enable"] is False
+    assert effective_config(sc, RunConfig(unclean=False))["unclean"] is False
 
 
 def test_a_rows_first_violation_is_the_one_line_that_names_it():
