@@ -415,6 +415,22 @@ def _sweep_scratch_dirs() -> set[str]:
     return set(glob.glob(os.path.join(default_data_root(), "kreplica-sweep-*")))
 
 
+def _jvm_started(proc: subprocess.Popen) -> bool:
+    import psutil
+
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return False
+    names = []
+    for child in children:
+        try:
+            names.append(child.name())
+        except psutil.NoSuchProcess:
+            pass
+    return "java" in names
+
+
 def _interrupt_a_sweep(tmp_path: Path, stop: Callable[[subprocess.Popen], None],
                        at_start: bool = False) -> tuple[int, str]:
     """Start ``kreplica sweep`` (local[1]), ``stop`` it once a run is in flight (or while
@@ -427,7 +443,11 @@ def _interrupt_a_sweep(tmp_path: Path, stop: Callable[[subprocess.Popen], None],
     try:
         deadline = time.monotonic() + 120
         if at_start:
-            time.sleep(1)
+            # Once Spark's JVM is a child the sweep has its handlers installed and is starting
+            # Spark: a fixed sleep could land inside Python's start-up on a loaded machine.
+            while not _jvm_started(proc) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _jvm_started(proc), "Spark's JVM did not start in time"
         else:
             while not set(_run_data_left()) - before and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
