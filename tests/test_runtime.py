@@ -178,6 +178,7 @@ def test_next_due_skips_cancelled_timers(monkeypatch):
     live one, or None when only cancelled timers are left."""
     sched, _ = _real_scheduler_on_a_held_clock(monkeypatch)
     sched.call_later(5, lambda: None).cancel()
+    sched.call_later(6, lambda: None).cancel()  # every cancelled timer ahead of it, not only the first
     sched.call_later(20, lambda: None)
     assert sched.next_due_ms() == sched.now_ms() + 20
     only = RealScheduler(0)
@@ -228,6 +229,9 @@ def test_real_scheduler_asks_its_predicate_at_least_every_50_ms_with_nothing_due
 def test_a_real_schedulers_random_numbers_follow_its_seed():
     """Cluster(seed=...) off virtual time places replicas with RealScheduler(seed).rng."""
     assert RealScheduler(7).rng.random() == RealScheduler(7).rng.random() != RealScheduler(8).rng.random()
+    # Left out, the seed is 0, as SimScheduler's: a broker process or a tool built on the
+    # wall clock draws the same numbers run after run, not ones seeded from the OS.
+    assert RealScheduler().rng.random() == RealScheduler(0).rng.random() == SimScheduler().rng.random()
 
 
 def test_the_system_clock_reads_epoch_milliseconds():
@@ -304,6 +308,11 @@ def test_a_callback_posted_while_the_loop_runs_a_timer_runs_in_the_same_pass(mon
     sched.call_soon(seen.append, "second")
     assert sched.run_until(lambda: "posted" in seen, 0)
     assert seen == ["first", "second", "posted"] and not sched._inbox
+    # Taken after the callback, not only before the next one: also when the last timer
+    # due in the pass is the one that posts.
+    sched.call_soon(sched.call_soon_threadsafe, seen.append, "posted by the last")
+    assert sched.run_until(lambda: "posted by the last" in seen, 0)
+    assert not sched._inbox
 
 
 def test_a_real_scheduler_stops_at_its_deadline_when_its_next_timer_is_later(monkeypatch):
@@ -337,3 +346,52 @@ def test_a_real_scheduler_reads_the_wall_clock_in_epoch_milliseconds_from_the_st
     now = sched.now_ms()
     assert before <= now <= int(time.time() * 1000) + 1
 
+
+
+def test_a_real_timer_never_runs_before_its_delay_has_passed(monkeypatch):
+    """now_ms() counts whole milliseconds gone by, as Java's currentTimeMillis() and
+    SystemClock do: 0.6 ms after the call a 1 ms timer is not due yet (rounded, the
+    clock read a millisecond that had not passed, and the timer ran 0.4 ms early)."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    start = sched.now_ms()
+    seen = []
+    sched.call_later(1, seen.append, "1 ms")
+    clock.s = 0.0006
+    sched.advance(0)
+    assert seen == [] and sched.now_ms() == start
+    clock.s = 0.001
+    sched.advance(0)
+    assert seen == ["1 ms"] and sched.now_ms() == start + 1
+
+
+@pytest.mark.parametrize("scheduler", ["sim", "real"])
+def test_a_fractional_delay_is_cut_to_whole_milliseconds_on_both_schedulers(monkeypatch, scheduler):
+    """A delay computed in floating point (a back-off scaled by a fraction) is cut to its
+    whole milliseconds, not rounded as the due time's float happens to round: 2.99999 ms
+    is due in 2, on the wall clock as in virtual time."""
+    if scheduler == "sim":
+        sched = SimScheduler(start_ms=1_700_000_000_250)
+    else:
+        sched, _ = _real_scheduler_on_a_held_clock(monkeypatch)
+    start = sched.now_ms()
+    timer = sched.call_later(2.99999, lambda: None)
+    assert timer.due_ms == start + 2 and sched.next_due_ms() == start + 2
+
+
+def test_a_wake_up_is_used_up_even_when_the_loop_finds_work_instead_of_sleeping(monkeypatch):
+    """The loop clears its wake-up event at every sleep it considers, also one it skips
+    because a timer is already due: the wake-up was for the callback it has just run, and
+    left set it would cut the next real sleep short for nothing."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = event = _EventMovesTheClock(clock)
+    seen = []
+
+    def posted():
+        seen.append("posted")
+        clock.s += 0.001  # the callback takes a millisecond ...
+        sched.call_soon(seen.append, "scheduled")  # ... so this is due after the pass's now
+
+    sched.call_soon_threadsafe(posted)
+    sched.advance(100)
+    assert seen == ["posted", "scheduled"]
+    assert event.at_once == 0 and event.waits[0] == 0.05
