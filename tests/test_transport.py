@@ -135,6 +135,7 @@ def test_an_answer_and_a_refusal_come_back_over_the_reverse_link():
     t.send(2, 3, "to-3", got.append)  # 3 is not there
     s.advance(1)
     assert got == [("echo", 2, "to-1"), DISCONNECTED]
+    assert repr(got[1]) == "DISCONNECTED"  # as a failed assertion or a trace shows it
     assert t.links == [(2, 1), (2, 3), (1, 2), (3, 2)]
     assert t.messages_delivered == 4
 
@@ -271,3 +272,24 @@ def test_a_sender_that_went_away_gets_no_refusal_either():
     s.advance(100)
     assert got == [("from 3", DISCONNECTED), ("from 9", DISCONNECTED)]
     assert t.messages_delivered == 3 + 2  # three requests, two refusals: none sent to 2
+
+
+def test_a_produce_request_with_no_view_leaves_as_the_object_sent():
+    """Only views are copied: a request whose records are all bytes (what every client in
+    kreplica sends) crosses as it was sent, not rebuilt, request and partitions, at every
+    send; an answer, which keeps its zero-copy views, is never rebuilt either."""
+    from kreplica.protocol import FetchPartitionData, FetchResponse, ProducePartition, ProduceRequest, TopicPartition
+    from kreplica.transport import on_the_wire
+
+    request = ProduceRequest(1, 1000, (ProducePartition(TopicPartition("t", 0), b"bytes"),
+                                       ProducePartition(TopicPartition("t", 1), bytearray(b"owned"))))
+    assert on_the_wire(request) is request
+    answer = FetchResponse(0, (FetchPartitionData(TopicPartition("t", 0), 0, records=memoryview(b"log")),))
+    assert on_the_wire(answer) is answer
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    arrived = []
+    t.register(1, lambda src, req, respond: arrived.append(req))
+    t.send(2, 1, request, None)
+    s.advance(5)
+    assert arrived[0] is request
