@@ -341,6 +341,14 @@ def test_kreplicas_own_errors_refine_kafkas_and_only_kafkas_retriable_ones_are_r
         assert cls.retriable is False, cls
 
 
+def test_an_error_raised_without_a_message_has_an_empty_one_not_none():
+    """A segment names the file of a header walk's KafkaStorageError as
+    ``f"{file}: {e.message}"``: an error raised bare must give "", not "None"."""
+    for cls in (errors.KReplicaError, errors.KafkaStorageError, errors.ClusterClosed):
+        e = cls()
+        assert (e.message, str(e), e.args) == ("", cls.name, (cls.name,))
+
+
 def test_an_unknown_error_name_is_refused_not_read_as_the_unknown_server_error():
     assert errors.error_for_name("UNKNOWN_SERVER_ERROR") is errors.KReplicaError
     with pytest.raises(KeyError):
