@@ -359,6 +359,19 @@ def test_integer_arguments_come_back_as_plain_ints():
         assert [type(v) for v in arguments.integers([value, 3], "broker ids")] == [int, int]
 
 
+def test_a_range_a_set_or_a_numpy_array_of_integers_is_taken_as_a_list():
+    """Integers come as any collection that is not text or a mapping ("a list, tuple,
+    set..."): broker ids as ``range(1001, 1004)``, replicas read from a NumPy array."""
+    import numpy as np
+
+    from kreplica import arguments
+
+    assert arguments.integers(range(1001, 1004), "broker ids") == [1001, 1002, 1003]
+    assert arguments.integers(frozenset({7}), "broker ids") == [7]
+    got = arguments.integers(np.array([1002, 1001]), "replicas")
+    assert got == [1002, 1001] and [type(v) for v in got] == [int, int]
+
+
 def test_a_numpy_string_is_taken_as_text():
     """A NumPy string (a topic name read from an array) is a str, as a NumPy integer is an
     int: a topic, a config key to delete, a store address take it."""

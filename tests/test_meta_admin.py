@@ -148,6 +148,9 @@ def test_reassign_alter_and_elect_name_the_argument_of_the_wrong_type(store_env:
          lambda: admin.elect_preferred_leaders(c, [(5, 0)])),
         (errors.InvalidConfig, "delete must be a list of str, got str 'retention.ms'",
          lambda: admin.alter_topic_config(c, "bar", delete="retention.ms")),
+        # Bytes are no list of keys: refused whole, not read as the integers of their bytes.
+        (errors.InvalidConfig, "delete must be a list of str, got bytes b'retention.ms'",
+         lambda: admin.alter_topic_config(c, "bar", delete=b"retention.ms")),
         (errors.InvalidConfig, "delete[1] must be a str, got int 5",
          lambda: admin.alter_topic_config(c, "bar", delete=["retention.ms", 5])),
         (errors.InvalidConfig, "set_config must be a dict",
@@ -225,7 +228,8 @@ def test_metadata_uris() -> None:
     with pytest.raises(ValueError, match="expected host:port"):
         parse_zookeeper_connect("h:\u0662\u0661\u0668\u0661/x")
     for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
-                "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x"]:
+                "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x",
+                "zookeeper://h:/x"]:  # an empty port is no number
         with pytest.raises(ValueError):
             parse_metadata_uri(bad)
     store = open_store("memory", SimScheduler(), 5000)
