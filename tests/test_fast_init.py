@@ -50,12 +50,34 @@ def test_still_frozen_equal_hashable_replaceable_and_picklable():
     assert pickle.loads(pickle.dumps(f)) == f
     assert Fast.__init__.__qualname__ == "Fast.__init__"
 
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Nested:  # a traceback names a nested class's __init__ by its qualified name
+        a: int
+
+    assert Nested.__init__.__qualname__ == f"{Nested.__qualname__}.__init__" and "<locals>" in Nested.__qualname__
+
+
+def test_a_field_defaulting_to_none_or_zero_may_be_left_out():
+    """Any default is a default, None and 0 as much as "b": such a field is optional."""
+
+    @fast_init
+    @dataclass(frozen=True, slots=True)
+    class Defaults:
+        a: int
+        b: object = None
+        c: int = 0
+
+    assert dataclasses.astuple(Defaults(1)) == (1, None, 0)
+
 
 def test_post_init_still_validates():
     with pytest.raises(ValueError, match="duplicate"):
         LeaderAndIsr(1, 0, (1, 1))
     with pytest.raises(ValueError, match="acks"):
         ProduceRequest(acks=2, timeout_ms=1, partitions=())
+    with pytest.raises(ValueError, match="acks"):  # between -1 and 1 is not one of them
+        ProduceRequest(acks=0.5, timeout_ms=1, partitions=())
 
 
 def test_the_messages_use_it():
