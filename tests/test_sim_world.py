@@ -1021,9 +1021,11 @@ def test_every_partition_of_an_acks_all_answer_is_judged_not_only_the_first():
 # ---- third checker mutation pass (forty-ninth review) -------------------------------------------
 
 
-def test_re_creating_a_topic_forgets_its_old_history_first():
-    """World._create_topic forgets the checker's models of the topic's previous
-    incarnation: the new one's first leader is judged against nothing."""
+@pytest.mark.parametrize("accepted", [True, False])
+def test_re_creating_a_topic_forgets_its_old_history_first(accepted):
+    """World._create_topic, once the admin call accepts it, forgets the checker's models of
+    the topic's previous incarnation: the new one's first leader is judged against nothing.
+    A refused create starts no incarnation and forgets nothing."""
     from types import SimpleNamespace
 
     from kreplica.sim.checker import Checker
@@ -1033,12 +1035,16 @@ def test_re_creating_a_topic_forgets_its_old_history_first():
     checker.model("side-0").canon_end = 7
     checker.model("other-0").canon_end = 3
     world = SimpleNamespace(checker=checker, _deleting={"side"}, _leaderless_since={"side-0": 5},
-                            record=lambda *a, **k: None, _admin=lambda *a, **k: None,
+                            record=lambda *a, **k: None, _admin=lambda *a, **k: accepted,
                             cluster=SimpleNamespace(create_topic=None))
     world._forget_topic = lambda topic: World._forget_topic(world, topic)
     World._create_topic(world, "side", 1, 2)
-    assert set(checker.models) == {"other-0"} and world._leaderless_since == {}
-    assert world._deleting == set()
+    if accepted:
+        assert set(checker.models) == {"other-0"} and world._leaderless_since == {}
+        assert world._deleting == set()
+    else:
+        assert set(checker.models) == {"side-0", "other-0"} and world._leaderless_since == {"side-0": 5}
+        assert world._deleting == {"side"}
 
 
 def test_a_restarted_brokers_controller_is_a_new_term_even_at_failover_zero():
@@ -1441,8 +1447,9 @@ def test_a_kill_controller_step_binds_the_broker_it_killed_and_isolate_cuts_its_
 
 
 def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first():
-    """World._delete_topic: the checker's models of the topic and its leaderless stretches
-    go, and its replicas, deleted one by one, are no longer observed (``_deleting``)."""
+    """World._delete_topic, once the admin call accepts it: the checker's models of the topic
+    and its leaderless stretches go, and its replicas, deleted one by one, are no longer
+    observed (``_deleting``)."""
     from types import SimpleNamespace
 
     from kreplica.sim.checker import Checker
@@ -1453,7 +1460,7 @@ def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first():
     checker.model("other-0").canon_end = 3
     calls = []
     world = SimpleNamespace(checker=checker, _deleting=set(), _leaderless_since={"side-0": 5, "sidecar-0": 6},
-                            record=lambda *a, **k: None, _admin=lambda fn, *a, **k: calls.append((fn, a)),
+                            record=lambda *a, **k: None, _admin=lambda fn, *a, **k: calls.append((fn, a)) or True,
                             cluster=SimpleNamespace(delete_topic="delete"))
     world._forget_topic = lambda topic: World._forget_topic(world, topic)
     World._delete_topic(world, "side")
