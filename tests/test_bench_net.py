@@ -1,4 +1,5 @@
 """``kreplica bench net``: every row commits what it sends and is read back (no timing asserted)."""
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -202,10 +203,14 @@ def test_the_timed_batches_wait_for_all_three_replicas_in_sync():
 
 # The hundred-and-first review (docs/engine-audit.md, BH5-..): the fifth pass over the harness.
 
-@pytest.mark.parametrize("fails", [False, True], ids=["timed", "a-failed-run"])
-def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_what_it_started(fails, monkeypatch):
+@pytest.mark.parametrize("fails, hangs", [(False, None), (True, None), (False, "2")],
+                         ids=["timed", "a-failed-run", "a-broker-that-hangs"])
+def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_what_it_started(fails, hangs,
+                                                                                            monkeypatch):
     """Two brokers registered is not the three-broker cluster the row names; and the server
-    and the three processes are stopped whether the timed run ends or fails."""
+    and the three processes are stopped whether the timed run ends or fails, a broker still
+    running 30 s after its SIGTERM being killed (the hundred-and-twentieth review's BH6-23:
+    without the kill the row waits on it for ever)."""
     import contextlib
 
     from kreplica.meta import zk_server
@@ -236,7 +241,14 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
             events.append(("stop broker", self.id))
 
         def wait(self, timeout=None):
+            if self.id == hangs and not any(event == ("kill broker", self.id) for event in events):
+                if timeout is None:
+                    pytest.fail(f"waited for ever on broker {self.id}, never killed")
+                raise subprocess.TimeoutExpired("kreplica broker", timeout)
             return 0
+
+        def kill(self):
+            events.append(("kill broker", self.id))
 
     server = SimpleNamespace(hosts="127.0.0.1:2181", stop=lambda: events.append(("stop server",)))
     monkeypatch.setattr(zk_server, "zookeeper_available", lambda: True)
@@ -249,5 +261,6 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
             bench_net.processes([])
     else:
         assert bench_net.processes([]) == 2.5
+    killed = [("kill broker", hangs)] if hangs else []
     assert events == [("timed with", 3), ("stop broker", "1"), ("stop broker", "2"), ("stop broker", "3"),
-                      ("stop server",)]
+                      *killed, ("stop server",)]

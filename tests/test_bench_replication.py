@@ -148,6 +148,10 @@ def test_a_leader_whose_high_watermark_lags_its_log_end_is_not_converged():
     produced = {"acked": 2, "failures": [], "seconds": 1.0, "cpu_seconds": 1.0}
     with pytest.raises(RuntimeError, match="replicas did not converge: LEOs {1: 20, 2: 20, 3: 20}, HW 10"):
         finish_replicated({"managers": _managers({1: (20, 10), 2: (20, 0), 3: (20, 0)})}, produced, [b"x"], 2)
+    # a follower short of the leader's log has not converged either, whatever the leader's HW says:
+    # the run counts records committed on all three replicas (the hundred-and-twentieth review's BH6-17)
+    with pytest.raises(RuntimeError, match="replicas did not converge: LEOs {1: 20, 2: 20, 3: 10}, HW 20"):
+        finish_replicated({"managers": _managers({1: (20, 20), 2: (20, 0), 3: (10, 0)})}, produced, [b"x"], 2)
     done = finish_replicated({"managers": _managers({1: (20, 20), 2: (20, 0), 3: (20, 0)})}, produced, [b"xy"], 2)
     assert (done["records"], done["bytes"]) == (20, 4)
 

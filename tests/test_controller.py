@@ -596,6 +596,11 @@ def test_failover_bench_judges_round_trips_on_the_worst_store_row():
     # exactly one round trip per re-elected partition meets "<= 1" (the hundred-and-first review's BH5-24)
     assert verdicts(rows[:1] + [FailoverResult("zookeeper", "controller", 3000, 1.0, 0.5, 1000, 1000, 1)]) == [
         "target: ZooKeeper <= 1 round trip per re-elected partition: worst 1.0000, PASS"]
+    # `--partitions 1`: 1002 leads nothing, so its row has no trips per re-elected partition;
+    # the target is judged on the rows that have one (BH6-20: a TypeError on the None)
+    nothing = FailoverResult("zookeeper", "broker", 1, 1.0, 0.5, 0, 3, 1)
+    assert verdicts([nothing, rows[0]]) == [
+        "target: ZooKeeper <= 1 round trip per re-elected partition: worst 0.5000, PASS"]
 
 
 def test_failover_bench_counts_only_the_requests_sent_by_the_failover():
@@ -620,6 +625,9 @@ def test_failover_bench_judges_linearity_smallest_against_largest_at_2x():
     assert verdicts([row(10000, 0.625), row(1000, 0.025)]) == [
         "target: memory store, 1,000 partitions in < 0.5 s: 0.025 s, PASS",
         "target: linear in partitions: 25.0 -> 62.5 us/partition from 1,000 to 10,000, FAIL"]
+    # "at most 2x": exactly twice the smallest size's cost per partition passes (BH6-18)
+    assert verdicts([row(1000, 0.125), row(8000, 2.0)])[1] == (
+        "target: linear in partitions: 125.0 -> 250.0 us/partition from 1,000 to 8,000, PASS")
 
 
 # The eighty-second review (docs/engine-audit.md, BH4-..): the fourth pass over the harness.
@@ -644,6 +652,9 @@ def test_failover_bench_judges_the_1000_partition_target_on_the_1000_partition_r
     rows = [FailoverResult("memory", "broker", n, s, s, n // 3, 0, 1) for n, s in ((500, 0.01), (1000, 0.6))]
     assert verdicts(rows)[0] == "target: memory store, 1,000 partitions in < 0.5 s: 0.600 s, FAIL"
     assert [line for line in verdicts(rows[:1]) if "1,000 partitions" in line] == []  # no 1,000 row: no verdict
+    # "in < 0.5 s": exactly half a second misses it (the hundred-and-twentieth review's BH6-19)
+    assert verdicts([FailoverResult("memory", "broker", 1000, 0.5, 0.5, 333, 0, 1)]) == [
+        "target: memory store, 1,000 partitions in < 0.5 s: 0.500 s, FAIL"]
 
 
 def test_failover_bench_is_not_done_until_the_failed_broker_is_gone():
@@ -654,6 +665,8 @@ def test_failover_bench_is_not_done_until_the_failed_broker_is_gone():
 
     state = bench_failover.prepare(9)
     assert not state["done"]()
+    with pytest.raises(AssertionError, match="leaders were not re-elected"):  # BH6-22: a run that never failed over
+        bench_failover.teardown(state)
     bench_failover.fail(state)
     assert state["done"]()
     bench_failover.teardown(state)
@@ -708,6 +721,10 @@ def test_failover_bench_runs_each_size_twice_on_the_real_store_each_run_on_its_o
     assert bench_failover.run_zookeeper([30, 60]) == [1, 2, 3, 4]
     assert [(n, fails) for n, _root, fails in runs] == [(30, False), (30, True), (60, False), (60, True)]
     assert len({root for _n, root, _fails in runs}) == 4
+    # a machine without the package gets no ZooKeeper rows, and no server is started (BH6-21)
+    monkeypatch.setattr(zk_server, "zookeeper_available", lambda: False)
+    monkeypatch.setattr(zk_server, "ZooKeeperServer", lambda: pytest.fail("a server was started"))
+    assert bench_failover.run_zookeeper([30]) == [] and len(runs) == 4
 
 
 # -- random histories (hypothesis) ------------------------------------------------------------
