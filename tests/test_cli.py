@@ -342,6 +342,21 @@ def test_sweep_refuses_bad_run_options(capsys):
         ["sweep", "--scenario", "random-chaos", "--out", "x", "--runs-per-task", "0"], capsys)
 
 
+def test_sweep_refuses_a_conf_without_a_value_and_a_grid_file_beside_axis_flags_up_front(no_spark, tmp_path,
+                                                                                         capsys):
+    """``--conf`` takes KEY=VALUE (moved here from the Spark-marked tests, where the fast run
+    never saw it: the hundred-and-twentieth review's BH6-27 let its ValueError out as a
+    traceback); and a grid file with an axis flag but no ``--scenario`` is as ambiguous as
+    one with both (BH6-25 ran the file and dropped the flag)."""
+    assert cli.main(["sweep", "--scenario", "random-chaos", "--out", str(tmp_path / "x"), "--conf", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sweep: --conf ") and "expected KEY=VALUE" in err and len(err.strip().splitlines()) == 1
+    grid = tmp_path / "grid.toml"
+    grid.write_text('scenarios = ["random-chaos"]\nseeds = "1..2"\n')
+    assert cli.main(["sweep", "--grid", str(grid), "--acks", "1", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == "sweep: give the grid as --grid FILE or as flags, not both"
+
+
 class _Context:
     """The SparkContext calls `kreplica sweep` makes outside run_sweep."""
 
@@ -503,6 +518,29 @@ def test_a_sweep_shows_a_bar_unless_told_not_to_and_counts_the_seeds_it_was_give
     assert cli.main(argv) == 0 and cli.main([*argv, "--no-progress"]) == 0
     assert calls == [True, False]
     assert "sweep: 2 runs = 1 scenarios x 1 configurations x 2 seeds (3..4)" in capsys.readouterr().err
+
+
+def test_a_report_on_another_file_system_goes_to_the_current_directory_and_one_on_no_rows_is_refused(
+        monkeypatch, tmp_path, capsys):
+    """An ``hdfs://`` OUT is not a local path: the report goes to ./kreplica-sweep-report (the
+    hundred-and-twentieth review's BH6-26 made it a directory named "hdfs:"); and an OUT
+    holding no sweep rows is said in one line, exit 2, with no report built (BH6-28)."""
+    import types
+
+    monkeypatch.setenv("COLUMNS", "300")  # one line, however long tmp_path
+    made, rows = [], [object(), None]
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.done_runs", lambda spark, out: rows.pop(0))
+    monkeypatch.setattr("kreplica.spark.sweep.read_results", lambda spark, out: None)
+    monkeypatch.setattr("kreplica.spark.report.build_report", lambda spark, runs, report_dir, **kw:
+                        made.append(report_dir) or types.SimpleNamespace(markdown="r.md", failing_total=0))
+    assert cli.main(["sweep", "--out", "hdfs://namenode:8020/sweeps/a", "--report-only"]) == 0
+    assert made == ["kreplica-sweep-report"], capsys.readouterr().err
+    capsys.readouterr()
+    out = str(tmp_path / "empty")
+    assert cli.main(["sweep", "--out", out, "--report-only"]) == 2
+    assert made == ["kreplica-sweep-report"]
+    assert capsys.readouterr().err.strip() == f"report: no sweep rows in {out}"
 
 
 def test_a_report_dir_given_wins_over_the_default_under_out(monkeypatch, tmp_path, capsys):

@@ -404,6 +404,21 @@ def test_log_demo_refuses_bad_arguments(argv, message, capsys):
     assert refused(main, ["log-demo", *argv], capsys) == f"kreplica log-demo: error: {message}"
 
 
+def test_log_demo_says_in_one_line_that_it_cannot_create_its_directory_under_dir(tmp_path, monkeypatch, capsys):
+    """A --dir that is a directory the user may not create in (stood in: the tests may run as
+    root, who can): one line and exit 1, not a traceback (the hundred-and-twentieth review's
+    BH6-24 caught only a vanished directory)."""
+    from kreplica.tools import log_demo
+
+    def mkdtemp(prefix, dir):
+        raise PermissionError(13, "Permission denied", f"{dir}/{prefix}x")
+
+    monkeypatch.setattr(log_demo.tempfile, "mkdtemp", mkdtemp)
+    assert main(["log-demo", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"Error: --dir {tmp_path}: [Errno 13] Permission denied: '{tmp_path}/kreplica-log-demo-x'\n")
+
+
 # The sixty-first review (docs/engine-audit.md, T3-..): the third pass over dump-log.
 def test_a_file_that_is_not_a_segment_alone_fails_the_dump(tmp_path):
     # A script checking `kreplica dump-log FILE` by its exit status must not take a

@@ -130,13 +130,6 @@ def test_loopback_and_this_interpreter_are_defaults_for_a_local_master_only(monk
     assert session.session_conf("local[2]")["spark.pyspark.python"] == os.environ["PYSPARK_PYTHON"]
 
 
-def test_cli_conf_must_be_key_value(capsys):
-    from kreplica import cli
-
-    assert cli.main(["sweep", "--scenario", SCENARIO, "--out", "/tmp/x", "--conf", "nonsense"]) == 2
-    assert "expected KEY=VALUE" in capsys.readouterr().err
-
-
 def test_overrides_reach_the_scenario():
     sc = build_scenario("random-chaos", RunConfig.parse(
         {"acks": "1", "min.insync.replicas": 1, "unclean": True, "truncation": "leader-epoch",
