@@ -171,12 +171,14 @@ def test_event_costs_times_every_event_soon_or_later_and_puts_the_scheduler_back
     import kreplica.cluster as cluster_module
 
     real = cluster_module.SimScheduler
+    now = [0.0]
+    monkeypatch.setattr(bench_sim, "time", SimpleNamespace(perf_counter=lambda: now[0]))
 
-    def ping(*args):
-        pass
+    def ping(*args):  # each event's own time is what its kind is charged (BH6-31: none of it)
+        now[0] += 0.25
 
     def pong():
-        pass
+        now[0] += 1.0
 
     def chaos_run(seed):
         sched = cluster_module.SimScheduler(0)
@@ -189,8 +191,7 @@ def test_event_costs_times_every_event_soon_or_later_and_puts_the_scheduler_back
 
     monkeypatch.setattr(bench_sim, "chaos_run", chaos_run)
     costs, cpu = bench_sim.event_costs()
-    assert {kind: n for kind, (n, _t) in costs.items()} == {f"timer {ping.__qualname__}": 2,
-                                                             f"timer {pong.__qualname__}": 1}
+    assert costs == {f"timer {ping.__qualname__}": (2, 0.5), f"timer {pong.__qualname__}": (1, 1.0)}
     assert cpu == 0.25 and cluster_module.SimScheduler is real
 
     def failing(seed):
@@ -207,11 +208,14 @@ def test_by_kind_lists_the_costliest_kinds_first_with_their_share_of_the_time_in
     """10 ms inside events out of a run of 20 CPU ms: each kind's share is of the 10 ms (the
     checker's passes between events are in no kind), costliest first."""
     monkeypatch.setenv("COLUMNS", "200")
-    monkeypatch.setattr(bench_sim, "chaos_run", lambda seed: (0.0, 0.0, 0, 0, 0))
+    calls = []
+    monkeypatch.setattr(bench_sim, "chaos_run", lambda seed: calls.append(("chaos_run", seed)) or (0.0, 0.0, 0, 0, 0))
     costs = {"message FetchRequest": (4, 0.004), "timer Fetcher.poll": (1, 0.006),
              "store notice Watch.fire": (10, 0.0)}
-    monkeypatch.setattr(bench_sim, "event_costs", lambda: (costs, 0.02))
+    monkeypatch.setattr(bench_sim, "event_costs", lambda: calls.append(("event_costs",)) or (costs, 0.02))
     bench_sim.by_kind()
+    # one untimed run first, so the imports and first touches are in no kind (BH6-32)
+    assert calls == [("chaos_run", 1), ("event_costs",)]
     lines = capsys.readouterr().out.splitlines()
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if line.count("│") == 5]
     assert rows == [["timer Fetcher.poll", "1", "6,000.0", "60.0%"], ["message FetchRequest", "4", "1,000.0", "40.0%"],
@@ -233,3 +237,68 @@ def test_small_seeds_runs_seeds_1_to_n_without_history_and_counts_the_failing_on
     monkeypatch.setattr(bench_sim.scenarios, "load", lambda name: f"scenario {name}")
     _wall, _cpu, bad = bench_sim.small_seeds(6)
     assert bad == 2 and ran == [(f"scenario {bench_sim.SMALL}", seed, False) for seed in range(1, 7)]
+
+
+# The hundred-and-twentieth review (docs/engine-audit.md, BH6-..): the sixth pass over the harness.
+
+def test_the_chaos_run_is_three_brokers_ten_partitions_sixty_virtual_seconds_on_leader_epoch(bench_sim, monkeypatch):
+    """The table's row says "60 virtual s chaos, 3 brokers x 10 partitions": random-chaos
+    (4 partitions of its own) widened to 10, leader-epoch truncation, a produce every 100 ms."""
+    ran = []
+
+    class World:
+        def __init__(self, sc, seed):
+            ran.append((sc, seed))
+
+        def run(self):
+            return SimpleNamespace(scheduler_events=5, acked_writes=2, virtual_ms=61_000)
+
+    monkeypatch.setattr(bench_sim, "World", World)
+    assert bench_sim.chaos_run(7)[2:] == (5, 2, 61_000)
+    [(sc, seed)] = ran
+    assert (seed, sc.brokers, sc.until_ms, [t.partitions for t in sc.topics]) == (7, 3, 60_000, [10])
+    assert (sc.config["replica.truncation.strategy"], sc.workload.produce_interval_ms) == ("leader-epoch", 100)
+
+
+def test_side_by_sides_child_keeps_each_seeds_better_run_of_two_after_a_warm_up(bench_sim, tmp_path):
+    """The child process ``side_by_side`` starts in each checkout: one warm-up run, then
+    seeds 1 to 3 twice each, summing each seed's least CPU s. It imports the checkout's
+    own ``benchmarks/bench_sim.py``, here a stand-in with scripted CPU seconds."""
+    checkout = tmp_path / "checkout"
+    (checkout / "benchmarks").mkdir(parents=True)
+    (checkout / "benchmarks" / "bench_sim.py").write_text(
+        "seeds = iter([1, 1, 1, 2, 2, 3, 3])\n"
+        "cpu = iter([9.0, 1.0, 5.0, 4.0, 2.0, 3.0, 8.0])\n"
+        "def chaos_run(seed):\n"
+        "    assert seed == next(seeds), seed\n"
+        "    return 0.0, next(cpu), 0, 0, 0\n")
+    out = subprocess.run([sys.executable, "-c", bench_sim._SIDE_BY_SIDE_CHILD, str(checkout)], cwd=checkout,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["6.0"]  # 1 + 2 + 3
+
+
+def test_the_recording_names_each_run_by_label_and_seed_for_the_seeds_asked(history_hashes, tmp_path, monkeypatch):
+    """``--seeds`` and ``--swarm-seeds`` reach the runs (3 and 12 by default), and each line is
+    the run's label, its seed and its history's hash: a check names the run that differs."""
+    asked = []
+
+    def runs(seeds, swarm_seeds):
+        asked.append((seeds, swarm_seeds))
+        return [("a/leader-epoch", 1, "sc1"), ("a/leader-epoch", 2, "sc2"), ("swarm/random-chaos", 1, "sc3")]
+
+    class World:
+        def __init__(self, sc, seed, keep_history=True):
+            self.sc = sc
+
+        def run(self):
+            return SimpleNamespace(history_hash=f"hash-of-{self.sc}")
+
+    monkeypatch.setattr(history_hashes, "runs", runs)
+    monkeypatch.setattr(history_hashes, "World", World)
+    recording = tmp_path / "hashes.txt"
+    assert history_hashes.main(["--record", str(recording), "--seeds", "2", "--swarm-seeds", "5"]) == 0
+    assert history_hashes.main(["--record", str(recording)]) == 0
+    assert asked == [(2, 5), (3, 12)]
+    assert recording.read_text() == (
+        "a/leader-epoch 1 hash-of-sc1\na/leader-epoch 2 hash-of-sc2\nswarm/random-chaos 1 hash-of-sc3\n")
