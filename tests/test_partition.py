@@ -110,6 +110,9 @@ def test_min_isr_is_checked_before_appending_for_acks_all(tmp_path):
     assert rig.p.log_end_offset == 0
     rig.p.append_records_to_leader(encode_batch([b"x"], timestamp_ms=0), 1)
     assert rig.p.log_end_offset == 1
+    # Kafka checks min.insync.replicas for acks=-1 only: acks=0 appends below it too.
+    rig.p.append_records_to_leader(encode_batch([b"y"], timestamp_ms=0), 0)
+    assert rig.p.log_end_offset == 2
     rig.log.close()
 
 
