@@ -252,6 +252,9 @@ def test_only_the_proposal_in_flight_is_awaited(tmp_path):
     held = h.held[0][0]
     assert leader.awaits_isr_answer(held)
     assert not leader.awaits_isr_answer(replace(held, new_isr=(1, 2, 3)))
+    # The same ISR proposed at another version or under another epoch is another proposal.
+    assert not leader.awaits_isr_answer(replace(held, zk_version=held.zk_version + 1))
+    assert not leader.awaits_isr_answer(replace(held, leader_epoch=held.leader_epoch + 1))
     h.release_alter_isr()
     assert not leader.awaits_isr_answer(held)
     h.close()
@@ -313,6 +316,25 @@ def test_a_parked_follower_fetch_is_answered_when_the_hw_passes_what_it_was_told
     h = _cluster(tmp_path, {"replica.fetch.wait.max.ms": 5000})
     assert h.produce_sync(TP, [b"a"]).error_code == errors.NONE
     assert h.run_until(lambda: all(h.partition(b, TP).high_watermark == 1 for b in (2, 3)), 100)
+    h.close()
+
+
+def test_broker_0_fetching_is_a_follower_whose_parked_fetch_learns_the_hw(tmp_path):
+    """Kafka's replica ids start at 0 (broker.id's default) and any id >= 0 is a follower:
+    broker 0's fetch records its LEO (it holds the HW like any ISR member), and its fetch
+    parked at the log end is answered as soon as the HW passes what it was told, not at
+    replica.fetch.wait.max.ms."""
+    h = _cluster(tmp_path, brokers=(1, 0, 2))
+    h.crash(0)
+    h.crash(2)  # both stay in the ISR (lag time 30 s): the HW waits for both
+    assert h.produce_sync(TP, [b"a"], acks=1).error_code == errors.NONE
+    rm = h.brokers[1]
+    got = []
+    rm.handle_fetch(FetchRequest(0, (FetchPartition(TP, 1, 0),), max_wait_ms=5000), got.append)
+    assert not got and h.partition(1, TP).high_watermark == 0  # broker 2 holds the HW: parked
+    rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 1, 0),), max_wait_ms=0), lambda r: None)
+    assert h.partition(1, TP).high_watermark == 1  # broker 0's LEO counted
+    assert got and got[0].partitions[0].high_watermark == 1
     h.close()
 
 
@@ -594,6 +616,74 @@ def test_long_poll_waits_for_min_bytes(tmp_path):
     h.close()
 
 
+def test_a_committed_long_poll_beyond_the_hw_in_a_later_segment_is_answered_at_once(tmp_path):
+    """Kafka's DelayedFetch completes a fetch whose offset lies in a later segment than the
+    end it may read to (for a committed reader, the HW): a consumer that read ahead of a
+    new leader's lagging HW is answered at once, not after max_wait_ms."""
+    h = _cluster(tmp_path, {"segment.bytes": 1024})
+    h.crash(2)
+    h.crash(3)  # in the ISR still: the HW stays at 0
+    for i in range(6):
+        h.produce_sync(TP, [b"v" * 400], acks=1)
+    log = h.partition(1, TP).log
+    assert log.high_watermark == 0 and log.log_end_offset == 6 and len(log.segments) > 1
+    start = h.scheduler.now_ms()
+    got = _consumer_long_poll(h, 6, 5000)
+    assert h.run_until(lambda: bool(got), 100)
+    at, resp = got[0]
+    d = resp.partitions[0]
+    assert at == start and (d.error_code, len(d.records)) == (errors.NONE, 0)
+    h.close()
+
+
+def test_a_long_poll_counts_each_partitions_bytes_up_to_its_own_max_bytes(tmp_path):
+    """Kafka's DelayedFetch accumulates min(bytes available, the partition's max_bytes):
+    committed data beyond a partition's max_bytes does not meet min_bytes, so the fetch
+    waits out max_wait_ms (and then answers what it may read)."""
+    h = _cluster(tmp_path)
+    for i in range(10):
+        h.produce_sync(TP, [b"w" * 100])
+    assert h.partition(1, TP).high_watermark == 10
+    start = h.scheduler.now_ms()
+    got = []
+    req = FetchRequest(-1, (FetchPartition(TP, 0, -1, -1, 300),), max_wait_ms=2000, min_bytes=1000)
+    h.transport.send(-7, 1, req, lambda r: got.append((h.scheduler.now_ms(), r)))
+    h.advance(1000)
+    assert got == []
+    assert h.run_until(lambda: bool(got), 2000)
+    at, resp = got[0]
+    assert at - start == 2000 and 0 < len(resp.partitions[0].records) <= 300
+    h.close()
+
+
+def _produce_answer(h, req):
+    """Send a client produce to broker 1; each partition's (error code, base offset)."""
+    got = []
+    h.transport.send(-7, 1, req, got.append)
+    assert h.run_until(lambda: bool(got), 1000)
+    return {r.tp: (r.error_code, r.base_offset) for r in got[0].partitions}
+
+
+def test_an_acks_all_produce_timing_out_on_one_partition_answers_the_other_that_committed(tmp_path):
+    """Kafka's DelayedProduce checks every partition of the request each time: at the
+    timeout only the partitions still short of their offset answer REQUEST_TIMED_OUT; one
+    whose HW passed its write answers NONE with its offset, whatever its place in the request."""
+    from kreplica.protocol import ProducePartition, ProduceRequest
+    from kreplica.records import encode_batch
+
+    h = _cluster(tmp_path)
+    other = TopicPartition("bar", 1)
+    h.create_partition(other, (1, 2))
+    h.settle(other)
+    h.crash(3)  # stays in TP's ISR (lag time 30 s): TP cannot commit
+    batch = encode_batch([b"x"], timestamp_ms=0)
+    req = ProduceRequest(-1, 500, (ProducePartition(TP, batch), ProducePartition(other, batch)))
+    codes = _produce_answer(h, req)
+    assert codes == {TP: (errors.RequestTimedOut.code, -1), other: (errors.NONE, 0)}
+    assert h.partition(1, other).high_watermark == 1
+    h.close()
+
+
 def test_one_produce_request_many_partitions(tmp_path):
     h = _cluster(tmp_path)
     other = _another_partition(h, TopicPartition("bar", 1))
@@ -624,10 +714,7 @@ def test_a_partition_refused_at_the_append_keeps_its_error_while_another_waits(t
     big = encode_batch([b"x" * 4000], timestamp_ms=0)
     small = encode_batch([b"y"], timestamp_ms=0)
     req = ProduceRequest(-1, 5000, (ProducePartition(TP, big), ProducePartition(other, small)))
-    got = []
-    h.transport.send(-7, 1, req, got.append)
-    assert h.run_until(lambda: bool(got), 1000)
-    codes = {r.tp: (r.error_code, r.base_offset) for r in got[0].partitions}
+    codes = _produce_answer(h, req)
     assert codes == {TP: (errors.RecordTooLarge.code, -1), other: (errors.NONE, 0)}
     assert h.partition(1, TP).log_end_offset == 0
     h.close()
