@@ -315,6 +315,18 @@ def test_each_partition_asks_for_replica_fetch_max_bytes_and_the_fetch_for_the_r
     assert (req.partitions[0].max_bytes, req.max_bytes) == (1234, 56789)
 
 
+def test_a_fetch_names_the_leader_epoch_it_follows(tmp_path):
+    """KIP-320: each partition of a follower's fetch carries the leader epoch its state was
+    made for, so a leader in another epoch fences (or defers) it instead of serving a
+    follower that has not yet heard of the change."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    _follow(rm, epoch=3)
+    h.advance(1)
+    req = leader.requests[0][1]
+    assert isinstance(req, FetchRequest)
+    assert (req.partitions[0].fetch_offset, req.partitions[0].current_leader_epoch) == (0, 3)
+
+
 def test_a_late_fetch_answer_for_a_replaced_state_is_ignored(tmp_path):
     """The fetcher stays (another partition keeps it) while TP is re-added under a newer
     epoch; the answer to the fetch sent under the old epoch then arrives and must not
