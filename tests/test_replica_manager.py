@@ -1243,6 +1243,8 @@ def test_a_topic_override_replaces_only_the_keys_it_names(tmp_path):
     for b in (1, 2, 3):
         h.brokers[b].handle_leader_and_isr(LeaderAndIsrRequest(0, h.controller_epoch, (state,)))
     h.settle(TP)
+    # The override itself is in force from the replica's start (Kafka's getOrCreateLog).
+    assert {h.partition(b, TP).log.config.retention_ms for b in (1, 2, 3)} == {3_600_000}
     h.crash(3)
     h.produce_sync(TP, [b"a"], acks=1)
     h.advance(2000)
