@@ -307,12 +307,15 @@ def test_a_late_epoch_answer_for_a_replaced_state_is_ignored(tmp_path):
 
 def test_each_partition_asks_for_replica_fetch_max_bytes_and_the_fetch_for_the_response_max(tmp_path):
     h, rm, leader = _follower_with_records(
-        tmp_path, 0, {"replica.fetch.max.bytes": 1234, "replica.fetch.response.max.bytes": 56789})
+        tmp_path, 0, {"replica.fetch.max.bytes": 1234, "replica.fetch.response.max.bytes": 56789,
+                      "replica.fetch.min.bytes": 7})
     _follow(rm)
     h.advance(1)
     req = leader.requests[0][1]
     assert isinstance(req, FetchRequest)
     assert (req.partitions[0].max_bytes, req.max_bytes) == (1234, 56789)
+    # The long-poll is the follower's: replica.fetch.min.bytes and replica.fetch.wait.max.ms.
+    assert (req.min_bytes, req.max_wait_ms) == (7, CONFIG["replica.fetch.wait.max.ms"])
 
 
 def test_a_fetch_names_the_leader_epoch_it_follows(tmp_path):
