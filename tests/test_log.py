@@ -740,6 +740,19 @@ def test_flush_ms(tmp_path, clock):
     log.close()
 
 
+def test_flush_ms_counts_from_a_clean_open(tmp_path, clock):
+    # A clean open flushes nothing, so flush.ms must count from the open (Kafka's
+    # lastFlushedTime starts at the log's creation), not from the epoch: else the first
+    # append after a restart fsyncs at once.
+    Log.open(tmp_path / "t-0", {"flush.ms": 100}, clock=clock).close()
+    log = Log.open(tmp_path / "t-0", {"flush.ms": 100}, clock=clock)
+    log.append_as_leader(values(1))
+    assert log.recovery_point == 0 and not log.maybe_flush()
+    clock.advance(100)
+    assert log.maybe_flush() and log.recovery_point == 1
+    log.close()
+
+
 def test_flush_ms_without_a_later_append_needs_the_periodic_check(tmp_path, clock):
     log = Log.open(tmp_path / "t-0", {"flush.ms": 100}, clock=clock)
     assert not log.maybe_flush()  # nothing waits
@@ -938,6 +951,15 @@ def test_log_append_time_replaces_the_timestamp_given_to_an_encoded_append_in_th
     log.close()
 
 
+def test_a_create_time_append_reports_no_log_append_time(tmp_path, clock):
+    # Kafka's ProduceResponse carries logAppendTime -1 unless the topic stamps
+    # LogAppendTime: a producer takes any other value for the broker's stamp.
+    log = Log.open(tmp_path / "t-0", {}, clock=clock)
+    assert log.append_as_leader([b"a"], timestamp_ms=5).log_append_time == -1
+    assert log.append_batches_as_leader(encode_batch([b"b"], timestamp_ms=7), leader_epoch=0).log_append_time == -1
+    log.close()
+
+
 def test_an_open_log_holds_five_descriptors(tmp_path):
     """The lock, the active .log for pwrite, and the one each of its three maps holds
     (CPython's mmap keeps a dup): sealed segments hold none until read."""
@@ -949,6 +971,30 @@ def test_an_open_log_holds_five_descriptors(tmp_path):
     for log in logs:
         log.close()
     assert fds_under(tmp_path) == 0
+
+
+def test_closing_a_closed_or_crashed_log_does_nothing(tmp_path):
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append_as_leader(values(3))
+    log.close()
+    log.close()  # a second close is a no-op, not a storage error
+    assert (tmp_path / "t-0" / ".kafka_cleanshutdown").exists()
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append_as_leader(values(2, 3))
+    log.crash()
+    log.close()  # a crashed log let go of its files: it is not flushed or marked clean now
+    assert not (tmp_path / "t-0" / ".kafka_cleanshutdown").exists()
+    log = Log.open(tmp_path / "t-0", SMALL)
+    assert log.log_end_offset == 3 and log.last_recovery  # recovered, the unflushed append lost
+    log.close()
+
+
+def test_deleting_an_open_log_lets_go_of_its_descriptors_and_lock(tmp_path):
+    log = Log.open(tmp_path / "t-0", SMALL)
+    for i in range(40):
+        log.append_as_leader(values(10, 10 * i))
+    log.delete()
+    assert not (tmp_path / "t-0").exists() and fds_under(tmp_path) == 0
 
 
 class LogMachine(RuleBasedStateMachine):
@@ -1196,6 +1242,20 @@ def test_one_follower_append_spanning_more_than_a_segment_may_rolls_inside_it(tm
         log.append_as_follower(_resigned(encode_batch([b"v"], base_offset=3 * big + 4), last_offset_delta=big)
                                + bytes(bad))
     assert log.log_end_offset == 3 * big + 4 and len(log.segments) == 4
+    log.close()
+
+
+def test_a_follower_append_split_across_segments_answers_as_one_append(tmp_path):
+    # The pieces of an append too wide for one segment each go through the one-segment
+    # path; the answer is the whole append's: the newest timestamp of any piece (here
+    # the first) and its offsets counted as an unsplit append counts them.
+    big = 2**31 - 1
+    first = _resigned(encode_batch([b"v"], base_offset=0, timestamp_ms=5_000), last_offset_delta=big)
+    second = encode_batch([b"w"], base_offset=big + 1, timestamp_ms=3_000)
+    log = Log.open(tmp_path / "t-0", {})
+    info = log.append_as_follower(first + second)
+    assert [s.base_offset for s in log.segments] == [0, big + 1]
+    assert (info.max_timestamp, info.num_records, info.num_batches) == (5_000, big + 2, 2)
     log.close()
 
 

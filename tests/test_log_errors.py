@@ -570,3 +570,15 @@ def test_a_batch_too_large_or_of_a_codec_kreplica_cannot_read_is_answered_so_wha
         log.append_batches_as_leader(bytes(snappy), leader_epoch=0)
     assert log.log_end_offset == 0
     log.close()
+
+
+@pytest.mark.parametrize("empty", [b"", bytearray(), memoryview(b"")], ids=["bytes", "bytearray", "memoryview"])
+def test_an_empty_producer_append_is_an_invalid_record_not_a_corrupt_one(tmp_path, empty):
+    # CorruptMessage is retriable: a producer would send its empty request again and
+    # again.  Nothing to append is the request's fault, and the log stays as it was.
+    log = Log.open(tmp_path / "t-0", {})
+    log.append_as_leader([b"a"])
+    with pytest.raises(errors.InvalidRecord, match="no batches"):
+        log.append_batches_as_leader(empty, leader_epoch=0)
+    assert log.log_end_offset == 1 and log.segments[-1].size == len(bytes(log.read(0)))
+    log.close()
