@@ -141,6 +141,19 @@ def test_rolls_on_segment_ms(tmp_path, clock):
     log.close()
 
 
+def test_an_empty_segment_past_segment_ms_takes_the_next_append_and_keeps_its_age(tmp_path, clock):
+    # Kafka 0.10's maybeRoll never rolls an empty segment (segment.size > 0); it takes the
+    # append and still ages from its creation, so the next append rolls.  Recreated for
+    # the first append, it would hold every later one for another segment.ms.
+    log = Log.open(tmp_path / "t-0", {"segment.ms": 1000}, clock=clock)
+    clock.advance(5000)
+    log.append_as_leader(values(1))
+    assert [(s.base_offset, s.created_ms) for s in log.segments] == [(0, 1_000_000)]
+    log.append_as_leader(values(1))
+    assert [s.base_offset for s in log.segments] == [0, 1]
+    log.close()
+
+
 @pytest.mark.parametrize("stop", ["close", "crash"])
 def test_a_reopened_segment_ages_on_the_logs_clock(tmp_path, clock, stop):
     # Its age used to come from the file's wall-clock mtime: on a virtual clock that is
@@ -948,6 +961,18 @@ def test_log_append_time_replaces_the_timestamp_given_to_an_encoded_append_in_th
     assert (info.max_timestamp, info.log_append_time) == (1_000_000, 1_000_000)
     assert log.segments[-1].max_timestamp == 1_000_000
     assert log.offset_for_timestamp(1_000_000) == 0
+    log.close()
+
+
+def test_a_leader_append_takes_any_iterable_of_items(tmp_path, clock):
+    # The encoder takes any iterable; so does the log, whose own count of the records
+    # must not need a list (an iterator or a generator has no len).
+    log = Log.open(tmp_path / "t-0", {}, clock=clock)
+    assert log.append_as_leader(iter([b"a", b"b"])).last_offset == 1
+    assert log.append_as_leader(v for v in (b"c",)).last_offset == 2
+    assert log.append_as_leader((b"d", (b"k", b"e"))).last_offset == 4
+    assert [(r.key, r.value) for r in all_records(log)] == [
+        (None, b"a"), (None, b"b"), (None, b"c"), (None, b"d"), (b"k", b"e")]
     log.close()
 
 
