@@ -920,3 +920,32 @@ def test_an_unclean_open_whose_recovery_point_lags_the_first_segment_fsyncs_ever
     for seg in log.segments:
         assert os.path.realpath(seg.log_file.path) in synced[:checkpoint]
     log.close()
+
+
+def test_a_flush_whose_fsync_fails_leaves_the_recovery_point_and_the_next_flush_redoes_it(tmp_path, monkeypatch):
+    """The recovery point moves only once every segment since it was fsynced: moved
+    first, an fsync error left it at the LEO, and the next flush started from the
+    segment holding it, so the earlier segments' batches were never made durable and a
+    power loss took them while the checkpoint called them flushed."""
+    from kreplica.log.log_segment import LogSegment
+
+    log = Log.open(tmp_path / "t-0", CONFIG)
+    append_range(log, 0, 1000)
+    first = log.segments[0]
+    assert len(log.segments) >= 2 and log.recovery_point == 0
+    flushed = []
+    real = LogSegment.flush
+
+    def failing(seg):
+        if seg is first:
+            raise KafkaStorageError("flushing: Input/output error")
+        real(seg)
+
+    monkeypatch.setattr(LogSegment, "flush", failing)
+    with pytest.raises(KafkaStorageError):
+        log.flush()
+    assert log.recovery_point == 0
+    monkeypatch.setattr(LogSegment, "flush", lambda seg: (flushed.append(seg.base_offset), real(seg)))
+    log.flush()
+    assert flushed[0] == 0 and log.recovery_point == 1000
+    log.close()
