@@ -161,3 +161,14 @@ def test_an_election_that_keeps_the_leader_still_bumps_the_leader_epoch():
     e = ls.offline([1, 2, 3], state(1, [1, 2]), {1, 2, 3}, False)
     assert (e.leader_and_isr.leader, e.leader_and_isr.leader_epoch) == (1, 6)
     assert state(1, [1, 2]).with_leader(1, (1,)).leader_epoch == 6
+
+
+def test_after_unclean_restart_falls_back_on_another_member_back_from_an_unclean_shutdown():
+    """The last choice, but a choice: with the restarted leader gone again and no clean
+    member in the live ISR, another member back from an unclean shutdown leads (never an
+    unclean election); the restarted leader still comes before it while alive."""
+    e = ls.after_unclean_restart([1, 2, 3], state(1, [1, 2]), {2, 3}, {1, 2})
+    assert (e.leader_and_isr.leader, e.leader_and_isr.isr, e.leader_and_isr.leader_epoch) == (2, (2,), 6)
+    assert set(e.receivers) == {2, 3}
+    e = ls.after_unclean_restart([2, 1, 3], state(1, [1, 2]), {1, 2, 3}, {1, 2})
+    assert (e.leader_and_isr.leader, e.leader_and_isr.isr) == (1, (1, 2))

@@ -264,3 +264,15 @@ def test_a_batch_names_each_partition_once_in_sorted_order():
     table = {P.ONLINE: frozenset({P.NEW})}
     legal, failed = split_legal([c, a, c, b], lambda tp: P.NEW, P.ONLINE, table, str)
     assert legal == [a, b, c] and failed == {}
+
+
+def test_a_partition_whose_stored_replica_list_is_empty_fails_to_become_new(monkeypatch):
+    """An empty list is no replicas: the partition stays NonExistent with nothing cached,
+    rather than New with an assignment no election could ever serve."""
+    env = Env()
+    monkeypatch.setattr(env.zk, "get_topic_assignment", lambda topic: {0: [], 1: [1, 2, 3]})
+    other = TopicPartition("t", 1)
+    failed = env.psm.handle_state_changes([TP, other], P.NEW)
+    assert set(failed) == {TP} and isinstance(failed[TP], errors.StateChangeFailed)
+    assert env.psm.state(TP) is P.NON_EXISTENT and TP not in env.ctx.partition_assignment
+    assert env.psm.state(other) is P.NEW and env.ctx.assignment(other) == [1, 2, 3]

@@ -260,3 +260,17 @@ def test_an_offline_transition_whose_isr_write_fails_leaves_the_replica_where_it
     failed = env.rsm.handle_state_changes([PR3], R.OFFLINE)
     assert PR3 in failed
     assert env.rsm.state(PR3) is R.ONLINE
+
+
+def test_a_replica_of_a_partition_without_a_state_goes_offline_with_a_stop_replica_only():
+    """No leader/ISR to shrink (the partition never came online): the replica is still
+    stopped and marked OfflineReplica, with no state write."""
+    env = Env()
+    other = TopicPartition("t", 1)
+    env.ctx.set_assignment(other, [1, 2])
+    pr = PartitionReplica(other, 2)
+    env.rsm.states[pr] = R.NEW
+    failed = env.rsm.handle_state_changes([pr], R.OFFLINE)
+    assert failed == {} and env.rsm.state(pr) is R.OFFLINE
+    assert [(b, [p.tp for p in r.partitions]) for b, r in env.channel.of(StopReplicaRequest)] == [(2, [other])]
+    assert env.channel.of(LeaderAndIsrRequest) == []
