@@ -555,3 +555,49 @@ def test_a_leader_elected_at_step_7_and_the_isr_shrink_of_step_8_carry_the_new_a
     late = [ps.replicas for s in c.channel.sent[marks[6]:marks[9]] if isinstance(s.request, LeaderAndIsrRequest)
             for ps in s.request.partition_states if ps.tp == tp]
     assert late and set(late) == {(2, 3, 4)}
+
+
+def test_a_request_that_only_reorders_the_replicas_is_carried_out():
+    """Kafka 0.10 compares RAR with AR as sequences: the same brokers in another order are
+    a reassignment (it changes the preferred replica), not a request already done."""
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    c.create_topic("r", {0: [1, 2, 3]})
+    c.admin.create_partition_reassignment({TP: [2, 1, 3]})
+    c.settle()
+    assert c.assignment("r")[0] == [2, 1, 3] and c.controller.ctx.assignment(TP) == [2, 1, 3]
+    assert c.admin.get_partition_reassignment() == {}
+    assert c.controller.elect_preferred_leaders([TP]) == {}
+    assert c.state("r", 0).leader == 2
+
+
+def test_step_12_tells_a_broker_in_controlled_shutdown_too():
+    """Seed 000 step 12 sends UpdateMetadata to liveOrShuttingDownBrokerIds: a broker
+    still shutting down serves metadata requests until it stops."""
+    c = ControllerCluster([9, 1, 2, 3, 4], candidates=[9])
+    c.create_topic("r", {0: [1, 2]})
+    assert c.controller.shutdown_broker(4) == set()
+    marks = {}
+    c.controller.reassignment_step_hook = lambda tp, step: marks.setdefault(step, len(c.channel.sent))
+    c.admin.create_partition_reassignment({TP: [2, 3]})
+    c.settle()
+    c.leader_sets_isr(TP, [1, 2, 3])
+    assert c.admin.get_partition_reassignment() == {}
+    after_11 = c.channel.sent[marks[11]:]
+    assert {s.broker_id for s in after_11 if type(s.request).__name__ == "UpdateMetadataRequest"} == {1, 2, 3, 4, 9}
+
+
+def test_a_broker_starting_continues_only_the_reassignments_it_is_a_new_replica_of():
+    """onBrokerStartup resumes the reassignments whose RAR names a new broker (Kafka
+    0.10's partitionsWithReplicasOnNewBrokers); another one waiting for its replicas to
+    catch up is left alone, not restarted at steps 1-3 with a new leader epoch."""
+    c = ControllerCluster([9, 1, 2, 3, 4, 5], candidates=[9])
+    c.create_topic("r", {0: [1, 2]})
+    c.admin.create_partition_reassignment({TP: [1, 3]})
+    c.settle()
+    before = c.state("r", 0)
+    assert c.controller.ctx.partitions_being_reassigned
+    c.kill(5)
+    c.channel.clear()
+    c.start(5)
+    assert c.state("r", 0) == before
+    assert [r for r in c.channel.requests(LeaderAndIsrRequest) if any(p.tp == TP for p in r.partition_states)] == []
