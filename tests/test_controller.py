@@ -1528,18 +1528,21 @@ def test_a_preferred_election_tells_a_live_follower_out_of_the_isr_its_new_leade
     assert told == {1: [1], 2: [1], 3: [1]}
 
 
-def test_a_controlled_shutdown_stops_a_follower_out_of_the_isr_too():
+@pytest.mark.parametrize("isr", [(1, 2), (1,)])
+def test_a_controlled_shutdown_stops_a_follower_out_of_the_isr_too(isr):
     """Kafka 0.10's shutdownBroker walks every partition assigned to the broker: one it
     follows gets StopReplica (no delete) and goes OfflineReplica whether or not the
-    broker is still in its ISR, so a lagging follower stops fetching before it stops."""
+    broker is still in its ISR, so a lagging follower stops fetching before it stops.
+    Only a partition with a single *assigned* replica is skipped, not one whose ISR has
+    shrunk to its leader."""
     c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
-    c.leader_sets_isr(T0, [1, 2])                  # 3 fell out of sync
+    c.leader_sets_isr(T0, list(isr))               # 3 fell out of sync (2 too, in the second case)
     c.channel.clear()
     assert c.controller.shutdown_broker(3) == set()
     stops = [(p.tp, p.delete) for r in c.channel.requests(StopReplicaRequest, 3) for p in r.partitions]
     assert stops == [(T0, False)]
     assert c.controller.rsm.state(PartitionReplica(T0, 3)) is ReplicaState.OFFLINE
-    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (1, (1, 2))
+    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (1, isr)
 
 
 def test_a_restarted_broker_is_sent_the_metadata_of_partitions_it_does_not_host():
@@ -1552,3 +1555,166 @@ def test_a_restarted_broker_is_sent_the_metadata_of_partitions_it_does_not_host(
     c.start(3)
     first = c.channel.requests(UpdateMetadataRequest, 3)[0]
     assert {ps.tp for ps in first.partition_states} == {T0, T1}
+
+
+def test_no_leader_and_isr_goes_to_a_dead_broker():
+    """Requests to brokers that are not alive are dropped (request_batch): the ISR shrink
+    of a second failure is sent to the remaining assigned replicas, a dead one among them
+    left out; it gets the whole picture when it comes back."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
+    c.kill(3)
+    c.channel.clear()
+    c.kill(2)
+    assert (c.state("t", 0).leader, c.state("t", 0).isr) == (1, (1,))
+    assert c.channel.requests(LeaderAndIsrRequest, 1)
+    assert {s.broker_id for s in c.channel.sent} <= {1, 9}
+
+
+def test_update_metadata_carries_the_controller_epoch_each_state_was_written_under():
+    """Kafka 0.10's UpdateMetadata partition state holds the controller epoch of the
+    leader/ISR it reports (leaderIsrAndControllerEpoch), not the sender's: a new
+    controller that rewrote nothing reports the states its predecessor wrote."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]))
+    c.channel.clear()
+    c.kill(8)
+    assert c.controller.epoch == 2 and c.state("t", 0).controller_epoch == 1
+    reqs = c.channel.requests(UpdateMetadataRequest)
+    assert reqs and {r.controller_epoch for r in reqs} == {2}
+    assert {ps.controller_epoch for r in reqs for ps in r.partition_states} == {1}
+
+
+def test_a_conflict_on_one_partition_writes_the_others_once():
+    """Only the partitions whose write met a newer version are re-read and proposed
+    again; one written in the first round is not proposed a second time (which would
+    bump its leader epoch twice)."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctx = c.controller.ctx
+    b0, b1 = c.state("t", 0), c.state("t", 1)
+    c.admin.update_partition_states({T1: LeaderAndIsr(b1.leader, b1.leader_epoch, (2, 3), b1.zk_version,
+                                                      b1.controller_epoch)})   # behind the cache's back
+    result = write_states(c.controller.zk, ctx, [T0, T1],
+                          lambda tp, cur: LeaderAndIsr(cur.leader, cur.leader_epoch + 1, cur.isr))
+    assert set(result.written) == {T0, T1} and not result.failed
+    assert c.state("t", 0).leader_epoch == b0.leader_epoch + 1
+    assert (c.state("t", 1).leader_epoch, c.state("t", 1).isr) == (b1.leader_epoch + 1, (2, 3))
+
+
+def test_no_auto_rebalance_while_a_reassignment_is_in_progress():
+    """Kafka 0.10 checks the imbalance only while no partition is being reassigned."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 4, 9), candidates=[9]))
+    c.kill(1)
+    c.start(1)
+    c.leader_sets_isr(T0, [2, 3, 1])                 # 1 prefers t-0, in sync, 2 leads it
+    r0 = TopicPartition("r", 0)
+    c.create_topic("r", {0: [2, 3]})
+    c.admin.create_partition_reassignment({r0: [2, 4]})
+    c.settle()
+    assert r0 in c.controller.ctx.partitions_being_reassigned
+    assert c.controller.check_and_trigger_partition_rebalance() == set()
+    assert c.state("t", 0).leader == 2
+    c.leader_sets_isr(r0, [2, 3, 4])                 # done: now it moves
+    assert c.controller.check_and_trigger_partition_rebalance() == {T0}
+
+
+def test_a_broker_hosting_no_replica_of_a_waiting_deletion_does_not_retry_it():
+    """onBrokerStartup resumes the deletion of the queued topics with a replica on a new
+    broker (Kafka 0.10); another broker starting leaves a deletion that waits for a dead
+    one alone: nobody is told its partitions are gone again."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 4, 9), candidates=[9]))
+    c.kill(3)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert "t" in c.controller.deletion.topics_ineligible
+    c.kill(4)
+    c.channel.clear()
+    c.start(4)
+    assert [r.deleted for r in c.channel.requests(UpdateMetadataRequest) if r.deleted] == []
+    assert c.channel.requests(StopReplicaRequest) == []
+    assert "t" in c.controller.deletion.topics_ineligible
+    c.start(3)
+    assert not c.admin.topic_exists("t")
+
+
+def test_a_topic_gone_from_the_store_leaves_no_replica_state_behind():
+    """A topic removed behind the controller's back is forgotten, replica states too: the
+    topic created again under the same name starts from NonExistentReplica, with states
+    for its new assignment only."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    c.admin.delete_topic_znodes("t")
+    c.settle()
+    assert not [pr for pr in ctrl.rsm.states if pr.tp.topic == "t"]
+    assert not [tp for tp in ctrl.psm.states if tp.topic == "t"]
+    c.create_topic("t", {0: [1, 2]})
+    assert {pr: s for pr, s in ctrl.rsm.states.items() if pr.tp.topic == "t"} == {
+        PartitionReplica(T0, 1): ReplicaState.ONLINE, PartitionReplica(T0, 2): ReplicaState.ONLINE}
+
+
+def test_config_changes_of_several_topics_at_once_elect_where_any_now_allows_unclean():
+    c = cluster(brokers=(1, 2, 9), candidates=[9])
+    with_topic(c, {0: [1, 2]})
+    c.create_topic("u", {0: [2, 1]})
+    c.leader_sets_isr(T0, [1])
+    c.kill(1)
+    assert c.state("t", 0).leader == -1
+    c.admin.set_topic_config("t", {"unclean.leader.election.enable": True})
+    c.admin.set_topic_config("u", {"retention.ms": 60_000})
+    c.settle()
+    st = c.state("t", 0)
+    assert (st.leader, st.isr) == (2, (2,))
+
+
+def test_a_topic_created_again_as_its_deletion_completes_comes_online(monkeypatch):
+    """The admin creates the topic again right after the deletion removed its znodes,
+    before the controller reads the topics: the deletion has already forgotten the old
+    one, so the topics watch finds the name new and creates it, with the new topic's
+    config overrides (not the old one's, still cached)."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2]}, config={"retention.ms": 1000})
+    ctrl = c.controller
+    delete = ctrl.zk.delete_topic_znodes
+
+    def delete_then_create_again(topic):
+        delete(topic)
+        c.admin.create_topic(topic, {0: [2, 3]}, {"retention.ms": 2000})
+        c.channel.clear()
+
+    monkeypatch.setattr(ctrl.zk, "delete_topic_znodes", delete_then_create_again)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert ctrl.deletion.completed == ["t"] and c.admin.get_topic_deletions() == []
+    st = c.state("t", 0)
+    assert (st.leader, st.isr) == (2, (2, 3)) and ctrl.ctx.assignment(T0) == [2, 3]
+    assert ctrl.psm.state(T0) is PartitionState.ONLINE
+    states = [ps for r in c.channel.requests(LeaderAndIsrRequest) for ps in r.partition_states]
+    assert states and {ps.topic_config for ps in states} == {(("retention.ms", "2000"),)}
+
+
+def test_a_topic_deleted_after_a_failed_attempt_is_deletable_again_under_its_name(monkeypatch):
+    """Broker 1 dies after deleting its replica while broker 2's answer is outstanding:
+    the topic is marked ineligible, then completes when 2 answers.  The completion
+    forgets the mark with the topic, so the same name created and deleted again goes."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2]})
+    held = []
+    send = c.channel.send
+
+    def hold_deletes_to_2(broker_id, request, on_response):
+        if broker_id == 2 and isinstance(request, StopReplicaRequest) and any(p.delete for p in request.partitions):
+            held.append((request, on_response))
+            return
+        send(broker_id, request, on_response)
+
+    monkeypatch.setattr(c.channel, "send", hold_deletes_to_2)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert held and c.controller.rsm.state(PartitionReplica(T0, 1)) is ReplicaState.DELETION_SUCCESSFUL
+    c.kill(1)
+    assert "t" in c.controller.deletion.topics_ineligible
+    for request, on_response in held:
+        on_response(success(request))
+    c.settle()
+    assert not c.admin.topic_exists("t") and c.controller.deletion.completed == ["t"]
+    monkeypatch.setattr(c.channel, "send", send)
+    c.create_topic("t", {0: [2, 3]})
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t") and c.controller.deletion.completed == ["t", "t"]
