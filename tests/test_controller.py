@@ -298,6 +298,10 @@ def test_shutdown_broker_errors():
         c.controllers[2].shutdown_broker(1)
     with pytest.raises(errors.BrokerNotAvailable):
         c.controller.shutdown_broker(42)
+    # a registration the controller has never read: not alive (as Kafka 0.10 answers), not
+    # "stale" against an epoch it does not know
+    response = c.controller.handle_controlled_shutdown(ControlledShutdownRequest(42, 7))
+    assert response.error_code == errors.BrokerNotAvailable.code
     response = c.controllers[2].handle_controlled_shutdown(ControlledShutdownRequest(1))
     assert response.error_code == errors.NotController.code
 
@@ -1718,3 +1722,14 @@ def test_a_topic_deleted_after_a_failed_attempt_is_deletable_again_under_its_nam
     c.admin.create_topic_deletion("t")
     c.settle()
     assert not c.admin.topic_exists("t") and c.controller.deletion.completed == ["t", "t"]
+
+
+def test_a_batch_sends_leader_and_isr_then_update_metadata_then_stop_replica():
+    """Kafka 0.10's sendRequestsToBrokers order: a broker becomes leader or follower before
+    any broker's metadata says so, and a replica is stopped last."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
+    c.channel.clear()
+    assert c.controller.shutdown_broker(3) == set()
+    kinds = [type(s.request).__name__ for s in c.channel.sent]
+    assert kinds == sorted(kinds, key=["LeaderAndIsrRequest", "UpdateMetadataRequest", "StopReplicaRequest"].index)
+    assert set(kinds) == {"LeaderAndIsrRequest", "UpdateMetadataRequest", "StopReplicaRequest"}
