@@ -1733,3 +1733,21 @@ def test_a_batch_sends_leader_and_isr_then_update_metadata_then_stop_replica():
     kinds = [type(s.request).__name__ for s in c.channel.sent]
     assert kinds == sorted(kinds, key=["LeaderAndIsrRequest", "UpdateMetadataRequest", "StopReplicaRequest"].index)
     assert set(kinds) == {"LeaderAndIsrRequest", "UpdateMetadataRequest", "StopReplicaRequest"}
+
+
+def test_a_topic_whose_partition_never_came_online_can_be_deleted():
+    """u-0's only replica is on a dead broker when the topic is created: the partition
+    stays NewPartition with no leader/ISR state.  Its replica still goes OfflineReplica
+    (StopReplica, nothing to shrink), so the deletion can start it and finishes once the
+    broker is back.  Seed 000's OfflineReplica left the state unchanged where the partition
+    had no leader/ISR (leaderAndIsrIsEmpty), and such a deletion never started a replica."""
+    c = cluster(brokers=(1, 2, 3, 9), candidates=[9])
+    c.kill(3)
+    u0 = TopicPartition("u", 0)
+    c.create_topic("u", {0: [3]})
+    assert c.controller.psm.state(u0) is PartitionState.NEW and u0 not in c.controller.ctx.leadership
+    c.admin.create_topic_deletion("u")
+    c.settle()
+    assert c.controller.rsm.state(PartitionReplica(u0, 3)) is ReplicaState.DELETION_INELIGIBLE
+    c.start(3)
+    assert not c.admin.topic_exists("u") and c.controller.deletion.completed == ["u"]

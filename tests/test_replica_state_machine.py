@@ -264,7 +264,9 @@ def test_an_offline_transition_whose_isr_write_fails_leaves_the_replica_where_it
 
 def test_a_replica_of_a_partition_without_a_state_goes_offline_with_a_stop_replica_only():
     """No leader/ISR to shrink (the partition never came online): the replica is still
-    stopped and marked OfflineReplica, with no state write."""
+    stopped and marked OfflineReplica, with no state write -- a departure from seed 000,
+    which left the state unchanged, so that a deletion of such a topic can start it
+    (test_controller::test_a_topic_whose_partition_never_came_online_can_be_deleted)."""
     env = Env()
     other = TopicPartition("t", 1)
     env.ctx.set_assignment(other, [1, 2])
