@@ -12,7 +12,7 @@ import pytest
 from controller_harness import ControllerCluster, cluster_factory, make_cluster  # noqa: F401 (fixture)
 from kreplica.controller import ReplicaState
 from kreplica.controller.context import PartitionReplica
-from kreplica.protocol import LeaderAndIsr, LeaderAndIsrRequest, StopReplicaRequest, TopicPartition
+from kreplica.protocol import LeaderAndIsr, LeaderAndIsrRequest, StopReplicaRequest, TopicPartition, UpdateMetadataRequest
 
 TP = TopicPartition("r", 0)
 OAR, RAR = [1, 2, 3], [4, 5, 6]
@@ -601,3 +601,19 @@ def test_a_broker_starting_continues_only_the_reassignments_it_is_a_new_replica_
     c.start(5)
     assert c.state("r", 0) == before
     assert [r for r in c.channel.requests(LeaderAndIsrRequest) if any(p.tp == TP for p in r.partition_states)] == []
+
+
+def test_the_new_replicas_are_started_knowing_the_widened_assignment():
+    """Step 1 sets AR = OAR + RAR in the store and in memory (Kafka 0.10's
+    updateAssignedReplicasForPartition): the new replica's first LeaderAndIsr (step 3)
+    and every broker's metadata while the reassignment waits list it."""
+    c = ControllerCluster([9, 1, 2, 3], candidates=[9])
+    c.create_topic("r", {0: [1, 2]})
+    c.channel.clear()
+    c.admin.create_partition_reassignment({TP: [2, 3]})
+    c.settle()
+    assert c.controller.ctx.assignment(TP) == [1, 2, 3] and c.assignment("r")[0] == [1, 2, 3]
+    to_3 = [ps.replicas for r in c.channel.requests(LeaderAndIsrRequest, 3) for ps in r.partition_states]
+    assert to_3 and set(to_3) == {(1, 2, 3)}
+    meta = [ps.replicas for r in c.channel.requests(UpdateMetadataRequest) for ps in r.partition_states if ps.tp == TP]
+    assert meta and set(meta) == {(1, 2, 3)}
