@@ -359,22 +359,26 @@ def test_an_isr_change_notification_lost_with_the_store_is_sent_again(make, erro
     # waiting for its new replica to join the ISR (seed 000 step 4) for good.  A session
     # expired just then is no different: the notification is sent again on the renewed
     # session, not raised into the broker's event loop (the eighty-eighth review's BR5-02).
+    # It is sent again ALTER_ISR_RETRY_MS later, as a lost ISR write is (the
+    # hundred-and-twenty-sixth review's BR7-09): the controller waits no longer than that.
     c = make(topic=False)
     c.create_topic("r", assignment={0: [1001, 1002]})
     leader = c.brokers[c.leader_for("r", 0)]
     real = leader.zk.create_isr_change_notification
-    lost = []
+    lost, resent = [], []
 
     def flaky(tps):
         if not lost:
-            lost.append(tps)
+            lost.append(c.now_ms())
             raise error("the store went away right after the ISR write")
+        resent.append(c.now_ms())
         return real(tps)
 
     leader.zk.create_isr_change_notification = flaky
     c.reassign("r", 0, [1002, 1003], timeout_ms=60_000)
     assert lost and state(c, 0, "r").replicas == (1002, 1003)
     assert set(state(c, 0, "r").isr) == {1002, 1003}
+    assert resent[0] - lost[0] == ALTER_ISR_RETRY_MS
 
 
 # ---- LeaderAndIsr INIT, HW checkpoint, reads between HW and LEO, follower min bytes ----------
@@ -758,6 +762,37 @@ def test_a_restarted_broker_has_no_broker_epoch_until_its_own_session_registers(
     assert c.run_until(lambda: b.broker_epoch == b.session.session_id, 3 * SESSION_MS)
 
 
+def test_a_restarted_broker_not_registered_yet_shuts_down_without_naming_a_session(make):
+    """A controlled shutdown begun while the crashed predecessor's session still holds the
+    registration: the request names no broker epoch (-1), not the session the process has
+    opened, which the controller has never read and would refuse as stale until the
+    registration lands (the hundred-and-twenty-sixth review's BR7-14).  Unchecked, it is
+    carried out at once, as Kafka's controller takes a request without an epoch."""
+    t = RecordingTransport()
+    c = make(transport=t)
+    victim = next(b for b in (1001, 1002, 1003) if b != c.controller_id)
+    c.kill(victim)
+    c.start(victim)
+    b = c.brokers[victim]
+    c.advance(10)
+    assert b.alive and b.broker_epoch == -1
+    answers = []
+    send = b.transport.send
+
+    def recording(src, dst, request, on_response):
+        if isinstance(request, ControlledShutdownRequest):
+            return send(src, dst, request, lambda r: (answers.append(r), on_response(r)))
+        return send(src, dst, request, on_response)
+
+    b.transport.send = recording
+    done = []
+    b.controlled_shutdown(done.append)
+    assert c.run_until(lambda: bool(answers), 5_000)
+    [(_, _, _, request)] = t.requests(ControlledShutdownRequest, src=victim)
+    assert request.broker_epoch == -1
+    assert answers[0].error_code == errors.NONE
+
+
 def test_a_broker_killed_while_its_controlled_shutdown_backs_off_sends_no_further_attempt(make):
     c, t = lone_leader(make, retries=3, backoff_ms=1000)
     b = c.brokers[1001]
@@ -921,6 +956,9 @@ def test_a_controlled_shutdown_has_stopped_the_broker_when_it_reports_done(make)
     # A rolling restart starts the broker again from the shutdown's answer: by then the
     # process has stopped (its session closed, its node gone), so the start is a new
     # process, not refused as a second one (the eighty-eighth review's BR5-08).
+    # The timeline tells the shutdown's outcome, then the stop, as Kafka logs "controlled
+    # shutdown succeeded" before it shuts the rest down (the hundred-and-twenty-sixth
+    # review's BR7-28).
     c = make()
     seen = []
 
@@ -928,9 +966,12 @@ def test_a_controlled_shutdown_has_stopped_the_broker_when_it_reports_done(make)
         seen.append((ok, c.brokers[1003].alive, 1003 in c.zk.get_live_broker_ids()))
         c.start(1003)
 
+    began = len(c.timeline)
     c.brokers[1003].controlled_shutdown(restart)
     assert c.run_until(lambda: bool(seen), 30_000)
     assert seen == [(True, False, False)] and c.brokers[1003].alive
+    kinds = [e.kind for e in c.timeline[began:] if e.broker == 1003]
+    assert kinds[:2] == ["controlled_shutdown_done", "broker_stopped"]
     assert c.run_until(lambda: isr_full(c), 60_000)
 
 
@@ -1015,6 +1056,10 @@ def test_a_broker_whose_session_expired_stands_for_controller_again(make):
     kinds = [e.kind for e in c.timeline[told:] if e.broker == 1003]
     assert [k for k in kinds if k in ("session_expired", "broker_registered")] == ["session_expired",
                                                                                    "broker_registered"]
+    # The new session is opened at the expiry, as Kafka's ZooKeeper client reconnects at once,
+    # not after a renewal's back-off (the hundred-and-twenty-sixth review's BR7-15).
+    at = {e.kind: e.time_ms for e in c.timeline[told:] if e.broker == 1003}
+    assert at["broker_registered"] - at["session_expired"] < REGISTRATION_RETRY_MS
     c.brokers[1001].stop()
     c.brokers[1002].stop()
     assert c.run_until(lambda: c.controller_id == 1003, 10_000)

@@ -299,6 +299,25 @@ def test_stale_controller_epoch_and_leader_epoch(tmp_path):
     h.close()
 
 
+def test_an_update_metadata_from_a_newer_controller_fences_the_deposed_ones_requests(tmp_path):
+    """UpdateMetadata records its controller's epoch, as Kafka 0.10's maybeUpdateMetadataCache
+    does: a broker that hears of a new controller first through it refuses what the deposed
+    controller sends after (the hundred-and-twenty-sixth review's BR7-24)."""
+    h = _cluster(tmp_path)
+    rm = h.brokers[2]
+    old, newer = h.controller_epoch, h.controller_epoch + 1
+    assert rm.handle_update_metadata(UpdateMetadataRequest(0, newer, (), (1, 2, 3))).error_code == errors.NONE
+    assert rm.controller_epoch == newer
+    h.states[TP].leader, h.states[TP].leader_epoch = 2, 1
+    resp = rm.handle_leader_and_isr(LeaderAndIsrRequest(0, old, (h.leader_and_isr_state(TP),)))
+    assert resp.error_code == errors.StaleControllerEpoch.code
+    assert not h.partition(2, TP).is_leader and h.partition(2, TP).leader_epoch == 0
+    stop = StopReplicaRequest(0, old, (StopReplicaPartition(TP, True),))
+    assert rm.handle_stop_replica(stop).error_code == errors.StaleControllerEpoch.code
+    assert TP in rm.partitions
+    h.close()
+
+
 def test_fetch_leader_epoch_is_fenced(tmp_path):
     h = _cluster(tmp_path)
     h.elect(TP, 1)  # same leader, epoch 1
@@ -406,6 +425,48 @@ def test_init_leader_and_isr_deletes_unlisted_partitions(tmp_path):
     h.close()
 
 
+def test_a_fetch_from_broker_zero_is_a_followers(tmp_path):
+    """A replica id is a broker id, and Kafka numbers brokers from 0: only a negative id is
+    a consumer's.  Broker 0's fetch reads to the leader's log end, its offset counts for the
+    HW, and a long-poll of it is answered at once when the HW moved past what it was last
+    told (the hundred-and-twenty-sixth review's BR7-20, BR7-30).  Driven by hand: the
+    scheduler never runs, so no fetcher fetches meanwhile."""
+    h = Harness(tmp_path, (0, 1, 2))
+    h.create_partition(TP, (1, 0, 2))
+    leader = h.brokers[1]
+    produced = []
+    leader.handle_produce(ProduceRequest(1, 1000, (ProducePartition(TP, encode_batch([b"a", b"b"])),)),
+                          produced.append)
+    assert produced[0].partitions[0].error_code == errors.NONE
+
+    def fetch(replica, offset, max_wait_ms=0):
+        got = []
+        leader.handle_fetch(FetchRequest(replica, (FetchPartition(TP, offset),), max_wait_ms=max_wait_ms), got.append)
+        return [d for r in got for d in r.partitions]
+
+    [first] = fetch(0, 0)
+    assert first.high_watermark == 0 and len(decode_records(first.records)) == 2  # above the HW
+    fetch(0, 2)
+    fetch(2, 2)
+    p = h.partition(1, TP)
+    assert p.remote_replicas[0].log_end_offset == 2 and p.high_watermark == 2
+    [news] = fetch(0, 2, max_wait_ms=500)
+    assert news.high_watermark == 2 and not news.records
+    h.close()
+
+
+def test_a_follower_made_leader_stops_fetching_from_the_old_leader(tmp_path):
+    """A LeaderAndIsr that makes a follower the leader removes its fetcher first, as Kafka
+    0.10's makeLeaders does: a leader fetches from no one, and the old leader, now its
+    follower, fetches from it (the hundred-and-twenty-sixth review's BR7-18)."""
+    h = _cluster(tmp_path)
+    assert list(h.brokers[2].fetchers) == [1] and not h.brokers[1].fetchers
+    h.elect(TP, 2)
+    assert not h.brokers[2].fetchers
+    assert list(h.brokers[1].fetchers) == [2] and list(h.brokers[3].fetchers) == [2]
+    h.close()
+
+
 def test_stop_replica_with_and_without_delete(tmp_path):
     h = _cluster(tmp_path)
     h.produce_sync(TP, [b"a"])
@@ -433,6 +494,25 @@ def test_update_metadata_feeds_the_cache(tmp_path):
     assert rm.metadata_cache.live_brokers == {1, 2, 3}
     rm.handle_update_metadata(UpdateMetadataRequest(0, h.controller_epoch, (), (1, 2), deleted=(TP,)))
     assert rm.metadata_cache.leader_for(TP) is None
+    h.close()
+
+
+def test_update_metadata_merges_partition_states_and_records_its_controller(tmp_path):
+    """The controller sends UpdateMetadata for the partitions that changed only: each one
+    updates those states and keeps the others, as Kafka's MetadataCache.updateCache does, and
+    the cache names the controller that sent it (the hundred-and-twenty-sixth review's BR7-16,
+    BR7-17)."""
+    h = _cluster(tmp_path)
+    cache = h.brokers[1].metadata_cache
+    other = TopicPartition("bar", 1)
+    epoch = h.controller_epoch
+    first = UpdateMetadataPartitionState(TP, epoch, 1, 0, (1, 2, 3), 0, (1, 2, 3))
+    second = UpdateMetadataPartitionState(other, epoch, 2, 0, (2, 3, 1), 0, (2, 3, 1))
+    h.brokers[1].handle_update_metadata(UpdateMetadataRequest(3, epoch, (first,), (1, 2, 3)))
+    assert (cache.controller_id, cache.controller_epoch) == (3, epoch)
+    h.brokers[1].handle_update_metadata(UpdateMetadataRequest(2, epoch + 1, (second,), (1, 2, 3)))
+    assert cache.leader_for(TP) == 1 and cache.leader_for(other) == 2
+    assert (cache.controller_id, cache.controller_epoch) == (2, epoch + 1)
     h.close()
 
 
