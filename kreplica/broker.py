@@ -341,9 +341,10 @@ class Broker:
             respond(refusal(errors.StaleBrokerEpoch.code))
             return
         if isinstance(request, LeaderAndIsrRequest):
-            self._observe_leader_and_isr(request)
             unhosted = [ps.tp for ps in request.partition_states if ps.tp not in rm.partitions]
-            rm.handle_request(request, respond)
+            response = rm.handle_leader_and_isr(request)
+            self._observe_leader_and_isr(request, response)
+            respond(response)
             started = sorted({tp.topic for tp in unhosted if tp in rm.partitions})
             if started:
                 self._refresh_topic_configs(started)
@@ -373,9 +374,15 @@ class Broker:
         """
         return broker_epoch >= 0 and (self.session is None or broker_epoch != self.session.session_id)
 
-    def _observe_leader_and_isr(self, request: LeaderAndIsrRequest) -> None:
+    def _observe_leader_and_isr(self, request: LeaderAndIsrRequest, response: LeaderAndIsrResponse) -> None:
+        """The leader_and_isr event of each partition this broker was told to lead and did:
+        a request of an older controller epoch, or a partition state older than the one its
+        replica runs, is refused by the replica manager and changes nothing."""
+        if response.error_code != errors.NONE:
+            return
+        applied = {tp for tp, code in response.partition_errors if code == errors.NONE}
         for s in request.partition_states:
-            if s.leader == self.broker_id:
+            if s.leader == self.broker_id and s.tp in applied:
                 self.observer("leader_and_isr", self.broker_id, tp=s.tp, leader=s.leader,
                               leader_epoch=s.leader_epoch, isr=s.isr,
                               controller_epoch=request.controller_epoch)

@@ -1212,6 +1212,34 @@ def test_a_leader_and_isr_refused_as_stale_is_not_told_as_one_the_broker_acts_on
     assert [e.kind for e in c.timeline[before:]] == []
 
 
+def test_a_leader_and_isr_the_replica_manager_refuses_is_not_told_as_one_the_broker_acts_on(make):
+    # Past the broker-epoch fence, the replica manager refuses a request of an older
+    # controller epoch, and a partition state older than the one its replica runs (Kafka
+    # 0.10's becomeLeaderOrFollower ignores both): neither changes what the broker leads, so
+    # neither is a leader_and_isr event, which the demo prints as "becomes leader".
+    from kreplica.protocol import LeaderAndIsrPartitionState
+    c = make()
+    b = c.brokers[1001]
+    epoch = b.replica_manager.controller_epoch
+    assert epoch >= 1
+
+    def ghost(leader_epoch, controller_epoch=epoch):
+        ps = LeaderAndIsrPartitionState(TopicPartition("ghost", 0), controller_epoch, 1001, leader_epoch,
+                                        (1001,), leader_epoch, (1001,))
+        return LeaderAndIsrRequest(c.controller_id, controller_epoch, (ps,))
+
+    before = len(c.timeline)
+    assert [a.error_code for a in _answer_of(b, ghost(7, controller_epoch=epoch - 1))] == [
+        errors.StaleControllerEpoch.code]
+    assert [e.kind for e in c.timeline[before:]] == []
+    [applied] = _answer_of(b, ghost(7))
+    assert applied.error_code == errors.NONE and applied.partition_errors == ((TopicPartition("ghost", 0), 0),)
+    [older] = _answer_of(b, ghost(6))
+    assert older.partition_errors == ((TopicPartition("ghost", 0), errors.StaleControllerEpoch.code),)
+    told = [(e.kind, e.details["leader_epoch"]) for e in c.timeline[before:] if e.kind == "leader_and_isr"]
+    assert told == [("leader_and_isr", 7)]
+
+
 def test_a_session_renewal_still_pending_when_a_controlled_shutdown_begins_is_not_made(make):
     # The session expired and its renewal could not reach the store (it is retried a second
     # later); meanwhile the broker begins its controlled shutdown.  The retry must not
