@@ -663,19 +663,21 @@ def test_each_config_change_is_applied_once_not_again_with_the_next():
 
 
 def test_config_changes_made_together_are_all_applied_by_one_listing():
-    """Two topics altered before the brokers' watch fires: their next listing finds both
-    notifications new, and applies both topics' overrides, not only the newest's (the
-    hundred-and-twenty-sixth review's BR7-04), as Kafka's change listener processes every
-    notification past the last one it handled."""
+    """Topics altered before the brokers' watch fires: their next listing finds every
+    notification new, and applies each topic's overrides, not only the newest's, once
+    each, a topic changed twice included (the hundred-and-twenty-sixth review's BR7-04,
+    BR7-33), as Kafka's change listener processes every notification past the last one it
+    handled, each reading the topic's current config."""
     with Cluster.embedded(brokers=[1, 2], config={"auto.leader.rebalance.enable": False}) as c:
         for topic in ("a", "b"):
             c.create_topic(topic, partitions=1, replication_factor=2)
         c.alter_topic_config("a", {"retention.bytes": 4096}, wait=False)
-        c.alter_topic_config("b", {"retention.bytes": 8192}, wait=False)  # both in the next listing
+        c.alter_topic_config("b", {"retention.bytes": 8192}, wait=False)  # all three in the next listing
+        c.alter_topic_config("a", {"retention.bytes": 2048}, wait=False)
         c.advance(100)
         applied = sorted((e.broker, e.details["topics"]) for e in c.timeline if e.kind == "topic_config_applied")
         assert applied == [(1, ["a", "b"]), (2, ["a", "b"])]
-        assert c.topic_config_applied("a") and c.topic_config_applied("b")
+        assert c.topic_config_applied("a", {"retention.bytes": "2048"}) and c.topic_config_applied("b")
 
 
 def test_a_config_change_for_another_entity_than_a_topic_is_skipped():

@@ -567,6 +567,27 @@ def test_a_deleted_partition_leaves_every_checkpoint_file(tmp_path):
     h.close()
 
 
+def test_a_stop_replica_with_delete_removes_a_replica_the_restart_has_not_opened_yet(tmp_path):
+    """A restarted broker told to delete a partition before any LeaderAndIsr named it (the
+    topic was deleted while it was down): its dir and checkpoint entries go all the same,
+    as Kafka 0.10's stopReplica deletes the log its LogManager loaded at startup (the
+    hundred-and-twenty-sixth review's BR7-23)."""
+    from kreplica.replica.replica_manager import HW_CHECKPOINT_FILE
+
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    h.settle(TP)
+    h.crash(3, clean=True)
+    rm = h.start(3)
+    assert TP not in rm.partitions and (h.data_dir(3) / "bar-0").is_dir()
+    delete = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True),))
+    assert rm.handle_stop_replica(delete).partition_errors == ((TP, errors.NONE),)
+    assert not (h.data_dir(3) / "bar-0").exists()
+    rm.checkpoint_high_watermarks()
+    assert TP not in OffsetCheckpointFile(h.data_dir(3) / HW_CHECKPOINT_FILE).read()
+    h.close()
+
+
 def test_leader_and_isr_for_a_partition_not_assigned_here(tmp_path):
     h = _cluster(tmp_path)
     state = h.leader_and_isr_state(TP)
