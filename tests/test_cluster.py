@@ -1642,9 +1642,14 @@ def test_an_admin_call_that_cannot_finish_waits_its_own_time_then_raises_request
         assert c.now_ms() - start == waited
 
 
-def test_a_fetch_lost_on_the_way_is_sent_again_after_its_30_second_request_timeout():
+@pytest.mark.parametrize("call, answer", [
+    (lambda c: [r.value for r in c.fetch("t", 0, 0, backoff_ms=10)], [b"x"]),
+    (lambda c: c.offset_range("t", 0, backoff_ms=10), (0, 1)),
+], ids=["fetch", "offset_range"])
+def test_a_fetch_lost_on_the_way_is_sent_again_after_its_30_second_request_timeout(call, answer):
     """As a produce with no answer (test_a_produce_lost_on_the_way_is_sent_again_once_its_request_times_out):
-    a consumer fetch that gets none waits 30 s for it, backs off and is sent again."""
+    a consumer fetch that gets none waits 30 s for it, backs off and is sent again; so does
+    offset_range's (its 30 s pinned by the hundred-and-thirty-first review)."""
     from kreplica.cluster import CLIENT_ID
     from kreplica.protocol import FetchRequest
     from recording_transport import RecordingTransport
@@ -1656,7 +1661,7 @@ def test_a_fetch_lost_on_the_way_is_sent_again_after_its_30_second_request_timeo
         transport.hold = lambda src, dst, message: (src == CLIENT_ID and isinstance(message, FetchRequest)
                                                     and not transport.held)
         start = c.now_ms()
-        assert [r.value for r in c.fetch("t", 0, 0, backoff_ms=10)] == [b"x"]
+        assert call(c) == answer
         assert len(transport.held) == 1 and 30_010 <= c.now_ms() - start < 30_100
 
 
@@ -1712,3 +1717,115 @@ def test_a_partition_without_its_state_yet_has_no_leader_and_spends_no_retry(clu
     assert cluster.leader_for("fresh", 0) == -1
     assert cluster.produce("fresh", 0, [b"x"], acks="all", retries=0) == 0
     assert cluster.leader_for("fresh", 0) == 1002
+
+
+def _remote_client_of_broker_7(monkeypatch, tmp_path, answer):
+    """A remote client (``_remote_client``) whose topic "t" has one partition led by broker
+    7, played here: each ProduceRequest is answered with the code ``answer(request)`` gives
+    and base offset 0."""
+    from kreplica.protocol import LeaderAndIsr, ProducePartitionResult, ProduceResponse
+
+    c = _remote_client(monkeypatch, tmp_path)
+    c.create_topic("t", assignment={0: [7]}, wait=False)
+    tp = TopicPartition("t", 0)
+    c.zk.create_partition_states({tp: LeaderAndIsr(7, 0, (7,))})
+    c.transport.register(7, lambda src, request, respond: respond(
+        ProduceResponse((ProducePartitionResult(tp, answer(request), 0),))))
+    return c
+
+
+@pytest.mark.parametrize("error", [errors.RequestTimedOut, errors.NotEnoughReplicasAfterAppend,
+                                   errors.KafkaStorageError])
+def test_an_error_a_leader_answers_after_appending_is_raised_at_once_with_retries_left(
+        monkeypatch, tmp_path, error):
+    """The module docstring's choice, unlike Kafka's producer: REQUEST_TIMED_OUT and
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND come after the leader appended (a retry would write the
+    records twice) and KAFKA_STORAGE_ERROR is raised too, all three from the first answer
+    though retries, back-off and delivery timeout allow more (hundred-and-thirty-first review)."""
+    asked = []
+
+    def answer(request):
+        asked.append(request)
+        return error.code
+
+    with _remote_client_of_broker_7(monkeypatch, tmp_path, answer) as c:
+        start = c.now_ms()
+        with pytest.raises(error):
+            c.produce("t", 0, [b"x"], acks="all", retries=5, backoff_ms=100)
+        assert len(asked) == 1 and c.now_ms() - start < 100
+
+
+def test_a_retried_produce_sends_the_batch_it_stamped_at_the_call(monkeypatch, tmp_path):
+    """Kafka's producer stamps a record's CreateTime when it is sent and a retry resends the
+    same batch: records that went out again after a back-off keep the call's time, not the
+    retry's (hundred-and-thirty-first review)."""
+    from kreplica.records import decode_records
+
+    batches = []
+
+    def answer(request):
+        batches.append(bytes(request.partitions[0].records))
+        return errors.NONE if len(batches) > 1 else errors.NotLeaderOrFollower.code
+
+    with _remote_client_of_broker_7(monkeypatch, tmp_path, answer) as c:
+        c.advance(1234)
+        start = c.now_ms()
+        assert c.produce("t", 0, [b"a", (b"k", b"b")], acks=1, retries=1, backoff_ms=100) == 0
+        assert c.now_ms() - start >= 100 and len(batches) == 2 and batches[0] == batches[1]
+        assert [(r.timestamp, r.key, r.value) for r in decode_records(batches[1])] == [
+            (start, None, b"a"), (start, b"k", b"b")]
+
+
+def test_a_produce_that_names_no_acks_takes_the_clusters_configured_acks():
+    """acks left out is the config's ``acks`` (Kafka's producer config), not always all: a
+    cluster configured with acks=0 fires and forgets, answering -1 without waiting
+    (hundred-and-thirty-first review)."""
+    with Cluster.embedded(brokers=[1], config={"acks": "0"}) as c:
+        c.create_topic("t", assignment={0: [1]})
+        start = c.now_ms()
+        assert c.produce("t", 0, [b"x"]) == -1 and c.now_ms() == start
+        assert c.produce("t", 0, [b"y"], acks=1) == 1
+
+
+def test_a_remote_client_keeps_one_leader_per_partition(monkeypatch, tmp_path):
+    """The leaders a remote client keeps are per partition, as Kafka's metadata is: partition
+    0's leader found first is not where partition 1's records go (hundred-and-thirty-first
+    review)."""
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+    from kreplica.protocol import LeaderAndIsr, ProducePartitionResult, ProduceResponse
+
+    with _remote_client(monkeypatch, tmp_path) as c:
+        KafkaZkClient(c.store.session("broker-8"), c.scheduler).register_broker(8)
+        c.create_topic("t", assignment={0: [7, 8], 1: [8, 7]}, wait=False)
+        t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+        c.zk.create_partition_states({t0: LeaderAndIsr(7, 0, (7, 8)), t1: LeaderAndIsr(8, 0, (8, 7))})
+        asked = []
+
+        def broker(node):
+            def handle(src, request, respond):
+                tp = request.partitions[0].tp
+                asked.append((node, tp.partition))
+                leads = (node, tp) in ((7, t0), (8, t1))
+                code = errors.NONE if leads else errors.NotLeaderOrFollower.code
+                respond(ProduceResponse((ProducePartitionResult(tp, code, 10 * node + tp.partition),)))
+            return handle
+
+        for node in (7, 8):
+            c.transport.register(node, broker(node))
+        assert c.produce("t", 0, [b"x"], acks=1, retries=0) == 70
+        assert c.produce("t", 1, [b"y"], acks=1, retries=0) == 81
+        assert c.produce("t", 0, [b"z"], acks=1, retries=0) == 70
+        assert asked == [(7, 0), (8, 1), (7, 0)]
+
+
+def test_a_slow_network_still_gets_the_leaders_request_timed_out_answer():
+    """The client waits a second past the request's timeout for the answer, so a leader's
+    REQUEST_TIMED_OUT crossing a slow network (200 ms each way) is raised as itself, not
+    taken for a lost request (hundred-and-thirty-first review)."""
+    with Cluster.embedded(brokers=[1, 2], latency_ms=200) as c:
+        c.create_topic("t", assignment={0: [1, 2]})
+        c.kill(2)  # still in the ISR until replica.lag.time.max.ms
+        start = c.now_ms()
+        with pytest.raises(errors.RequestTimedOut):
+            c.produce("t", 0, [b"x"], acks="all", timeout_ms=1000, retries=0)
+        assert c.now_ms() - start == 1400
