@@ -1829,3 +1829,21 @@ def test_a_slow_network_still_gets_the_leaders_request_timed_out_answer():
         with pytest.raises(errors.RequestTimedOut):
             c.produce("t", 0, [b"x"], acks="all", timeout_ms=1000, retries=0)
         assert c.now_ms() - start == 1400
+
+
+def test_offset_range_asks_for_offsets_not_the_records(cluster):
+    """offset_range learns the log start and the HW (Kafka's ListOffsets, which carries no
+    record) from a fetch of at most one byte: the leader sends back the first batch only
+    (KIP-74), not a mebibyte of records (hundred-and-thirty-first review)."""
+    from kreplica.protocol import FetchResponse
+
+    for v in (b"a", b"b", b"c"):
+        cluster.produce("bar", 0, [v * 40_000], acks="all")
+    answers = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: send(
+        src, dst, req, lambda resp: (answers.append(resp), cb(resp)))
+    assert cluster.offset_range("bar", 0) == (0, 3)
+    (answer,) = [r for r in answers if isinstance(r, FetchResponse)]
+    assert 40_000 < len(answer.partitions[0].records) < 41_000
+
