@@ -638,7 +638,9 @@ def test_produce_makes_exactly_retries_plus_one_attempts_on_a_retriable_error(cl
     with pytest.raises(errors.NotEnoughReplicas):
         cluster.produce("bar", 0, [b"x"], acks="all", retries=retries, backoff_ms=1000)
     assert sum(isinstance(r, ProduceRequest) for r in sent) == retries + 1
-    assert cluster.now_ms() - start >= retries * 1000  # backed off between attempts
+    # backed off between attempts, by retry.backoff.ms each time (Kafka 0.10's back-off does
+    # not grow with the attempts; hundred-and-thirty-first review)
+    assert retries * 1000 <= cluster.now_ms() - start < retries * 1000 + 100
 
 
 def test_a_record_too_large_is_refused_at_once_not_retried(cluster):
@@ -1816,19 +1818,6 @@ def test_a_remote_client_keeps_one_leader_per_partition(monkeypatch, tmp_path):
         assert c.produce("t", 1, [b"y"], acks=1, retries=0) == 81
         assert c.produce("t", 0, [b"z"], acks=1, retries=0) == 70
         assert asked == [(7, 0), (8, 1), (7, 0)]
-
-
-def test_a_slow_network_still_gets_the_leaders_request_timed_out_answer():
-    """The client waits a second past the request's timeout for the answer, so a leader's
-    REQUEST_TIMED_OUT crossing a slow network (200 ms each way) is raised as itself, not
-    taken for a lost request (hundred-and-thirty-first review)."""
-    with Cluster.embedded(brokers=[1, 2], latency_ms=200) as c:
-        c.create_topic("t", assignment={0: [1, 2]})
-        c.kill(2)  # still in the ISR until replica.lag.time.max.ms
-        start = c.now_ms()
-        with pytest.raises(errors.RequestTimedOut):
-            c.produce("t", 0, [b"x"], acks="all", timeout_ms=1000, retries=0)
-        assert c.now_ms() - start == 1400
 
 
 def test_offset_range_asks_for_offsets_not_the_records(cluster):
