@@ -1023,9 +1023,10 @@ def test_every_partition_of_an_acks_all_answer_is_judged_not_only_the_first():
 
 @pytest.mark.parametrize("accepted", [True, False])
 def test_re_creating_a_topic_forgets_its_old_history_first(accepted):
-    """World._create_topic, once the admin call accepts it, forgets the checker's models of
-    the topic's previous incarnation: the new one's first leader is judged against nothing.
-    A refused create starts no incarnation and forgets nothing."""
+    """World._create_topic forgets the checker's models of the topic's previous
+    incarnation once the create is accepted: the new one's first leader is judged
+    against nothing.  A refused create (the topic still exists) starts no incarnation:
+    the live topic stays judged (101d5b1)."""
     from types import SimpleNamespace
 
     from kreplica.sim.checker import Checker
@@ -1043,7 +1044,7 @@ def test_re_creating_a_topic_forgets_its_old_history_first(accepted):
         assert set(checker.models) == {"other-0"} and world._leaderless_since == {}
         assert world._deleting == set()
     else:
-        assert set(checker.models) == {"side-0", "other-0"} and world._leaderless_since == {"side-0": 5}
+        assert checker.models["side-0"].canon_end == 7 and world._leaderless_since == {"side-0": 5}
         assert world._deleting == {"side"}
 
 
@@ -1446,10 +1447,11 @@ def test_a_kill_controller_step_binds_the_broker_it_killed_and_isolate_cuts_its_
         world.close()
 
 
-def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first():
-    """World._delete_topic, once the admin call accepts it: the checker's models of the topic
+@pytest.mark.parametrize("accepted", [True, False])
+def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first(accepted):
+    """World._delete_topic: once the delete is accepted, the checker's models of the topic
     and its leaderless stretches go, and its replicas, deleted one by one, are no longer
-    observed (``_deleting``)."""
+    observed (``_deleting``).  A refused delete leaves the topic judged (ac0aa9a)."""
     from types import SimpleNamespace
 
     from kreplica.sim.checker import Checker
@@ -1460,13 +1462,19 @@ def test_deleting_a_topic_marks_it_deleting_and_forgets_its_history_first():
     checker.model("other-0").canon_end = 3
     calls = []
     world = SimpleNamespace(checker=checker, _deleting=set(), _leaderless_since={"side-0": 5, "sidecar-0": 6},
-                            record=lambda *a, **k: None, _admin=lambda fn, *a, **k: calls.append((fn, a)) or True,
+                            record=lambda *a, **k: None,
+                            _admin=lambda fn, *a, **k: calls.append((fn, a)) or accepted,
                             cluster=SimpleNamespace(delete_topic="delete"))
     world._forget_topic = lambda topic: World._forget_topic(world, topic)
     World._delete_topic(world, "side")
+    assert calls == [("delete", ("side",))]
+    if not accepted:
+        assert world._deleting == set() and set(checker.models) == {"side-0", "other-0"}
+        assert world._leaderless_since == {"side-0": 5, "sidecar-0": 6}
+        return
     assert world._deleting == {"side"} and set(checker.models) == {"other-0"}
     # Only its own partitions' stretches: "sidecar" is another topic, though its name starts alike.
-    assert world._leaderless_since == {"sidecar-0": 6} and calls == [("delete", ("side",))]
+    assert world._leaderless_since == {"sidecar-0": 6}
 
 
 def test_the_random_admin_waits_out_a_deletion_and_reassigns_when_just_enough_brokers_live():
