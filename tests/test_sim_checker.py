@@ -214,10 +214,12 @@ def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_
     assert "elected outside the ISR" in c.violation.message and not c.losses
 
 
-def test_an_override_that_once_enabled_unclean_elections_excuses_the_topic(make):
-    """Once enabled, a topic stays excused: a controller may act on what it read before."""
+@pytest.mark.parametrize("spelled", ["true", "TRUE"])
+def test_an_override_that_once_enabled_unclean_elections_excuses_the_topic(make, spelled):
+    """Once enabled, a topic stays excused: a controller may act on what it read before.
+    A boolean config is read regardless of case (Kafka's ConfigDef, kreplica's config)."""
     c = Checker(History(), unclean_default=False)
-    c.on_topic_config("t", "unclean.leader.election.enable", "true")
+    c.on_topic_config("t", "unclean.leader.election.enable", spelled)
     c.on_topic_config("t", "unclean.leader.election.enable", "false")
     _ack_then_elect_an_outsider(c, make)
     assert c.violation is None
@@ -2002,3 +2004,38 @@ def test_a_deposed_leader_keeps_what_a_power_loss_superseded_until_told(make):
     old.role, old.leader_epoch = Role.FOLLOWER, 1   # told, but it kept its batch
     c.observe(1, "t-0", old, FetchPhase.FETCHING)
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
+
+
+# ---- seventh checker mutation pass (hundred-and-twenty-second review) ----------------------------
+
+
+def test_a_replica_power_lost_twice_is_back_only_at_its_first_sighting_after_the_second_restart(make):
+    """Every restart counts, not only a broker's first: broker 2 lost its unflushed tail
+    twice, restarting after each.  A write committed after its second restart but before
+    it was next seen was counted on its LEO from before that crash, so its election
+    without the batch is the power loss's counted loss, not a lost acked write."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0, isr=(1, 2))
+    follower = make("f", Role.FOLLOWER, 0, isr=(1, 2))
+    for r in (leader, follower):
+        append(r, [b"a"], 0)
+    c.set_time(100)
+    c.observe(1, "t-0", leader, None)
+    for lost_at, restarted_at, seen_at in ((150, 160, 170), (200, 250, 350)):
+        c.set_time(lost_at)
+        c.on_power_loss(2, "t-0", 1)
+        c.set_time(restarted_at)
+        c.on_restart(2)
+        if lost_at == 200:
+            c.set_time(300)                       # restarted, not yet back
+            base, last, crc = append(leader, [b"b"], 0)
+            c.observe(1, "t-0", leader, None)
+            c.on_ack("t-0", base, last, crc, -1, 2)
+        c.set_time(seen_at)
+        c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.models["t-0"].back == {(2, 150): 170, (2, 200): 350}
+    c.set_time(400)
+    follower.role, follower.leader_epoch, follower.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", follower, None)           # elected without offset 1
+    assert c.violation is None
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(1, "power-loss")]
