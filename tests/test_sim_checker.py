@@ -2039,3 +2039,41 @@ def test_a_replica_power_lost_twice_is_back_only_at_its_first_sighting_after_the
     c.observe(2, "t-0", follower, None)           # elected without offset 1
     assert c.violation is None
     assert [(loss.offset, loss.cause) for loss in c.losses] == [(1, "power-loss")]
+
+
+def test_a_read_the_checker_has_not_yet_seen_committed_is_counted_when_an_election_supersedes_it(make):
+    """A consumer's answer can reach the checker before the step that committed its batch
+    is judged: the read is remembered at its offset all the same, and an unclean election
+    that then supersedes the history from below it counts it, as it counts the reads of
+    batches the history already held."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    first = append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    second = append(old, [b"b"], 0)               # committed, not yet judged
+    c.on_consume("t-0", [(b, last, 0, crc) for b, last, crc in (first, second)], old.log.high_watermark, 1)
+    assert c.violation is None and sorted(c.models["t-0"].consumed) == [0, 1]
+    assert c.models["t-0"].canon_end == 1
+    outsider = make("outsider", Role.LEADER, 1, isr=(3,))
+    c.observe(3, "t-0", outsider, None)           # elected with nothing
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(r.offset, r.cause) for r in c.superseded_reads] == [(0, "unclean-election"), (1, "unclean-election")]
+    assert c.models["t-0"].consumed == {}
+
+
+def test_an_election_is_judged_against_the_isr_before_its_epoch_not_the_one_written_with_it(make):
+    """The ISR the store shows in the election's own epoch is that election's outcome, not
+    what it chose from: broker 2, in the ISR when chosen, is a clean choice even where the
+    controller wrote epoch 1 with an ISR leaving its own leader out, and its missing the
+    acked write is a lost write, not an unclean election's counted loss."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2, 3))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 3)
+    c.on_store_state("t-0", 2, 1, (3,))
+    assert c.models["t-0"].pending_isrs == [(1, (3,))]
+    new = make("new", Role.LEADER, 1, isr=(3,))
+    c.observe(2, "t-0", new, None)
+    assert c.unclean_elections == 0 and not c.losses
+    assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
