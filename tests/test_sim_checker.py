@@ -1193,6 +1193,11 @@ def test_the_liveness_probes_acks_are_checked_but_not_counted_as_workload(make):
     c2 = Checker(History())
     c2.on_ack("t-0", 0, 0, 7, -1, 2, leader=1)
     assert (c2.writes_completed, c2.acked_writes) == (1, 1)
+    # The workload's writes at the other levels count in its throughput too: an acks=1
+    # answer, and an acks=0 send (done once sent, as its producer sees it).
+    c2.on_ack("t-0", 1, 1, 8, 1, 2, leader=1)
+    c2.on_sent_unacknowledged()
+    assert (c2.writes_completed, c2.acked_writes) == (3, 1)
 
 
 def test_a_consumer_read_of_a_batch_straddling_the_hw_is_beyond_it():
@@ -2077,3 +2082,19 @@ def test_an_election_is_judged_against_the_isr_before_its_epoch_not_the_one_writ
     c.observe(2, "t-0", new, None)
     assert c.unclean_elections == 0 and not c.losses
     assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+
+
+def test_every_acked_write_an_unclean_election_loses_is_counted(make):
+    """Two acknowledged writes beyond the new leader's log: both are counted, attributed to
+    the election, not only the first (the run's counted-loss figures are per write)."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    acked = [append(old, [value], 0) for value in (b"first", b"second")]
+    c.observe(1, "t-0", old, None)
+    for base, last, crc in acked:
+        c.on_ack("t-0", base, last, crc, -1, 1)
+    c.observe(3, "t-0", make("outsider", Role.LEADER, 1, isr=(3,)), None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(loss.offset, loss.cause, loss.leader, loss.leader_epoch) for loss in c.losses] == [
+        (0, "unclean-election", 3, 1), (1, "unclean-election", 3, 1)]
+    assert c.models["t-0"].acked == {}
