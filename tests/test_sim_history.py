@@ -88,7 +88,7 @@ def test_the_hash_covers_every_field_of_an_event_and_a_file_keeps_each():
         return h
 
     variants = [one(), one(time_ms=6), one(kind="probe_ack"), one(broker=2), one(tp="t-1"), one(offset=5),
-                one(broker=None), one(tp=None)]
+                one(broker=None), one(tp=None), one(broker=0)]  # broker 0 is a broker, not none
     assert len({h.hash for h in variants}) == len(variants)
     for h in variants:
         assert [Event.from_json(line) for line in h.lines] == h.events
