@@ -2098,3 +2098,21 @@ def test_every_acked_write_an_unclean_election_loses_is_counted(make):
     assert [(loss.offset, loss.cause, loss.leader, loss.leader_epoch) for loss in c.losses] == [
         (0, "unclean-election", 3, 1), (1, "unclean-election", 3, 1)]
     assert c.models["t-0"].acked == {}
+
+
+def test_a_store_state_led_by_broker_0_is_led_not_leaderless(make):
+    """No leader is -1 (Kafka's LeaderAndIsr.NoLeader); broker 0 is a broker like any other
+    (the cluster takes id 0).  The controller chose broker 0 for epoch 1 and left it alone in
+    the ISR: that shrink stays pending for the elections after epoch 1, whatever the deposed
+    leader, not yet told, still serves in epoch 0, so broker 2 then elected is unclean."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(0, 1, 2))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 3)
+    c.on_store_state("t-0", 0, 1, (0,))
+    assert c.models["t-0"].pending_isrs == [(1, (0,))]
+    c.observe(1, "t-0", old, None)               # the deposed leader, its ISR as it was
+    c.observe(2, "t-0", make("two", Role.LEADER, 2, isr=(2,)), None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
