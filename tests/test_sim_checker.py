@@ -2066,17 +2066,24 @@ def test_a_read_the_checker_has_not_yet_seen_committed_is_counted_when_an_electi
     assert c.models["t-0"].consumed == {}
 
 
+def _acked_with_a_pending_isr(c: Checker, make, isr, leader: int, shrunk) -> Replica:
+    """Broker 1 leads epoch 0 with ``isr`` and acks a write; the store then shows epoch 1
+    led by ``leader`` with the ISR ``shrunk``, which no broker has served yet."""
+    old = make("old", Role.LEADER, 0, isr=isr)
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, len(isr))
+    c.on_store_state("t-0", leader, 1, shrunk)
+    return old
+
+
 def test_an_election_is_judged_against_the_isr_before_its_epoch_not_the_one_written_with_it(make):
     """The ISR the store shows in the election's own epoch is that election's outcome, not
     what it chose from: broker 2, in the ISR when chosen, is a clean choice even where the
     controller wrote epoch 1 with an ISR leaving its own leader out, and its missing the
     acked write is a lost write, not an unclean election's counted loss."""
     c = Checker(History())
-    old = make("old", Role.LEADER, 0, isr=(1, 2, 3))
-    base, last, crc = append(old, [b"acked"], 0)
-    c.observe(1, "t-0", old, None)
-    c.on_ack("t-0", base, last, crc, -1, 3)
-    c.on_store_state("t-0", 2, 1, (3,))
+    _acked_with_a_pending_isr(c, make, (1, 2, 3), 2, (3,))
     assert c.models["t-0"].pending_isrs == [(1, (3,))]
     new = make("new", Role.LEADER, 1, isr=(3,))
     c.observe(2, "t-0", new, None)
@@ -2106,11 +2113,7 @@ def test_a_store_state_led_by_broker_0_is_led_not_leaderless(make):
     the ISR: that shrink stays pending for the elections after epoch 1, whatever the deposed
     leader, not yet told, still serves in epoch 0, so broker 2 then elected is unclean."""
     c = Checker(History())
-    old = make("old", Role.LEADER, 0, isr=(0, 1, 2))
-    base, last, crc = append(old, [b"acked"], 0)
-    c.observe(1, "t-0", old, None)
-    c.on_ack("t-0", base, last, crc, -1, 3)
-    c.on_store_state("t-0", 0, 1, (0,))
+    old = _acked_with_a_pending_isr(c, make, (0, 1, 2), 0, (0,))
     assert c.models["t-0"].pending_isrs == [(1, (0,))]
     c.observe(1, "t-0", old, None)               # the deposed leader, its ISR as it was
     c.observe(2, "t-0", make("two", Role.LEADER, 2, isr=(2,)), None)
