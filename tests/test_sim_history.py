@@ -64,6 +64,8 @@ def test_a_partitions_trace_carries_the_faults_recorded_among_its_events():
     assert [e.kind for e in h.tail("t-0", 3)] == ["ack", "ack", "ack"]  # the crash is older than these
     # A violation of the whole cluster gets the last events of any kind, even without keep_all.
     assert [(e.kind, e.tp) for e in h.tail(None, 2)] == [("ack", "t-0"), ("ack", "t-1")]
+    h.record(10, "crash", 2)  # and those of no partition: a controller-epoch violation's crash
+    assert [(e.kind, e.tp) for e in h.tail(None, 2)] == [("ack", "t-1"), ("crash", None)]
 
 
 def test_a_kip101_loss_trace_shows_the_faults_among_its_events():
