@@ -2119,3 +2119,43 @@ def test_a_store_state_led_by_broker_0_is_led_not_leaderless(make):
     c.observe(2, "t-0", make("two", Role.LEADER, 2, isr=(2,)), None)
     assert c.violation is None and c.unclean_elections == 1
     assert [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
+
+
+def test_a_replica_back_from_a_power_loss_below_the_expired_mark_loses_nothing_it_holds_when_elected(make):
+    """Below the expired mark a replica may hold what the history never did: broker 3 keeps
+    leftovers at 0 and 1 that an unclean election superseded, the history now starting at
+    the mark, 2.  A power loss drops its tail from 1 and it fetches everything back; elected
+    again it holds every committed batch, so nothing is lost: its leftover at 1 is no
+    difference of the committed history (retention is not a loss), and the write acked at 3
+    is not a power loss's counted loss."""
+    c = Checker(History())
+    _a_leader_that_deleted_below_2(c, make, isr=(1,))
+
+    def fill(r: Replica) -> list[tuple[int, int, int]]:
+        return [append(r, [b"X"], 0), append(r, [b"Y"], 0), append(r, [b"Z"], 0), append(r, [b"d"], 1)]
+
+    outsider = make("outsider", Role.LEADER, 1, isr=(3, 2))
+    acked = fill(outsider)[3]
+    c.set_time(10)
+    c.observe(3, "t-0", outsider, None)           # unclean: superseded from 0, below the mark
+    m = c.models["t-0"]
+    assert sorted(m.canon) == [2, 3] and m.expired_below == 2
+    c.on_ack("t-0", *acked, -1, 2, leader=3)
+    two = make("two", Role.LEADER, 2, isr=(2, 3))
+    fill(two)
+    c.set_time(20)
+    c.observe(2, "t-0", two, None)                # a clean election
+    c.set_time(30)
+    c.on_power_loss(3, "t-0", 1)
+    c.set_time(40)
+    c.on_restart(3)
+    back = make("back", Role.FOLLOWER, 2, isr=(2, 3))
+    fill(back)                                    # fetched back whole
+    c.set_time(50)
+    c.observe(3, "t-0", back, FetchPhase.FETCHING)
+    c.set_time(60)
+    back.role, back.leader_epoch = Role.LEADER, 3
+    c.observe(3, "t-0", back, None)
+    assert c.violation is None and not c.losses
+    assert [e for e in c.history.events if e.kind == "superseded" and e.data["cause"] == "power-loss"] == []
+    assert 3 in m.acked and sorted(m.canon) == [2, 3]

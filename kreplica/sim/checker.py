@@ -594,10 +594,15 @@ class Checker:
         A replica that lost its unflushed tail and then led again (elected before anyone
         else came back) appends producers' batches (new ones and retries alike) from the
         dropped offset on: below its LEO it holds legitimate data that is not the committed
-        history's, so its LEO is not where the loss starts."""
+        history's, so its LEO is not where the loss starts.
+
+        Only from the expired mark on, as for a late leader: below it the replica may hold
+        what the history never did (leftovers an election superseded there), which is no
+        committed batch it lost."""
         upto = min(leo, m.canon_end)
         froms = [f for b, f, _t in m.drops if b == broker and f < upto]
-        differs = _first_difference(p, m, min(froms), upto) if froms else None
+        start = max(min(froms), m.expired_below) if froms else upto
+        differs = _first_difference(p, m, start, upto) if start < upto else None
         if differs is None or not self._power_loss_cause(m, broker, differs):
             return leo
         return differs
