@@ -54,6 +54,26 @@ def test_run_next_without_a_limit_runs_the_next_timer_however_far_off():
     assert seen == ["now", "years on"] and not s.run_next()
 
 
+def test_run_next_until_time_zero_is_a_limit_not_no_limit():
+    # A clock at 0 asked to run what is due by 0: a limit of 0 is still a limit, so a
+    # timer 5 ms on waits (only None means "however far off").
+    s = SimScheduler()
+    seen = []
+    s.call_later(5, seen.append, "at 5")
+    assert not s.run_next(until_ms=0) and seen == [] and s.now_ms() == 0
+    assert s.run_next(until_ms=5) and seen == ["at 5"] and s.now_ms() == 5
+
+
+def test_a_cancelled_timer_leaves_the_heap_when_a_run_meets_it_even_before_it_is_due():
+    # As next_due_ms does (and the pure-Python heap's _pop_due): a cancelled timer at the
+    # head is dropped when the loop looks at it, whatever the run's limit, not kept until
+    # its due time comes round.
+    s = SimScheduler()
+    s.call_later(100, lambda: None).cancel()
+    s.advance(10)
+    assert len(s) == 0 and s.events_run == 0 and s.now_ms() == 10
+
+
 def test_a_raising_callback_still_counts_and_the_loop_goes_on():
     s = SimScheduler()
     s.call_later(1, lambda: 1 / 0)
