@@ -389,8 +389,10 @@ def test_a_damaged_header_in_a_trusted_segment_is_recovered_not_taken_for_its_en
 
 
 @pytest.mark.parametrize("at,written,error", [(16, b"\x01", "bad magic 1 at position "), (0, bytes(12), ""),
-                                              (0, bytes(60), "bad magic 0 at position ")],
-                         ids=["another magic", "offset and length zeroed", "all but the header's last byte zeroed"])
+                                              (0, bytes(60), "bad magic 0 at position "),
+                                              (16, b"\x03", "bad magic 3 at position ")],
+                         ids=["another magic", "offset and length zeroed", "all but the header's last byte zeroed",
+                              "a later magic"])
 def test_a_damaged_header_in_a_trusted_segment_outside_the_crc_is_recovered(tmp_path, at, written, error):
     # The magic byte lies outside the CRC: a clean open's header walk must check it itself,
     # or a batch no v2 reader can decode is served as data without any recovery.  And zero

@@ -914,6 +914,15 @@ def test_attributes_outside_an_int16_are_refused(attributes):
         encode_batch([b"a"], attributes=attributes)
 
 
+@pytest.mark.parametrize("attributes", [0x0100, 0x7FFF & ~0x07])
+def test_attributes_are_read_back_as_the_int16_they_were_written_high_byte_too(attributes):
+    # Kafka's DefaultRecordBatch reads attributes as a short: bits above the low byte,
+    # unused so far, are still part of what a batch view reports.
+    buf = encode_batch([b"a"], attributes=attributes)
+    assert batch_at(buf).attributes == attributes
+    assert next(decode_batches(buf)).attributes == attributes
+
+
 def test_a_four_tuple_with_no_timestamp_takes_the_batch_timestamp():
     recs = decode_records(encode_batch([(b"k", b"v", None, None), (b"k", b"w", [], 7)], timestamp_ms=3))
     assert [(r.value, r.timestamp) for r in recs] == [(b"v", 3), (b"w", 7)]
@@ -960,6 +969,16 @@ def test_a_repeated_offset_delta_is_refused_by_the_decoder():
         decode_records(buf)
     with pytest.raises(errors.InvalidRecord, match="bad record 1"):
         next(decode_batches(buf)).records()
+
+
+@pytest.mark.parametrize("deltas", [[0, 1, 1], [0, 2, 1]], ids=["repeat", "back"])
+def test_each_offset_delta_must_rise_above_the_one_just_before_it_not_only_the_first(deltas):
+    # Offsets inside a batch rise strictly record by record: a third record repeating or
+    # going back below the second's delta is refused by the leader and the decoder, though
+    # it is above the first record's.
+    buf = _raw_batch([_raw_record(d) for d in deltas], last_offset_delta=2)
+    _refused_by_leader_and_decoder(buf, "bad record 2 in the batch at position 0",
+                                   "bad record 2 in the batch at position 0")
 
 
 def test_an_offset_delta_outside_an_int32_is_a_bad_record():
