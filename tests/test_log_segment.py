@@ -584,6 +584,68 @@ def test_index_entries_refuse_a_position_wider_than_four_bytes():
         run.index_entries(2**32, 0, 0, 1, -1, -1, -1, -1, -1)
 
 
+def _index_entries(base_offset, n=1, **kw):
+    """index_entries over one batch of ``n`` records at ``base_offset`` (time 1000), written
+    at file position 0 of a segment based at 5, an entry due; keywords override."""
+    run = frame_batches(encode_batch([b"a"] * n, base_offset=base_offset, timestamp_ms=1000))
+    args = dict(file_pos=0, segment_base=5, interval=0, bytes_since=1, max_ts=-1, offset_of_max_ts=-1,
+                last_indexed_offset=-1, last_time_ts=-1, last_time_offset=-1)
+    args.update(kw)
+    return run.index_entries(*args.values())
+
+
+def test_index_entries_refuse_a_relative_offset_wider_than_four_bytes():
+    """Both indexes hold an offset relative to the segment's base in 4 unsigned bytes: an
+    entry 2**32 - 1 past the base is written, one past that refused (KafkaStorageError),
+    not written cut to its low 4 bytes (which would read as the base itself)."""
+    offsets, times, *_ = _index_entries(5 + 2**32 - 1)
+    assert bytes(offsets) == (2**32 - 1).to_bytes(4, "big") + bytes(4)
+    assert bytes(times) == (1000).to_bytes(8, "big") + (2**32 - 1).to_bytes(4, "big")
+    with pytest.raises(errors.KafkaStorageError, match="does not follow"):
+        _index_entries(5 + 2**32)
+    # the offset entry fits, but the time entry's offset (the batch's last) does not
+    with pytest.raises(errors.KafkaStorageError, match="outside the segment"):
+        _index_entries(5 + 2**32 - 1, n=2)
+
+
+@pytest.mark.parametrize("base", [0, 5])
+def test_index_entries_follow_the_last_entry_even_at_the_segments_base(base):
+    """The last indexed offset may be the segment's base itself (relative offset 0), offset
+    0 of the first segment included: the next entry must still lie above it, as Kafka's
+    OffsetIndex.append demands (only -1 means no entry yet)."""
+    offsets, *_ = _index_entries(base + 1, segment_base=base, last_indexed_offset=base)
+    assert bytes(offsets) == (1).to_bytes(4, "big") + bytes(4)
+    with pytest.raises(errors.KafkaStorageError, match="does not follow relative offset 0"):
+        _index_entries(base, segment_base=base, last_indexed_offset=base)
+
+
+def test_a_time_entry_may_repeat_the_last_entrys_offset_with_a_later_timestamp():
+    """Kafka's TimeIndex.maybeAppend refuses an offset below the last entry's and appends
+    whenever the timestamp grew: the running max moving on at the same offset gets an
+    entry, though this batch's own timestamp is older."""
+    _, times, *_ = _index_entries(8, max_ts=2000, offset_of_max_ts=7, last_indexed_offset=6,
+                                  last_time_ts=1500, last_time_offset=7)
+    assert bytes(times) == (2000).to_bytes(8, "big") + (2).to_bytes(4, "big")
+
+
+def test_write_to_takes_exactly_the_framed_bytes_not_the_zero_fill_the_walk_stopped_at(tmp_path):
+    """A run framed from batches followed by zero fill (a recovery's walk, a preallocated
+    tail) holds the batches' bytes only: write_to takes exactly those and refuses the
+    buffer the walk was given, zeros included."""
+    batch = encode_batch([b"a", b"b"], timestamp_ms=1)
+    run = frame_batches(batch + bytes(61))
+    assert (run.count, run.nbytes, run.given) == (1, len(batch), len(batch) + 61)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.raises(ValueError, match=f"{len(batch) + 61} bytes given, {len(batch)} were framed"):
+            run.write_to(fd, batch + bytes(61), 0)
+        assert os.fstat(fd).st_size == 0
+        run.write_to(fd, batch, 0)
+        assert os.pread(fd, len(batch) + 1, 0) == batch
+    finally:
+        os.close(fd)
+
+
 def test_zeroing_an_abandoned_copy_does_not_grow_the_file_past_what_was_copied(tmp_path):
     """After a CRC mismatch the copy zeros what it wrote and nothing more: the file ends
     at or before the end of the data it was given.  A file size limit well past that end
