@@ -392,6 +392,12 @@ def test_a_topic_without_a_config_node_gets_one_when_its_config_is_set(store_env
     admin.set_topic_config("bar", {"retention.ms": 5})
     assert observer.get_topic_config("bar") == {"retention.ms": "5"}
     assert observer.get_config_change_topics(observer.get_config_changes()) == ["bar"]
+    # A store a tool filled without any /config/topics (Kafka 0.8's wrote none): the
+    # parent is made too, as updatePersistentPath makes a missing path's parents.
+    admin.create_topic("baz", {0: [1]}, {})
+    admin.session.delete(layout.CONFIG_TOPICS, recursive=True)
+    admin.set_topic_config("baz", {"retention.ms": 7})
+    assert observer.get_topic_config("baz") == {"retention.ms": "7"}
 
 
 def test_layout_decoders_accept_what_kafka_writes() -> None:
@@ -631,3 +637,40 @@ def test_a_topic_gone_before_its_states_are_made_fails_its_own_partitions_only(s
     assert all(isinstance(exc, NoNode) for exc in failed.values())
     assert c.get_partition_states(list(states)) == created
     assert c.session.exists(layout.topic_path("gone")) is None  # nothing made for it
+
+
+# ---- the hundred-and-twenty-ninth review: client mutants, seventh pass ----
+
+def test_a_config_node_made_meanwhile_by_another_writer_is_overwritten(store_env: StoreEnv) -> None:
+    """The topic had no config node when our set found none, and another admin made one
+    before our create: ours, the later write, replaces it, and both changes are announced."""
+    admin, other, observer = _client(store_env, "admin"), _client(store_env, "other"), _client(store_env, "observer")
+    admin.create_topic("bar", {0: [1]}, {})
+    admin.session.delete(layout.topic_config_path("bar"))
+    meanwhile(admin.session, "create", lambda: other.set_topic_config("bar", {"retention.ms": 1}))
+    admin.set_topic_config("bar", {"retention.ms": 5})
+    assert observer.get_topic_config("bar") == {"retention.ms": "5"}
+    assert observer.get_config_change_topics(observer.get_config_changes()) == ["bar", "bar"]
+
+
+@pytest.mark.parametrize("node", [
+    b'{"version":1,"partitions":{"0":1001}}',  # a broker id where the replica list goes
+    b'[1001]',  # not an object at all
+    b'{"version":1,"partitions":{"0":[true]}}',  # JSON true is no broker id (Python's True == 1)
+    b'{"version":1,"partitions":{"0":[' + b",".join(b"%d" % b for b in range(1000, 1100)) + b'],"1":"x"}}',
+], ids=["broker-id-for-a-list", "a-list", "true-for-a-broker", "long-node"])
+def test_a_topic_node_of_another_shape_is_a_value_error_naming_its_path(node: bytes) -> None:
+    """Both reads of a topic's assignment name the node and show (at most 200 characters
+    of) it, whatever the shape is wrong about."""
+    from kreplica.meta.memory_store import MemoryStore
+    from kreplica.runtime import SimScheduler
+
+    sched = SimScheduler(seed=1)
+    c = KafkaZkClient(MemoryStore(sched).session("b"), sched)
+    c.session.create(layout.topic_path("foo"), node, makepath=True)
+    expected = '/brokers/topics/foo: expected {"partitions": {"<id>": [<broker>, ...]}}, got ' + node.decode()[:200]
+    with pytest.raises(ValueError) as one:
+        c.get_topic_assignment("foo")
+    with pytest.raises(ValueError) as many:
+        c.get_topic_assignments(["foo"])
+    assert str(one.value) == str(many.value) == expected

@@ -86,6 +86,7 @@ def test_create_topic_errors(store_env: StoreEnv) -> None:
         (errors.InvalidReplicaAssignment, dict(topic="t", assignment={0: []})),
         (errors.InvalidReplicaAssignment, dict(topic="t", assignment={})),  # as Kafka: no replica count at all
         (errors.InvalidReplicaAssignment, dict(topic="t", partitions=2, assignment={0: [1001]})),
+        (errors.InvalidReplicaAssignment, dict(topic="t", partitions=1, assignment={0: [1001], 1: [1002]})),
         (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1, config={"no.such": 1})),
         (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1,
                                     config={"min.insync.replicas": 0})),
@@ -214,6 +215,8 @@ def test_metadata_uris() -> None:
     # An empty chroot is the default one in both forms, as for zookeeper+local:///.
     assert parse_metadata_uri("zookeeper://h:1/").chroot == "/kreplica"
     assert parse_zookeeper_connect("h:1,h:2//") == ("h:1,h:2", "/kreplica")
+    # A doubled slash before the chroot is trimmed like the one after it, not kept as "//x".
+    assert parse_zookeeper_connect("h:1//x") == ("h:1", "/x")
     assert parse_metadata_uri("zookeeper+local:///").chroot == "/kreplica"
     assert parse_zookeeper_connect("[::1]:2181,h:2/x") == ("[::1]:2181,h:2", "/x")  # kazoo takes IPv6 this way
     # Empty entries are left out, as ZooKeeper's parser does: the hosts go to kazoo, which refuses them.

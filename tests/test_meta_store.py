@@ -1684,3 +1684,16 @@ def test_the_test_server_grants_no_session_shorter_than_two_ticks(zk_server, zk_
     session = zk_store_factory(session_timeout_ms=100).session("too-short")
     assert negotiated_timeout_ms(zk_server, session) == 2 * zk_server.tick_time_ms == 400
     session.close()
+
+
+# ---- the hundred-and-twenty-ninth review: metadata store mutants, seventh pass ----
+
+def test_a_sequential_create_at_the_root_is_numbered_among_its_children(store_env: StoreEnv) -> None:
+    # Only a plain create of "/" is NodeExists: a sequential one names a new child of the
+    # root, numbered by the root's child creations like any parent's.
+    s = store_env.store.session("a")
+    s.create("/a")
+    assert s.create("/", sequential=True) == "/0000000001"
+    assert "0000000001" in s.get_children("/")
+    with pytest.raises(NodeExists):
+        s.create("/")
