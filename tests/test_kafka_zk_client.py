@@ -658,7 +658,10 @@ def test_a_config_node_made_meanwhile_by_another_writer_is_overwritten(store_env
     b'[1001]',  # not an object at all
     b'{"version":1,"partitions":{"0":[true]}}',  # JSON true is no broker id (Python's True == 1)
     b'{"version":1,"partitions":{"0":[' + b",".join(b"%d" % b for b in range(1000, 1100)) + b'],"1":"x"}}',
-], ids=["broker-id-for-a-list", "a-list", "true-for-a-broker", "long-node"])
+    b'{"version":1,"partitions":{"x":[1001]}}',  # Kafka's toInt refuses these two keys;
+    b'{"version":1,"partitions":{"1_0":[1001]}}',  # Python's int() read "1_0" as partition 10
+], ids=["broker-id-for-a-list", "a-list", "true-for-a-broker", "long-node", "a-word-for-a-partition",
+        "an-underscored-partition"])
 def test_a_topic_node_of_another_shape_is_a_value_error_naming_its_path(node: bytes) -> None:
     """Both reads of a topic's assignment name the node and show (at most 200 characters
     of) it, whatever the shape is wrong about."""

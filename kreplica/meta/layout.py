@@ -10,6 +10,7 @@ orders other than ours.  Path and codec only: no I/O here.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -170,13 +171,18 @@ def encode_topic_assignment(assignment: Mapping[int, Iterable[int]]) -> bytes:
     return _dumps({"version": 1, "partitions": parts})
 
 
+_PARTITION_ID = re.compile(r"[+-]?[0-9]+")
+
+
 def decode_topic_assignment(data: bytes, where: str = "a topic node") -> dict[int, list[int]]:
     """``{partition: replicas}``; ValueError naming ``where`` for a node of another shape
     (another tool's, or a hand edit), rather than whatever Python says about it."""
     obj = json.loads(data)
     parts = obj.get("partitions") if isinstance(obj, dict) else None
+    # A partition id as Kafka's toInt reads one: int() alone also takes "1_0" (as 10) and " 1".
     if not isinstance(parts, dict) or not all(
-            isinstance(r, list) and all(type(b) is int for b in r) for r in parts.values()):
+            _PARTITION_ID.fullmatch(p) and isinstance(r, list) and all(type(b) is int for b in r)
+            for p, r in parts.items()):
         raise ValueError(f"{where}: expected {{\"partitions\": {{\"<id>\": [<broker>, ...]}}}}, "
                          f"got {data.decode(errors='replace')[:200]}")
     return {int(p): list(replicas) for p, replicas in sorted(parts.items(), key=lambda kv: int(kv[0]))}
