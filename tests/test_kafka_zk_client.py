@@ -392,7 +392,7 @@ def test_a_topic_without_a_config_node_gets_one_when_its_config_is_set(store_env
     admin.set_topic_config("bar", {"retention.ms": 5})
     assert observer.get_topic_config("bar") == {"retention.ms": "5"}
     assert observer.get_config_change_topics(observer.get_config_changes()) == ["bar"]
-    # A store a tool filled without any /config/topics (Kafka 0.8's wrote none): the
+    # A store a tool filled without any /config/topics (one that writes no config): the
     # parent is made too, as updatePersistentPath makes a missing path's parents.
     admin.create_topic("baz", {0: [1]}, {})
     admin.session.delete(layout.CONFIG_TOPICS, recursive=True)
