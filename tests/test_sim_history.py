@@ -344,3 +344,24 @@ def test_a_history_line_is_ascii_whatever_its_text_holds(tmp_path):
     data = path.read_bytes()
     assert data.isascii() and hashlib.sha256(data).hexdigest() == h.hash
     assert run_header(read_jsonl(path))["scenario"]["description"] == "leader \u2014 follower"
+
+
+def test_the_swarm_draws_over_the_bases_workload_and_keeps_what_it_does_not_draw():
+    """A seed draws acks, the produce cadence, admin operations and batches in flight; the
+    rest of the base's workload (batch size, retries, timeouts, consumers, keys, config
+    changes) stays the base's, as its config keys do."""
+    from dataclasses import asdict
+
+    from kreplica.sim.scenarios import WorkloadSpec
+
+    drawn = {"acks", "produce_interval_ms", "admin_interval_ms", "max_in_flight"}
+    kept = [name for name in scenarios.names()
+            if {k: v for k, v in asdict(scenarios.load(name).workload).items() if k not in drawn}
+            != {k: v for k, v in asdict(WorkloadSpec()).items() if k not in drawn}]
+    assert kept  # some base's workload differs from the default beyond the drawn keys
+    for name in scenarios.names():
+        base = scenarios.load(name)
+        for s in range(3):
+            workload = swarm_scenario(s, base).workload
+            assert {k: v for k, v in asdict(workload).items() if k not in drawn} == \
+                {k: v for k, v in asdict(base.workload).items() if k not in drawn}, (name, s)

@@ -381,7 +381,8 @@ def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partit
     """The liveness probe: one batch per partition, the same bytes at every retry (a retry
     after a timeout must not add a second probe record), the cached leader dropped after
     each failure, the last error kept for the liveness message, and each ack reported to
-    the checker at the acks it was sent with (1 where min.insync.replicas cannot be met)."""
+    the checker at the acks it was sent with (1 where min.insync.replicas cannot be met),
+    marked as the probe's (held to invariant 1, not counted in the workload's writes)."""
     from kreplica.protocol import TopicPartition
     from kreplica.sim.workload import Probe
 
@@ -401,7 +402,8 @@ def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partit
         later=sched.call_later, now_ms=sched.now_ms, record=lambda *args, **kwargs: None,
         leader_of=lambda tp: 1, forget_leader=forgets.append, network=SimpleNamespace(send=send),
         isr_size=lambda tp: 3,
-        checker=SimpleNamespace(on_ack=lambda name, first, last, crc, acks, *rest, **kw: acked.append((name, acks))))
+        checker=SimpleNamespace(on_ack=lambda name, first, last, crc, acks, *rest, **kw: acked.append((name, acks))
+                                if kw.get("probe") is True else None))
     probe = Probe(world, {a: -1, b: 1}, WorkloadSpec(request_timeout_ms=1000, retry_backoff_ms=100))
     probe.start()
     sched.advance(1600)  # past the first attempt's timeout (1500 ms): the retry is answered NOT_LEADER
@@ -411,6 +413,8 @@ def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partit
     assert forgets == [a, a]
     tries = [(acks, records) for tp, acks, records in sent if tp == a]
     assert len(tries) == 3 and len({r for _, r in tries}) == 1 and {k for k, _ in tries} == {-1}
+    # Each partition's probe is its own batch (the value names it), even made in the same ms.
+    assert len({records for _, _, records in sent}) == 2
 
 
 def test_a_producer_sends_nothing_more_once_its_topic_is_deleted():
