@@ -768,7 +768,8 @@ def test_each_random_admin_action_goes_to_the_topic_its_event_names_and_none_aft
     """Two topics: every reassignment, preferred election and config change the admin draws
     is made on the topic (and partition) its recorded event names, each kind is drawn (config
     changes only with ``alter_configs``), every min.insync.replicas from 1 to the topic's
-    replication factor is a possible change, and a tick after the run phase does nothing."""
+    replication factor is a possible change, unclean election is switched both on and off,
+    and a tick after the run phase does nothing."""
     from kreplica.sim.world import _config_changes
 
     assert [v for k, v in _config_changes(3) if k == "min.insync.replicas"] == ["1", "2", "3"]
@@ -803,6 +804,9 @@ def test_each_random_admin_action_goes_to_the_topic_its_event_names_and_none_aft
                        and "unclean.leader.election.enable" in call[2]}
             assert world.checker._min_isr_floor == ({"a": 1, "b": 1} if alter else {})
             assert set(world.checker._unclean_topics) == unclean and bool(unclean) is alter
+            assert {v for call in calls if call[0] == "alter_config"
+                    for k, v in call[2].items() if k == "unclean.leader.election.enable"} == (
+                {"true", "false"} if alter else set())
             world._phase = "liveness"
             world._admin_tick()
             assert len(calls) == len(made)
@@ -1215,7 +1219,8 @@ def test_a_run_makes_its_data_dir_under_its_data_root_and_never_in_one_already_t
 
 def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_scheduler_events():
     """``events`` is the history's length even when the history keeps no events (sweeps run
-    with keep_history=False); ``scheduler_events`` leaves out the setup's events."""
+    with keep_history=False); ``scheduler_events`` leaves out the setup's events; availability
+    is the share of sampled partitions that had a leader up, 1 when nothing was sampled."""
     from types import SimpleNamespace
 
     world = World(scenarios.load("random-chaos"), 1, keep_history=False)
@@ -1224,6 +1229,10 @@ def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_schedu
     world.cluster = SimpleNamespace(scheduler=SimpleNamespace(events_run=1000, now_ms=lambda: 200))
     r = world._result(True, 0.0, 400)
     assert (r.events, r.scheduler_events) == (7, 600)
+    # Nothing sampled (a run stopped before its first sweep): nothing was seen unavailable.
+    assert r.availability == 1.0
+    world._avail = [3, 4]
+    assert world._result(True, 0.0, 400).availability == 0.75
 
 
 def test_the_liveness_phase_ends_pauses_slow_and_full_disks_at_once_not_at_their_own_timers():
@@ -1967,3 +1976,106 @@ def test_scripted_fault_steps_keep_their_defaults_and_replace_what_the_chaos_pla
     assert calls == [("crash", 3, False, False, True), ("crash", 1, False, False, True), ("crash", 2, True, True, False),
                      ("pause", 2, 700, True), ("disk_full", 2, 700, True), ("cut_store", 2, 700, True),
                      ("slow_disk", 2, 50, 700)]
+
+
+# ---- seventh world mutation pass (hundred-and-twenty-eighth review) -----------------------------
+
+
+def test_only_an_accepted_create_or_delete_ends_a_topics_history():
+    """The admin call's answer decides: a delete the cluster refuses (delete.topic.enable
+    false) leaves the topic judged and not marked as being deleted; a create refused while
+    the topic is being deleted (TOPIC_ALREADY_EXISTS) leaves the dying topic marked, its
+    replicas unobserved; an accepted delete forgets the topic's models and leaderless
+    stretches and marks it, an accepted create unmarks it.  ``_admin`` says which it was."""
+    from kreplica import errors
+
+    def refuse_delete(topic, wait):
+        raise errors.TopicDeletionDisabled(topic)
+
+    def refuse_create(topic, *args, wait):
+        raise errors.TopicAlreadyExists(topic)
+
+    world = World(_two_topic_scenario(), 5)
+    try:
+        world._build()
+        world._phase = "run"
+        c, models = world.cluster, world.checker.models
+        assert {"a-0", "a-1", "b-0"} <= set(models)
+        world._leaderless_since.update({"a-0": 7, "b-0": 9})
+        c.delete_topic = refuse_delete
+        world._delete_topic("a")
+        assert "a-0" in models and world._deleting == set() and world._leaderless_since["a-0"] == 7
+        c.delete_topic = lambda topic, wait: None
+        world._delete_topic("b")
+        assert "b-0" not in models and world._deleting == {"b"} and "b-0" not in world._leaderless_since
+        c.create_topic = refuse_create
+        world._create_topic("b", 1, 2)
+        assert world._deleting == {"b"}
+        c.create_topic = lambda topic, *args, wait: None
+        world._create_topic("b", 1, 2)
+        assert world._deleting == set() and "a-0" in models
+        assert world._admin(refuse_create, "a", 1, 3, wait=False) is False
+        assert world._admin(lambda *args, **kwargs: None, wait=False) is True
+        refused = [e.data["call"] for e in world.history.events if e.kind == "admin_refused"]
+        assert refused == ["refuse_delete", "refuse_create", "refuse_create"]
+    finally:
+        world.close()
+
+
+def test_a_scripted_restart_of_a_live_broker_is_recorded_as_refused():
+    """A restart whose broker is already up changes nothing: the history says the world
+    refused it, as it says for any fault step it refuses."""
+    from kreplica.sim.scenarios import Step
+
+    world = World(_two_topic_scenario(), 5)
+    try:
+        world._build()
+        world._phase = "run"
+        world._run_step(Step("restart", target=2))
+        skipped = [e.data for e in world.history.events if e.kind == "step_skipped"]
+        assert skipped == [{"action": "restart", "target": "2", "reason": "refused by the world"}]
+        assert world.cluster.brokers[2].alive
+    finally:
+        world.close()
+
+
+def test_a_converged_and_probed_run_ends_comparing_every_partitions_replicas():
+    """The liveness phase's last act, after convergence and the probe: every partition's
+    whole log compared across its replicas (the checker's final check), each partition once
+    with every replica the store assigns it, and nothing more after the comparison."""
+    from kreplica.sim.checker import tp_name
+
+    sc = replace(scenarios.load("slow-follower"), until_ms=2000)
+    world = World(sc, 1)
+    compared, assigned, final_check = [], {}, world.checker.final_check
+
+    def spy(name, parts):
+        if not assigned:
+            assigned.update({tp_name(tp): sorted(r) for tp, (_, r) in world._partition_states().items()})
+        compared.append((name, sorted(parts), world.now_ms()))
+        final_check(name, parts)
+
+    world.checker.final_check = spy
+    r = world.run()
+    assert r.ok and r.converged, r.violation and r.violation.describe()
+    assert compared and [(name, replicas) for name, replicas, _ in compared] == sorted(assigned.items())
+    assert len(assigned) == sum(t.partitions for t in sc.topics)
+    end = max(e.time_ms for e in world.history.events if e.kind == "liveness_end")
+    assert {t for _, _, t in compared} == {end}
+
+
+def test_the_random_admin_first_acts_one_interval_into_the_run():
+    """Admin actions every ``admin_interval_ms``, the first one too: one interval after the
+    workload starts, not as it starts; and none at all without an interval."""
+    for interval in (1000, 0):
+        world = World(_two_topic_scenario(admin_interval_ms=interval), 5)
+        try:
+            world._build()
+            world._phase = "run"
+            scheduled = []
+            world.later = lambda delay, fn, *args: scheduled.append((delay, fn))
+            world._start_workload()
+            ticks = [delay for delay, fn in scheduled if fn == world._admin_tick]
+            assert ticks == ([1000] if interval else [])
+        finally:
+            world.close()
