@@ -24,13 +24,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, batches: int = 1, acks: str = "all",
               forgets: list | None = None, made: list | None = None, unacked: list | None = None,
-              topic_exists=lambda topic: True, tps: list | None = None):
+              topic_exists=lambda topic: True, tps: list | None = None, rng: random.Random | None = None):
     """A producer (acks=all unless told) of topic t on a clock of its own and three brokers,
     stopped once ``batches`` batches were acknowledged, given up on or (acks=0) sent; returns
     it, the leader lookups' times, the recorded events and the checker's acks.  ``forgets``
     collects the times the producer dropped its cached leader, ``unacked`` those it told the
     checker of an acks=0 send, ``tps`` the partition each event names; ``made`` gets the
-    producer before it starts."""
+    producer before it starts; ``rng`` replaces the world's seeded draws."""
     sched = SimScheduler(1)
     lookups, events, acked = [], [], []
     spec = WorkloadSpec(retries=retries, retry_backoff_ms=100, produce_interval_ms=1000, acks=acks)
@@ -43,7 +43,7 @@ def _producer(leader: int, send=None, retries: int = 5, partitions: int = 1, bat
             producer.stop()
 
     world = SimpleNamespace(
-        rng=random.Random(1), later=sched.call_later, now_ms=sched.now_ms, record=record,
+        rng=rng or random.Random(1), later=sched.call_later, now_ms=sched.now_ms, record=record,
         cluster=SimpleNamespace(brokers=dict.fromkeys((1, 2, 3)), zk=SimpleNamespace(topic_exists=topic_exists)),
         leader_of=lambda tp: lookups.append(sched.now_ms()) or leader,
         forget_leader=lambda tp: forgets is not None and forgets.append(sched.now_ms()),
@@ -206,12 +206,13 @@ def test_every_failed_attempt_drops_the_cached_leader_before_the_retry_looks_it_
 
 
 def _consumer(answer, intervals: int = 30, leader_of=lambda tp: 1, forgets: list | None = None,
-              hws: list | None = None, topic_exists=lambda topic: True):
+              hws: list | None = None, topic_exists=lambda topic: True, leaders: list | None = None):
     """A consumer of t-0 on a clock of its own, polling every 100 ms for ``intervals``
     intervals; ``answer(request)`` gives the leader's FetchResponse (or None: no answer).
     Returns the requests, the recorded events and what the checker was told was read;
     ``forgets`` collects the times it dropped its cached leader, ``hws`` the HW it told the
-    checker each read was served under; ``topic_exists`` is the store's answer."""
+    checker each read was served under, ``leaders`` the leader it named; ``topic_exists``
+    is the store's answer."""
     from kreplica.protocol import TopicPartition
     from kreplica.sim.workload import Consumer
 
@@ -232,7 +233,8 @@ def _consumer(answer, intervals: int = 30, leader_of=lambda tp: 1, forgets: list
         leader_of=leader_of, forget_leader=lambda tp: forgets is not None and forgets.append(sched.now_ms()),
         network=SimpleNamespace(send=send),
         checker=SimpleNamespace(on_consume=lambda name, fps, hw, leader: consumed.extend(fps) or
-                                (hws is not None and hws.append(hw))))
+                                (hws is not None and hws.append(hw)) or
+                                (leaders is not None and leaders.append(leader))))
     consumer = Consumer(world, 0, TopicPartition("t", 0), 100)
     consumer.start()
     sched.advance(intervals * 100 + 50)
@@ -498,3 +500,32 @@ def test_an_acks_0_producer_that_gives_a_batch_up_goes_on_with_the_next():
     producer, lookups, events, acked = _producer(NO_LEADER, retries=0, acks="0", batches=5)
     assert [kind for _, kind, _ in events] == ["produce_failed"] * 5 and producer.sent == 0
     assert [d["error"] for _, _, d in events] == ["LEADER_NOT_AVAILABLE"] * 5
+
+
+def test_a_consumer_tells_the_checker_which_leader_served_each_read():
+    """The checker excuses a deposed leader's read of history a later election superseded
+    only if it knows who served it: each read names the broker the fetch went to."""
+    leaders = []
+    requests, events, consumed = _consumer(_leader_of_single_record_batches(10, lambda n: 10),
+                                           leader_of=lambda tp: 3, leaders=leaders)
+    assert [base for base, *_ in consumed] == list(range(10))
+    assert leaders and set(leaders) == {3}
+
+
+@pytest.mark.parametrize("draw", ["lowest", "highest"])
+def test_a_producer_starts_within_one_interval_and_spaces_its_batches_up_to_two_intervals_apart(draw):
+    """produce_interval_ms is the mean gap between a producer's batches: its first batch at
+    a draw from 0 to one interval in (the producers do not all start at once), each next
+    one a draw from 1 ms to two intervals after the last was answered."""
+    class Edge(random.Random):
+        def randint(self, a, b):
+            return a if draw == "lowest" else b
+
+    made = []
+
+    def send(src, dst, request, respond):  # answered 1 ms later
+        (part,) = request.partitions
+        made[0].world.later(1, respond, ProduceResponse((ProducePartitionResult(part.tp, errors.NONE, 0),)))
+
+    producer, lookups, events, acked = _producer(1, send, batches=4, made=made, rng=Edge(1))
+    assert lookups == ([0, 2, 4, 6] if draw == "lowest" else [1000, 3001, 5002, 7003])
