@@ -1446,6 +1446,7 @@ def test_a_kill_controller_step_binds_the_broker_it_killed_and_isolate_cuts_its_
         killed = world.cluster.controller_id
         world._run_step(Step("kill_controller", bind="gone"))
         assert world.bound == {"gone": killed} and not world.cluster.brokers[killed].alive
+        assert world.resolve("$gone") == killed and world.resolve("$other") is None
         target = next(b for b in world.cluster.live_brokers())
         world._run_step(Step("isolate", target=target, params={"duration_ms": 1000}))
         (event,) = [e for e in world.history.events if e.kind == "partition"]
