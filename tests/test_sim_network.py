@@ -562,3 +562,37 @@ def test_what_a_paused_node_sent_meets_the_network_as_it_is_at_its_resume():
     net.heal()
     sched.advance(50)
     assert [(t, type(r).__name__) for t, _, r in got] == [(60, "LeaderAndIsrRequest")]
+
+
+def test_a_heal_releases_the_held_links_in_link_order_whichever_was_cut_first():
+    """At a heal the controller requests held on several links go on link by link in the
+    links' order, so a seed's arrivals depend on what was held, not on which link first
+    held something (the hundred-and-twenty-seventh review)."""
+    def arrivals(first: int, second: int) -> list:
+        sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=50))
+        net.partition({1}, {2, 3})
+        for src in (first, second):
+            for i in range(3):
+                net.send(src, 1, lair(10 * src + i), None)
+        sched.advance(100)
+        assert got == [] and net.stats.held == 6
+        net.heal()
+        sched.advance(100)
+        return [(t, r.controller_epoch) for t, _, r in got]
+
+    held_3_first = arrivals(3, 2)
+    assert held_3_first == arrivals(2, 3)
+    # each link kept its order
+    assert [e for _, e in held_3_first if e < 30] == [20, 21, 22]
+    assert [e for _, e in held_3_first if e >= 30] == [30, 31, 32]
+
+
+def test_a_latency_without_a_slow_tail_takes_one_draw_from_the_seed():
+    """A profile without a tail draws one number per message: switching the tail off leaves
+    every other draw of a seed where it was, as a fault kind at rate 0 does."""
+    rng, expected = random.Random(5), random.Random(5)
+    plain = LinkProfile(latency_ms_min=2, latency_ms_max=5)
+    for _ in range(50):
+        plain.draw_latency_ms(rng)
+        expected.random()
+    assert rng.getstate() == expected.getstate()
