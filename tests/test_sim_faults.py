@@ -819,3 +819,118 @@ def test_a_controller_down_already_is_not_killed_again():
         assert [e.kind for e in world.history.events if e.kind in ("crash", "kill_controller")] == ["crash"]
     finally:
         world.close()
+
+
+# ---- the hundred-and-twenty-seventh review -----------------------------------------------------
+
+def test_a_full_disk_that_replaces_another_lasts_its_own_duration():
+    """A scripted full disk landing on a full one lasts its own duration: the first one's
+    timer no longer frees the disk (as a replacing slow disk, pause or cut does)."""
+    sched, world, events = _pause_world()
+    world.disk_full = set()
+    world.instrument_broker = lambda broker: None
+    assert faults.disk_full(world, 2, 1000)                    # until 1000
+    sched.advance(500)
+    assert faults.disk_full(world, 2, 2000, replace=True)      # scripted: until 2500
+    sched.advance(600)                                         # 1100: the first one's timer fired
+    assert world.disk_full == {2}
+    sched.advance(1500)                                        # 2600
+    assert world.disk_full == set()
+    assert [(t, kind) for t, kind, _, _ in events] == [(0, "disk_full"), (500, "disk_full"), (2500, "disk_freed")]
+
+
+def test_the_planner_pauses_no_broker_paused_already():
+    """A chaos pause is refused on a paused broker (only a scripted step replaces one): on
+    each broker the planner's pauses and their resumes alternate, none stacked on another."""
+    sched, world, events = _pause_world()
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "pause": 600.0}, pause_ms_max=4000))
+    planner.start()
+    sched.advance(60_000)
+    planner.stop()
+    sched.advance(5000)
+    for b in (1, 2, 3):
+        kinds = [kind for _, kind, broker, _ in events if broker == b]
+        assert len(kinds) > 10 and kinds == ["pause", "resume"] * (len(kinds) // 2), b
+
+
+def test_a_controller_the_planner_killed_stays_down_between_the_shortest_downtime_and_its_bound(monkeypatch):
+    """A killed controller is a crash: it comes back after a downtime drawn in
+    [200, downtime_ms_max], not after a pause's length."""
+    sched, world, _events = _stub_world()
+    world.cluster.brokers = {b: SimpleNamespace(alive=True) for b in (1, 2, 3)}
+    killed, restarted = [], []
+    monkeypatch.setattr(faults, "kill_controller", lambda w, *a, **k: killed.append(sched.now_ms()) or True)
+    monkeypatch.setattr(faults, "restart", lambda w, broker: restarted.append(sched.now_ms()) or True)
+    rates = FaultRates(**{**_QUIET, "kill_controller": 60.0}, downtime_ms_max=1000, pause_ms_max=100)
+    planner = ChaosPlanner(world, rates, tick_ms=2000)  # a kill at most every 2 s: each restart follows its kill
+    planner.start()
+    sched.advance(120_000)
+    planner.stop()
+    sched.advance(2000)
+    assert len(killed) > 20 and len(restarted) == len(killed)
+    downtimes = [r - k for k, r in zip(killed, restarted)]
+    assert 200 <= min(downtimes) and max(downtimes) <= 1000 and max(downtimes) > 500
+
+
+def test_a_cascading_crash_comes_0_to_cascade_ms_max_ms_after_the_election(monkeypatch):
+    """The new leader may fail at the very instant of its election (KIP-101's double failure
+    at once) or up to cascade_ms_max ms later, both ends included."""
+    sched, world, _events = _stub_world()
+    delays = []
+    elected = {}
+    monkeypatch.setattr(faults, "crash", lambda w, broker, *a, **k: delays.append(sched.now_ms() - elected[broker]))
+    planner = ChaosPlanner(world, FaultRates(**_QUIET, cascade=1.0, cascade_ms_max=3), tick_ms=60_000)
+    planner.start()
+    for i in range(100):
+        elected[i] = sched.now_ms()
+        planner.on_election("t-0", i)
+        sched.advance(10)
+    planner.stop()
+    assert len(delays) == 100 and set(delays) == {0, 1, 2, 3}
+
+
+def test_a_torn_write_keeps_under_200_bytes_however_long_the_unflushed_tail(tmp_path):
+    """The torn prefix is under 200 bytes: from a tail of several kilobytes it keeps 1 to
+    199 of them, 199 included."""
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1 << 20}, ManualClock())
+    log.append_as_leader([b"flushed"], leader_epoch=0)
+    log.flush()
+    for i in range(20):
+        log.append_as_leader([b"volatile-%03d" % i * 20], leader_epoch=0)
+    rm = SimpleNamespace(partitions={TopicPartition("t", 0): SimpleNamespace(log=log)})
+    try:
+        torn = set()
+        rng = random.Random(2)
+        for _ in range(3000):
+            (tail,) = unflushed_tails(rm, rng, torn=True)
+            torn.add(tail.torn_bytes)
+        assert tail.end - tail.position > 1000
+        assert min(torn) == 1 and max(torn) == 199
+    finally:
+        log.close()
+
+
+def test_the_planner_shuts_no_broker_down_with_max_down_brokers_down(monkeypatch):
+    """A controlled shutdown takes its broker down as a crash does: none is drawn while
+    max_down brokers are down already."""
+    rates = FaultRates(**{**_QUIET, "controlled_shutdown": 600.0}, downtime_ms_max=1000, max_down=1)
+    _world, _events, noted = _planned(monkeypatch, rates, live=(1, 2))
+    assert [kind for _, kind, _, _ in noted] == []
+    _world, _events, noted = _planned(monkeypatch, rates)
+    assert sum(kind == "controlled_shutdown" for _, kind, _, _ in noted) > 20
+
+
+def test_the_planners_fault_lengths_reach_both_ends_of_their_range(monkeypatch):
+    """A drawn length lies in [shortest, bound], both ends included: with pause_ms_max=60 every
+    pause length from 50 to 60 ms comes up, and with partition_ms_max=110 every cut from the
+    store from 100 to 110 ms."""
+    drawn: dict = {}
+    for kind in ("pause", "cut_store"):
+        monkeypatch.setattr(faults, kind, lambda w, target, length, kind=kind: drawn.setdefault(kind, set()).add(length))
+    rates = FaultRates(**{**_QUIET, "pause": 120.0, "cut_store": 240.0}, pause_ms_max=60, partition_ms_max=110)
+    sched, world, _events = _stub_world()
+    planner = ChaosPlanner(world, rates)
+    planner.start()
+    sched.advance(5 * 60_000)
+    planner.stop()
+    assert drawn == {"pause": set(range(50, 61)), "cut_store": set(range(100, 111))}
