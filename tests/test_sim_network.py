@@ -596,3 +596,19 @@ def test_a_latency_without_a_slow_tail_takes_one_draw_from_the_seed():
         plain.draw_latency_ms(rng)
         expected.random()
     assert rng.getstate() == expected.getstate()
+
+
+def test_what_follows_a_slowed_request_on_its_link_waits_behind_it_when_the_slow_disk_ends():
+    """A slow disk delays each request to its broker on the link it came by: a request sent
+    just after the slow disk ends still arrives behind the slowed one (TCP keeps a link in
+    order), and requests sent while it lasts each arrive slow_ms late."""
+    sched, net, got = world(LinkProfile(latency_ms_min=5, latency_ms_max=5))
+    net.slow_ms[2] = 100
+    net.send(1, 2, fetch(0), None)  # due at 105
+    sched.advance(10)
+    net.send(1, 2, fetch(1), None)  # due at 115
+    net.slow_ms.clear()
+    net.send(1, 2, fetch(2), None)  # due at 15 on its own: behind fetch(1)
+    net.send(3, 2, fetch(3), None)  # another link: at 15
+    sched.advance(200)
+    assert [(t, r.replica_id) for t, _, r in got] == [(15, 3), (105, 0), (115, 1), (115, 2)]
