@@ -686,6 +686,7 @@ def test_a_controller_killed_with_a_power_loss_loses_its_unflushed_bytes():
         assert faults.kill_controller(world, lose_unflushed=True)
         (crash,) = [e for e in world.history.events if e.kind == "crash"]
         assert (crash.broker, crash.data["lose_unflushed"], crash.data["dropped"]) == (cid, True, unflushed)
+        assert crash.data["torn"] is False  # a scripted step has no torn write to ask for
         (name, first), = unflushed.items()  # the checker excuses from the first offset dropped, no later
         assert [d[:2] for d in world.checker.model(name).drops] == [(cid, first)]
     finally:
@@ -934,3 +935,24 @@ def test_the_planners_fault_lengths_reach_both_ends_of_their_range(monkeypatch):
     sched.advance(5 * 60_000)
     planner.stop()
     assert drawn == {"pause": set(range(50, 61)), "cut_store": set(range(100, 111))}
+
+
+def test_a_power_loss_draws_its_torn_prefixes_partition_by_partition_in_name_order(tmp_path):
+    """The logs of a power loss are taken in (topic, partition) order whatever the replica
+    manager's order, so each one's torn prefix is the same draw of the seed in every run."""
+    logs = {}
+    for topic, partition in (("b", 0), ("a", 1), ("a", 0)):
+        tp = TopicPartition(topic, partition)
+        log = logs[tp] = Log.open(tmp_path / f"{topic}-{partition}", {"segment.bytes": 1 << 20}, ManualClock())
+        for i in range(5):
+            log.append_as_leader([b"volatile-%d" % i], leader_epoch=0)
+    try:
+        rm = SimpleNamespace(partitions={tp: SimpleNamespace(log=log) for tp, log in logs.items()})
+        tails = unflushed_tails(rm, random.Random(9), torn=True)
+        assert [(t.tp.topic, t.tp.partition) for t in tails] == [("a", 0), ("a", 1), ("b", 0)]
+        rm.partitions = dict(reversed(rm.partitions.items()))
+        again = unflushed_tails(rm, random.Random(9), torn=True)
+        assert [(t.tp, t.torn_bytes) for t in again] == [(t.tp, t.torn_bytes) for t in tails]
+    finally:
+        for log in logs.values():
+            log.close()
