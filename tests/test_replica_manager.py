@@ -33,8 +33,8 @@ def _cluster(tmp_path, config=None, brokers=(1, 2, 3)):
     return h
 
 
-def _another_partition(h, tp):
-    h.create_partition(tp, (1, 2, 3))
+def _another_partition(h, tp, replicas=(1, 2, 3)):
+    h.create_partition(tp, replicas)
     h.settle(tp)
     return tp
 
@@ -773,9 +773,7 @@ def test_an_acks_all_produce_timing_out_on_one_partition_answers_the_other_that_
     from kreplica.records import encode_batch
 
     h = _cluster(tmp_path)
-    other = TopicPartition("bar", 1)
-    h.create_partition(other, (1, 2))
-    h.settle(other)
+    other = _another_partition(h, TopicPartition("bar", 1), (1, 2))
     h.crash(3)  # stays in TP's ISR (lag time 30 s): TP cannot commit
     batch = encode_batch([b"x"], timestamp_ms=0)
     req = ProduceRequest(-1, 500, (ProducePartition(TP, batch), ProducePartition(other, batch)))
