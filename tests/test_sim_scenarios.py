@@ -175,6 +175,22 @@ def test_a_topic_a_step_deletes_may_be_created_again_by_a_step():
     assert sc.validate() is sc
 
 
+def test_a_step_may_name_a_partition_a_topic_created_again_has_and_the_first_had_not():
+    """t (2 partitions) deleted and created again with 3, as Kafka 0.10 allows: a later step
+    aimed at t-2 is valid, and the run crashes t-2's leader (broker 3 leads it here)."""
+    sc = replace(BASE, until_ms=4000, steps=(
+        Step("delete_topic", at_ms=100, params={"topic": "t"}),
+        Step("create_topic", at_ms=1500, params={"topic": "t", "partitions": 3}),
+        Step("crash", at_ms=3000, target="leader:t-2")))
+    assert sc.validate() is sc
+    world = World(sc, 1)
+    r = world.run()
+    assert r.ok, r.violation and r.violation.describe()
+    leaders = [e.broker for e in world.history.events if e.kind == "election" and e.tp == "t-2"]
+    crashed = [e.broker for e in world.history.events if e.kind == "crash"]
+    assert leaders[:1] == [3] and crashed == [3]
+
+
 def test_a_refused_create_topic_leaves_the_checker_judging_the_live_topic():
     """The create fires while t exists (the delete waits on an election that never comes) and
     is refused with TOPIC_ALREADY_EXISTS: t's acknowledged writes from before it are still
