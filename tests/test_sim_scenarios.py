@@ -110,6 +110,9 @@ def test_every_shipped_scenario_is_valid():
     # The create step's clash the other way round: "a.b" created while "a_b" exists.
     (dict(topics=(TopicSpec("a_b", 1, 3),), steps=(Step("create_topic", params={"topic": "a.b"}),)),
      "step 1 (create_topic): topic a.b collides with topic a_b"),
+    # A create step's replication factor below 1, as one above the broker count is refused above.
+    (dict(steps=(Step("create_topic", params={"topic": "x", "replication_factor": 0}),)),
+     "replication factor 0 on 3 broker(s)"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
