@@ -1480,3 +1480,15 @@ def test_offsets_past_an_int32_are_written_encoded_into_and_restamped(base):
     assert encode_batch_into(into, 0, [b"x"], base, 0, 1) == len(into)
     assert bytes(into) == encode_batch([b"x"], base_offset=base, leader_epoch=0, timestamp_ms=1)
     assert decode_records(into)[0].offset == base
+
+
+# ---- hundred-and-thirty-second review: what the six earlier codec passes left alone
+
+
+@pytest.mark.parametrize("bad", [("h", b"x", b"y"), ("h",)], ids=["three", "one"])
+def test_a_records_header_is_a_key_and_a_value_and_nothing_more(bad):
+    # Kafka's Header is a key and a value: a Record refuses a header of another size, as
+    # the encoder does, rather than keep its first two items and drop the rest.
+    with pytest.raises(ValueError):
+        Record(0, 0, None, b"v", [("a", b"1"), bad])
+    assert Record(0, 0, None, b"v", [("a", b"1"), ("h", None)]).headers == (("a", b"1"), ("h", None))
