@@ -1492,3 +1492,17 @@ def test_a_records_header_is_a_key_and_a_value_and_nothing_more(bad):
     with pytest.raises(ValueError):
         Record(0, 0, None, b"v", [("a", b"1"), bad])
     assert Record(0, 0, None, b"v", [("a", b"1"), ("h", None)]).headers == (("a", b"1"), ("h", None))
+
+
+def test_a_leaders_check_of_a_gzip_batch_starts_with_its_crc():
+    # frame_producer_append walks a producer's batches without CRCs and leaves a gzip
+    # batch's CRC to check_compressed_records: with sound records and a wrong stored CRC
+    # the batch is still CORRUPT_MESSAGE, as Kafka's leader checks the CRC first.
+    from kreplica.log._batch_run import frame_producer_append
+
+    good = _gzip_batch(_raw_record(0) + _raw_record(1), 2)
+    assert frame_producer_append(good).count == 1
+    bad = bytearray(good)
+    bad[17] ^= 0x01  # the stored CRC, nothing it covers
+    with pytest.raises(errors.CorruptMessage, match="crc mismatch at position 0"):
+        frame_producer_append(bytes(bad))
