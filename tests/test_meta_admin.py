@@ -240,7 +240,7 @@ def test_metadata_uris() -> None:
 
 
 @pytest.mark.zookeeper
-def test_open_store_on_zookeeper(zk_server) -> None:
+def test_open_store_on_zookeeper(zk_server, kazoo_client) -> None:
     from kreplica.runtime import RealScheduler
 
     from meta_env import negotiated_timeout_ms
@@ -251,6 +251,9 @@ def test_open_store_on_zookeeper(zk_server) -> None:
         s.create("/here", b"1")
         assert s.get("/here")[0] == b"1"
         assert negotiated_timeout_ms(zk_server, s) == 4000  # the timeout asked for, not the default
+        # The address's chroot, not the default /kreplica: the node is where the URI says.
+        assert store.chroot == "/uri-test"
+        assert kazoo_client.get("/uri-test/here")[0] == b"1"
     finally:
         store.close()
 
@@ -275,9 +278,11 @@ def test_open_store_with_a_private_zookeeper(zk_server) -> None:
     assert granted == 4000  # the timeout asked for, as over zookeeper:// (checked once the JVM is gone)
 
 
-def test_a_private_store_that_cannot_be_made_stops_the_server_it_started(monkeypatch) -> None:
+@pytest.mark.parametrize("interrupted", [False, True], ids=["store_error", "keyboard_interrupt"])
+def test_a_private_store_that_cannot_be_made_stops_the_server_it_started(monkeypatch, interrupted) -> None:
     # zookeeper+local:// starts its own server before the store: a store that then fails
     # (its chroot cannot be made) must not leave that server's JVM running behind the error.
+    # Nor may Ctrl-C while the store connects, which is no Exception.
     import kreplica.meta.zk_server as zk
     import kreplica.meta.zookeeper_store as zs
     from kreplica.meta.store import ConnectionLoss
@@ -296,11 +301,13 @@ def test_a_private_store_that_cannot_be_made_stops_the_server_it_started(monkeyp
             events.append("stop")
 
     def failing_store(*args, **kwargs):
+        if interrupted:
+            raise KeyboardInterrupt
         raise ConnectionLoss("cannot reach ZooKeeper at 127.0.0.1:1")
 
     monkeypatch.setattr(zk, "ZooKeeperServer", FakeServer)
     monkeypatch.setattr(zs, "ZooKeeperStore", failing_store)
-    with pytest.raises(ConnectionLoss, match="cannot reach ZooKeeper"):
+    with pytest.raises(KeyboardInterrupt if interrupted else ConnectionLoss):
         open_store("zookeeper+local:///demo", RealScheduler(), 4000)
     assert events == ["start", "stop"]
 
