@@ -1697,3 +1697,19 @@ def test_a_sequential_create_at_the_root_is_numbered_among_its_children(store_en
     assert "0000000001" in s.get_children("/")
     with pytest.raises(NodeExists):
         s.create("/")
+
+
+def test_one_watch_on_two_nodes_is_told_which_node_changed(store_env: StoreEnv) -> None:
+    # As ZooKeeper's own client: a watcher is one watch per path (and kind), and each
+    # event names the path that fired it, not the first one the watcher was left on.
+    a, b = _sessions_and_w(store_env)
+    a.create("/v", b"0")
+    seen = Recorder()
+    b.get("/w", seen)
+    b.get("/v", seen)
+    a.set("/v", b"1")
+    assert store_env.wait(lambda: len(seen.events) == 1)
+    a.set("/w", b"1")
+    assert store_env.wait(lambda: len(seen.events) == 2)
+    store_env.quiesce()
+    assert [(e.type.value, e.path) for e in seen.events] == [("CHANGED", "/v"), ("CHANGED", "/w")]
