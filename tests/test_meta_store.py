@@ -1713,3 +1713,48 @@ def test_one_watch_on_two_nodes_is_told_which_node_changed(store_env: StoreEnv) 
     assert store_env.wait(lambda: len(seen.events) == 2)
     store_env.quiesce()
     assert [(e.type.value, e.path) for e in seen.events] == [("CHANGED", "/v"), ("CHANGED", "/w")]
+
+
+@pytest.mark.zookeeper
+def test_a_server_runs_its_jvm_under_the_heap_asked_for_and_leaves_its_log_to_it(zk_server) -> None:
+    # The JVM's heap is bounded as asked (without -Xmx a JVM takes a quarter of the
+    # machine's memory), and the log file the JVM writes is not also held open by us
+    # until the garbage collector finds it.
+    import gc
+    import os
+    import warnings
+
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with ZooKeeperServer(heap_mb=128) as server:
+            with open(f"/proc/{server._proc.pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            log_path = str(server.log_path)
+            ours = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    ours.append(os.readlink(f"/proc/self/fd/{fd}"))
+                except OSError:
+                    pass
+        gc.collect()
+    assert b"-Xmx128m" in argv
+    assert log_path not in ours
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning) and "zookeeper.log" in str(w.message)]
+
+
+@pytest.mark.zookeeper
+def test_a_server_whose_jvm_died_on_its_own_still_removes_its_directory_at_stop(zk_server) -> None:
+    # A JVM killed from outside (the OOM killer, an operator) leaves nothing to signal;
+    # stop() must still take the server's data directory away.
+    import signal
+
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    server = ZooKeeperServer().start()
+    data_dir = server.data_dir
+    server._proc.send_signal(signal.SIGKILL)
+    server._proc.wait()
+    server.stop()
+    assert server.data_dir is None and not data_dir.exists()
