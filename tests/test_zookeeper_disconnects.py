@@ -533,3 +533,26 @@ def test_a_session_killed_while_its_server_refuses_connections_ends_quietly(rela
     assert time.monotonic() - started < 3.0
     assert a.client._connection.connection_stopped.is_set()
     assert b.exists("/eph") is not None
+
+
+@pytest.mark.zookeeper
+def test_making_a_store_under_a_chroot_leaves_no_open_sockets(zk_server) -> None:
+    """The short-lived client that makes the chroot holds a connection and a wake-up socket
+    pair, as a session's does: a process that opens stores again and again (a tool, a
+    restarted controller) must not run out of descriptors, nor leave them to the collector."""
+    import gc
+    import warnings
+
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+
+    ZooKeeperStore(zk_server.hosts, "/sockets-warm-up", RealScheduler()).close()
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        stores = [ZooKeeperStore(zk_server.hosts, f"/sockets-{i}", RealScheduler()) for i in range(5)]
+        assert len(os.listdir("/proc/self/fd")) <= before + 2
+        for store in stores:
+            store.close()
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
