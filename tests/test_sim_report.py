@@ -297,3 +297,30 @@ def test_runs_with_a_violation_counts_runs_not_the_invariants_they_broke():
     rows = dict(s.rows())
     assert rows["runs with a violation"] == "3" == str(len(s.to_dict()["failed_seeds"]))
     assert (rows["  1-acked-write-lost"], rows["  liveness"]) == ("2", "1")
+
+
+def test_the_lost_acks_causes_are_listed_by_name_whatever_seed_met_them_first():
+    """The lost acks' causes are rows by name too, as the invariants' and the consumed-then-
+    lost causes' are: a sweep whose first loss was an unclean election still lists
+    power-loss first, under the lost acks' total."""
+    s = Summary()
+    s.add(result(1, losses=["unclean-election"]))
+    s.add(result(2, losses=["power-loss", "unclean-election"]))
+    out = s.rows()
+    at = out.index(("lost acks (counted, attributed)", "3"))
+    assert out[at + 1:at + 3] == [("  power-loss", "1"), ("  unclean-election", "2")]
+
+
+def test_the_tables_values_are_right_aligned_under_their_heading():
+    """Figures of different widths line up on their last digit, as numbers in a column do."""
+    from rich.console import Console
+
+    s = Summary()
+    s.add(result(1, events=1_234_567, wall_s=1.0))
+    console = Console(width=120, record=True, color_system=None)
+    console.print(s.table("t"))
+    lines = console.export_text().splitlines()
+    runs = next(x for x in lines if " runs " in x)
+    speed = next(x for x in lines if "simulated events / wall s" in x)
+    assert runs.rstrip().endswith("1 │") and speed.rstrip().endswith("1,234,567 │")
+    assert runs.rindex("1 │") == speed.rindex("7 │")  # the last digits in one column
