@@ -1057,3 +1057,20 @@ def test_a_single_seeds_hash_line_counts_the_events_its_history_holds(tmp_path, 
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("seed 1: history hash ")]
     lines = (tmp_path / "seed003-controlled-shutdown-1.jsonl").read_text().splitlines()
     assert line == f"seed 1: history hash {hash_lines(lines)} ({len(lines)} events)"
+
+
+def test_a_replays_options_line_is_sorted_whatever_order_the_recording_holds(tmp_path, monkeypatch, capsys):
+    """The replay's options line is the run's (keys sorted, nested ones too), not the
+    recording's key order: a recording written by another tool, or edited, still prints
+    options that compare line for line with the run's own header."""
+    from kreplica.sim import scenarios
+
+    path, recorded = _recording(tmp_path)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["data"]["scenario"] = dict(reversed(list(header["data"]["scenario"].items())))
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    _replayed_as(monkeypatch, recorded, failing=False)
+    sim_cli.main(["--replay", str(path)])
+    options = json.dumps(scenarios.load("seed003-controlled-shutdown").to_dict(), sort_keys=True)
+    assert capsys.readouterr().out.splitlines()[1] == f"options: {options}"
