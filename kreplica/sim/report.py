@@ -88,8 +88,9 @@ class Summary:
             ("writes completed / virtual s (acked, or sent with acks=0)",
              f"{writes_per_virtual_s(self.writes_completed, self.virtual_ms):.1f}"),
             ("acks=all writes acked / virtual s", f"{self.acked_writes / v_s:.1f}"),
-            ("simulated events / wall s", f"{self.events / max(self.wall_s, 1e-9):,.0f}"),
-            ("virtual s / wall s", f"{v_s / max(self.wall_s, 1e-9):.1f}"),
+            # No run timed (a sweep interrupted before its first seed ended): no speed to give.
+            ("simulated events / wall s", f"{self.events / self.wall_s:,.0f}" if self.wall_s > 0 else "-"),
+            ("virtual s / wall s", f"{self.virtual_ms / 1000 / self.wall_s:.1f}" if self.wall_s > 0 else "-"),
         ]
         if self.failed_seeds:
             out.append(("failing seeds", " ".join(map(str, self.failed_seeds[:20]))
