@@ -773,3 +773,152 @@ def test_each_cut_slice_reads_only_its_own_offsets_even_from_a_segment_fetched_a
     _log(str(tmp_path), "t-0", batches=18, records=1, **{"index.interval.bytes": 1}).close()
     assert [_offsets(s) for s in slices] == [list(range(0, 6)), list(range(6, 12)), list(range(12, 18))]
 
+
+
+# ---- the hundred-and-fortieth review (docs/engine-audit.md, SP7-..) --------------------------
+
+def test_option_values_are_taken_in_any_case_and_a_limit_that_is_no_number_is_refused_by_name(tmp_path):
+    """Option values are read as Spark reads its own (``isolation=UNCOMMITTED`` is
+    uncommitted), and a ``max_records_per_trigger`` that is not a number is refused as
+    the option's error, not as int()'s bare ValueError."""
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import ReadOptions
+
+    base = {"path": str(tmp_path), "topic": "t"}
+    opts = ReadOptions.from_options({**base, "isolation": "Uncommitted", "on_corrupt": "SKIP",
+                                     "corrupt_report": str(tmp_path / "r"), "starting_offsets": "LATEST"})
+    assert (opts.isolation, opts.on_corrupt, opts.starting_offsets) == ("uncommitted", "skip", "latest")
+    with pytest.raises(InvalidConfig, match="max_records_per_trigger: 'ten' is not a positive integer"):
+        ReadOptions.from_options({**base, "max_records_per_trigger": "ten"})
+
+
+def test_two_timestamp_lower_bounds_prune_by_the_later_one(tmp_path):
+    """``timestamp >= a AND timestamp > b`` keeps only records after both: the plan starts
+    after the records the later bound excludes, whichever filter came first."""
+    from pyspark.sql.datasource import GreaterThan, GreaterThanOrEqual
+
+    from kreplica.spark.datasource import Pushdown, ReadOptions, plan_slices
+
+    _ticking(tmp_path)
+    opts = ReadOptions.from_options({"path": str(tmp_path), "topic": "t", "isolation": "uncommitted"})
+    early, late = GreaterThanOrEqual(("timestamp",), T0 + 500), GreaterThan(("timestamp",), T0 + 3499)
+    for filters in ((early, late), (late, early)):
+        pushdown = Pushdown()
+        for f in filters:
+            pushdown.absorb(f)
+        assert pushdown.timestamp_lo == T0 + 3500
+        [s] = plan_slices(opts, pushdown, {0: None})
+        assert s.offset_lo == 12 and _offsets(s) == list(range(12, 18))
+
+
+def test_skipped_regions_come_in_the_order_of_their_report_files_whatever_the_listing(tmp_path, monkeypatch):
+    """A directory lists its files in no fixed order: the regions of several slices'
+    reports come back in one order (by report file name) however the listing came."""
+    import json
+    import pathlib
+
+    from kreplica.spark.datasource import skipped_regions
+
+    report = tmp_path / "report"
+    report.mkdir()
+    for start in (0, 182, 364):
+        region = {"file": "f.log", "position": start + 91}
+        (report / f"t-0-{0:020d}-{start}.json").write_text(json.dumps({"skipped_batches": 1, "regions": [region]}))
+    glob = pathlib.Path.glob
+    orders = []
+    for reverse in (False, True):
+        monkeypatch.setattr(pathlib.Path, "glob", lambda self, pattern, reverse=reverse: iter(
+            sorted(glob(self, pattern), reverse=reverse)))
+        orders.append([r["position"] for r in skipped_regions(report)])
+    assert orders == [[91, 273, 455]] * 2
+
+
+def test_a_range_ending_at_an_indexed_batch_plans_no_slice_from_that_batch_on(tmp_path):
+    """``offset < 12`` on six 91-byte batches of 3 records, an index entry each, cut at 182
+    bytes: two slices (offsets 0..5 and 6..11), the second sized up to the batch of offset
+    12, not a third, empty slice starting at it (a task that reads a batch for nothing)."""
+    path, positions, sizes = _sealed(tmp_path)
+    [part] = list_partitions(str(tmp_path), "t")
+    [seg] = part.segments
+    slices = seg.slices(OffsetBounds(0, 12, 18), None, 2 * 91, topic="t", partition=0, on_corrupt="fail",
+                        corrupt_report=None)
+    assert [(s.start_position, s.end_position, s.offset_lo, s.offset_hi) for s in slices] == [
+        (0, positions[2], 0, 6), (positions[2], positions[4], 6, 12)]
+    assert [o for s in slices for o in _offsets(s)] == list(range(12))
+
+
+def test_a_log_end_is_never_below_the_log_start_a_checkpoint_names(tmp_path):
+    """The log start checkpoint lags as the HW checkpoint does: after a follower truncated
+    below its log start (and started the log again lower) the file may still name the old
+    start, past the data.  The log end is then the log start, so an uncommitted stream's
+    latest offset is never below the offset it starts from."""
+    pytest.importorskip("pyspark")
+    from kreplica.spark.datasource import KReplicaDataSource
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=1).close()  # offsets 0..2
+    _write(d, "log-start-offset-checkpoint", {("t", 0): 5})
+    [part] = list_partitions(d, "t")
+    assert (part.log_start_offset, part.log_end_offset()) == (5, 5)
+    stream = KReplicaDataSource({"path": d, "topic": "t", "isolation": "uncommitted"}).streamReader(None)
+    assert stream.initialOffset() == stream.latestOffset(None, None) == {"0": 5}
+
+
+def test_a_trimmed_time_index_prunes_also_where_the_offset_index_is_missing(tmp_path):
+    """A segment whose ``.index`` is gone (Kafka rebuilds a missing one) cannot hold a stale
+    offset-index entry, so its trimmed time index still prunes by time."""
+    path = _ticking(tmp_path)
+    os.remove(os.path.splitext(path)[0] + ".index")
+    [part] = list_partitions(str(tmp_path), "t")
+    [seg] = part.segments
+    [s] = seg.slices(OffsetBounds(0, None, None), T0 + 3500, None, topic="t", partition=0, on_corrupt="fail",
+                     corrupt_report=None)
+    assert (s.start_position, s.offset_lo) == (0, 12) and _offsets(s) == list(range(12, 18))
+
+
+def test_a_slice_whose_first_batch_is_unreadable_has_read_nothing_and_skips_only_that_batch(tmp_path):
+    """A slice started at an index hint (offsets 9..17) whose first batch's CRC holds over
+    records that do not match its count: the error says nothing was read yet, and with
+    on_corrupt=skip only that batch goes (offsets 12..17 read), recorded as nothing read
+    before it, in a report directory made with its parents."""
+    import json
+
+    path, positions, sizes = _sealed(tmp_path)
+    _recount(path, positions[3], 2)
+    s = _slice(path, positions[3], lo=9, hi=18, need=18, start_offset=9)
+    with pytest.raises(CorruptMessage) as e:
+        _offsets(s)
+    assert str(e.value).endswith("(partition t-0, nothing read yet; the position comes from "
+                                 "00000000000000000000.index)"), str(e.value)
+    report = tmp_path / "reports" / "run-1"
+    s = _slice(path, positions[3], lo=9, hi=18, need=18, start_offset=9, on_corrupt="skip",
+               corrupt_report=str(report))
+    assert _offsets(s) == list(range(12, 18))
+    [region] = json.loads((report / s.report_name).read_text())["regions"]
+    assert (region["position"], region["resume_position"], region["offsets_read_before"],
+            region["next_offset"]) == (positions[3], positions[4], -1, 12)
+
+
+def test_a_committed_read_fails_at_a_bad_first_batch_of_offset_0_below_the_high_watermark(tmp_path):
+    """The first batch of a fresh partition (base offset 0, its first eight bytes zeros)
+    is corrupt and the HW checkpoint says 6 were committed: the log does not end cleanly
+    there (its length follows), so the HW is not clamped to 0 and the read fails, where a
+    clamp would have read nothing and said nothing."""
+    from kreplica.records import scan_batches
+    from kreplica.spark.datasource import Pushdown, ReadOptions, _partitions_of, _upper_bounds, plan_slices
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=2).close()
+    path = os.path.join(d, "t-0", "00000000000000000000.log")
+    with open(path, "rb") as f:
+        scan = scan_batches(f.read())
+    with open(path, "r+b") as f:  # a CRC mismatch in the first batch (offsets 0..2)
+        f.seek(int(scan.positions[0] + scan.sizes[0]) - 5)
+        f.write(b"\xff\xfe")
+    _write(d, "replication-offset-checkpoint", {("t", 0): 6})
+    [part] = list_partitions(d, "t")
+    assert part.committed_end(6) == 6
+    opts = ReadOptions.from_options({"path": d, "topic": "t"})
+    [s] = plan_slices(opts, Pushdown(), _upper_bounds(opts, _partitions_of(opts)))
+    with pytest.raises(CorruptMessage, match="crc|CRC"):
+        _offsets(s)
