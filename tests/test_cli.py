@@ -287,6 +287,7 @@ def no_spark(monkeypatch):
 @pytest.mark.parametrize("flags, message", [
     (["--acks", "2"], "acks='2': expected 0, 1 or all"),
     (["--min-isr", "0"], "min.insync.replicas=0"),
+    (["--min-isr", "1,0"], "min.insync.replicas=0"),  # not only the first point is checked
     (["--rf", "0"], "replication factor 0"),
     (["--truncation", "foo"], "replica.truncation.strategy='foo'"),
     (["--until", "-5"], "until_ms and liveness_ms must be >= 0"),
@@ -496,6 +497,12 @@ def test_sweep_signals_cancel_the_jobs_a_second_stops_at_once_and_the_handlers_c
     finally:
         interrupts.restore()
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    # Restored, the sweep is out of Spark: the cancelling thread stops (the
+    # hundred-and-fortieth review), it does not cancel every half second from then on.
+    for thread in threading.enumerate():
+        if thread.name == "kreplica-sweep-cancel":
+            thread.join(5)
+            assert not thread.is_alive()
 
 
 def test_a_sweep_shows_a_bar_unless_told_not_to_and_counts_the_seeds_it_was_given(monkeypatch, tmp_path, capsys):

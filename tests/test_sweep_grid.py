@@ -522,6 +522,10 @@ def test_the_bar_tells_failed_tasks_from_running_ones_and_ends_on_the_last_figur
     sc = type("Context", (), {"statusTracker": lambda self: tracker})()
     counts = SparkProgress(sc, "g", expect_jobs=1, expect_tasks=8).tracker.poll()
     assert (counts.completed, counts.total, counts.failed, counts.active) == (3, 8, 2, 1)
+    # Two jobs' running tasks add up as their failed ones do (the hundred-and-fortieth review).
+    tracker.jobs = {1: ("RUNNING", {10: None}), 2: ("RUNNING", {11: None})}
+    counts = SparkProgress(sc, "g", expect_jobs=2, expect_tasks=8).tracker.poll()
+    assert (counts.completed, counts.total, counts.failed, counts.active) == (6, 16, 4, 2)
 
     tracker = _Tracker()
     sc = type("Context", (), {"statusTracker": lambda self: tracker})()
@@ -646,6 +650,10 @@ def test_a_failing_rows_history_is_the_same_bytes_whenever_it_ran():
     gz = row["history_gz"]
     assert gz and struct.unpack("<I", gz[4:8])[0] == 0
     assert gzip.decompress(gz).decode() == history_text(gz)
+    # A JSON-lines file as `kreplica simulate --history` writes it: every line, the last
+    # included, ends in a newline (the hundred-and-fortieth review).
+    text = history_text(gz)
+    assert text.endswith("}\n") and text == "".join(line + "\n" for line in text.splitlines())
 
 
 def test_a_hangup_ends_a_sweep_tasks_run_as_sigterm_does():
@@ -760,19 +768,34 @@ def test_a_sweep_runs_four_tasks_per_core_per_chunk_and_leaves_its_job_group(fai
             raise RuntimeError("a chunk failed")
         return sweep.SweepStats(total=len(grid), already_done=0)
 
+    bars = []
+
+    class Bar:  # the bar is sized in tasks: a job of each chunk runs `tasks` of them
+        def __init__(self, sc, group, *, expect_jobs, expect_tasks, **kwargs):
+            bars.append([group, expect_jobs, expect_tasks, "made"])
+
+        def __enter__(self):
+            bars[-1][-1] = "shown"
+            return self
+
+        def __exit__(self, *exc):
+            bars[-1][-1] = "stopped"
+
     monkeypatch.setattr(sweep, "_run_chunks", run_chunks)
     monkeypatch.setattr(sim_runner, "remove_scratch", removed.append)
+    monkeypatch.setattr("kreplica.spark.progress.SparkProgress", Bar)
     sc = _SweepContext()
     spark = type("Session", (), {"sparkContext": sc})()
     grid = Grid.from_axes([SCENARIO], {"truncation": TRUNCATIONS}, "1..100")
     if fails:
         with pytest.raises(RuntimeError):
-            sweep.run_sweep(spark, grid, "out", runs_per_task=2)
+            sweep.run_sweep(spark, grid, "out", runs_per_task=2, progress=True)
     else:
-        sweep.run_sweep(spark, grid, "out", runs_per_task=2)
+        sweep.run_sweep(spark, grid, "out", runs_per_task=2, progress=True)
     [(tasks, chunk, chunks, scratch)] = asked
     assert (tasks, chunk, chunks) == (12, 24, 9)  # 200 runs in chunks of 12 tasks x 2 runs
     [(_, group), last] = sc.properties
+    assert bars == [[group, 9, 12, "stopped"]]  # 9 jobs of 12 tasks, not of 24 runs
     assert group.startswith("kreplica-sweep-") and last == ("spark.jobGroup.id", None)
     assert sc.interrupt_on_cancel is True
     assert scratch.startswith("kreplica-sweep-") and removed == [scratch]
@@ -884,3 +907,40 @@ def test_a_replay_command_names_its_file_by_an_absolute_path_when_the_report_dir
     [command] = write_replays(failing, Path("kreplica-sweep-report"))
     path = tmp_path / "kreplica-sweep-report" / "replays" / SCENARIO / "acks=all" / "seed-3.jsonl"
     assert command == f"kreplica simulate --replay {path.resolve()}" and path.read_text() == '{"kind": "run"}\n'
+
+
+# ---- the hundred-and-fortieth review (docs/engine-audit.md, SP7-..) --------------------------
+
+@pytest.mark.parametrize("k, n", [(0, 21), (0, 37), (11, 11), (14, 14)])
+def test_the_wilson_interval_never_leaves_0_to_1_even_by_a_rounding_error(k, n):
+    """At 0 of n (the headline case) the interval's low end is 0 up to rounding, and at n
+    of n its high end 1: for these n the plain formula gives -1e-17 or 1 + 2e-16, which the
+    table would print as "-0.000"; the SQL clamps both ends into [0, 1]."""
+    import math
+
+    from kreplica.spark.report import wilson_sql
+
+    def evaluate(sql):
+        python = sql.replace("greatest(0D,", "max(0.0,").replace("least(1D,", "min(1.0,")
+        return eval(python, {"sqrt": math.sqrt, "max": max, "min": min, "k": float(k), "n": float(n)})
+
+    low, high = (evaluate(sql) for sql in wilson_sql("k", "n"))
+    assert 0.0 <= low < high <= 1.0 and f"{low:.3f}" != "-0.000"
+
+
+def test_a_replay_of_a_scenario_given_as_a_path_stays_under_the_report_dir(tmp_path):
+    """A sweep's scenario may be a TOML file's path (``--scenario ./my.toml``): its
+    replays go under the report's replays/ directory, the path's slashes made part of
+    one directory name, not a path that leaves it."""
+    import gzip
+
+    from kreplica.spark.report import write_replays
+
+    scenario = str(tmp_path / "scenarios" / "mine.toml")
+    failing = [{"scenario": scenario, "config_key": "acks=all", "seed": 3,
+                "history_gz": gzip.compress(b'{"kind": "run"}\n')}]
+    [command] = write_replays(failing, tmp_path / "report")
+    [written] = (tmp_path / "report" / "replays").rglob("seed-3.jsonl")
+    assert written.relative_to(tmp_path / "report" / "replays").parts == (
+        scenario.replace("/", "_"), "acks=all", "seed-3.jsonl")
+    assert command == f"kreplica simulate --replay {written}"
