@@ -1699,6 +1699,17 @@ def test_a_sequential_create_at_the_root_is_numbered_among_its_children(store_en
         s.create("/")
 
 
+def test_a_sequential_create_at_the_root_in_a_transaction_lands_where_a_plain_one_does(
+        store_env: StoreEnv) -> None:
+    # Under a chroot the transaction's create must keep the root's trailing slash, as a
+    # plain sequential create does: the node is the chroot's child, not its sibling.
+    s = store_env.store.session("a")
+    s.create("/a")
+    assert s.multi([Op.create("/", b"t", sequential=True)]) == ["/0000000001"]
+    assert s.get("/0000000001")[0] == b"t"
+    assert sorted(s.get_children("/")) == ["0000000001", "a"]
+
+
 def test_one_watch_on_two_nodes_is_told_which_node_changed(store_env: StoreEnv) -> None:
     # As ZooKeeper's own client: a watcher is one watch per path (and kind), and each
     # event names the path that fired it, not the first one the watcher was left on.

@@ -45,6 +45,7 @@ from kazoo.protocol.serialization import (
     read_buffer,
     stat_struct,
 )
+from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.states import EventType as KzEventType, KazooState, KeeperState, ZnodeStat
 
 from ..runtime import RealScheduler, Scheduler
@@ -422,6 +423,12 @@ class ZooKeeperSession(Session):
                 t.check(op.path, op.version)
             elif op.kind == "create":
                 t.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequential)
+                if op.sequential:
+                    # kazoo's plain create keeps a sequential path's trailing slash, its
+                    # transaction's does not: under a chroot, "/" would name the chroot's
+                    # sibling. Prefix it as the plain create does.
+                    t.operations[-1] = t.operations[-1]._replace(
+                        path=_prefix_root(c.chroot, op.path, trailing=True))
             elif op.kind == "set":
                 t.set_data(op.path, op.data, op.version)
             elif op.kind == "delete":
