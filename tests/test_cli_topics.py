@@ -544,6 +544,32 @@ def test_a_bad_replica_assignment_says_what_is_expected(seed003_store, capsys):
     assert seed003_store().get_all_topics() == ["bar"]
 
 
+@pytest.mark.parametrize("text, assignment", [
+    ("1001:1002,", {0: [1001, 1002]}),
+    ("1001:1002,1002:1001,,", {0: [1001, 1002], 1: [1002, 1001]}),
+    ("1001:1002:", {0: [1001, 1002]}),
+    (" 1001 :1002", {0: [1001, 1002]}),  # each id trimmed, as `s.trim().toInt`
+    (",1001:1002", None),  # a leading empty item stays, and "" is no integer
+    ("1001:1002,,1002:1001", None),
+    ("1001::1002", None),
+    (":1001", None),
+    (",", None),  # no partition at all (0.10's createTopic requires one)
+])
+def test_a_replica_assignment_is_split_as_javas_string_split_splits_it(seed003_store, capsys, text, assignment):
+    """kafka-topics.sh 0.10 splits --replica-assignment with Java's String.split, which
+    drops trailing empty strings: a trailing comma or colon is no partition or replica,
+    an empty item before another is a NumberFormatException."""
+    argv = ["topics", "--zookeeper", "memory:1", "--create", "--topic", "new", "--replica-assignment", text]
+    if assignment is None:
+        with pytest.raises(SystemExit, match=r"bad --replica-assignment"):
+            main(argv)
+        assert seed003_store().get_all_topics() == ["bar"]
+    else:
+        assert main(argv) == 0
+        assert capsys.readouterr().out == 'Created topic "new".\n'
+        assert seed003_store().get_topic_assignment("new") == assignment
+
+
 @pytest.mark.parametrize("action, message", [
     (["--create", "--partitions", "1", "--replication-factor", "1"], "--create needs --topic"),
     (["--delete"], "--delete needs --topic"),

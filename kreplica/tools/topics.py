@@ -39,11 +39,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for --describe: only partitions without a leader, or led by a broker that is not live")
 
 
+def _java_split(text: str, separator: str) -> list[str]:
+    """Java's ``String.split`` (limit 0), which kafka-topics.sh splits with: as str.split,
+    but trailing empty strings are dropped (``"a,b,"`` is two items, ``","`` none); a text
+    without the separator is itself (``""`` is one empty item)."""
+    parts = text.split(separator)
+    if len(parts) > 1:
+        while parts and not parts[-1]:
+            parts.pop()
+    return parts
+
+
 def parse_assignment(text: str) -> dict[int, list[int]]:
+    """kafka-topics.sh 0.10's ``parseReplicaAssignment``: partitions split at commas,
+    replicas at colons, each with Java's ``split``, so a trailing comma or colon is
+    dropped (``1001:1002,`` is one partition) while an empty item before another is
+    refused."""
     try:
-        return {p: [int(b) for b in part.split(":")] for p, part in enumerate(text.split(","))}
+        assignment = {p: [int(b) for b in _java_split(part, ":")]
+                      for p, part in enumerate(_java_split(text, ","))}
     except ValueError:
-        raise SystemExit(f"bad --replica-assignment {text!r}: expected e.g. 1001:1002,1002:1003") from None
+        assignment = {}
+    if not assignment:  # Kafka 0.10 refuses "," too: its assignment has no partition
+        raise SystemExit(f"bad --replica-assignment {text!r}: expected e.g. 1001:1002,1002:1003")
+    return assignment
 
 
 def topic_filter(text: str) -> "re.Pattern[str]":
