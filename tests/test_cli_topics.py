@@ -37,10 +37,13 @@ def memory_client(monkeypatch):
     ("bar", ["bar - marked for deletion"]),  # a whole-name match, as Kafka's whitelist
     ("bar.*", ["bar - marked for deletion", "bar2"]),
     ("foo,bar2", ["bar2", "foo"]),
+    ("foo,bar2,bar", ["bar - marked for deletion", "bar2", "foo"]),  # every comma an "or" (TL7-33)
     ("foo, bar2", ["bar2", "foo"]),  # Kafka's Whitelist drops the spaces (D2-18)
     ("'foo'", ["foo"]),  # and the quotes a shell or a script left around the pattern (T3-05)
     ("nope", []),
     ("FOO", []),  # a Java Pattern: case counts (TL5-30)
+    ("\tfoo\n", ["foo"]),  # Whitelist trims the text first (TL7-03)
+    ('"foo"', ["foo"]),  # and drops double quotes as it drops single ones (TL7-07)
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
     assert main(["topics", "--zookeeper", "memory:1", "--list", *(["--topic", topic] if topic else [])]) == 0
@@ -126,7 +129,8 @@ def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_pa
     assert err.startswith(f"Error: {plan}: ") and message in err and len(err.splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("replicas", ["1001,x", ""])  # "": an empty list is no plan either (T4-09)
+# "": an empty list is no plan either (T4-09); ids are decimal, as everywhere (TL7-21)
+@pytest.mark.parametrize("replicas", ["1001,x", "", "0x3e9,1002"])
 def test_bad_replicas_are_explained_before_connecting(replicas, capsys):
     assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--topic", "bar", "--partition", "0",
                  "--replicas", replicas]) == 1
@@ -178,6 +182,16 @@ def test_describe_without_topic_describes_every_topic_in_name_order(memory_clien
     assert main(["topics", "--zookeeper", "memory:1", "--describe"]) == 0
     heads = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("Topic:")]
     assert heads == ["Topic:bar", "Topic:bar2", "Topic:foo"]
+
+
+def test_describe_reads_the_topics_config_node_and_numbers_partitions_as_integers(memory_client, capsys):
+    """kafka-topics.sh --describe prints the overrides of the topic's config node and
+    its partitions sorted as numbers (`sortBy(_._1)` on Ints): partition 10 after 9."""
+    memory_client.create_topic("wide", {p: [1001] for p in range(12)}, {"retention.ms": "1000"})
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "wide"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Topic:wide\tPartitionCount:12\tReplicationFactor:1\tConfigs:retention.ms=1000"
+    assert [line.split("\t")[2] for line in lines[1:]] == [f"Partition: {p}" for p in range(12)]
 
 
 def test_describe_header_lists_configs_sorted_by_key():
@@ -526,14 +540,19 @@ def test_replication_factor_is_the_first_partitions_replica_count():
     assert format_describe(d).splitlines()[0] == "Topic:q\tPartitionCount:2\tReplicationFactor:2\tConfigs:"
 
 
-@pytest.mark.parametrize("counts", [["--partitions", "2"], ["--replication-factor", "2"],
-                                    ["--partitions", "2", "--replication-factor", "2"]])
-def test_a_replica_assignment_is_refused_beside_a_count_as_kafka_topics_refuses_it(counts, seed003_store):
+@pytest.mark.parametrize("text, counts", [
+    ("1001:1002,1002:1001", ["--partitions", "2"]),
+    ("1001:1002,1002:1001", ["--replication-factor", "2"]),
+    ("1001:1002,1002:1001", ["--partitions", "2", "--replication-factor", "2"]),
+    ("", ["--partitions", "1", "--replication-factor", "1"]),  # given, though empty (TL7-04)
+])
+def test_a_replica_assignment_is_refused_beside_a_count_as_kafka_topics_refuses_it(text, counts, seed003_store):
     """The counts agree with the assignment here, and kafka-topics.sh still refuses: the
-    assignment alone says how many partitions and replicas there are."""
+    assignment alone says how many partitions and replicas there are.  Its check is
+    whether the option is there (joptsimple's `has`), so an empty one is refused too."""
     with pytest.raises(SystemExit, match="--replica-assignment can't be used with --partitions or --replication"):
         main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new",
-              "--replica-assignment", "1001:1002,1002:1001", *counts])
+              "--replica-assignment", text, *counts])
     assert seed003_store().get_all_topics() == ["bar"]
 
 

@@ -93,6 +93,19 @@ def test_describe_text_layout(cluster):
     assert lines[1].startswith("\tTopic: bar\tPartition: 0\tLeader: 1001\tReplicas: 1001,1003,1002\tIsr: ")
 
 
+def test_describe_text_of_every_topic_goes_by_name_whatever_order_the_store_lists_them():
+    """As `kafka-topics.sh --describe` without --topic, which sorts getAllTopics: ZooKeeper
+    lists a node's children in no particular order (the MemoryStore sorts them; TL7-31)."""
+    cfg = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False}
+    with Cluster.embedded(brokers=[1001], config=cfg) as c:
+        for topic in ("a", "b"):
+            c.create_topic(topic, assignment={0: [1001]}, wait=False)
+        listed = c.zk.get_all_topics()
+        c.zk.get_all_topics = lambda watch=None: sorted(listed, reverse=True)
+        heads = [line.split("\t")[0] for line in c.describe_text().splitlines() if line.startswith("Topic:")]
+        assert heads == ["Topic:a", "Topic:b"]
+
+
 def test_describe_text_says_none_before_the_state_node_and_the_stored_leader_after():
     """kafka-topics.sh --describe (0.10) prints "none" while a partition has no state
     node, and the stored leader -- -1 for an offline partition -- once it has one."""
