@@ -846,6 +846,10 @@ def test_consume_prints_one_partition_with_partition_offset_and_key(tools_cluste
     status, lines, _ = consume("--partition", "1", "--from-beginning", "--print-offset", "--print-key",
                                "--timeout-ms", "0")
     assert status == 0 and lines == ["1:0\tk1\ta1", "1:1\tnull\tb1"]
+    # Without --partition a poll reads the partitions lowest first (Kafka's console consumer
+    # promises no order between partitions; kreplica's is fixed, so a rerun prints the same).
+    status, lines, _ = consume("--from-beginning", "--print-offset", "--max-messages", "3")
+    assert status == 0 and lines == ["0:0\ta0", "0:1\tb0", "1:0\ta1"]
 
 
 def test_consume_stops_after_max_messages(tools_cluster, consume):
@@ -854,9 +858,10 @@ def test_consume_stops_after_max_messages(tools_cluster, consume):
     assert (status, lines, err) == (0, ["v1", "v2"], "2 records\n")
 
 
-def test_consume_refuses_offset_without_partition(tools_cluster, consume):
+@pytest.mark.parametrize("offset", ["3", "0"])  # 0 too: it is given (TL7-24)
+def test_consume_refuses_offset_without_partition(tools_cluster, consume, offset):
     tools_cluster.produce("t", 0, [b"v%d" % i for i in range(5)], acks="all")
-    assert consume("--offset", "3", "--timeout-ms", "0") == (2, [], "Error: --offset needs --partition\n")
+    assert consume("--offset", offset, "--timeout-ms", "0") == (2, [], "Error: --offset needs --partition\n")
 
 
 def test_consume_prints_only_committed_records(tools_cluster, consume):
@@ -963,7 +968,8 @@ def test_a_store_that_cannot_be_reached_is_an_error_line(command, monkeypatch, c
     (["consume", "--max-messages", "0"], "argument --max-messages: 0: must be at least 1"),
     (["consume", "--partition", "0", "--offset", "1", "--from-beginning"],
      "argument --from-beginning: not allowed with argument --offset"),
-], ids=["batch-size-0", "max-messages-0", "offset-and-from-beginning"])
+    (["produce", "--partition", "-1"], "argument --partition: -1: must be at least 0"),  # TL7-12
+], ids=["batch-size-0", "max-messages-0", "offset-and-from-beginning", "partition-minus-1"])
 def test_a_zero_count_or_two_starting_points_is_a_usage_error(argv, message, no_connect, capsys):
     command, *flags = argv
     assert _refused([command, "--zookeeper", ZK, "--topic", "t", *flags], capsys) == f"kreplica {command}: error: {message}"
@@ -1015,12 +1021,14 @@ def test_consume_times_out_counting_from_the_last_new_record_pausing_poll_ms_bet
 def test_an_empty_key_is_a_key_placed_by_its_hash(tools_cluster, produce):
     """A line starting with the separator has an empty key, not none: kafka-console-producer
     sends key "" and the partitioner hashes it as any key; only a null key round-robins
-    (TL5-09, TL5-11)."""
+    (TL5-09, TL5-11).  Likewise a line ending at the separator has an empty value, not
+    none: a record, not a tombstone (TL7-29)."""
     from kreplica.cluster import partition_for_key
 
-    assert produce("--key-separator", ":", stdin=b":a\n:b\n")[0] == 0
+    assert produce("--key-separator", ":", stdin=b":a\n:b\n:\n")[0] == 0
     placed = partition_for_key(b"", 3)
-    assert _partitions(tools_cluster) == [[(b"", b"a"), (b"", b"b")] if p == placed else [] for p in range(3)]
+    assert _partitions(tools_cluster) == [[(b"", b"a"), (b"", b"b"), (b"", b"")] if p == placed else []
+                                          for p in range(3)]
 
 
 def test_an_acks_0_error_counts_the_records_sent_before_it(tools_cluster, produce):
