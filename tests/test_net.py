@@ -171,6 +171,13 @@ def test_an_object_that_is_not_a_message_is_refused_before_the_wire():
     with pytest.raises(TypeError, match="not a message"):
         codec.encode(TP)
 
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tagged(UpdateMetadataResponse):  # the wire carries a type number, not a subclass's own fields
+        tag: str = "lost on the way"
+
+    with pytest.raises(TypeError, match="Tagged is not a message"):
+        codec.encode(Tagged(0))
+
 
 def test_the_wire_format_is_pinned_byte_for_byte():
     """The format the module's docstring describes, built here with struct alone: type
@@ -185,6 +192,10 @@ def test_the_wire_format_is_pinned_byte_for_byte():
     assert codec.encode(fetch) == (bytes([2]) + q(7) + u32(1) + u32(1) + b"t" + q(2) + q(5) + q(3) + q(1) + q(9)
                                    + q(500) + q(1) + q(1024) + u32(9) + b"committed")
     assert codec.encode(UpdateMetadataResponse(3)) == bytes([11]) + q(3)
+    stop = StopReplicaRequest(0, 1, (StopReplicaPartition(TopicPartition("t", 0), True),))
+    assert codec.encode(stop) == (bytes([8]) + q(0) + q(1) + u32(1) + u32(1) + b"t" + q(0) + b"\x01" + q(-1)
+                                  + q(-1))  # a bool is one byte
+    assert codec.decode(codec.encode(stop)).partitions[0].delete is True
     assert codec.encode(DISCONNECTED) == bytes([16])
     assert codec.frame(codec.RESPONSE, 7, b"xy") == struct.pack(">IBI", 7, 2, 7) + b"xy"
     # The version is pinned with the format: a build that moved it alone would refuse every
@@ -256,7 +267,7 @@ def test_a_long_poll_answers_later_on_the_same_connection(net):
     assert answers == []
     held[0](UpdateMetadataResponse(0))
     assert sched.run_until(lambda: answers, 5_000) and answers == [UpdateMetadataResponse(0)]
-    with pytest.raises(RuntimeError, match="answered FetchRequest twice"):
+    with pytest.raises(RuntimeError, match="node 2 answered FetchRequest twice"):  # the answering node
         held[0](UpdateMetadataResponse(0))
 
 
@@ -827,14 +838,9 @@ def test_a_restarted_node_gets_the_answers_to_its_new_requests(net):
 
 
 # ---- `kreplica broker` in this process (kreplica.net.broker_process, 2026-11-26, second mutation review)
-def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_after_start=True, **run_args):
-    """broker_process.run on a memory store in this process, quiet and SIGTERMed once it runs
-    unless told otherwise: (exit status, store closes seen).  A SIGTERM that reaches no handler of
-    the broker's fails the test rather than ending pytest."""
-    from kreplica.broker import Broker
-    from kreplica.config import validate
+def _store_closes(monkeypatch):
+    """A list that gets True each time a store opened from now on is closed."""
     from kreplica.meta import uri
-    from kreplica.net import broker_process
 
     closed = []
     real_open = uri.open_store
@@ -846,6 +852,18 @@ def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_a
         return store
 
     monkeypatch.setattr(uri, "open_store", open_store)
+    return closed
+
+
+def _run_in_process(tmp_path, monkeypatch, config=(), after_start=None, signal_after_start=True, **run_args):
+    """broker_process.run on a memory store in this process, quiet and SIGTERMed once it runs
+    unless told otherwise: (exit status, store closes seen).  A SIGTERM that reaches no handler of
+    the broker's fails the test rather than ending pytest."""
+    from kreplica.broker import Broker
+    from kreplica.config import validate
+    from kreplica.net import broker_process
+
+    closed = _store_closes(monkeypatch)
     if after_start is not None:
         real_start = Broker.start
         monkeypatch.setattr(Broker, "start", lambda self: (real_start(self), after_start(self))[0])
@@ -1047,8 +1065,10 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
     from kreplica.net import remote
 
     class Zk:
+        base = 9000
+
         def get_broker(self, broker_id):
-            port = 9000 + broker_id
+            port = self.base + broker_id
             return BrokerInfo(broker_id, "127.0.0.1", port, (f"PLAINTEXT://127.0.0.1:{port}",), 0)
 
     made = []
@@ -1063,13 +1083,17 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
     threads = {th for th in threading.enumerate() if th.name == "kreplica-tcp"}
     try:
         for private in ("memory", "zookeeper+local:///k"):  # the latter's server is this process's own
-            with pytest.raises(errors.InvalidConfig, match="share a running ZooKeeper"):
-                remote.connect(private)
+            with pytest.raises(errors.InvalidConfig, match=re.escape(f"metadata={private!r}: broker processes share")):
+                remote.connect(private)  # the argument named, as the config's checks name theirs
         assert made == []
         assert {th for th in threading.enumerate() if th.name == "kreplica-tcp"} <= threads  # refused first
         cluster = remote.connect("zookeeper://127.0.0.1:1/k", {"acks": "all"}, seed=5)
         assert cluster.transport.resolve(3) == ("127.0.0.1", 9003)
         assert cluster.given == ((), "zookeeper://127.0.0.1:1/k", 5, {"acks": "all"}, True)
+        renewed = Zk()  # the client's session expired and the cluster opened another
+        renewed.base = 9100
+        cluster.zk = renewed
+        assert cluster.transport.resolve(3) == ("127.0.0.1", 9103)  # looked up on the session it has now
     finally:
         for cluster in made:
             cluster.transport.close()
@@ -1276,9 +1300,11 @@ def test_close_gives_up_on_a_hung_loop_without_raising(monkeypatch):
 
 def test_the_broker_command_hands_run_what_was_typed(tmp_path, monkeypatch):
     """Broker id 0 is a broker id (Kafka's first); --port, --advertised-port, --quiet and
-    --config reach the run as given."""
+    --config reach the run as given, a key given twice taking its last value (as Kafka's
+    repeated --override)."""
     status, calls = _broker_command(tmp_path, monkeypatch, "--port", "9092", "--advertised-port", "19092",
-                                    "--quiet", "--config", "min.insync.replicas=2", broker_id=0)
+                                    "--config", "min.insync.replicas=3", "--quiet",
+                                    "--config", "min.insync.replicas=2", broker_id=0)
     assert status == 0 and len(calls) == 1
     (broker_id, metadata, data_dir, config), kwargs = calls[0]
     assert (broker_id, data_dir) == (0, tmp_path) and metadata.startswith("zookeeper://127.0.0.1:1")
@@ -1335,15 +1361,36 @@ def test_the_broker_runs_on_its_configured_session_and_looks_peers_up_on_it(tmp_
     assert seen[0] == (7000, None, None) and registered == ("127.0.0.1", port)
 
 
-def test_the_broker_closes_its_transport_when_it_ends(tmp_path, monkeypatch):
-    """Its sockets and their thread go with the run, not with the interpreter."""
+@pytest.mark.parametrize("store_close", ["closes", "interrupted"])
+def test_the_broker_closes_its_transport_when_it_ends(tmp_path, monkeypatch, store_close):
+    """Its sockets and their thread go with the run, not with the interpreter; so too when
+    the store's close is cut short (a second Ctrl-C while the session closes): the
+    transport, whose close never raises, is closed before the store."""
     import threading
+
+    from kreplica.meta import uri
 
     def socket_threads():
         return {th for th in threading.enumerate() if th.name == "kreplica-tcp"}
 
+    real_open = uri.open_store
+
+    def open_store(*args, **kwargs):
+        store = real_open(*args, **kwargs)
+        close = store.close
+
+        def close_then_interrupted():
+            close()
+            raise KeyboardInterrupt
+
+        if store_close == "interrupted":
+            store.close = close_then_interrupted
+        return store
+
+    monkeypatch.setattr(uri, "open_store", open_store)
     before = socket_threads()
-    _run_in_process(tmp_path, monkeypatch)
+    with pytest.raises(KeyboardInterrupt) if store_close == "interrupted" else contextlib.nullcontext():
+        _run_in_process(tmp_path, monkeypatch)
     assert socket_threads() <= before
 
 
@@ -1361,13 +1408,17 @@ def test_a_state_change_is_one_line_stamped_to_the_millisecond(monkeypatch, caps
         local = {time.strftime("%H:%M", time.localtime())}
         broker_process._print_event("registered", 3, epoch=5, port=9092)
         broker_process._print_event("session_expired", 3)
+        broker_process._print_event("leader_and_isr", 3, tp=TopicPartition("t", 0), leader=3, leader_epoch=2,
+                                    isr=(3, 1))
         local.add(time.strftime("%H:%M", time.localtime()))  # a minute may turn meanwhile
     finally:
         monkeypatch.undo()
         time.tzset()
-    first, second = capsys.readouterr().out.splitlines()
+    first, second, third = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"\d\d:\d\d:\d\d\.062 broker 3 registered epoch=5 port=9092", first), first
     assert re.fullmatch(r"\d\d:\d\d:\d\d\.062 broker 3 session_expired", second), repr(second)
+    # The details in the order the broker gives them, each as Kafka writes it (a partition as t-0).
+    assert third.endswith(" broker 3 leader_and_isr tp=t-0 leader=3 leader_epoch=2 isr=(3, 1)"), third
     assert first[:5] in local, (first, local)
 
 
@@ -1733,3 +1784,71 @@ def test_a_string_that_is_no_utf8_is_refused_when_encoded_not_by_the_peer():
     with pytest.raises(UnicodeEncodeError):
         codec.encode(FetchRequest(1, (FetchPartition(TopicPartition("t\udc80", 0), 0),)))
 
+
+
+# ---- failed registers, stale addresses, renewed sessions, the stamp (2026-11-27, seventh mutation review)
+def test_a_register_that_fails_leaves_the_node_gone_and_found_where_it_listens_now():
+    """Node 1 went away here and another process's node 1 holds its port now: registering
+    it here again fails (the port is taken) and leaves it as it was, no node of this
+    transport and still gone. An answer on its way to its earlier incarnation is lost, and
+    a request to node 1 is looked up and reaches it where it listens now."""
+    port = _free_port()
+    sched = RealScheduler()
+    other = TcpTransport(sched, listen_ports={1: port})
+    t = TcpTransport(sched, listen_ports={1: port}, resolve=lambda node: other.address(node))
+    with other, t:
+        t.register(1, _echo([]))
+        held, answers = _held_request(sched, t)  # node 1 asks node 2, which holds the request
+        answered = _when_posted(sched, "_answer")
+        held[0](UpdateMetadataResponse(0))
+        assert answered.wait(5)  # the answer waits for the scheduler's thread
+        t.unregister(1)
+        got = []
+        other.register(1, _echo(got))
+        with pytest.raises(OSError):
+            t.register(1, _echo([]))
+        sched.advance(0)
+        assert answers == [] and t.address(1) is None
+        replies = []
+        t.send(2, 1, _fetch(8), replies.append)
+        assert sched.run_until(lambda: replies, 5_000)
+        assert replies[0].partitions[0].records == b"answer-8" and [src for src, _ in got] == [2]
+
+
+def test_an_address_that_refuses_is_looked_up_again_at_the_next_send():
+    """A peer's address found stale (nothing listens there: the peer restarted on another
+    port) is forgotten when the connection to it is refused, as when one that was made
+    ends: the next request looks the peer up again and reaches it where it listens now,
+    rather than being refused at the stale address for as long as the process lives."""
+    where = {2: ("127.0.0.1", _free_port())}
+    lookups = []
+    sched = RealScheduler()
+    with TcpTransport(sched) as server, \
+            TcpTransport(sched, resolve=lambda node: lookups.append(node) or where[node]) as client:
+        answers = []
+        client.send(1, 2, _fetch(1), answers.append)
+        assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+        server.register(2, _echo([]))
+        where[2] = server.address(2)
+        client.send(1, 2, _fetch(2), answers.append)
+        assert sched.run_until(lambda: len(answers) == 2, 5_000)
+        assert answers[1].partitions[0].records == b"answer-2" and lookups == [2, 2]
+
+
+def test_a_broker_whose_transport_cannot_be_made_says_why_and_ends_its_session(tmp_path, monkeypatch):
+    """The transport's event loop cannot be made (no file descriptor left, say): run raises
+    that OSError, which `kreplica broker` reports as the broker's error, and the store's
+    session closes all the same, not an AttributeError from closing a transport never made."""
+    import errno
+
+    from kreplica.config import validate
+    from kreplica.net import broker_process
+
+    def no_descriptor_left(*args, **kwargs):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    closed = _store_closes(monkeypatch)
+    monkeypatch.setattr(tcp_transport, "TcpTransport", no_descriptor_left)
+    with pytest.raises(OSError, match="Too many open files"):
+        broker_process.run(1, "memory", tmp_path, validate({}), quiet=True)
+    assert closed == [True]
