@@ -1852,3 +1852,21 @@ def test_a_broker_whose_transport_cannot_be_made_says_why_and_ends_its_session(t
     with pytest.raises(OSError, match="Too many open files"):
         broker_process.run(1, "memory", tmp_path, validate({}), quiet=True)
     assert closed == [True]
+
+
+def test_a_state_changes_stamp_is_one_reading_of_the_clock_its_milliseconds_cut(monkeypatch, capsys):
+    """The time of day and the milliseconds come from one reading of the clock, and the
+    milliseconds are cut, not rounded: at 01:46:40.9996 the line says 01:46:40.999. Read
+    twice, a second turning between the reads stamped a line at 01:46:41.0001 as
+    01:46:40.000, a second early; rounded, .9996 was .000 of the same second."""
+    from kreplica.net import broker_process
+
+    monkeypatch.setattr(time, "time", lambda: 1_000_000_000.9996)  # 2001-09-09 01:46:40.9996 UTC
+    monkeypatch.setenv("TZ", "UTC0")
+    time.tzset()
+    try:
+        broker_process._print_event("session_expired", 3)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert capsys.readouterr().out == "01:46:40.999 broker 3 session_expired\n"

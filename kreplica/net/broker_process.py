@@ -118,7 +118,8 @@ def _print_event(kind: str, broker_id: int, **details: Any) -> None:
     """One state change as a log line: wall-clock time, the broker, what happened."""
     import time
 
-    stamp = time.strftime("%H:%M:%S", time.localtime()) + f".{int(time.time() * 1000) % 1000:03d}"
+    ms = int(time.time() * 1000)  # one reading: a second that turned between two would stamp a second early
+    stamp = time.strftime("%H:%M:%S", time.localtime(ms // 1000)) + f".{ms % 1000:03d}"
     fields = " ".join(f"{k}={v}" for k, v in details.items())
     print(f"{stamp} broker {broker_id} {kind} {fields}".rstrip(), flush=True)
 
