@@ -302,3 +302,73 @@ def test_the_recording_names_each_run_by_label_and_seed_for_the_seeds_asked(hist
     assert asked == [(2, 5), (3, 12)]
     assert recording.read_text() == (
         "a/leader-epoch 1 hash-of-sc1\na/leader-epoch 2 hash-of-sc2\nswarm/random-chaos 1 hash-of-sc3\n")
+
+
+# The hundred-and-thirty-ninth review (docs/engine-audit.md, BH7-..): the seventh pass over the harness.
+
+def test_each_recorded_run_is_its_scenario_whole_or_the_swarms_own_mix_at_its_seed(history_hashes):
+    """A strategy's run is the shipped scenario with only the truncation strategy set (its
+    other settings kept: segment sizes, timeouts, min.insync.replicas); a swarm run is the
+    swarm's mix drawn at that seed over its own scenario (random-chaos's or gc-pause-chaos's)."""
+    from dataclasses import replace
+
+    from kreplica.sim import scenarios
+    from kreplica.sim.swarm import swarm_scenario
+
+    for label, seed, sc in history_hashes.runs(1, 2):
+        name, variant = label.split("/", 1)
+        if name == "swarm":
+            assert sc == swarm_scenario(seed, scenarios.load(variant)), (label, seed)
+        else:
+            base = scenarios.load(name)
+            assert sc.config == {**base.config, "replica.truncation.strategy": variant}, label
+            assert replace(sc, config=base.config) == base, label
+
+
+def test_core_events_runs_its_budget_of_messages_and_gives_cpu_beside_wall(bench_sim, monkeypatch):
+    """``messages`` counts messages, a request and its response two: 64 exchanges start in
+    flight (128 messages), then each response sends one more while the budget lasts. The
+    third figure is CPU seconds (``process_time``), not the wall clock's."""
+    wall, cpu = iter([10.0, 12.5]), iter([3.0, 3.75])
+    monkeypatch.setattr(bench_sim, "time", SimpleNamespace(perf_counter=lambda: next(wall),
+                                                          process_time=lambda: next(cpu)))
+    assert bench_sim.core_events(1000) == (1000 + 128, 2.5, 0.75)
+
+
+def test_each_chaos_row_of_the_table_is_its_own_seeds_run(bench_sim, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setattr(bench_sim, "core_events", lambda: (400_000, 2.0, 1.0))
+    monkeypatch.setattr(bench_sim, "chaos_run", lambda seed: (seed / 2, seed / 4, 1000 * seed, 100 * seed, 61_000))
+    monkeypatch.setattr(bench_sim, "small_seeds", lambda n: (20.0, 10.0, 1))
+    bench_sim.main([])
+    out = " ".join(capsys.readouterr().out.split())
+    for seed in (1, 2, 3):
+        assert (f"seed {seed} │ {seed / 2:.2f} s wall, {seed / 4:.2f} s CPU (4,000 events/CPU s, {100 * seed} acked"
+                in out), seed
+
+
+def test_a_store_notice_is_named_by_the_callback_the_session_delivers(bench_sim):
+    """``MemorySession._arrive`` is scheduled with (callback, its args, sequence number):
+    the kind names the callback, whatever args it carries."""
+    from kreplica.meta import MemoryStore
+    from kreplica.runtime import SimScheduler
+
+    kinds = []
+
+    class Recording(SimScheduler):
+        def call_soon(self, fn, *args):
+            kinds.append(bench_sim._event_kind(fn, args))
+            return super().call_soon(fn, *args)
+
+    sched = Recording(0)
+    store = MemoryStore(sched)
+    watcher, writer = store.session("watcher"), store.session("writer")
+
+    def on_change(event):
+        pass
+
+    watcher.exists("/a", watch=on_change)
+    writer.create("/a", b"x")
+    sched.advance(10)
+    assert f"store notice {on_change.__qualname__}" in kinds
+    store.close()
