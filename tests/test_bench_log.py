@@ -780,6 +780,8 @@ def test_the_stores_take_turns_piece_by_piece_in_every_run(tmp_path, monkeypatch
 
 def test_a_figure_of_100_or_more_is_a_whole_number():
     assert [bench_log._fmt(x) for x in (99.994, 100.0, 1234.5, None)] == ["99.99", "100", "1,234", "-"]
+    # a figure of nothing is still a figure, not "not measured" (the hundred-and-thirty-ninth review's BH7-18)
+    assert bench_log._fmt(0.0) == "0.00"
 
 
 # The hundred-and-twentieth review (docs/engine-audit.md, BH6-..): the sixth pass over the harness.
@@ -906,3 +908,90 @@ def test_both_sequential_readers_go_in_1_mib_pieces(tmp_path, monkeypatch):
     log.close()
     raw.close()
     assert asked and set(asked) == {1 << 20} and buffers == [1 << 20]
+
+
+# The hundred-and-thirty-ninth review (docs/engine-audit.md, BH7-..): the seventh pass over the harness.
+
+def test_the_rate_targets_and_the_1kib_ratio_met_exactly_pass(tmp_path, monkeypatch):
+    """">= 5 M rec/s" (appends and decoding), ">= 0.6x raw os.write" and ">= 2 GB/s" are met
+    by exactly 5 M records/s, 0.6x and 2 GB/s (times chosen so the figures come out exact)."""
+    work = append_work(8, 3, 10)  # 30 records
+    _timed(monkeypatch, {"kreplica": work.records / 5e6, "raw os.write": 1.0, "sqlite3": 1.0, "lmdb": 1.0,
+                         "plain Python": 1.0})
+    monkeypatch.setattr(bench_log, "_check_log_bytes", lambda path, work: None)
+    rows, _kept = bench_log.bench_append_100b(tmp_path, bench_log.QUICK, work)
+    assert (rows[0].kreplica, rows[0].passed) == (5.0, True)
+    _timed(monkeypatch, {"kreplica": 5.0, "raw os.write": 3.0, "sqlite3": 1.0, "lmdb": 1.0, "plain Python": 1.0})
+    [row] = bench_log.bench_append_1kib(tmp_path, bench_log.QUICK, work)
+    assert (row.ratio, row.passed) == (0.6, True)
+
+    seconds = {"read_bytes": work.log_bytes / 2e9, "read_all": work.records / 5e6}
+    monkeypatch.setattr(bench_log, "STORES", {name: lambda path: SimpleNamespace(close=lambda: None)
+                                              for name in STORES})
+    monkeypatch.setattr(bench_log, "_turns", lambda stores, method, expected, repeat: bench_log.Timings(
+        dict.fromkeys(stores, seconds[method]), dict.fromkeys(stores, seconds[method]), {}))
+    views, decode = bench_log.bench_reads(bench_log.QUICK, dict.fromkeys(STORES, tmp_path), work)
+    assert (views.kreplica, views.passed, decode.kreplica, decode.passed) == (2.0, True, 5.0, True)
+
+
+def test_every_figure_is_the_median_run_not_the_mean(tmp_path, clock):
+    """Runs of 1, 2 and 6 units: a burst of load (the 6) must not move the figure, which is
+    the middle run's 2, as the module's doc says (the mean would be 3)."""
+    store = _fake_store(clock, "kreplica", {"append": 1e9}, runs=(1, 2, 6), cpu_share=0.5)
+    t = bench_log.race(tmp_path, {"kreplica": store}, [AppendWork([b"v"], 1, [])], bench_log._append, 3)
+    assert (t.wall, t.cpu) == ({"kreplica": 2.0}, {"kreplica": 1.0})
+    t = bench_log._turns({"a": _Reader(clock, [1.0, 2.0, 6.0], 100)}, "read_bytes", 100, 3)
+    assert (t.wall, t.cpu) == ({"a": 2.0}, {"a": 1.0})
+
+
+def test_the_lookup_stores_are_removed_once_measured(tmp_path, clock, monkeypatch):
+    """Workload 5 builds a small and a 100x log for each store (a directory for the Log and
+    lmdb, a file for sqlite3): none is left on the disk afterwards."""
+    sizes = replace(bench_log.QUICK, lookup_records=100, lookup_probes=20, repeat=1)
+
+    def store(name: str) -> type:
+        class Store(_fake_store(clock, name, {"lookup 100": 1000.0, "lookup 10000": 1000.0})):
+            def __init__(self, path: Path, *args) -> None:
+                super().__init__(path, *args)
+                if name == "sqlite3":
+                    path.write_bytes(b"db")
+                else:
+                    (path / "data").mkdir(parents=True)
+
+        return Store
+
+    fakes = {name: store(name) for name in ("kreplica", "sqlite3", "lmdb")}
+    monkeypatch.setattr(bench_log, "KReplica", fakes["kreplica"])
+    monkeypatch.setattr(bench_log, "STORES", fakes)
+    bench_log.bench_lookups(tmp_path, sizes)
+    assert sum(len(f.opened) for f in fakes.values()) == 6 and list(tmp_path.iterdir()) == []
+
+
+def test_the_memory_row_runs_with_exactly_its_bytes_and_2_gib_free(tmp_path, clock, monkeypatch):
+    import psutil
+
+    sizes = replace(bench_log.QUICK, memory_bytes=4 * 160, memory_segment_bytes=1 << 20)
+    monkeypatch.setattr(bench_log.shutil, "disk_usage",
+                        lambda path: SimpleNamespace(free=sizes.memory_bytes + 2 * bench_log.GIB))
+    monkeypatch.setattr(bench_log, "KReplica", _fake_store(clock, "kreplica", {"append": 1.0}))
+    monkeypatch.setattr(psutil, "Process", lambda: SimpleNamespace(
+        memory_info=lambda: SimpleNamespace(rss=100 * bench_log.MIB)))
+    [row] = bench_log.bench_memory(tmp_path, sizes, [b"v" * 16] * 10)
+    assert (row.kreplica, row.passed) == (100.0, True)
+
+
+def test_a_run_that_fails_still_closes_every_store(tmp_path, monkeypatch):
+    """A store that raises mid-run (a full disk, a bug) must not leave the others open: the
+    Log's mapped segments and lmdb's environment are released before the error goes up."""
+    closed: list[str] = []
+
+    def opener(name: str):
+        return lambda path: SimpleNamespace(name=name, close=lambda: closed.append(name))
+
+    def run(store, piece):
+        if store.name == "b":
+            raise OSError("no space left on device")
+
+    with pytest.raises(OSError, match="no space left"):
+        bench_log.race(tmp_path, {"a": opener("a"), "b": opener("b"), "c": opener("c")}, [1, 2], run, 1)
+    assert sorted(closed) == ["a", "b", "c"]
