@@ -995,3 +995,19 @@ def test_a_run_that_fails_still_closes_every_store(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="no space left"):
         bench_log.race(tmp_path, {"a": opener("a"), "b": opener("b"), "c": opener("c")}, [1, 2], run, 1)
     assert sorted(closed) == ["a", "b", "c"]
+
+
+def test_a_followers_fetches_are_up_to_1_mib_by_default() -> None:
+    """Workload 3's row says "fetches of <= 1 MiB": three 300 KiB batches fit in one, the
+    fourth starts the next."""
+    assert [len(c) for c in fetch_chunks([b"x" * (300 << 10)] * 4)] == [900 << 10, 300 << 10]
+
+
+def test_sqlite3_looks_an_offset_up_by_its_key(tmp_path: Path) -> None:
+    """The lookup peer is sqlite3 at its best: the offset is the table's INTEGER PRIMARY KEY
+    (the rowid), so a lookup is a search of the table's b-tree, not a scan."""
+    store = Sqlite(tmp_path / "db")
+    columns = [(name, kind, pk) for _cid, name, kind, _notnull, _default, pk
+               in store.db.execute("PRAGMA table_info(log)")]
+    store.close()
+    assert columns == [("offset", "INTEGER", 1), ("value", "BLOB", 0)]
