@@ -1,5 +1,6 @@
 """``kreplica bench net``: every row commits what it sends and is read back (no timing asserted)."""
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -210,13 +211,15 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
     """Two brokers registered is not the three-broker cluster the row names; and the server
     and the three processes are stopped whether the timed run ends or fails, a broker still
     running 30 s after its SIGTERM being killed (the hundred-and-twentieth review's BH6-23:
-    without the kill the row waits on it for ever)."""
+    without the kill the row waits on it for ever). Each broker has its own data directory,
+    and the brokers and the client share one chroot of the row's own on the server (the
+    hundred-and-thirty-ninth review's BH7-33 and BH7-34)."""
     import contextlib
 
     from kreplica.meta import zk_server
     from kreplica.net import remote
 
-    live, events = [[1, 2], [1, 2, 3]], []
+    live, events, argvs, urls = [[1, 2], [1, 2, 3]], [], [], []
 
     def produce_all(c, values):
         events.append(("timed with", len(live[0])))
@@ -231,11 +234,13 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
 
     @contextlib.contextmanager
     def connect(url, config):
+        urls.append(url)
         yield SimpleNamespace(run_until=run_until, live_brokers=lambda: live[0])
 
     class Broker:
         def __init__(self, argv, stdout=None):
             self.id = argv[argv.index("--id") + 1]
+            argvs.append(argv)
 
         def send_signal(self, sig):
             events.append(("stop broker", self.id))
@@ -262,5 +267,9 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
     else:
         assert bench_net.processes([]) == 2.5
     killed = [("kill broker", hangs)] if hangs else []
+    dirs = [Path(argv[argv.index("--data-dir") + 1]) for argv in argvs]
+    assert len(set(dirs)) == 3 and len({d.parent for d in dirs}) == 1
+    [chroot] = {argv[argv.index("--zookeeper") + 1] for argv in argvs}
+    assert urls == [f"zookeeper://{chroot}"] and chroot.startswith("127.0.0.1:2181/") and len(chroot) > 15
     assert events == [("timed with", 3), ("stop broker", "1"), ("stop broker", "2"), ("stop broker", "3"),
                       *killed, ("stop server",)]
