@@ -1154,3 +1154,22 @@ def test_a_usage_error_leaves_sigterm_as_it_found_it(monkeypatch, capsys):
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+# The hundred-and-thirty-ninth review (docs/engine-audit.md, BH7-..): the seventh pass over the harness.
+
+@pytest.mark.parametrize("flag, real_store_rows", [([], 1), (["--no-zookeeper"], 0)], ids=["default", "memory-only"])
+def test_bench_failover_adds_the_real_stores_rows_unless_told_memory_only(flag, real_store_rows, monkeypatch, capsys):
+    """The ZooKeeper rows come by default and ``--no-zookeeper`` drops them, whether or not
+    this machine has the package (``run_zookeeper`` stood in: no server is started)."""
+    from kreplica.tools import bench_failover
+
+    asked = []
+    monkeypatch.setattr(bench_failover, "run", lambda n, controller_fails=False: bench_failover.FailoverResult(
+        "memory", "controller" if controller_fails else "broker", n, 0.1, 0.1, n // 3, 4, 1))
+    monkeypatch.setattr(bench_failover, "run_zookeeper", lambda sizes: asked.append(sizes) or [
+        bench_failover.FailoverResult("zookeeper", "broker", n, 0.2, 0.1, n // 3, 4, 1) for n in sizes])
+    assert cli.main(["bench", "failover", "--partitions", "30", "--repeat", "1", *flag]) == 0
+    assert asked == [[30]] * real_store_rows
+    out = capsys.readouterr().out.splitlines()
+    assert len([line for line in out if line.startswith("zookeeper ")]) == real_store_rows
