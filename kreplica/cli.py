@@ -52,13 +52,26 @@ def argument(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def integer_text(text: str) -> int:
+    """An integer as Kafka's tools read one (Java's ``Integer.valueOf``): a sign and ASCII
+    digits, nothing around them; ValueError naming the text otherwise. Python's ``int()``
+    would also take ``1_000``, blanks and other scripts' digits."""
+    if not _INTEGER_TEXT.fullmatch(text):
+        raise ValueError(f"{text!r} is not an integer")
+    return int(text)
+
+
+integer = argument(integer_text)
+"""An argparse ``type``: any integer, written as :func:`integer_text` takes it."""
+
+
 def integer_at_least(low: int) -> Callable[[str], int]:
     """A converter of an integer ``>= low``; ValueError naming the text otherwise."""
     def number(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not an integer") from None
+        n = integer_text(text)
         if n < low:
             raise ValueError(f"{n}: must be at least {low}")
         return n

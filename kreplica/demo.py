@@ -23,7 +23,7 @@ from rich.panel import Panel
 from rich.progress import Progress
 from rich.table import Table
 
-from .cli import argument
+from .cli import argument, integer
 from .cluster import Cluster, TimelineEvent
 
 TOPIC = "bar"
@@ -130,7 +130,7 @@ def _metadata(text: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="seed of the virtual-time run (default 0)")
+    p.add_argument("--seed", type=integer, default=0, help="seed of the virtual-time run (default 0)")
     p.add_argument("--metadata", default="memory", type=argument(_metadata),
                    help="'memory' (default, virtual time), 'zookeeper+local:///kreplica' (a private "
                         "Debian ZooKeeper, real time) or 'zookeeper://HOST:PORT/CHROOT'")

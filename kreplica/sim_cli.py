@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from .cli import argument, at_least, key_value
+from .cli import argument, at_least, integer, key_value
 
 HELP = "deterministic simulation with fault injection and an invariant checker"
 #: ``--replay`` exit status when the replayed history is not the recorded one; otherwise a
@@ -74,7 +74,7 @@ def _config_item(text: str) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", help=f"scenario name or TOML path (default {DEFAULT_SCENARIO})")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--seed", type=int, help="one seed (default 0)")
+    which.add_argument("--seed", type=integer, help="one seed (default 0)")
     which.add_argument("--seeds", type=argument(_seed_text), help="seeds: N, A..B or a,b,c")
     p.add_argument("--swarm", action="store_true",
                    help="randomize cluster, config and fault rates per seed, over --scenario's config and workload")

@@ -87,10 +87,17 @@ def test_shared_argument_types(tmp_path, capsys):
     assert cli.at_least(1)("3") == 3 and cli.directory(str(tmp_path)) == str(tmp_path)
     # Decimal, as Java's Integer.valueOf reads Kafka's options: 010 is ten, 0x10 no number (TL6-31).
     assert cli.at_least(0)("010") == 10
+    assert cli.integer("-7") == -7 and cli.integer("+7") == 7
     for convert, text, message in [(cli.at_least(1), "0", "0: must be at least 1"),
                                    (cli.at_least(0), "x", "'x' is not an integer"),
                                    (cli.at_least(0), "0x10", "'0x10' is not an integer"),
                                    (cli.at_least(1), "2.5", "'2.5' is not an integer"),
+                                   # Nor what Python's int() alone would take: 1_000, blanks,
+                                   # other scripts' digits.
+                                   (cli.at_least(0), "1_000", "'1_000' is not an integer"),
+                                   (cli.at_least(0), " 5 ", "' 5 ' is not an integer"),
+                                   (cli.integer, "\u0663", "'\u0663' is not an integer"),
+                                   (cli.integer, "+-1", r"'\+-1' is not an integer"),
                                    (cli.directory, str(tmp_path / "nope"), "no such directory"),
                                    (cli.directory, str(tmp_path / "file"), "not a directory"),
                                    (cli.output_file, str(tmp_path / "nope" / "x.json"), "No such file or directory"),
@@ -818,6 +825,21 @@ def no_connect(monkeypatch):
 def test_a_bad_connect_string_is_a_usage_error(command, no_connect, capsys):
     last = _refused([command, "--zookeeper", "memory", "--topic", "t"], capsys)
     assert last.startswith(f"kreplica {command}: error: argument --zookeeper: ") and "expected host:port" in last
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["topics", "--zookeeper", ZK, "--create", "--topic", "t", "--partitions", "1_0", "--replication-factor", "1"],
+     "--partitions"),
+    (["topics", "--zookeeper", ZK, "--create", "--topic", "t", "--partitions", "1", "--replication-factor", " 1"],
+     "--replication-factor"),
+    (["reassign", "--zookeeper", ZK, "--topic", "t", "--partition", "0_1", "--replicas", "1"], "--partition"),
+    (["simulate", "--seed", "1_000"], "--seed"),
+], ids=["partitions", "replication-factor", "reassign-partition", "simulate-seed"])
+def test_an_integer_option_is_read_as_kafkas_tools_read_it(argv, option, no_connect, capsys):
+    # Integer.valueOf refuses what Python's int() takes: digit separators, blanks.
+    value = argv[argv.index(option) + 1]
+    assert _refused(argv, capsys) == (
+        f"kreplica {argv[0]}: error: argument {option}: {value!r} is not an integer")
 
 
 def test_an_empty_key_separator_is_a_usage_error(no_connect, capsys):

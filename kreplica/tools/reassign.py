@@ -6,6 +6,8 @@ import json
 import sys
 from typing import Any
 
+from ..cli import integer
+
 HELP = "reassign partitions or elect preferred leaders (like kafka-reassign-partitions.sh)"
 
 
@@ -20,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="move leadership of --topic's partitions to their preferred replicas")
     what.add_argument("--verify", action="store_true", help="show whether a reassignment is in progress")
     p.add_argument("--topic", help="the topic of the partition --replicas moves")
-    p.add_argument("--partition", type=int, help="the partition --replicas moves")
+    p.add_argument("--partition", type=integer, help="the partition --replicas moves")
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from ..cli import key_value
+from ..cli import integer, key_value
 
 HELP = "create, alter, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
 
@@ -25,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="the topic; except for --create, a regular expression matching whole "
                                    "names (commas meaning 'or'), as kafka-topics.sh takes it; all topics "
                                    "for --list and --describe when omitted")
-    p.add_argument("--partitions", type=int, help="partition count for --create")
-    p.add_argument("--replication-factor", type=int, help="replication factor for --create")
+    p.add_argument("--partitions", type=integer, help="partition count for --create")
+    p.add_argument("--replication-factor", type=integer, help="replication factor for --create")
     p.add_argument("--replica-assignment", metavar="B1:B2,B1:B2",
                    help="explicit assignment for --create: partitions separated by commas, replicas by colons")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
