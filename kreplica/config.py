@@ -105,7 +105,7 @@ LOG_KEYS = frozenset(
 )
 
 
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_INTEGER_TEXT = re.compile(r"[+-]?\d+")  # \d: any Unicode decimal digit, as Java's
 # What Kafka's ConfigDef trims from text of every type before reading it (Java's
 # String.trim: U+0000 to U+0020), and no more: a no-break space is not trimmed.
 _BLANKS = "".join(map(chr, range(0x21)))
@@ -122,8 +122,8 @@ def _coerce(key: Key, value: Any) -> Any:
     if key.kind == "int":
         if isinstance(value, bool):
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
-        # Text as Kafka's parser reads it: digits after an optional sign, blanks around them
-        # trimmed.  Python's int() would also take "1_000" and non-ASCII digits.
+        # Text as Kafka's parser reads it (Integer.parseInt): decimal digits after an
+        # optional sign, blanks around them trimmed.  Python's int() would also take "1_000".
         if text is not None and not _INTEGER_TEXT.fullmatch(text):
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         try:

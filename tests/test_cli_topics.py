@@ -568,6 +568,8 @@ def test_a_bad_replica_assignment_says_what_is_expected(seed003_store, capsys):
     ("1001:1002,1002:1001,,", {0: [1001, 1002], 1: [1002, 1001]}),
     ("1001:1002:", {0: [1001, 1002]}),
     (" 1001 :1002", {0: [1001, 1002]}),  # each id trimmed, as `s.trim().toInt`
+    ("1_001:1002", None),  # toInt is Integer.parseInt: no digit separators
+    ("1001:\u00a01002", None),  # Java's trim stops at U+0020: a no-break space stays
     (",1001:1002", None),  # a leading empty item stays, and "" is no integer
     ("1001:1002,,1002:1001", None),
     ("1001::1002", None),

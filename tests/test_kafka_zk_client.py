@@ -653,6 +653,12 @@ def test_a_config_node_made_meanwhile_by_another_writer_is_overwritten(store_env
     assert observer.get_config_change_topics(observer.get_config_changes()) == ["bar", "bar"]
 
 
+def test_a_partition_id_is_read_as_kafkas_toint_reads_it() -> None:
+    # Integer.parseInt takes a sign and any script's decimal digits (ARABIC-INDIC THREE).
+    node = '{"version":1,"partitions":{"\u0663":[1001],"+1":[1002]}}'.encode()
+    assert layout.decode_topic_assignment(node) == {1: [1002], 3: [1001]}
+
+
 @pytest.mark.parametrize("node", [
     b'{"version":1,"partitions":{"0":1001}}',  # a broker id where the replica list goes
     b'[1001]',  # not an object at all

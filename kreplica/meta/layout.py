@@ -171,7 +171,7 @@ def encode_topic_assignment(assignment: Mapping[int, Iterable[int]]) -> bytes:
     return _dumps({"version": 1, "partitions": parts})
 
 
-_PARTITION_ID = re.compile(r"[+-]?[0-9]+")
+_PARTITION_ID = re.compile(r"[+-]?\d+")  # \d: any Unicode decimal digit, as Java's parseInt
 
 
 def decode_topic_assignment(data: bytes, where: str = "a topic node") -> dict[int, list[int]]:

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from ..cli import integer, key_value
+from ..cli import integer, integer_text, key_value
 
 HELP = "create, alter, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
 
@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for --describe: only partitions without a leader, or led by a broker that is not live")
 
 
+_JAVA_BLANKS = "".join(map(chr, range(0x21)))
+
+
 def _java_split(text: str, separator: str) -> list[str]:
     """Java's ``String.split`` (limit 0), which kafka-topics.sh splits with: as str.split,
     but trailing empty strings are dropped (``"a,b,"`` is two items, ``","`` none); a text
@@ -56,7 +59,9 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
     dropped (``1001:1002,`` is one partition) while an empty item before another is
     refused."""
     try:
-        assignment = {p: [int(b) for b in _java_split(part, ":")]
+        # Each broker id is read with .trim.toInt: Java's trim (U+0000 to U+0020), then
+        # Integer.parseInt (no "1_001", which int() alone would take).
+        assignment = {p: [integer_text(b.strip(_JAVA_BLANKS)) for b in _java_split(part, ":")]
                       for p, part in enumerate(_java_split(text, ","))}
     except ValueError:
         assignment = {}
