@@ -44,9 +44,11 @@ def memory_client(monkeypatch):
     ("FOO", []),  # a Java Pattern: case counts (TL5-30)
     ("\tfoo\n", ["foo"]),  # Whitelist trims the text first (TL7-03)
     ('"foo"', ["foo"]),  # and drops double quotes as it drops single ones (TL7-07)
+    ("", []),  # an empty pattern is still a pattern: it matches no name (the 138th review)
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
-    assert main(["topics", "--zookeeper", "memory:1", "--list", *(["--topic", topic] if topic else [])]) == 0
+    flags = ["--topic", topic] if topic is not None else []
+    assert main(["topics", "--zookeeper", "memory:1", "--list", *flags]) == 0
     assert capsys.readouterr().out.splitlines() == listed
 
 
@@ -62,6 +64,13 @@ def test_describe_takes_topic_as_kafkas_regular_expression(memory_client, capsys
     assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "bar.*"]) == 0
     heads = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("Topic:")]
     assert heads == ["Topic:bar", "Topic:bar2"]
+
+
+def test_describe_with_an_empty_topic_pattern_matches_nothing_and_says_so(memory_client, capsys):
+    # Not "every topic", as no --topic at all would be: Whitelist("") matches no name.
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", ""]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "Error: UNKNOWN_TOPIC_OR_PARTITION: no topic matches --topic ''\n"
 
 
 def test_alter_takes_topic_as_kafkas_regular_expression(memory_client, capsys):

@@ -140,13 +140,15 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
     if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
         raise SystemExit("--under-replicated-partitions and --unavailable-partitions go with --describe")
     if args.list:
-        wanted = topic_filter(args.topic) if args.topic else None
+        # An empty --topic is a pattern too (it matches nothing), as Kafka's Whitelist("").
+        wanted = topic_filter(args.topic) if args.topic is not None else None
         deleting = set(client.get_topic_deletions())
         for t in sorted(client.get_all_topics()):
             if wanted is None or wanted.fullmatch(t):
                 print(f"{t} - marked for deletion" if t in deleting else t)  # as Kafka 0.10
     elif args.describe:
-        topics = matching_topics(client, args.topic) if args.topic else sorted(client.get_all_topics())
+        topics = (matching_topics(client, args.topic) if args.topic is not None
+                  else sorted(client.get_all_topics()))
         live = frozenset(client.get_live_broker_ids()) if args.unavailable_partitions else None
         for t in topics:
             sys.stdout.write(format_describe(describe_topic(client, t), args.under_replicated_partitions, live))
