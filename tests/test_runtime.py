@@ -50,6 +50,7 @@ def test_manual_clock_never_goes_backwards():
     c.advance(3)
     c.advance(0)  # no time passing is not time going backwards
     assert c.now_ms() == 8
+    assert ManualClock().now_ms() == 0  # left out, the start is 0, as SimScheduler's
     try:
         c.advance(-1)
     except ValueError:
@@ -395,3 +396,32 @@ def test_a_wake_up_is_used_up_even_when_the_loop_finds_work_instead_of_sleeping(
     sched.advance(100)
     assert seen == ["posted", "scheduled"]
     assert event.at_once == 0 and event.waits[0] == 0.05
+
+
+def test_both_wall_clocks_cut_the_epoch_to_the_millisecond_gone_by(monkeypatch):
+    """Epoch milliseconds are whole milliseconds that have passed, as Java's
+    currentTimeMillis() reads them: 0.9 ms into a millisecond, SystemClock and a
+    RealScheduler's start read the millisecond begun, not the next one (rounded, a record
+    was stamped, and a scheduler started, in a millisecond that had not come)."""
+    from types import SimpleNamespace
+
+    from kreplica import runtime
+
+    monkeypatch.setattr(runtime, "time", SimpleNamespace(monotonic=lambda: 5.0, time=lambda: 1_700_000_000.0009))
+    assert SystemClock().now_ms() == 1_700_000_000_000
+    sched = runtime.RealScheduler()
+    assert sched.started_ms == sched.now_ms() == 1_700_000_000_000
+
+
+def test_a_real_callback_that_raises_still_counts_and_the_loop_goes_on(monkeypatch):
+    """As SimScheduler's: the callback that raised ran, so it is counted in events_run
+    before its error reaches the caller, and the next call runs what is still due."""
+    sched, _ = _real_scheduler_on_a_held_clock(monkeypatch)
+    seen = []
+    sched.call_soon(lambda: 1 / 0)
+    sched.call_soon(seen.append, "after")
+    with pytest.raises(ZeroDivisionError):
+        sched.advance(0)
+    assert sched.events_run == 1 and seen == []
+    sched.advance(0)
+    assert sched.events_run == 2 and seen == ["after"]
