@@ -225,6 +225,12 @@ def test_real_scheduler_asks_its_predicate_at_least_every_50_ms_with_nothing_due
     assert sched.run_until(lambda: clock.s >= 0.2, 60_000)
     assert clock.s < 0.25
     assert sleeps.waits and max(sleeps.waits) <= 0.05
+    # Nor when the next timer is far off: a timer a minute away is no reason to stop asking.
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = sleeps = _SleepMovesTheClock(clock)
+    sched.call_later(60_000, lambda: None)
+    assert sched.run_until(lambda: clock.s >= 0.2, 120_000)
+    assert clock.s < 0.25 and max(sleeps.waits) <= 0.05
 
 
 def test_a_real_schedulers_random_numbers_follow_its_seed():
@@ -425,3 +431,30 @@ def test_a_real_callback_that_raises_still_counts_and_the_loop_goes_on(monkeypat
     assert sched.events_run == 1 and seen == []
     sched.advance(0)
     assert sched.events_run == 2 and seen == ["after"]
+
+
+@pytest.mark.parametrize("scheduler", [SimScheduler, RealScheduler], ids=["sim", "real"])
+def test_call_soon_hands_back_a_timer_that_cancels_it(scheduler):
+    """call_soon is call_later(0): it returns the Timer, as the Scheduler protocol says, so
+    a caller can take back what it asked for before the loop gets to it."""
+    s = scheduler(0)
+    seen = []
+    timer = s.call_soon(seen.append, "cancelled")
+    s.call_soon(seen.append, "kept")
+    timer.cancel()
+    s.advance(0)
+    assert seen == ["kept"] and s.events_run == 1
+
+
+def test_a_real_deadline_counts_from_the_call_not_from_the_schedulers_start(monkeypatch):
+    """advance(ms) and run_until(p, ms) end ms after they are called, however long the
+    scheduler has been up, and sleep no further than that: not ms after it was built
+    (a deadline long past, returning at once), nor a millisecond beyond."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = sleeps = _SleepMovesTheClock(clock)
+    clock.s = 0.5  # the scheduler has been up 500 ms
+    start = sched.now_ms()
+    sched.advance(30)
+    assert sched.now_ms() == start + 30
+    assert not sched.run_until(lambda: False, 30)
+    assert sched.now_ms() == start + 60 and sleeps.waits == [0.03, 0.03]
