@@ -153,9 +153,11 @@ def test_a_node_registered_again_gets_the_answers_to_its_requests():
     assert got == [("echo", 2, "x")]
 
 
-def test_a_produce_request_leaves_with_copies_of_every_view_it_carries():
+@pytest.mark.parametrize("acks", [1, 0, -1])
+def test_a_produce_request_leaves_with_copies_of_every_view_it_carries(acks):
     """A producer may fill its buffer again as soon as send() returns; records sent as a
-    view must arrive as they were, also when another partition's records are bytes."""
+    view must arrive as they were, also when another partition's records are bytes, and
+    whatever the acks (an acks=0 send waits for no answer, but its records still travel)."""
     from kreplica.protocol import ProducePartition, ProduceRequest, TopicPartition
 
     s = SimScheduler()
@@ -163,14 +165,14 @@ def test_a_produce_request_leaves_with_copies_of_every_view_it_carries():
     arrived = []
     t.register(1, lambda src, request, respond: arrived.append(request))
     buffer = bytearray(b"first")
-    request = ProduceRequest(1, 1000, (ProducePartition(TopicPartition("t", 0), b"bytes"),
-                                       ProducePartition(TopicPartition("t", 1), memoryview(buffer))))
+    request = ProduceRequest(acks, 1000, (ProducePartition(TopicPartition("t", 0), b"bytes"),
+                                          ProducePartition(TopicPartition("t", 1), memoryview(buffer))))
     t.send(2, 1, request, None)
     buffer[:] = b"again"
     s.advance(5)
     assert [bytes(p.records) for p in arrived[0].partitions] == [b"bytes", b"first"]
     assert type(arrived[0].partitions[1].records) is bytes
-    assert (arrived[0].acks, arrived[0].timeout_ms) == (1, 1000)  # the copy keeps the rest
+    assert (arrived[0].acks, arrived[0].timeout_ms) == (acks, 1000)  # the copy keeps the rest
 
 
 def test_unregistering_a_node_that_never_registered_leaves_its_answers_coming():
@@ -293,3 +295,15 @@ def test_a_produce_request_with_no_view_leaves_as_the_object_sent():
     t.send(2, 1, request, None)
     s.advance(5)
     assert arrived[0] is request
+
+
+def test_a_message_counts_when_it_leaves_not_when_it_arrives():
+    """messages_delivered counts what was put on a link, as SimNetwork and TcpTransport
+    count it: a request still on its way is counted, and its answer once it is sent."""
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    t.register(1, _echo)
+    t.send(2, 1, "x", lambda r: None)
+    assert t.messages_delivered == 1
+    s.advance(5)  # the request arrives and the answer leaves
+    assert t.messages_delivered == 2
