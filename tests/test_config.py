@@ -349,12 +349,18 @@ def test_an_error_raised_without_a_message_has_an_empty_one_not_none():
     for cls in (errors.KReplicaError, errors.KafkaStorageError, errors.ClusterClosed):
         e = cls()
         assert (e.message, str(e), e.args) == ("", cls.name, (cls.name,))
+    # Nor one raised by its code alone.
+    with pytest.raises(errors.KafkaStorageError) as raised:
+        errors.raise_for_code(errors.KafkaStorageError.code)
+    assert (raised.value.message, str(raised.value)) == ("", "KAFKA_STORAGE_ERROR")
 
 
 def test_an_unknown_error_name_is_refused_not_read_as_the_unknown_server_error():
     assert errors.error_for_name("UNKNOWN_SERVER_ERROR") is errors.KReplicaError
     with pytest.raises(KeyError):
         errors.error_for_name("NOT_LEADER_FOR_PARTITION")  # Kafka's old name for code 6
+    with pytest.raises(KeyError):  # as Java's Errors.valueOf, the name is matched as written
+        errors.error_for_name("fenced_leader_epoch")
 
 
 @pytest.mark.parametrize("make", [lambda: errors.FencedLeaderEpoch("t-0 epoch 3"), lambda: errors.KReplicaError(),
