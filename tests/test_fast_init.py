@@ -74,10 +74,23 @@ def test_a_field_defaulting_to_none_or_zero_may_be_left_out():
 def test_post_init_still_validates():
     with pytest.raises(ValueError, match="duplicate"):
         LeaderAndIsr(1, 0, (1, 1))
-    with pytest.raises(ValueError, match="acks"):
+    with pytest.raises(ValueError, match="duplicate"):  # a repeat anywhere, not only next to it
+        LeaderAndIsr(1, 0, (1, 2, 1))
+    with pytest.raises(ValueError, match="^acks must be 0, 1 or -1, not 2$"):  # the value refused named
         ProduceRequest(acks=2, timeout_ms=1, partitions=())
     with pytest.raises(ValueError, match="acks"):  # between -1 and 1 is not one of them
         ProduceRequest(acks=0.5, timeout_ms=1, partitions=())
+
+
+def test_every_message_is_a_frozen_slotted_dataclass():
+    """As kreplica.protocol promises: a message carries no per-instance dict (the brokers
+    and the simulator build millions of them) and cannot be changed once sent."""
+    import kreplica.protocol as protocol
+
+    messages = [c for c in vars(protocol).values() if isinstance(c, type) and dataclasses.is_dataclass(c)]
+    assert len(messages) >= 20  # every request, response and part of one the package exports
+    for cls in messages:
+        assert "__slots__" in vars(cls) and cls.__dataclass_params__.frozen, cls.__name__
 
 
 def test_the_messages_use_it():

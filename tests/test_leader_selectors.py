@@ -154,6 +154,15 @@ def test_a_new_leaders_state_holds_its_isr_as_a_tuple_whatever_it_was_handed():
     assert hash(new) == hash(LeaderAndIsr(2, 6, (2,), 7, 1))
 
 
+def test_an_isr_change_keeps_the_rest_of_the_state_and_the_isr_as_handed():
+    """with_isr changes the ISR alone: the leader, its epoch, the version the conditional
+    write is made at and the controller epoch stay, and the ISR is a tuple in the order
+    given, as with_leader keeps it."""
+    new = state(1, [1, 2, 3]).with_isr([3, 1])
+    assert new == LeaderAndIsr(1, 5, (3, 1), 7, 1)
+    assert hash(new) == hash(LeaderAndIsr(1, 5, (3, 1), 7, 1))
+
+
 def test_an_election_that_keeps_the_leader_still_bumps_the_leader_epoch():
     """Every election is a new leader epoch, the same broker elected again included (its
     last leader came back and is the first live replica in the ISR): followers and the
