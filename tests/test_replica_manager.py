@@ -1131,7 +1131,10 @@ def test_offsets_for_leader_epoch_fences_the_askers_epoch(tmp_path):
     assert ask(1) == errors.NONE
     # Left out, the current epoch is Kafka's -1: not checked, not taken as epoch 0 and fenced.
     unchecked = OffsetsForLeaderEpochRequest(2, (OffsetForLeaderPartition(TP, 0),))
-    assert rm.handle_offsets_for_leader_epoch(unchecked).partitions[0].error_code == errors.NONE
+    answer = rm.handle_offsets_for_leader_epoch(unchecked).partitions[0]
+    # Epoch 0 ends where epoch 1 began, at the log end 1 (Kafka's EpochEndOffset: the epoch
+    # asked about, and the start offset of the first epoch after it).
+    assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (errors.NONE, 0, 1)
     h.close()
 
 
