@@ -617,3 +617,23 @@ def test_the_new_replicas_are_started_knowing_the_widened_assignment():
     assert to_3 and set(to_3) == {(1, 2, 3)}
     meta = [ps.replicas for r in c.channel.requests(UpdateMetadataRequest) for ps in r.partition_states if ps.tp == TP]
     assert meta and set(meta) == {(1, 2, 3)}
+
+
+def test_step_7_tells_a_leader_in_controlled_shutdown_that_it_no_longer_leads():
+    """The reassigned selector's receivers are RAR whole (0.10's ReassignedPartitionLeaderSelector),
+    live or shutting down: 3 leads r-0 alone when its controlled shutdown starts (no other ISR
+    member to hand over to), 4 then catches up, and step 7 moves the leadership to 4.  3, still
+    in RAR and still running, must hear of it, or it goes on acting as leader of the old epoch."""
+    c = ControllerCluster([9, 3, 4], candidates=[9])
+    c.create_topic("r", {0: [3]})
+    c.admin.create_partition_reassignment({TP: [3, 4]})
+    c.settle()
+    assert c.assignment("r") == {0: [3, 4]}
+    assert c.controller.shutdown_broker(3) == {TP}       # no one to take over yet
+    c.channel.clear()
+    c.leader_sets_isr(TP, [3, 4])
+    assert c.admin.get_partition_reassignment() == {}
+    st = c.state("r", 0)
+    assert st.leader == 4
+    told = [ps for r in c.channel.requests(LeaderAndIsrRequest, 3) for ps in r.partition_states if ps.tp == TP]
+    assert any(ps.leader == 4 and ps.leader_epoch == st.leader_epoch for ps in told)

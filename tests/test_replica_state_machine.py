@@ -276,3 +276,17 @@ def test_a_replica_of_a_partition_without_a_state_goes_offline_with_a_stop_repli
     assert failed == {} and env.rsm.state(pr) is R.OFFLINE
     assert [(b, [p.tp for p in r.partitions]) for b, r in env.channel.of(StopReplicaRequest)] == [(2, [other])]
     assert env.channel.of(LeaderAndIsrRequest) == []
+
+
+def test_a_batch_sends_no_request_of_any_kind_to_a_broker_no_longer_alive():
+    """request_batch's rule: requests to brokers that are not alive when the batch goes
+    out are dropped -- UpdateMetadata as well as LeaderAndIsr and StopReplica (such a
+    broker gets the whole picture from onBrokerStartup when it is back)."""
+    env = Env()
+    env.batch.add_leader_and_isr([1, 2, 3], TP, env.ctx.leadership[TP], [1, 2, 3])
+    env.batch.add_stop_replica([3], TP, delete=False)
+    env.ctx.set_live_brokers([1, 2, 4])       # 3 went before the batch was sent
+    env.batch.send(EPOCH)
+    assert {b for b, _ in env.channel.of(UpdateMetadataRequest)} == {1, 2, 4}
+    assert {b for b, _ in env.channel.of(LeaderAndIsrRequest)} == {1, 2}
+    assert env.channel.of(StopReplicaRequest) == []
