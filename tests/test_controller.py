@@ -1066,12 +1066,17 @@ def test_a_write_refused_for_another_reason_than_a_conflict_is_reported_failed()
 
 def test_a_partition_created_during_a_controlled_shutdown_is_not_led_by_the_broker_shutting_down():
     """Seed 000's NewPartition -> OnlinePartition elects among the live brokers, which
-    exclude those in controlled shutdown (Kafka 0.10 liveBrokerIds)."""
+    exclude those in controlled shutdown (Kafka 0.10 liveBrokerIds); its LeaderAndIsr goes
+    to those live assigned replicas only (liveAssignedReplicas), not to the broker leaving."""
     c = cluster(brokers=(1, 2, 3, 9), candidates=[9])
     assert c.controller.shutdown_broker(1) == set()
+    c.channel.clear()
     c.create_topic("u", {0: [1, 2, 3]})
     st = c.state("u", 0)
     assert st.leader == 2 and st.isr == (2, 3)
+    told = {s.broker_id for s in c.channel.sent if isinstance(s.request, LeaderAndIsrRequest)
+            for ps in s.request.partition_states if ps.tp == TopicPartition("u", 0)}
+    assert told == {2, 3}
 
 
 def test_a_topic_removed_behind_the_controllers_back_ends_its_pending_reassignment():
@@ -1111,6 +1116,18 @@ def test_a_topic_override_of_false_disables_unclean_election_against_the_broker_
     c.leader_sets_isr(T0, [1])
     c.kill(1)
     assert c.state("t", 0).leader == -1
+
+
+@pytest.mark.parametrize("value", ["TRUE", "True", "true"])
+def test_a_topic_override_enabling_unclean_election_is_read_whatever_its_case(value):
+    """Kafka parses a boolean config case-insensitively (ConfigDef's BOOLEAN): an override
+    written by another tool as "TRUE" enables unclean election as "true" does."""
+    c = cluster(brokers=(1, 2, 9), candidates=[9])
+    with_topic(c, {0: [1, 2]}, config={"unclean.leader.election.enable": value})
+    c.leader_sets_isr(T0, [1])
+    c.kill(1)
+    st = c.state("t", 0)
+    assert (st.leader, st.isr) == (2, (2,))
 
 
 def test_a_topic_config_change_enabling_unclean_election_elects_the_leaderless_partition():
@@ -1758,3 +1775,75 @@ def test_a_topic_whose_partition_never_came_online_can_be_deleted():
     assert c.controller.rsm.state(PartitionReplica(u0, 3)) is ReplicaState.DELETION_INELIGIBLE
     c.start(3)
     assert not c.admin.topic_exists("u") and c.controller.deletion.completed == ["u"]
+
+
+def test_a_broker_started_after_a_deletion_is_not_told_the_deleted_topic():
+    """A completed deletion forgets the topic's leader/ISR states too (Kafka 0.10's
+    removeTopic drops partitionLeadershipInfo): the full UpdateMetadata a starting broker
+    gets, and the failure handling of a broker that led the topic, know nothing of it."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    with_topic(c, {0: [2, 3]}, topic="u")
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t")
+    assert set(c.controller.ctx.leadership) == {TopicPartition("u", 0)}
+    c.kill(1)
+    c.channel.clear()
+    c.start(1)
+    states = {ps.tp for r in c.channel.requests(UpdateMetadataRequest, 1) for ps in r.partition_states}
+    assert states == {TopicPartition("u", 0)}
+
+
+def test_a_leaderless_partitions_leader_and_isr_names_no_leader_minus_one():
+    """A LeaderAndIsr's leaders list (0.10's live leaders, the brokers its followers are to
+    fetch from) names brokers only: a partition left leaderless (-1) adds none."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
+    c.leader_sets_isr(T0, [1])                  # 2 and 3 fell out of sync
+    c.channel.clear()
+    c.kill(1)                                   # no live ISR member, unclean off: no leader
+    assert c.state("t", 0).leader == -1
+    sent = [r for r in c.channel.requests(LeaderAndIsrRequest) if any(ps.tp == T0 for ps in r.partition_states)]
+    assert sent and all(r.live_leaders == () for r in sent)
+
+
+def test_a_topic_reassigned_before_it_was_queued_for_deletion_is_deleted():
+    """Only a queued topic is held up by a reassignment (0.10's markTopicIneligibleForDeletion
+    intersects with topicsToBeDeleted): a reassignment that ran and finished before the
+    deletion request leaves nothing behind that would keep the deletion from starting."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
+    c.admin.create_partition_reassignment({T0: [2, 3, 1]})
+    c.settle()
+    assert c.assignment("t") == {0: [2, 3, 1]}
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t")
+    assert c.controller.deletion.completed == ["t"]
+
+
+def test_a_topic_with_no_replica_to_delete_completes_its_deletion_at_once():
+    """A queued topic whose replicas are all deleted completes -- also when it had none
+    (0.10's areAllReplicasForTopicDeleted is true of an empty set): here a topic node
+    written by another tool with an empty replica list, whose partition never came into
+    being.  Waiting for a replica answer that no replica can send left it queued for good."""
+    c = cluster(brokers=(1, 2, 3, 9), candidates=[9])
+    c.create_topic("u", {0: []})
+    assert c.controller.psm.state(TopicPartition("u", 0)) is PartitionState.NON_EXISTENT
+    c.admin.create_topic_deletion("u")
+    c.settle()
+    assert not c.admin.topic_exists("u") and c.admin.get_topic_deletions() == []
+    assert c.controller.deletion.completed == ["u"]
+
+
+def test_a_leader_and_isr_carries_the_controller_epoch_its_state_was_written_under():
+    """Each LeaderAndIsr partition state carries the controller epoch its state node was
+    written with (0.10's leaderIsrAndControllerEpoch), not the sender's: a new controller
+    re-sending at failover a state its predecessor wrote says epoch 1 inside a request of
+    epoch 2, and the leader's own ISR writes then keep that epoch (what the unclean-restart
+    rule reads)."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 8, 9), candidates=[8, 9]))
+    c.channel.clear()
+    c.kill(8)
+    assert c.controller.epoch == 2 and c.state("t", 0).controller_epoch == 1
+    reqs = c.channel.requests(LeaderAndIsrRequest, 1)
+    assert reqs and all(r.controller_epoch == 2 for r in reqs)
+    assert {(ps.tp, ps.controller_epoch) for r in reqs for ps in r.partition_states} == {(T0, 1), (T1, 1)}
