@@ -1118,10 +1118,12 @@ def test_a_topic_override_of_false_disables_unclean_election_against_the_broker_
     assert c.state("t", 0).leader == -1
 
 
-@pytest.mark.parametrize("value", ["TRUE", "True", "true"])
+@pytest.mark.parametrize("value", ["TRUE", "True", "true", " true\n", "\ttrue "],
+                         ids=["upper", "title", "lower", "blanks-around", "tab-before"])
 def test_a_topic_override_enabling_unclean_election_is_read_whatever_its_case(value):
-    """Kafka parses a boolean config case-insensitively (ConfigDef's BOOLEAN): an override
-    written by another tool as "TRUE" enables unclean election as "true" does."""
+    """Kafka parses a boolean config case-insensitively, blanks around it trimmed
+    (ConfigDef's BOOLEAN, as kreplica.config reads the broker's): an override written by
+    another tool as "TRUE" or " true" enables unclean election as "true" does."""
     c = cluster(brokers=(1, 2, 9), candidates=[9])
     with_topic(c, {0: [1, 2]}, config={"unclean.leader.election.enable": value})
     c.leader_sets_isr(T0, [1])

@@ -100,6 +100,8 @@ REBALANCE_INITIAL_DELAY_MS = 5000
 CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
 #: What the admin nodes' decoders raise on JSON that is not a request (bad JSON, keys missing).
 _UNREADABLE = (ValueError, KeyError, TypeError)
+#: What Kafka's ConfigDef trims around a config value (Java's String.trim: U+0000 to U+0020).
+_CONFIG_BLANKS = "".join(map(chr, range(0x21)))
 
 
 class _GatedChannel:
@@ -771,7 +773,9 @@ class KafkaController:
         override = dict(self._topic_config(topic)).get("unclean.leader.election.enable")
         if override is None:
             return bool(self.config.get("unclean.leader.election.enable", False))
-        return override.lower() == "true"
+        # As Kafka's ConfigDef reads a boolean (and kreplica.config the broker's): blanks
+        # around it trimmed, case ignored.  The node may come from another tool.
+        return override.strip(_CONFIG_BLANKS).lower() == "true"
 
     def _topic_config(self, topic: str) -> tuple[tuple[str, str], ...]:
         """The topic's config overrides, as sorted (key, value) pairs: what the LeaderAndIsr
