@@ -1849,3 +1849,17 @@ def test_a_leader_and_isr_carries_the_controller_epoch_its_state_was_written_und
     reqs = c.channel.requests(LeaderAndIsrRequest, 1)
     assert reqs and all(r.controller_epoch == 2 for r in reqs)
     assert {(ps.tp, ps.controller_epoch) for r in reqs for ps in r.partition_states} == {(T0, 1), (T1, 1)}
+
+
+def test_a_failovers_leader_and_isr_lists_no_dead_leader_among_the_live_leaders():
+    """0.10's sendRequestsToBrokers lists as leaders the live (or shutting-down) brokers
+    that lead a partition of the request: a new controller re-sending at failover a state
+    whose leader died meanwhile names no dead broker there."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 8, 9), candidates=[8, 9]))
+    c.kill(1, wait_expiry=False)
+    c.channel.clear()
+    c.kill(8)
+    assert c.controller.broker_id == 9 and c.state("t", 0).leader != 1
+    reqs = c.channel.requests(LeaderAndIsrRequest)
+    assert any(ps.leader == 1 for r in reqs for ps in r.partition_states)   # the state as found
+    assert all(1 not in r.live_leaders for r in reqs)

@@ -122,7 +122,9 @@ class ControllerBrokerRequestBatch:
         for b, states in sorted(self._leader_and_isr.items()):
             if b not in live:
                 continue
-            leaders = tuple(sorted({s.leader for s in states.values() if s.leader >= 0}))
+            # Kafka 0.10 lists the live (or shutting-down) brokers among the leaders: not -1,
+            # nor a dead leader of a state re-sent as found (a failover's, say).
+            leaders = tuple(sorted({s.leader for s in states.values() if s.leader in live}))
             req = LeaderAndIsrRequest(cid, controller_epoch, tuple(states.values()), leaders,
                                       is_init=b in self._init_brokers, broker_epoch=self._broker_epoch(b))
             self._init_brokers.discard(b)
