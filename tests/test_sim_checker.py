@@ -353,6 +353,9 @@ def test_a_deposed_leaders_ack_and_read_of_superseded_history_are_a_counted_loss
     # not the deposed leader that served it paired with an epoch it never led.
     assert [(r.offset, r.cause, r.leader, r.leader_epoch)
             for r in c.superseded_reads] == [(1, "unclean-election", 2, 1)]
+    # The counted ack is in the history too, named as the deposed leader's.
+    assert [(e.broker, e.data) for e in c.history.of_kind("counted_loss")] == [
+        (1, {"offset": 1, "cause": "unclean-election", "epoch": 1, "deposed_leader": True})]
     append(outsider, [b"x"], 1)
     append(outsider, [b"y"], 1)               # the new history commits other batches there
     c.observe(2, "t-0", outsider, None)
@@ -720,6 +723,22 @@ def test_a_leader_diverging_below_its_hw_is_judged_by_what_was_promised_there(ma
     assert "leader 1 below its HW at offset 0" in c.violation.message
 
 
+def test_a_follower_diverging_at_an_acked_and_read_offset_is_divergence_not_a_lost_write(make):
+    """The leader still holds what it acked and served: a follower holding another batch
+    there is a divergence (3), not the loss of the promises the leader keeps."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    base, last, crc = append(leader, [b"committed"], 0)
+    c.observe(1, "t-0", leader, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    c.on_consume("t-0", [(base, last, 0, crc)], high_watermark=last + 1, leader=1)
+    append(follower, [b"something else"], 0)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
+    assert "follower 2 below its HW at offset 0" in v.message
+
+
 def test_a_replica_on_an_old_epoch_is_excused_from_the_lowest_offset_later_elections_replaced():
     from kreplica.sim.checker import PartitionModel
 
@@ -729,6 +748,10 @@ def test_a_replica_on_an_old_epoch_is_excused_from_the_lowest_offset_later_elect
     assert m.superseded_for(4) == (100, "unclean-election")  # only epoch 5's
     assert m.superseded_for(5) is None
     assert m.superseded_for(2, unclean_only=True) == (100, "unclean-election")
+    # The lowest offset, not the first election listed after the epoch: a later election
+    # may supersede from lower down than an earlier one did.
+    m.superseded[:] = [(3, 100, "unclean-election"), (5, 40, "power-loss")]
+    assert m.superseded_for(2) == (40, "power-loss")
 
 
 def test_two_leaders_in_one_epoch(make):
@@ -746,6 +769,22 @@ def test_leader_hw_going_back(make):
     leader.log.update_high_watermark(1)
     c.observe(1, "t-0", leader, None)
     assert c.violation.invariant is Invariant.LEADER_HW_BACKWARDS
+    assert "from 2 to 1 in epoch 0" in c.violation.message  # within the epoch, not a re-election
+
+
+def test_a_leaders_hw_going_back_within_its_epoch_is_reported_even_after_a_truncation(make):
+    """Within one leadership the HW never goes back, truncation or not: only a re-election
+    after truncating as a follower may start lower."""
+    c = Checker(History())
+    leader = make("a", Role.LEADER, 3)
+    append(leader, [b"a", b"b"], 3)
+    c.observe(1, "t-0", leader, None)
+    c.on_truncate(1, "t-0", 2)                # nothing cut, but the leader is no longer "led"
+    leader.log.update_high_watermark(1)
+    c.observe(1, "t-0", leader, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.LEADER_HW_BACKWARDS and v.broker == 1
+    assert "in epoch 3" in v.message
 
 
 def test_leader_hw_going_back_when_re_elected_without_truncating(make):
@@ -844,6 +883,9 @@ def test_a_committed_tail_lost_by_the_elected_replicas_own_power_loss_is_superse
     c.on_power_loss(1, "t-0", 0)
     again = make("again", Role.LEADER, 1, isr=(1,))  # the same broker, back with an empty log
     c.observe(1, "t-0", again, None)
+    # The history says what was superseded: one committed batch, unacknowledged.
+    assert [e.data for e in c.history.of_kind("superseded")] == [
+        {"from_offset": 0, "cause": "power-loss", "committed_batches": 1}]
     append(again, [b"new"], 1)
     c.observe(1, "t-0", again, None)
     assert c.violation is None and c.models["t-0"].canon_end == 1
@@ -975,6 +1017,40 @@ def test_an_ack_for_another_batch_than_the_committed_one_at_its_offset_is_a_loss
     assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "another batch" in v.message
 
 
+def test_a_read_of_another_batch_than_the_committed_one_at_its_offsets_is_a_vanished_record(make):
+    """Same offsets, other bytes: the read is compared by CRC, not by where the batch ends."""
+    c = Checker(History())
+    leader, other = make("l", Role.LEADER, 0), make("o", Role.LEADER, 0)
+    append(leader, [b"committed"], 0)
+    c.observe(1, "t-0", leader, None)
+    append(other, [b"something-else"], 0)
+    c.on_consume("t-0", read_fingerprints(leader.log, 0, 1), 1, 1)
+    assert c.violation is None
+    c.on_consume("t-0", read_fingerprints(other.log, 0, 1), 1, 1)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED and v.broker == 1
+    assert "at 0 that is not the committed one" in v.message
+
+
+def test_a_late_leader_with_others_in_its_isr_is_still_excused_from_what_a_later_election_superseded(make):
+    """Not alone in its ISR, a late leader is excused nothing of its own; but what an
+    unclean election after its epoch superseded, it may still hold, like any replica on an
+    older epoch: it is judged only below that offset."""
+    c = Checker(History())
+    first = make("first", Role.LEADER, 0, isr=(1, 2))
+    append(first, [b"a"], 0)
+    c.observe(1, "t-0", first, None)          # epoch 0: a committed
+    outsider = make("outsider", Role.LEADER, 2, isr=(3,))
+    c.observe(3, "t-0", outsider, None)       # epoch 2, unclean, empty: superseded from 0
+    append(outsider, [b"x"], 2)
+    c.observe(3, "t-0", outsider, None)       # x committed at 0
+    late = make("late", Role.LEADER, 1, isr=(2, 1))
+    append(late, [b"a"], 0)
+    c.observe(2, "t-0", late, None)           # epoch 1, first seen now, holding a at 0
+    assert c.violation is None, c.violation.describe()
+    assert "late_leader" not in [e.kind for e in c.history.events]
+
+
 def test_a_deposed_leaders_ack_is_judged_by_the_elections_after_the_epoch_it_last_led(make):
     """Broker 1 led epoch 0, lost it to an unclean election (epoch 1), led again cleanly
     (epoch 2) and was deposed by a clean election (epoch 3).  Its ack as epoch 2's zombie
@@ -1063,6 +1139,24 @@ def test_a_batch_straddling_the_hw_is_not_committed(make):
     assert c.models["t-0"].canon_end == 2 and not c.losses
 
 
+def test_a_damaged_batch_straddling_the_hw_is_judged_only_once_committed(make):
+    """A follower's torn batch that its HW is inside is not committed yet (its leader may
+    still truncate it away): nothing is judged there until the HW passes it."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    append(leader, [b"a", b"b"], 0)
+    c.observe(1, "t-0", leader, None)
+    append(follower, [b"a", b"b"], 0, commit=False)
+    _flip_a_record_byte(follower)
+    follower.log.update_high_watermark(1)            # inside the batch [0, 1]
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None, c.violation.describe()
+    follower.log.update_high_watermark(2)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "do not match" in v.message
+
+
 def test_after_convergence_a_follower_must_hold_the_leaders_bytes_not_only_its_offsets(make):
     """The final check compares whole logs, uncommitted tails too (after convergence
     HW = LEO): the same batch boundaries with other records are a divergence."""
@@ -1112,6 +1206,40 @@ def test_after_convergence_a_leader_missing_a_committed_batch_is_found(make):
     v = c.violation
     assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED
     assert "lost a committed batch" in v.message and "offset 1" in v.message
+
+
+def test_after_convergence_a_lost_batch_above_the_leaders_log_start_is_found_past_the_expired_ones(make):
+    """Batches below the converged leader's log start are passed over, each of them, and
+    the check goes on above: the leader no longer holding the committed 2 is found."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0)
+    for value in (b"a", b"b", b"c"):
+        append(leader, [value], 0)
+    c.observe(1, "t-0", leader, None)
+    assert leader.log.maybe_increment_log_start_offset(1)
+    leader.log.truncate_to(2)
+    c.final_check("t-0", {1: leader})
+    v = c.violation
+    assert v is not None and "lost a committed batch" in v.message and "offset 2" in v.message
+
+
+def test_an_unclean_leader_whose_log_starts_at_the_last_offset_of_a_committed_batch_supersedes_it_whole(make):
+    """The empty log starts at 2, the last offset of the committed batch 1..2: the batch
+    goes whole, and the leader's own batch at 2 then continues the history."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    append(old, [b"b", b"c"], 0)
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    outsider.log.truncate_fully_and_start_at(2)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.models["t-0"].canon_end == 1
+    append(outsider, [b"Y"], 1)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None, c.violation.describe()
+    assert sorted(c.models["t-0"].canon) == [0, 2] and c.models["t-0"].canon_end == 3
 
 
 def test_the_first_violation_is_kept_and_later_ones_are_not_recorded():
@@ -1265,6 +1393,43 @@ def test_a_pending_isr_is_kept_only_as_a_shrink_of_the_last_pending_one(make):
     append(one, [b"a"], 0)
     c.observe(1, "t-0", one, None)
     assert c.violation is None and c.unclean_elections == 1
+
+
+def _store_states_then_elect_broker_1(make, c: Checker, isr, leader: int, states, epoch: int) -> list:
+    """``leader`` serves epoch 0 with ``isr``; the store then shows ``states`` (leader,
+    epoch, ISR); broker 1 is then seen leading ``epoch`` alone. Returns the ISRs kept
+    pending before that election."""
+    old = make("old", Role.LEADER, 0, isr=isr)
+    append(old, [b"a"], 0)
+    c.observe(leader, "t-0", old, None)
+    for state in states:
+        c.on_store_state("t-0", *state)
+    pending = list(c.models["t-0"].pending_isrs)
+    one = make("one", Role.LEADER, epoch, isr=(1,))
+    append(one, [b"a"], 0)
+    c.observe(1, "t-0", one, None)
+    return pending
+
+
+def test_a_pending_isr_is_judged_against_the_newest_pending_one_not_the_first(make):
+    """Epoch 5 kept [1, 3] (the served ISR, unchanged), epoch 6 [3]; an epoch-7 ISR [1] is a
+    shrink of the first but not of the newest, so it is not kept, and broker 1 elected in
+    epoch 8 is judged against [3]: unclean."""
+    c = Checker(History())
+    pending = _store_states_then_elect_broker_1(make, c, (1, 3), 3, [(3, 5, (1, 3)), (3, 6, (3,)), (1, 7, (1,))], 8)
+    assert pending == [(5, (1, 3)), (6, (3,))]
+    assert c.violation is None and c.unclean_elections == 1
+    # The election's event names the ISR it was judged against, not the last one served.
+    assert [(e.data["previous_isr"], e.data["unclean"]) for e in c.history.of_kind("election")][-1] == ([3], True)
+
+
+def test_an_isr_is_a_set_the_store_may_list_in_another_order(make):
+    """The store's [2, 1] in epoch 1 is the served [1, 2], kept as epoch 1's ISR; a later
+    [2] of that same epoch adds nothing, so broker 1 elected in epoch 2 is clean."""
+    c = Checker(History())
+    pending = _store_states_then_elect_broker_1(make, c, (1, 2), 2, [(2, 1, (2, 1)), (2, 1, (2,))], 2)
+    assert pending == [(1, (2, 1))]
+    assert c.violation is None and c.unclean_elections == 0
 
 
 def test_a_replica_on_an_old_epoch_is_judged_below_its_own_hw_and_the_superseded_offset(make):
@@ -2064,6 +2229,33 @@ def test_a_read_the_checker_has_not_yet_seen_committed_is_counted_when_an_electi
     assert c.violation is None and c.unclean_elections == 1
     assert [(r.offset, r.cause) for r in c.superseded_reads] == [(0, "unclean-election"), (1, "unclean-election")]
     assert c.models["t-0"].consumed == {}
+
+
+def _read_before_judged_then_elect_a_holder_of_the_first(make, c: Checker, ack: bool) -> Replica:
+    """Broker 1 alone commits a (judged) and b (not yet judged); a consumer's read of both
+    reaches the checker first (with b's ack, if ``ack``); broker 3, outside the ISR and
+    holding a alone, is then seen leading epoch 1: the history ends at 1."""
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    first = append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    second = append(old, [b"b"], 0)
+    c.on_consume("t-0", [(b, last, 0, crc) for b, last, crc in (first, second)], old.log.high_watermark, 1)
+    if ack:
+        c.on_ack("t-0", *second, -1, 1, leader=1)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"a"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    return outsider
+
+
+def test_a_read_not_yet_seen_committed_exactly_where_the_new_leader_ends_is_counted_with_the_lost_ack(make):
+    c = Checker(History())
+    _read_before_judged_then_elect_a_holder_of_the_first(make, c, ack=True)
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(1, "unclean-election")]
+    assert [(r.offset, r.cause) for r in c.superseded_reads] == [(1, "unclean-election")]
+    assert sorted(c.models["t-0"].consumed) == [0]
 
 
 def _acked_with_a_pending_isr(c: Checker, make, isr, leader: int, shrunk) -> Replica:
