@@ -1537,6 +1537,28 @@ def test_a_consumed_batch_straddling_where_an_election_superseded_the_history_is
     assert not c.models["t-0"].consumed
 
 
+def test_a_deposed_leaders_read_and_ack_of_the_batch_straddling_the_superseded_offset_are_counted(make):
+    """The unclean leader's empty log starts at 1, inside the committed batch 0..2, which
+    goes whole: the deposed leader, not yet told, serving a read of it or answering its
+    ack late is that election's loss seen late, counted like a read or an ack of it made
+    before the election, never left remembered where no batch can come again."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"a", b"b", b"c"], 0)
+    c.observe(1, "t-0", old, None)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    outsider.log.truncate_fully_and_start_at(1)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    c.on_consume("t-0", [(base, last, 0, crc)], old.log.high_watermark, 1)
+    c.on_ack("t-0", base, last, crc, -1, 1, leader=1)
+    assert c.violation is None
+    assert [(r.offset, r.cause, r.leader) for r in c.superseded_reads] == [(0, "unclean-election", 3)]
+    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(0, "unclean-election", 3)]
+    assert not c.models["t-0"].consumed and not c.models["t-0"].acked
+
+
 def test_a_leader_whose_log_starts_inside_a_committed_batch_leaves_the_history_at_that_batch(make):
     """The unclean leader's log starts at 2, inside the committed batch 1..2, and holds
     another batch there: the history is superseded from that batch's base, 1, so a

@@ -580,7 +580,9 @@ class Checker:
         self.history.record(self._now(), "superseded", broker, tp, from_offset=end, cause=cause,
                             committed_batches=len(tail))
         self._supersede(m, end)
-        m.superseded.append((epoch, end, cause))
+        # Excused from the first batch cut, which may start below ``end``: a committed batch
+        # straddling it goes whole, and a deposed leader's read or ack of it is that loss too.
+        m.superseded.append((epoch, min(end, first), cause))
         # Every replica is judged again from there against the new history, once it is on
         # this epoch or a later one (before that, its old history is excused: observe).
         for (_b, name), other in self.views.items():
