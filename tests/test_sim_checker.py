@@ -2280,6 +2280,21 @@ def test_a_read_not_yet_seen_committed_exactly_where_the_new_leader_ends_is_coun
     assert sorted(c.models["t-0"].consumed) == [0]
 
 
+def test_a_read_not_yet_seen_committed_that_an_unclean_election_loses_alone_is_counted_not_a_vanished_record(make):
+    """Nothing the checker saw committed is lost (the new leader holds a), but the read of
+    b, committed by the deposed leader and not yet judged, is beyond where the new leader
+    ends: it is that election's loss, counted, and the new leader's own batch at 1 is
+    then no vanished record."""
+    c = Checker(History())
+    outsider = _read_before_judged_then_elect_a_holder_of_the_first(make, c, ack=False)
+    assert not c.losses
+    assert [(r.offset, r.cause, r.leader) for r in c.superseded_reads] == [(1, "unclean-election", 3)]
+    append(outsider, [b"X"], 1)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None, c.violation.describe()
+    assert c.models["t-0"].canon_end == 2 and sorted(c.models["t-0"].consumed) == [0]
+
+
 def _acked_with_a_pending_isr(c: Checker, make, isr, leader: int, shrunk) -> Replica:
     """Broker 1 leads epoch 0 with ``isr`` and acks a write; the store then shows epoch 1
     led by ``leader`` with the ISR ``shrunk``, which no broker has served yet."""

@@ -559,6 +559,12 @@ class Checker:
                 # committed end is its own uncommitted tail, which may differ from what the
                 # deposed leader commits there (swarm config-churn seed 1046).
                 m.superseded.append((epoch, m.canon_end, "unclean-election"))
+                # A read the checker has not yet seen committed may lie beyond ``end``: the
+                # deposed leader committed it, and the new leader does not hold it.
+                for base in sorted(b for b in m.consumed if b >= end):
+                    self.superseded_reads.append(CountedLoss(tp, base, "unclean-election", broker, epoch,
+                                                             self._now()))
+                    del m.consumed[base]
             return
         first = min(lost[:1] + tail[:1])
         cause = "unclean-election" if allowed else self._power_loss_cause(m, broker, first)
