@@ -1174,6 +1174,23 @@ def test_after_convergence_a_follower_must_hold_the_leaders_bytes_not_only_its_o
     assert "after convergence" in v.message
 
 
+def test_after_convergence_followers_are_compared_with_the_leaders_whole_log_not_only_below_its_hw(make):
+    """The leader's uncommitted tail is part of its log: a follower holding it too is
+    equal, one without it differs."""
+    c = Checker(History())
+    leader, same, short = make("l", Role.LEADER, 0), make("s", Role.FOLLOWER, 0), make("x", Role.FOLLOWER, 0)
+    for r in (leader, same, short):
+        append(r, [b"a"], 0)
+    c.observe(1, "t-0", leader, None)
+    for r in (leader, same):
+        append(r, [b"tail"], 0, commit=False)
+    c.final_check("t-0", {1: leader, 2: same})
+    assert c.violation is None, c.violation.describe()
+    c.final_check("t-0", {1: leader, 2: same, 3: short})
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 3
+
+
 @pytest.mark.parametrize("damaged", ["leader", "follower"])
 def test_after_convergence_a_batch_damaged_on_disk_since_it_was_judged_is_found(make, damaged):
     """The final compare reads bytes, not only headers: a committed batch torn on disk after
@@ -1354,10 +1371,11 @@ def test_a_leader_that_truncated_between_two_sightings_may_lead_again_from_a_low
     assert c.violation is None
 
 
-def test_a_deposed_leaders_ack_is_excused_only_from_the_superseded_offset_by_its_base(make):
+@pytest.mark.parametrize("promise", ["ack", "read"])
+def test_a_deposed_leaders_ack_is_excused_only_from_the_superseded_offset_by_its_base(make, promise):
     """An unclean election superseded the history from offset 1; a deposed leader's ack
-    of a batch starting at 0 (running past 1) still promises offset 0, which the election
-    kept: judged against the committed batch there, not excused."""
+    (or a read it served) of a batch starting at 0 (running past 1) still promises offset
+    0, which the election kept: judged against the committed batch there, not excused."""
     c = Checker(History())
     old = make("old", Role.LEADER, 0, isr=(1,))
     append(old, [b"a"], 0)
@@ -1368,12 +1386,20 @@ def test_a_deposed_leaders_ack_is_excused_only_from_the_superseded_offset_by_its
     outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (2,)
     c.observe(2, "t-0", outsider, None)       # unclean, LEO 1: superseded from 1
     assert c.violation is None and c.models["t-0"].superseded[-1][:2] == (1, 1)
-    c.on_ack("t-0", 1, 1, 99, -1, 1, leader=1)  # at the superseded offset: counted
-    assert c.violation is None and [loss.offset for loss in c.losses] == [1]
-    c.on_ack("t-0", 0, 1, 99, -1, 1, leader=1)  # starts below it: judged
+
+    def promise_of(base: int, last: int) -> list:
+        if promise == "ack":
+            c.on_ack("t-0", base, last, 99, -1, 1, leader=1)
+            return [loss.offset for loss in c.losses]
+        c.on_consume("t-0", [(base, last, 0, 99)], 2, 1)
+        return [r.offset for r in c.superseded_reads]
+
+    assert promise_of(1, 1) == [1] and c.violation is None  # at the superseded offset: counted
+    assert promise_of(0, 1) == [1]                          # starts below it: judged
     v = c.violation
-    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST
-    assert "offset 0" in v.message and [loss.offset for loss in c.losses] == [1]
+    assert v is not None and v.invariant is (Invariant.ACKED_WRITE_LOST if promise == "ack"
+                                             else Invariant.CONSUMED_RECORD_VANISHED)
+    assert ("offset 0" if promise == "ack" else "at 0") in v.message
 
 
 def test_a_pending_isr_is_kept_only_as_a_shrink_of_the_last_pending_one(make):
@@ -1829,7 +1855,7 @@ def _re_elected_alone_beside_a_follower(make, c):
     return zombie
 
 
-def _late_zombie(make, c, seen_hw, enters=2, unserved=None):
+def _late_zombie(make, c, seen_hw, enters=2, unserved=None, phase=FetchPhase.FETCHING):
     """Leader 1 commits a, b in epoch 3 and is re-elected alone in epoch 6; broker 2 holds
     a, b (from epoch 3, b from epoch 5 if its log ``enters`` epoch 5 at 1, or from the
     ``unserved`` epoch no one was seen serving) and, unseen since (``seen_hw``: its HW when
@@ -1840,7 +1866,7 @@ def _late_zombie(make, c, seen_hw, enters=2, unserved=None):
     append(zombie, [b"b"], (unserved or 3) if enters == 2 else 5, commit=False)
     if seen_hw is not None:
         zombie.log.maybe_increment_high_watermark(seen_hw)
-        c.observe(2, "t-0", zombie, FetchPhase.FETCHING)
+        c.observe(2, "t-0", zombie, phase)
     if enters == 2:
         zombie.log.leader_epoch_cache.assign(5, zombie.log.log_end_offset)
     assert zombie.log.leader_epoch_cache.entries[-1] == (5, enters)
@@ -1851,11 +1877,13 @@ def _late_zombie(make, c, seen_hw, enters=2, unserved=None):
     return [e.data["superseded_from"] for e in c.history.events if e.kind == "late_leader"]
 
 
-@pytest.mark.parametrize("seen_hw", [0, 1])
-def test_a_late_leaders_commits_count_from_its_hw_when_last_seen_as_a_follower(make, seen_hw):
-    """Its HW when last seen counts, whatever role it had then, an HW of 0 included."""
+@pytest.mark.parametrize("seen_hw, phase", [(0, FetchPhase.FETCHING), (1, FetchPhase.FETCHING),
+                                            (1, FetchPhase.TRUNCATING)])
+def test_a_late_leaders_commits_count_from_its_hw_when_last_seen_as_a_follower(make, seen_hw, phase):
+    """Its HW when last seen counts, whatever role it had then, an HW of 0 included, and
+    whatever of it the checker had verified (nothing, while it was truncating)."""
     c = Checker(History())
-    assert _late_zombie(make, c, seen_hw) == [seen_hw]
+    assert _late_zombie(make, c, seen_hw, phase=phase) == [seen_hw]
 
 
 def test_a_never_seen_late_leaders_commits_count_from_where_its_log_enters_its_own_late_epoch(make):
@@ -1874,6 +1902,25 @@ def test_read_fingerprints_keeps_the_batch_holding_the_last_offset_wanted(make):
     whole = [append(r, values, 0) for values in ([b"a"], [b"b", b"c", b"d"], [b"e"])]
     assert [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(r.log, 0, 2)] == whole[:2]
     assert [(fp[0], fp[1], fp[3]) for fp in read_fingerprints(r.log, 2, 3)] == whole[1:2]
+
+
+def test_an_unclean_leader_holding_a_damaged_copy_of_an_acked_batch_has_lost_it_uncounted(make):
+    """Damage is no election's doing: the outsider's torn copy of the acked batch is the
+    same batch to the search for where its log leaves the history (its header says so),
+    and is then judged by its bytes: an acked write lost, not a counted loss."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 1)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"acked"], 0)
+    _flip_a_record_byte(outsider)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "do not match" in v.message
+    assert c.unclean_elections == 1 and not c.losses
 
 
 def test_a_leader_holding_a_damaged_copy_of_a_batch_below_its_hw_is_divergence(make):

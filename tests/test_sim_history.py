@@ -201,6 +201,7 @@ def test_reading_a_history_passes_over_blank_lines(tmp_path):
     h = History()
     h.record(0, "run", seed=3, scenario={"name": "x"})
     h.record(5, "crash", 2)
+    assert h.lines[1] == '{"broker":2,"kind":"crash","seq":1,"t":5}'  # no data, no "data" key
     path = tmp_path / "h.jsonl"
     path.write_text("\n".join([h.lines[0], "", "   ", h.lines[1], ""]) + "\n")
     assert read_jsonl(path) == h.events
