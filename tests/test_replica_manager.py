@@ -357,10 +357,13 @@ def test_broker_0_fetching_is_a_follower_whose_parked_fetch_learns_the_hw(tmp_pa
     h.close()
 
 
-def test_a_parked_fetch_is_answered_when_the_leader_epoch_changes(tmp_path):
+@pytest.mark.parametrize("change", ["epoch", "delete"])
+def test_a_parked_fetch_is_answered_when_the_leader_epoch_changes(tmp_path, change):
     """A long-poll parked at the HW completes as soon as its partition's leader epoch
     changes, even with the same leader: the re-read tells the reader it is fenced
-    instead of leaving it waiting out max_wait_ms on an epoch that is gone."""
+    instead of leaving it waiting out max_wait_ms on an epoch that is gone.  So does
+    one whose partition a StopReplica deletes (Kafka's DelayedFetch completes when the
+    broker no longer knows a partition): UNKNOWN_TOPIC_OR_PARTITION at the delete."""
     h = _cluster(tmp_path)
     h.produce_sync(TP, [b"a"])
     h.settle(TP)
@@ -368,8 +371,14 @@ def test_a_parked_fetch_is_answered_when_the_leader_epoch_changes(tmp_path):
     got = []
     rm.handle_fetch(FetchRequest(-1, (FetchPartition(TP, 1, 0),), max_wait_ms=5000), got.append)
     assert not got  # nothing past the HW: parked
-    h.elect(TP, 1)  # same leader, epoch 1
-    assert got and got[0].partitions[0].error_code == errors.FencedLeaderEpoch.code
+    if change == "epoch":
+        h.elect(TP, 1)  # same leader, epoch 1
+        code = errors.FencedLeaderEpoch.code
+    else:
+        stop = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True, 0),))
+        assert rm.handle_stop_replica(stop).error_code == errors.NONE
+        code = errors.UnknownTopicOrPartition.code
+    assert got and got[0].partitions[0].error_code == code
     h.close()
 
 
@@ -614,6 +623,17 @@ def test_hw_checkpoint_periodic_clean_shutdown_and_restore(tmp_path):
     h.start(2)
     h.send_leader_and_isr(TP, [2])
     assert h.partition(2, TP).high_watermark == 3
+    # The HW is what is written, not the LEO: records above it stay uncommitted after a
+    # restart (with 3 gone but in the ISR, "d" reaches 2 and the HW stays at 3).
+    h.settle(TP)
+    h.crash(3)
+    h.produce(TP, [b"d"], acks=1)
+    assert h.run_until(lambda: h.partition(2, TP).log_end_offset == 4, 1000)
+    h.crash(2, clean=True)
+    assert OffsetCheckpointFile(path).read() == {TP: 3}
+    h.start(2)
+    h.send_leader_and_isr(TP, [2])
+    assert (h.partition(2, TP).high_watermark, h.partition(2, TP).log_end_offset) == (3, 4)
     h.close()
 
 
@@ -1164,15 +1184,19 @@ def test_the_response_budget_is_shared_by_the_partitions_in_order(tmp_path):
 
 @pytest.mark.parametrize("case", ["unknown", "fenced"])
 def test_a_long_poll_with_an_error_partition_is_answered_at_once(tmp_path, case):
+    """Whatever partition of the fetch has the error: one named before a sound partition
+    with nothing to read ends the long-poll as well."""
     h = _cluster(tmp_path)
+    quiet = _another_partition(h, TopicPartition("bar", 1))
     h.produce_sync(TP, [b"a"])
     h.elect(TP, 1)  # epoch 1
     fp = (FetchPartition(TopicPartition("nope", 0), 0) if case == "unknown"
           else FetchPartition(TP, 1, current_leader_epoch=0))
-    got = []
-    h.brokers[1].handle_fetch(FetchRequest(-1, (fp,), max_wait_ms=5000), got.append)
     code = errors.UnknownTopicOrPartition.code if case == "unknown" else errors.FencedLeaderEpoch.code
-    assert got and got[0].partitions[0].error_code == code
+    for parts in ((fp,), (fp, FetchPartition(quiet, 0))):
+        got = []
+        h.brokers[1].handle_fetch(FetchRequest(-1, parts, max_wait_ms=5000), got.append)
+        assert got and [d.error_code for d in got[0].partitions] == [code, errors.NONE][:len(parts)]
     h.close()
 
 
@@ -1441,4 +1465,117 @@ def test_a_produce_ending_in_a_frame_shorter_than_any_record_is_corrupt_not_a_se
     assert h.run_until(lambda: bool(got), 100)
     assert got[0].partitions[0].error_code == errors.CorruptMessage.code
     assert h.partition(1, TP).log_end_offset == 0
+    h.close()
+
+
+# ---- eighth replica-layer mutant pass (hundred-and-forty-second review) ---------------------------
+def test_a_follower_never_told_an_hw_learns_even_hw_0_from_its_first_fetch_at_once(tmp_path):
+    """A follower the leader never answered has been told no HW: its first fetch is
+    answered at once, whatever the HW (0 on a new partition), and only its next fetch at
+    the log end long-polls for replica.fetch.wait.max.ms."""
+    h = Harness(tmp_path, (1,))
+    h.create_partition(TP, (1, 2, 3))  # brokers 2 and 3 not started: nobody fetched yet
+    rm = h.brokers[1]
+    assert h.partition(1, TP).high_watermark == 0
+    got = []
+    rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 0, 0),), max_wait_ms=5000), got.append)
+    assert len(got) == 1 and got[0].partitions[0].high_watermark == 0
+    rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 0, 0),), max_wait_ms=5000), got.append)
+    assert len(got) == 1 and rm.fetch_purgatory.watched(TP) == 1  # told HW 0 already: parked
+    h.close()
+
+
+def test_an_acks_all_produce_is_answered_when_its_last_partition_commits_below_the_others_offset(tmp_path):
+    """The produce purgatory orders a waiting produce under each partition by that
+    partition's own required offset: a request whose other partition committed a higher
+    offset earlier is answered as soon as the remaining partition's HW passes its write,
+    not left until the timeout."""
+    h = _cluster(tmp_path, FAST_LAG)
+    other = _another_partition(h, TopicPartition("bar", 1), (1, 2))
+    for _ in range(4):
+        assert h.produce_sync(other, [b"o"]).error_code == errors.NONE  # other's LEO 4
+    h.crash(3)  # holds TP's HW until the leader shrinks it out (lag 1 s)
+    batch = encode_batch([b"x"], timestamp_ms=0)
+    got = []
+    h.transport.send(-7, 1, ProduceRequest(-1, 30000, (ProducePartition(TP, batch), ProducePartition(other, batch))),
+                     got.append)
+    assert h.run_until(lambda: h.partition(1, other).high_watermark == 5, 1000) and not got
+    assert h.run_until(lambda: bool(got), 5000), "answered only at the timeout"
+    assert {r.tp: (r.error_code, r.base_offset) for r in got[0].partitions} == {
+        TP: (errors.NONE, 0), other: (errors.NONE, 4)}
+    assert h.partition(1, TP).isr == (1, 2)
+    h.close()
+
+
+def test_a_crashed_leader_never_answers_its_waiting_produces(tmp_path):
+    """A shutdown forgets the waiting acks=all produces with their timers (their
+    connections go with the broker): a crashed leader answers nothing, not even
+    REQUEST_TIMED_OUT when the produce's timeout passes."""
+    h = _cluster(tmp_path)
+    h.crash(2)
+    h.crash(3)
+    rm = h.brokers[1]
+    got = []
+    rm.handle_produce(ProduceRequest(-1, 200, (ProducePartition(TP, encode_batch([b"x"], timestamp_ms=0)),)),
+                      got.append)
+    assert not got and rm.produce_purgatory.watched(TP) == 1
+    h.crash(1)
+    h.advance(1000)
+    assert not got
+    h.close()
+
+
+def test_a_same_epoch_state_change_leaves_a_followers_fetch_and_log_alone(tmp_path):
+    """Kafka's makeFollower restarts fetching only when the leader or its epoch changed:
+    a LeaderAndIsr of the same epoch (an ISR change at a newer version) keeps the
+    follower's fetch state, so nothing above its HW is truncated and fetched again."""
+    h = _cluster(tmp_path, brokers=(1, 2))
+    h.produce_sync(TP, [b"a"])
+    h.produce(TP, [b"b"], acks=1)
+    follower = h.partition(2, TP)
+    assert h.run_until(lambda: follower.log_end_offset == 2, 1000)
+    h.crash(1)  # the follower never learns HW 2
+    assert follower.high_watermark == 1
+    fetcher = h.brokers[2].fetchers[1]
+    st = h.states[TP]
+    st.isr, st.zk_version = (1, 2), st.zk_version + 1
+    assert h.send_leader_and_isr(TP, brokers=[2])[2].partition_errors[0][1] == errors.NONE
+    h.advance(100)
+    assert h.brokers[2].fetchers.get(1) is fetcher
+    assert (fetcher.states[TP].phase.value, fetcher.states[TP].fetch_offset) == ("Fetching", 2)
+    assert (follower.leader_epoch, follower.zk_version, follower.log_end_offset) == (0, st.zk_version, 2)
+    h.close()
+
+
+def test_an_out_of_range_answer_gives_the_leaders_log_end_not_its_hw(tmp_path):
+    """A follower fetching past the leader's LEO (it kept more of an older leader's log)
+    cuts back to the LEO the OFFSET_OUT_OF_RANGE answer carries: that is the leader's
+    log end, not its HW, or the follower would drop records the leader still has."""
+    h = _cluster(tmp_path)
+    h.crash(2)
+    h.crash(3)
+    assert h.produce_sync(TP, [b"a", b"b"], acks=1).error_code == errors.NONE
+    got = []
+    h.brokers[1].handle_fetch(FetchRequest(2, (FetchPartition(TP, 7, 0),), max_wait_ms=0), got.append)
+    d = got[0].partitions[0]
+    assert (d.error_code, d.high_watermark, d.log_start_offset, d.log_end_offset) == (
+        errors.OffsetOutOfRange.code, 0, 0, 2)
+    h.close()
+
+
+def test_an_epoch_question_for_an_epoch_the_leader_never_had_names_the_largest_one_below(tmp_path):
+    """KIP-279: asked for an epoch it never had, the leader answers with its largest epoch
+    below it and where that one ends (the next epoch's start), so the follower truncates
+    to the end of the epoch both hold, not to the end of one only it holds."""
+    h = Harness(tmp_path, (1,))
+    h.create_partition(TP, (1,))
+    assert h.produce_sync(TP, [b"a", b"b", b"c"]).error_code == errors.NONE  # epoch 0: [0, 3)
+    h.elect(TP, 1)
+    h.elect(TP, 1)  # epoch 1 led with no append: the cache keeps epoch 2 from offset 3
+    assert h.produce_sync(TP, [b"d"]).error_code == errors.NONE
+    rm = h.brokers[1]
+    req = OffsetsForLeaderEpochRequest(2, tuple(OffsetForLeaderPartition(TP, e, 2) for e in (1, 2)))
+    answer = rm.handle_offsets_for_leader_epoch(req)
+    assert [(e.error_code, e.leader_epoch, e.end_offset) for e in answer.partitions] == [
+        (errors.NONE, 0, 3), (errors.NONE, 2, 4)]
     h.close()
