@@ -1579,3 +1579,28 @@ def test_an_epoch_question_for_an_epoch_the_leader_never_had_names_the_largest_o
     assert [(e.error_code, e.leader_epoch, e.end_offset) for e in answer.partitions] == [
         (errors.NONE, 0, 3), (errors.NONE, 2, 4)]
     h.close()
+
+
+def test_a_follower_fetch_is_answered_at_once_when_a_later_partition_has_hw_news(tmp_path):
+    """HW news on any partition of a follower's fetch answers it at once, not only news
+    on the first partition named: the follower learns the second partition's HW now."""
+    h = _cluster(tmp_path)
+    other = _another_partition(h, TopicPartition("bar", 1))
+    h.crash(2)
+    h.crash(3)
+    rm = h.brokers[1]
+    for tp in (TP, other):
+        h.produce(tp, [b"x"], acks=1)
+    h.run_until(lambda: h.partition(1, TP).log_end_offset == h.partition(1, other).log_end_offset == 1, 10)
+    first, second = h.partition(1, TP), h.partition(1, other)
+    first.update_follower_fetch_state(2, 1, 0)  # 3 holds TP's HW at 0
+    for b in (2, 3):
+        second.update_follower_fetch_state(b, 1, 0)
+    assert (first.high_watermark, second.high_watermark) == (0, 1)
+    for p in (first, second):
+        p.remote_replicas[2].high_watermark_sent = 0
+    got = []
+    rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 1, 0), FetchPartition(other, 1, 0)), max_wait_ms=5000),
+                    got.append)
+    assert got and [d.high_watermark for d in got[0].partitions] == [0, 1]
+    h.close()
