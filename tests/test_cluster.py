@@ -536,6 +536,21 @@ def test_altering_a_running_topics_config_reaches_every_replica_at_once():
         assert back.min_insync_replicas == 1 and back.log.config.retention_bytes == 4096
 
 
+def test_deleting_a_topics_last_override_puts_the_broker_defaults_back_on_its_replicas():
+    """kafka-configs.sh --alter --delete-config of a topic's only override: the config node
+    is left empty and every replica goes back to the broker's defaults, as Kafka's
+    TopicConfigHandler builds the log config from the defaults and the (now no) overrides
+    (the hundred-and-forty-fifth review's BR8-01, where a topic read with no overrides was
+    not handed to the replicas, which kept the deleted value)."""
+    with Cluster.embedded(brokers=[1, 2], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("t", partitions=1, replication_factor=2, config={"retention.bytes": 4096})
+        assert c.alter_topic_config("t", delete=["retention.bytes"]) == {}
+        replicas = [b.replica_manager.partitions[TopicPartition("t", 0)] for b in c.brokers.values()]
+        assert [p.log.config.retention_bytes for p in replicas] == [-1, -1]  # the broker default: no size limit
+        applied = sorted((e.broker, e.details["topics"]) for e in c.timeline if e.kind == "topic_config_applied")
+        assert applied == [(1, ["t"]), (2, ["t"])]
+
+
 def test_alter_topic_config_refuses_unknown_keys_values_and_topics():
     with Cluster.embedded(brokers=[1, 2, 3]) as c:
         c.create_topic("t", partitions=1, replication_factor=3)
@@ -682,17 +697,19 @@ def test_config_changes_made_together_are_all_applied_by_one_listing():
     notification new, and applies each topic's overrides, not only the newest's, once
     each, a topic changed twice included (the hundred-and-twenty-sixth review's BR7-04,
     BR7-33), as Kafka's change listener processes every notification past the last one it
-    handled, each reading the topic's current config."""
+    handled, each reading the topic's current config.  The event names them sorted, not in
+    the order they were altered (the hundred-and-forty-fifth review's BR8-12), so one
+    listing tells the same whatever order its notifications came in."""
     with Cluster.embedded(brokers=[1, 2], config={"auto.leader.rebalance.enable": False}) as c:
         for topic in ("a", "b"):
             c.create_topic(topic, partitions=1, replication_factor=2)
-        c.alter_topic_config("a", {"retention.bytes": 4096}, wait=False)
-        c.alter_topic_config("b", {"retention.bytes": 8192}, wait=False)  # all three in the next listing
-        c.alter_topic_config("a", {"retention.bytes": 2048}, wait=False)
+        c.alter_topic_config("b", {"retention.bytes": 4096}, wait=False)
+        c.alter_topic_config("a", {"retention.bytes": 8192}, wait=False)  # all three in the next listing
+        c.alter_topic_config("b", {"retention.bytes": 2048}, wait=False)
         c.advance(100)
         applied = sorted((e.broker, e.details["topics"]) for e in c.timeline if e.kind == "topic_config_applied")
         assert applied == [(1, ["a", "b"]), (2, ["a", "b"])]
-        assert c.topic_config_applied("a", {"retention.bytes": "2048"}) and c.topic_config_applied("b")
+        assert c.topic_config_applied("b", {"retention.bytes": "2048"}) and c.topic_config_applied("a")
 
 
 def test_a_config_change_for_another_entity_than_a_topic_is_skipped():
