@@ -140,7 +140,9 @@ def test_controlled_shutdown_succeeds_on_a_retry_once_a_follower_is_back(make):
 
 def test_an_unanswered_controlled_shutdown_attempt_times_out_and_is_retried(make):
     """The request (or the controller's answer) is lost: the attempt fails after
-    controller.socket.timeout.ms and the next one, a backoff later, goes through."""
+    controller.socket.timeout.ms and the next one, a backoff later, goes through.  Not
+    request.timeout.ms (30 s here), the produce purgatory's (the hundred-and-forty-fifth
+    review's BR8-14): Kafka's controlled shutdown waits on its controller channel."""
     t = RecordingTransport()
     c = make({"controlled.shutdown.max.retries": 3, "controlled.shutdown.retry.backoff.ms": 1000,
               "controller.socket.timeout.ms": 3000}, transport=t)
@@ -148,7 +150,7 @@ def test_an_unanswered_controlled_shutdown_attempt_times_out_and_is_retried(make
     t.hold = lambda src, dst, m: isinstance(m, ControlledShutdownRequest) and not lost and not lost.append(m)
     assert c.controlled_shutdown(1002, timeout_ms=60_000) is True
     attempts = [at for at, *_ in t.requests(ControlledShutdownRequest, src=1002)]
-    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 3000 + 1000
+    assert len(attempts) == 2 and attempts[1] - attempts[0] == 3000 + 1000
     assert 1002 not in state(c, 1).isr
 
 
@@ -277,7 +279,10 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
     # it stored succeeds.  Dropped, the leader would forget a follower the store has in
     # the ISR (an electable replica) and move the HW without it.  A write refused because
     # the session just expired (before the broker renewed it) is retried too, not raised
-    # into the broker's event loop (the eighty-eighth review's BR5-01).
+    # into the broker's event loop (the eighty-eighth review's BR5-01).  The change it
+    # finally writes, or finds written, is announced (/isr_change_notification) either
+    # way: the controller learns of it from nothing else (the hundred-and-forty-fifth
+    # review's BR8-06, where a retry finding its own write answered without the notice).
     c = make()
     tp = TopicPartition("bar", 0)
     c.kill(1003)
@@ -285,6 +290,8 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
     leader = c.brokers[1001]
     real = leader.zk.update_partition_states
     failed = []
+    real_notify, notified = leader.zk.create_isr_change_notification, []
+    leader.zk.create_isr_change_notification = lambda tps: notified.extend(tps) or real_notify(tps)
 
     def flaky(states):
         if not failed and tp in states and 1003 in states[tp].isr:
@@ -301,6 +308,7 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
     part = leader.replica_manager.partitions[tp]
     assert set(stored.isr) == set(part.isr) == {1001, 1002, 1003}
     assert part.zk_version == stored.zk_version and not part.isr_state.is_inflight
+    assert notified == [tp]
 
 
 def test_an_isr_write_that_conflicts_with_a_state_gone_at_the_re_read_is_dropped(make):
@@ -511,10 +519,13 @@ def test_a_follower_back_from_a_crash_keeps_its_isr_place_at_the_next_failover(m
     assert led.leader == 1002 and set(led.isr) == {1002, 1003}
 
 
-def test_a_retried_isr_write_stops_once_its_partition_moved_on(make):
+@pytest.mark.parametrize("gone", ["stopped", "deleted"])
+def test_a_retried_isr_write_stops_once_its_partition_moved_on(make, gone):
     # The leader's store connection is lost while it proposes; before the store answers,
-    # the proposal is overtaken (here: the replica is stopped).  The retries must stop,
-    # or a dead proposal could land later -- in a topic re-created under the same name.
+    # the proposal is overtaken (here: the replica is stopped, or deleted as a StopReplica
+    # with delete does).  The retries must stop, or a dead proposal could land later -- in
+    # a topic re-created under the same name (the hundred-and-forty-fifth review's BR8-05:
+    # a replica no longer hosted at all, not only one whose proposal was overtaken).
     from kreplica.meta.store import ConnectionLoss
 
     c = make()
@@ -533,7 +544,11 @@ def test_a_retried_isr_write_stops_once_its_partition_moved_on(make):
     c.start(1003)                                 # caught up, it is proposed for the ISR
     assert c.run_until(lambda: len(attempts) >= 3, 30_000)
     assert attempts[-1] - attempts[-2] == ALTER_ISR_RETRY_MS
-    leader.replica_manager.partitions[tp].make_offline()
+    if gone == "stopped":
+        leader.replica_manager.partitions[tp].make_offline()
+    else:
+        leader.replica_manager._delete_partition(tp)
+        assert tp not in leader.replica_manager.partitions
     seen = len(attempts)
     c.advance(2000)
     assert len(attempts) == seen
@@ -712,6 +727,27 @@ def test_a_controlled_shutdown_refused_with_an_error_is_not_taken_as_done(make):
     b.controlled_shutdown(done.append)
     assert c.run_until(lambda: bool(done), 10_000)
     assert done == [False] and not b.alive
+
+
+def test_a_controlled_shutdown_attempt_refused_with_an_error_is_retried(make):
+    """The first attempt reaches a broker that lost the controllership meanwhile (NOT_CONTROLLER):
+    it failed, and the next attempt, a backoff later, goes to the controller and succeeds.
+    Kafka 0.10's doControlledShutdown retries on any error code, as on partitions remaining
+    (the hundred-and-forty-fifth review's BR8-15, where an error ended the shutdown as failed)."""
+    from kreplica.protocol import ControlledShutdownResponse
+    c = make({"controlled.shutdown.max.retries": 3, "controlled.shutdown.retry.backoff.ms": 500})
+    b = c.brokers[1002]
+    send, refused = b.transport.send, []
+
+    def refusing_once(src, dst, request, on_response):
+        if isinstance(request, ControlledShutdownRequest) and not refused:
+            refused.append(c.now_ms())
+            return c.scheduler.call_soon(on_response, ControlledShutdownResponse(errors.NotController.code))
+        return send(src, dst, request, on_response)
+
+    b.transport = type("T", (), {"send": staticmethod(refusing_once), "unregister": send.__self__.unregister})()
+    assert c.controlled_shutdown(1002) is True
+    assert refused and not b.alive and state(c, 1).leader != 1002
 
 
 def test_controlled_shutdown_with_no_retries_makes_no_attempt(make):
@@ -935,6 +971,29 @@ def _silent_once_killed(c, broker, calls, quiet_ms):
     killed_at = c.now_ms()
     c.advance(quiet_ms)
     return [t for t in calls if t > killed_at] == []
+
+
+def test_a_broker_stopped_in_the_instant_its_session_expires_does_not_report_the_expiry(make):
+    # The store expires the session and, before the notice reaches the broker, the broker
+    # stops cleanly (closing a session already expired does nothing): the notice then finds
+    # a stopped process, which neither renews nor tells session_expired after its
+    # broker_stopped (the hundred-and-forty-fifth review's BR8-16).
+    c = make(topic=False)
+    b = c.brokers[1003]
+    s = b.session
+    expire = s._expire
+
+    def expire_then_stop():
+        expire()
+        b.stop()
+
+    s._expire = expire_then_stop
+    s.pause_heartbeats()
+    assert c.run_until(lambda: not b.alive, 2 * SESSION_MS)
+    c.advance(1_000)
+    kinds = [e.kind for e in c.timeline if e.broker == 1003]
+    assert kinds[-1] == "broker_stopped" and "session_expired" not in kinds
+    assert b.session is s and 1003 not in c.zk.get_live_broker_ids()
 
 
 def test_a_dead_leader_stops_retrying_its_isr_change_notification(make):
@@ -1396,8 +1455,15 @@ def test_a_controlled_shutdown_finds_a_controller_whose_id_is_zero(tmp_path):
 
 def test_the_leader_and_isr_event_names_the_isr_the_request_gives_not_the_replicas(make):
     # After a failover the ISR is smaller than the assignment: the event the new leader
-    # tells (and the demo prints) names the ISR it leads with (BR6-10).
+    # tells (and the demo prints) names the ISR it leads with (BR6-10), and the leader
+    # epoch it leads in, not the state's node version (the hundred-and-forty-fifth
+    # review's BR8-11; they differ once a follower rejoined the ISR, which bumps only the
+    # version).
     c = make()
+    c.kill(1003)
+    assert c.run_until(lambda: 1003 not in state(c, 1).isr, 2 * SESSION_MS)
+    c.start(1003)
+    assert c.run_until(lambda: isr_full(c), 60_000)
     told = len(c.timeline)
     c.kill(1002)  # the leader of bar-1
     assert c.run_until(lambda: state(c, 1).leader == 1001, 2 * SESSION_MS)
@@ -1406,6 +1472,8 @@ def test_the_leader_and_isr_event_names_the_isr_the_request_gives_not_the_replic
     events = [e for e in c.timeline[told:] if e.kind == "leader_and_isr" and e.details["tp"] == tp]
     assert events and events[-1].broker == 1001
     assert tuple(events[-1].details["isr"]) == tuple(state(c, 1).isr) == (1001, 1003)
+    stored = c.zk.get_partition_states([tp])[tp]
+    assert events[-1].details["leader_epoch"] == stored.leader_epoch != stored.zk_version
 
 
 def test_an_earlier_attempts_timeout_does_not_fail_the_controlled_shutdown_attempt_in_flight(make):
