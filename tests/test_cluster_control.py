@@ -311,6 +311,24 @@ def test_an_isr_write_with_an_unknown_outcome_is_retried_until_the_store_answers
     assert notified == [tp]
 
 
+def test_a_leader_not_first_in_its_isr_writes_its_isr_changes_as_the_leader(make):
+    # After a preferred election the leader (1002) is no longer first in the ISR it took
+    # over, (1001, 1003, 1002): the ISR it writes when a follower falls out still names
+    # 1002 as the leader, the broker that proposed it (the hundred-and-forty-fifth review's
+    # BR8-24, where the leader was read from the ISR's first member).
+    c = make({"replica.lag.time.max.ms": 1_000})  # the leader shrinks before the session expires
+    c.kill(1002)  # the leader of bar-1
+    assert c.run_until(lambda: state(c, 1).leader == 1001, 2 * SESSION_MS)
+    c.start(1002)
+    assert c.run_until(lambda: isr_full(c), 60_000)
+    c.elect_preferred_leaders("bar")
+    assert state(c, 1).leader == 1002 and state(c, 1).isr[0] != 1002
+    c.kill(1003)
+    assert c.run_until(lambda: 1003 not in state(c, 1).isr, SESSION_MS // 2)
+    stored = c.zk.get_partition_states([TopicPartition("bar", 1)])[TopicPartition("bar", 1)]
+    assert stored.leader == state(c, 1).leader == 1002 and set(stored.isr) == {1001, 1002}
+
+
 def test_an_isr_write_that_conflicts_with_a_state_gone_at_the_re_read_is_dropped(make):
     # The ISR write meets another version; before its re-read the partition state is gone
     # (a topic deletion, on a store other processes write).  The write lost: it is answered
