@@ -148,3 +148,13 @@ def test_an_epoch_or_start_offset_below_0_is_refused_and_nothing_is_written(tmp_
         with pytest.raises(ValueError):
             c.assign(epoch, start)
     assert c.entries == [(1, 0)] and cp.read() == [(1, 0)]
+
+
+def test_the_earliest_epoch_is_the_first_held(tmp_path):
+    c, _, _ = make(tmp_path)
+    assert c.earliest_epoch == UNDEFINED_EPOCH
+    c.assign(2, 0)
+    c.assign(5, 40)
+    assert (c.earliest_epoch, c.latest_epoch) == (2, 5)
+    c.truncate_from_start(50)  # epoch 2's offsets gone: 5 is the earliest left
+    assert c.earliest_epoch == 5

@@ -1536,3 +1536,82 @@ def test_an_empty_follower_append_changes_nothing(log):
     info = log.append_as_follower(b"")
     assert (info.first_offset, info.last_offset, info.num_records, info.num_batches) == (2, 1, 0, 0)
     assert log.log_end_offset == 2 and log.leader_epoch_cache.entries == [(1, 0)]
+
+
+@pytest.mark.parametrize("stop", ["close", "crash"])
+def test_a_closed_or_crashed_log_refuses_reads(tmp_path, stop):
+    # A read of a stopped log would map its files again, read-only: a broker answering
+    # fetches from a log it has let go of, and a descriptor nobody closes.
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append_as_leader(values(3))
+    getattr(log, stop)()
+    with pytest.raises(errors.KafkaStorageError, match="closed"):
+        log.read(0)
+    assert fds_under(tmp_path) == 0
+
+
+def test_offset_for_timestamp_walks_on_into_the_next_segment_from_the_log_start(tmp_path, clock):
+    # The first segment's records are new enough but all below the log start (retention
+    # has not run yet): the search goes on from the log start, which is the next segment's
+    # base, and finds the first record new enough there.
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    log.append_as_leader(values(10), timestamp_ms=5000)
+    log.roll()
+    log.append_as_leader(values(10, 10), timestamp_ms=1000)
+    log.append_as_leader(values(10, 20), timestamp_ms=6000)
+    log.update_high_watermark(30)
+    assert log.maybe_increment_log_start_offset(10) and len(log.segments) == 2
+    assert log.offset_for_timestamp(4000) == 20
+    assert log.offset_for_timestamp(500) == 10
+    assert log.offset_for_timestamp(6001) is None
+    log.close()
+
+
+def test_a_view_outlives_a_truncation_in_a_log_opened_by_a_relative_path(tmp_path, monkeypatch, clock):
+    # Maps that readers still hold are found by the file's absolute name: a log dir given
+    # relative to the working directory must not lose them (the cut batches zeroed under
+    # an answer still on its way).
+    monkeypatch.chdir(tmp_path)
+    log = Log.open("t-0", SMALL, clock=clock)
+    log.append_as_leader(values(10), leader_epoch=1)
+    view = log.read(5, 1 << 20).view[:]
+    sent = bytes(view)
+    assert log.truncate_to(0)
+    log.append_as_leader(values(10, 100), leader_epoch=2)
+    assert bytes(view) == sent
+    assert [r.value[:8] for r in all_records(log)] == [b"%08d" % i for i in range(100, 110)]
+    log.close()
+    del view
+
+
+def test_a_roll_whose_trim_failed_trims_the_segment_at_the_next_roll(tmp_path, clock, monkeypatch):
+    # The trim of the old segment fails (EIO): the roll raises and the segment is left
+    # sealed at its preallocated length.  The next append opens it for write again and
+    # rolls properly, trimming it to its data, rather than leave segment.bytes on disk.
+    path = tmp_path / "t-0"
+    log = Log.open(path, SMALL, clock=clock)
+    while len(log.segments) == 1:
+        log.append_as_leader(values(10, log.log_end_offset))
+    log.truncate_to(log.segments[1].base_offset - 10)  # the first segment active again, one batch short
+    log.append_as_leader(values(10, log.log_end_offset))  # full: the next batch rolls
+    assert len(log.segments) == 1
+    first = log.segments[0]
+    real = os.ftruncate
+    failures = []
+
+    def failing(fd, length):
+        if not failures:
+            failures.append(length)
+            raise OSError(5, "Input/output error")
+        return real(fd, length)
+
+    monkeypatch.setattr(os, "ftruncate", failing)
+    leo = log.log_end_offset
+    with pytest.raises(errors.KafkaStorageError, match="trimming"):
+        log.append_as_leader(values(10, leo))
+    assert failures and log.log_end_offset == leo
+    log.append_as_leader(values(10, leo))
+    assert len(log.segments) == 2 and log.segments[1].base_offset == leo
+    assert os.path.getsize(first.log_file.filename) == first.size
+    assert [r.value[:8] for r in all_records(log)] == [b"%08d" % i for i in range(leo + 10)]
+    log.close()

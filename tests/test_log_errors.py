@@ -582,3 +582,41 @@ def test_an_empty_producer_append_is_an_invalid_record_not_a_corrupt_one(tmp_pat
         log.append_batches_as_leader(empty, leader_epoch=0)
     assert log.log_end_offset == 1 and log.segments[-1].size == len(bytes(log.read(0)))
     log.close()
+
+
+def test_a_log_config_gives_back_kafkas_key_names_and_round_trips():
+    from kreplica.log import LogConfig
+
+    cfg = LogConfig.from_dict({"segment.bytes": 4096, "retention.ms": 7, "message.timestamp.type": "LogAppendTime"})
+    named = cfg.to_dict()
+    assert named["segment.bytes"] == 4096 and named["retention.ms"] == 7
+    assert named["message.timestamp.type"] == "LogAppendTime" and "segment_bytes" not in named
+    assert LogConfig.from_dict(named) == cfg
+
+
+@pytest.mark.parametrize("path", ["follower", "producer"])
+def test_a_full_disk_found_by_the_reservation_refuses_copied_batches_with_the_log_unchanged(tmp_path, monkeypatch, path):
+    """Ready batches (a follower's, a producer's) get their disk blocks reserved before a
+    byte is copied, as the leader's encoded ones do: a full disk is a KafkaStorageError
+    and nothing of the append is in the log."""
+    import errno
+
+    from kreplica.records import encode_batch
+
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1 << 20})
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    batch = encode_batch([b"x" * 100] * 5, base_offset=0, leader_epoch=1, timestamp_ms=1000)
+    with pytest.raises(errors.KafkaStorageError, match="reserving space"):
+        if path == "follower":
+            log.append_as_follower(batch)
+        else:
+            log.append_batches_as_leader(batch, leader_epoch=1)
+    assert log.log_end_offset == 0 and len(log.read(0)) == 0
+    monkeypatch.undo()
+    log.append_as_follower(batch)
+    assert log.log_end_offset == 5
+    log.close()

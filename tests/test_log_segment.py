@@ -671,3 +671,20 @@ def test_zeroing_an_abandoned_copy_does_not_grow_the_file_past_what_was_copied(t
         assert not any(os.pread(fd, len(data) + start, 0))
     finally:
         os.close(fd)
+
+
+def test_closing_a_sealed_segment_lets_go_of_the_maps_its_reads_made(tmp_path):
+    # A sealed segment is mapped read-only when read (the .log, and each index a lookup
+    # goes through; CPython's mmap keeps a descriptor each): close lets go of them all.
+    from fd_count import fds_under
+
+    seg = LogSegment.create(tmp_path, 100, CONFIG, 0)
+    fill(seg)
+    seg.close()
+    seg = LogSegment.load(tmp_path, 100, CONFIG, 0)
+    assert seg.offset_index.entries and seg.time_index.entries
+    assert seg.read(155, 1, 1 << 62)[1] == 150  # through the offset index
+    assert seg.find_offset_by_timestamp(1005)[1] == 150  # through the time index
+    assert fds_under(tmp_path) == 3
+    seg.close()
+    assert fds_under(tmp_path) == 0

@@ -230,3 +230,31 @@ def test_entries_get_their_disk_blocks_before_they_are_written_through_the_map(t
         idx.append(1, 100)
     assert idx.entries == 0
     idx.close()
+
+
+def test_an_array_of_the_entries_is_a_copy_that_later_writes_leave_alone(tmp_path):
+    idx = OffsetIndex(tmp_path / "i", 0, 800, writable=True)
+    idx.append_many(np.array([10, 20, 30]), np.array([1, 2, 3]))
+    kept = idx.array()
+    idx.truncate_to(20)
+    idx.append(25, 7)  # written over the slot that held (20, 2)
+    assert kept.tolist() == [(10, 1), (20, 2), (30, 3)]
+    assert idx.array().tolist() == [(10, 1), (25, 7)]
+    idx.close()  # the map is not held by the copy: it closes
+    assert os.path.getsize(idx.path) == 16
+
+
+@pytest.mark.parametrize("offset", [99, 100 + 2**32])
+def test_one_entry_outside_the_segments_relative_range_is_a_storage_error_and_writes_nothing(tmp_path, offset):
+    idx = OffsetIndex(tmp_path / "i", 100, 800, writable=True)
+    with pytest.raises(KafkaStorageError, match="does not follow"):
+        idx.append(offset, 0)
+    assert idx.entries == 0
+    idx.append(100 + 2**32 - 1, 5)  # the widest relative offset four bytes hold
+    assert idx.lookup(100 + 2**32) == (100 + 2**32 - 1, 5)
+
+
+def test_entries_appended_to_an_empty_index_may_start_at_its_base(tmp_path):
+    idx = OffsetIndex(tmp_path / "i", 100, 800, writable=True)
+    idx.append_many(np.array([100, 110]), np.array([0, 50]))
+    assert idx.entries == 2 and [idx.lookup(o) for o in (100, 109, 110)] == [(100, 0), (100, 0), (110, 50)]
