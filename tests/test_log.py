@@ -1615,3 +1615,62 @@ def test_a_roll_whose_trim_failed_trims_the_segment_at_the_next_roll(tmp_path, c
     assert os.path.getsize(first.log_file.filename) == first.size
     assert [r.value[:8] for r in all_records(log)] == [b"%08d" % i for i in range(leo + 10)]
     log.close()
+
+
+def test_a_roll_whose_new_segment_cannot_be_made_leaves_no_file_of_it(tmp_path, clock, monkeypatch):
+    # The new segment's .log cannot get its preallocated length (ENOSPC): the roll raises
+    # and takes the half-made segment's file away with it, so a reopen finds no empty
+    # segment at that base; a later roll makes it.
+    import errno
+
+    path = tmp_path / "t-0"
+    log = Log.open(path, SMALL, clock=clock)
+    for i in range(3):
+        log.append_as_leader(values(10, 10 * i))
+    real = os.ftruncate
+
+    def no_space_for_new_files(fd, length):
+        if os.fstat(fd).st_size == 0 and length:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, length)
+
+    monkeypatch.setattr(os, "ftruncate", no_space_for_new_files)
+    with pytest.raises(errors.KafkaStorageError, match="No space"):
+        log.roll()
+    assert sorted(n for n in os.listdir(path) if n.startswith("0")) == [
+        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"]
+    monkeypatch.undo()
+    log.roll()
+    log.append_as_leader(values(10, 30))
+    assert [s.base_offset for s in log.segments] == [0, 30]
+    assert [r.value[:8] for r in all_records(log)] == [b"%08d" % i for i in range(40)]
+    log.close()
+
+
+def test_a_full_time_index_rolls_the_segment_before_the_offset_index_is_full(tmp_path, clock):
+    # The time index's 12-byte entries (one slot kept for the seal) run out before the
+    # offset index's 8-byte ones when every indexed batch raises the max timestamp: the
+    # segment rolls then, every append is taken and every timestamp found.
+    log = Log.open(tmp_path / "t-0", {"segment.index.bytes": 48, "index.interval.bytes": 0}, clock=clock)
+    for i in range(30):
+        log.append_as_leader(values(1, i), timestamp_ms=1000 + i)
+    assert len(log.segments) > 1
+    assert all(s.time_index.entries <= 4 for s in log.segments)
+    assert [log.offset_for_timestamp(1000 + i) for i in range(30)] == list(range(30))
+    log.close()
+
+
+def test_a_log_restarted_at_an_offset_gives_its_new_segment_the_clocks_age(tmp_path):
+    # After truncate_fully_and_start_at the new segment's age counts from now (segment.ms),
+    # not from the epoch: appends go on into it.
+    from kreplica.runtime import ManualClock
+
+    clock = ManualClock(1_700_000_000_000)
+    log = Log.open(tmp_path / "t-0", {"segment.ms": 60_000}, clock=clock)
+    log.append_as_leader(values(3))
+    log.truncate_fully_and_start_at(100)
+    for i in range(3):
+        clock.advance(1000)
+        log.append_as_leader(values(2, 100 + 2 * i))
+    assert [s.base_offset for s in log.segments] == [100] and log.log_end_offset == 106
+    log.close()

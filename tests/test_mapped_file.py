@@ -125,3 +125,20 @@ def test_a_replacement_on_a_file_system_without_copy_file_range_copies_only_the_
     assert open(name, "rb").read() == b"a" * 100 + bytes(100)
     assert not os.path.exists(name + ".tmp")
     del view
+
+
+@pytest.mark.parametrize("state", ["writable", "read-only"])
+def test_deleting_a_mapped_file_lets_go_of_its_map_and_descriptor_at_once(tmp_path, state):
+    # A deleted segment's file must not stay open (its blocks held on disk) for as long
+    # as something still refers to the object.
+    from fd_count import fds_under
+
+    f = MappedFile(tmp_path / "00000000000000000000.log")
+    f.open_for_write(0, 4096)
+    f.write_at(0, b"x" * 100)
+    if state == "read-only":
+        f.seal(100)
+        assert f.map(100) is not None
+    assert fds_under(tmp_path) > 0
+    f.delete()
+    assert fds_under(tmp_path) == 0 and not os.listdir(tmp_path)
