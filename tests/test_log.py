@@ -1674,3 +1674,17 @@ def test_a_log_restarted_at_an_offset_gives_its_new_segment_the_clocks_age(tmp_p
         log.append_as_leader(values(2, 100 + 2 * i))
     assert [s.base_offset for s in log.segments] == [100] and log.log_end_offset == 106
     log.close()
+
+
+def test_an_append_answers_with_the_log_start_not_the_first_segments_base(tmp_path, clock):
+    # KIP-107: a ProduceResponse carries the partition's log start offset, which a
+    # DeleteRecords-style move (or a follower adopting its leader's) may put inside the
+    # first segment, before retention removes anything.
+    log = Log.open(tmp_path / "t-0", SMALL, clock=clock)
+    log.append_as_leader(values(10))
+    log.update_high_watermark(10)
+    assert log.maybe_increment_log_start_offset(4) and log.segments[0].base_offset == 0
+    assert log.append_as_leader(values(2, 10)).log_start_offset == 4
+    batch = log.read(10).tobytes()
+    assert log.append_batches_as_leader(batch, leader_epoch=0).log_start_offset == 4
+    log.close()
