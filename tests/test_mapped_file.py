@@ -142,3 +142,27 @@ def test_deleting_a_mapped_file_lets_go_of_its_map_and_descriptor_at_once(tmp_pa
     assert fds_under(tmp_path) > 0
     f.delete()
     assert fds_under(tmp_path) == 0 and not os.listdir(tmp_path)
+
+
+def test_an_open_for_write_that_fails_keeps_no_descriptor(tmp_path, monkeypatch):
+    # The file cannot get its preallocated length (ENOSPC): the open raises a storage
+    # error and closes what it opened, so a retry (a truncation or a roll tried again)
+    # does not leak one descriptor per attempt.
+    from fd_count import fds_under
+
+    from kreplica.errors import KafkaStorageError
+
+    f = MappedFile(tmp_path / "00000000000000000000.log")
+
+    def no_space(fd, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "ftruncate", no_space)
+    for _ in range(2):
+        with pytest.raises(KafkaStorageError, match="No space"):
+            f.open_for_write(0, 4096)
+    assert fds_under(tmp_path) == 0 and not f.writable
+    monkeypatch.undo()
+    f.open_for_write(0, 4096)
+    f.close()
+    assert fds_under(tmp_path) == 0
