@@ -1688,3 +1688,20 @@ def test_an_append_answers_with_the_log_start_not_the_first_segments_base(tmp_pa
     batch = log.read(10).tobytes()
     assert log.append_batches_as_leader(batch, leader_epoch=0).log_start_offset == 4
     log.close()
+
+
+def test_offset_for_timestamp_never_answers_a_record_below_the_log_start_in_the_batch_it_starts_in(tmp_path):
+    # A producer batch's records carry their own timestamps: the newest may lie below the
+    # log start in the batch that holds it, and the answer is then a later record, never
+    # one a fetch would refuse.
+    from kreplica.records import encode_batch
+
+    log = Log.open(tmp_path / "t-0", {})
+    stamps = [3000, 500, 500, 500, 600]
+    log.append_batches_as_leader(encode_batch([(None, b"x", None, ts) for ts in stamps]), leader_epoch=0)
+    log.append_batches_as_leader(encode_batch([(None, b"y", None, 2500)] * 5), leader_epoch=0)
+    log.update_high_watermark(10)
+    assert log.maybe_increment_log_start_offset(2)
+    assert log.offset_for_timestamp(2000) == 5
+    assert log.offset_for_timestamp(550) == 4
+    log.close()
