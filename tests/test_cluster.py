@@ -1866,3 +1866,35 @@ def test_offset_range_asks_for_offsets_not_the_records(cluster):
     (answer,) = [r for r in answers if isinstance(r, FetchResponse)]
     assert 40_000 < len(answer.partitions[0].records) < 41_000
 
+
+
+def test_a_remote_client_sends_to_the_leader_it_keeps_until_that_leader_fails_it(monkeypatch, tmp_path):
+    """A client of remote brokers keeps the leader it found, as Kafka's clients keep their
+    metadata until a request fails: a leader change written to the store meanwhile is not
+    read (no store round trip per call) until the kept leader answers an error; then the
+    client looks again and goes to the new one (hundred-and-forty-ninth review)."""
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+    from kreplica.protocol import LeaderAndIsr, ProducePartitionResult, ProduceResponse
+
+    with _remote_client(monkeypatch, tmp_path) as c:
+        KafkaZkClient(c.store.session("broker-8"), c.scheduler).register_broker(8)
+        c.create_topic("t", assignment={0: [7, 8]}, wait=False)
+        tp = TopicPartition("t", 0)
+        c.zk.create_partition_states({tp: LeaderAndIsr(7, 0, (7, 8))})
+        asked, leader = [], [7]
+
+        def broker(node):
+            def handle(src, request, respond):
+                asked.append(node)
+                code = errors.NONE if node == leader[0] else errors.NotLeaderOrFollower.code
+                respond(ProduceResponse((ProducePartitionResult(tp, code, node),)))
+            return handle
+
+        for node in (7, 8):
+            c.transport.register(node, broker(node))
+        assert c.produce("t", 0, [b"a"], acks=1, retries=0) == 7
+        c.zk.update_partition_states({tp: LeaderAndIsr(8, 1, (8, 7), zk_version=0)})
+        assert c.produce("t", 0, [b"b"], acks=1, retries=0) == 7  # 7 still answers: kept
+        leader[0] = 8
+        assert c.produce("t", 0, [b"c"], acks=1, retries=1) == 8
+        assert asked == [7, 7, 7, 8]

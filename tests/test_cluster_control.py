@@ -1571,3 +1571,17 @@ def test_each_controlled_shutdown_attempt_looks_the_controller_up_again(make):
     assert c.run_until(lambda: bool(done), 30_000)
     sent_to = [dst for _, _, dst, _ in t.requests(ControlledShutdownRequest, src=leader)]
     assert sent_to[0] == ctrl and len(sent_to) == 3 and set(sent_to[1:]) == {new}
+
+
+def test_brokers_start_in_the_order_given_and_are_reported_in_id_order(tmp_path):
+    """``Cluster.embedded(brokers=...)`` starts the brokers in the order they are listed:
+    the first registers first and wins the controller election, as the first Kafka broker
+    up does -- the order is the caller's, not the ids'.  What the cluster reports per
+    broker (live_brokers, offsets) comes in id order whatever that start order was
+    (hundred-and-forty-ninth review)."""
+    with Cluster.embedded(brokers=(1003, 1001, 1002), data_dir=tmp_path) as c:
+        assert c.controller_id == 1003
+        assert list(c.brokers) == [1003, 1001, 1002] and c.live_brokers() == [1001, 1002, 1003]
+        c.create_topic("t", assignment={0: [1002, 1003, 1001]})
+        c.produce("t", 0, [b"x"], acks="all")
+        assert list(c.offsets("t", 0)) == [1001, 1002, 1003]
