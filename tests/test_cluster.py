@@ -1898,3 +1898,14 @@ def test_a_remote_client_sends_to_the_leader_it_keeps_until_that_leader_fails_it
         leader[0] = 8
         assert c.produce("t", 0, [b"c"], acks=1, retries=1) == 8
         assert asked == [7, 7, 7, 8]
+
+
+def test_topic_config_applied_passes_a_dead_broker_over_and_asks_the_live_ones_after_it():
+    """A dead broker hosts nothing to compare: it is skipped, and the live brokers listed
+    after it are still asked -- overrides no replica runs are not reported as applied
+    because the first broker in the cluster is down (hundred-and-forty-ninth review)."""
+    with Cluster.embedded(brokers=[1, 2, 3]) as c:
+        c.create_topic("t", assignment={0: [2, 3]})
+        c.kill(1)
+        assert c.topic_config_applied("t")
+        assert not c.topic_config_applied("t", {"retention.ms": "1"})
