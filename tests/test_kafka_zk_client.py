@@ -400,6 +400,26 @@ def test_a_topic_without_a_config_node_gets_one_when_its_config_is_set(store_env
     assert observer.get_topic_config("baz") == {"retention.ms": "7"}
 
 
+def test_a_topic_made_again_over_a_leftover_config_node_gets_its_own_config(store_env: StoreEnv) -> None:
+    """A deletion that removed the assignment but not yet the config (its last step cut
+    short) leaves /config/topics/<t>: the next topic of that name overwrites it with its
+    own overrides, as Kafka's creation writes the config whether or not the node exists."""
+    c = _client(store_env)
+    c.create_topic("bar", {0: [1]}, {"retention.ms": 1000})
+    c.session.delete(layout.topic_path("bar"), recursive=True)
+    c.create_topic("bar", {0: [2]}, {"cleanup.policy": "compact"})
+    assert c.get_topic_config("bar") == {"cleanup.policy": "compact"}
+    c.session.delete(layout.topic_path("bar"), recursive=True)
+    c.create_topic("bar", {0: [3]})
+    assert _raw(store_env, "/config/topics/bar") == b'{"version":1,"config":{}}'
+
+
+def test_a_config_node_without_a_config_object_reads_as_no_overrides() -> None:
+    # As Kafka 2.x's ConfigEntityZNode.decode: the overrides are the "config" object's, if any.
+    assert layout.decode_topic_config(b'{"version":1}') == {}
+    assert layout.decode_topic_config(b'{"version":1,"config":null}') == {}
+
+
 def test_layout_decoders_accept_what_kafka_writes() -> None:
     # Kafka's own key order and later topic versions.
     kafka_broker = (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":'

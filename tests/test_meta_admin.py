@@ -56,8 +56,17 @@ def test_create_topic_places_and_writes(store_env: StoreEnv) -> None:
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad name", "bad/name", "über"])
 def test_invalid_topic_names(name: str) -> None:
-    with pytest.raises(errors.InvalidTopic):
+    with pytest.raises(errors.InvalidTopic) as info:
         admin.validate_topic_name(name)
+    if not name:  # Kafka: "topic name is illegal, can't be empty" -- not a complaint about characters
+        assert "empty" in str(info.value)
+
+
+def test_replicas_placed_over_a_single_broker_all_land_on_it() -> None:
+    # Kafka draws the start index and the replica shift each with nextInt(brokers): one
+    # broker gives 0 for both, and every partition's only replica is that broker.
+    for seed in range(3):
+        assert admin.assign_replicas([7], 3, 1, random.Random(seed)) == {0: [7], 1: [7], 2: [7]}
 
 
 def test_valid_topic_names() -> None:
@@ -212,6 +221,7 @@ def test_metadata_uris() -> None:
         parse_metadata_uri(None)
     assert parse_metadata_uri("zookeeper://h:1/kr/x/").chroot == "/kr/x"  # a store's chroot has no trailing /
     assert parse_metadata_uri("zookeeper+local:///demo/").chroot == "/demo"
+    assert parse_metadata_uri("zookeeper+local:////demo").chroot == "/demo"  # as "h:1//x" gives "/x"
     # An empty chroot is the default one in both forms, as for zookeeper+local:///.
     assert parse_metadata_uri("zookeeper://h:1/").chroot == "/kreplica"
     assert parse_zookeeper_connect("h:1,h:2//") == ("h:1,h:2", "/kreplica")

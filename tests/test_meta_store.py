@@ -1135,7 +1135,7 @@ def test_memory_closing_the_store_closes_its_sessions_at_once() -> None:
     assert store.session("c").exists("/e") is None
 
 
-@pytest.mark.parametrize("path", ["/mk/a/", "/mk//b", "/mk/a/b/"])
+@pytest.mark.parametrize("path", ["/mk/a/", "/mk//b", "/mk/a/b/", "mk/a"])
 def test_memory_a_malformed_path_is_refused_before_any_parent_is_made(path: str) -> None:
     # The embedded store refuses a malformed path outright (kazoo would normalize some of
     # them: the fifty-second review's S3-13); refusing must not leave parents behind.
