@@ -418,6 +418,10 @@ def test_a_config_node_without_a_config_object_reads_as_no_overrides() -> None:
     # As Kafka 2.x's ConfigEntityZNode.decode: the overrides are the "config" object's, if any.
     assert layout.decode_topic_config(b'{"version":1}') == {}
     assert layout.decode_topic_config(b'{"version":1,"config":null}') == {}
+    # A "config" of another shape is no overrides either: not ["ab"] read as {"a": "b"}.
+    assert layout.decode_topic_config(b'{"version":1,"config":["ab"]}') == {}
+    assert layout.decode_topic_config(b'{"version":1,"config":"xy"}') == {}
+    assert layout.decode_topic_config(b'[]') == {}
 
 
 def test_layout_decoders_accept_what_kafka_writes() -> None:

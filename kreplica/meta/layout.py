@@ -263,7 +263,11 @@ def config_str(v: Any) -> str:
 
 
 def decode_topic_config(data: bytes) -> dict[str, str]:
-    return dict(json.loads(data).get("config") or {})
+    # As Kafka 2.x's ConfigEntityZNode.decode: the overrides are those of a "config" object;
+    # a node without one (missing, null, or of another shape) holds none.
+    obj = json.loads(data)
+    config = obj.get("config") if isinstance(obj, dict) else None
+    return dict(config) if isinstance(config, dict) else {}
 
 
 # -- /config/changes/config_change_<seq>: which entity's config an admin changed
