@@ -414,6 +414,28 @@ def test_a_topic_made_again_over_a_leftover_config_node_gets_its_own_config(stor
     assert _raw(store_env, "/config/topics/bar") == b'{"version":1,"config":{}}'
 
 
+def test_an_assignment_read_and_a_config_change_listing_leave_their_watches(store_env: StoreEnv) -> None:
+    """The controller learns of a changed assignment and of a new config change through
+    the watches these two reads leave (one-shot, as ZooKeeper's)."""
+    c, admin = _client(store_env, "controller"), _client(store_env, "admin")
+    admin.create_topic("bar", {0: [1]})
+    on_assignment, on_changes = Recorder(), Recorder()
+    assert c.get_topic_assignment("bar", on_assignment) == {0: [1]}
+    assert c.get_config_changes(on_changes) == []
+    admin.set_topic_assignment("bar", {0: [1], 1: [2]})
+    admin.set_topic_config("bar", {"retention.ms": 5})
+    assert store_env.wait(lambda: on_assignment.types() == ["CHANGED"] and on_changes.types() == ["CHILD"])
+    assert on_assignment.events[0].path == layout.topic_path("bar")
+
+
+def test_a_partition_list_node_is_written_in_partition_order() -> None:
+    # The preferred election and ISR change nodes list their partitions sorted, so the
+    # bytes written do not depend on the process's string hashing (same seed, same store).
+    tps = [TP(t, p) for t in ("foo", "bar", "baz", "qux") for p in (3, 0, 2, 1)]
+    parts = json.loads(layout.encode_partition_list(reversed(tps)))["partitions"]
+    assert [(e["topic"], e["partition"]) for e in parts] == sorted(tps)
+
+
 def test_a_config_node_without_a_config_object_reads_as_no_overrides() -> None:
     # As Kafka 2.x's ConfigEntityZNode.decode: the overrides are the "config" object's, if any.
     assert layout.decode_topic_config(b'{"version":1}') == {}
