@@ -99,6 +99,8 @@ def test_create_topic_errors(store_env: StoreEnv) -> None:
         (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1, config={"no.such": 1})),
         (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1,
                                     config={"min.insync.replicas": 0})),
+        # a broker's setting is no topic config (Kafka: "Unknown topic config name")
+        (errors.InvalidConfig, dict(topic="t", partitions=1, replication_factor=1, config={"num.partitions": 3})),
     ]
     for error, kwargs in cases:
         with pytest.raises(error):
@@ -355,6 +357,8 @@ def test_alter_topic_config_deletes_absent_keys_and_refuses_unknown_keys_and_top
         admin.alter_topic_config(c, "bar", {"no.such": 1})
     with pytest.raises(errors.InvalidConfig, match="min.insync.replicas"):
         admin.alter_topic_config(c, "bar", {"min.insync.replicas": 0})
+    with pytest.raises(errors.InvalidConfig, match="num.partitions"):  # a broker's setting, not a topic's
+        admin.alter_topic_config(c, "bar", {"num.partitions": 3})
     assert c.get_config_changes() == changes  # the refusals announced nothing
     assert c.get_topic_config("bar") == {"retention.ms": "5"} and c.get_topic_config("nope") == {}
 

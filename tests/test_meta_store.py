@@ -1769,3 +1769,15 @@ def test_a_server_whose_jvm_died_on_its_own_still_removes_its_directory_at_stop(
     server._proc.wait()
     server.stop()
     assert server.data_dir is None and not data_dir.exists()
+
+
+def test_the_interfaces_batched_read_answers_none_in_place_of_a_missing_node() -> None:
+    # Session.get_many's one-get-per-path fallback (for a store without a batched read)
+    # keeps the answers in the order of the paths: a missing node is None, not left out.
+    sched, store = _memory(3000)
+    s = store.session("a")
+    s.create("/a", b"1")
+    s.create("/b", b"2")
+    got = Session.get_many(s, ["/a", "/nope", "/b"])
+    assert got == s.get_many(["/a", "/nope", "/b"])
+    assert [g and g[0] for g in got] == [b"1", None, b"2"]
