@@ -62,6 +62,13 @@ def test_invalid_topic_names(name: str) -> None:
         assert "empty" in str(info.value)
 
 
+def test_a_replica_shift_of_zero_puts_each_first_follower_next_to_its_leader() -> None:
+    # A fixed start index and shift of 0 are values, not "draw one": whatever the rng.
+    for seed in range(5):
+        got = admin.assign_replicas([1, 2, 3], 3, 2, random.Random(seed), start_index=0, replica_shift=0)
+        assert got == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+
+
 def test_replicas_placed_over_a_single_broker_all_land_on_it() -> None:
     # Kafka draws the start index and the replica shift each with nextInt(brokers): one
     # broker gives 0 for both, and every partition's only replica is that broker.
