@@ -612,3 +612,41 @@ def test_what_follows_a_slowed_request_on_its_link_waits_behind_it_when_the_slow
     net.send(3, 2, fetch(3), None)  # another link: at 15
     sched.advance(200)
     assert [(t, r.replica_id) for t, _, r in got] == [(15, 3), (105, 0), (115, 1), (115, 2)]
+
+
+def test_a_resume_leaves_what_waits_for_another_paused_node_where_it_is():
+    """At one node's resume, what was sent to, or arrived at, another node still paused
+    stays in the queue as it was: counted held once, handed over at that node's own resume
+    in its first order (the hundred-and-forty-sixth review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.send(1, 3, fetch(0), None)  # on the wire: reaches paused 3 at 10, its buffer
+    net.pause(2)
+    net.pause(3)
+    net.send(1, 3, fetch(1), None)  # sent to a paused node: held
+    net.send(1, 2, fetch(2), None)  # held
+    sched.advance(50)
+    assert net.stats.held == 2
+    net.resume(2)
+    sched.advance(30)
+    assert [(t, n, r.replica_id) for t, n, r in got] == [(60, 2, 2)]
+    assert net.stats.held == 2
+    net.resume(3)
+    sched.advance(30)
+    assert [(t, n, r.replica_id) for t, n, r in got][1:] == [(80, 3, 0), (90, 3, 1)]
+    assert net.stats.held == 2
+
+
+def test_controller_requests_a_heal_releases_from_a_paused_sender_leave_at_once():
+    """A cut link's held controller requests were sent before the pause (the kernel keeps
+    retrying them): at the heal they go on the wire even while their sender is paused, and
+    reach a live receiver during the pause (the hundred-and-forty-sixth review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.partition({1}, {2, 3})
+    net.send(1, 2, lair(1), None)
+    net.send(1, 2, lair(2), None)
+    sched.advance(20)
+    net.pause(1)
+    net.heal()
+    sched.advance(30)
+    assert [(t, n, r.controller_epoch) for t, n, r in got] == [(30, 2, 1), (30, 2, 2)]
+    assert net.stats.held == 2 and net.is_paused(1)
