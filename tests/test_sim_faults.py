@@ -687,9 +687,12 @@ def test_a_controller_killed_with_a_power_loss_loses_its_unflushed_bytes():
     try:
         cid = world.cluster.controller_id
         tp, p = sorted(world.cluster.brokers[cid].replica_manager.partitions.items())[0]
+        p.log.append_as_leader([b"fsynced"] * 3, leader_epoch=p.leader_epoch)
+        p.log.flush()
         p.log.append_as_leader([b"not fsynced"], leader_epoch=p.leader_epoch)
         unflushed = {f"{tp.topic}-{tp.partition}": p.log.recovery_point}
-        assert p.log.recovery_point < p.log.log_end_offset
+        # the first offset dropped, not the byte position it starts at (equal only at 0)
+        assert 0 < p.log.recovery_point < p.log.log_end_offset
         assert faults.kill_controller(world, lose_unflushed=True)
         (crash,) = [e for e in world.history.events if e.kind == "crash"]
         assert (crash.broker, crash.data["lose_unflushed"], crash.data["dropped"]) == (cid, True, unflushed)
@@ -964,3 +967,38 @@ def test_a_power_loss_draws_its_torn_prefixes_partition_by_partition_in_name_ord
         for log in logs.values():
             log.close()
 
+
+
+def test_a_crash_told_to_keep_the_hosts_in_flight_messages_keeps_them():
+    """``lose_in_flight=False`` (a process crash, the host up): what the broker had on the
+    wire still arrives, while a default crash loses it (the hundred-and-forty-sixth
+    review)."""
+    sched, world, events = _pause_world()
+    for b in (2, 3):
+        world.cluster.brokers[b].replica_manager = None
+    world.cluster.kill = lambda broker: setattr(world.cluster.brokers[broker], "alive", False)
+    world.disk_full = set()
+    got: list = []
+    world.network.deliver(2, 1, "from 2", got.append)
+    world.network.deliver(3, 1, "from 3", got.append)
+    assert faults.crash(world, 2, lose_in_flight=False)
+    assert faults.crash(world, 3)
+    sched.advance(100)
+    assert got == ["from 2"] and world.network.stats.dropped == 1
+    assert [(kind, b, d["lose_in_flight"]) for _, kind, b, d in events] == [("crash", 2, False), ("crash", 3, True)]
+
+
+def test_a_dead_broker_is_refused_a_controlled_shutdown():
+    """A crashed broker has no process to shut down: a scripted controlled shutdown landing
+    on it is refused and recorded nowhere, and its restart is the one that brings it back
+    (the hundred-and-forty-sixth review)."""
+    world = _full_disk_world()
+    try:
+        assert faults.crash(world, 2)
+        assert not faults.controlled_shutdown(world, 2)
+        world._step_until(world.now_ms() + 500)
+        assert not world.cluster.brokers[2].alive
+        assert not [e for e in world.history.events if e.kind.startswith("controlled_shutdown")]
+        assert faults.restart(world, 2) and world.cluster.brokers[2].alive
+    finally:
+        world.close()

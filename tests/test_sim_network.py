@@ -650,3 +650,23 @@ def test_controller_requests_a_heal_releases_from_a_paused_sender_leave_at_once(
     sched.advance(30)
     assert [(t, n, r.controller_epoch) for t, n, r in got] == [(30, 2, 1), (30, 2, 2)]
     assert net.stats.held == 2 and net.is_paused(1)
+
+
+def test_a_resumed_nodes_socket_buffer_is_handed_over_in_one_scheduler_event():
+    """However many arrivals a paused node's buffer took in, its resume hands them over in
+    one event at the resume instant, so a run's scheduler event count (the report's
+    simulated events per second) counts no empty hand-overs (the hundred-and-forty-sixth
+    review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    for i in range(5):
+        net.deliver(1, 2, fetch(i), lambda m: got.append((sched.now_ms(), 2, m)))
+    net.pause(2)
+    sched.advance(10)  # on the wire before the pause began: all five in 2's buffer
+    assert got == [] and len(sched) == 0
+    sched.advance(40)
+    net.resume(2)
+    assert len(sched) == 1
+    before = sched.events_run
+    sched.advance(1)
+    assert sched.events_run - before == 1
+    assert [(t, r.replica_id) for t, _, r in got] == [(50, i) for i in range(5)]
