@@ -1002,3 +1002,65 @@ def test_a_dead_broker_is_refused_a_controlled_shutdown():
         assert faults.restart(world, 2) and world.cluster.brokers[2].alive
     finally:
         world.close()
+
+
+def test_a_partition_enters_the_history_with_each_side_sorted():
+    """A scripted step may name a side's brokers in any order; the history records each
+    side sorted, so two scenarios cutting the same sides hash alike (the
+    hundred-and-forty-sixth review)."""
+    sched, world, events = _stub_world()
+    assert faults.partition(world, [[3, 1], [2]], 100)
+    assert events[-1][1:3] == ("partition", None)
+    assert events[-1][3]["groups"] == [[1, 3], [2]]
+    assert world.network.cut(1, 2) and world.network.cut(3, 2) and not world.network.cut(1, 3)
+
+
+def test_an_expired_session_fault_expires_the_session_even_right_after_a_heartbeat():
+    """expire_session stops the heartbeats for longer than the session timeout: even when
+    the last ping came at the very instant of the fault, the store expires the session
+    before the heartbeats come back (the hundred-and-forty-sixth review)."""
+    from kreplica.meta.memory_store import MemoryStore
+
+    sched, world, events = _stub_world()
+    store = MemoryStore(sched, session_timeout_ms=300)  # a ping every 100 ms
+    session = store.session("broker-2")
+    world.session_timeout_ms = 300
+    world.cluster.brokers = {2: SimpleNamespace(alive=True, session=session)}
+    sched.advance(400)  # the ping at 400 has run: the store heard from it just now
+    assert faults.expire_session(world, 2)
+    sched.advance(400)
+    assert session.expired
+    assert [(t, kind) for t, kind, _, _ in events] == [(400, "expire_session")]
+
+
+def test_a_crash_without_a_power_loss_takes_no_torn_draw_from_the_seed(monkeypatch):
+    """torn_fraction is drawn for power losses only: a plain crash takes its target, its
+    chance and its power-loss draw from the seed and nothing more, so the torn fraction
+    moves no other draw of a seed without power losses (the hundred-and-forty-sixth
+    review)."""
+    rates = FaultRates(**{**_QUIET, "crash": 600_000.0}, power_loss_fraction=0.0)
+    world, _events, noted = _planned(monkeypatch, rates)  # every crash refused: no restart drawn
+    assert len(noted) == 240
+    expected = random.Random(1)
+    draws = [(expected.choice([1, 2, 3]), expected.random(), expected.random()) for _ in noted]
+    assert len(draws) == 240 and world.rng.getstate() == expected.getstate()
+
+
+def test_a_cascaded_leader_stays_down_between_the_shortest_downtime_and_its_bound(monkeypatch):
+    """A cascading failure is a crash: the leader it fails comes back after a downtime drawn
+    in [200, downtime_ms_max], not after a pause's length (the hundred-and-forty-sixth
+    review)."""
+    sched, world, _events = _stub_world()
+    crashed, restarted = {}, {}
+    monkeypatch.setattr(faults, "crash", lambda w, broker, *a, **k: crashed.setdefault(broker, sched.now_ms()) or True)
+    monkeypatch.setattr(faults, "restart", lambda w, broker: restarted.setdefault(broker, sched.now_ms()) or True)
+    rates = FaultRates(**_QUIET, cascade=1.0, cascade_ms_max=0, downtime_ms_max=1000, pause_ms_max=100)
+    planner = ChaosPlanner(world, rates, tick_ms=600_000)
+    planner.start()
+    for leader in range(40):
+        planner.on_election("t-0", leader)
+        sched.advance(1001)  # back before the next one fails: max_down is never reached
+    planner.stop()
+    assert len(crashed) == 40 and restarted.keys() == crashed.keys()
+    downtimes = [restarted[b] - crashed[b] for b in crashed]
+    assert 200 <= min(downtimes) and max(downtimes) <= 1000 and max(downtimes) > 500
