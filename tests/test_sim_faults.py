@@ -1064,3 +1064,13 @@ def test_a_cascaded_leader_stays_down_between_the_shortest_downtime_and_its_boun
     assert len(crashed) == 40 and restarted.keys() == crashed.keys()
     downtimes = [restarted[b] - crashed[b] for b in crashed]
     assert 200 <= min(downtimes) and max(downtimes) <= 1000 and max(downtimes) > 500
+
+
+def test_with_no_controller_elected_a_controller_kill_is_refused():
+    """Between a controller's loss and the next election the store names none: a scripted
+    kill_controller landing then is refused and recorded nowhere (the
+    hundred-and-forty-sixth review)."""
+    sched, world, events = _stub_world()
+    world.cluster.controller_id = None
+    assert not faults.kill_controller(world, lose_unflushed=True)
+    assert events == []

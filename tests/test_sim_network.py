@@ -670,3 +670,25 @@ def test_a_resumed_nodes_socket_buffer_is_handed_over_in_one_scheduler_event():
     sched.advance(1)
     assert sched.events_run - before == 1
     assert [(t, r.replica_id) for t, _, r in got] == [(50, i) for i in range(5)]
+
+
+def test_every_controller_message_and_answer_is_held_by_a_cut_and_never_lost():
+    """The controller's channel retries until it gets through, both ways: each of its
+    requests and answers (ControlledShutdown's answer too) is held by a cut link and never
+    dropped by loss, whatever the link's drop rate (the hundred-and-forty-sixth review)."""
+    from kreplica import protocol
+
+    CONTROL_PLANE = tuple(getattr(protocol, kind + way) for kind in (
+        "LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown") for way in ("Request", "Response"))
+    sched, net, _got = world(LinkProfile(drop_probability=1.0))
+    arrived: list = []
+    net.partition({1}, {2, 3})
+    for cls in CONTROL_PLANE:
+        net.deliver(2, 1, object.__new__(cls), lambda m: arrived.append(("healed", type(m))))
+        net.deliver(2, 3, object.__new__(cls), lambda m: arrived.append(("lossy", type(m))))
+    sched.advance(100)
+    assert arrived == [("lossy", cls) for cls in CONTROL_PLANE]
+    assert net.stats.held == len(CONTROL_PLANE) and net.stats.dropped == 0
+    net.heal()
+    sched.advance(100)
+    assert arrived[len(CONTROL_PLANE):] == [("healed", cls) for cls in CONTROL_PLANE]
