@@ -1074,3 +1074,31 @@ def test_with_no_controller_elected_a_controller_kill_is_refused():
     world.cluster.controller_id = None
     assert not faults.kill_controller(world, lose_unflushed=True)
     assert events == []
+
+
+def test_a_controlled_shutdown_that_ends_at_once_is_recorded_before_its_end():
+    """With no attempt to make (controlled.shutdown.max.retries = 0) the shutdown ends inside
+    the call: the history still shows it begun before it ended (the
+    hundred-and-forty-sixth review)."""
+    world = _full_disk_world(**{"controlled.shutdown.max.retries": 0})
+    try:
+        assert faults.controlled_shutdown(world, 2)
+        assert [(e.kind, e.broker) for e in world.history.events if e.kind.startswith("controlled_shutdown")] == [
+            ("controlled_shutdown", 2), ("controlled_shutdown_done", 2)]
+    finally:
+        world.close()
+
+
+def test_a_cascading_crash_is_a_host_failure_without_a_power_loss(monkeypatch):
+    """The leader a cascade fails crashes as a host does (what it had in flight lost), its
+    unflushed bytes kept: no power loss, no torn write, whatever the planner's power-loss
+    fraction (the hundred-and-forty-sixth review)."""
+    sched, world, _events = _stub_world()
+    calls = []
+    monkeypatch.setattr(faults, "crash", lambda w, broker, *a, **k: calls.append((broker, a, k)) or True)
+    planner = ChaosPlanner(world, FaultRates(**_QUIET, cascade=1.0, cascade_ms_max=0, power_loss_fraction=1.0,
+                                             torn_fraction=1.0), tick_ms=600_000)
+    planner.start()
+    planner.on_election("t-0", 2)
+    sched.advance(1)
+    assert calls == [(2, (), {})]
