@@ -696,6 +696,7 @@ def test_a_controller_killed_with_a_power_loss_loses_its_unflushed_bytes():
         assert faults.kill_controller(world, lose_unflushed=True)
         (crash,) = [e for e in world.history.events if e.kind == "crash"]
         assert (crash.broker, crash.data["lose_unflushed"], crash.data["dropped"]) == (cid, True, unflushed)
+        assert [e.broker for e in world.history.events if e.kind == "kill_controller"] == [cid]  # who, in the trace
         assert crash.data["torn"] is False  # a scripted step has no torn write to ask for
         (name, first), = unflushed.items()  # the checker excuses from the first offset dropped, no later
         assert [d[:2] for d in world.checker.model(name).drops] == [(cid, first)]
