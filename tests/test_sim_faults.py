@@ -1103,3 +1103,15 @@ def test_a_cascading_crash_is_a_host_failure_without_a_power_loss(monkeypatch):
     planner.on_election("t-0", 2)
     sched.advance(1)
     assert calls == [(2, (), {})]
+
+
+def test_a_controller_kill_the_planner_was_refused_brings_nobody_back(monkeypatch):
+    """A crashed controller stays named until its session expires; a kill_controller the
+    planner draws then is refused, and the restart belongs to a kill that happened: the
+    dead controller comes back at its own crash's restart, not at a refused kill's
+    (the hundred-and-forty-sixth review)."""
+    refused: list = []
+    monkeypatch.setattr(faults, "kill_controller", lambda w, *a, **k: refused.append(w.cluster.controller_id) and False)
+    _world, _events, noted = _planned(monkeypatch, FaultRates(**{**_QUIET, "kill_controller": 60.0}))
+    assert len(refused) > 20 and set(refused) == {1}
+    assert not [b for _, kind, b, _ in noted if kind == "restart"]
