@@ -1115,3 +1115,21 @@ def test_a_controller_kill_the_planner_was_refused_brings_nobody_back(monkeypatc
     _world, _events, noted = _planned(monkeypatch, FaultRates(**{**_QUIET, "kill_controller": 60.0}))
     assert len(refused) > 20 and set(refused) == {1}
     assert not [b for _, kind, b, _ in noted if kind == "restart"]
+
+
+@pytest.mark.parametrize("kind", ["disk_full", "cut_store"])
+def test_a_refused_fault_leaves_the_one_in_place_to_end_on_its_own_timer(kind):
+    """A chaos full disk (or store cut) drawn on a broker under one already is refused, and
+    takes nothing from the one in place: that one still ends at its own timer, not never
+    (the hundred-and-forty-sixth review)."""
+    sched, world, events = _pause_world()
+    world.disk_full = set()
+    world.instrument_broker = lambda broker: None
+    fault = getattr(faults, kind)
+    assert fault(world, 2, 1000)
+    sched.advance(500)
+    assert not fault(world, 2, 5000)
+    sched.advance(600)
+    assert world.disk_full == set() and world.network.store_cut == set()
+    end = {"disk_full": "disk_freed", "cut_store": "heal_store"}[kind]
+    assert [(t, k, b) for t, k, b, _ in events] == [(0, kind, 2), (1000, end, 2)]
