@@ -383,8 +383,8 @@ def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partit
     """The liveness probe: one batch per partition, the same bytes at every retry (a retry
     after a timeout must not add a second probe record), the cached leader dropped after
     each failure, the last error kept for the liveness message, and each ack reported to
-    the checker at the acks it was sent with (1 where min.insync.replicas cannot be met),
-    marked as the probe's (held to invariant 1, not counted in the workload's writes)."""
+    the checker at the acks it was sent with (1 where min.insync.replicas cannot be met,
+    in the request as in the report), marked as the probe's (held to invariant 1, not counted in the workload's writes)."""
     from kreplica.protocol import TopicPartition
     from kreplica.sim.workload import Probe
 
@@ -415,6 +415,9 @@ def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partit
     assert forgets == [a, a]
     tries = [(acks, records) for tp, acks, records in sent if tp == a]
     assert len(tries) == 3 and len({r for _, r in tries}) == 1 and {k for k, _ in tries} == {-1}
+    # The request asks for the partition's own level too: acks=all where min ISR cannot be met
+    # would be refused NOT_ENOUGH_REPLICAS at every retry, the probe never acknowledged.
+    assert [acks for tp, acks, _ in sent if tp == b] == [1]
     # Each partition's probe is its own batch (the value names it), even made in the same ms.
     assert len({records for _, _, records in sent}) == 2
 
@@ -529,3 +532,25 @@ def test_a_producer_starts_within_one_interval_and_spaces_its_batches_up_to_two_
 
     producer, lookups, events, acked = _producer(1, send, batches=4, made=made, rng=Edge(1))
     assert lookups == ([0, 2, 4, 6] if draw == "lowest" else [1000, 3001, 5002, 7003])
+
+
+@pytest.mark.parametrize("draw", ["lowest", "highest"])
+def test_a_consumer_first_polls_at_a_draw_within_one_interval(draw):
+    """Consumers start spread over their first interval, as producers do: the first fetch at
+    a draw from 0 to ``consumer_interval_ms`` after start, not all of them at once."""
+    from kreplica.protocol import TopicPartition
+    from kreplica.sim.workload import Consumer
+
+    class Edge(random.Random):
+        def randint(self, a, b):
+            return a if draw == "lowest" else b
+
+    sched = SimScheduler(1)
+    sent = []
+    world = SimpleNamespace(
+        rng=Edge(1), later=sched.call_later, now_ms=sched.now_ms, leader_of=lambda tp: 1,
+        forget_leader=lambda tp: None, cluster=SimpleNamespace(zk=SimpleNamespace(topic_exists=lambda topic: True)),
+        network=SimpleNamespace(send=lambda src, dst, request, respond: sent.append(sched.now_ms())))
+    Consumer(world, 0, TopicPartition("t", 0), 100).start()
+    sched.advance(150)  # a fetch unanswered waits 2 s: one fetch in this window
+    assert sent == ([0] if draw == "lowest" else [100])

@@ -2080,3 +2080,53 @@ def test_the_random_admin_first_acts_one_interval_into_the_run():
             assert ticks == ([1000] if interval else [])
         finally:
             world.close()
+
+
+# ---- eighth world mutation pass (hundred-and-forty-seventh review) -----------------------------
+
+
+def test_a_steps_bind_names_the_broker_its_target_resolved_to_whatever_the_action():
+    """``bind`` is not kill_controller's alone: a crash aimed at "random" binds the broker it
+    drew and crashed, so a later "$name" step (restart $victim) reaches that broker; a
+    step skipped because its target resolves to nobody binds nothing."""
+    from types import SimpleNamespace
+
+    from kreplica.sim import faults
+    from kreplica.sim.scenarios import Step
+
+    crashed = []
+    world = World(scenarios.load("random-chaos"), 1)
+    world._phase = "run"
+    world.cluster = SimpleNamespace(live_brokers=lambda: [2, 4, 5], scheduler=SimpleNamespace(now_ms=lambda: 0))
+    original = faults.crash
+    faults.crash = lambda w, broker, *switches: crashed.append(broker) or True
+    try:
+        world._run_step(Step("crash", target="random", bind="victim"))
+        world._run_step(Step("crash", target="$nobody", bind="ghost"))
+    finally:
+        faults.crash = original
+    assert len(crashed) == 1 and world.bound == {"victim": crashed[0]}
+    assert world.resolve("$victim") == crashed[0] and world.resolve("$ghost") is None
+
+
+def test_a_final_comparison_that_finds_a_divergence_leaves_the_run_unconverged():
+    """The liveness phase ends converged only if nothing failed: replicas that converged
+    and took the probe, then disagree in the final comparison of their whole logs, make
+    the phase answer False (the run's ``converged``), its violation standing."""
+    sc = replace(scenarios.load("slow-follower"), chaos=None)
+    world = World(sc, 1)
+    try:
+        world._build()
+        world._phase = "run"
+        world._probe = lambda: True
+        compared = []
+
+        def diverging(name, parts):
+            compared.append(name)
+            world.checker.fail(Invariant.REPLICA_DIVERGENCE, name, None, "a batch differs")
+
+        world.checker.final_check = diverging
+        assert world._liveness() is False
+        assert len(compared) == 1 and world.checker.violation.invariant is Invariant.REPLICA_DIVERGENCE
+    finally:
+        world.close()
