@@ -1585,7 +1585,8 @@ def test_the_check_after_an_event_judges_at_its_time_and_notes_its_elections_at_
 
 def test_the_check_after_an_event_hands_a_follower_its_fetch_phase_and_a_leader_none():
     """A follower is judged only once it fetches (not while truncating), so the check
-    after an event must hand the checker the phase its fetcher holds it in."""
+    after an event must hand the checker the phase its fetcher holds it in, whichever of
+    its fetchers (one per leader it follows) holds the partition."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -1594,7 +1595,8 @@ def test_the_check_after_an_event_hands_a_follower_its_fetch_phase_and_a_leader_
 
     tp = TopicPartition("t", 0)
     follower = SimpleNamespace(partitions={tp: _stand_in_replica(Role.FOLLOWER, 0, (1, 2))},
-                               fetchers={1: SimpleNamespace(states={tp: SimpleNamespace(phase=FetchPhase.FETCHING)})})
+                               fetchers={3: SimpleNamespace(states={}),
+                                         1: SimpleNamespace(states={tp: SimpleNamespace(phase=FetchPhase.FETCHING)})})
     leader = SimpleNamespace(partitions={tp: _stand_in_replica(Role.LEADER, 0, (1, 2))}, fetchers={})
     observed = []
     world = SimpleNamespace(
@@ -1872,13 +1874,14 @@ def test_an_exception_out_of_the_cluster_names_the_innermost_frames_where_it_was
 
 def test_the_workload_starts_its_clients_per_partition_and_arms_an_election_step_at_its_time():
     """Each topic gets producers_per_partition producers for each of its partitions and a
-    consumer for each partition; a step armed on an election is armed at its at_ms, so an
+    consumer for each partition, polling at consumer_interval_ms; a step armed on an election is armed at its at_ms, so an
     election before then does not run it."""
     from kreplica.sim.scenarios import Step
 
     armed = Step("crash", at_ms=4000, target="leader:t-0", on="election:t-0")
     base = scenarios.load("random-chaos")
-    sc = replace(base, chaos=None, steps=(armed,), workload=replace(base.workload, producers_per_partition=2))
+    sc = replace(base, chaos=None, steps=(armed,), workload=replace(base.workload, producers_per_partition=2,
+                                                                   produce_interval_ms=40, consumer_interval_ms=300))
     world = World(sc, 1)
     scheduled = []
     world.later = lambda delay, fn, *args: scheduled.append((delay, fn, args))
@@ -1887,6 +1890,7 @@ def test_the_workload_starts_its_clients_per_partition_and_arms_an_election_step
     assert t.partitions > 1 and len(world.producers) == 2 * t.partitions
     assert all(p.topic == "t" and p.partitions == t.partitions for p in world.producers)
     assert [c.tp.partition for c in world.consumers] == list(range(t.partitions))
+    assert {c.interval_ms for c in world.consumers} == {300}  # the consumers' own interval
     assert world._armed == [] and (4000, world._armed.append, (armed,)) in scheduled
 
 
@@ -2130,3 +2134,52 @@ def test_a_final_comparison_that_finds_a_divergence_leaves_the_run_unconverged()
         assert len(compared) == 1 and world.checker.violation.invariant is Invariant.REPLICA_DIVERGENCE
     finally:
         world.close()
+
+
+def test_a_message_marks_the_partitions_it_names_on_its_receiver_for_the_check_after_it():
+    """Each arrival names the replicas the step touched: a fetch answer a follower appends
+    from, a fetch or produce a leader serves, an epoch answer a follower truncates by, all
+    marked on the receiving broker; what reaches a client (a negative id) marks nothing."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import (
+        FetchPartition,
+        FetchPartitionData,
+        FetchRequest,
+        FetchResponse,
+        ProducePartition,
+        ProduceRequest,
+        TopicPartition,
+    )
+    from kreplica.protocol.offsets_for_leader_epoch import EpochEndOffset, OffsetsForLeaderEpochResponse
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    messages = [
+        FetchResponse(0, (FetchPartitionData(a, 0, 5), FetchPartitionData(b, 0, 5))),
+        FetchRequest(2, (FetchPartition(a, 0),)),
+        ProduceRequest(-1, 1000, (ProducePartition(b, b""),)),
+        OffsetsForLeaderEpochResponse((EpochEndOffset(a, 0, 0, 5),)),
+    ]
+    world = SimpleNamespace(cluster=SimpleNamespace(brokers={}), _dirty={})
+    marked, arrived = [], []
+    for message in messages:
+        World._around_arrival(world, 1, 2, message, arrived.append)
+        marked.append(sorted(world._dirty, key=lambda k: (k[0], k[1].partition)))
+        world._dirty.clear()
+    assert arrived == messages
+    assert marked == [[(2, a), (2, b)], [(2, a)], [(2, b)], [(2, a)]]
+    World._around_arrival(world, 2, -2001, messages[0], arrived.append)
+    assert world._dirty == {} and arrived[-1] is messages[0]
+
+
+def test_convergence_waits_for_every_scenario_topics_config_not_only_the_first():
+    """The config gap looks at each of the scenario's topics still in the store: a broker
+    running with the second topic's old config is a gap as much as with the first's."""
+    from types import SimpleNamespace
+
+    world = World(_two_topic_scenario(alter_configs=True), 5)
+    world.cluster = SimpleNamespace(zk=SimpleNamespace(topic_exists=lambda topic: True),
+                                    topic_config_applied=lambda topic: topic != "b")
+    assert world._config_gap() == "b: a broker has not applied the topic's config"
+    world.cluster.topic_config_applied = lambda topic: True
+    assert world._config_gap() is None
