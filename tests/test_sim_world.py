@@ -3,6 +3,7 @@ and not under leader-epoch, attributed unclean losses, liveness, replay from the
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 
 import pytest
@@ -2183,3 +2184,65 @@ def test_convergence_waits_for_every_scenario_topics_config_not_only_the_first()
     assert world._config_gap() == "b: a broker has not applied the topic's config"
     world.cluster.topic_config_applied = lambda topic: True
     assert world._config_gap() is None
+
+
+def test_a_broker_whose_controlled_shutdown_finished_is_no_shutdown_in_progress():
+    """A controlled shutdown that finished leaves a stopped broker with its shutting_down
+    flag still set (the restart makes a new broker): the liveness phase waits only for a
+    live broker's shutdown.  A stopped broker hosting none of the partitions leaves them
+    converged; a live one still shutting down is a gap."""
+    from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
+    from kreplica.replica.partition import Role
+
+    tp = TopicPartition("t", 0)
+
+    def broker(b, alive=True, shutting_down=False):
+        p = SimpleNamespace(high_watermark=5, log_end_offset=5, is_leader=b == 1, leader_epoch=3 if b == 1 else 0,
+                            role=Role.LEADER if b == 1 else Role.FOLLOWER)
+        return SimpleNamespace(alive=alive, shutting_down=shutting_down,
+                               replica_manager=SimpleNamespace(partitions={tp: p}))
+
+    brokers = {b: broker(b) for b in (1, 2, 3)}
+    brokers[4] = broker(4, alive=False, shutting_down=True)
+    world = SimpleNamespace(
+        cluster=SimpleNamespace(brokers=brokers, zk=SimpleNamespace(get_topic_deletions=lambda: [],
+                                                                    reassignment_in_progress=lambda: False)),
+        scenario=SimpleNamespace(workload=SimpleNamespace(alter_configs=False)),
+        _partition_states=lambda: {tp: (SimpleNamespace(leader=1, leader_epoch=3, isr=(1, 2, 3)), [1, 2, 3])})
+    world._leader_gap = lambda tp, state: World._leader_gap(world, tp, state)
+    assert World._convergence_gap(world) is None
+    brokers[4] = broker(4, shutting_down=True)
+    assert World._convergence_gap(world) == "broker 4's controlled shutdown is still in progress"
+
+
+def test_each_liveness_check_restarts_every_stopped_broker_at_once(monkeypatch):
+    """The liveness phase brings every stopped broker back at its check, in id order, not
+    one a check (each further one would wait a sweep more, and the convergence with it)."""
+    from types import SimpleNamespace
+
+    from kreplica.sim import faults
+
+    restarted = []
+    monkeypatch.setattr(faults, "restart", lambda world, bid: restarted.append(bid) or True)
+    world = World(scenarios.load("random-chaos"), 1)
+    world.cluster = SimpleNamespace(brokers={b: SimpleNamespace(alive=b == 2) for b in (3, 1, 2, 4)})
+    assert world._restart_stopped() is True and restarted == [1, 3, 4]
+
+
+def test_runs_default_to_a_memory_backed_root_when_the_host_has_one(monkeypatch, tmp_path):
+    """The runs are fsync-heavy and short-lived: without a ``data_root`` their data dir goes
+    under /dev/shm where the host has it (a run on disk is several times slower), else
+    under the temp dir, and a World makes its dir there."""
+    import tempfile
+
+    from kreplica.sim import world as world_module
+
+    monkeypatch.setattr(world_module, "_default_root", lambda: str(tmp_path))
+    assert world_module.default_data_root() == str(tmp_path)
+    world = World(scenarios.load("random-chaos"), 1)
+    world._make_data_dir()
+    assert world.data_dir is not None and os.path.dirname(world.data_dir) == str(tmp_path)
+    monkeypatch.setattr(world_module, "_default_root", lambda: None)
+    assert world_module.default_data_root() == tempfile.gettempdir()
