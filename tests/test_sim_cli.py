@@ -1074,3 +1074,41 @@ def test_a_replays_options_line_is_sorted_whatever_order_the_recording_holds(tmp
     sim_cli.main(["--replay", str(path)])
     options = json.dumps(scenarios.load("seed003-controlled-shutdown").to_dict(), sort_keys=True)
     assert capsys.readouterr().out.splitlines()[1] == f"options: {options}"
+
+
+def test_plain_progress_counts_whole_seconds_as_a_clock_does():
+    """Elapsed and left are whole seconds gone by, cut not rounded: 59.9 s is "59s", not
+    "1m00s", and 3599.9 s is "59m59s" (a minute is shown only once it has passed)."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    printed = []
+    now = [0.0]
+    console = SimpleNamespace(print=lambda text, **_: printed.append(text))
+    progress = sim_cli.PlainProgress(2, console, clock=lambda: now[0])
+    summary = SimpleNamespace(runs=1, violations=Counter())
+    now[0] = 59.9
+    progress.advance(summary)
+    assert printed == ["progress: 1/2 seeds (50%), 0 with a violation, 59s elapsed, about 59s left"]
+    assert (sim_cli._duration(0.99), sim_cli._duration(3599.9), sim_cli._duration(3600.0)) == ("0s", "59m59s",
+                                                                                              "60m00s")
+
+
+def test_a_trace_holding_what_looks_like_markup_is_printed_as_recorded(monkeypatch, capsys):
+    """A trace's lines are printed as the history holds them: a JSON list of booleans
+    (``[true, false]``) or a message naming ``[bold]`` is text, not rich markup to strip."""
+    from kreplica.sim.checker import Invariant, Violation
+    from kreplica.sim.history import Event
+    from kreplica.sim.world import RunResult
+
+    trace = (Event(1, 5, "fetch", 2, "t-0", {"acked": [True, False], "note": "[bold]x[/bold]"}),)
+    violation = Violation(Invariant.ACKED_WRITE_LOST, 10, "t-0", 1, "offsets [italic] lost", trace)
+
+    def run_seed(args, seed, scenario=None):
+        return RunResult("planted", seed, "h", 1, 1000, 0.1, violation, [], 0, 0, 0, 1.0, [], False, 1)
+
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    assert sim_cli.main(["--seeds", "1..2", "--traces", "1"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("seed 1") + 1
+    assert out[start:start + 3] == violation.describe().splitlines()
