@@ -628,6 +628,17 @@ def test_a_time_entry_may_repeat_the_last_entrys_offset_with_a_later_timestamp()
     assert bytes(times) == (2000).to_bytes(8, "big") + (2).to_bytes(4, "big")
 
 
+def test_a_time_entry_for_an_offset_below_the_segments_base_is_refused_not_written_cut():
+    """A time entry's offset is relative to the segment's base in 4 unsigned bytes: a
+    running max timestamp carried in at an offset below the base (one that belongs to an
+    earlier segment) is refused (KafkaStorageError), not written as the low 4 bytes of a
+    negative relative offset (an entry pointing near 2**32); at the base it is written."""
+    with pytest.raises(errors.KafkaStorageError, match="time index entry for offset 3 is outside the segment at 5"):
+        _index_entries(8, max_ts=2000, offset_of_max_ts=3, last_indexed_offset=6)
+    _, times, *_ = _index_entries(8, max_ts=2000, offset_of_max_ts=5, last_indexed_offset=6)
+    assert bytes(times) == (2000).to_bytes(8, "big") + bytes(4)
+
+
 def test_write_to_takes_exactly_the_framed_bytes_not_the_zero_fill_the_walk_stopped_at(tmp_path):
     """A run framed from batches followed by zero fill (a recovery's walk, a preallocated
     tail) holds the batches' bytes only: write_to takes exactly those and refuses the
