@@ -639,6 +639,21 @@ def test_a_time_entry_for_an_offset_below_the_segments_base_is_refused_not_writt
     assert bytes(times) == (2000).to_bytes(8, "big") + bytes(4)
 
 
+@pytest.mark.parametrize("second_base", [8, 7])
+def test_index_entries_within_one_run_must_each_follow_the_entry_just_made(second_base):
+    """Each offset-index entry of a run must lie above the one made before it in the same
+    call, not only above the index's last entry before the call (Kafka's OffsetIndex.append
+    checks every append): a second batch repeating or going below the first's offset is
+    refused (KafkaStorageError), not indexed twice. Rising batches get an entry each."""
+    ok = frame_batches(encode_batch([b"a"], base_offset=8) + encode_batch([b"b"], base_offset=9))
+    offsets, *_ = ok.index_entries(0, 5, 0, 1, -1, -1, -1, -1, -1)
+    assert bytes(offsets)[0:4] == (3).to_bytes(4, "big") and bytes(offsets)[8:12] == (4).to_bytes(4, "big")
+    run = frame_batches(encode_batch([b"a"], base_offset=8) + encode_batch([b"b"], base_offset=second_base))
+    assert run.count == 2
+    with pytest.raises(errors.KafkaStorageError, match="does not follow relative offset 3"):
+        run.index_entries(0, 5, 0, 1, -1, -1, -1, -1, -1)
+
+
 def test_write_to_takes_exactly_the_framed_bytes_not_the_zero_fill_the_walk_stopped_at(tmp_path):
     """A run framed from batches followed by zero fill (a recovery's walk, a preallocated
     tail) holds the batches' bytes only: write_to takes exactly those and refuses the
