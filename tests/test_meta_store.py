@@ -1781,3 +1781,143 @@ def test_the_interfaces_batched_read_answers_none_in_place_of_a_missing_node() -
     got = Session.get_many(s, ["/a", "/nope", "/b"])
     assert got == s.get_many(["/a", "/nope", "/b"])
     assert [g and g[0] for g in got] == [b"1", None, b"2"]
+
+
+# ---- the hundred-and-fifty-first review: ZooKeeper store mutants, eighth pass ----
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_transactions_sequential_create_with_a_trailing_slash_names_a_child(
+        zk_store_factory) -> None:
+    # ZooKeeper appends the number to the path as given: "/p/" names a child of /p, in a
+    # transaction as in a plain create, ephemeral or not; "/" a child of the root. (The
+    # memory store refuses "/p/" as a path, sequential or not: see the review's notes.)
+    s = zk_store_factory().session("a")
+    s.create("/p")
+    assert s.create("/p/", b"c", sequential=True) == "/p/0000000000"
+    assert s.multi([Op.create("/p/", b"t", sequential=True),
+                    Op.create("/p/", b"e", ephemeral=True, sequential=True),
+                    Op.create("/", b"r", ephemeral=True, sequential=True)]) == [
+        "/p/0000000001", "/p/0000000002", "/0000000001"]
+    assert s.get_children("/p") == ["0000000000", "0000000001", "0000000002"]
+    assert s.get_children("/") == ["0000000001", "p"]
+    assert [s.get(f"/p/000000000{i}")[1].ephemeral_owner != 0 for i in range(3)] == [False, False, True]
+    assert s.get("/0000000001")[1].ephemeral_owner == s.session_id
+
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_store_at_zookeepers_root_names_a_transactions_sequential_child_as_a_plain_create(
+        zk_server) -> None:
+    # Without a chroot kazoo's transaction create still drops a trailing slash ("/p/" would
+    # make /p's sibling /p0000000000); the store keeps it, as kazoo's plain create does.
+    import os
+
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+    from kreplica.runtime import RealScheduler
+
+    parent = f"/seq-at-root-{os.getpid()}"
+    store = ZooKeeperStore(zk_server.hosts, "", RealScheduler())
+    try:
+        s = store.session("a")
+        s.create(parent)
+        assert s.multi([Op.create(parent + "/", b"t", sequential=True)]) == [parent + "/0000000000"]
+        assert s.get_children(parent) == ["0000000000"]
+        assert parent.lstrip("/") + "0000000000" not in s.get_children("/")
+        s.delete(parent, recursive=True)
+    finally:
+        store.close()
+
+
+def test_a_server_whose_jvm_ignores_sigterm_is_killed_after_its_grace() -> None:
+    # A JVM that lingers after SIGTERM (a hung shutdown hook) gets SIGKILL after 10 s and
+    # is reaped; stop() must not wait for it for ever. A stand-in process: no JVM needed.
+    import signal
+    import subprocess
+
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    class Lingering:
+        def __init__(self) -> None:
+            self.calls: list[object] = []
+            self.killed = False
+
+        def poll(self) -> int | None:
+            return -9 if self.killed else None
+
+        def send_signal(self, sig: int) -> None:
+            self.calls.append(("signal", sig))
+
+        def kill(self) -> None:
+            self.calls.append("kill")
+            self.killed = True
+
+        def wait(self, timeout: float | None = None) -> int:
+            self.calls.append(("wait", timeout))
+            if self.killed:
+                return -9
+            if timeout is None:
+                raise AssertionError("waited without a bound for a JVM never killed")
+            raise subprocess.TimeoutExpired("java", timeout)
+
+    server = ZooKeeperServer()
+    server._proc = proc = Lingering()  # type: ignore[assignment]
+    server.stop()
+    assert proc.calls == [("signal", signal.SIGTERM), ("wait", 10), "kill", ("wait", None)]
+    assert server._proc is None
+
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_jvm_reads_nothing_from_the_stdin_of_whoever_started_it(zk_server) -> None:
+    # The JVM's stdin is /dev/null, not the terminal or pipe the starting command reads
+    # from: a JVM holding a pipe's read end keeps it open after the command is gone.
+    import os
+
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    r, w = os.pipe()
+    saved = os.dup(0)
+    try:
+        os.dup2(r, 0)
+        server = ZooKeeperServer().start()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(r)
+    try:
+        assert os.readlink(f"/proc/{server._proc.pid}/fd/0") == "/dev/null"
+    finally:
+        server.stop()
+        os.close(w)
+
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_session_lost_right_after_connecting_leaves_no_open_sockets(
+        zk_store_factory, monkeypatch) -> None:
+    # kazoo cleans up after its own connect timeout, not after a connection lost during
+    # its chroot check that follows: the session's start must close the client it stops,
+    # or its wake-up socket pair waits for the collector (a broker retrying its store
+    # would run out of descriptors).
+    import gc
+    import os
+    import warnings
+
+    from kazoo import exceptions as kz
+    from kazoo.client import KazooClient
+
+    store = zk_store_factory()
+    store.session("warm-up").close()
+
+    def lost(self, path, watch=None):
+        raise kz.ConnectionLoss()
+
+    monkeypatch.setattr(KazooClient, "exists", lost)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for i in range(3):
+            with pytest.raises(ConnectionLoss, match="cannot reach ZooKeeper"):
+                store.session(f"s{i}")
+        assert len(os.listdir("/proc/self/fd")) <= before + 1
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert store._sessions == []
