@@ -1785,13 +1785,11 @@ def test_the_interfaces_batched_read_answers_none_in_place_of_a_missing_node() -
 
 # ---- the hundred-and-fifty-first review: ZooKeeper store mutants, eighth pass ----
 
-@pytest.mark.zookeeper
-def test_a_zookeeper_transactions_sequential_create_with_a_trailing_slash_names_a_child(
-        zk_store_factory) -> None:
-    # ZooKeeper appends the number to the path as given: "/p/" names a child of /p, in a
-    # transaction as in a plain create, ephemeral or not; "/" a child of the root. (The
-    # memory store refuses "/p/" as a path, sequential or not: see the review's notes.)
-    s = zk_store_factory().session("a")
+def test_a_transactions_sequential_create_with_a_trailing_slash_names_a_child(store_env: StoreEnv) -> None:
+    # ZooKeeper appends the number to the path as given (it validates a sequential path
+    # with a digit after it): "/p/" names a child of /p, in a transaction as in a plain
+    # create, ephemeral or not; "/" a child of the root. The memory store does the same.
+    s = store_env.store.session("a")
     s.create("/p")
     assert s.create("/p/", b"c", sequential=True) == "/p/0000000000"
     assert s.multi([Op.create("/p/", b"t", sequential=True),

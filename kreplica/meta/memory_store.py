@@ -120,7 +120,9 @@ class MemoryStore(MetadataStore):
                 events: list[tuple[int, str, EventType]], undo: list[tuple[Any, ...]] | None) -> str:
         if not isinstance(data, bytes):
             raise TypeError("node data must be bytes")
-        _check_path(path)
+        # As ZooKeeper's PathUtils: a sequential path is checked with a digit after it, so
+        # "/p/" is fine there (it names /p's child /p/0000000000) and "/" too.
+        _check_path(path + "1" if sequential else path)
         if path == "/" and not sequential:
             raise NodeExists(path)
         ppath = _parent(path)
