@@ -1506,3 +1506,24 @@ def test_a_leaders_check_of_a_gzip_batch_starts_with_its_crc():
     bad[17] ^= 0x01  # the stored CRC, nothing it covers
     with pytest.raises(errors.CorruptMessage, match="crc mismatch at position 0"):
         frame_producer_append(bytes(bad))
+
+
+def test_a_scan_reads_an_unstamped_leader_epoch_as_kafkas_minus_one():
+    # partitionLeaderEpoch is a signed int32: -1 (NO_PARTITION_LEADER_EPOCH) is a
+    # producer's batch before a leader stamps it, not 2**32 - 1.
+    buf = (encode_batch([b"a"], timestamp_ms=1)
+           + encode_batch([b"b"], base_offset=1, leader_epoch=2**31 - 1, timestamp_ms=1))
+    res = scan_batches(buf)
+    assert res.leader_epochs.dtype == np.int32
+    assert res.leader_epochs.tolist() == [-1, 2**31 - 1]
+    assert [f[2] for f in batch_fingerprints(buf)] == res.leader_epochs.tolist()
+
+
+@pytest.mark.parametrize("keep", [HEADER_SIZE - 1, 40])
+def test_restamping_a_torn_first_batch_says_torn_not_empty(keep):
+    whole = encode_batch([b"a"], base_offset=5, timestamp_ms=1)
+    buf = bytearray(whole[:keep])
+    with pytest.raises(errors.CorruptMessage,
+                       match=f"torn batch at position 0: needs {len(whole)} bytes, {keep} available$"):
+        restamp_batches(buf, 7, 3)
+    assert bytes(buf) == whole[:keep]
