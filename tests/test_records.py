@@ -474,6 +474,8 @@ def test_record_constructor_checks_types_and_pickles():
         Record(0, 0, "str key", None)
     with pytest.raises(TypeError):
         Record(0, 0, None, None, [(b"bytes header key", b"")])
+    with pytest.raises(TypeError, match="^header value must be bytes-like or None, not str$"):
+        Record(0, 0, None, None, [("h", "text")])
     assert "offset=5" in repr(r)
 
 
