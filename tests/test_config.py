@@ -98,6 +98,8 @@ def test_integer_text_is_read_as_kafkas_parser_reads_it():
     ("message.timestamp.type", " LogAppendTime ", "LogAppendTime"),
     ("replica.truncation.strategy", "leader-epoch\r\n", "leader-epoch"), ("acks", " -1", "all"),
     ("segment.ms", "\x0b1000\x0c", 1000),
+    # String.trim removes every char up to U+0020, controls Python neither strips nor int()s.
+    ("segment.ms", "\x00\x011000\x1f", 1000), ("unclean.leader.election.enable", "\x00true\x07", True),
 ])
 def test_text_of_every_kind_is_trimmed_as_kafkas_configdef_trims_it(key, text, value):
     """ConfigDef trims a text value (Java's String.trim) before reading it as a boolean, a
