@@ -9,7 +9,7 @@ import pytest
 from kreplica.config import validate as validate_config
 from kreplica.sim import scenarios
 from kreplica.sim.faults import FaultRates
-from kreplica.sim.scenarios import LinkProfile, Step, TopicSpec
+from kreplica.sim.scenarios import LinkProfile, Step, TopicSpec, WorkloadSpec
 from kreplica.sim.swarm import swarm_scenario
 from kreplica.sim.world import World
 
@@ -854,6 +854,17 @@ def test_a_scenario_file_extends_another_table_by_table(tmp_path):
     (tmp_path / "b.toml").write_text(f'extends = "{tmp_path / "a.toml"}"\nname = "b"\n')
     with pytest.raises(ValueError, match="extends itself"):
         scenarios.load(str(tmp_path / "a.toml"))
+
+
+def test_an_extending_file_may_give_a_table_its_base_has_not(tmp_path):
+    """A table the base leaves out ([chaos], [workload]) is taken from the extending file as
+    written, not merged into nothing."""
+    (tmp_path / "plain.toml").write_text('name = "plain"\nbrokers = 3\n')
+    (tmp_path / "more.toml").write_text('extends = "plain.toml"\nname = "more"\n'
+                                        '[chaos]\ncrash = 0.5\n[workload]\nkeys = 4\n')
+    sc = scenarios.load(str(tmp_path / "more.toml"))
+    assert (sc.name, sc.chaos.crash, sc.workload.keys) == ("more", 0.5, 4)
+    assert sc.chaos.pause == FaultRates().pause and sc.workload.acks == WorkloadSpec().acks
 
 
 def test_convergence_requires_every_replica_to_run_with_the_topics_current_config(monkeypatch):
