@@ -16,6 +16,7 @@ test ``type(x) is int`` themselves and only call in here when that fails.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,6 +27,18 @@ Error = type[Exception]
 
 def _shown(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
+
+
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def java_integer(text: str) -> bool:
+    """Is ``text`` a number as Java's ``Integer.parseInt`` (Kafka's tools, its ConfigDef,
+    Scala's ``toInt``) reads one, range aside: an optional sign, then decimal digits of any
+    script -- but only of the Basic Multilingual Plane, since Java reads the text one
+    UTF-16 unit at a time and a digit beyond it is two halves that are no digits.  Python's
+    ``int()`` also takes ``1_000``, blanks around the digits and those other digits."""
+    return _JAVA_INTEGER.fullmatch(text) is not None and all(c < "\U00010000" for c in text)
 
 
 def digits(text: str) -> bool:

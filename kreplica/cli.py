@@ -52,14 +52,13 @@ def argument(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
-_INTEGER_TEXT = re.compile(r"[+-]?\d+")  # \d: any Unicode decimal digit, as Java's
-
-
 def integer_text(text: str) -> int:
-    """An integer as Kafka's tools read one (Java's ``Integer.valueOf``): a sign and decimal
-    digits (any script's, as Java's), nothing around them; ValueError naming the text
-    otherwise. Python's ``int()`` would also take ``1_000`` and blanks around the digits."""
-    if not _INTEGER_TEXT.fullmatch(text):
+    """An integer as Kafka's tools read one (Java's ``Integer.valueOf``, see
+    :func:`kreplica.arguments.java_integer`): a sign and decimal digits, nothing around
+    them; ValueError naming the text otherwise."""
+    from .arguments import java_integer
+
+    if not java_integer(text):
         raise ValueError(f"{text!r} is not an integer")
     return int(text)
 

@@ -7,7 +7,6 @@ An unknown key or a value of the wrong type or out of range raises
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -105,7 +104,6 @@ LOG_KEYS = frozenset(
 )
 
 
-_INTEGER_TEXT = re.compile(r"[+-]?\d+")  # \d: any Unicode decimal digit, as Java's
 # What Kafka's ConfigDef trims from text of every type before reading it (Java's
 # String.trim: U+0000 to U+0020), and no more: a no-break space is not trimmed.
 _BLANKS = "".join(map(chr, range(0x21)))
@@ -124,7 +122,7 @@ def _coerce(key: Key, value: Any) -> Any:
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         # Text as Kafka's parser reads it (Integer.parseInt): decimal digits after an
         # optional sign, blanks around them trimmed.  Python's int() would also take "1_000".
-        if text is not None and not _INTEGER_TEXT.fullmatch(text):
+        if text is not None and not arguments.java_integer(text):
             raise InvalidConfig(f"{key.name}={value!r}: expected an integer")
         try:
             v = int(value if text is None else text)

@@ -89,6 +89,8 @@ def test_shared_argument_types(tmp_path, capsys):
     assert cli.at_least(0)("010") == 10
     assert cli.integer("-7") == -7 and cli.integer("+7") == 7
     assert cli.integer("\u0663\u0664") == 34  # Integer.valueOf reads any script's decimal digits
+    with pytest.raises(argparse.ArgumentTypeError, match="is not an integer"):
+        cli.integer("\U000104A1")  # of the Basic Multilingual Plane only: two UTF-16 units there
     for convert, text, message in [(cli.at_least(1), "0", "0: must be at least 1"),
                                    (cli.at_least(0), "x", "'x' is not an integer"),
                                    (cli.at_least(0), "0x10", "'0x10' is not an integer"),

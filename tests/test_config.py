@@ -91,6 +91,10 @@ def test_integer_text_is_read_as_kafkas_parser_reads_it():
     # Java's Integer.parseInt reads any Unicode decimal digit (Character.digit), so
     # ARABIC-INDIC DIGIT FIVE then three zeros is 5000 there too.
     assert config.validate({"segment.ms": "\u0665000"})["segment.ms"] == 5000
+    # But only digits of the Basic Multilingual Plane: parseInt reads UTF-16 units, and
+    # OSMANYA DIGIT ONE (U+104A1) is two surrogates there, no digit (154th review; jshell).
+    with pytest.raises(errors.InvalidConfig, match="expected an integer"):
+        config.validate({"segment.ms": "\U000104A1000"})
 
 
 @pytest.mark.parametrize("key, text, value", [

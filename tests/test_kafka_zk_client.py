@@ -703,6 +703,9 @@ def test_a_partition_id_is_read_as_kafkas_toint_reads_it() -> None:
     # Integer.parseInt takes a sign and any script's decimal digits (ARABIC-INDIC THREE).
     node = '{"version":1,"partitions":{"\u0663":[1001],"+1":[1002]}}'.encode()
     assert layout.decode_topic_assignment(node) == {1: [1002], 3: [1001]}
+    # OSMANYA DIGIT ONE is beyond the Basic Multilingual Plane: two UTF-16 units, no digit.
+    with pytest.raises(ValueError, match="expected"):
+        layout.decode_topic_assignment('{"version":1,"partitions":{"\U000104A1":[1001]}}'.encode())
 
 
 @pytest.mark.parametrize("node", [

@@ -10,10 +10,10 @@ orders other than ours.  Path and codec only: no I/O here.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..arguments import java_integer
 from ..protocol.common import LeaderAndIsr, TopicPartition
 
 BROKERS = "/brokers"
@@ -171,9 +171,6 @@ def encode_topic_assignment(assignment: Mapping[int, Iterable[int]]) -> bytes:
     return _dumps({"version": 1, "partitions": parts})
 
 
-_PARTITION_ID = re.compile(r"[+-]?\d+")  # \d: any Unicode decimal digit, as Java's parseInt
-
-
 def decode_topic_assignment(data: bytes, where: str = "a topic node") -> dict[int, list[int]]:
     """``{partition: replicas}``; ValueError naming ``where`` for a node of another shape
     (another tool's, or a hand edit), rather than whatever Python says about it."""
@@ -181,7 +178,7 @@ def decode_topic_assignment(data: bytes, where: str = "a topic node") -> dict[in
     parts = obj.get("partitions") if isinstance(obj, dict) else None
     # A partition id as Kafka's toInt reads one: int() alone also takes "1_0" (as 10) and " 1".
     if not isinstance(parts, dict) or not all(
-            _PARTITION_ID.fullmatch(p) and isinstance(r, list) and all(type(b) is int for b in r)
+            java_integer(p) and isinstance(r, list) and all(type(b) is int for b in r)
             for p, r in parts.items()):
         raise ValueError(f"{where}: expected {{\"partitions\": {{\"<id>\": [<broker>, ...]}}}}, "
                          f"got {data.decode(errors='replace')[:200]}")
