@@ -29,6 +29,10 @@ def _shown(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+#: What Java's ``String.trim`` removes from both ends (U+0000 to U+0020, no more: a
+#: no-break space stays), as Kafka's ConfigDef and its tools trim their text.
+JAVA_BLANKS = "".join(map(chr, range(0x21)))
+
 _JAVA_INTEGER = re.compile(r"[+-]?\d+")
 
 

@@ -104,13 +104,9 @@ LOG_KEYS = frozenset(
 )
 
 
-# What Kafka's ConfigDef trims from text of every type before reading it (Java's
-# String.trim: U+0000 to U+0020), and no more: a no-break space is not trimmed.
-_BLANKS = "".join(map(chr, range(0x21)))
-
-
 def _coerce(key: Key, value: Any) -> Any:
-    text = value.strip(_BLANKS) if isinstance(value, str) else None
+    # Kafka's ConfigDef trims text of every type before reading it, as Java's String.trim.
+    text = value.strip(arguments.JAVA_BLANKS) if isinstance(value, str) else None
     if key.kind == "bool":
         if isinstance(value, bool):
             return value

@@ -73,6 +73,7 @@ import functools
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import errors
+from ..arguments import JAVA_BLANKS
 from ..meta import layout
 from ..meta.kafka_zk_client import KafkaZkClient
 from ..meta.store import BadVersion, SessionExpired, StoreError, WatchEvent
@@ -100,8 +101,6 @@ REBALANCE_INITIAL_DELAY_MS = 5000
 CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
 #: What the admin nodes' decoders raise on JSON that is not a request (bad JSON, keys missing).
 _UNREADABLE = (ValueError, KeyError, TypeError)
-#: What Kafka's ConfigDef trims around a config value (Java's String.trim: U+0000 to U+0020).
-_CONFIG_BLANKS = "".join(map(chr, range(0x21)))
 
 
 class _GatedChannel:
@@ -775,7 +774,7 @@ class KafkaController:
             return bool(self.config.get("unclean.leader.election.enable", False))
         # As Kafka's ConfigDef reads a boolean (and kreplica.config the broker's): blanks
         # around it trimmed, case ignored.  The node may come from another tool.
-        return override.strip(_CONFIG_BLANKS).lower() == "true"
+        return override.strip(JAVA_BLANKS).lower() == "true"
 
     def _topic_config(self, topic: str) -> tuple[tuple[str, str], ...]:
         """The topic's config overrides, as sorted (key, value) pairs: what the LeaderAndIsr

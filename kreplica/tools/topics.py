@@ -7,6 +7,7 @@ import re
 import sys
 from typing import Any, Callable
 
+from ..arguments import JAVA_BLANKS
 from ..cli import integer, integer_text, key_value
 
 HELP = "create, alter, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
@@ -39,9 +40,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for --describe: only partitions without a leader, or led by a broker that is not live")
 
 
-_JAVA_BLANKS = "".join(map(chr, range(0x21)))
-
-
 def _java_split(text: str, separator: str) -> list[str]:
     """Java's ``String.split`` (limit 0), which kafka-topics.sh splits with: as str.split,
     but trailing empty strings are dropped (``"a,b,"`` is two items, ``","`` none); a text
@@ -61,7 +59,7 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
     try:
         # Each broker id is read with .trim.toInt: Java's trim (U+0000 to U+0020), then
         # Integer.parseInt (no "1_001", which int() alone would take).
-        assignment = {p: [integer_text(b.strip(_JAVA_BLANKS)) for b in _java_split(part, ":")]
+        assignment = {p: [integer_text(b.strip(JAVA_BLANKS)) for b in _java_split(part, ":")]
                       for p, part in enumerate(_java_split(text, ","))}
     except ValueError:
         assignment = {}
