@@ -1148,9 +1148,10 @@ def _broker_argv(tmp_path, *extra, broker_id=1):
     return ["broker", "--id", str(broker_id), "--zookeeper", "127.0.0.1:1", "--data-dir", str(tmp_path), *extra]
 
 
-def _broker_command(tmp_path, monkeypatch, *extra, broker_id=1, fails_with=None):
-    """`kreplica broker ...` with broker_process.run replaced: (exit status, run's calls as
-    (args, kwargs)); the stand-in raises ``fails_with`` when given, else returns 0."""
+def _broker_command(tmp_path, monkeypatch, *extra, broker_id=1, fails_with=None, argv=None):
+    """`kreplica broker ...` (or ``argv`` as given) with broker_process.run replaced: (exit
+    status, run's calls as (args, kwargs)); the stand-in raises ``fails_with`` when given,
+    else returns 0."""
     from kreplica import cli
     from kreplica.net import broker_process
 
@@ -1163,7 +1164,7 @@ def _broker_command(tmp_path, monkeypatch, *extra, broker_id=1, fails_with=None)
         return 0
 
     monkeypatch.setattr(broker_process, "run", run)
-    return cli.main(_broker_argv(tmp_path, *extra, broker_id=broker_id)), calls
+    return cli.main(argv if argv is not None else _broker_argv(tmp_path, *extra, broker_id=broker_id)), calls
 
 
 def test_the_broker_command_exits_2_for_bad_arguments_and_1_when_it_cannot_run(tmp_path, monkeypatch, capsys):
@@ -1173,6 +1174,12 @@ def test_the_broker_command_exits_2_for_bad_arguments_and_1_when_it_cannot_run(t
 
     assert cli.main(_broker_argv(tmp_path, "--config", "no.such.key=1")) == 2
     assert "Error: --config" in capsys.readouterr().err
+    for missing in ("--zookeeper", "--data-dir"):  # required, as zookeeper.connect: no cluster or directory assumed
+        argv = _broker_argv(tmp_path)
+        del argv[argv.index(missing):argv.index(missing) + 2]
+        with pytest.raises(SystemExit) as e:
+            _broker_command(tmp_path, monkeypatch, argv=argv)
+        assert e.value.code == 2 and missing in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         cli.main(_broker_argv(tmp_path, "--advertised-port", "0"))
     assert e.value.code == 2 and "--advertised-port" in capsys.readouterr().err
@@ -1482,6 +1489,53 @@ def test_the_exit_status_is_the_controllers_answer_to_the_controlled_shutdown(
     assert got == status and said in capsys.readouterr().err
 
 
+def test_the_controlled_shutdown_is_waited_for_through_its_backoffs(tmp_path, monkeypatch, capsys):
+    """Attempts last controller.socket.timeout.ms at most and are
+    controlled.shutdown.retry.backoff.ms apart: a shutdown answered at its third attempt
+    (no controller for the first two, one being elected) is waited for through both
+    backoffs, however short the timeout, and its yes is the exit status."""
+    asked = []
+
+    def no_controller_twice(broker):
+        real = broker.zk.get_controller_id
+
+        def get_controller_id(*args, **kwargs):
+            if broker.shutting_down and not args and not kwargs and len(asked) < 2:
+                asked.append(None)
+                return None
+            return real(*args, **kwargs)
+
+        broker.zk.get_controller_id = get_controller_id
+
+    status, _ = _run_in_process(tmp_path, monkeypatch, {"controller.socket.timeout.ms": 150,
+                                                        "controlled.shutdown.retry.backoff.ms": 400},
+                                after_start=no_controller_twice)
+    assert asked == [None, None]
+    assert status == 0 and "every leadership moved" in capsys.readouterr().err
+
+
+def test_a_signal_during_the_controlled_shutdown_goes_to_the_callers_handler(tmp_path, monkeypatch, capsys):
+    """The broker notes SIGTERM and SIGINT only while it runs; its controlled shutdown
+    (minutes at most by default) runs with the caller's handlers given back, so a second
+    Ctrl-C gives up on it and the broker goes as a crashed process does, rather than the
+    signal being noted in a list nobody reads any more."""
+    from kreplica.broker import Broker
+
+    def interrupted_meanwhile(self, done):
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, while the controller is asked
+        self.scheduler.call_later(200, done, True)
+
+    monkeypatch.setattr(Broker, "controlled_shutdown", interrupted_meanwhile)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run_in_process(tmp_path, monkeypatch, quiet=False)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    out = capsys.readouterr().out
+    assert " broker 1 broker_killed" in out and "broker_stopped" not in out, out
+
+
 # ---- after close, answers nobody asked for, late encoding, lookups (2026-11-27, fifth mutation review)
 def test_a_send_after_close_is_refused_on_the_schedulers_turn_and_may_want_no_answer():
     """As every answer, the refusal arrives when the scheduler runs it, not inside ``send``
@@ -1590,16 +1644,19 @@ def test_a_connection_accepted_as_its_node_goes_away_is_closed_at_once(net, rest
     starts after, is hung up on: it would otherwise be read forever, its requests for the
     old incarnation dropped and never answered (its sender waiting for no one). So too
     when the node has registered again by then: the connection is the first incarnation's,
-    not one of the new incarnation's."""
+    not one of the new incarnation's. The writer is held, as a server's protocol holds it:
+    the hang-up is `_serve`'s own close, not the collector's."""
     sched, t = net
     t.register(2, _echo([]))
     t.unregister(2)
     if restarted:
         t.register(2, _echo([]))  # a new incarnation listens, with a set of connections of its own
     ours, theirs = socket.socketpair()
+    held = []
 
     async def serve_late():
         reader, writer = await asyncio.open_connection(sock=ours)
+        held.append(writer)
         await t._serve(2, 1, reader, writer)
 
     with theirs:
@@ -1611,6 +1668,9 @@ def test_a_connection_accepted_as_its_node_goes_away_is_closed_at_once(net, rest
                 _recv_until_closed(theirs)
         except socket.timeout:
             raise AssertionError("the late connection was kept open") from None
+        finally:
+            if held:
+                t._loop.call_soon_threadsafe(held[0].close)
     served.result(5)
     assert not t._accepted.get(2)
 
@@ -1859,23 +1919,37 @@ def test_a_register_that_fails_leaves_the_node_gone_and_found_where_it_listens_n
         assert replies[0].partitions[0].records == b"answer-8" and [src for src, _ in got] == [2]
 
 
-def test_an_address_that_refuses_is_looked_up_again_at_the_next_send():
+@pytest.mark.parametrize("retried", ["later", "from-the-refusal"])
+def test_an_address_that_refuses_is_looked_up_again_at_the_next_send(retried):
     """A peer's address found stale (nothing listens there: the peer restarted on another
     port) is forgotten when the connection to it is refused, as when one that was made
     ends: the next request looks the peer up again and reaches it where it listens now,
-    rather than being refused at the stale address for as long as the process lives."""
+    rather than being refused at the stale address for as long as the process lives.
+    So too a request sent again from the refusal's own callback (a sender that retries at
+    once): the address is forgotten before the refusals reach their senders."""
     where = {2: ("127.0.0.1", _free_port())}
     lookups = []
     sched = RealScheduler()
     with TcpTransport(sched) as server, \
             TcpTransport(sched, resolve=lambda node: lookups.append(node) or where[node]) as client:
         answers = []
-        client.send(1, 2, _fetch(1), answers.append)
-        assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
-        server.register(2, _echo([]))
-        where[2] = server.address(2)
-        client.send(1, 2, _fetch(2), answers.append)
+
+        def restarted_and_sent_again():
+            server.register(2, _echo([]))
+            where[2] = server.address(2)
+            client.send(1, 2, _fetch(2), answers.append)
+
+        def refused(answer):
+            answers.append(answer)
+            if retried == "from-the-refusal":
+                restarted_and_sent_again()
+
+        client.send(1, 2, _fetch(1), refused)
+        assert sched.run_until(lambda: answers, 5_000) and answers[0] is DISCONNECTED
+        if retried == "later":
+            restarted_and_sent_again()
         assert sched.run_until(lambda: len(answers) == 2, 5_000)
+        assert answers[1] is not DISCONNECTED, "sent again to the stale address"
         assert answers[1].partitions[0].records == b"answer-2" and lookups == [2, 2]
 
 
@@ -1900,17 +1974,18 @@ def test_a_broker_whose_transport_cannot_be_made_says_why_and_ends_its_session(t
 
 def test_a_state_changes_stamp_is_one_reading_of_the_clock_its_milliseconds_cut(monkeypatch, capsys):
     """The time of day and the milliseconds come from one reading of the clock, and the
-    milliseconds are cut, not rounded: at 01:46:40.9996 the line says 01:46:40.999. Read
-    twice, a second turning between the reads stamped a line at 01:46:41.0001 as
-    01:46:40.000, a second early; rounded, .9996 was .000 of the same second."""
+    milliseconds are cut, not rounded: at 13:46:40.9996 the line says 13:46:40.999. Read
+    twice, a second turning between the reads stamped a line at 13:46:41.0001 as
+    13:46:40.000, a second early; rounded, .9996 was .000 of the same second. An afternoon
+    reads on a 24-hour clock, as log4j's HH (a 12-hour clock said 01:46:40.999)."""
     from kreplica.net import broker_process
 
     monkeypatch.setattr(time, "time", lambda: 1_000_000_000.9996)  # 2001-09-09 01:46:40.9996 UTC
-    monkeypatch.setenv("TZ", "UTC0")
+    monkeypatch.setenv("TZ", "NZST-12")  # local time 12 hours ahead of UTC: 13:46:40.9996
     time.tzset()
     try:
         broker_process._print_event("session_expired", 3)
     finally:
         monkeypatch.undo()
         time.tzset()
-    assert capsys.readouterr().out == "01:46:40.999 broker 3 session_expired\n"
+    assert capsys.readouterr().out == "13:46:40.999 broker 3 session_expired\n"
