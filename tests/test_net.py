@@ -1989,3 +1989,29 @@ def test_a_state_changes_stamp_is_one_reading_of_the_clock_its_milliseconds_cut(
         monkeypatch.undo()
         time.tzset()
     assert capsys.readouterr().out == "13:46:40.999 broker 3 session_expired\n"
+
+
+# ---- answers given as their node goes away (2026-11-27, eighth mutation review) ---------------
+def test_an_answer_given_just_before_its_node_goes_away_reaches_its_sender(net):
+    """What a node answered before it went away is on the wire and reaches its sender, as
+    in-process and as from a node of another process; only what it had not answered comes
+    back DISCONNECTED. Here the answer and the unregister come in one scheduler step: the
+    sender's end of the connection is not closed under the answer, unread."""
+    sched, t = net
+    answers = {}
+    held = []
+
+    def handler(src, request, respond):
+        if request.partitions[0].fetch_offset == 0:
+            held.append(respond)  # never answered
+        else:
+            respond(FetchResponse(0, (_data(b"given"),)))
+            t.unregister(2)  # a crash right after answering
+
+    t.register(2, handler)
+    t.send(1, 2, _fetch(0), lambda answer: answers.setdefault(0, answer))
+    assert sched.run_until(lambda: held, 5_000)
+    t.send(1, 2, _fetch(4), lambda answer: answers.setdefault(4, answer))
+    assert sched.run_until(lambda: len(answers) == 2, 5_000)
+    assert answers[0] is DISCONNECTED
+    assert answers[4] is not DISCONNECTED and answers[4].partitions[0].records == b"given"

@@ -20,7 +20,8 @@ Failures look as they do in the in-process transport, because they are real:
   refused, and its sender sees :data:`~kreplica.transport.DISCONNECTED`;
 - a node that goes away (``unregister``: a crash or a stop) closes its server and
   every connection to and from it, so requests it had not answered come back
-  DISCONNECTED to their senders, and answers on their way to it are lost;
+  DISCONNECTED to their senders (what it answered first still reaches them), and
+  answers on their way to it are lost;
 - a node that starts again listens on a new port, and nothing sent to its previous
   incarnation reaches it.
 
@@ -311,11 +312,17 @@ class TcpTransport:
             if src == node:
                 link.closed = True  # its answers are lost with it
             if src == node or dst == node:
-                self._drop_link(src, dst, link)
+                self._drop_link(src, dst, link, hang_up=src == node)
 
-    def _drop_link(self, src: int, dst: int, link: _Link) -> None:
+    def _drop_link(self, src: int, dst: int, link: _Link, hang_up: bool = True) -> None:
         self._links.pop((src, dst), None)
-        if link.writer is not None:
+        if link.writer is not None and not hang_up:
+            # Its far end is the node going away, which closes its side: what it answered
+            # before is read first, then the connection's end refuses the rest. Closed
+            # here, an answer already given would be dropped unread; this end only stops
+            # sending (and a far end that stays up hangs up when it reads that).
+            link.writer.write_eof()
+        elif link.writer is not None:
             link.writer.close()
         elif link.task is not None:
             link.task.cancel()
