@@ -458,3 +458,79 @@ def test_a_real_deadline_counts_from_the_call_not_from_the_schedulers_start(monk
     assert sched.now_ms() == start + 30
     assert not sched.run_until(lambda: False, 30)
     assert sched.now_ms() == start + 60 and sleeps.waits == [0.03, 0.03]
+
+
+def test_a_real_deadline_is_fixed_before_the_first_pass_runs(monkeypatch):
+    """run_until(p, ms) and advance(ms) end ms after they are called, also when what was
+    already due takes a while: a slow first pass (a 40 ms callback) does not move the
+    deadline 40 ms later, so a 30 ms wait returns after that pass without sleeping."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = sleeps = _SleepMovesTheClock(clock)
+    start = sched.now_ms()
+
+    def slow():
+        clock.s += 0.04
+
+    sched.call_soon(slow)
+    assert not sched.run_until(lambda: False, 30)
+    assert sched.now_ms() == start + 40 and sleeps.waits == []
+    sched.call_soon(slow)
+    sched.advance(30)
+    assert sched.now_ms() == start + 80 and sleeps.waits == []
+
+
+def test_a_real_scheduler_counts_the_milliseconds_gone_by_since_it_was_built(monkeypatch):
+    """now_ms() adds the whole milliseconds gone by since construction, cut once, not the
+    monotonic clock's own milliseconds less those of the start (each cut apart): built
+    0.98 ms into one of the monotonic clock's milliseconds, 9.77 ms later it reads 9 ms
+    on, and a 10 ms timer is not due yet (cut apart, the two read 10 and it ran early)."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    clock.s = 1 / 1024  # 0.9765625 ms: exact in binary, as all the times below
+    late = RealScheduler(0)
+    start = late.now_ms()
+    seen = []
+    late.call_later(10, seen.append, "10 ms")
+    clock.s = 11 / 1024  # 9.765625 ms after construction
+    late.advance(0)
+    assert seen == [] and late.now_ms() == start + 9
+    clock.s = 12 / 1024  # 10.7421875 ms after
+    late.advance(0)
+    assert seen == ["10 ms"] and late.now_ms() == start + 10
+
+
+def test_a_threadsafe_call_is_posted_before_the_loop_is_woken_for_it():
+    """call_soon_threadsafe puts the callback in the inbox first and wakes the loop after:
+    woken the other way round, a loop running on the other thread could wake, clear the
+    event and find the inbox still empty, then sleep up to 50 ms with the callback there
+    (the lost wake-up the event exists to prevent)."""
+    sched = RealScheduler(0)
+    inbox_at_wake = []
+
+    class _Wake:
+        def set(self):
+            inbox_at_wake.append(len(sched._inbox))
+
+    sched._wake = _Wake()
+    sched.call_soon_threadsafe(lambda: None)
+    sched.call_soon_threadsafe(lambda: None)
+    assert inbox_at_wake == [1, 2]
+
+
+def test_dropping_cancelled_timers_keeps_the_rest_in_due_order(monkeypatch):
+    """next_due_ms() drops the cancelled timers at the head of the heap as a heap pops them:
+    taken off the front of the list instead, the heap [1, 3, 2, 5] became [3, 2, 5], the
+    loop slept towards the timer due at 3 ms and ran the one due at 2 ms a millisecond late."""
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    start = sched.now_ms()
+    seen = []
+    cancelled = sched.call_later(1, seen.append, "cancelled")
+    for delay in (5, 2, 3):
+        sched.call_later(delay, seen.append, delay)
+    cancelled.cancel()
+    assert sched.next_due_ms() == start + 2
+    clock.s = 0.002
+    sched.advance(0)
+    assert seen == [2]
+    clock.s = 0.005
+    sched.advance(0)
+    assert seen == [2, 3, 5]
