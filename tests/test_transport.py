@@ -307,3 +307,21 @@ def test_a_message_counts_when_it_leaves_not_when_it_arrives():
     assert t.messages_delivered == 1
     s.advance(5)  # the request arrives and the answer leaves
     assert t.messages_delivered == 2
+
+
+def test_a_node_registered_again_takes_only_itself_off_the_down_list():
+    """A restarted node gets its answers again; the nodes still down do not: registering
+    node 2 again leaves node 3, which went away with it, without answers or refusals."""
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    for node in (1, 2, 3):
+        t.register(node, _echo)
+    t.unregister(2)
+    t.unregister(3)
+    t.register(2, _echo)  # 2 restarts; 3 stays down
+    got = []
+    t.send(2, 1, "from 2", lambda r: got.append((2, r)))
+    t.send(3, 1, "from 3", lambda r: got.append((3, r)))  # a timer the stopped node left behind
+    t.send(3, 9, "to nobody", lambda r: got.append((3, r)))
+    s.advance(100)
+    assert got == [(2, ("echo", 2, "from 2"))]
