@@ -76,6 +76,10 @@ def test_post_init_still_validates():
         LeaderAndIsr(1, 0, (1, 1))
     with pytest.raises(ValueError, match="duplicate"):  # a repeat anywhere, not only next to it
         LeaderAndIsr(1, 0, (1, 2, 1))
+    with pytest.raises(ValueError, match="duplicate"):  # nor quietly dropped by an election or an ISR change
+        LeaderAndIsr(1, 0, (1, 2)).with_leader(2, (2, 1, 2))
+    with pytest.raises(ValueError, match="duplicate"):
+        LeaderAndIsr(1, 0, (1, 2)).with_isr((1, 1))
     with pytest.raises(ValueError, match="^acks must be 0, 1 or -1, not 2$"):  # the value refused named
         ProduceRequest(acks=2, timeout_ms=1, partitions=())
     with pytest.raises(ValueError, match="acks"):  # between -1 and 1 is not one of them
