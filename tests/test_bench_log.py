@@ -1011,3 +1011,105 @@ def test_sqlite3_looks_an_offset_up_by_its_key(tmp_path: Path) -> None:
                in store.db.execute("PRAGMA table_info(log)")]
     store.close()
     assert columns == [("offset", "INTEGER", 1), ("value", "BLOB", 0)]
+
+
+# The hundred-and-fifty-eighth review (docs/engine-audit.md, BH8-..): the eighth pass over the harness.
+
+def test_the_readers_take_turns_in_every_repeat(clock):
+    """"The stores taking turns each repeat" (``_turns``' doc, as ``race`` does for the
+    appends): a burst of load spoils one call of every reader, not every call of one."""
+    calls: list[str] = []
+
+    class Reader:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def read_bytes(self) -> int:
+            calls.append(self.name)
+            return 100
+
+    bench_log._turns({"a": Reader("a"), "b": Reader("b")}, "read_bytes", 100, 3)
+    assert calls == ["a", "b"] * 3
+
+
+def _failing_stores(closed: list[str], failing: str, method: str) -> dict[str, type]:
+    """A stand-in for every store, each noting its close; ``failing``'s ``method`` raises
+    as a full disk would."""
+
+    def store(name: str) -> type:
+        class Store:
+            def __init__(self, path: Path, *args) -> None:
+                self.log = SimpleNamespace(segments=[None])
+
+            def append(self, work: AppendWork) -> None:
+                pass
+
+            def lookup(self, offsets: list[int]) -> None:
+                pass
+
+            def close(self) -> None:
+                closed.append(name)
+
+        def fail(self, *args):
+            raise OSError("no space left on device")
+
+        if name == failing:
+            setattr(Store, method, fail)
+        return Store
+
+    return {name: store(name) for name in STORES}
+
+
+def test_reads_and_lookups_that_fail_still_close_every_store(tmp_path, monkeypatch):
+    """As ``race`` does for workloads 1 to 3 (BH7-20), workloads 4 and 5 close every store
+    they opened before an error goes up: the Log's mapped segments, lmdb's environment."""
+    closed: list[str] = []
+    monkeypatch.setattr(bench_log, "STORES", _failing_stores(closed, "kreplica", "read_bytes"))
+    with pytest.raises(OSError, match="no space left"):
+        bench_log.bench_reads(bench_log.QUICK, dict.fromkeys(STORES, tmp_path), append_work(8, 2, 10))
+    assert sorted(closed) == sorted(STORES)
+
+    closed.clear()
+    stores = _failing_stores(closed, "sqlite3", "lookup")
+    monkeypatch.setattr(bench_log, "STORES", stores)
+    monkeypatch.setattr(bench_log, "KReplica", stores["kreplica"])
+    sizes = replace(bench_log.QUICK, lookup_records=100, lookup_probes=20, repeat=1)
+    with pytest.raises(OSError, match="no space left"):
+        bench_log.bench_lookups(tmp_path, sizes)
+    assert sorted(closed) == sorted(["kreplica", "sqlite3", "lmdb"] * 2)
+
+
+def test_a_run_that_fails_leaves_no_temporary_directory(tmp_path, monkeypatch):
+    """``run``'s stores go in a temporary directory under ``--data-dir``: a workload that
+    raises (a full disk) must not leave it, and what is in it, behind."""
+
+    def memory(root: Path, sizes, values) -> list:
+        (root / "memory").mkdir()
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(bench_log, "bench_memory", memory)
+    with pytest.raises(OSError, match="no space left"):
+        bench_log.run(bench_log.QUICK, str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_raw_peers_check_closes_the_log_even_when_reading_it_fails(tmp_path, monkeypatch):
+    """``_check_log_bytes`` opens workload 1's kept Log a second time: a read that raises
+    (an I/O error) must not leave its segments mapped while the error goes up."""
+    closed: list[Path] = []
+
+    def fail(offset: int, max_bytes: int):
+        raise OSError("Input/output error")
+
+    class Store:
+        def __init__(self, path: Path) -> None:
+            self.path = path
+            self.log = SimpleNamespace(read=fail, size_in_bytes=lambda: 0)
+
+        def close(self) -> None:
+            closed.append(self.path)
+
+    monkeypatch.setattr(bench_log, "KReplica", Store)
+    with pytest.raises(OSError, match="Input/output error"):
+        bench_log._check_log_bytes(tmp_path / "log", append_work(8, 1, 10))
+    assert closed == [tmp_path / "log"]
