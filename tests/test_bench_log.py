@@ -1093,6 +1093,13 @@ def test_a_run_that_fails_leaves_no_temporary_directory(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_batch_larger_than_a_fetch_is_a_fetch_of_its_own() -> None:
+    """A follower's fetch returns at least one whole batch, however large (Kafka's KIP-74):
+    a batch over ``max_bytes`` is a fetch alone, with no empty fetch before it."""
+    assert fetch_chunks([b"x" * 2000, b"y" * 10, b"z" * 1500], max_bytes=1000) == [b"x" * 2000, b"y" * 10,
+                                                                                   b"z" * 1500]
+
+
 def test_the_raw_peers_check_closes_the_log_even_when_reading_it_fails(tmp_path, monkeypatch):
     """``_check_log_bytes`` opens workload 1's kept Log a second time: a read that raises
     (an I/O error) must not leave its segments mapped while the error goes up."""
@@ -1113,3 +1120,54 @@ def test_the_raw_peers_check_closes_the_log_even_when_reading_it_fails(tmp_path,
     with pytest.raises(OSError, match="Input/output error"):
         bench_log._check_log_bytes(tmp_path / "log", append_work(8, 1, 10))
     assert closed == [tmp_path / "log"]
+
+
+def test_plain_python_reads_every_value_back(tmp_path, monkeypatch):
+    """The decode row sets the Log's records against plain Python's (offset, value) pairs, as
+    it does sqlite3's rows and lmdb's items (BH6-11, BH6-12): plain Python slices every
+    value out of its file, in order, not just its headers."""
+    from kreplica.tools import bench_log_peers
+
+    work = append_work(8, 2, 10)
+    store = PlainPython(tmp_path / "plain")
+    store.append(work)
+    sliced: list[bytes] = []
+
+    class Data(bytes):
+        def __getitem__(self, index):
+            part = super().__getitem__(index)
+            sliced.append(part)
+            return part
+
+    monkeypatch.setattr(bench_log_peers, "Path", lambda path: SimpleNamespace(
+        read_bytes=lambda: Data(Path(path).read_bytes())))
+    assert store.read_all() == work.records
+    store.close()
+    assert sliced == [v for batch in work.each_batch() for v in batch]
+
+
+def test_the_workloads_records_are_the_same_in_every_run():
+    """``append_work``'s values are reproducible (its doc): one seed gives the same records
+    in every run and process, so runs and machines compare like with like; another seed
+    gives others (the lookups' logs, seed 1)."""
+    import random
+
+    first = append_work(8, 3, 10, seed=1)
+    again = append_work(8, 3, 10, seed=1)
+    assert first.batch_values == again.batch_values and first.encoded == again.encoded
+    assert append_work(8, 3, 10, seed=2).batch_values != first.batch_values
+    # pinned: the first bytes of seed 0's workload (what every ``kreplica bench log`` appends)
+    assert append_work(8, 1, 10).values[0] == random.Random(0).randbytes(8)
+
+
+def test_the_pieces_are_the_work_cut_in_turns_with_nothing_added():
+    """``pieces`` cuts the batches into consecutive runs for the stores' turns: the last run
+    holds what is left, not a whole step (a reused list's work, as the memory row's, would
+    append batches that were never asked for)."""
+    work = append_work(8, 5, 10)
+    pieces = work.pieces(2)  # steps of 3: 3 batches, then the 2 left
+    assert [p.batches for p in pieces] == [3, 2] and sum(p.records for p in pieces) == work.records
+    assert [list(p.each_batch()) for p in pieces] == [work.batch_values[:3], work.batch_values[3:]]
+    assert [p.encoded for p in pieces] == [work.encoded[:3], work.encoded[3:]]
+    reused = AppendWork([b"v"] * 10, 5, [])
+    assert [len(list(p.each_batch())) for p in reused.pieces(2)] == [3, 2]
