@@ -293,3 +293,55 @@ def test_the_produce_clock_covers_the_first_requests_sent(monkeypatch):
     cluster["transport"] = SimpleNamespace(send=send)
     produced = produce_replicated(cluster, [b"x"], 3, 3)
     assert (produced["seconds"], produced["cpu_seconds"], produced["acked"]) == (3.0, 1.5, 3)
+
+
+# The hundred-and-fifty-eighth review (docs/engine-audit.md, BH8-..): the eighth pass over the harness.
+
+@pytest.mark.parametrize("replicated", [True, False])
+def test_a_breakdown_round_that_fails_still_puts_the_log_writes_back(replicated, tmp_path, monkeypatch):
+    """``breakdown`` wraps ``MappedFile.write_run`` and ``prefault`` for its round: a round
+    that raises (a full disk) must leave them as they were, or every later Log in the
+    process would keep paying for, and writing into, the timing hooks."""
+    write_run, prefault = MappedFile.write_run, MappedFile.prefault
+
+    def fail(*args):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(bench_replication, "run_replicated" if replicated else "run_single_log", fail)
+    with pytest.raises(OSError, match="no space left"):
+        breakdown(tmp_path, _batches(100, 10, 2, 1), count=4, in_flight=2, replicated=replicated)
+    assert (MappedFile.write_run, MappedFile.prefault) == (write_run, prefault)
+
+
+def test_each_request_carries_the_next_batch_in_turn_and_every_replica_holds_them_in_order(tmp_path):
+    """With ``in_flight`` requests outstanding, request n carries batch n (cycling through
+    the batches): the replicas end up holding every batch once, in the order sent, not the
+    first batch again for every request sent before an acknowledgement came back."""
+    from kreplica.records import decode_records
+
+    cluster = prepare_replicated(tmp_path)
+    batches = _batches(100, 10, 4, 1)
+    produced = produce_replicated(cluster, batches, 6, 3)
+    expected = [r.value for i in range(6) for r in decode_records(batches[i % 4])]
+    for rm in cluster["managers"].values():
+        log = rm.partitions[bench_replication.TP].log
+        assert [r.value for r in decode_records(log.read(0, 1 << 20).view)] == expected
+    assert finish_replicated(cluster, produced, batches, 6)["records"] == 60
+
+
+def test_the_single_log_round_closes_its_log(tmp_path, monkeypatch):
+    """The peer's round closes its Log as the replicated round shuts its brokers down: its
+    256 MiB segment stays mapped otherwise while ``run``'s temporary directory is removed
+    under it, one more per round."""
+    closed: list[int] = []
+    open_single_log = bench_replication.open_single_log
+
+    def opened(root):
+        log = open_single_log(root)
+        close = log.close
+        log.close = lambda: closed.append(log.log_end_offset) or close()
+        return log
+
+    monkeypatch.setattr(bench_replication, "open_single_log", opened)
+    r = bench_replication.run_single_log(tmp_path, _batches(100, 10, 2, 1), 3)
+    assert r["records"] == 30 and closed == [30]
