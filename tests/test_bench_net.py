@@ -219,7 +219,7 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
     from kreplica.meta import zk_server
     from kreplica.net import remote
 
-    live, events, argvs, urls = [[1, 2], [1, 2, 3]], [], [], []
+    live, events, argvs, urls, outs = [[1, 2], [1, 2, 3]], [], [], [], []
 
     def produce_all(c, values):
         events.append(("timed with", len(live[0])))
@@ -241,6 +241,7 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
         def __init__(self, argv, stdout=None):
             self.id = argv[argv.index("--id") + 1]
             argvs.append(argv)
+            outs.append(stdout)
 
         def send_signal(self, sig):
             events.append(("stop broker", self.id))
@@ -273,3 +274,6 @@ def test_the_broker_process_row_waits_for_all_three_brokers_and_always_stops_wha
     assert urls == [f"zookeeper://{chroot}"] and chroot.startswith("127.0.0.1:2181/") and len(chroot) > 15
     assert events == [("timed with", 3), ("stop broker", "1"), ("stop broker", "2"), ("stop broker", "3"),
                       *killed, ("stop server",)]
+    # "--quiet" still prints each broker's listening line: it must not land in the table's
+    # output (the hundred-and-fifty-eighth review's BH8-26)
+    assert outs == [subprocess.DEVNULL] * 3
