@@ -46,15 +46,19 @@ def core_events(messages: int = 200_000) -> tuple[int, float, float]:
     def handler(src: int, request: object, respond) -> None:
         respond(request)
 
-    def on_response(_r: object, node: int = 1) -> None:
-        if left[0] > 0:
-            left[0] -= 2
-            net.send(node, 1 + (node % 3), req, on_response)
+    def answered_at(node: int):
+        # Each node passes the ball on to the next: 1 -> 2 -> 3 -> 1, so all three links carry it.
+        def on_response(_r: object) -> None:
+            if left[0] > 0:
+                left[0] -= 2
+                net.send(node, 1 + (node % 3), req, on_answer[1 + (node % 3)])
+        return on_response
 
+    on_answer = {node: answered_at(node) for node in (1, 2, 3)}
     for node in (1, 2, 3):
         net.register(node, handler)
     for i in range(64):
-        net.send(1 + i % 3, 1 + (i + 1) % 3, req, on_response)
+        net.send(1 + i % 3, 1 + (i + 1) % 3, req, on_answer[1 + i % 3])
     t0, c0 = time.perf_counter(), time.process_time()
     sched.advance(10**9)
     return sched.events_run, time.perf_counter() - t0, time.process_time() - c0

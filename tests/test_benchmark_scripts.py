@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -333,6 +334,24 @@ def test_core_events_runs_its_budget_of_messages_and_gives_cpu_beside_wall(bench
     monkeypatch.setattr(bench_sim, "time", SimpleNamespace(perf_counter=lambda: next(wall),
                                                           process_time=lambda: next(cpu)))
     assert bench_sim.core_events(1000) == (1000 + 128, 2.5, 0.75)
+
+
+def test_core_events_passes_requests_round_all_three_links(bench_sim, monkeypatch):
+    """The core ping-pong is among three nodes, each passing on to the next (1 -> 2 -> 3 -> 1),
+    not the first 64 exchanges spread and every later one between nodes 1 and 2."""
+    from kreplica.sim.network import SimNetwork
+    links: Counter = Counter()
+    send = SimNetwork.send
+
+    def counting_send(self, src, dst, *rest, **kw):
+        links[src, dst] += 1
+        return send(self, src, dst, *rest, **kw)
+
+    monkeypatch.setattr(SimNetwork, "send", counting_send)
+    bench_sim.core_events(3000)
+    assert set(links) == {(1, 2), (2, 3), (3, 1)}
+    assert sum(links.values()) == 64 + 1500
+    assert min(links.values()) >= 500, links
 
 
 def test_each_chaos_row_of_the_table_is_its_own_seeds_run(bench_sim, monkeypatch, capsys):
