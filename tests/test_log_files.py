@@ -922,3 +922,44 @@ def test_a_committed_read_fails_at_a_bad_first_batch_of_offset_0_below_the_high_
     [s] = plan_slices(opts, Pushdown(), _upper_bounds(opts, _partitions_of(opts)))
     with pytest.raises(CorruptMessage, match="crc|CRC"):
         _offsets(s)
+
+
+# ---- the hundred-and-fifty-ninth review (docs/engine-audit.md, SP8-..) -----------------------
+
+def test_a_read_limits_remainder_goes_to_the_lowest_numbered_partition_first():
+    """Offsets name partitions by their number as text; the rounding remainder of a read
+    limit goes to partition 2 before partition 10 (numeric order, not "10" < "2"), whatever
+    order the offsets came in, so each trigger of a stream moves the same partitions."""
+    from kreplica.spark.datasource import _cap
+
+    for begin, latest in (({"2": 0, "10": 0}, {"2": 10, "10": 10}), ({"10": 0, "2": 0}, {"10": 10, "2": 10})):
+        assert _cap(begin, latest, 1) == {"2": 1, "10": 0}
+        assert _cap(begin, latest, 3) == {"2": 2, "10": 1}
+
+
+def test_a_report_file_still_being_written_is_not_counted(tmp_path):
+    """A task writes its slice's report to ``<name>.<pid>.tmp`` and renames it over
+    ``<name>.json``: only the finished files count, so a report read while a retried task
+    rewrites its file counts each skipped batch once (and never reads half a file)."""
+    import json
+
+    from kreplica.spark.datasource import skipped_batches, skipped_regions
+
+    regions = [{"file": "00000000000000000000.log", "position": 61, "reason": "crc", "batches": 1},
+               {"file": "00000000000000000000.log", "position": 400, "reason": "crc", "batches": 1}]
+    (tmp_path / "t-0-0-0.json").write_text(json.dumps({"skipped_batches": 2, "regions": regions}))
+    (tmp_path / "t-0-0-0.4242.tmp").write_text(json.dumps({"skipped_batches": 2, "regions": regions}))
+    assert skipped_batches(tmp_path) == 2
+    assert skipped_regions(tmp_path) == regions
+
+
+def test_a_read_of_the_empty_partition_planned_when_everything_was_pruned_yields_nothing(tmp_path):
+    """When the filters prune every range, Spark still runs one task, on InputPartition(None):
+    the batch and the streaming reader both yield no rows for it."""
+    from pyspark.sql.datasource import InputPartition
+
+    from kreplica.spark.datasource import KReplicaReader, KReplicaStreamReader, ReadOptions
+
+    opts = ReadOptions.from_options({"path": str(tmp_path), "topic": "t"})
+    assert list(KReplicaReader(opts).read(InputPartition(None))) == []
+    assert list(KReplicaStreamReader(opts).read(InputPartition(None))) == []
