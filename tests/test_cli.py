@@ -589,6 +589,14 @@ def test_a_python_workers_failure_is_named_by_its_last_line_before_the_java_fram
                 "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)"
                 "\n\tat org.apache.spark.sql.execution.python.PythonArrowOutput$$anon$1.read(PythonArrowOutput.scala:118)\n")
     assert _spark_error(exc) == "in a Python worker: KeyError: 'config_index'"
+    gone = type("Py4JNetworkError", (Exception,), {"__module__": "py4j.protocol"})
+
+    class JavaSide:  # the error's Java object, asked through a gateway that has closed
+        def toString(self):
+            raise gone("Answer from Java side is empty")
+
+    exc.java_exception = JavaSide()  # (the hundred-and-fifty-ninth review)
+    assert _spark_error(exc) == "in a Python worker: KeyError: 'config_index'"
 
 
 def test_a_piped_report_table_is_printed_wide_and_an_interrupted_report_says_so(monkeypatch, tmp_path, capsys):
@@ -1196,3 +1204,34 @@ def test_bench_failover_adds_the_real_stores_rows_unless_told_memory_only(flag, 
     assert asked == [[30]] * real_store_rows
     out = capsys.readouterr().out.splitlines()
     assert len([line for line in out if line.startswith("zookeeper ")]) == real_store_rows
+
+
+def test_a_sweep_run_from_a_thread_other_than_the_main_one_leaves_signals_alone(monkeypatch, tmp_path):
+    """Signal handlers can only be set on the main thread: a sweep started from another
+    (an embedding program's worker) runs without taking Ctrl-C or SIGTERM, as every other
+    command does (the hundred-and-fifty-ninth review, SP8-25)."""
+    import signal
+    import threading
+
+    from kreplica.spark.sweep import SweepStats
+
+    def run_sweep(spark, grid, out, **kwargs):
+        return SweepStats(total=len(grid), already_done=0, executed=len(grid), chunks=1, wall_s=1.0)
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", lambda *a, **k: _Session())
+    monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    status: list = []
+
+    def sweep():
+        try:
+            status.append(cli.main(["sweep", "--scenario", "random-chaos", "--out", str(tmp_path / "out"),
+                                    "--no-progress"]))
+        except BaseException as exc:  # noqa: BLE001 - the failure is the result
+            status.append(exc)
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    thread.join(30)
+    assert status == [0]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

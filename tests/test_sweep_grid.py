@@ -129,6 +129,8 @@ def test_a_run_that_raises_is_a_failing_row_with_its_history(monkeypatch):
     monkeypatch.setattr(world.World, "_liveness", liveness)
     row = run(RunSpec(SCENARIO, RunConfig(truncation="leader-epoch"), 3))
     assert row["error"] == "RuntimeError: boom" and row["converged"] is False
+    # No figure, not 0: the report's mean availability leaves it out (the 159th review).
+    assert row["availability"] is None and row["throughput"] is None
     assert row["truncation"] == "leader-epoch" and row["violations_total"] == 0
     lines = history_text(row["history_gz"]).splitlines()
     assert len(lines) == row["events"] > 1 and hash_lines(lines) == row["history_hash"]
@@ -155,25 +157,32 @@ def test_orphaned_scratch_goes_and_a_live_or_young_one_stays(tmp_path, monkeypat
     assert remove_orphaned_scratch(keep=own) == [scratch_dir(locked)]
 
 
+def _use_scratch_in_a_thread(name: str):
+    """A task taking the sweep's scratch ``name`` on a thread of its own: the thread and
+    the list that gets the lock's descriptor, or the exception use_scratch raised."""
+    import threading
+
+    got: list = []
+
+    def take():
+        try:
+            got.append(use_scratch(name))
+        except BaseException as e:  # noqa: BLE001 - the failure is the result
+            got.append(e)
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    return taker, got
+
+
 def test_the_tasks_of_one_sweep_share_its_scratch_and_it_goes_when_the_last_ends(tmp_path, monkeypatch):
     """A host runs several tasks of a sweep at once, each holding the sweep's lock: a
     second task must neither wait for the first nor fail on the directory it made, and
     the directory is an orphan only once no task holds it."""
-    import threading
-
     monkeypatch.setattr("kreplica.sim.world.default_data_root", lambda: str(tmp_path))
     name = "kreplica-sweep-shared"
     first = use_scratch(name)
-    second: list = []
-
-    def take():
-        try:
-            second.append(use_scratch(name))
-        except BaseException as e:  # noqa: BLE001 - the failure is the result
-            second.append(e)
-
-    taker = threading.Thread(target=take, daemon=True)
-    taker.start()
+    taker, second = _use_scratch_in_a_thread(name)
     taker.join(10)
     held = [first]
     try:
@@ -944,3 +953,113 @@ def test_a_replay_of_a_scenario_given_as_a_path_stays_under_the_report_dir(tmp_p
     assert written.relative_to(tmp_path / "report" / "replays").parts == (
         scenario.replace("/", "_"), "acks=all", "seed-3.jsonl")
     assert command == f"kreplica simulate --replay {written}"
+
+
+# ---- the hundred-and-fifty-ninth review (docs/engine-audit.md, SP8-..) -----------------------
+
+def test_one_configuration_swept_over_several_scenarios_is_named_by_its_key():
+    """With nothing varying but the scenario, the table's configuration column (and a
+    plot's label) is the configuration's key, not an empty cell."""
+    from kreplica.spark.report import _table_rows, label
+
+    rows = [_summary_row(), _summary_row(scenario="unclean-election")]
+    head, body = _table_rows(rows)
+    key = rows[0]["config_key"]
+    assert [dict(zip(head, line))["configuration"] for line in body] == [key, key]
+    assert label(rows[0], [], False) == key
+
+
+def test_a_pipe_in_a_scenario_path_stays_inside_its_report_cell():
+    """report.md's table is Markdown: a scenario given as a path with a ``|`` in it is
+    escaped, so the row keeps one cell per column."""
+    import re
+
+    from kreplica.spark.report import _table_rows, markdown
+
+    row = _summary_row(scenario="./odd|name.toml")
+    head, _ = _table_rows([row])
+    [line] = [line for line in markdown([row], [], [], 0, [], "out").splitlines()
+              if line.startswith("| ./odd")]
+    assert line.startswith("| ./odd\\|name.toml | ")
+    assert len(re.split(r"(?<!\\)\|", line)) == len(head) + 2
+
+
+def test_a_report_of_no_rows_writes_no_files(tmp_path, monkeypatch):
+    """Nothing to report on writes no report.md claiming 0 runs, no empty plots and not
+    even the report directory."""
+    from kreplica.spark import report
+
+    monkeypatch.setattr(report, "summarize", lambda spark, runs: [])
+    monkeypatch.setattr(report, "failing_runs", lambda spark, runs, limit: ([], 0))
+    made = report.build_report(None, None, tmp_path / "report", show=False)
+    assert (made.rows, made.failing, made.failing_total, made.markdown, made.plots) == ([], [], 0, None, [])
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_configuration_of_1s_is_keyed_by_numbers_not_by_true():
+    """1 equals True in Python, but a key names an integer or rate 1 as ``1``: the text
+    only ``unclean`` spells true or false (a rf=1, min_isr=1, fault_rate=1 sweep must find
+    its own rows on a re-run, and its label must not read ``rf=true``)."""
+    config = RunConfig.parse({"min_isr": 1, "rf": "1", "fault_rate": 1, "unclean": True, "until_ms": 0})
+    assert config.key == ("acks=-,min_isr=1,unclean=true,truncation=-,rf=1,fault_rate=1,until_ms=0")
+    assert RunConfig(unclean=False, fault_rate=0.0).key.split(",")[2::3] == ["unclean=false", "fault_rate=0"]
+
+
+def test_a_scenario_whose_topics_differ_in_replication_factor_reports_the_smallest():
+    """Without an rf axis the row's rf is the scenario's: for topics of rf 3 and 2, the
+    least replicated one (the one a loss reaches first), not the most."""
+    sc = build_scenario("random-chaos", RunConfig())
+    [topic] = sc.topics
+    mixed = dataclasses.replace(sc, topics=(dataclasses.replace(topic, replication_factor=3),
+                                            dataclasses.replace(topic, name="u", replication_factor=2)))
+    assert effective_config(mixed, RunConfig())["rf"] == 2
+    assert effective_config(build_scenario("random-chaos", RunConfig(rf=2)), RunConfig(rf=2))["rf"] == 2
+
+
+def test_the_tables_labels_read_from_the_left_and_its_figures_from_the_right():
+    """The scenario and configuration columns are left-aligned, every figure right-aligned
+    (as the simulate summary's values are)."""
+    import io
+
+    from rich.console import Console
+
+    from kreplica.spark.report import print_table
+
+    rows = [_summary_row(),
+            _summary_row(truncation="high-watermark", config_key=RunConfig(truncation="high-watermark").key,
+                         runs=12)]
+    console = Console(file=io.StringIO(), width=250)
+    print_table(rows, console)
+    out = console.file.getvalue()
+    assert f"│ {SCENARIO} │ truncation=leader-epoch   │    4 │" in out
+    assert f"│ {SCENARIO} │ truncation=high-watermark │   12 │" in out
+
+
+def test_a_null_axis_value_in_a_grid_file_keeps_the_scenarios_own(tmp_path):
+    """In a YAML grid, ``~`` among an axis' values is the point that keeps the scenario's
+    value (a baseline beside the overrides), as an axis not given at all does."""
+    grid = tmp_path / "g.yaml"
+    grid.write_text("scenarios: [random-chaos]\nconfig:\n  unclean: [~, true]\n  min_isr: [~]\n")
+    assert Grid.load(grid).configs == (RunConfig(), RunConfig(unclean=True))
+    assert RunConfig.parse({"acks": None, "fault_rate": None}) == RunConfig()
+
+
+def test_a_task_waits_for_a_probe_holding_its_scratch_lock_instead_of_failing(tmp_path, monkeypatch):
+    """remove_orphaned_scratch probes a directory with a brief exclusive lock: a task of
+    that sweep starting meanwhile waits for its shared lock, it does not fail the task."""
+    import fcntl
+
+    monkeypatch.setattr("kreplica.sim.world.default_data_root", lambda: str(tmp_path))
+    name = "kreplica-sweep-probed"
+    os.close(use_scratch(name))
+    probe = os.open(os.path.join(scratch_dir(name), ".in-use"), os.O_RDWR)
+    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        taker, got = _use_scratch_in_a_thread(name)
+        taker.join(0.3)
+        assert taker.is_alive() and got == []
+    finally:
+        os.close(probe)
+    taker.join(10)
+    assert [type(x) for x in got] == [int], got
+    os.close(got[0])
