@@ -45,6 +45,11 @@ def memory_client(monkeypatch):
     ("\tfoo\n", ["foo"]),  # Whitelist trims the text first (TL7-03)
     ('"foo"', ["foo"]),  # and drops double quotes as it drops single ones (TL7-07)
     ("", []),  # an empty pattern is still a pattern: it matches no name (the 138th review)
+    # Java's String.trim: U+0000 to U+0020 go (a BEL, which Python's strip() keeps), a
+    # no-break space or an ideographic one stays, and the pattern then matches no name.
+    ("\x07foo\x01", ["foo"]),
+    ("\u00a0foo", []),
+    ("foo\u3000", []),
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
     flags = ["--topic", topic] if topic is not None else []

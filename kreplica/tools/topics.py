@@ -70,8 +70,10 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
 
 def topic_filter(text: str) -> "re.Pattern[str]":
     """Kafka's ``--topic`` for ``--list`` (its ``Whitelist``): a regular expression matching
-    whole names, commas meaning "or", spaces and surrounding quotes dropped."""
-    pattern = text.strip().replace(",", "|").replace(" ", "").strip("\"'")
+    whole names, commas meaning "or", spaces and surrounding quotes dropped.  The text is
+    trimmed as its ``rawRegex.trim`` trims it: Java's String.trim (U+0000 to U+0020), not
+    Python's notion of whitespace (which keeps a BEL and drops a no-break space)."""
+    pattern = text.strip(JAVA_BLANKS).replace(",", "|").replace(" ", "").strip("\"'")
     try:
         return re.compile(pattern)
     except re.error as e:
