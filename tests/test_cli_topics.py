@@ -640,11 +640,25 @@ def test_alter_prints_the_topics_configs_sorted_by_key(memory_client, capsys):
     assert capsys.readouterr().out == 'Updated config for topic "foo": retention.ms=1000,segment.bytes=1024\n'
 
 
-def test_a_missing_reassignment_file_is_an_error_line_before_connecting(tmp_path, capsys):
-    missing = tmp_path / "plan.json"
-    # Port 1 has no ZooKeeper: refused before any attempt to connect, not a traceback.
-    assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(missing)]) == 1
-    assert capsys.readouterr().err == f"Error: [Errno 2] No such file or directory: '{missing}'\n"
+@pytest.mark.parametrize("name, reason", [
+    ("plan.json", "[Errno 2] No such file or directory"),
+    # An empty name is a file that is not there, not "no file": it was taken as no plan,
+    # and the command connected, to blame the plan for naming no partition (157th review).
+    ("", "[Errno 2] No such file or directory"),
+    (".", "[Errno 21] Is a directory"),  # any OSError, not only a missing file (TL8-21)
+], ids=["missing", "empty-name", "directory"])
+def test_a_reassignment_file_that_cannot_be_read_is_an_error_line_before_connecting(tmp_path, monkeypatch,
+                                                                                      name, reason, capsys):
+    from kreplica.tools import topics
+
+    def connect(text):
+        raise AssertionError(f"connected to {text}")
+
+    monkeypatch.setattr(topics, "open_client", connect)
+    path = str(tmp_path / name) if name else name
+    # Refused before any attempt to connect, not a traceback.
+    assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--reassignment-json-file", path]) == 1
+    assert capsys.readouterr().err == f"Error: {reason}: '{path}'\n"
 
 
 def test_preferred_election_of_a_topic_without_partitions_names_none(memory_client, capsys):

@@ -41,7 +41,7 @@ def _plan(args: argparse.Namespace) -> dict[Any, list[int]] | None:
     --preferred-election); ValueError saying what is wrong with it."""
     from ..protocol import TopicPartition
 
-    if args.reassignment_json_file:
+    if args.reassignment_json_file is not None:  # "" too: a name no file has, not "no file"
         return _plan_file(args.reassignment_json_file)
     if args.replicas is None:
         return None
