@@ -39,6 +39,7 @@ def memory_client(monkeypatch):
     ("foo,bar2", ["bar2", "foo"]),
     ("foo,bar2,bar", ["bar - marked for deletion", "bar2", "foo"]),  # every comma an "or" (TL7-33)
     ("foo, bar2", ["bar2", "foo"]),  # Kafka's Whitelist drops the spaces (D2-18)
+    ("foo, bar2, bar", ["bar - marked for deletion", "bar2", "foo"]),  # every space (TL8-18)
     ("'foo'", ["foo"]),  # and the quotes a shell or a script left around the pattern (T3-05)
     ("nope", []),
     ("FOO", []),  # a Java Pattern: case counts (TL5-30)
@@ -124,6 +125,9 @@ def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001,true]}]}', 'partitions[0]: expected'),
     ('{"partitions":[{"topic":5,"partition":0,"replicas":[1001]}]}', 'partitions[0]: expected'),  # T4-07
     ("not json", "not JSON: Expecting value"),
+    # A byte order mark is no JSON whitespace: Kafka's parser stops at U+FEFF too (TL8-05).
+    ('\ufeff{"version":1,"partitions":[{"topic":"bar","partition":0,"replicas":[1001]}]}',
+     "not JSON: Unexpected UTF-8 BOM"),
     # Kafka: "Partition reassignment contains duplicate topic partitions" (the thirty-eighth review's bug).
     ('{"partitions":[{"topic":"bar","partition":0,"replicas":[1001]},'
      '{"topic":"bar","partition":0,"replicas":[1002]}]}', "partitions[1]: bar-0 is named twice"),
@@ -136,7 +140,7 @@ def test_alter_refuses_to_set_and_delete_the_same_key(memory_client, capsys):
 ])
 def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_path, content, message, capsys):
     plan = tmp_path / "plan.json"
-    plan.write_text(content)
+    plan.write_text(content, encoding="utf-8")
     # Port 1 has no ZooKeeper: the plan must be refused before any attempt to connect.
     assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--reassignment-json-file", str(plan)]) == 1
     err = capsys.readouterr().err
@@ -429,9 +433,10 @@ def test_describe_without_filters_still_prints_every_partition_under_its_topic_l
     assert out[0].startswith("Topic:bar\tPartitionCount:3") and out[1] == BAR0 and out[3] == BAR2
 
 
-def test_describe_filters_go_with_describe_only(filter_store):
+@pytest.mark.parametrize("flag", ["--unavailable-partitions", "--under-replicated-partitions"])  # each (TL8-01)
+def test_describe_filters_go_with_describe_only(filter_store, flag):
     with pytest.raises(SystemExit, match="go with --describe"):
-        main(["topics", "--zookeeper", "memory:1", "--list", "--unavailable-partitions"])
+        main(["topics", "--zookeeper", "memory:1", "--list", flag])
 
 
 # The thirty-eighth review (docs/engine-audit.md, D2-..): the second pass over these tools.
@@ -582,6 +587,7 @@ def test_a_bad_replica_assignment_says_what_is_expected(seed003_store, capsys):
     ("1001:1002,1002:1001,,", {0: [1001, 1002], 1: [1002, 1001]}),
     ("1001:1002:", {0: [1001, 1002]}),
     (" 1001 :1002", {0: [1001, 1002]}),  # each id trimmed, as `s.trim().toInt`
+    ("1001\t:\x001002\n", {0: [1001, 1002]}),  # of all Java's trim takes, not spaces only (TL8-03)
     ("1_001:1002", None),  # toInt is Integer.parseInt: no digit separators
     ("1001:\u00a01002", None),  # Java's trim stops at U+0020: a no-break space stays
     (",1001:1002", None),  # a leading empty item stays, and "" is no integer
@@ -832,3 +838,47 @@ def test_replicas_naming_a_broker_twice_are_refused_not_deduplicated(seed003_sto
     assert capsys.readouterr() == ("", "Error: INVALID_REPLICA_ASSIGNMENT: bar-1: duplicate replicas in "
                                        "[1001, 1001]\n")
     assert seed003_store().get_partition_reassignment() == {}
+
+
+# The hundred-and-fifty-seventh review (docs/engine-audit.md, TL8-..): the eighth pass.
+def test_a_reassignment_file_may_move_the_same_partition_number_of_two_topics(seed003_store, tmp_path, capsys):
+    """A duplicate is a topic-partition named twice, as Kafka's tool tells them
+    (TopicAndPartition), not a partition number: bar-0 and wide-0 are two partitions (TL8-09)."""
+    seed003_store().create_topic("wide", {0: [1001, 1002], 1: [1002, 1003]})
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "wide", "partition": 0, "replicas": [1003, 1001]},
+        {"topic": "bar", "partition": 0, "replicas": [1002, 1001, 1003]}]}))
+    assert main(["reassign", "--zookeeper", "memory:1", "--reassignment-json-file", str(plan)]) == 0
+    assert capsys.readouterr() == ("Successfully started reassignment of bar-0, wide-0\n", "")
+    assert seed003_store().get_partition_reassignment() == {
+        TopicPartition("bar", 0): [1002, 1001, 1003], TopicPartition("wide", 0): [1003, 1001]}
+
+
+@pytest.mark.parametrize("action", ["start", "verify"])
+def test_reassign_names_partitions_by_number_not_by_text(seed003_store, tmp_path, action, capsys):
+    """Partition 10 comes after partition 2, in what a started reassignment names and in
+    what --verify shows, as the TopicPartition order (topic, then partition number) gives
+    it; as text, "wide-10" would come first (TL8-16, TL8-15)."""
+    from kreplica.meta import layout
+
+    if action == "start":
+        seed003_store().create_topic("wide", {p: [1001, 1002, 1003] for p in range(11)})
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "wide", "partition": p, "replicas": [1003, 1002, 1001]} for p in (10, 2)]}))
+        assert main(["reassign", "--zookeeper", "memory:1", "--reassignment-json-file", str(plan)]) == 0
+        assert capsys.readouterr().out == "Successfully started reassignment of wide-2, wide-10\n"
+    else:
+        node = {"version": 1, "partitions": [{"topic": "wide", "partition": p, "replicas": [1001]} for p in (10, 2)]}
+        seed003_store().session.create(layout.REASSIGN_PARTITIONS, json.dumps(node).encode(), makepath=True)
+        assert main(["reassign", "--zookeeper", "memory:1", "--verify"]) == 0
+        assert capsys.readouterr().out == "Reassignment in progress: wide-2 -> [1001], wide-10 -> [1001]\n"
+
+
+def test_list_sorts_names_as_java_sorts_strings_capitals_first(memory_client, capsys):
+    """kafka-topics.sh sorts `getAllTopics` as Scala sorts Strings, by UTF-16 code unit:
+    "Zed" before "bar", not an alphabet that ignores case (TL8-17)."""
+    memory_client.create_topic("Zed", {0: [1001]})
+    assert main(["topics", "--zookeeper", "memory:1", "--list"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["Zed", "bar - marked for deletion", "bar2", "foo"]
