@@ -99,6 +99,11 @@ def test_shared_argument_types(tmp_path, capsys):
                                    (cli.at_least(0), "1_000", "'1_000' is not an integer"),
                                    (cli.at_least(0), " 5 ", "' 5 ' is not an integer"),
                                    (cli.integer, "+-1", r"'\+-1' is not an integer"),
+                                   # Every digit of the Basic Multilingual Plane, not one of them (TL8-02).
+                                   (cli.integer, "1\U000104A1", "is not an integer"),
+                                   # At least one digit: not int()'s message about "" (TL8-23).
+                                   (cli.integer, "", "'' is not an integer"),
+                                   (cli.integer, "-", "'-' is not an integer"),
                                    (cli.directory, str(tmp_path / "nope"), "no such directory"),
                                    (cli.directory, str(tmp_path / "file"), "not a directory"),
                                    (cli.output_file, str(tmp_path / "nope" / "x.json"), "No such file or directory"),
@@ -113,6 +118,7 @@ def test_key_value_splits_at_the_first_equals_sign_and_strips_both_sides():
     # A value may hold "=" (a sweep's --conf, a path); the key never does.
     assert cli.key_value(" retention.ms = 60000 ") == ("retention.ms", "60000")
     assert cli.key_value("k=a=b") == ("k", "a=b")
+    assert cli.key_value("\tretention.ms\t=\t60000\n") == ("retention.ms", "60000")  # every blank (TL8-22)
     assert cli.key_value("k=") == ("k", "")
     for text in ("k", "=v", " =v"):
         with pytest.raises(ValueError, match="expected KEY=VALUE"):
@@ -1000,7 +1006,14 @@ def test_a_store_that_cannot_be_reached_is_an_error_line(command, monkeypatch, c
     (["consume", "--partition", "0", "--offset", "1", "--from-beginning"],
      "argument --from-beginning: not allowed with argument --offset"),
     (["produce", "--partition", "-1"], "argument --partition: -1: must be at least 0"),  # TL7-12
-], ids=["batch-size-0", "max-messages-0", "offset-and-from-beginning", "partition-minus-1"])
+    # Consume's too (TL8-11, TL8-12, TL8-19). kafka-console-consumer refuses a negative --offset
+    # as well; a negative --timeout-ms it takes as none, where kreplica refuses it (never, as
+    # the mutant read -1, a timeout already passed).
+    (["consume", "--partition", "-1"], "argument --partition: -1: must be at least 0"),
+    (["consume", "--partition", "0", "--offset", "-1"], "argument --offset: -1: must be at least 0"),
+    (["consume", "--timeout-ms", "-1"], "argument --timeout-ms: -1: must be at least 0"),
+], ids=["batch-size-0", "max-messages-0", "offset-and-from-beginning", "partition-minus-1",
+        "consume-partition-minus-1", "consume-offset-minus-1", "consume-timeout-minus-1"])
 def test_a_zero_count_or_two_starting_points_is_a_usage_error(argv, message, no_connect, capsys):
     command, *flags = argv
     assert _refused([command, "--zookeeper", ZK, "--topic", "t", *flags], capsys) == f"kreplica {command}: error: {message}"
@@ -1126,6 +1139,9 @@ def test_consume_goes_on_past_the_offsets_a_compacted_log_lacks(tools_cluster, c
     monkeypatch.setattr(tools_cluster, "fetch", compacted)
     assert consume("--partition", "0", "--from-beginning", "--timeout-ms", "0") == (
         0, ["v0", "v3", "v4"], "3 records\n")
+    # --print-offset shows each record's own offset, not where the reader stood (TL8-06).
+    assert consume("--partition", "0", "--from-beginning", "--print-offset", "--timeout-ms", "0") == (
+        0, ["0:0\tv0", "0:3\tv3", "0:4\tv4"], "3 records\n")
 
 
 def test_main_runs_a_command_from_a_thread_other_than_the_main_one(monkeypatch):
@@ -1157,6 +1173,16 @@ def test_top_level_help_lists_each_command_by_its_help_line(monkeypatch, capsys)
         assert [name, *cli._help(importlib.import_module(module_name)).split()] in listed, name
     from kreplica.tools import topics
     assert cli._help(topics) == topics.HELP
+
+
+def test_a_command_without_help_is_listed_by_its_docstrings_first_line_of_text():
+    """The fallback for a module without HELP (cli's docstring: "else the docstring's first
+    line"): the first line of text, also when the docstring opens with a newline, as
+    PEP 257's multi-line form may, not an empty help (TL8-20)."""
+    import types
+
+    module = types.ModuleType("without_help", "\n    ``kreplica x``: does x.\n\n    Longer text.\n    ")
+    assert cli._help(module) == "kreplica x: does x."
 
 
 def test_a_commands_help_keeps_its_description_as_written(capsys):
