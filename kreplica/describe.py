@@ -61,7 +61,9 @@ def format_describe(d: TopicDescription, under_replicated: bool = False,
     """Kafka 0.10's layout.  ``under_replicated`` keeps only partitions whose ISR is smaller
     than their replica list; ``unavailable_on`` (the live brokers) keeps only partitions
     without a leader or led by a broker not among them.  With either filter the topic's
-    summary line is left out and a partition passing either is printed, as 0.10 does."""
+    summary line is left out and a partition passing either is printed, as 0.10's
+    describeTopic reads them (its command line, and ``kreplica topics``, refuse the two
+    together)."""
     lines = []
     if not under_replicated and unavailable_on is None:
         configs = ",".join(f"{k}={v}" for k, v in sorted(d.config.items()))

@@ -416,7 +416,6 @@ BAZ0 = "\tTopic: baz\tPartition: 0\tLeader: none\tReplicas: 1002\tIsr: "
 @pytest.mark.parametrize("flags, lines", [
     (["--under-replicated-partitions"], [BAR0, BAR2, BAZ0]),  # baz: no ISR stored yet, as 0.10 counts it
     (["--unavailable-partitions"], [BAR0, BAR2, BAZ0]),  # led by a dead broker, by none, not yet
-    (["--under-replicated-partitions", "--unavailable-partitions"], [BAR0, BAR2, BAZ0]),
     (["--under-replicated-partitions", "--topic", "foo"], []),
 ])
 def test_describe_filters_report_only_the_partitions_in_trouble_without_topic_lines(filter_store, flags,
@@ -447,7 +446,6 @@ Q1 = "\tTopic: q\tPartition: 1\tLeader: 1003\tReplicas: 1003\tIsr: 1003"
 @pytest.mark.parametrize("flags, lines", [
     (["--under-replicated-partitions"], [Q0]),
     (["--unavailable-partitions"], [Q1]),
-    (["--under-replicated-partitions", "--unavailable-partitions"], [Q0, Q1]),
 ])
 def test_each_describe_filter_keeps_only_its_own_kind_of_partition(monkeypatch, flags, lines, capsys):
     # The filter tests' partitions in trouble are in trouble both ways; here q-0 is only
@@ -734,6 +732,28 @@ def test_under_replicated_compares_the_isr_and_replica_counts_as_0_10_does():
                                PartitionDescription(1, 1002, (1002, 1003), (1002,), 3)), {})
     assert format_describe(d, under_replicated=True) == (
         "\tTopic: q\tPartition: 1\tLeader: 1002\tReplicas: 1002,1003\tIsr: 1002\n")
+
+
+def test_the_two_describe_filters_together_are_refused_as_kafka_topics_refuses_them(filter_store, capsys):
+    """kafka-topics.sh's checkArgs (0.10) names each filter among the other's invalid
+    options ("Option "[under-replicated-partitions]" can't be used with option
+    "[unavailable-partitions]""), though its describeTopic would print a partition passing
+    either; the command took both (157th review, found checking TL8-01's citation)."""
+    with pytest.raises(SystemExit, match="--under-replicated-partitions can't be used with --unavailable-partitions"):
+        main(["topics", "--zookeeper", "memory:1", "--describe", "--under-replicated-partitions",
+              "--unavailable-partitions"])
+    assert capsys.readouterr().out == ""
+
+
+def test_format_describe_with_both_filters_prints_a_partition_passing_either():
+    """The library's format_describe still takes both filters, as 0.10's describeTopic
+    reads them: q-0 only under-replicated, q-1 only unavailable, q-2 neither (D2-09)."""
+    from kreplica.describe import PartitionDescription, TopicDescription, format_describe
+
+    d = TopicDescription("q", (PartitionDescription(0, 1001, (1001, 1002), (1001,), 0),
+                               PartitionDescription(1, 1003, (1003,), (1003,), 0),
+                               PartitionDescription(2, 1002, (1002,), (1002,), 0)), {})
+    assert format_describe(d, True, frozenset({1001, 1002})) == Q0 + "\n" + Q1 + "\n"
 
 
 def test_a_refused_create_says_nothing_was_created(memory_client, capsys):

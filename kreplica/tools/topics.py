@@ -139,6 +139,9 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
 
     if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
         raise SystemExit("--under-replicated-partitions and --unavailable-partitions go with --describe")
+    if args.under_replicated_partitions and args.unavailable_partitions:
+        # As kafka-topics.sh's checkArgs: each filter names the other among its invalid options.
+        raise SystemExit("--under-replicated-partitions can't be used with --unavailable-partitions")
     if args.list:
         # An empty --topic is a pattern too (it matches nothing), as Kafka's Whitelist("").
         wanted = topic_filter(args.topic) if args.topic is not None else None
