@@ -214,6 +214,28 @@ def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_
     assert "elected outside the ISR" in c.violation.message and not c.losses
 
 
+def test_an_outsider_holding_another_batch_at_an_acked_offset_where_unclean_was_never_enabled_loses_it_at_once(make):
+    """Swarm seed 23's outsider (it never truncated a deposed epoch's batches), where
+    unclean.leader.election.enable was never true: its log ends past both acked offsets but
+    holds other batches there, so both acked writes are lost at its election, reported then
+    under the first (its HW, 0, would reach them only once it commits on)."""
+    c = Checker(History(), unclean_default=False)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"never-committed"], 0, commit=False)
+    append(outsider, [b"tail"], 0, commit=False)
+    committed = make("committed", Role.LEADER, 1, isr=(1,))
+    for value in (b"acked-at-0", b"acked-at-1"):
+        base, last, crc = append(committed, [value], 1)
+        c.observe(1, "t-0", committed, None)
+        c.on_ack("t-0", base, last, crc, -1, 1)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 2, (3,)
+    c.observe(3, "t-0", outsider, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and v.broker == 3
+    assert "ends at 2 without the write acked at offset 0, elected outside the ISR" in v.message
+    assert not c.losses
+
+
 @pytest.mark.parametrize("spelled", ["true", "TRUE"])
 def test_an_override_that_once_enabled_unclean_elections_excuses_the_topic(make, spelled):
     """Once enabled, a topic stays excused: a controller may act on what it read before.
@@ -930,6 +952,8 @@ def test_a_power_lost_leader_that_appends_before_its_election_is_not_divergence(
     assert c.models["t-0"].canon_end == 2  # the new leader's batch is the history now
     superseded = [e for e in c.history.events if e.kind == "superseded"]
     assert [(e.data["from_offset"], e.data["cause"]) for e in superseded] == [(0, "power-loss")]
+    # The read of the lost batch is that loss too, counted under its cause.
+    assert [(r.offset, r.cause, r.leader, r.leader_epoch) for r in c.superseded_reads] == [(0, "power-loss", 1, 1)]
 
 
 def test_a_power_lost_broker_resuming_its_old_epoch_is_a_violation(make):
@@ -1445,8 +1469,10 @@ def test_a_pending_isr_is_judged_against_the_newest_pending_one_not_the_first(ma
     pending = _store_states_then_elect_broker_1(make, c, (1, 3), 3, [(3, 5, (1, 3)), (3, 6, (3,)), (1, 7, (1,))], 8)
     assert pending == [(5, (1, 3)), (6, (3,))]
     assert c.violation is None and c.unclean_elections == 1
-    # The election's event names the ISR it was judged against, not the last one served.
-    assert [(e.data["previous_isr"], e.data["unclean"]) for e in c.history.of_kind("election")][-1] == ([3], True)
+    # The election's event names the ISR it was judged against, not the last one served,
+    # and apart from it the ISR the new leader serves.
+    last = [e.data for e in c.history.of_kind("election")][-1]
+    assert (last["previous_isr"], last["unclean"], last["isr"]) == ([3], True, [1])
 
 
 def test_an_isr_is_a_set_the_store_may_list_in_another_order(make):
@@ -2381,6 +2407,9 @@ def test_every_acked_write_an_unclean_election_loses_is_counted(make):
     assert [(loss.offset, loss.cause, loss.leader, loss.leader_epoch) for loss in c.losses] == [
         (0, "unclean-election", 3, 1), (1, "unclean-election", 3, 1)]
     assert c.models["t-0"].acked == {}
+    # The history names each lost write by its own offset, not where the loss starts.
+    assert [(e.broker, e.data) for e in c.history.of_kind("counted_loss")] == [
+        (3, {"offset": offset, "cause": "unclean-election", "epoch": 1}) for offset in (0, 1)]
 
 
 def test_a_store_state_led_by_broker_0_is_led_not_leaderless(make):
