@@ -1373,10 +1373,11 @@ def test_a_consumer_read_of_a_batch_straddling_the_hw_is_beyond_it():
     """A batch is committed only whole: a consumer served offsets 0..2 with HW 2 got
     offset 2, which is not committed."""
     c = Checker(History())
-    c.on_consume("t-0", [(0, 2, 0, 7)], high_watermark=2, leader=1)
+    c.on_consume("t-0", [(0, 2, 0, 7)], high_watermark=2, leader=3)
     v = c.violation
     assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED
     assert "beyond the HW 2" in v.message
+    assert v.broker == 3  # the leader that served it, not the partition's (none known here)
 
 
 def test_a_leader_that_truncated_between_two_sightings_may_lead_again_from_a_lower_hw(make):
@@ -2063,24 +2064,27 @@ def test_every_damaged_batch_is_found_not_only_the_first():
         intact[0], intact[1][:3] + (DAMAGED,), intact[2], intact[3][:3] + (DAMAGED,)]
 
 
-def test_history_superseded_from_below_the_expired_mark_grows_again_from_the_newest_leader(make):
+@pytest.mark.parametrize("leftovers", [([b"X", b"Y"], [b"Z"]), ([b"X"], [b"Y", b"Z"])],
+                         ids=["first-batch-at-the-mark", "first-batch-straddling-the-mark"])
+def test_history_superseded_from_below_the_expired_mark_grows_again_from_the_newest_leader(make, leftovers):
     """The old leader deleted up to offset 2 (the mark); an outsider holding leftovers
     that differ from offset 0 is elected uncleanly, so the history is superseded from 0,
     below the mark, where no replica is read any more.  The history used to stop growing
     there for good (followers, acks and reads went unchecked); the new leader's batches
-    from the mark on are the history now, and a follower differing there is caught."""
+    from the mark on are the history now, from its batch holding the mark (which may start
+    below it), and a follower differing there is caught."""
     c = Checker(History())
     _a_leader_that_deleted_below_2(c, make, isr=(1,))
     outsider = make("outsider", Role.LEADER, 1, isr=(3,))
-    append(outsider, [b"X", b"Y"], 0)  # leftovers of an epoch no one committed
-    append(outsider, [b"Z"], 0)
+    for values in leftovers:  # leftovers of an epoch no one committed, up to 2
+        append(outsider, values, 0)
     append(outsider, [b"d"], 1)
     c.observe(3, "t-0", outsider, None)
     assert c.violation is None and c.unclean_elections == 1
-    assert c.models["t-0"].canon_end == 4  # Z at 2 and d at 3: the history goes on
+    assert c.models["t-0"].canon_end == 4  # the batch holding 2 and d at 3: the history goes on
     follower = make("f", Role.FOLLOWER, 1, isr=(3, 2))
-    append(follower, [b"X", b"Y"], 0)
-    append(follower, [b"Z"], 0)
+    for values in leftovers:
+        append(follower, values, 0)
     append(follower, [b"other"], 1)
     c.observe(2, "t-0", follower, FetchPhase.FETCHING)
     assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
