@@ -2357,6 +2357,29 @@ def test_a_read_not_yet_seen_committed_exactly_where_the_new_leader_ends_is_coun
     assert sorted(c.models["t-0"].consumed) == [0]
 
 
+def test_an_ack_not_yet_seen_committed_where_the_unclean_leader_holds_another_batch_is_a_counted_loss(make):
+    """b's ack reaches the checker before the step that committed b is judged; broker 3,
+    outside the ISR, holds a and then its own batch X at 1 (it never had b), and is
+    elected where unclean elections are allowed.  The acked write is that election's
+    loss, counted at once, not a violation found when the new leader commits X there."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", *append(old, [b"b"], 0), -1, 1, leader=1)   # b not yet judged committed
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    append(outsider, [b"a"], 0, commit=False)
+    append(outsider, [b"X"], 0, commit=False)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and c.unclean_elections == 1
+    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(1, "unclean-election", 3)]
+    outsider.log.maybe_increment_high_watermark(2)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None, c.violation.describe()
+    assert c.models["t-0"].canon_end == 2
+
+
 def test_a_read_not_yet_seen_committed_that_an_unclean_election_loses_alone_is_counted_not_a_vanished_record(make):
     """Nothing the checker saw committed is lost (the new leader holds a), but the read of
     b, committed by the deposed leader and not yet judged, is beyond where the new leader

@@ -619,9 +619,23 @@ class Checker:
     def _unclean_end(p: Any, m: PartitionModel, leo: int) -> int:
         """Where an uncleanly elected replica's log leaves the committed history: its LEO,
         or the first committed batch it holds differently. Out of the ISR it may never have
-        truncated a deposed epoch's batches, so it can differ from offset 0 on."""
-        differs = _first_difference(p, m, 0, min(leo, m.canon_end))
-        return leo if differs is None else differs
+        truncated a deposed epoch's batches, so it can differ from offset 0 on.
+
+        Past the committed end it is compared with the acked writes the checker has not
+        yet seen committed (an ack may reach it before the step that committed its batch
+        is judged): one it does not hold is where its log leaves the history too, or the
+        write would be found lost only when the new leader commits its own batch there,
+        as a violation rather than this election's counted loss."""
+        upto = min(leo, m.canon_end)
+        differs = _first_difference(p, m, 0, upto)
+        if differs is not None:
+            return differs
+        for base in sorted(b for b, ack in m.acked.items() if b >= upto and ack.last < leo):
+            ack = m.acked[base]
+            held = read_fingerprints(p.log, base, base + 1)
+            if not held or (held[0][0], held[0][1], held[0][3]) != (base, ack.last, ack.crc):
+                return base
+        return leo
 
     def _note_back(self, m: PartitionModel, broker: int) -> None:
         """The replica is seen again: the first sighting after a restart that followed its
