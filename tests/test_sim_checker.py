@@ -1124,6 +1124,28 @@ def test_a_follower_that_truncated_below_what_it_had_verified_is_judged_again_th
     assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "offset 1" in v.message
 
 
+def test_a_truncation_above_what_a_follower_had_verified_leaves_the_rest_to_judge(make):
+    """A follower verified up to its HW, 1, holds X at 1 and Y at 2 above it; a truncation
+    to 2 (the end offset of its epoch, say) cuts only Y.  X is still unjudged: once the
+    follower's HW passes it, it is judged, not skipped as if the truncation had verified it."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    for value in (b"a", b"b", b"c"):
+        append(leader, [value], 0)
+    c.observe(1, "t-0", leader, None)
+    append(follower, [b"a"], 0)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    append(follower, [b"X"], 0, commit=False)
+    append(follower, [b"Y"], 0, commit=False)
+    follower.log.truncate_to(2)
+    c.on_truncate(2, "t-0", 2)
+    assert c.violation is None and c.views[(2, "t-0")].verified == 1
+    follower.log.maybe_increment_high_watermark(2)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and "offset 1" in v.message
+
+
 def test_a_deposed_leaders_log_start_does_not_excuse_what_followers_hold_below_it(make):
     """Only a current leader's log start marks history as expired: a deposed leader's
     retention is its own, and a follower is still judged above the current leader's."""
