@@ -144,14 +144,19 @@ def test_a_follower_is_judged_only_above_the_log_start_a_leader_has_had(make):
     assert c.violation.broker == 3 and "offset 2" in c.violation.message
 
 
-def test_a_truncating_follower_is_not_judged_until_it_fetches(make):
+@pytest.mark.parametrize("phase", [FetchPhase.TRUNCATING, None], ids=["truncating", "no-fetch-state"])
+def test_a_truncating_follower_is_not_judged_until_it_fetches(make, phase):
+    """Nor is a follower no fetcher holds (the world hands it over with no phase: its
+    fetch, and so its truncation, not begun yet or stopped)."""
     c = Checker(History())
     leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
     append(leader, [b"a"], 0)
     append(follower, [b"stale"], 0)
     c.observe(1, "t-0", leader, None)
-    c.observe(2, "t-0", follower, FetchPhase.TRUNCATING)
+    c.observe(2, "t-0", follower, phase)
     assert c.violation is None
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is not None and c.violation.invariant is Invariant.REPLICA_DIVERGENCE
 
 
 def test_new_leader_without_an_acked_write_is_a_loss(make):
@@ -893,6 +898,7 @@ def test_violation_carries_the_partitions_last_events():
     trace = c.violation.trace
     assert len(trace) == 10 and trace[0].data["offset"] == 41  # the last 9 acks, then the violation
     assert all(e.tp == "t-0" for e in trace) and trace[-1].kind == "violation"
+    assert (trace[-1].broker, trace[-1].data) == (1, {"invariant": "3-replica-divergence", "message": "boom"})
     assert "VIOLATION 3-replica-divergence" in c.violation.describe()
 
 
@@ -2179,6 +2185,7 @@ def test_a_late_leader_where_unclean_elections_were_never_enabled_is_excused_not
     c.observe(1, "t-0", first, None)
     assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
     assert "replaced by another batch" in c.violation.message and not c.losses
+    assert c.violation.broker == 1  # the leader that committed the other batch
 
 
 def test_a_replica_power_lost_twice_leaves_the_history_at_the_first_batch_it_holds_differently(make):
