@@ -882,8 +882,8 @@ def test_an_acks_all_answer_below_the_lowest_min_isr_the_topic_had():
     c.on_topic_config("low", "min.insync.replicas", "3")
     c.on_acks_all_answered(1, "low-0", 0, (1,))
     assert c.violation is None
-    c.on_acks_all_answered(1, "t-0", 2, (1,))
-    assert c.violation.invariant is Invariant.ACKED_WRITE_LOST
+    c.on_acks_all_answered(3, "t-0", 2, (3,))
+    assert c.violation.invariant is Invariant.ACKED_WRITE_LOST and c.violation.broker == 3  # the leader that answered
     assert "below min.insync.replicas=2" in c.violation.message
 
 
