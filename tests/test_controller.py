@@ -1452,18 +1452,11 @@ def test_a_failover_leaves_an_unclean_restart_in_an_isr_without_a_clean_live_mem
     assert st.leader == 2 and st.isr == (2, 3)
 
 
-def test_an_unclean_restart_whose_election_write_failed_is_not_recorded_handled(monkeypatch):
-    """1 comes back from an unclean shutdown unseen, still leading t-0 from before it.
-    The new controller's election of t-0 fails in the store: 1 still leads at the old
-    epoch, so the registration is not recorded handled, and the next controller
-    handles it again (the module docstring's "a write that failed leaves no record")."""
+def refuse_state_writes_of_t0(monkeypatch):
+    """From now on every write of t-0's state node fails in the store (NoNode)."""
     from kreplica.meta import KafkaZkClient
     from kreplica.meta.store import NoNode
 
-    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [1, 2, 3]})
-    c.sessions[8].set_reachable(False)
-    c.stop(1)
-    c.start(1, unclean_shutdown=True)
     real = KafkaZkClient.update_partition_states
 
     def refusing_t0(self, states):
@@ -1471,11 +1464,137 @@ def test_an_unclean_restart_whose_election_write_failed_is_not_recorded_handled(
         return updated, bad, {**failed, **({T0: NoNode(T0)} if T0 in states else {})}
 
     monkeypatch.setattr(KafkaZkClient, "update_partition_states", refusing_t0)
+
+
+def test_an_unclean_restart_whose_election_write_failed_is_not_recorded_handled(monkeypatch):
+    """1 comes back from an unclean shutdown unseen, still leading t-0 from before it.
+    The new controller's election of t-0 fails in the store: 1 still leads at the old
+    epoch, so the registration is not recorded handled, and the next controller
+    handles it again (the module docstring's "a write that failed leaves no record")."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [1, 2, 3]})
+    c.sessions[8].set_reachable(False)
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)
+    refuse_state_writes_of_t0(monkeypatch)
     stale = c.state("t", 0)
     c.kill(8)
     assert c.controller.broker_id == 9
     assert (c.state("t", 0).leader, c.state("t", 0).leader_epoch) == (1, stale.leader_epoch)
     assert 1 not in c.admin.get_unclean_shutdowns_handled([1])
+
+
+def test_a_member_left_beside_only_unclean_restarts_is_recorded_handled_when_the_leaders_write_failed(
+        monkeypatch):
+    """2 and 3 come back from an unclean shutdown unseen, 1 (the clean member) is dead, 2
+    leads t-0 with the ISR [2, 3] from before.  The election of t-0 fails in the store, so
+    2 still leads at the old epoch and is not recorded; 3 is, as the failover keeps it in
+    that ISR beside no clean live member (its rule, not a write that failed)."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [1, 2, 3]})
+    c.kill(1)
+    c.sessions[8].set_reachable(False)
+    for b in (2, 3):
+        c.stop(b)
+        c.start(b, unclean_shutdown=True)
+    refuse_state_writes_of_t0(monkeypatch)
+    stale = c.state("t", 0)
+    assert (stale.leader, stale.isr) == (2, (2, 3))
+    c.kill(8)
+    assert c.controller.broker_id == 9 and c.state("t", 0) == stale
+    assert c.admin.get_unclean_shutdowns_handled([2, 3]) == {3: c.controller.ctx.broker_epochs[3]}
+
+
+def test_a_broker_back_from_an_unclean_shutdown_hears_of_its_old_leadership_only_once_it_is_replaced(
+        monkeypatch):
+    """1 dies leading t-0 and the store refuses every t-0 write meanwhile, so the controller
+    still has 1 leading at the old epoch when 1 registers again after an unclean shutdown.
+    t-0 is elected again before 1 is started (the module docstring: told nothing until
+    those partitions have a new epoch): no LeaderAndIsr hands 1 its old leadership."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2, 3]})
+    stale = c.state("t", 0)
+    refuse_state_writes_of_t0(monkeypatch)
+    c.kill(1)
+    assert c.controller.ctx.leadership[T0].leader == 1
+    monkeypatch.undo()
+    c.channel.clear()
+    c.start(1, unclean_shutdown=True)
+    told = [ps for r in c.channel.requests(LeaderAndIsrRequest, 1) for ps in r.partition_states if ps.tp == T0]
+    assert told and all(ps.leader_epoch > stale.leader_epoch for ps in told)
+    assert (c.state("t", 0).leader, c.state("t", 0).leader_epoch) == (2, stale.leader_epoch + 1)
+
+
+def unseen_unclean_restart_then_failover(c, clear=False):
+    """Broker 1 restarts after an unclean shutdown while controller 8 is cut off from the
+    store (so no controller sees the bounce), then 8 dies and 9 fails over."""
+    c.sessions[8].set_reachable(False)
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)
+    if clear:
+        c.channel.clear()
+    c.kill(8)
+    assert c.controller.broker_id == 9
+    return c.controller
+
+
+def test_a_failover_fences_an_unclean_restart_out_of_an_isr_written_at_the_epoch_it_registered_with():
+    """1 comes back from an unclean shutdown unseen, registering the controller epoch it
+    read, 1, under which t-0's ISR [2, 1, 3] was also written: that ISR may predate the
+    crash, so the next controller takes 1 out of it beside the clean live members (the
+    module docstring's "controller epoch <= N") and starts it again as a follower."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [2, 1, 3]})
+    assert c.state("t", 0).controller_epoch == 1 and c.state("t", 0).isr == (2, 1, 3)
+    unseen_unclean_restart_then_failover(c)
+    st = c.state("t", 0)
+    assert (st.leader, st.isr) == (2, (2, 3))
+    assert c.controller.rsm.state(PartitionReplica(T0, 1)) is ReplicaState.ONLINE
+
+
+def test_an_unclean_restart_left_leading_at_a_new_epoch_is_recorded_handled():
+    """1 comes back from an unclean shutdown unseen, still leading t-0 with the ISR [1]:
+    the new controller's election can only keep 1 (the last choice), at a new leader
+    epoch.  Written, that election is the treatment: the registration is recorded
+    handled, though 1 leads again (a leader compared by id alone stayed suspect)."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [1, 2, 3]})
+    c.leader_sets_isr(T0, [1])
+    stale = c.state("t", 0)
+    unseen_unclean_restart_then_failover(c)
+    st = c.state("t", 0)
+    assert (st.leader, st.leader_epoch, st.isr) == (1, stale.leader_epoch + 1, (1,))
+    assert c.admin.get_unclean_shutdowns_handled([1]) == {1: c.controller.ctx.broker_epochs[1]}
+
+
+def test_a_failover_starts_every_replica_of_a_broker_back_from_an_unclean_shutdown():
+    """1 comes back from an unclean shutdown unseen, still leading t-0 (ISR [1]) and out
+    of t-1's ISR.  Held back while the failover's replica machine starts, it then gets
+    the startup treatment after t-0's election: a LeaderAndIsr marked init names every
+    partition it hosts (t-1 too, which no election or fence touches), and its replicas
+    are OnlineReplica -- not left ReplicaDeletionIneligible, never told to fetch t-1."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]))
+    c.leader_sets_isr(T0, [1])
+    c.leader_sets_isr(T1, [2, 3])
+    ctrl = unseen_unclean_restart_then_failover(c, clear=True)
+    assert c.state("t", 0).leader == 1
+    init = [r for r in c.channel.requests(LeaderAndIsrRequest, 1) if r.is_init]
+    assert len(init) == 1 and {ps.tp for ps in init[0].partition_states} == {T0, T1}
+    assert [ctrl.rsm.state(PartitionReplica(tp, 1)) for tp in (T0, T1)] == [ReplicaState.ONLINE] * 2
+
+
+def test_a_record_of_an_earlier_unclean_restart_does_not_cover_the_next_one():
+    """1's first unclean restart is seen and recorded handled for that registration.
+    It leads t-0 again, then restarts uncleanly once more, unseen: the record names the
+    earlier broker epoch, so the next controller still elects t-0 again before 1 hears
+    of it (the module docstring: a new registration is never covered by an older record)."""
+    c = with_topic(cluster(brokers=(8, 9, 1, 2, 3), candidates=[8, 9]), {0: [1, 2, 3]})
+    c.stop(1)
+    c.start(1, unclean_shutdown=True)
+    first = c.controller.ctx.broker_epochs[1]
+    assert c.admin.get_unclean_shutdowns_handled([1]) == {1: first}
+    c.leader_sets_isr(T0, [2, 3, 1])
+    assert c.controller.elect_preferred_leaders([T0]) == {}
+    before = c.state("t", 0)
+    assert before.leader == 1
+    assert unseen_unclean_restart_then_failover(c).ctx.broker_epochs[1] != first
+    st = c.state("t", 0)
+    assert st.leader == 2 and st.leader_epoch > before.leader_epoch
 
 
 def test_each_expired_config_change_notification_is_deleted_once():
