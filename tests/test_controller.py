@@ -1941,6 +1941,25 @@ def test_a_topic_reassigned_before_it_was_queued_for_deletion_is_deleted():
     assert c.controller.deletion.completed == ["t"]
 
 
+def test_a_topic_reassigned_while_another_was_queued_for_deletion_is_deleted_later():
+    """u's deletion is requested while t-0's reassignment waits for 4 to join the ISR:
+    only the queued topics being reassigned are marked ineligible (none here), so once
+    t's reassignment is done, a request to delete t starts at once."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 4, 9), candidates=[9]), {0: [1, 2, 3]})
+    with_topic(c, {0: [1, 2, 3]}, topic="u")
+    c.admin.create_partition_reassignment({T0: [4, 2, 3]})
+    c.settle()
+    c.admin.create_topic_deletion("u")
+    c.settle()
+    assert not c.admin.topic_exists("u")
+    c.leader_sets_isr(T0, [1, 2, 3, 4])
+    assert c.assignment("t") == {0: [4, 2, 3]}
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not c.admin.topic_exists("t")
+    assert c.controller.deletion.completed == ["u", "t"]
+
+
 def test_a_topic_with_no_replica_to_delete_completes_its_deletion_at_once():
     """A queued topic whose replicas are all deleted completes -- also when it had none
     (0.10's areAllReplicasForTopicDeleted is true of an empty set): here a topic node
