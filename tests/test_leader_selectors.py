@@ -141,6 +141,8 @@ def test_bound_selectors_read_the_context():
     ctx.partitions_being_reassigned[tp] = ReassignmentContext((3, 2))
     assert b.reassigned(tp, state(1, [1, 2, 3])).leader_and_isr.leader == 3
     assert b.noop(tp, state(1, [1])).receivers == (1, 2, 3)
+    # After an unclean restart too: 3 (back from one) keeps leading rather than 1.
+    assert b.after_unclean_restart(frozenset({3}))(tp, state(3, [1, 3])).leader_and_isr.leader == 3
     unclean["t"] = False
     with pytest.raises(errors.NoReplicaOnline):
         b.offline(tp, state(9, [1]))
