@@ -163,14 +163,15 @@ def test_controller_failover_at_every_step_resumes(crash_at):
 
 def test_invalid_reassignments_are_dropped_from_the_admin_path():
     c = ControllerCluster([1, 2, 3, 4])
-    c.create_topic("r", {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]})
+    c.create_topic("r", {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 2, 3]})
     c.kill(4)
-    # a dead broker, AR unchanged, a broker named twice
+    # a dead broker, AR unchanged, a broker named twice, no replica at all (Kafka's
+    # reassigned selector finds none in sync, and the request is dropped)
     c.admin.create_partition_reassignment({TP: [4, 1], TopicPartition("r", 1): [1, 2, 3],
-                                           TopicPartition("r", 2): [3, 3, 1]})
+                                           TopicPartition("r", 2): [3, 3, 1], TopicPartition("r", 3): []})
     c.settle()
     assert c.admin.get_partition_reassignment() == {}
-    assert c.assignment("r") == {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]}
+    assert c.assignment("r") == {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 2, 3]}
     assert not c.controller.ctx.partitions_being_reassigned
 
 
