@@ -110,6 +110,30 @@ def test_store_lost_mid_action_ends_the_term_then_a_new_term_starts():
     assert c.state("t", 0).leader == 2
 
 
+def test_a_new_term_of_the_same_controller_starts_from_a_fresh_context():
+    """9's term ends on a store blip while /controller stays its own; meanwhile topic u is
+    removed from the store.  The next term (9 again, epoch 2) loads its context afresh, as
+    Kafka's onControllerResignation drops everything: no request names u, which a context
+    kept from the first term would have brought back onto the brokers."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    with_topic(c, {0: [1, 2, 3]}, topic="u")
+    ctrl = c.controller
+    c.sched.advance(1500)
+    c.sessions[9].set_reachable(False)
+    with pytest.raises(errors.NotController):
+        ctrl.shutdown_broker(1)
+    c.admin.session.delete(layout.topic_path("u"), recursive=True)
+    c.sessions[9].set_reachable(True)
+    c.channel.clear()
+    c.sched.advance(1500)
+    assert ctrl.is_active and ctrl.epoch == 2
+    named = {ps.tp.topic for r in c.channel.requests(LeaderAndIsrRequest) for ps in r.partition_states}
+    named |= {ps.tp.topic for r in c.channel.requests(UpdateMetadataRequest) for ps in r.partition_states}
+    assert named == {"t"}
+    assert {tp.topic for tp in ctrl.ctx.partition_assignment} == {"t"}
+    assert ctrl.ctx.live_broker_ids == {1, 2, 3, 9}
+
+
 def test_deleted_controller_node_triggers_reelection():
     c = cluster(brokers=(1, 2))
     first = c.controller
