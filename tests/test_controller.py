@@ -1801,9 +1801,33 @@ def test_a_broker_hosting_no_replica_of_a_waiting_deletion_does_not_retry_it():
     c.kill(4)
     c.channel.clear()
     c.start(4)
-    assert [r.deleted for r in c.channel.requests(UpdateMetadataRequest) if r.deleted] == []
+    # Only 4's own full metadata names t's partitions, deleted (they are never live again).
+    assert [(s.broker_id, s.request.deleted) for s in c.channel.sent
+            if isinstance(s.request, UpdateMetadataRequest) and s.request.deleted] == [(4, (T0, T1))]
     assert c.channel.requests(StopReplicaRequest) == []
     assert "t" in c.controller.deletion.topics_ineligible
+    c.start(3)
+    assert not c.admin.topic_exists("t")
+
+
+def test_a_topic_waiting_for_its_deletion_is_never_announced_live_again():
+    """Kafka 0.10 leaves the partitions of a topic queued for deletion out of every
+    UpdateMetadata's live states and names them deleted (``partitionsToBeDeleted``): a
+    broker starting, or a failover, while t's deletion waits for the dead broker 3 must
+    not bring t back into the brokers' metadata (it used to, until 3 returned)."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9, 10), candidates=[9, 10]))
+    c.kill(3)
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert "t" in c.controller.deletion.topics_ineligible
+    c.channel.clear()
+    c.start(4)
+    c.kill(9)
+    assert c.controller.broker_id == 10 and c.admin.topic_exists("t")
+    sent = [s for s in c.channel.sent if isinstance(s.request, UpdateMetadataRequest)]
+    assert {s.broker_id for s in sent} == {1, 2, 4, 10}
+    assert [ps.tp for s in sent for ps in s.request.partition_states] == []
+    assert all(set(s.request.deleted) == {T0, T1} for s in sent)
     c.start(3)
     assert not c.admin.topic_exists("t")
 

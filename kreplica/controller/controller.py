@@ -149,7 +149,8 @@ class KafkaController:
     def _build(self) -> None:
         """Fresh context and state machines for a new term."""
         self.ctx = ControllerContext()
-        self.batch = ControllerBrokerRequestBatch(self.broker_id, self.ctx, self._channel, self._topic_config)
+        self.batch = ControllerBrokerRequestBatch(self.broker_id, self.ctx, self._channel, self._topic_config,
+                                                  lambda topic: self.deletion.is_topic_queued_for_deletion(topic))
         self.selectors = BoundSelectors(self.ctx, self._unclean_enabled)
         self.deletion = TopicDeletionManager(self)
         self.psm = PartitionStateMachine(self.ctx, self.zk, self.batch, self.selectors.offline,

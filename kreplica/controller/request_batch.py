@@ -12,8 +12,12 @@ new incarnation, which knows no newer controller epoch yet.
 
 Adding a LeaderAndIsr entry for a partition also queues UpdateMetadata for it
 to every live (or shutting-down) broker, as seed 002 lists for each transition
-that sends LeaderAndIsr.  Requests to brokers that are not alive are dropped:
-the broker will get the full picture when it comes back (onBrokerStartup).
+that sends LeaderAndIsr.  A partition of a topic queued for deletion is named
+deleted in every UpdateMetadata, as Kafka 0.10 filters ``partitionsToBeDeleted``
+out of the live states: a broker starting, or a failover, while the deletion
+waits for a dead broker must not bring the topic back into the brokers' metadata.
+Requests to brokers that are not alive are dropped: the broker will get the full
+picture when it comes back (onBrokerStartup).
 Sending is sans-I/O: ``channel.send(broker_id, request, on_response)``.
 """
 from __future__ import annotations
@@ -44,11 +48,15 @@ class Channel(Protocol):
 
 class ControllerBrokerRequestBatch:
     def __init__(self, controller_id: int, ctx: ControllerContext, channel: Channel,
-                 topic_config: Callable[[str], tuple[tuple[str, str], ...]] = lambda topic: ()) -> None:
+                 topic_config: Callable[[str], tuple[tuple[str, str], ...]] = lambda topic: (),
+                 being_deleted: Callable[[str], bool] = lambda topic: False) -> None:
         self._controller_id = controller_id
         self._ctx = ctx
         self._channel = channel
         self._topic_config = topic_config
+        # Topics queued for deletion: their partitions are only ever named deleted in
+        # UpdateMetadata (Kafka 0.10's partitionsToBeDeleted), never live again.
+        self._being_deleted = being_deleted
         self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartition]] = {}
         self._stop_callbacks: dict[int, dict[TopicPartition, StopReplicaCallback]] = {}
@@ -153,7 +161,7 @@ class ControllerBrokerRequestBatch:
                 states = []
                 deleted = []
                 for tp in sorted(key):
-                    if tp in self._update_metadata_deleted:
+                    if tp in self._update_metadata_deleted or self._being_deleted(tp.topic):
                         deleted.append(tp)
                     else:
                         s = self._metadata_state(tp, live)
