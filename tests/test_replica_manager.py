@@ -490,6 +490,7 @@ def test_stop_replica_with_and_without_delete(tmp_path):
     delete = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, True),))
     rm.handle_stop_replica(delete)
     assert TP not in rm.partitions and not (h.data_dir(3) / "bar-0").exists()
+    assert not rm.fetchers  # a deleted follower's fetcher goes too (Kafka removes it first)
     h.close()
 
 
@@ -1603,4 +1604,50 @@ def test_a_follower_fetch_is_answered_at_once_when_a_later_partition_has_hw_news
     rm.handle_fetch(FetchRequest(2, (FetchPartition(TP, 1, 0), FetchPartition(other, 1, 0)), max_wait_ms=5000),
                     got.append)
     assert got and [d.high_watermark for d in got[0].partitions] == [0, 1]
+    h.close()
+
+
+# ---- ninth replica-layer mutant pass (hundred-and-sixty-first review) ----------------------------
+def test_a_crashed_leader_never_answers_its_parked_fetches(tmp_path):
+    """A shutdown forgets the parked long-polls with their timers, as it does the waiting
+    produces: a crashed leader answers nothing, not even an empty answer (or an unknown
+    partition, its partitions being gone) when the fetch's max_wait_ms passes."""
+    h = _cluster(tmp_path)
+    got = _consumer_long_poll(h, 0, 200)
+    h.advance(10)
+    assert not got and h.brokers[1].fetch_purgatory.watched(TP) == 3  # with the followers' own
+    h.crash(1)
+    h.advance(1000)
+    assert not got
+    h.close()
+
+
+def test_the_recovery_point_checkpoint_holds_what_was_flushed_not_the_log_end(tmp_path):
+    """Kafka's checkpointRecoveryPointOffsets writes each log's recovery point: with
+    nothing flushed yet (flush.messages and flush.ms never) that stays at 0 however far
+    the log has grown, so a restart after a crash recovers every record, not none."""
+    h = _cluster(tmp_path, {"log.flush.offset.checkpoint.interval.ms": 1000})
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    log = h.partition(2, TP).log
+    assert (log.recovery_point, log.log_end_offset) == (0, 2)
+    h.advance(1000)
+    assert OffsetCheckpointFile(h.data_dir(2) / "recovery-point-offset-checkpoint").read() == {TP: 0}
+    h.close()
+
+
+def test_a_file_named_like_a_partition_is_no_partition(tmp_path):
+    """Kafka's LogManager loads directories only: a stray file named as a partition dir
+    would be (``notes-0``) neither makes a clean restart unclean nor is deleted as an
+    unlisted partition by an INIT LeaderAndIsr."""
+    h = _cluster(tmp_path, brokers=(1,))
+    h.produce_sync(TP, [b"a"])
+    h.crash(1, clean=True)
+    stray = h.data_dir(1) / "notes-0"
+    stray.write_text("not a log")
+    rm = h.start(1)
+    assert not rm.recovered_uncleanly
+    init = LeaderAndIsrRequest(0, h.controller_epoch, (h.leader_and_isr_state(TP),), is_init=True)
+    assert rm.handle_leader_and_isr(init).error_code == errors.NONE
+    assert stray.read_text() == "not a log" and rm.partitions[TP].log_end_offset == 1
     h.close()
