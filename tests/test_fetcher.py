@@ -11,6 +11,8 @@ from kreplica.protocol import (
     OffsetsForLeaderEpochRequest,
     ProducePartition,
     ProduceRequest,
+    StopReplicaPartition,
+    StopReplicaRequest,
     TopicPartition,
 )
 from kreplica.records import encode_batch
@@ -492,3 +494,27 @@ def test_an_answer_arriving_after_its_request_timed_out_is_ignored(tmp_path):
     h.advance(2350)
     # the retry, never answered, times out at 2200 and is sent again after the backoff
     assert [t for t, _ in leader.fetches()] == [0, 1150, 2300]
+
+
+# ---- ninth replica-layer mutant pass (hundred-and-sixty-first review) ----------------------------
+def test_a_failed_fetch_backs_off_only_the_partitions_still_followed(tmp_path):
+    """f-1 is stopped while the fetch naming it and TP is in flight; the whole fetch then
+    fails at 10 (a top-level error).  TP, still followed, backs off and is fetched again at 110;
+    f-1 is no longer the fetcher's to back off (nor to look up)."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    other = TopicPartition("f", 1)
+    _follow(rm)
+    _another_partition_keeps_the_fetcher(rm)
+    held = []
+
+    def handle(src, request, respond):  # only the first fetch is answered, when the test says
+        leader.requests.append((h.scheduler.now_ms(), request))
+        if len(leader.requests) == 1:
+            held.append(respond)
+
+    h.transport.register(LEADER, handle)
+    h.advance(10)
+    rm.handle_stop_replica(StopReplicaRequest(0, 1, (StopReplicaPartition(other, False),)))
+    held[0](FetchResponse(errors.InvalidRequest.code, ()))
+    h.advance(150)
+    assert [(t, [fp.tp for fp in r.partitions]) for t, r in leader.requests] == [(0, [TP, other]), (110, [TP])]

@@ -1651,3 +1651,18 @@ def test_a_file_named_like_a_partition_is_no_partition(tmp_path):
     assert rm.handle_leader_and_isr(init).error_code == errors.NONE
     assert stray.read_text() == "not a log" and rm.partitions[TP].log_end_offset == 1
     h.close()
+
+
+def test_a_topic_config_change_reaches_the_followers_replicas_too(tmp_path):
+    """Kafka's TopicConfigHandler updates every hosted log of the topic, led or followed:
+    a follower told min.insync.replicas=3 enforces it as soon as it leads, and its log
+    takes the new retention at once."""
+    h = _cluster(tmp_path)
+    for b in (1, 2, 3):
+        assert h.brokers[b].update_topic_configs({"bar": [("min.insync.replicas", "3"),
+                                                          ("retention.ms", "7200000")]}) == 1
+    assert h.partition(2, TP).log.config.retention_ms == 7_200_000
+    h.crash(3)
+    h.elect(TP, 2, isr=(2, 1))
+    assert h.produce_sync(TP, [b"a"]).error_code == errors.NotEnoughReplicas.code
+    h.close()
