@@ -189,27 +189,43 @@ def test_an_empty_newer_epoch_does_not_loop_the_epoch_requests(tmp_path):
     The leader answers epoch 1, which the follower never had; truncating to the LEO
     is a no-op, so the empty epoch must be dropped or the same question repeats
     forever (simulator, random-chaos seeds 430 and 484)."""
-    from kreplica.protocol import EpochEndOffset, OffsetsForLeaderEpochResponse
+    h, rm, leader = _follower_that_led_epoch_2(tmp_path, ())
+    assert rm.partitions[TP].log.leader_epoch_cache.latest_epoch == 2
+    _leader_held_epochs_0_and_1(leader, epoch_1_end=3)
+    _follow(rm, epoch=3)
+    h.advance(1)
+    assert _asked_epochs(leader) == [2, 0]
+    assert leader.fetches() == [(0, 3)]
+    assert rm.partitions[TP].log_end_offset == 3
 
+
+def _follower_that_led_epoch_2(tmp_path, values=(b"x", b"y")):
+    """Broker 2 holds epoch 0 [0, 3), then leads epoch 2 alone and appends ``values`` from 3."""
     h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
     rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (_state(2, FOLLOWER, (FOLLOWER,)),)))
-    assert rm.partitions[TP].log.leader_epoch_cache.latest_epoch == 2
+    for v in values:
+        rm.handle_produce(ProduceRequest(1, 1000, (ProducePartition(TP, encode_batch([v], timestamp_ms=0)),)),
+                          lambda r: None)
+    return h, rm, leader
+
+
+def _leader_held_epochs_0_and_1(leader, epoch_1_end):
+    """The scripted leader held epoch 0 [0, 3) and epoch 1 [3, ``epoch_1_end``)."""
+    from kreplica.protocol import EpochEndOffset, OffsetsForLeaderEpochResponse
 
     def answer(req):
         # Answer a few epoch requests only, so a looping fetcher ends the test (and fails it).
         if not isinstance(req, OffsetsForLeaderEpochRequest) or len(leader.requests) > 5:
             return None
         asked = req.partitions[0].leader_epoch
-        epoch, end = (1, 3) if asked >= 1 else (0, 3)  # the leader had epochs 0 and 1
+        epoch, end = (1, epoch_1_end) if asked >= 1 else (0, 3)
         return OffsetsForLeaderEpochResponse((EpochEndOffset(TP, errors.NONE, epoch, end),))
 
     leader.answer = answer
-    _follow(rm, epoch=3)
-    h.advance(1)
-    asked = [r.partitions[0].leader_epoch for _, r in leader.requests if isinstance(r, OffsetsForLeaderEpochRequest)]
-    assert asked == [2, 0]
-    assert leader.fetches() == [(0, 3)]
-    assert rm.partitions[TP].log_end_offset == 3
+
+
+def _asked_epochs(leader):
+    return [r.partitions[0].leader_epoch for _, r in leader.requests if isinstance(r, OffsetsForLeaderEpochRequest)]
 
 
 def test_one_fetcher_per_source_broker_batching_its_partitions(tmp_path):
@@ -238,11 +254,7 @@ def test_the_divergence_is_clamped_to_where_our_copy_of_the_leaders_epoch_ends(t
     """KIP-279: the leader's epoch 0 ran to offset 4, ours to 3 (we led epoch 2 from 3).
     Offset 3 differs between the two logs, so the follower cuts back to 3, the smaller of
     the two ends, not to the leader's end."""
-    h, rm, leader = _follower_with_records(tmp_path, 3, {"replica.truncation.strategy": "leader-epoch"})
-    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (_state(2, FOLLOWER, (FOLLOWER,)),)))
-    for v in (b"x", b"y"):
-        rm.handle_produce(ProduceRequest(1, 1000, (ProducePartition(TP, encode_batch([v], timestamp_ms=0)),)),
-                          lambda r: None)
+    h, rm, leader = _follower_that_led_epoch_2(tmp_path)
     assert rm.partitions[TP].log_end_offset == 5
     leader.answer = lambda req: _epoch_answer(0, 4) if isinstance(req, OffsetsForLeaderEpochRequest) else None
     _follow(rm, epoch=3)
@@ -518,3 +530,18 @@ def test_a_failed_fetch_backs_off_only_the_partitions_still_followed(tmp_path):
     held[0](FetchResponse(errors.InvalidRequest.code, ()))
     h.advance(150)
     assert [(t, [fp.tp for fp in r.partitions]) for t, r in leader.requests] == [(0, [TP, other]), (110, [TP])]
+
+
+def test_an_epoch_the_follower_never_had_cuts_to_the_end_of_its_own_earlier_epoch(tmp_path):
+    """KIP-279: we hold epochs 0 [0, 3) and 2 [3, 5); the leader held 0 [0, 3) and 1 [3, 4).
+    Asked for epoch 2 it answers epoch 1 ending at 4, which we never had: we cut back to
+    where our own largest epoch below it (0) ends, 3, not to the leader's 4 (that would keep
+    offset 3 of our epoch 2 and ask the same question forever), then ask for epoch 0."""
+    h, rm, leader = _follower_that_led_epoch_2(tmp_path)
+    assert rm.partitions[TP].log_end_offset == 5
+    _leader_held_epochs_0_and_1(leader, epoch_1_end=4)
+    _follow(rm, epoch=3)
+    h.advance(1)
+    assert _asked_epochs(leader) == [2, 0]
+    assert leader.fetches() == [(0, 3)]
+    assert rm.partitions[TP].log_end_offset == 3
