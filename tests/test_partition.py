@@ -400,3 +400,17 @@ def test_a_leader_whose_isr_is_down_to_itself_moves_the_hw_when_it_takes_the_sta
     assert rig.p.high_watermark == 0  # broker 2 has not fetched
     rig.lead(isr=(1,), epoch=1, version=1)
     assert rig.p.high_watermark == 3 and rig.hw_events == [TP]
+
+
+# ---- ninth replica-layer mutant pass (hundred-and-sixty-first review) ----------------------------
+def test_a_same_epoch_state_leaves_the_epoch_start_where_the_epoch_began(rig):
+    """The epoch start is where this leader's epoch began (recorded when it became leader),
+    not the LEO when a LeaderAndIsr of the same epoch (a newer zk_version) arrives: a
+    follower reaching the HW after such a state joins the ISR though it is below that LEO."""
+    rig.lead(isr=(1, 2))
+    rig.append(5)
+    rig.fetch(2, 3)  # the HW stops at 3, the LEO is 5
+    rig.lead(isr=(1, 2), version=1)  # same epoch, newer zk_version
+    assert (rig.p.high_watermark, rig.p.log_end_offset, rig.p.leader_epoch_start_offset) == (3, 5, 0)
+    rig.fetch(3, 3)
+    assert [req.new_isr for req, _ in rig.proposals] == [(1, 2, 3)]

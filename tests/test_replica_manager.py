@@ -1666,3 +1666,20 @@ def test_a_topic_config_change_reaches_the_followers_replicas_too(tmp_path):
     h.elect(TP, 2, isr=(2, 1))
     assert h.produce_sync(TP, [b"a"]).error_code == errors.NotEnoughReplicas.code
     h.close()
+
+
+def test_an_init_leader_and_isr_keeps_a_listed_partition_whose_state_it_refuses(tmp_path):
+    """An older leader epoch changes nothing (Kafka reports the stale epoch and goes on),
+    not even in an INIT LeaderAndIsr: the partition is listed, so the INIT's deletion of
+    unlisted partitions leaves its replica and data alone."""
+    h = _cluster(tmp_path)
+    h.produce_sync(TP, [b"a"])
+    stale = h.leader_and_isr_state(TP)
+    h.elect(TP, 1)
+    rm = h.brokers[2]
+    req = LeaderAndIsrRequest(0, h.controller_epoch, (stale,), is_init=True)
+    assert rm.handle_leader_and_isr(req).partition_errors == ((TP, errors.StaleControllerEpoch.code),)
+    p = rm.partitions[TP]
+    assert (p.role, p.leader_epoch, p.log_end_offset) == (Role.FOLLOWER, 1, 1)
+    assert (h.data_dir(2) / "bar-0").is_dir()
+    h.close()
