@@ -154,3 +154,13 @@ def test_a_short_write_is_retried_until_the_whole_checkpoint_is_written(tmp_path
     cp.write(offsets)
     monkeypatch.undo()
     assert cp.read() == offsets
+
+
+def test_a_checkpoint_named_relative_to_the_working_directory_is_written_and_read(tmp_path, monkeypatch):
+    """A bare file name lives in the working directory: the rename made durable there
+    (its directory is ".", not the empty name, which fsync cannot open)."""
+    monkeypatch.chdir(tmp_path)
+    f = OffsetCheckpointFile("replication-offset-checkpoint")
+    f.write({TopicPartition("t", 0): 5})
+    assert f.read() == {TopicPartition("t", 0): 5}
+    assert sorted(os.listdir(tmp_path)) == ["replication-offset-checkpoint"]

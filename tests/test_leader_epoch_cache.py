@@ -158,3 +158,14 @@ def test_the_earliest_epoch_is_the_first_held(tmp_path):
     assert (c.earliest_epoch, c.latest_epoch) == (2, 5)
     c.truncate_from_start(50)  # epoch 2's offsets gone: 5 is the earliest left
     assert c.earliest_epoch == 5
+
+
+def test_a_truncation_from_a_negative_end_keeps_every_epoch_and_writes_nothing(tmp_path):
+    """Kafka's truncateFromEnd acts only for an end offset >= 0: an undefined end (-1)
+    is no truncation, not one that drops every epoch (and writes the empty checkpoint)."""
+    c, _, cp = make(tmp_path)
+    c.assign(1, 0)
+    c.assign(3, 10)
+    before = cp.path.stat().st_ino  # a write replaces the file: a new inode
+    c.truncate_from_end(-1)
+    assert c.entries == [(1, 0), (3, 10)] and cp.path.stat().st_ino == before
