@@ -620,3 +620,19 @@ def test_a_full_disk_found_by_the_reservation_refuses_copied_batches_with_the_lo
     log.append_as_follower(batch)
     assert log.log_end_offset == 5
     log.close()
+
+
+def test_an_open_refused_by_its_leader_epoch_checkpoint_releases_the_directory_at_once(tmp_path):
+    """The leader-epoch checkpoint is read while the Log is built, before anything is
+    loaded: an open that fails there lets go of the lock before raising too, not when
+    the error and its traceback (which hold the lock) are dropped."""
+    path = tmp_path / "t-0"
+    Log.open(path).close()
+    (path / "leader-epoch-checkpoint").write_text("0\n1\nnot numbers\n")
+    with pytest.raises(errors.KafkaStorageError, match="malformed") as refused:
+        Log.open(path)
+    assert fds_under(tmp_path) == 0  # the traceback still alive here
+    (path / "leader-epoch-checkpoint").write_text("0\n0\n")
+    log = Log.open(path)  # no "already open"
+    assert refused.value is not None
+    log.close()
