@@ -1705,3 +1705,62 @@ def test_offset_for_timestamp_never_answers_a_record_below_the_log_start_in_the_
     assert log.offset_for_timestamp(2000) == 5
     assert log.offset_for_timestamp(550) == 4
     log.close()
+
+
+@pytest.mark.parametrize("stop", ["close", "crash"])
+def test_retention_on_a_stopped_log_is_refused_and_deletes_no_file(tmp_path, clock, stop):
+    # A retention pass racing a broker's shutdown must not delete segments of a log it
+    # has let go of (the directory may already be open again in another Log).
+    log = Log.open(tmp_path / "t-0", {**SMALL, "retention.ms": 1000}, clock=clock)
+    for i in range(3):
+        log.append_as_leader(values(10, 10 * i))
+        log.roll()
+    log.update_high_watermark(30)
+    log.flush()
+    before = sorted(os.listdir(tmp_path / "t-0"))
+    getattr(log, stop)()
+    with pytest.raises(errors.KafkaStorageError, match="closed"):
+        log.delete_old_segments(clock.now_ms() + 10_000)
+    assert sorted(p for p in os.listdir(tmp_path / "t-0") if p != ".kafka_cleanshutdown") == before
+
+
+def test_abandoning_a_log_already_closed_changes_nothing(tmp_path):
+    # A broker's crash after a partition's log was closed (its replica stopped) lets go
+    # of that log again: a no-op, and its clean shutdown stands (no recovery at the open).
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append_as_leader(values(3))
+    log.close()
+    log.abandon()
+    log.abandon()
+    assert (tmp_path / "t-0" / ".kafka_cleanshutdown").exists() and fds_under(tmp_path) == 0
+    log = Log.open(tmp_path / "t-0", SMALL)
+    assert log.log_end_offset == 3 and not log.last_recovery
+    log.close()
+
+
+def test_a_log_is_never_restarted_at_a_negative_offset(log):
+    log.append_as_leader(values(5))
+    files = sorted(os.listdir(log.dir))
+    with pytest.raises(ValueError):
+        log.truncate_fully_and_start_at(-1)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 5) and sorted(os.listdir(log.dir)) == files
+    assert len(all_records(log)) == 5
+
+
+def test_a_power_loss_with_the_recovery_point_in_a_sealed_segment_loses_its_unflushed_tail(tmp_path):
+    # The recovery point lies in a sealed segment longer than the active one: the power
+    # loss zeroes that segment from the recovery point to its own end, so the reopened log
+    # ends at the recovery point, not at the sealed segment's end.
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append_as_leader(values(10))
+    log.flush()
+    rp = log.recovery_point
+    for i in range(1, 5):
+        log.append_as_leader(values(10, 10 * i))
+    log.roll()
+    log.append_as_leader(values(1, 50))
+    assert rp == 10 and len(log.segments) == 2 and log.segments[1].size < log.segments[0].size
+    log.crash()
+    log = Log.open(tmp_path / "t-0", SMALL)
+    assert log.log_end_offset == rp and [r.offset for r in all_records(log)] == list(range(rp))
+    log.close()
