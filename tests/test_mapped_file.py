@@ -166,3 +166,19 @@ def test_an_open_for_write_that_fails_keeps_no_descriptor(tmp_path, monkeypatch)
     f.open_for_write(0, 4096)
     f.close()
     assert fds_under(tmp_path) == 0
+
+
+def test_a_view_once_released_no_longer_keeps_its_file_from_being_cut_in_place(tmp_path):
+    """Only a live view costs a replacement: once the last one is released, the file the
+    map was left to is cut in place (same inode, shortened), as if no reader had been."""
+    name = written(tmp_path, b"a" * 100 + b"b" * 100)
+    view = a_view_left_behind(name, 200)
+    assert MappedFile(name).has_live_views()
+    view.release()
+    del view
+    f = MappedFile(name)
+    assert not f.has_live_views()
+    ino = os.stat(name).st_ino
+    zero_tail(name, 150, 200)
+    f.truncate_file(120)
+    assert os.stat(name).st_ino == ino and open(name, "rb").read() == b"a" * 100 + b"b" * 20
