@@ -1764,3 +1764,43 @@ def test_a_power_loss_with_the_recovery_point_in_a_sealed_segment_loses_its_unfl
     log = Log.open(tmp_path / "t-0", SMALL)
     assert log.log_end_offset == rp and [r.offset for r in all_records(log)] == list(range(rp))
     log.close()
+
+
+def _dir_state(path):
+    return {name: (path / name).read_bytes() for name in sorted(os.listdir(path))}
+
+
+@pytest.mark.parametrize("stop", ["close", "crash"])
+@pytest.mark.parametrize("op", [
+    lambda log: log.roll(),
+    lambda log: log.truncate_to(5),
+    lambda log: log.maybe_increment_log_start_offset(15),
+    lambda log: log.append_as_follower(encode_batch(values(2), base_offset=log.log_end_offset, leader_epoch=4)),
+], ids=["roll", "truncate_to", "log_start", "follower_append"])
+def test_a_stopped_log_refuses_every_change_and_leaves_its_files_alone(tmp_path, stop, op):
+    # A broker's late call on a log it has let go of (a fetch answered, a replica
+    # truncated, a log start adopted after the shutdown) must not open its files again
+    # and write them: the directory may already belong to another Log.
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append_as_leader(values(10), leader_epoch=1)
+    log.append_as_leader(values(10, 10), leader_epoch=3)
+    log.update_high_watermark(20)
+    log.flush()
+    getattr(log, stop)()
+    before = _dir_state(tmp_path / "t-0")
+    with pytest.raises(errors.KafkaStorageError, match="closed"):
+        op(log)
+    assert _dir_state(tmp_path / "t-0") == before and fds_under(tmp_path) == 0
+
+
+def test_an_append_stamped_with_no_leader_epoch_leaves_the_epoch_cache_alone(log):
+    # -1 is Kafka's NO_PARTITION_LEADER_EPOCH: the batches go in stamped with it and the
+    # cache learns nothing (Kafka's assign ignores an epoch below 0), on both leader paths.
+    info = log.append_as_leader(values(3), leader_epoch=-1)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+    more = log.append_batches_as_leader(encode_batch(values(2), base_offset=0), -1)
+    assert (more.first_offset, more.last_offset) == (3, 4) and log.log_end_offset == 5
+    assert log.leader_epoch_cache.entries == []
+    assert [b.leader_epoch for b in decode_batches(log.read(0).view)] == [-1, -1]
+    log.append_as_leader(values(1), leader_epoch=2)
+    assert log.leader_epoch_cache.entries == [(2, 5)]
