@@ -1804,3 +1804,31 @@ def test_an_append_stamped_with_no_leader_epoch_leaves_the_epoch_cache_alone(log
     assert [b.leader_epoch for b in decode_batches(log.read(0).view)] == [-1, -1]
     log.append_as_leader(values(1), leader_epoch=2)
     assert log.leader_epoch_cache.entries == [(2, 5)]
+
+
+@pytest.mark.parametrize("kwargs, name, kind", [
+    ({"recovery_point": 2.5}, "recovery_point", "float"),
+    ({"log_start_offset": "3"}, "log_start_offset", "str"),
+    ({"log_start_offset": 4.0}, "log_start_offset", "float"),
+])
+def test_an_open_given_a_checkpoint_offset_that_is_no_int_is_refused_before_any_file_is_made(tmp_path, kwargs,
+                                                                                           name, kind):
+    # The broker's recovery-point and log-start checkpoints hold ints; anything else is a
+    # caller's bug, named before the directory is made, not an offset taken as given.
+    with pytest.raises(TypeError, match=f"^{name} must be an int, not {kind}$"):
+        Log.open(tmp_path / "t-0", SMALL, **kwargs)
+    assert not (tmp_path / "t-0").exists()
+
+
+def test_rolling_an_empty_active_segment_starts_its_age_over(tmp_path, clock):
+    # Kafka's roll makes a new segment, created now, even when the active one is empty:
+    # segment.ms then counts from the roll, not from when the empty segment was made.
+    log = Log.open(tmp_path / "t-0", {**SMALL, "segment.ms": 10_000}, clock=clock)
+    clock.advance(20_000)
+    log.roll()
+    assert [s.created_ms for s in log.segments] == [clock.now_ms()]
+    log.append_as_leader(values(1))
+    clock.advance(1_000)
+    log.append_as_leader(values(1, 1))
+    assert [s.base_offset for s in log.segments] == [0]
+    log.close()
