@@ -949,6 +949,32 @@ def test_a_start_that_cannot_reach_the_store_is_reported_as_a_stop_not_a_crash(m
     assert not c.brokers[1003].replica_manager.recovered_uncleanly
 
 
+def test_a_start_that_fails_after_registering_closes_the_session_it_registered_with(make, monkeypatch):
+    # The session opened and the registration landed, then the rest of the start failed
+    # (here the controller candidate's startup): start() undoes it, closing that session,
+    # so no registration of a dead broker is left behind in /brokers/ids -- the session
+    # must be the broker's before its registration is attempted, not after.
+    import kreplica.broker as broker_module
+
+    c = make()
+    c.brokers[1003].stop()
+    real = broker_module.KafkaController.startup
+
+    def failing(self):
+        if self.broker_id == 1003:
+            raise RuntimeError("the controller candidate could not start")
+        return real(self)
+
+    monkeypatch.setattr(broker_module.KafkaController, "startup", failing)
+    with pytest.raises(RuntimeError):
+        c.start(1003)
+    assert not c.brokers[1003].alive
+    assert 1003 not in c.zk.get_live_broker_ids()  # closed at once, no session timeout awaited
+    monkeypatch.setattr(broker_module.KafkaController, "startup", real)
+    c.start(1003)
+    assert c.run_until(lambda: isr_full(c), 60_000)
+
+
 def test_a_registration_that_loses_the_store_is_tried_again_in_place(make, monkeypatch):
     # The store connection drops during the registration write of a (re)start: the broker
     # retries it on the same session, as it retries a node its crashed predecessor holds,
