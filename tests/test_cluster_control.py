@@ -1078,6 +1078,28 @@ def test_a_controlled_shutdown_has_stopped_the_broker_when_it_reports_done(make)
     assert c.run_until(lambda: isr_full(c), 60_000)
 
 
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_brokers_stop_or_crash_is_told_once_the_broker_is_down(make, how):
+    # An observer told broker_stopped (or broker_killed) acts on a broker that is down:
+    # its logs closed or abandoned, its controller candidate gone, and after a clean stop
+    # its registration already removed from /brokers/ids (a crash leaves it to expire).
+    c = make()
+    b = c.brokers[1003]
+    seen = []
+
+    def on_event(e):
+        if e.broker == 1003 and e.kind in ("broker_stopped", "broker_killed"):
+            seen.append((e.kind, b.replica_manager.running, b.controller._running,
+                         1003 in c.zk.get_live_broker_ids(), b.session.killed))
+
+    c.observers.append(on_event)
+    getattr(b, how)()
+    if how == "stop":
+        assert seen == [("broker_stopped", False, False, False, False)]
+    else:
+        assert seen == [("broker_killed", False, False, True, True)]
+
+
 def test_a_controlled_shutdown_that_cannot_look_up_the_controller_tries_again(make):
     # The first attempt cannot read /controller (the store connection dropped): that attempt
     # failed, and the next one, a backoff later, moves the leaderships as usual.
@@ -1251,6 +1273,40 @@ def test_a_topic_config_read_refused_by_an_expired_session_is_tried_again(make):
     assert c.run_until(lambda: len(calls) == 2, 5 * REGISTRATION_RETRY_MS)
     assert calls[1] - calls[0] == REGISTRATION_RETRY_MS
     assert broker.replica_manager.partitions[TopicPartition("r", 0)].log.config.retention_bytes == 4096
+
+
+def test_a_topic_config_read_retried_across_a_session_expiry_uses_the_renewed_session(make):
+    # The read of a started replica's topic overrides loses the store, and the session
+    # expires before the store is back: the retry must read through the broker's renewed
+    # session, not go on asking the expired one (which refuses every call for good), or the
+    # replica never takes the store's overrides.
+    c = make(topic=False)
+    bid = next(b for b in (1003, 1002) if b != c.controller_id)
+    broker = c.brokers[bid]
+    old = broker.zk
+    real = old.get_topic_configs
+    calls = []
+
+    def cut_until_expired(topics):
+        calls.append(c.now_ms())
+        if len(calls) == 1:
+            old.session.pause_heartbeats()  # a long pause: the session expires
+        if not old.session.expired:
+            raise ConnectionLoss("the store is out of reach")
+        return real(topics)
+
+    old.get_topic_configs = cut_until_expired
+    ctl = c.brokers[c.controller_id].controller
+    ctl.batch._topic_config = lambda topic: ()  # the LeaderAndIsr carries no overrides
+    other = next(b for b in (1001, 1002, 1003) if b != bid)
+    c.create_topic("r", assignment={0: [other, bid]}, config={"retention.bytes": 4096})
+    tp = TopicPartition("r", 0)
+    assert c.run_until(lambda: broker.zk is not old and tp in broker.replica_manager.partitions
+                       and broker.replica_manager.partitions[tp].log.config.retention_bytes == 4096,
+                       4 * SESSION_MS)
+    asked = len(calls)
+    c.advance(10 * REGISTRATION_RETRY_MS)
+    assert len(calls) == asked  # the expired session is asked no more
 
 
 def test_a_broker_killed_while_its_registration_is_retried_stops_retrying_it(make, monkeypatch):
