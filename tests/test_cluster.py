@@ -692,6 +692,31 @@ def test_each_config_change_is_applied_once_not_again_with_the_next():
         assert sorted(applied) == [(1, ["a"]), (1, ["b"]), (2, ["a"]), (2, ["b"])]
 
 
+def test_a_config_change_after_old_notifications_were_purged_is_applied_alone():
+    """The controller purges notifications older than CONFIG_CHANGE_EXPIRY_MS, so the
+    sequence numbers still listed need not start at 0: a broker remembers the last sequence
+    it handled, not how many notifications it saw, and the change after a purge names only
+    its own topic (Kafka's ZkNodeChangeNotificationListener keeps lastExecutedChange)."""
+    from kreplica.controller.controller import CONFIG_CHANGE_EXPIRY_MS
+
+    quiet = {"auto.leader.rebalance.enable": False,  # long fetch polls: 15 minutes pass quickly
+             "replica.fetch.wait.max.ms": 20_000, "replica.lag.time.max.ms": 60_000}
+    with Cluster.embedded(brokers=[1, 2], config=quiet) as c:
+        for topic in ("a", "b"):
+            c.create_topic(topic, partitions=1, replication_factor=2)
+        c.alter_topic_config("a", {"retention.bytes": 4096})
+        c.alter_topic_config("b", {"retention.bytes": 8192})
+        c.advance(CONFIG_CHANGE_EXPIRY_MS)
+        c.alter_topic_config("a", {"retention.bytes": 2048})  # its handling purges the first two
+        c.advance(100)
+        assert len(c.zk.get_config_changes()) == 1
+        told = len(c.timeline)
+        c.alter_topic_config("b", {"retention.bytes": 1024})
+        c.advance(100)
+        applied = sorted((e.broker, e.details["topics"]) for e in c.timeline[told:] if e.kind == "topic_config_applied")
+        assert applied == [(1, ["b"]), (2, ["b"])]
+
+
 def test_config_changes_made_together_are_all_applied_by_one_listing():
     """Topics altered before the brokers' watch fires: their next listing finds every
     notification new, and applies each topic's overrides, not only the newest's, once
