@@ -417,6 +417,44 @@ def test_heal_store_without_a_broker_ends_every_cut_from_the_store():
     assert sessions[3].reachable
 
 
+def test_heal_store_of_broker_0_ends_its_cut_only():
+    """Broker ids start at 0 in Kafka (server.properties' ``broker.id=0``): healing broker
+    0's cut from the store is a heal of that one broker, not the liveness phase's heal of
+    every cut (``heal_store()`` with no argument)."""
+    _sched, net, _got = world()
+    sessions = {n: _Session() for n in (0, 1)}
+    for n, s in sessions.items():
+        net.track_session(n, s)
+        net.cut_from_store(n)
+    net.heal_store(0)
+    assert net.store_cut == {1}
+    assert [sessions[n].reachable for n in (0, 1)] == [True, False]
+
+
+def test_what_is_sent_to_a_paused_node_across_a_cut_meets_the_cut_only_at_resume():
+    """What is sent to a paused node leaves at its resume, so the partition it meets is the
+    one in place then: a fetch sent across a cut that heals before the resume arrives
+    after it (neither dropped at the send nor counted twice), and one sent across a cut
+    still in place at the resume is lost there."""
+    sched, net, got = world(LinkProfile(latency_ms_min=3, latency_ms_max=3))
+    net.partition({1}, {2, 3})
+    net.pause(2)
+    net.send(1, 2, fetch(1), None)
+    sched.advance(10)
+    net.heal()
+    sched.advance(10)
+    assert got == [] and (net.stats.held, net.stats.dropped) == (1, 0)
+    net.resume(2)
+    sched.advance(10)
+    assert [(t, node, r.replica_id) for t, node, r in got] == [(23, 2, 1)]
+    net.partition({1}, {2, 3})
+    net.pause(3)
+    net.send(1, 3, fetch(2), None)
+    net.resume(3)
+    sched.advance(10)
+    assert len(got) == 1 and (net.stats.held, net.stats.dropped) == (2, 1)
+
+
 def test_only_produce_and_fetch_requests_are_ever_duplicated():
     """A retransmission doubles a request only where the protocol tolerates it: an
     OffsetsForLeaderEpoch request, an answer or a controller request arrives once."""
