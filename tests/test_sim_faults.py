@@ -169,6 +169,10 @@ def test_a_power_loss_takes_one_record_past_the_flush_and_every_segment_rolled_s
     log.abandon()
     for t in tails:
         drop_tail(t)
+    # A segment goes whole: its offset and time indexes with its .log (none left orphaned).
+    first = log.segments[0].log_file.path
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.suffix in (".log", ".index", ".timeindex")) \
+        == sorted(first.with_suffix(suffix).name for suffix in (".log", ".index", ".timeindex"))
     again = Log.open(tmp_path / "t-0", {"segment.bytes": 1024}, ManualClock())
     try:
         assert again.log_end_offset == 3 and len(again.segments) == 1
@@ -655,11 +659,15 @@ def test_a_tick_with_every_broker_down_draws_nothing_and_the_planner_goes_on():
 
 def test_a_fault_kind_at_rate_zero_takes_nothing_from_the_seed():
     """Each tick with every kind switched off draws its target and nothing more: a kind at
-    rate 0 (as disk_full is by default) leaves every other draw of a seed where it was."""
+    rate 0 (as disk_full is by default) leaves every other draw of a seed where it was.
+    So does an election with cascades off (``cascade`` 0, the default)."""
     sched, world, events = _stub_world()
     planner = ChaosPlanner(world, FaultRates(**_QUIET), tick_ms=250)
     planner.start()
-    sched.advance(40 * 250)
+    sched.advance(20 * 250)
+    for leader in (1, 2, 3):
+        planner.on_election("t-0", leader)
+    sched.advance(20 * 250)
     planner.stop()
     expected = random.Random(1)
     for _ in range(40):
