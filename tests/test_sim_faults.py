@@ -675,6 +675,22 @@ def test_a_fault_kind_at_rate_zero_takes_nothing_from_the_seed():
     assert events == [] and world.rng.getstate() == expected.getstate()
 
 
+def test_a_partition_in_place_leaves_the_planners_draws_where_they_were():
+    """The partition's chance is drawn every tick, a partition in place or not (then the
+    planner just starts none): a scripted partition does not shift a seed's later draws."""
+    sched, world, events = _stub_world()
+    world.network.partition({1}, {2, 3})
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "partition": 60.0}), tick_ms=250)
+    planner.start()
+    sched.advance(40 * 250)
+    planner.stop()
+    expected = random.Random(1)
+    for _ in range(40):
+        expected.choice([1, 2, 3])
+        expected.random()
+    assert events == [] and world.rng.getstate() == expected.getstate()
+
+
 def test_a_cascade_on_a_leader_already_down_brings_nobody_back(monkeypatch):
     """The cascade's restart belongs to its crash: a leader that died otherwise before the
     cascade came due (a scripted crash, say) is not restarted early by it."""
@@ -859,18 +875,22 @@ def test_a_full_disk_that_replaces_another_lasts_its_own_duration():
     assert [(t, kind) for t, kind, _, _ in events] == [(0, "disk_full"), (500, "disk_full"), (2500, "disk_freed")]
 
 
-def test_the_planner_pauses_no_broker_paused_already():
-    """A chaos pause is refused on a paused broker (only a scripted step replaces one): on
-    each broker the planner's pauses and their resumes alternate, none stacked on another."""
+@pytest.mark.parametrize("fault, end", [("pause", "resume"), ("disk_full", "disk_freed"), ("cut_store", "heal_store")])
+def test_the_planner_stacks_no_fault_on_the_same_fault_in_place(fault, end):
+    """A chaos pause, full disk or store cut is refused on a broker under that fault already
+    (only a scripted step replaces one): on each broker the planner's faults of the kind and
+    their ends alternate, none stacked on another (until the 165th review this test was
+    test_the_planner_pauses_no_broker_paused_already, the pause alone)."""
     sched, world, events = _pause_world()
-    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "pause": 600.0}, pause_ms_max=4000))
+    world.disk_full, world.instrument_broker = set(), lambda broker: None
+    planner = ChaosPlanner(world, FaultRates(**{**_QUIET, fault: 600.0}, pause_ms_max=4000, partition_ms_max=4000))
     planner.start()
     sched.advance(60_000)
     planner.stop()
     sched.advance(5000)
     for b in (1, 2, 3):
         kinds = [kind for _, kind, broker, _ in events if broker == b]
-        assert len(kinds) > 10 and kinds == ["pause", "resume"] * (len(kinds) // 2), b
+        assert len(kinds) > 10 and kinds == [fault, end] * (len(kinds) // 2), b
 
 
 def test_a_controller_the_planner_killed_stays_down_between_the_shortest_downtime_and_its_bound(monkeypatch):
@@ -1082,6 +1102,18 @@ def test_with_no_controller_elected_a_controller_kill_is_refused():
     sched, world, events = _stub_world()
     world.cluster.controller_id = None
     assert not faults.kill_controller(world, lose_unflushed=True)
+    assert events == []
+
+
+def test_a_broker_between_sessions_is_refused_an_expired_session():
+    """A live broker whose new session could not be opened yet (``Broker._renew_session``
+    retrying a store out of reach) has no session to expire: the fault is refused and
+    recorded nowhere."""
+    sched, world, events = _stub_world()
+    world.cluster.brokers = {2: SimpleNamespace(alive=True, session=None)}
+    world.session_timeout_ms = 6000
+    assert not faults.expire_session(world, 2)
+    sched.advance(7000)
     assert events == []
 
 
