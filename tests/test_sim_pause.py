@@ -131,6 +131,24 @@ def test_kill_drops_held_callbacks_and_everything_scheduled_later():
     assert ran == [] and view.held == 0  # nothing held for a process that is gone
 
 
+def test_kill_drops_the_callbacks_held_again_too():
+    """A process killed while a pause holds callbacks a resume had released keeps none of
+    them: the kill counts them once, and a dead process holds nothing afterwards."""
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    view.call_later(0, ran.append, 0)
+    view.pause()
+    shared.advance(1)
+    assert view.resume() == 1
+    view.pause()
+    shared.run_next(shared.now_ms())  # released, then held again by the second pause
+    assert view.held == 1
+    assert view.kill() == 1 and view.held == 0 and view.kill() == 0
+    shared.advance(100)
+    assert ran == []
+
+
 # ---- whole worlds --------------------------------------------------------------------------------
 
 def _world(seed: int = 1) -> World:
