@@ -197,12 +197,15 @@ def test_a_link_or_node_profile_overrides_the_default():
     sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=1))
     net.set_node(3, LinkProfile(latency_ms_min=100, latency_ms_max=100))  # every link to or from 3
     net.set_link(1, 2, LinkProfile(latency_ms_min=40, latency_ms_max=40))  # one direction only
+    # a retransmission crosses its request's link: the duplicate takes that link's latency too
+    net.set_link(3, 1, LinkProfile(latency_ms_min=40, latency_ms_max=40, duplicate_probability=1.0))
     net.send(1, 2, fetch(0), None)
     net.send(2, 1, fetch(1), None)
     net.send(1, 3, fetch(2), None)
     net.send(2, 2, fetch(3), None)
+    net.send(3, 1, fetch(4), None)
     sched.advance(1000)
-    assert sorted((r.replica_id, t) for t, _, r in got) == [(0, 40), (1, 1), (2, 100), (3, 1)]
+    assert sorted((r.replica_id, t) for t, _, r in got) == [(0, 40), (1, 1), (2, 100), (3, 1), (4, 40), (4, 40)]
 
 
 # ---- properties: what a link promises, through pauses and partitions ---------------------------
