@@ -212,15 +212,22 @@ def test_the_chaos_planner_draws_a_fault_at_its_rate_per_virtual_minute_until_st
     assert sum(kind == "slow_disk" for _, kind, _, _ in events) == slow  # none once stopped
 
 
-def test_a_chaos_partition_always_leaves_brokers_on_both_sides():
+@pytest.mark.parametrize("brokers", [2, 3, 4])
+def test_a_chaos_partition_always_leaves_brokers_on_both_sides(brokers):
+    """Every broker on one side or the other, neither side empty, and the first side of any
+    size from 1 to all but one: two brokers are split too, four 1|3, 2|2 and 3|1 (the
+    165th review added the sizes and the two and four brokers)."""
     sched, world, events = _stub_world()
+    ids = list(range(1, brokers + 1))
+    world.cluster.brokers, world.cluster.live_brokers = dict.fromkeys(ids), lambda: list(ids)
     planner = ChaosPlanner(world, FaultRates(**{**_QUIET, "partition": 600.0}, partition_ms_max=300))
     planner.start()
     sched.advance(60_000)
     planner.stop()
     groups = [data["groups"] for _, kind, _, data in events if kind == "partition"]
     assert len(groups) > 50
-    assert all(len(g) == 2 and g[0] and g[1] and sorted(g[0] + g[1]) == [1, 2, 3] for g in groups)
+    assert all(len(g) == 2 and g[0] and g[1] and sorted(g[0] + g[1]) == ids for g in groups)
+    assert {len(g[0]) for g in groups} == set(range(1, brokers))
 
 
 def test_a_power_loss_after_a_flush_past_a_roll_keeps_every_flushed_segment(tmp_path):
