@@ -39,9 +39,16 @@ def test_unpaused_view_runs_exactly_as_the_shared_scheduler_would():
         (view if on_view else shared).call_later(delay, lambda i=i: ran.append((i, shared.now_ms())))
     view.call_soon(ran.append, ("soon", 0))
     view.call_soon_threadsafe(ran.append, ("threadsafe", 0))
+
+    def callback() -> None:  # a threadsafe call goes through the shared inbox, as on the shared one
+        view.call_soon_threadsafe(ran.append, ("posted", 8))
+        view.call_soon(ran.append, ("scheduled", 8))
+
+    view.call_later(8, callback)
     assert view.now_ms() == 0 and view.rng is shared.rng
     shared.advance(10)
-    assert ran == [(2, 0), ("soon", 0), ("threadsafe", 0), (3, 3), (0, 5), (1, 5), (4, 5)]
+    assert ran == [(2, 0), ("soon", 0), ("threadsafe", 0), (3, 3), (0, 5), (1, 5), (4, 5),
+                   ("scheduled", 8), ("posted", 8)]
 
 
 def test_timers_due_during_a_pause_run_at_resume_in_due_order_and_see_the_late_time():
