@@ -588,6 +588,28 @@ def test_a_paused_receivers_buffer_keeps_the_arrival_order_across_links():
     assert [(t, n, r.replica_id) for t, n, r in got][2:] == [(61, 4, 2)]
 
 
+def test_a_paused_receivers_buffer_is_read_in_arrival_order_when_its_sender_is_paused_too():
+    """A paused receiver's buffer is read in the order its bytes arrived, whichever link
+    carried them, also when the sender of a later arrival has been paused since and has
+    sent on that link meanwhile: that arrival goes ahead of what its sender sent during
+    its pause (still to leave), not ahead of what another link delivered before it (the
+    165th review; it used to be handed over first)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.set_link(1, 2, LinkProfile(latency_ms_min=30, latency_ms_max=30))
+    net.send(1, 2, fetch(1), None)  # reaches 2 at 30, in its buffer
+    net.send(3, 2, fetch(3), None)  # reaches 2 at 10, in its buffer first
+    net.pause(1)
+    net.pause(2)
+    net.send(1, 2, fetch(11), None)  # sent by 1 during its pause: leaves at 1's resume
+    sched.advance(50)
+    net.resume(2)
+    sched.advance(1)
+    assert [(t, r.replica_id) for t, _, r in got] == [(50, 3), (50, 1)]
+    net.resume(1)
+    sched.advance(40)
+    assert [(t, r.replica_id) for t, _, r in got][2:] == [(81, 11)]  # the 1-2 link takes 30 ms
+
+
 def test_what_a_paused_node_sent_meets_the_network_as_it_is_at_its_resume():
     """What a node sent during its pause leaves at its resume through the links as they are
     then: a partition begun meanwhile drops its data and holds its controller requests

@@ -226,14 +226,13 @@ class SimNetwork(InProcessTransport):
             self._arrive(src, dst, message, arrive, incarnation.get(src, 0) if incarnation else 0)
 
     def _buffer(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
-        """Keep an arrival in a paused receiver's socket buffer: behind what the buffer holds
-        from this link, ahead of what the link's paused sender sent since (sent later)."""
-        queue = self._paused_queue
-        for i, (s, d, _m, _a, sent_while_paused) in enumerate(queue):
-            if sent_while_paused and s == src and d == dst:
-                queue.insert(i, (src, dst, message, arrive, False))
-                return
-        queue.append((src, dst, message, arrive, False))
+        """Keep an arrival in a paused receiver's socket buffer, behind everything the buffer
+        holds already, from any link: it is read in arrival order.  What the link's paused
+        sender sent since stays ahead of it in the queue but leaves only at a resume, after
+        the buffer was handed over (see :meth:`resume`); it used to be put ahead of that,
+        which also put it ahead of what other links had delivered before it (the 165th
+        review)."""
+        self._paused_queue.append((src, dst, message, arrive, False))
 
     def lose_in_flight(self, node: int) -> None:
         """A host failure: messages ``node`` sent that have not arrived yet never will."""
