@@ -513,13 +513,20 @@ def test_a_senders_host_failure_does_not_take_back_what_a_paused_receiver_alread
 
 def test_a_dropped_request_is_never_duplicated_into_an_arrival():
     """Loss comes before retransmission: a request the link loses is not also doubled, so
-    with certain loss nothing arrives however likely duplication is."""
+    with certain loss nothing arrives however likely duplication is.  Loss is the whole data
+    plane's, not only what may be doubled: an OffsetsForLeaderEpoch request and an answer
+    are lost as well (the 165th review)."""
+    from kreplica.protocol import FetchResponse, OffsetsForLeaderEpochRequest
+
     sched, net, got = world(LinkProfile(drop_probability=1.0, duplicate_probability=1.0))
     for i in range(20):
         net.send(1, 2, fetch(i), None)
+    net.send(1, 2, OffsetsForLeaderEpochRequest(replica_id=1, partitions=()), None)
+    answers: list[object] = []
+    net.deliver(2, 1, FetchResponse.__new__(FetchResponse), answers.append)
     sched.advance(100)
-    assert got == []
-    assert (net.stats.dropped, net.stats.duplicated, net.stats.delivered) == (20, 0, 0)
+    assert got == [] and answers == []
+    assert (net.stats.dropped, net.stats.duplicated, net.stats.delivered) == (22, 0, 0)
 
 
 def test_a_session_a_paused_broker_opens_stays_unreachable_until_its_resume():
