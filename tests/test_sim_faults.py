@@ -802,11 +802,18 @@ def test_the_planner_draws_no_partition_with_one_broker_live(monkeypatch):
 
 def test_a_controlled_shutdown_the_planner_was_refused_brings_nobody_back(monkeypatch):
     """The restart after a controlled shutdown belongs to it: a target shutting down already
-    (a scripted shutdown, say) is refused and not restarted by the planner."""
+    (a scripted shutdown, say) is refused and not restarted by the planner, nor is its
+    downtime drawn: each of the minute's 240 ticks draws its target and the shutdown's
+    chance, nothing more."""
     rates = FaultRates(**{**_QUIET, "controlled_shutdown": 60.0}, downtime_ms_max=1000)
-    _world, _events, noted = _planned(monkeypatch, rates, shutdown_answer=False)
+    world, _events, noted = _planned(monkeypatch, rates, shutdown_answer=False)
     assert sum(kind == "controlled_shutdown" for _, kind, _, _ in noted) > 20
     assert [b for _, kind, b, _ in noted if kind == "restart"] == []
+    expected = random.Random(1)
+    for _ in range(240):
+        expected.choice([1, 2, 3])
+        expected.random()
+    assert world.rng.getstate() == expected.getstate()
 
 
 def test_the_planner_kills_no_controller_with_max_down_brokers_down(monkeypatch):
