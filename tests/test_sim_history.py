@@ -292,6 +292,15 @@ def test_the_swarm_draws_each_fault_length_bound_replication_factor_and_torn_fra
     assert 0.0 <= min(torn) < 0.1 and 0.9 < max(torn) <= 1.0
 
 
+def test_the_swarm_draws_each_latency_bound_and_slow_tail_from_its_list():
+    """Each seed's network from its own lists: a fastest latency of 1, 2 or 5 ms, a spread of
+    0 to 30 ms above it, and a slow tail (when there is one) of 20, 50 or 200 ms."""
+    nets = [swarm_scenario(s).network for s in range(100)]
+    assert {n.latency_ms_min for n in nets} == {1, 2, 5}
+    assert {n.latency_ms_max - n.latency_ms_min for n in nets} == {0, 4, 10, 30}
+    assert {n.latency_ms_tail for n in nets} == {20, 50, 200}
+
+
 def test_a_base_mix_without_admin_operations_gets_the_swarms_draw_of_them():
     """``swarm_mix = "base"`` keeps a base's admin cadence; a base with none (0) has none to
     keep, and its seeds draw admin operations as any swarm seed does (every 5 s or none)."""

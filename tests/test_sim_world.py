@@ -1001,6 +1001,37 @@ def test_an_acks_all_answer_is_judged_by_the_maximal_isr_and_only_when_it_succee
     assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and "below min.insync.replicas=2" in v.message
 
 
+def test_a_sweep_leaves_each_brokers_hooks_as_the_build_installed_them_once():
+    """Every sweep (and every LeaderAndIsr arrival) instruments the live brokers again: the
+    produce hook and each partition's truncation, log-start and full-disk hooks are
+    installed once per replica manager and partition, not wrapped again each time (a hook
+    wrapped k times judges each acks=all answer k times and nests k frames deep)."""
+    world = World(replace(scenarios.load("slow-follower"), steps=()), 1)
+    try:
+        world._build()
+
+        def hooks():
+            out = {}
+            for bid, broker in sorted(world.cluster.brokers.items()):
+                rm = broker.replica_manager
+                out[bid] = rm.handle_produce
+                for tp, p in sorted(rm.partitions.items(), key=lambda kv: kv[0].partition):
+                    out[(bid, tp)] = (p.truncate_to, p.truncate_fully_and_start_at, p.log.delete_old_segments,
+                                      p.log.maybe_increment_log_start_offset,
+                                      p.log.append_batches_as_leader, p.log.append_as_follower)
+            return out
+
+        before = hooks()
+        assert len(before) > len(world.cluster.brokers)  # partitions hosted, hooked at the build
+        for _ in range(3):
+            world._sweep()
+            for bid in world.cluster.brokers:
+                world.instrument_broker(bid)
+        assert hooks() == before
+    finally:
+        world.close()
+
+
 def test_every_partition_of_an_acks_all_answer_is_judged_not_only_the_first():
     """One produce answer covers every partition the request named: the second one's ISR,
     below min.insync.replicas, breaks acks=all's promise as a first one's would."""
