@@ -135,6 +135,37 @@ def test_a_request_from_an_older_controller_epoch_must_change_nothing(broken):
         world.close()
 
 
+@pytest.mark.parametrize("delete", [False, True])
+def test_a_stale_stop_replica_a_broker_applies_is_a_controller_epoch_violation(delete):
+    """A StopReplica from an older controller epoch must change nothing (Kafka answers
+    STALE_CONTROLLER_EPOCH).  A broker that forgot the check and stops (takes offline) or
+    deletes its replica is caught by the replica it changed: the request records no epoch
+    on the broker, so nothing else would show it."""
+    from kreplica.protocol import TopicPartition
+    from kreplica.protocol.controller_requests import StopReplicaPartition, StopReplicaRequest
+
+    sc = replace(scenarios.load("seed003-broker-killed"), steps=(), until_ms=2000)
+    world = World(sc, 1)
+    try:
+        world._build()
+        tp = TopicPartition("bar", 0)
+        victim = next(b for b in sorted(world.cluster.brokers)
+                      if tp in world.cluster.brokers[b].replica_manager.partitions)
+        rm = world.cluster.brokers[victim].replica_manager
+        epoch = rm.controller_epoch
+        assert epoch >= 1
+        rm._stale_controller = lambda e: False  # a broker that forgot to check the controller epoch
+        request = StopReplicaRequest(controller_id=99, controller_epoch=0,
+                                     partitions=(StopReplicaPartition(tp, delete),))
+        world.network.send(-7, victim, request, None)
+        world._step_until(world.now_ms() + 500)
+        assert rm.controller_epoch == epoch  # nothing but the replica moved
+        v = world.checker.violation
+        assert v is not None and v.invariant is Invariant.CONTROLLER_EPOCH, v and v.describe()
+    finally:
+        world.close()
+
+
 def test_batches_in_flight_over_a_reordering_network_land_out_of_order_and_lose_nothing():
     """Producers with five batches in flight (Kafka's default) and clients' requests free
     to overtake one another: a retried or overtaken batch lands behind a later one in the
