@@ -156,6 +156,19 @@ def test_a_scripted_base_keeps_its_brokers_topics_and_replication_factor_under_e
             assert 1 <= sc.config["min.insync.replicas"] <= rf and 1 <= sc.chaos.max_down <= max(1, rf - 1), (name, s)
 
 
+def test_a_scripted_base_of_two_brokers_still_gets_three_to_seven():
+    """The swarm's clusters have 3 to 7 brokers: a script naming only two (its steps and
+    topics kept) is grown to at least three, like any base, never run on two."""
+    from dataclasses import replace
+
+    from kreplica.sim.scenarios import TopicSpec
+
+    base = replace(scenarios.load("slow-follower"), brokers=2, topics=(TopicSpec("t", 1, 2),))
+    assert base.steps
+    counts = {swarm_scenario(s, base).brokers for s in range(60)}
+    assert min(counts) == 3 and max(counts) <= 7
+
+
 def test_a_base_mix_keeps_its_fault_durations_admin_cadence_and_latencies():
     """``swarm_mix = "base"``: the base's own durations, admin cadence and latencies stay
     whatever the seed draws (gc-pause-chaos its long pauses, config-churn its change a second)."""
