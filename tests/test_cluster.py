@@ -451,6 +451,19 @@ def test_replication_factor_is_checked_against_live_brokers(cluster):
     assert all(set(p.replicas) == {1001, 1002} for p in cluster.describe("t").partitions)
 
 
+def test_a_default_replication_factor_above_the_live_brokers_is_refused_not_cut_down():
+    """A create_topic that leaves the replication factor out takes
+    default.replication.factor as it is, as a Kafka broker fills in a CreateTopics request:
+    with fewer live brokers it is INVALID_REPLICATION_FACTOR ("larger than available
+    brokers"), not a topic quietly made with fewer replicas (hundred-and-sixty-eighth review)."""
+    with Cluster.embedded(config={"default.replication.factor": 3}) as c:
+        c.kill(1003)
+        assert c.run_until(lambda: 1003 not in c.zk.get_live_broker_ids(), 60_000)
+        with pytest.raises(errors.InvalidReplicationFactor):
+            c.create_topic("t", partitions=1)
+        assert c.topics() == []
+
+
 def test_restart_recovers_log_and_high_watermark(cluster):
     for i in range(10):
         cluster.produce("bar", 1, [b"r%d" % i])
@@ -921,6 +934,18 @@ def test_zero_latency_or_zero_fetch_wait_alone_runs(kwargs):
         c.create_topic("t", partitions=1, replication_factor=2)
         assert c.produce("t", 0, [b"x"], acks="all") == 0
         assert [r.value for r in c.fetch("t", 0, 0)] == [b"x"]
+
+
+@pytest.mark.parametrize("kwargs, took", [({}, 2), ({"latency_ms": 5}, 10)])
+def test_an_embedded_clusters_messages_take_latency_ms_each_way_one_by_default(kwargs, took):
+    """``latency_ms`` is the one-way delay of every message, 1 ms unless given: an acks=1
+    produce to a leader with no follower is one request and one answer, so it takes twice
+    that in virtual time (hundred-and-sixty-eighth review)."""
+    with Cluster.embedded(brokers=[1], **kwargs) as c:
+        c.create_topic("t", assignment={0: [1]})
+        start = c.now_ms()
+        assert c.produce("t", 0, [b"x"], acks=1) == 0
+        assert c.now_ms() - start == took
 
 
 def test_offset_range_after_retention_gives_the_log_start_not_out_of_range():
@@ -1447,6 +1472,25 @@ def test_a_client_of_remote_brokers_is_built_with_no_broker_and_no_data_dir(monk
     assert c.transport.closed and c.live_brokers() == []  # the store is not asked once closed
 
 
+
+def test_closing_a_cluster_again_closes_nothing_twice(monkeypatch, tmp_path):
+    """close() is idempotent (the class's docstring), as a Kafka client's close is: a second
+    call -- a with block left after an explicit close, say -- does not close the store or
+    the remote client's transport again, whose own close need not be idempotent
+    (hundred-and-sixty-eighth review)."""
+    c = _remote_client(monkeypatch, tmp_path)
+    closed = []
+    for name, obj in (("transport", c.transport), ("store", c.store)):
+        def counted(real=obj.close, name=name):
+            closed.append(name)
+            real()
+        monkeypatch.setattr(obj, "close", counted)
+    with c:
+        c.close()
+        assert closed == ["store", "transport"]
+    c.close()
+    assert closed == ["store", "transport"]
+
 def test_a_client_of_remote_brokers_does_not_look_inside_them(monkeypatch, tmp_path):
     """The brokers run elsewhere: what only in-process brokers can tell (topic_config_applied,
     offsets) is refused, and alter_topic_config answers the overrides it wrote without
@@ -1893,6 +1937,28 @@ def test_offset_range_asks_for_offsets_not_the_records(cluster):
 
 
 
+def test_offset_range_reads_no_record_past_the_high_watermark(cluster):
+    """offset_range's fetch is a consumer's (replica id -1, read_committed), as Kafka's
+    ListOffsets is no follower's: the leader reads nothing past the HW for it.  A fetch
+    under a broker's id (a follower's) or uncommitted would carry the one record not yet
+    replicated, and the leader would take it for a follower's (hundred-and-sixty-eighth
+    review)."""
+    from kreplica.protocol import FetchRequest, FetchResponse
+
+    cluster.kill(1003)  # a follower of bar-0 that stays in the ISR until its session expires
+    assert cluster.produce("bar", 0, [b"b" * 1000], acks=1) == 0
+    assert cluster.run_until(lambda: cluster.offsets("bar", 0)[1001] == (1, 0), 100)
+    sent = []
+    send = cluster.transport.send
+    cluster.transport.send = lambda src, dst, req, cb: send(
+        src, dst, req, lambda resp: (sent.append((req, resp)), cb(resp)))
+    assert cluster.offset_range("bar", 0) == (0, 0)
+    ((request, answer),) = [(q, r) for q, r in sent if isinstance(r, FetchResponse)]
+    assert len(answer.partitions[0].records) == 0
+    assert isinstance(request, FetchRequest) and (request.replica_id, request.isolation) == (-1, "committed")
+
+
+
 def test_a_remote_client_sends_to_the_leader_it_keeps_until_that_leader_fails_it(monkeypatch, tmp_path):
     """A client of remote brokers keeps the leader it found, as Kafka's clients keep their
     metadata until a request fails: a leader change written to the store meanwhile is not
@@ -1924,6 +1990,38 @@ def test_a_remote_client_sends_to_the_leader_it_keeps_until_that_leader_fails_it
         assert c.produce("t", 0, [b"c"], acks=1, retries=1) == 8
         assert asked == [7, 7, 7, 8]
 
+
+
+def test_a_remote_client_looks_for_the_leader_again_after_an_error_it_raises(monkeypatch, tmp_path):
+    """A leader whose log directory failed answers KAFKA_STORAGE_ERROR, which the client
+    raises at once (no retry); the controller then moves the partition elsewhere.  Kafka's
+    clients take KafkaStorageException as stale metadata and refresh it: the remote client
+    drops the leader it kept even for an error it raises, so the next call goes to the new
+    leader, not back to the failed one (hundred-and-sixty-eighth review)."""
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+    from kreplica.protocol import LeaderAndIsr, ProducePartitionResult, ProduceResponse
+
+    with _remote_client(monkeypatch, tmp_path) as c:
+        KafkaZkClient(c.store.session("broker-8"), c.scheduler).register_broker(8)
+        c.create_topic("t", assignment={0: [7, 8]}, wait=False)
+        tp = TopicPartition("t", 0)
+        c.zk.create_partition_states({tp: LeaderAndIsr(7, 0, (7, 8))})
+        asked, answers = [], {7: errors.KafkaStorageError.code, 8: errors.NONE}
+
+        def broker(node):
+            def handle(src, request, respond):
+                asked.append(node)
+                respond(ProduceResponse((ProducePartitionResult(tp, answers[node], node),)))
+            return handle
+
+        for node in (7, 8):
+            c.transport.register(node, broker(node))
+        with pytest.raises(errors.KafkaStorageError):
+            c.produce("t", 0, [b"a"], acks=1, retries=3)
+        c.zk.update_partition_states({tp: LeaderAndIsr(8, 1, (8,), zk_version=0)})
+        answers[7] = errors.NotLeaderOrFollower.code
+        assert c.produce("t", 0, [b"b"], acks=1, retries=0) == 8
+        assert asked == [7, 8]
 
 def test_topic_config_applied_passes_a_dead_broker_over_and_asks_the_live_ones_after_it():
     """A dead broker hosts nothing to compare: it is skipped, and the live brokers listed
