@@ -1491,6 +1491,23 @@ def test_closing_a_cluster_again_closes_nothing_twice(monkeypatch, tmp_path):
     c.close()
     assert closed == ["store", "transport"]
 
+def test_a_client_of_remote_brokers_waits_for_a_controller_as_a_cluster_does():
+    """connect()'s promise: a client of remote brokers waits for a controller, as a cluster
+    does at creation -- 30 s, then REQUEST_TIMED_OUT, its transport closed -- not handed
+    back over a store no broker has joined yet (hundred-and-sixty-eighth review)."""
+    from recording_transport import RecordingTransport
+
+    class Closable(RecordingTransport):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    transport = Closable()
+    with pytest.raises(errors.RequestTimedOut, match="no controller"):
+        Cluster((), None, "memory", 0, None, transport=transport, remote=True)
+    assert transport.scheduler.now_ms() >= 30_000 and transport.closed
+
 def test_a_client_of_remote_brokers_does_not_look_inside_them(monkeypatch, tmp_path):
     """The brokers run elsewhere: what only in-process brokers can tell (topic_config_applied,
     offsets) is refused, and alter_topic_config answers the overrides it wrote without
