@@ -1202,6 +1202,19 @@ def test_observers_see_each_timeline_event_as_it_happens(cluster):
         seen[0][0].time_ms = 0
 
 
+def test_observers_are_told_of_each_event_in_the_order_they_were_added(cluster):
+    """Observers are called in the order they were appended, as Kafka calls its
+    interceptors in the order configured: one added after another (a recorder after a
+    checker, say) hears each event after it (hundred-and-sixty-eighth review)."""
+    told = []
+    cluster.observers.extend([lambda event: told.append(("first", event)),
+                              lambda event: told.append(("second", event))])
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: len(told) >= 4, 60_000)
+    assert [who for who, _ in told] == ["first", "second"] * (len(told) // 2)
+    assert [event for _, event in told[0::2]] == [event for _, event in told[1::2]]
+
+
 def test_closing_the_cluster_stops_its_brokers_cleanly(tmp_path):
     """close() is a clean stop of every broker: a cluster opened again on the same data
     finds every log closed cleanly, and no broker registers as back from a crash."""
