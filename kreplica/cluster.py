@@ -222,7 +222,8 @@ class Cluster:
     def _observe(self, kind: str, broker: int, **details: Any) -> None:
         event = TimelineEvent(self.scheduler.now_ms(), kind, broker, details)
         self.timeline.append(event)
-        for fn in self.observers:
+        # Everyone observing when it happened hears it, though one stops observing meanwhile.
+        for fn in tuple(self.observers):
             fn(event)
 
     # ---- time ----------------------------------------------------------------------

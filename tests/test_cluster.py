@@ -1215,6 +1215,25 @@ def test_observers_are_told_of_each_event_in_the_order_they_were_added(cluster):
     assert [event for _, event in told[0::2]] == [event for _, event in told[1::2]]
 
 
+def test_an_observer_that_removes_itself_does_not_hide_the_event_from_the_next(cluster):
+    """An observer may stop observing from inside its call (a one-shot waiter does): every
+    observer present when an event happens hears it, the one after the leaver included,
+    and the leaver hears nothing more (left to the list's iteration, the next observer
+    slid into the leaver's place and missed the event)."""
+    told = []
+
+    def once(event):
+        told.append(("once", event))
+        cluster.observers.remove(once)
+
+    cluster.observers.extend([once, lambda event: told.append(("after", event))])
+    cluster.kill(1003)
+    assert cluster.run_until(lambda: len(told) >= 3, 60_000)
+    assert [who for who, _ in told][:3] == ["once", "after", "after"]
+    assert told[0][1] is told[1][1]
+    assert "once" not in [who for who, _ in told[1:]]
+
+
 def test_closing_the_cluster_stops_its_brokers_cleanly(tmp_path):
     """close() is a clean stop of every broker: a cluster opened again on the same data
     finds every log closed cleanly, and no broker registers as back from a crash."""
