@@ -346,6 +346,8 @@ def test_a_transaction_with_an_op_of_the_wrong_type_or_kind_changes_nothing(stor
     s.create("/t", b"0")
     with pytest.raises(TypeError):
         s.multi([Op.create("/t-new"), Op.set("/t", "text")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):  # a create's data is checked too (kazoo's transaction refuses it)
+        s.multi([Op.set("/t", b"1"), Op.create("/t-new", "text")])  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         s.multi([Op.create("/t-new"), Op.set("/t", b"1"), Op("frob", "/t")])
     assert s.exists("/t-new") is None
@@ -1919,3 +1921,84 @@ def test_a_zookeeper_session_lost_right_after_connecting_leaves_no_open_sockets(
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     assert store._sessions == []
+
+
+# ---- the hundred-and-sixty-seventh review: metadata store mutants, ninth pass ----
+
+def test_an_exists_watch_on_a_sequential_nodes_name_hears_its_creation(store_env: StoreEnv) -> None:
+    # ZooKeeper fires NodeCreated for the node it made, the name with its number: a watch
+    # on that name hears it, a watch on the bare prefix does not.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/s")
+    numbered, prefix = Recorder(), Recorder()
+    assert b.exists("/s/n0000000000", numbered) is None
+    assert b.exists("/s/n", prefix) is None
+    assert a.create("/s/n", b"x", sequential=True) == "/s/n0000000000"
+    assert store_env.wait(lambda: numbered.types() == ["CREATED"])
+    assert numbered.events[0].path == "/s/n0000000000"
+    store_env.quiesce()
+    assert prefix.events == []
+
+
+def test_a_create_that_fails_takes_no_sequence_number(store_env: StoreEnv) -> None:
+    # ZooKeeper 3.4's PrepRequestProcessor refuses an existing node before it bumps the
+    # parent's cversion: a failed create (plain or sequential) hands out no number.
+    s = store_env.store.session("a")
+    s.create("/q")
+    s.create("/q/a")
+    with pytest.raises(NodeExists):
+        s.create("/q/a")
+    s.create("/q/x0000000002")
+    with pytest.raises(NodeExists):
+        s.create("/q/x", sequential=True)  # cversion 2: the name is taken
+    assert s.create("/q/y", sequential=True) == "/q/y0000000002"
+    assert s.create("/q/x", sequential=True) == "/q/x0000000003"
+
+
+def test_memory_the_interfaces_batched_read_on_a_cut_off_session_is_a_connection_loss() -> None:
+    # The fallback answers None only for a missing node; any other failure of a read is
+    # the caller's to see, as the stores' own batched reads raise it.
+    sched, store = _memory(3000)
+    s = store.session("a")
+    s.create("/a", b"1")
+    s.set_reachable(False)
+    with pytest.raises(ConnectionLoss):
+        Session.get_many(s, ["/a", "/nope"])
+    with pytest.raises(ConnectionLoss):
+        s.get_many(["/a", "/nope"])
+
+
+def test_memory_notices_held_across_a_cut_run_on_the_scheduler_not_inside_the_heal() -> None:
+    # As every watch, a notice held while the session was cut off runs later on the
+    # scheduler (ZooKeeper's event thread), never inside the call that reconnects it.
+    sched, store = _memory(3000)
+    s = store.session("a")
+    other = store.session("b")
+    s.create("/h", b"0")
+    seen = Recorder()
+    s.get("/h", seen)
+    s.set_reachable(False)
+    other.set("/h", b"1")
+    sched.advance(0)
+    assert seen.events == []
+    s.set_reachable(True)
+    assert seen.events == []
+    sched.advance(0)
+    assert seen.types() == ["CHANGED"]
+
+
+def test_memory_a_session_woken_between_pings_expires_a_whole_timeout_after_waking() -> None:
+    # Woken at 1500 (a ping heard then), paused again before the ping at 2000: last heard
+    # at 1500, the session expires at 4500 -- its deadline, not the next ping's instant.
+    sched, store = _memory(3000)
+    expired: list[int] = []
+    s = store.session("b1", on_expired=lambda: expired.append(sched.now_ms()))
+    sched.advance(100)
+    s.pause_heartbeats()
+    sched.advance(1400)
+    s.resume_heartbeats()
+    sched.advance(100)
+    s.pause_heartbeats()
+    assert sched.run_until(lambda: bool(expired), 10_000)
+    assert expired == [4500]
