@@ -2002,3 +2002,25 @@ def test_memory_a_session_woken_between_pings_expires_a_whole_timeout_after_waki
     s.pause_heartbeats()
     assert sched.run_until(lambda: bool(expired), 10_000)
     assert expired == [4500]
+
+
+def test_memory_a_watched_read_that_cannot_reach_the_store_leaves_no_watch() -> None:
+    # A request that never reached the server registers no watch (kazoo keeps a watcher
+    # only for an answered request): after the heal, changes tell nothing to those reads.
+    sched, store = _memory(3000)
+    s = store.session("a")
+    other = store.session("b")
+    other.create("/r", b"0")
+    seen = Recorder()
+    s.set_reachable(False)
+    for read in (s.exists, s.get, s.get_children):
+        with pytest.raises(ConnectionLoss):
+            read("/r", seen)
+    with pytest.raises(ConnectionLoss):
+        s.exists("/later", seen)
+    s.set_reachable(True)
+    other.set("/r", b"1")
+    other.create("/r/c")
+    other.create("/later")
+    sched.advance(0)
+    assert seen.events == []
