@@ -2024,3 +2024,28 @@ def test_memory_a_watched_read_that_cannot_reach_the_store_leaves_no_watch() -> 
     other.create("/later")
     sched.advance(0)
     assert seen.events == []
+
+
+# ---- the hundred-and-sixty-seventh review's notes: the memory store against ZooKeeper ----
+
+def test_a_sequential_create_with_makepath_and_a_trailing_slash_makes_the_parent_first(store_env: StoreEnv) -> None:
+    # "/q/r/" sequential names a child of /q/r; with makepath the missing /q and /q/r are
+    # made first, as ZooKeeper (through kazoo) makes them. The memory store refused the
+    # path, checking it for its parents without the digit the create adds.
+    s = store_env.store.session("a")
+    assert s.create("/q/r/", b"c", sequential=True, makepath=True) == "/q/r/0000000000"
+    assert s.get_children("/q") == ["r"] and s.get_children("/q/r") == ["0000000000"]
+    assert s.get("/q/r/0000000000")[0] == b"c"
+
+
+@pytest.mark.parametrize("path", ["/d/./e", "/d/../e", "/d/.", "/.."])
+def test_a_path_naming_a_node_dot_or_dot_dot_is_refused_and_makes_nothing(store_env: StoreEnv, path: str) -> None:
+    # No node is named . or ..: kazoo refuses such a path ("relative paths not allowed")
+    # before anything reaches ZooKeeper, parents included. The memory store made them.
+    s = store_env.store.session("a")
+    with pytest.raises(ValueError):
+        s.create(path, b"x", makepath=True)
+    with pytest.raises(ValueError):
+        s.multi([Op.create(path, b"x")])
+    assert s.exists("/d") is None and s.get_children("/") == []
+    assert s.create("/d/.e..", b"y", makepath=True) == "/d/.e.."  # dots inside a name are fine

@@ -82,6 +82,9 @@ def _parent(path: str) -> str:
 def _check_path(path: str) -> None:
     if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
         raise ValueError(f"invalid path {path!r}")
+    if "/." in path and any(name in (".", "..") for name in path.split("/")):
+        # As kazoo (and ZooKeeper's PathUtils) refuse them: no node is named . or ..
+        raise ValueError(f"invalid path {path!r}: relative paths not allowed")
 
 
 class MemoryStore(MetadataStore):
@@ -386,15 +389,17 @@ class MemorySession(Session):
             raise TypeError("node data must be bytes")
         events: list[tuple[int, str, EventType]] = []
         if makepath:
-            self._make_parents(store, path, events)
+            self._make_parents(store, path, sequential, events)
         try:
             created = store._create(self.session_id, path, data, ephemeral, sequential, events, None)
         finally:
             store._dispatch(events)
         return created
 
-    def _make_parents(self, store: MemoryStore, path: str, events: list[tuple[int, str, EventType]]) -> None:
-        _check_path(path)
+    def _make_parents(self, store: MemoryStore, path: str, sequential: bool,
+                      events: list[tuple[int, str, EventType]]) -> None:
+        # Checked as the create will check it: "/p/q/" is a sequential child of /p/q.
+        _check_path(path + "1" if sequential else path)
         missing: list[str] = []
         p = _parent(path)
         while p != "/" and p not in store._nodes:
