@@ -574,6 +574,27 @@ def test_stamp_create_time_writes_only_into_a_writable_buffer_holding_the_whole_
     assert backing == data
 
 
+
+def test_stamp_create_time_takes_a_buffer_running_past_the_run_and_leaves_the_rest_alone():
+    """Only a buffer shorter than the bytes framed is refused: one that holds the whole
+    run and more (the run's copies followed by a mapping's zero fill, say) gets the run's
+    batches rewritten as they were framed, and not a byte past the run is touched."""
+    import struct
+
+    from kreplica.log._batch_run import frame_producer_append
+    from kreplica.records import crc32c
+
+    right = encode_batch([(None, b"a", None, 100), (None, b"b", None, 200)])
+    wrong = bytearray(right)
+    struct.pack_into(">q", wrong, 35, 0)
+    struct.pack_into(">I", wrong, 17, crc32c(bytes(wrong[21:])))
+    run = frame_producer_append(bytes(wrong))
+    tail = bytes(range(1, 40))
+    backing = bytearray(bytes(wrong) + tail)
+    assert run.stamp_create_time(backing) == 1
+    assert bytes(backing) == right + tail
+    assert run.stamp_create_time(memoryview(backing)) == 0
+
 def test_index_entries_refuse_a_position_wider_than_four_bytes():
     """An offset-index entry holds the batch's file position in 4 bytes: a position past
     2**32 - 1 is refused (KafkaStorageError), not written cut to its low 4 bytes."""
