@@ -2049,3 +2049,92 @@ def test_a_path_naming_a_node_dot_or_dot_dot_is_refused_and_makes_nothing(store_
         s.multi([Op.create(path, b"x")])
     assert s.exists("/d") is None and s.get_children("/") == []
     assert s.create("/d/.e..", b"y", makepath=True) == "/d/.e.."  # dots inside a name are fine
+
+
+@pytest.mark.zookeeper
+def test_a_node_another_zookeeper_client_made_with_null_data_reads_as_empty_bytes(
+        zk_store_factory, kazoo_client) -> None:
+    # A client other than ours (kazoo given None, a Java client given null) can make a
+    # node whose data is null on the wire, not empty: the store answers bytes for it all
+    # the same, from a plain read and from a batched one.
+    from kreplica.meta.store import Stat
+
+    store = zk_store_factory()
+    kazoo_client.create(f"{zk_store_factory.chroot}/blank", None)
+    assert kazoo_client.get(f"{zk_store_factory.chroot}/blank")[0] is None  # null, as sent
+    s = store.session("reader")
+    data, stat = s.get("/blank")
+    assert data == b"" and stat == Stat(0, 0, 0)
+    assert s.get_many(["/blank"]) == [(b"", Stat(0, 0, 0))]
+
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_server_grants_sessions_of_up_to_a_minute_by_default(zk_server, zk_store_factory) -> None:
+    # The server widens ZooKeeper's 20-tick ceiling (4 s on a 200 ms tick) to a minute, not
+    # only to Kafka's 18 s default: a 45 s session is granted as asked, a 90 s one is cut
+    # to the minute.
+    from meta_env import negotiated_timeout_ms
+
+    long_session = zk_store_factory(session_timeout_ms=45_000).session("45s")
+    assert negotiated_timeout_ms(zk_server, long_session) == 45_000
+    too_long = zk_store_factory(session_timeout_ms=90_000).session("90s")
+    assert negotiated_timeout_ms(zk_server, too_long) == 60_000
+
+
+def test_a_server_waits_half_a_minute_for_a_slow_jvm_before_trying_again(monkeypatch) -> None:
+    # A loaded machine (two cores, a sweep's workers) can take well over 5 s to bring a
+    # JVM up: start() waits up to 30 s for one to serve before it starts another, and
+    # gives up after three. A stand-in process and clock: no JVM needed.
+    from kreplica.meta import zk_server as zs
+
+    class Clock:
+        now = 0.0
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, seconds: float) -> None:
+            self.now += seconds
+
+    class Starting:
+        def poll(self) -> int | None:
+            return None
+
+        def send_signal(self, sig: int) -> None:
+            pass
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 0
+
+        def kill(self) -> None:
+            pass
+
+    clock = Clock()
+    started: list[float] = []
+    ready_at = [25.0]
+
+    def popen(*args: object, **kwargs: object) -> Starting:
+        started.append(clock.now)
+        return Starting()
+
+    def answer(host: str, port: int, word: str = "ruok", timeout_s: float = 1.0) -> str:
+        if clock.now < ready_at[0]:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return "imok" if word == "ruok" else "Zookeeper version: 3.8.0"
+
+    monkeypatch.setattr(zs, "time", clock)
+    monkeypatch.setattr(zs.subprocess, "Popen", popen)
+    monkeypatch.setattr(zs, "four_letter_word", answer)
+    monkeypatch.setattr(zs, "zookeeper_available", lambda jar: True)
+    server = zs.ZooKeeperServer()
+    try:
+        assert server.start() is server and started == [0.0]  # serving after 25 s: one JVM
+    finally:
+        server.stop()
+    started.clear()
+    clock.now = 0.0
+    ready_at[0] = float("inf")
+    with pytest.raises(RuntimeError, match="did not start"):
+        server.start()
+    assert started == [0.0, pytest.approx(30.0, abs=0.1), pytest.approx(60.0, abs=0.1)]
+    assert server.data_dir is None and server._proc is None
