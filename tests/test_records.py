@@ -1529,3 +1529,51 @@ def test_restamping_a_torn_first_batch_says_torn_not_empty(keep):
                        match=f"torn batch at position 0: needs {len(whole)} bytes, {keep} available$"):
         restamp_batches(buf, 7, 3)
     assert bytes(buf) == whole[:keep]
+
+
+def test_a_key_or_value_of_wider_items_is_encoded_as_all_its_bytes():
+    # A bytes-like key or value is its bytes, whatever its item size, as Record() keeps
+    # bytes(o): an array('H') of two items is four bytes, not two.
+    from array import array
+
+    key, value = array("H", [1, 2]), memoryview(array("I", [7, 8, 9]))
+    buf = encode_batch([(key, value), (key, value, [("h", b"x")])], timestamp_ms=1)
+    got = decode_records(buf)
+    assert [(r.key, r.value) for r in got] == [(key.tobytes(), value.tobytes())] * 2
+    assert buf == encode_batch([Record(0, 1, key, value), Record(1, 1, key, value, [("h", b"x")])],
+                               timestamp_ms=1)
+
+
+def test_batch_size_at_timestamp_zero_is_the_size_of_the_batch_written_at_zero():
+    # 0 is a timestamp, not "none" (-1): a record's own timestamp 63 is a one-byte delta
+    # from a base of 0, a two-byte one from -1.
+    items = [b"a", (None, b"b", None, 63)]
+    assert batch_size(items, 0) == len(encode_batch(items, timestamp_ms=0))
+    assert batch_size(items, 0) == batch_size(items, -1) - 1
+
+
+def test_encode_into_at_timestamp_zero_writes_zero_not_no_timestamp():
+    items = [b"a", (None, b"b", None, 63)]
+    buf = bytearray(200)
+    n = encode_batch_into(buf, 0, items, 0, -1, 0)
+    assert bytes(buf[:n]) == encode_batch(items, timestamp_ms=0)
+    rb = batch_at(buf)
+    assert (rb.first_timestamp, rb.max_timestamp) == (0, 63)
+    assert [r.timestamp for r in decode_records(buf[:n])] == [0, 63]
+
+
+@pytest.mark.parametrize("second, message", [
+    (_raw_record(0), "bad record 1 in the batch at position 0"),
+    (_raw_record(1, headers=[(b"\xff", b"x")]),
+     "header key of record 1 is not UTF-8 in the batch at position 0"),
+], ids=["repeated-delta", "header-key"])
+def test_a_leaders_check_of_a_gzip_batch_names_the_record_it_refuses(second, message):
+    # The leader decompresses a producer's gzip batch to check its records: the refusal
+    # names the bad record's index, as it does for an uncompressed batch, not record 0.
+    from kreplica.log._batch_run import frame_producer_append
+
+    gz = _gzip_batch(_raw_record(0) + second + _raw_record(2), 3)
+    with pytest.raises(errors.InvalidRecord, match=f"{message}$"):
+        frame_producer_append(gz)
+    plain = _raw_batch([_raw_record(0), second, _raw_record(2)])
+    assert scan_batches(plain, check_records=True).error == message
