@@ -1577,3 +1577,12 @@ def test_a_leaders_check_of_a_gzip_batch_names_the_record_it_refuses(second, mes
         frame_producer_append(gz)
     plain = _raw_batch([_raw_record(0), second, _raw_record(2)])
     assert scan_batches(plain, check_records=True).error == message
+
+
+def test_a_fetch_from_a_compacted_batchs_last_offset_finds_its_last_record():
+    # Compaction keeps lastOffsetDelta: a batch holding offsets 10 and 12 (of 10..12) ends
+    # at 12, so a fetch from 12 must parse it, though base + count - 1 is 11.
+    buf = _at_offset(_raw_batch([_raw_record(0, value=b"a"), _raw_record(2, value=b"c")],
+                                last_offset_delta=2), 10)
+    assert [(r.offset, r.value) for r in decode_records(buf, start_offset=12)] == [(12, b"c")]
+    assert decode_records(buf, start_offset=13) == []
