@@ -113,6 +113,9 @@ def test_every_shipped_scenario_is_valid():
     # A create step's replication factor below 1, as one above the broker count is refused above.
     (dict(steps=(Step("create_topic", params={"topic": "x", "replication_factor": 0}),)),
      "replication factor 0 on 3 broker(s)"),
+    # A role is the text before the colon, as the World reads it: "leaders:" is none, and was
+    # a ValueError from World.resolve when the step fired.
+    (dict(steps=(Step("crash", target="leaders:t-0"),)), "unknown target 'leaders:t-0'"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -378,6 +381,12 @@ def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(tom
     ('action = "crash_together"\ncrashes = [{broker = 1, lose = true}]', "crash of 1: unknown keys ['lose']"),
     ('action = "crash_together"\ncrashes = [{broker = true}]', "crash of True, not a broker"),
     ('action = "crash_together"\ncrashes = []', "crashes = [], expected a list of tables"),
+    # true is 1 to isinstance(int), not to the admin call the create goes to mid-run.
+    ('action = "create_topic"\ntopic = "x"\npartitions = true', "partitions = True, expected an integer >= 1"),
+    ('action = "create_topic"\ntopic = "x"\nreplication_factor = true', "replication factor True on 3 broker(s)"),
+    # No list at all, not only a list of no lists: once a TypeError from iterating a number.
+    ('action = "partition"\ngroups = 5\nduration_ms = 10', "groups = 5, expected a list of lists"),
+    ('action = "crash_together"\ncrashes = 5', "crashes = 5, expected a list of tables"),
 ])
 def test_a_steps_parameters_are_typed_and_named_at_load(step, message, tmp_path):
     """A step's parameters reach the faults as written: a string duration compared with
