@@ -116,6 +116,8 @@ def test_every_shipped_scenario_is_valid():
     # A role is the text before the colon, as the World reads it: "leaders:" is none, and was
     # a ValueError from World.resolve when the step fired.
     (dict(steps=(Step("crash", target="leaders:t-0"),)), "unknown target 'leaders:t-0'"),
+    # Brokers are numbered from 1: 0 is below them, not one of them.
+    (dict(steps=(Step("crash", target=0),)), "target 0 is not a broker"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -283,6 +285,13 @@ def test_with_config_types_each_value_as_the_config_does():
     assert text.to_dict() == typed.to_dict()
     with pytest.raises(ValueError, match="scenario s: .*min.insync.replicas='0': out of range"):
         BASE.with_config(min_insync_replicas="0")
+
+
+def test_with_config_overrides_a_key_the_scenario_sets_and_keeps_its_others():
+    """`kreplica simulate --config` is how a run changes a scenario's config: a key the
+    scenario's file sets takes the override, and the file's other keys stay."""
+    sc = replace(BASE, config={"min.insync.replicas": 2, "retention.ms": 60000})
+    assert sc.with_config(min_insync_replicas="1").config == {"min.insync.replicas": 1, "retention.ms": 60000}
 
 
 @pytest.mark.parametrize("given, acks", [("0", "0"), (1, "1"), ("-1", "all")])
