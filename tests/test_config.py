@@ -55,6 +55,7 @@ def test_booleans_are_true_or_false_in_any_case(text, value):
         {"replica.truncation.strategy": "magic"},
         {"segment.ms": Decimal("1.5")},  # an embedder's exact numbers: not silently 1 either
         {"segment.ms": Fraction(3, 2)},
+        {"segment.ms": float("nan")},  # TOML's nan: int() raises ValueError for it, not OverflowError
     ],
 )
 def test_bad_keys_and_values_name_the_key(bad):
