@@ -118,6 +118,8 @@ def test_every_shipped_scenario_is_valid():
     (dict(steps=(Step("crash", target="leaders:t-0"),)), "unknown target 'leaders:t-0'"),
     # Brokers are numbered from 1: 0 is below them, not one of them.
     (dict(steps=(Step("crash", target=0),)), "target 0 is not a broker"),
+    # An empty name is an unknown one, not an IndexError from looking at its first character.
+    (dict(steps=(Step("crash", target=""),)), "unknown target ''"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
