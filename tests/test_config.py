@@ -124,6 +124,21 @@ def test_only_what_javas_trim_removes_is_trimmed(key, text):
         config.validate({key: text})
 
 
+def test_text_of_a_str_subclass_is_text():
+    """An embedder's text may be a str subclass (a StrEnum member, NumPy's str_): it is
+    trimmed and read as any text is, not refused as a number or boolean of the wrong type,
+    and what comes back is a plain str."""
+    class Text(str):
+        pass
+
+    out = config.validate({"segment.ms": Text(" 1000 "), "unclean.leader.election.enable": Text("TRUE"),
+                           "message.timestamp.type": Text(" LogAppendTime"), "acks": Text("-1")})
+    assert out["segment.ms"] == 1000 and type(out["segment.ms"]) is int
+    assert out["unclean.leader.election.enable"] is True
+    assert out["message.timestamp.type"] == "LogAppendTime" and type(out["message.timestamp.type"]) is str
+    assert out["acks"] == "all"
+
+
 def test_the_largest_segment_kafka_allows_is_accepted():
     assert config.validate({"segment.bytes": (1 << 31) - 1})["segment.bytes"] == (1 << 31) - 1
 
