@@ -2,6 +2,7 @@
 base's story runnable."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -287,6 +288,19 @@ def test_with_config_types_each_value_as_the_config_does():
     assert text.to_dict() == typed.to_dict()
     with pytest.raises(ValueError, match="scenario s: .*min.insync.replicas='0': out of range"):
         BASE.with_config(min_insync_replicas="0")
+
+
+def test_building_a_scenario_from_a_header_leaves_the_header_as_it_was():
+    """Replay builds the scenario from the recorded header and then prints that header as
+    the run's options: building must not pop a step's action out of it nor make an
+    assignment's keys ints, and the same header builds the same scenario twice."""
+    sc = replace(BASE, topics=(TopicSpec("t", 2, 3, {0: (1, 2, 3), 1: (2, 3, 1)}),),
+                 steps=(Step("crash", at_ms=5, target=1, params={"lose_unflushed": True}),))
+    header = json.loads(json.dumps(sc.to_dict()))
+    before = json.loads(json.dumps(header))
+    assert scenarios.from_dict(header) == sc
+    assert header == before
+    assert scenarios.from_dict(header) == sc
 
 
 def test_with_config_overrides_a_key_the_scenario_sets_and_keeps_its_others():
