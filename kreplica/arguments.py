@@ -45,6 +45,27 @@ def java_integer(text: str) -> bool:
     return _JAVA_INTEGER.fullmatch(text) is not None and all(c < "\U00010000" for c in text)
 
 
+def _one(mapped: str, c: str) -> str:
+    # Java's Character case mappings take one char to one char: where Python's would
+    # give several (U+00DF to "SS"), Java's leaves the char as it is.
+    return mapped if len(mapped) == 1 else c
+
+
+def java_boolean(text: str) -> bool | None:
+    """``text`` as Kafka's ConfigDef reads a boolean, blanks trimmed first by the caller:
+    True or False where it equals "true" or "false" ignoring case as Java's
+    ``String.equalsIgnoreCase`` ignores it (char by char, alike once upper-cased or once
+    lower-cased after that, so U+017F LATIN SMALL LETTER LONG S, upper-cased to S, spells
+    "falſe"), else None.  Python's ``lower()`` keeps the long s."""
+    for word, value in (("true", True), ("false", False)):
+        if len(text) == len(word) and all(
+                a == b or _one(a.upper(), a) == b.upper()
+                or _one(_one(a.upper(), a).lower(), a) == b
+                for a, b in zip(text, word)):
+            return value
+    return None
+
+
 def digits(text: str) -> bool:
     """Is ``text`` a whole number as files and addresses spell one: ASCII digits only?
     ``str.isdigit`` also takes "\u00b2", which ``int()`` refuses, and "\u0661", which it reads as 1."""

@@ -110,8 +110,9 @@ def _coerce(key: Key, value: Any) -> Any:
     if key.kind == "bool":
         if isinstance(value, bool):
             return value
-        if text is not None and text.lower() in ("true", "false"):
-            return text.lower() == "true"
+        read = arguments.java_boolean(text) if text is not None else None
+        if read is not None:
+            return read
         raise InvalidConfig(f"{key.name}={value!r}: expected true or false")
     if key.kind == "int":
         if isinstance(value, bool):

@@ -24,9 +24,12 @@ def test_strings_are_coerced():
     assert c["acks"] == "all"
 
 
-@pytest.mark.parametrize("text, value", [("true", True), ("TRUE", True), ("False", False), (True, True), (False, False)])
+@pytest.mark.parametrize("text, value", [("true", True), ("TRUE", True), ("False", False), (True, True), (False, False),
+                                         ("fal\u017fe", False), ("FAL\u017fE", False)])
 def test_booleans_are_true_or_false_in_any_case(text, value):
     # Kafka reads booleans case-insensitively; a hand-written "TRUE" is not a bad value.
+    # Its case is Java's String.equalsIgnoreCase's, char by char: LATIN SMALL LETTER LONG
+    # S upper-cases to S, so "fal\u017fe" is false there (jshell; the 173rd review).
     assert config.validate({"unclean.leader.election.enable": text})["unclean.leader.election.enable"] is value
 
 
@@ -304,7 +307,8 @@ def test_each_integer_keys_lowest_value_is_taken_and_the_one_below_refused(key, 
         config.validate({key: lowest - 1})
 
 
-@pytest.mark.parametrize("text", ["yes", "no", "1", "0", "on", "off", "t", ""])
+@pytest.mark.parametrize("text", ["yes", "no", "1", "0", "on", "off", "t", "",
+                                  "\u017false", "tru\u017f", "fal\u00dfe", "fal\u017f", "fal\u017fe\u017f"])
 def test_a_boolean_is_the_word_true_or_false_and_nothing_else(text):
     # Kafka's ConfigDef takes "true" and "false" in any case and refuses the rest.
     with pytest.raises(errors.InvalidConfig, match="expected true or false"):

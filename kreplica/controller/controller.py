@@ -73,7 +73,7 @@ import functools
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import errors
-from ..arguments import JAVA_BLANKS
+from ..arguments import JAVA_BLANKS, java_boolean
 from ..meta import layout
 from ..meta.kafka_zk_client import KafkaZkClient
 from ..meta.store import BadVersion, SessionExpired, StoreError, WatchEvent
@@ -775,7 +775,7 @@ class KafkaController:
             return bool(self.config.get("unclean.leader.election.enable", False))
         # As Kafka's ConfigDef reads a boolean (and kreplica.config the broker's): blanks
         # around it trimmed, case ignored.  The node may come from another tool.
-        return override.strip(JAVA_BLANKS).lower() == "true"
+        return java_boolean(override.strip(JAVA_BLANKS)) is True
 
     def _topic_config(self, topic: str) -> tuple[tuple[str, str], ...]:
         """The topic's config overrides, as sorted (key, value) pairs: what the LeaderAndIsr
