@@ -1112,3 +1112,67 @@ def test_a_trace_holding_what_looks_like_markup_is_printed_as_recorded(monkeypat
     out = capsys.readouterr().out.splitlines()
     start = out.index("seed 1") + 1
     assert out[start:start + 3] == violation.describe().splitlines()
+
+
+class _Exited(Exception):
+    """What the test's os._exit raises instead of leaving: the status a worker left with."""
+
+
+def _record_exits(monkeypatch):
+    def exit_(code):
+        raise _Exited(code)
+
+    monkeypatch.setattr(sim_cli.os, "_exit", exit_)
+
+
+def test_a_worker_leaves_with_128_plus_sigterm_after_its_seed_and_between_seeds(monkeypatch):
+    """A pool worker SIGTERMed while idle leaves at once with 128 + SIGTERM, as a process
+    killed by it reports; so does one after a seed ran (the seed done, it is idle again,
+    and must not raise SystemExit into the pool's wait on its task queue)."""
+    import signal
+
+    _record_exits(monkeypatch)
+    monkeypatch.setattr(sim_cli, "_terminated", False)
+    monkeypatch.setattr(sim_cli, "_running", False)
+    monkeypatch.setattr(sim_cli, "run_seed", lambda args, seed, scenario=None: seed * 2)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert sim_cli._run_in_worker(None, 4) == 8
+        assert sim_cli._running is False
+        with pytest.raises(_Exited) as e:
+            sim_cli._exit_on_sigterm(signal.SIGTERM, None)
+        assert e.value.args == (128 + signal.SIGTERM,)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("code, status", [(143, 143), (0, 0), ("stopped", 1)])
+def test_a_worker_whose_run_ends_in_systemexit_leaves_with_its_code(monkeypatch, code, status):
+    """The pool's terminate() reaches a run in flight as SystemExit(128 + SIGTERM): the
+    worker leaves with that status once the run has cleaned up (1 for a code that is no
+    number: a message, for which Python's own exit gives 1 too)."""
+    def run_seed(args, seed, scenario=None):
+        raise SystemExit(code)
+
+    _record_exits(monkeypatch)
+    monkeypatch.setattr(sim_cli, "_terminated", False)
+    monkeypatch.setattr(sim_cli, "run_seed", run_seed)
+    with pytest.raises(_Exited) as e:
+        sim_cli._run_in_worker(None, 1)
+    assert e.value.args == (status,) and sim_cli._running is False
+
+
+def test_plain_progress_rounds_its_percentage_to_the_nearest_whole():
+    """2 of 3 seeds is 67% done, not 66%: the share is rounded to the nearest whole per cent, not cut."""
+    import io
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    progress = sim_cli.PlainProgress(3, Console(file=out, width=200), clock=iter([0.0, 2.0, 4.0]).__next__)
+    for done in (1, 2):
+        progress.advance(SimpleNamespace(runs=done, violations=Counter()))
+    assert [x.split(", ")[0] for x in out.getvalue().splitlines()] == [
+        "progress: 1/3 seeds (33%)", "progress: 2/3 seeds (67%)"]
