@@ -328,3 +328,17 @@ def test_the_tables_values_are_right_aligned_under_their_heading():
     speed = next(x for x in lines if "simulated events / wall s" in x)
     assert runs.rstrip().endswith("1 │") and speed.rstrip().endswith("1,234,567 │")
     assert runs.rindex("1 │") == speed.rindex("7 │")  # the last digits in one column
+
+
+def test_a_timeline_gives_an_isr_bar_to_a_follower_that_never_leads(tmp_path, monkeypatch):
+    """Most ISR members are followers that never lead: broker 1 leads throughout with ISR
+    {1, 2, 3} until 0.5 s and {1, 2} after; brokers 2 and 3 get their bars and ticks too."""
+    samples = []
+    for t in range(0, 1000, 250):
+        samples.append((t, "t-0", 1, -1, -1, 2, (1, 2, 3) if t < 500 else (1, 2)))
+        samples += [(t, "t-0", b, t // 250, t // 250 + 1, int(b == 1), ()) for b in (1, 2, 3)]
+    lead = _timeline_figure(tmp_path, monkeypatch, result(1, samples=samples)).axes[1]
+    extents = sorted((round(e.x0, 3), round(e.x1, 3), round((e.y0 + e.y1) / 2, 3))
+                     for bars in lead.collections for e in (p.get_extents() for p in bars.get_paths()))
+    assert extents == [(0.0, 0.5, 3.0), (0.0, 0.75, 1.0), (0.0, 0.75, 2.0)]
+    assert list(lead.get_yticks()) == [0, 1, 2, 3]
