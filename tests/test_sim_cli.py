@@ -1176,3 +1176,31 @@ def test_plain_progress_rounds_its_percentage_to_the_nearest_whole():
         progress.advance(SimpleNamespace(runs=done, violations=Counter()))
     assert [x.split(", ")[0] for x in out.getvalue().splitlines()] == [
         "progress: 1/3 seeds (33%)", "progress: 2/3 seeds (67%)"]
+
+
+def _seed_and_pid(args, seed, scenario=None):
+    import os
+
+    return seed, os.getpid()
+
+
+@pytest.mark.parametrize("jobs, pools", [(1, []), (2, [2]), (3, [3])])
+def test_jobs_is_how_many_worker_processes_run_the_seeds(monkeypatch, jobs, pools):
+    """--jobs N > 1 runs the seeds in a pool of N worker processes; --jobs 1 (the default)
+    runs them in this one, with no pool."""
+    import argparse
+    import multiprocessing.pool
+    import os
+
+    sizes = []
+    init = multiprocessing.pool.Pool.__init__
+
+    def recording_init(self, processes=None, *a, **k):
+        init(self, processes, *a, **k)
+        sizes.append(len(self._pool))
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "__init__", recording_init)
+    monkeypatch.setattr(sim_cli, "run_seed", _seed_and_pid)
+    runs = list(sim_cli._runs(argparse.Namespace(jobs=jobs, swarm=True), None, range(5)))
+    assert [seed for seed, _ in runs] == [0, 1, 2, 3, 4] and sizes == pools
+    assert all((pid == os.getpid()) == (jobs == 1) for _, pid in runs)
