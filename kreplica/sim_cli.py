@@ -190,9 +190,25 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
     import multiprocessing
     from functools import partial
 
-    pool = multiprocessing.get_context("fork").Pool(args.jobs, initializer=_worker_signals)
+    context = multiprocessing.get_context("fork")
+    # Each worker counts itself in as it starts. The pool replaces a worker that dies (the
+    # OOM killer's SIGKILL, a crash in native code) but loses the seed it was running, and
+    # imap would wait for that seed's result for good: a count above --jobs ends the wait.
+    started = context.Value("i", 0)
+    pool = context.Pool(args.jobs, initializer=_worker_start, initargs=(started,))
     try:
-        yield from pool.imap(partial(_run_in_worker, args, scenario=shared), seeds)
+        results = pool.imap(partial(_run_in_worker, args, scenario=shared), seeds)
+        while True:
+            try:
+                r = results.next(timeout=0.2)
+            except StopIteration:
+                break
+            except multiprocessing.TimeoutError:
+                if started.value > args.jobs:
+                    raise WorkerLost("a worker process died (killed by a signal or crashed) while seeds "
+                                     "were running; the seed it held has no result") from None
+                continue
+            yield r
         pool.close()  # done: the workers finish and leave on their own
     except BaseException:  # Ctrl-C, SIGTERM or an error in this process, or the caller stopped
         pool.terminate()
@@ -201,9 +217,19 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
         pool.join()
 
 
+class WorkerLost(Exception):
+    """A pool worker died without an answer; the seeds that finished are kept."""
+
+
 # In a pool worker: a seed is running (SIGTERM must then let it clean up); SIGTERM came.
 _running = False
 _terminated = False
+
+
+def _worker_start(started: Any) -> None:
+    with started.get_lock():
+        started.value += 1
+    _worker_signals()
 
 
 def _run_in_worker(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
@@ -347,7 +373,7 @@ def execute(args: argparse.Namespace) -> int:
     results = []
     # Output to a file or pipe (CI, nohup) gets a plain line every 5% instead of a bar.
     plain = None if console.is_terminal or len(seeds) == 1 else PlainProgress(len(seeds), console)
-    interrupted = False
+    interrupted = lost = False
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=len(seeds) == 1, disable=plain is not None) as progress:
         task = progress.add_task(label, total=len(seeds))
@@ -373,17 +399,21 @@ def execute(args: argparse.Namespace) -> int:
                     raise KeyboardInterrupt
         except KeyboardInterrupt:  # keep what finished: the summary covers the seeds that ran
             interrupted = True
+        except WorkerLost as e:  # the same, and say why
+            interrupted = lost = True
+            progress.console.print(f"[red]error:[/red] {e}")
         finally:
             for signum, handler in zip((signal.SIGTERM, signal.SIGINT), previous or ()):
                 if handler is not None:
                     signal.signal(signum, handler)
-    done = f"{summary.runs} of {len(seeds)} seed(s), interrupted" if interrupted else f"{len(seeds)} seed(s)"
+    stopped = "a worker died" if lost else "interrupted"
+    done = f"{summary.runs} of {len(seeds)} seed(s), {stopped}" if interrupted else f"{len(seeds)} seed(s)"
     console.print(summary.table(f"{label}: {done}"))
     if args.out:
         (args.out / "summary.json").write_text(json.dumps(
             {"summary": summary.to_dict(), "runs": results, "interrupted": interrupted}, indent=1, sort_keys=True))
     if interrupted:
-        return 130
+        return 1 if lost else 130
     return 1 if summary.violations else 0
 
 

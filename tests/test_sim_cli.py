@@ -1204,3 +1204,46 @@ def test_jobs_is_how_many_worker_processes_run_the_seeds(monkeypatch, jobs, pool
     runs = list(sim_cli._runs(argparse.Namespace(jobs=jobs, swarm=True), None, range(5)))
     assert [seed for seed, _ in runs] == [0, 1, 2, 3, 4] and sizes == pools
     assert all((pid == os.getpid()) == (jobs == 1) for _, pid in runs)
+
+
+def _killed_at_seed_two(args, seed, scenario=None):
+    import os
+    import signal
+
+    if seed == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer ends a worker: no clean-up, no answer
+    return seed
+
+
+def test_a_pool_worker_killed_mid_seed_ends_the_wait_instead_of_hanging(monkeypatch):
+    """The pool replaces a worker that dies but loses the seed it held, so waiting for that
+    seed's result in order would never end (it hung for good): a worker started beyond
+    --jobs stops the wait with WorkerLost, after the seeds before the lost one."""
+    import argparse
+    import time
+
+    monkeypatch.setattr(sim_cli, "run_seed", _killed_at_seed_two)
+    got = []
+    t0 = time.monotonic()
+    with pytest.raises(sim_cli.WorkerLost, match="a worker process died"):
+        for seed in sim_cli._runs(argparse.Namespace(jobs=2, swarm=True), None, range(6)):
+            got.append(seed)
+    assert got == [0, 1] and time.monotonic() - t0 < 20
+
+
+def test_cli_a_lost_worker_keeps_the_seeds_that_finished_and_exits_1(tmp_path, capsys, monkeypatch):
+    real = sim_cli.run_seed
+
+    def killed_at_seed_two(args, seed, scenario=None):
+        if seed == 2:
+            _killed_at_seed_two(args, seed)
+        return real(args, seed, scenario)
+
+    monkeypatch.setattr(sim_cli, "run_seed", killed_at_seed_two)
+    argv = ["--scenario", "seed003-controlled-shutdown", "--seeds", "1..4", "--until", "1500", "--jobs", "2",
+            "--out", str(tmp_path)]
+    assert sim_cli.main(argv) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "error: a worker process died" in out and "1 of 4 seed(s), a worker died" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and [r["seed"] for r in summary["runs"]] == [1]
