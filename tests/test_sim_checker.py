@@ -2409,6 +2409,39 @@ def test_an_ack_not_yet_seen_committed_where_the_unclean_leader_holds_another_ba
     assert c.models["t-0"].canon_end == 2
 
 
+@pytest.mark.parametrize("lost_by, counted", [(2, True), (3, False)], ids=["its-own-power-loss", "another-brokers"])
+def test_an_ack_not_yet_seen_committed_that_a_clean_leader_lost_in_its_power_loss_is_a_counted_loss(
+        make, lost_by, counted):
+    """The clean counterpart of the test above: b's ack reaches the checker before the step
+    that committed b is judged; broker 2, in the ISR, had b unflushed and drops it in a power
+    loss, takes a producer's batch X at 1 and is elected (cleanly) holding it below its LEO.
+    Its own power loss explains the missing ack: counted at once, and X then commits as the
+    history.  Another broker's power loss explains nothing: the new leader committing X over
+    the acked write is a violation."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", *append(old, [b"b"], 0), -1, 2, leader=1)   # b not yet judged committed
+    c.set_time(10)
+    c.on_power_loss(lost_by, "t-0", 1)
+    c.on_restart(lost_by)
+    back = make("back", Role.FOLLOWER, 0, isr=(1, 2))
+    append(back, [b"a"], 0, commit=False)
+    append(back, [b"X"], 0, commit=False)
+    back.role, back.leader_epoch, back.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", back, None)
+    assert c.violation is None and c.unclean_elections == 0
+    assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == ([(1, "power-loss", 2)] if counted else [])
+    back.log.maybe_increment_high_watermark(2)
+    c.observe(2, "t-0", back, None)
+    if counted:
+        assert c.violation is None, c.violation.describe()
+        assert c.models["t-0"].canon_end == 2
+    else:
+        assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+
+
 def test_a_read_not_yet_seen_committed_that_an_unclean_election_loses_alone_is_counted_not_a_vanished_record(make):
     """Nothing the checker saw committed is lost (the new leader holds a), but the read of
     b, committed by the deposed leader and not yet judged, is beyond where the new leader

@@ -606,14 +606,24 @@ class Checker:
 
         Only from the expired mark on, as for a late leader: below it the replica may hold
         what the history never did (leftovers an election superseded there), which is no
-        committed batch it lost."""
+        committed batch it lost.
+
+        Past the committed end it is compared with the acked writes the checker has not yet
+        seen committed, as an unclean leader is (_unclean_end): one it dropped in its power
+        loss and holds another batch in place of is where the loss starts, or it would be
+        found only when the new leader commits its own batch there, as a violation."""
         upto = min(leo, m.canon_end)
         froms = [f for b, f, _t in m.drops if b == broker and f < upto]
         start = max(min(froms), m.expired_below) if froms else upto
         differs = _first_difference(p, m, start, upto) if start < upto else None
-        if differs is None or not self._power_loss_cause(m, broker, differs):
-            return leo
-        return differs
+        if differs is not None:
+            return differs if self._power_loss_cause(m, broker, differs) else leo
+        for base in sorted(b for b, ack in m.acked.items() if b >= max(upto, m.expired_below) and ack.last < leo):
+            ack = m.acked[base]
+            held = read_fingerprints(p.log, base, base + 1)
+            if not held or (held[0][0], held[0][1], held[0][3]) != (base, ack.last, ack.crc):
+                return base if self._power_loss_cause(m, broker, base) else leo
+        return leo
 
     @staticmethod
     def _unclean_end(p: Any, m: PartitionModel, leo: int) -> int:
