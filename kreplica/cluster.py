@@ -346,9 +346,12 @@ class Cluster:
 
     @_refused_once_closed
     def topic_config_applied(self, topic: str, overrides: dict[str, str] | None = None) -> bool:
-        """Do all live replicas of ``topic`` run with ``overrides`` (default: what the store holds)?"""
+        """Do all live replicas of ``topic`` run with ``overrides`` (default: what the store holds)?
+        A topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION, not vacuously applied."""
         topic = _topic(topic)
         self._in_process("topic_config_applied")
+        if not self.zk.topic_exists(topic):
+            raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
         if overrides is None:
             overrides = self.zk.get_topic_config(topic)
         for broker in self.brokers.values():

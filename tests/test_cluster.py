@@ -750,6 +750,20 @@ def test_config_changes_made_together_are_all_applied_by_one_listing():
         assert c.topic_config_applied("b", {"retention.bytes": "2048"}) and c.topic_config_applied("a")
 
 
+def test_whether_a_missing_topics_config_is_applied_is_an_unknown_topic_not_true():
+    """A typo or a deleted topic is an error, as describe's is, not "every replica of it
+    (there are none) runs the config"."""
+    with Cluster.embedded(brokers=[1], config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("a", partitions=1, replication_factor=1)
+        assert c.topic_config_applied("a")
+        for missing in ("b", "A"):
+            with pytest.raises(errors.UnknownTopicOrPartition, match=f"topic '{missing}' does not exist"):
+                c.topic_config_applied(missing, {})
+        c.delete_topic("a")
+        with pytest.raises(errors.UnknownTopicOrPartition):
+            c.topic_config_applied("a")
+
+
 def test_a_config_change_for_another_entity_than_a_topic_is_skipped():
     """/config/changes also carries Kafka's broker and client config changes: a listing that
     holds one beside a topic's applies the topic's and skips the other (the eighty-eighth
