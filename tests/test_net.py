@@ -2015,3 +2015,19 @@ def test_an_answer_given_just_before_its_node_goes_away_reaches_its_sender(net):
     assert sched.run_until(lambda: len(answers) == 2, 5_000)
     assert answers[0] is DISCONNECTED
     assert answers[4] is not DISCONNECTED and answers[4].partitions[0].records == b"given"
+
+
+# ---- ports past 65535 (2026-11-28, ninth mutation review) -----------------------------------
+@pytest.mark.parametrize("option", ["--port", "--advertised-port"])
+def test_a_port_past_65535_is_a_bad_argument_not_a_traceback_or_a_registration_nobody_can_reach(
+        tmp_path, monkeypatch, capsys, option):
+    """A TCP port is at most 65535. ``--port 65536`` was handed to the run, whose listen
+    failed with an OverflowError traceback; ``--advertised-port 65536`` was registered, and
+    every peer, which takes a registration past 65535 as no usable port, found the broker
+    unregistered while it ran. Both are refused as ``--advertised-port 0`` is: exit 2,
+    the option named, the run never tried; 65535 itself is a port."""
+    with pytest.raises(SystemExit) as e:
+        _broker_command(tmp_path, monkeypatch, option, "65536")
+    assert e.value.code == 2 and option in capsys.readouterr().err
+    status, calls = _broker_command(tmp_path, monkeypatch, option, "65535")
+    assert status == 0 and calls[0][1][option[2:].replace("-", "_")] == 65535

@@ -20,10 +20,26 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..cli import argument, at_least, key_value, zookeeper_connect
+from ..cli import argument, at_least, integer_at_least, key_value, zookeeper_connect
 
 HELP = "run one broker in this process: real sockets, a shared ZooKeeper (a cluster of processes)"
 TICK_MS = 200  # how long the main loop sleeps at most between checks that the broker still runs
+MAX_PORT = 65535
+
+
+def _port(low: int) -> Any:
+    """An argparse ``type``: a TCP port from ``low`` to 65535.  Past it a listen fails
+    (OverflowError, a traceback) and a registration is no usable port to the peers
+    (:func:`~.remote.registered_address`), so it is a bad argument, as one below ``low``."""
+    at_least_low = integer_at_least(low)
+
+    def port(text: str) -> int:
+        n = at_least_low(text)
+        if n > MAX_PORT:
+            raise ValueError(f"{n}: must be at most {MAX_PORT}")
+        return n
+
+    return argument(port)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,9 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="this broker's log directory (created if missing; recovered at start)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", type=argument(key_value),
                    help="a broker config by Kafka's name, e.g. min.insync.replicas=2 (repeatable)")
-    p.add_argument("--port", type=at_least(0), default=0,
+    p.add_argument("--port", type=_port(0), default=0,
                    help="the loopback port to listen on (default 0: any free one, new at each start)")
-    p.add_argument("--advertised-port", type=at_least(1), default=None,
+    p.add_argument("--advertised-port", type=_port(1), default=None,
                    help="the port registered for peers and clients to use, when it is not --port "
                         "(Kafka's advertised.listeners): a proxy's in front of this broker, say")
     p.add_argument("--quiet", action="store_true",
