@@ -1174,7 +1174,9 @@ def test_the_broker_command_exits_2_for_bad_arguments_and_1_when_it_cannot_run(t
 
     assert cli.main(_broker_argv(tmp_path, "--config", "no.such.key=1")) == 2
     assert "Error: --config" in capsys.readouterr().err
-    for missing in ("--zookeeper", "--data-dir"):  # required, as zookeeper.connect: no cluster or directory assumed
+    # Required, as zookeeper.connect: no cluster, directory or broker id assumed (a broker
+    # started without --id is not silently broker 0, taking over broker 0's partitions).
+    for missing in ("--zookeeper", "--data-dir", "--id"):
         argv = _broker_argv(tmp_path)
         del argv[argv.index(missing):argv.index(missing) + 2]
         with pytest.raises(SystemExit) as e:
@@ -2017,7 +2019,7 @@ def test_an_answer_given_just_before_its_node_goes_away_reaches_its_sender(net):
     assert answers[4] is not DISCONNECTED and answers[4].partitions[0].records == b"given"
 
 
-# ---- ports past 65535 (2026-11-28, ninth mutation review) -----------------------------------
+# ---- ports past 65535, a peer forgotten twice, down marks (2026-11-28, ninth mutation review) ----
 @pytest.mark.parametrize("option", ["--port", "--advertised-port"])
 def test_a_port_past_65535_is_a_bad_argument_not_a_traceback_or_a_registration_nobody_can_reach(
         tmp_path, monkeypatch, capsys, option):
@@ -2031,3 +2033,66 @@ def test_a_port_past_65535_is_a_bad_argument_not_a_traceback_or_a_registration_n
     assert e.value.code == 2 and option in capsys.readouterr().err
     status, calls = _broker_command(tmp_path, monkeypatch, option, "65535")
     assert status == 0 and calls[0][1][option[2:].replace("-", "_")] == 65535
+
+
+def test_two_senders_whose_connections_to_one_peer_end_each_forget_it_without_error():
+    """Two nodes of this process (a broker and a client, say) each have a connection to a
+    peer of another process; it goes away, both connections end and each forgets the
+    peer's address. The second forgetting finds it gone already: no error on the
+    scheduler's thread (which would end a broker process's main loop), both senders are
+    refused, and the next request looks the peer up again and reaches it."""
+    sched = RealScheduler()
+    server, client, lookups = _two_processes(sched)
+    with server, client:
+        held = []
+        server.register(2, lambda src, request, respond: held.append(respond))
+        answers = {1: [], 3: []}
+        for src in (1, 3):
+            client.send(src, 2, _fetch(), answers[src].append)
+        assert sched.run_until(lambda: len(held) == 2, 5_000) and lookups == [2]  # one lookup, kept
+        server.unregister(2)
+        try:
+            refused = sched.run_until(lambda: answers[1] and answers[3], 5_000)
+        except Exception as e:
+            raise AssertionError(f"the scheduler's thread raised {e!r}") from None
+        assert refused and answers == {1: [DISCONNECTED], 3: [DISCONNECTED]}
+        server.register(2, _echo([]))
+        client.send(3, 2, _fetch(5), answers[3].append)
+        assert sched.run_until(lambda: len(answers[3]) == 2, 5_000)
+        assert answers[3][1].partitions[0].records == b"answer-5" and lookups == [2, 2]
+
+
+def test_a_node_that_registers_takes_only_itself_off_the_down_list(net):
+    """Node 1 went away with an answer to it already read off the wire; node 3 starts (or
+    restarts) before the scheduler gets to that answer. Node 3 is up again, node 1 is
+    still gone: the answer is dropped, not handed to the callback of a node that is no
+    more (as the in-process transport)."""
+    sched, t = net
+    t.register(1, _echo([]))
+    held, answers = _held_request(sched, t)
+    answered = _when_posted(sched, "_answer")
+    held[0](UpdateMetadataResponse(0))
+    assert answered.wait(5)  # the answer waits for the scheduler's thread
+    t.unregister(1)
+    t.register(3, _echo([]))
+    sched.advance(0)
+    assert answers == []
+
+
+def test_an_answer_is_written_on_the_socket_thread_not_the_handlers(net, monkeypatch):
+    """The handler's thread hands the encoded answer to the socket thread, which alone
+    touches the connection (asyncio's streams are not thread-safe): written from the
+    handler's thread while the socket thread flushes an earlier large answer on the same
+    connection, an answer could fail in the handler (the buffer being sent cannot grow)
+    or interleave with it on the wire."""
+    sched, t = net
+    writers = []
+    real_write = tcp_transport._write
+    monkeypatch.setattr(tcp_transport, "_write",
+                        lambda writer, frame: (writers.append(threading.current_thread()), real_write(writer, frame)))
+    t.register(2, _echo([]))
+    answers = []
+    t.send(1, 2, _fetch(1), answers.append)
+    assert sched.run_until(lambda: answers, 5_000)
+    assert answers[0].partitions[0].records == b"answer-1"
+    assert writers == [t._thread]
