@@ -2096,3 +2096,34 @@ def test_an_answer_is_written_on_the_socket_thread_not_the_handlers(net, monkeyp
     assert sched.run_until(lambda: answers, 5_000)
     assert answers[0].partitions[0].records == b"answer-1"
     assert writers == [t._thread]
+
+
+def test_a_node_going_away_closes_its_end_of_a_peers_connection_not_only_its_sending(net, caplog):
+    """Its end of each connection it accepted is closed, not only shut for writing: a late
+    answer of the gone node is not written (after a shut-down write asyncio's write
+    raises, logged as an error on the socket thread), and a peer of another process
+    that keeps its own end open (stopped, or slow to read the end of the stream) has
+    what it sends next refused by a reset, not read and dropped by a node that is gone."""
+    import logging
+
+    sched, t = net
+    held = []
+    port = t.register(2, lambda src, request, respond: held.append(respond))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as peer:
+        peer.sendall(codec.hello(5) + codec.frame(codec.REQUEST, 1, codec.encode(_fetch())))
+        assert sched.run_until(lambda: held, 5_000)
+        with caplog.at_level(logging.WARNING, logger="asyncio"):
+            t.unregister(2)
+            held[0](UpdateMetadataResponse(0))  # a crashed process's late answer
+            t._on_loop(asyncio.sleep(0.05))  # the write handed to the loop has run
+        assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+        assert peer.recv(65536) == b""  # the end of the stream, nothing answered
+
+        def refused():
+            try:
+                peer.sendall(codec.frame(codec.REQUEST, 2, codec.encode(_fetch())))
+            except OSError:  # reset by the closed end
+                return True
+            return False
+
+        assert _eventually(refused), "the gone node's end still reads what the peer sends"
