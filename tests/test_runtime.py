@@ -57,6 +57,7 @@ def test_manual_clock_never_goes_backwards():
         pass
     else:
         raise AssertionError("negative advance accepted")
+    assert c.now_ms() == 8  # refused before it moved the clock, not after taking it back
 
 
 def test_real_scheduler_checks_its_predicate_and_deadline_while_timers_keep_coming_due():
