@@ -157,7 +157,9 @@ def test_a_node_registered_again_gets_the_answers_to_its_requests():
 def test_a_produce_request_leaves_with_copies_of_every_view_it_carries(acks):
     """A producer may fill its buffer again as soon as send() returns; records sent as a
     view must arrive as they were, also when another partition's records are bytes, and
-    whatever the acks (an acks=0 send waits for no answer, but its records still travel)."""
+    whatever the acks (an acks=0 send waits for no answer, but its records still travel).
+    Only the partitions carrying a view are rebuilt; one whose records are bytes crosses as
+    the object sent (rebuilt, every partition of every such request cost an object more)."""
     from kreplica.protocol import ProducePartition, ProduceRequest, TopicPartition
 
     s = SimScheduler()
@@ -173,6 +175,7 @@ def test_a_produce_request_leaves_with_copies_of_every_view_it_carries(acks):
     assert [bytes(p.records) for p in arrived[0].partitions] == [b"bytes", b"first"]
     assert type(arrived[0].partitions[1].records) is bytes
     assert (arrived[0].acks, arrived[0].timeout_ms) == (acks, 1000)  # the copy keeps the rest
+    assert arrived[0].partitions[0] is request.partitions[0]  # only the views are copied, not every partition
 
 
 def test_unregistering_a_node_that_never_registered_leaves_its_answers_coming():
