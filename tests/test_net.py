@@ -204,6 +204,39 @@ def test_the_wire_format_is_pinned_byte_for_byte():
     assert codec.hello(-2) == struct.pack(">IBI", 11, 0, 0) + struct.pack(">iH", -2, 1)
 
 
+def test_the_controllers_requests_are_pinned_byte_for_byte_and_decode_to_their_own_types():
+    """The annotations of kreplica.protocol are the wire format: a flag annotated as an int
+    (eight bytes, not one) or a config pair as a tuple of any length (a count in front of
+    each pair) round-trips in one build, equal to what was sent, and is misread by a process
+    of the build before.  What decodes must also be of the field's own type: a bool, not the
+    int 1, and a TopicPartition, not a pair that merely compares equal to one."""
+    from kreplica.protocol import (LeaderAndIsrPartitionState, LeaderAndIsrRequest, UpdateMetadataPartitionState,
+                                   UpdateMetadataRequest)
+
+    q, u32 = (lambda v: struct.pack(">q", v)), (lambda v: struct.pack(">I", v))
+    text = lambda s: u32(len(s)) + s  # noqa: E731
+    ints = lambda *vs: u32(len(vs)) + b"".join(q(v) for v in vs)  # noqa: E731
+    state = LeaderAndIsrPartitionState(TopicPartition("t", 0), 1, 2, 3, (2, 3), 4, (2, 3), True,
+                                       (("retention.ms", "1000"),))
+    leader_and_isr = LeaderAndIsrRequest(0, 1, (state,), (2,), True, 5)
+    assert codec.encode(leader_and_isr) == (
+        bytes([6]) + q(0) + q(1) + u32(1)
+        + text(b"t") + q(0) + q(1) + q(2) + q(3) + ints(2, 3) + q(4) + ints(2, 3) + b"\x01"
+        + u32(1) + text(b"retention.ms") + text(b"1000")
+        + ints(2) + b"\x01" + q(5))
+    got = codec.decode(codec.encode(leader_and_isr))
+    assert got.is_init is True and got.partition_states[0].is_new is True
+    update = UpdateMetadataRequest(0, 1, (UpdateMetadataPartitionState(TopicPartition("t", 1), 1, 2, 3, (2,), 4, (2,)),),
+                                   (2,), (TopicPartition("gone", 0),), 5)
+    assert codec.encode(update) == (
+        bytes([10]) + q(0) + q(1) + u32(1)
+        + text(b"t") + q(1) + q(1) + q(2) + q(3) + ints(2) + q(4) + ints(2) + ints()
+        + ints(2) + u32(1) + text(b"gone") + q(0) + q(5))
+    got = codec.decode(codec.encode(update))
+    assert type(got.deleted[0]) is TopicPartition and str(got.deleted[0]) == "gone-0"
+    assert type(got.partition_states[0].tp) is TopicPartition
+
+
 # Every dataclass of kreplica.protocol, its fields in the order a frame carries them (LeaderAndIsr,
 # stored as named JSON and sent in none, is listed with them as it is exported with them).
 WIRE_FIELDS = {
