@@ -15,6 +15,7 @@ import socket
 import struct
 import threading
 import time
+import types
 import typing
 
 import pytest
@@ -279,6 +280,55 @@ def test_every_message_keeps_the_field_order_its_wire_version_carries():
            for c in vars(protocol).values() if isinstance(c, type) and dataclasses.is_dataclass(c)}
     assert got == WIRE_FIELDS and codec.WIRE_VERSION == 1
     assert TopicPartition._fields == ("topic", "partition")
+
+
+# Each message type's number (its place in the list) and what its fields are on the wire,
+# nested types spelled out: [T] a counted sequence, (A, B) a fixed pair, ``bytes | memoryview``
+# records (written as bytes).
+WIRE_SCHEMA = [
+    "ProduceRequest(acks: int, timeout_ms: int, partitions: [ProducePartition(tp: TopicPartition(topic: str, partition: int), records: bytes | memoryview)])",
+    "ProduceResponse(partitions: [ProducePartitionResult(tp: TopicPartition(topic: str, partition: int), error_code: int, base_offset: int, log_append_time_ms: int)])",
+    "FetchRequest(replica_id: int, partitions: [FetchPartition(tp: TopicPartition(topic: str, partition: int), fetch_offset: int, current_leader_epoch: int, log_start_offset: int, max_bytes: int)], max_wait_ms: int, min_bytes: int, max_bytes: int, isolation: str)",
+    "FetchResponse(error_code: int, partitions: [FetchPartitionData(tp: TopicPartition(topic: str, partition: int), error_code: int, high_watermark: int, log_start_offset: int, log_end_offset: int, records: bytes | memoryview)])",
+    "OffsetsForLeaderEpochRequest(replica_id: int, partitions: [OffsetForLeaderPartition(tp: TopicPartition(topic: str, partition: int), leader_epoch: int, current_leader_epoch: int)])",
+    "OffsetsForLeaderEpochResponse(partitions: [EpochEndOffset(tp: TopicPartition(topic: str, partition: int), error_code: int, leader_epoch: int, end_offset: int)])",
+    "LeaderAndIsrRequest(controller_id: int, controller_epoch: int, partition_states: [LeaderAndIsrPartitionState(tp: TopicPartition(topic: str, partition: int), controller_epoch: int, leader: int, leader_epoch: int, isr: [int], zk_version: int, replicas: [int], is_new: bool, topic_config: [(str, str)])], live_leaders: [int], is_init: bool, broker_epoch: int)",
+    "LeaderAndIsrResponse(error_code: int, partition_errors: [(TopicPartition(topic: str, partition: int), int)])",
+    "StopReplicaRequest(controller_id: int, controller_epoch: int, partitions: [StopReplicaPartition(tp: TopicPartition(topic: str, partition: int), delete: bool, leader_epoch: int)], broker_epoch: int)",
+    "StopReplicaResponse(error_code: int, partition_errors: [(TopicPartition(topic: str, partition: int), int)])",
+    "UpdateMetadataRequest(controller_id: int, controller_epoch: int, partition_states: [UpdateMetadataPartitionState(tp: TopicPartition(topic: str, partition: int), controller_epoch: int, leader: int, leader_epoch: int, isr: [int], zk_version: int, replicas: [int], offline_replicas: [int])], live_brokers: [int], deleted: [TopicPartition(topic: str, partition: int)], broker_epoch: int)",
+    "UpdateMetadataResponse(error_code: int)",
+    "ControlledShutdownRequest(broker_id: int, broker_epoch: int)",
+    "ControlledShutdownResponse(error_code: int, partitions_remaining: [TopicPartition(topic: str, partition: int)])",
+    "AlterIsrRequest(broker_id: int, tp: TopicPartition(topic: str, partition: int), leader_epoch: int, new_isr: [int], zk_version: int, controller_epoch: int)",
+    "AlterIsrResponse(tp: TopicPartition(topic: str, partition: int), error_code: int, leader_epoch: int, isr: [int], zk_version: int)",
+]
+
+
+def _wire_schema(annotation) -> str:
+    """``annotation`` as the codec reads it (kreplica/net/codec.py's ``_codec``)."""
+    if annotation in (int, bool, str, bytes):
+        return annotation.__name__
+    if isinstance(annotation, types.UnionType):
+        return " | ".join(a.__name__ for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) is tuple:
+        args = typing.get_args(annotation)
+        if args[1:] == (Ellipsis,):
+            return f"[{_wire_schema(args[0])}]"
+        return "(" + ", ".join(_wire_schema(a) for a in args) + ")"
+    hints = typing.get_type_hints(annotation)
+    names = ([f.name for f in dataclasses.fields(annotation)] if dataclasses.is_dataclass(annotation)
+             else list(annotation._fields))
+    return f"{annotation.__name__}(" + ", ".join(f"{n}: {_wire_schema(hints[n])}" for n in names) + ")"
+
+
+def test_every_message_keeps_the_types_and_numbers_its_wire_version_carries():
+    """The annotations are the format: a flag annotated as an int is eight bytes, not one,
+    a count goes in front of a pair annotated as a tuple of any length, a message moved in
+    MESSAGE_TYPES takes another's number.  Each round-trips in one build and is misread by
+    a process of the build before; the controller's requests are pinned byte for byte
+    above, this pins every message's types (a change here is a new WIRE_VERSION)."""
+    assert [_wire_schema(cls) for cls in codec.MESSAGE_TYPES] == WIRE_SCHEMA and codec.WIRE_VERSION == 1
 
 
 # ---- the transport -----------------------------------------------------------------------------
