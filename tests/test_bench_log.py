@@ -1171,3 +1171,38 @@ def test_the_pieces_are_the_work_cut_in_turns_with_nothing_added():
     assert [p.encoded for p in pieces] == [work.encoded[:3], work.encoded[3:]]
     reused = AppendWork([b"v"] * 10, 5, [])
     assert [len(list(p.each_batch())) for p in reused.pieces(2)] == [3, 2]
+
+
+# The hundred-and-seventy-seventh review (docs/engine-audit.md, BH9-..): the ninth pass over the harness.
+
+def test_the_memory_rows_rate_is_of_the_whole_batches_it_appended(tmp_path, clock, monkeypatch):
+    """``memory_bytes`` that is no whole number of batches: the row appends the whole batches
+    that fit (3 of 160 B in 500 B) and its GB/s is of the 480 B appended, not of the 500 asked."""
+    import psutil
+
+    fake = _fake_store(clock, "kreplica", {"append": 1.0})
+    monkeypatch.setattr(bench_log, "KReplica", fake)
+    monkeypatch.setattr(bench_log.shutil, "disk_usage", lambda path: SimpleNamespace(free=64 * bench_log.GIB))
+    monkeypatch.setattr(psutil, "Process", lambda: SimpleNamespace(
+        memory_info=lambda: SimpleNamespace(rss=100 * bench_log.MIB)))
+    sizes = replace(bench_log.QUICK, memory_bytes=500, memory_segment_bytes=1 << 20)
+    [row] = bench_log.bench_memory(tmp_path, sizes, [b"v" * 16] * 10)
+    assert fake.opened[0].records == 30
+    # 480 B in 30 fake ns: 16 GB/s (the 500 B asked for would read 16.67)
+    assert row.note == "7 segments, start RSS 100 MiB, 16.00 GB/s with sampling"
+
+
+def test_the_follower_rows_name_counts_the_fetches_not_the_turns(tmp_path, monkeypatch):
+    """25 fetches raced in 9 turns of 3: the row names the 25 fetches (one
+    ``append_as_follower`` each), not the pieces they are cut into for taking turns."""
+    raced = []
+
+    def race(root, openers, pieces, run, repeat, keep=False):
+        raced.extend(pieces)
+        return bench_log.Timings(dict.fromkeys(openers, 1.0), dict.fromkeys(openers, 1.0), {})
+
+    monkeypatch.setattr(bench_log, "race", race)
+    monkeypatch.setattr(bench_log, "fetch_chunks", lambda encoded: fetch_chunks(encoded, max_bytes=1))  # a batch a fetch
+    [row] = bench_log.bench_follower(tmp_path, bench_log.QUICK, append_work(8, 25, 10))
+    assert len(raced) == 9 and sum(len(piece["kreplica"]) for piece in raced) == 25
+    assert row.workload == "3. append_as_follower, 25 fetches of <= 1 MiB (100 B records)"

@@ -345,3 +345,54 @@ def test_the_single_log_round_closes_its_log(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_replication, "open_single_log", opened)
     r = bench_replication.run_single_log(tmp_path, _batches(100, 10, 2, 1), 3)
     assert r["records"] == 30 and closed == [30]
+
+
+# The hundred-and-seventy-seventh review (docs/engine-audit.md, BH9-..): the ninth pass over the harness.
+
+def test_the_single_log_peer_is_configured_as_the_replicas_logs(tmp_path):
+    """The peer's Log rolls where the replicas' logs roll (256 MiB segments): on the default
+    1 GiB it would append past the point where the replicas roll a segment, and the ratio
+    would set appends that roll against one that never does."""
+    cluster = prepare_replicated(tmp_path / "replicated")
+    single = bench_replication.open_single_log(tmp_path / "single")
+    try:
+        replicas = {rm.partitions[bench_replication.TP].log.config.segment_bytes
+                    for rm in cluster["managers"].values()}
+        assert replicas == {single.config.segment_bytes} == {bench_replication.SEGMENT_BYTES}
+    finally:
+        single.close()
+        for rm in cluster["managers"].values():
+            rm.shutdown(clean=True)
+
+
+def test_each_part_of_the_breakdown_is_the_cpu_time_of_all_its_calls(tmp_path, monkeypatch):
+    """A stand-in round on a stand-in clock: four writes of 0.25 s (two on broker 1's segment)
+    and three prefaults of 0.5 s in a round of 4 CPU s. Each part sums every call of its own,
+    and the rest is what the parts leave of the round."""
+    from types import SimpleNamespace
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(bench_replication, "time", SimpleNamespace(thread_time=lambda: clock.now))
+
+    def costing(seconds):
+        def part(self, *args):
+            clock.now += seconds
+        return part
+
+    monkeypatch.setattr(MappedFile, "write_run", costing(0.25))
+    monkeypatch.setattr(MappedFile, "prefault", costing(0.5))
+
+    def segment(broker):  # <root>/broker-N/<tp>/<segment>.log, as the brokers lay their logs out
+        return SimpleNamespace(path=tmp_path / f"broker-{broker}" / "bench-0" / "00000000000000000000.log")
+
+    def round_(root, batches, count, in_flight):
+        for broker in (1, 2, 3, 1):
+            MappedFile.write_run(segment(broker), b"batch")
+        for _ in range(3):
+            MappedFile.prefault(segment(1), 0, 100)
+        return {"cpu_seconds": 4.0}
+
+    monkeypatch.setattr(bench_replication, "run_replicated", round_)
+    assert breakdown(tmp_path, [b"batch"], 4, 2) == {
+        "write broker-1": 0.5, "write broker-2": 0.25, "write broker-3": 0.25, "prefault": 1.5, "rest": 1.5,
+        "total": 4.0}
