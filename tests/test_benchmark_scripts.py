@@ -4,6 +4,7 @@ Nothing is timed and no simulation runs: the runs and clocks are stubbed."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -75,6 +76,13 @@ def test_the_recording_covers_every_scenario_under_both_strategies_and_the_swarm
     expected = {f"{name}/{strategy}": [1, 2] for name in scenarios.names() for strategy in history_hashes.STRATEGIES}
     expected.update({"swarm/random-chaos": [1, 2, 3], "swarm/gc-pause-chaos": [1, 2]})
     assert labels == expected
+    # in the order a recording holds them, since a check compares it line by line with a
+    # recording made by another checkout: scenario by scenario, high-watermark before
+    # leader-epoch, seeds ascending, then the two swarms
+    order = [(f"{name}/{strategy}", seed) for name in scenarios.names()
+             for strategy in ("high-watermark", "leader-epoch") for seed in (1, 2)]
+    order += [("swarm/random-chaos", seed) for seed in (1, 2, 3)] + [("swarm/gc-pause-chaos", seed) for seed in (1, 2)]
+    assert [(label, seed) for label, seed, _sc in runs] == order
 
 
 # -- bench_sim.py ---------------------------------------------------------------------------
@@ -122,7 +130,7 @@ def test_a_bad_command_line_is_a_usage_error_not_a_traceback(argv, bench_sim, mo
 
 
 @pytest.mark.parametrize("option", ["--seeds", "--swarm-seeds"])
-@pytest.mark.parametrize("value", ["0", "-1", "2.5", "x"])
+@pytest.mark.parametrize("value", ["0", "-1", "2.5", "x", "\u0663"])  # the last an Arabic-Indic 3
 def test_history_hashes_takes_only_a_positive_number_of_seeds(option, value, history_hashes, monkeypatch, capsys,
                                                               tmp_path):
     monkeypatch.setattr(history_hashes, "hashes", lambda *args: pytest.fail("ran"))
@@ -391,3 +399,46 @@ def test_a_store_notice_is_named_by_the_callback_the_session_delivers(bench_sim)
     sched.advance(10)
     assert f"store notice {on_change.__qualname__}" in kinds
     store.close()
+
+
+# The hundred-and-seventy-seventh review (docs/engine-audit.md, BH9-..): the ninth pass over the harness.
+
+def test_history_hashes_imports_the_kreplica_of_the_checkout_it_is_in(tmp_path):
+    """Run from a second worktree, the script judges that worktree's code, not the kreplica
+    found first on the path (the venv's editable install names another checkout): here a
+    stand-in package first on PYTHONPATH, which refuses to be imported."""
+    decoy = tmp_path / "kreplica"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the kreplica of another checkout')\n")
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "history_hashes.py"), "--help"], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: history_hashes.py")
+
+
+def test_side_by_side_runs_a_relative_checkout_by_its_absolute_path(bench_sim, tmp_path, monkeypatch, capsys):
+    """``--side-by-side ../other``: the child runs with the other checkout as its working
+    directory, so the checkout it is given, and its PYTHONPATH, must not be relative (read
+    from there, "other" would name other/other)."""
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def run(argv, env, capture_output, text, check, cwd):
+        seen.append((argv[-1], env["PYTHONPATH"], cwd))
+        return SimpleNamespace(stdout="1.5\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    bench_sim.side_by_side("other", 1)
+    other = str((tmp_path / "other").resolve())
+    assert seen[0] == (other, other, other)
+    assert f"  {other}: 1.500" in capsys.readouterr().out.splitlines()
+
+
+def test_side_by_side_stops_at_a_child_that_fails_and_says_why(bench_sim, tmp_path):
+    """A checkout the child cannot run in (here one with no benchmarks/bench_sim.py) ends the
+    comparison with the child's failure and its stderr, not an IndexError on its empty output."""
+    with pytest.raises(Exception) as e:
+        bench_sim.side_by_side(str(tmp_path), 1)
+    assert isinstance(e.value, subprocess.CalledProcessError), repr(e.value)
+    assert "No module named 'bench_sim'" in e.value.stderr

@@ -382,6 +382,7 @@ def test_log_demo_kills_the_writer_past_a_flush_and_fails_a_log_short_of_what_wa
             assert argv[-2:] == ["--writer", str(path)]
 
         def wait(self):
+            killed.append("reaped")  # before the log is reopened: the writer's lock is gone with it
             return -9
 
     monkeypatch.setattr(log_demo.subprocess, "Popen", Writer)
@@ -389,7 +390,7 @@ def test_log_demo_kills_the_writer_past_a_flush_and_fails_a_log_short_of_what_wa
     out = io.StringIO()
     assert log_demo._kill_and_recover(Console(file=out, width=200), path) is False
     text = " ".join(out.getvalue().split())
-    assert killed == [(4242, log_demo.signal.SIGKILL)]
+    assert killed == [(4242, log_demo.signal.SIGKILL), "reaped"]
     assert "writer killed after acknowledging offset 174,999; recovery point (flushed) 150,000" in text
     assert f"log end offset {records:,}" in text and f"{records:,} records read back: NOT a clean prefix" in text
 
