@@ -9,7 +9,8 @@ and writes (or compares) one line per run: name, seed, hash.
     .venv/bin/python benchmarks/history_hashes.py --record /tmp/hashes.txt   # before
     .venv/bin/python benchmarks/history_hashes.py --check /tmp/hashes.txt    # after
 
-``--check`` exits 1 and names every run whose history differs.  A change that
+``--check`` exits 1 and names every run whose history differs; a recording it cannot
+read (or, for ``--record``, write) is refused before the runs start.  A change that
 alters histories on purpose (a new event, a fixed bug) is recorded anew and says
 so in its commit.
 """
@@ -70,15 +71,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="seeds per scenario and strategy, and of the gc-pause-chaos swarm (default 3)")
     ap.add_argument("--swarm-seeds", type=_positive, default=12, help="swarm seeds over random-chaos (default 12)")
     args = ap.parse_args(argv)
+    # The runs take minutes: a recording that cannot be read, or written, is refused first.
+    want: list[str] = []
+    if args.check:
+        try:
+            with open(args.check) as f:
+                want = [line for line in f.read().split("\n") if line]
+        except OSError as e:
+            ap.error(f"argument --check: {args.check}: {e.strerror or e}")
+    elif Path(args.record).is_dir() or not Path(args.record).parent.is_dir():
+        ap.error(f"argument --record: {args.record}: not a file in an existing directory")
     got = hashes(args.seeds, args.swarm_seeds)
     if args.record:
         with open(args.record, "w") as f:
             f.write("\n".join(got) + "\n")
         print(f"{len(got)} runs recorded in {args.record}")
         return 0
-    with open(args.check) as f:
-        want = f.read().split("\n")
-    want = [line for line in want if line]
     if len(want) != len(got):
         print(f"the recording has {len(want)} runs, this checkout {len(got)}")
         return 1

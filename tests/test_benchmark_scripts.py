@@ -442,3 +442,16 @@ def test_side_by_side_stops_at_a_child_that_fails_and_says_why(bench_sim, tmp_pa
         bench_sim.side_by_side(str(tmp_path), 1)
     assert isinstance(e.value, subprocess.CalledProcessError), repr(e.value)
     assert "No module named 'bench_sim'" in e.value.stderr
+
+
+@pytest.mark.parametrize("option, name", [("--check", "missing.txt"), ("--record", "no-such-dir/hashes.txt"),
+                                          ("--record", ".")], ids=["check-missing", "record-no-dir", "record-a-dir"])
+def test_history_hashes_refuses_a_recording_it_cannot_use_before_the_runs(option, name, history_hashes, tmp_path,
+                                                                          monkeypatch, capsys):
+    """The runs take minutes: a --check recording that cannot be read, or a --record file
+    that cannot be written (in no directory, or a directory itself), is a usage error up
+    front, not a traceback once every run is done."""
+    monkeypatch.setattr(history_hashes, "hashes", lambda *args: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as e:
+        history_hashes.main([option, str(tmp_path / name)])
+    assert e.value.code == 2 and f"error: argument {option}: {tmp_path / name}: " in capsys.readouterr().err
