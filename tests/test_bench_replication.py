@@ -345,6 +345,15 @@ def test_the_single_log_round_closes_its_log(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_replication, "open_single_log", opened)
     r = bench_replication.run_single_log(tmp_path, _batches(100, 10, 2, 1), 3)
     assert r["records"] == 30 and closed == [30]
+    # and when its appends fail (a full disk): the Log is closed before the error goes up
+
+    def full(log, batches, count):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(bench_replication, "append_single_log", full)
+    with pytest.raises(OSError, match="no space left"):
+        bench_replication.run_single_log(tmp_path / "again", _batches(100, 10, 2, 1), 3)
+    assert closed == [30, 0]
 
 
 # The hundred-and-seventy-seventh review (docs/engine-audit.md, BH9-..): the ninth pass over the harness.
@@ -396,3 +405,25 @@ def test_each_part_of_the_breakdown_is_the_cpu_time_of_all_its_calls(tmp_path, m
     assert breakdown(tmp_path, [b"batch"], 4, 2) == {
         "write broker-1": 0.5, "write broker-2": 0.25, "write broker-3": 0.25, "prefault": 1.5, "rest": 1.5,
         "total": 4.0}
+
+
+@pytest.mark.parametrize("fails", ["produce", "check"])
+def test_a_replicated_round_that_fails_still_shuts_its_brokers_down(fails, tmp_path, monkeypatch):
+    """A round that raises mid-produce (a full disk) or fails its check (not every request
+    acknowledged) shuts its three brokers down before the error goes up, as a round that
+    succeeds does: otherwise their logs stay open, a 256 MiB segment mapped each, while
+    ``run``'s temporary directory is removed under them."""
+    clusters = []
+    prepare = bench_replication.prepare_replicated
+    monkeypatch.setattr(bench_replication, "prepare_replicated", lambda root: clusters.append(prepare(root)) or clusters[-1])
+
+    def produce(cluster, batches, count, in_flight):
+        if fails == "produce":
+            raise OSError("no space left on device")
+        return {"seconds": 1.0, "cpu_seconds": 1.0, "acked": count - 1, "failures": []}
+
+    monkeypatch.setattr(bench_replication, "produce_replicated", produce)
+    with pytest.raises(OSError if fails == "produce" else RuntimeError, match="no space left|2/3 acknowledged"):
+        bench_replication.run_replicated(tmp_path, _batches(100, 10, 2, 1), 3, 2)
+    [cluster] = clusters
+    assert [rm.running for rm in cluster["managers"].values()] == [False, False, False]

@@ -74,8 +74,17 @@ def _handler(rm: ReplicaManager):
 def run_replicated(root: Path, batches: list[bytes], count: int, in_flight: int) -> dict[str, float]:
     """Produce ``count`` batches with acks=all to a 3-replica partition; wall-clock figures."""
     cluster = prepare_replicated(root)
-    produced = produce_replicated(cluster, batches, count, in_flight)
+    try:
+        produced = produce_replicated(cluster, batches, count, in_flight)
+    except BaseException:
+        _shutdown(cluster)  # a failed round's logs are not left open under its removed directory
+        raise
     return finish_replicated(cluster, produced, batches, count)
+
+
+def _shutdown(cluster: dict[str, Any]) -> None:
+    for rm in cluster["managers"].values():
+        rm.shutdown(clean=True)
 
 
 def prepare_replicated(root: Path) -> dict[str, Any]:
@@ -142,18 +151,19 @@ def produce_replicated(cluster: dict[str, Any], batches: list[bytes], count: int
 def finish_replicated(cluster: dict[str, Any], produced: dict[str, Any], batches: list[bytes],
                       count: int) -> dict[str, float]:
     """Check the run (every request acknowledged, the replicas converged), shut the
-    brokers down, and return the figures (untimed)."""
+    brokers down (whether or not the check passes), and return the figures (untimed)."""
     managers, acked, failures = cluster["managers"], produced["acked"], produced["failures"]
     elapsed, cpu = produced["seconds"], produced["cpu_seconds"]
     leader = managers[1].partitions[TP]
-    if failures or acked != count:
-        raise RuntimeError(f"replication bench: {acked}/{count} acknowledged, errors {failures[:5]}")
-    ends = {b: rm.partitions[TP].log_end_offset for b, rm in managers.items()}
-    if len(set(ends.values())) != 1 or leader.high_watermark != ends[1]:
-        raise RuntimeError(f"replicas did not converge: LEOs {ends}, HW {leader.high_watermark}")
-    fetches = sum(f.fetches_sent for rm in managers.values() for f in rm.fetchers.values())
-    for rm in managers.values():
-        rm.shutdown(clean=True)
+    try:
+        if failures or acked != count:
+            raise RuntimeError(f"replication bench: {acked}/{count} acknowledged, errors {failures[:5]}")
+        ends = {b: rm.partitions[TP].log_end_offset for b, rm in managers.items()}
+        if len(set(ends.values())) != 1 or leader.high_watermark != ends[1]:
+            raise RuntimeError(f"replicas did not converge: LEOs {ends}, HW {leader.high_watermark}")
+        fetches = sum(f.fetches_sent for rm in managers.values() for f in rm.fetchers.values())
+    finally:
+        _shutdown(cluster)
     return {"seconds": elapsed, "cpu_seconds": cpu, "records": leader.high_watermark, "follower_fetches": fetches,
             "bytes": sum(len(batches[i % len(batches)]) for i in range(count))}
 
@@ -198,9 +208,11 @@ def breakdown(root: Path, batches: list[bytes], count: int, in_flight: int,
 def run_single_log(root: Path, batches: list[bytes], count: int) -> dict[str, float]:
     """The same batches appended to one Log (``append_batches_as_leader``): the peer figure."""
     log = open_single_log(root)
-    elapsed, cpu = append_single_log(log, batches, count)
-    records = log.log_end_offset
-    log.close()
+    try:
+        elapsed, cpu = append_single_log(log, batches, count)
+        records = log.log_end_offset
+    finally:
+        log.close()
     return {"seconds": elapsed, "cpu_seconds": cpu, "records": records}
 
 
