@@ -902,3 +902,32 @@ def test_list_sorts_names_as_java_sorts_strings_capitals_first(memory_client, ca
     memory_client.create_topic("Zed", {0: [1001]})
     assert main(["topics", "--zookeeper", "memory:1", "--list"]) == 0
     assert capsys.readouterr().out.splitlines() == ["Zed", "bar - marked for deletion", "bar2", "foo"]
+
+
+# The hundred-and-seventy-sixth review (docs/engine-audit.md, TL9-..).
+@pytest.mark.parametrize("item", ["retention.ms=1000=", "retention.ms = 1000 =  ", "\tretention.ms\x00=\x011000\n"],
+                         ids=["trailing-equals", "trailing-equals-and-blanks", "java-blanks"])
+def test_a_config_item_is_split_and_trimmed_as_kafka_topics_reads_it(memory_client, item, capsys):
+    """kafka-topics.sh splits a --config item with Java's split at each "=" and its blanks,
+    which drops trailing empty pieces (so "k=v=" is k=v), and trims the key and the value
+    with Java's trim, which takes NUL and SOH too.  The line after the change shows the
+    overrides as stored."""
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo", "--config", item]) == 0
+    assert capsys.readouterr().out == 'Updated config for topic "foo": retention.ms=1000\n'
+
+
+@pytest.mark.parametrize("item, message", [
+    ("retention.ms=1=2", "--config 'retention.ms=1=2': expected KEY=VALUE, a key and a value on either "
+                         "side of one '='"),
+    ("retention.ms==1000", "--config 'retention.ms==1000': expected KEY=VALUE, a key and a value on either "
+                           "side of one '='"),
+    ("retention.ms= ", "--config 'retention.ms= ': expected KEY=VALUE, a key and a value on either side of one '='"),
+    ("=1000", "INVALID_CONFIG: unknown config key ''"),
+    # Java's trim keeps a no-break space, and the number is then no number.
+    ("retention.ms=\u00a01000", "INVALID_CONFIG: retention.ms='\\xa01000': expected an integer"),
+], ids=["two-equals", "empty-middle", "no-value", "no-key", "no-break-space"])
+def test_a_config_item_kafka_topics_refuses_is_an_error_line(memory_client, item, message, capsys):
+    for action in (["--alter", "--topic", "foo"],
+                   ["--create", "--topic", "new", "--partitions", "1", "--replication-factor", "1"]):
+        assert main(["topics", "--zookeeper", "memory:1", *action, "--config", item]) == 1
+        assert capsys.readouterr() == ("", f"Error: {message}\n")

@@ -8,7 +8,7 @@ import sys
 from typing import Any, Callable
 
 from ..arguments import JAVA_BLANKS
-from ..cli import integer, integer_text, key_value
+from ..cli import integer, integer_text
 
 HELP = "create, alter, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
 
@@ -66,6 +66,25 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
     if not assignment:  # Kafka 0.10 refuses "," too: its assignment has no partition
         raise SystemExit(f"bad --replica-assignment {text!r}: expected e.g. 1001:1002,1002:1003")
     return assignment
+
+
+#: An "=" and the blanks around it, as Java's regular expression ``\s*=\s*`` reads it: its
+#: ``\s`` is the six ASCII blanks only, where Python's takes every Unicode space.
+_CONFIG_EQUALS = re.compile(r"[ \t\n\x0b\f\r]*=[ \t\n\x0b\f\r]*")
+
+
+def topic_config(text: str) -> tuple[str, str]:
+    """One ``--config`` item as kafka-topics.sh 0.10 reads it: split at each "=" and the
+    blanks around it, Java's ``String.split`` dropping the trailing empty pieces, must leave
+    exactly a key and a value, each then trimmed with Java's trim (U+0000 to U+0020).  So
+    ``k=v=`` is k=v, while ``k=a=b``, ``k==v`` and ``k=`` (no value) are refused; an empty key
+    is left to the config check, which knows no such key.  ValueError naming the item."""
+    parts = _CONFIG_EQUALS.split(text)
+    while parts and not parts[-1]:
+        parts.pop()
+    if len(parts) != 2:
+        raise ValueError(f"--config {text!r}: expected KEY=VALUE, a key and a value on either side of one '='")
+    return parts[0].strip(JAVA_BLANKS), parts[1].strip(JAVA_BLANKS)
 
 
 def topic_filter(text: str) -> "re.Pattern[str]":
@@ -165,7 +184,7 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
         assignment = parse_assignment(args.replica_assignment) if args.replica_assignment else None
         if assignment is None and (args.partitions is None or args.replication_factor is None):
             raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
-        config = dict(key_value(kv) for kv in args.config)
+        config = dict(topic_config(kv) for kv in args.config)
         # The command line is the edge: an unseeded RNG picks the placement, as Kafka's does.
         admin.create_topic(client, args.topic, args.partitions, args.replication_factor,
                            assignment=assignment, config=config or None, rng=random.Random())
@@ -175,7 +194,7 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
             raise SystemExit("--alter needs --topic")
         if not args.config and not args.delete_config:
             raise SystemExit("--alter needs --config KEY=VALUE or --delete-config KEY")
-        changes = dict(key_value(kv) for kv in args.config)
+        changes = dict(topic_config(kv) for kv in args.config)
         for t in matching_topics(client, args.topic):
             now = admin.alter_topic_config(client, t, changes, args.delete_config)
             shown = ",".join(f"{k}={v}" for k, v in sorted(now.items())) or "(broker defaults)"
