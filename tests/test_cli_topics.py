@@ -931,3 +931,12 @@ def test_a_config_item_kafka_topics_refuses_is_an_error_line(memory_client, item
                    ["--create", "--topic", "new", "--partitions", "1", "--replication-factor", "1"]):
         assert main(["topics", "--zookeeper", "memory:1", *action, "--config", item]) == 1
         assert capsys.readouterr() == ("", f"Error: {message}\n")
+
+
+def test_a_deleted_config_key_is_trimmed_as_kafka_topics_trims_it(memory_client, capsys):
+    """kafka-topics.sh 0.10 trims each --delete-config name with Java's trim (a NUL and a
+    newline too) before looking it up; kreplica refused it as an unknown key."""
+    memory_client.set_topic_config("foo", {"retention.ms": "1000", "segment.bytes": "1024"})
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
+                 "--delete-config", "\x00 retention.ms\n"]) == 0
+    assert capsys.readouterr().out == 'Updated config for topic "foo": segment.bytes=1024\n'

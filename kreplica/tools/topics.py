@@ -195,8 +195,9 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
         if not args.config and not args.delete_config:
             raise SystemExit("--alter needs --config KEY=VALUE or --delete-config KEY")
         changes = dict(topic_config(kv) for kv in args.config)
+        deleted = [k.strip(JAVA_BLANKS) for k in args.delete_config]  # Java's trim, as kafka-topics.sh
         for t in matching_topics(client, args.topic):
-            now = admin.alter_topic_config(client, t, changes, args.delete_config)
+            now = admin.alter_topic_config(client, t, changes, deleted)
             shown = ",".join(f"{k}={v}" for k, v in sorted(now.items())) or "(broker defaults)"
             print(f'Updated config for topic "{t}": {shown}')
     elif args.delete:
