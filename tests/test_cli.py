@@ -1006,14 +1006,13 @@ def test_a_store_that_cannot_be_reached_is_an_error_line(command, monkeypatch, c
     (["consume", "--partition", "0", "--offset", "1", "--from-beginning"],
      "argument --from-beginning: not allowed with argument --offset"),
     (["produce", "--partition", "-1"], "argument --partition: -1: must be at least 0"),  # TL7-12
-    # Consume's too (TL8-11, TL8-12, TL8-19). kafka-console-consumer refuses a negative --offset
-    # as well; a negative --timeout-ms it takes as none, where kreplica refuses it (never, as
-    # the mutant read -1, a timeout already passed).
+    # Consume's too (TL8-11, TL8-12). kafka-console-consumer refuses a negative --offset as
+    # well; a negative --timeout-ms it takes as none, and so does kreplica since the 176th
+    # review (test_consume_takes_a_negative_timeout_as_none_as_kafka_console_consumer_does).
     (["consume", "--partition", "-1"], "argument --partition: -1: must be at least 0"),
     (["consume", "--partition", "0", "--offset", "-1"], "argument --offset: -1: must be at least 0"),
-    (["consume", "--timeout-ms", "-1"], "argument --timeout-ms: -1: must be at least 0"),
 ], ids=["batch-size-0", "max-messages-0", "offset-and-from-beginning", "partition-minus-1",
-        "consume-partition-minus-1", "consume-offset-minus-1", "consume-timeout-minus-1"])
+        "consume-partition-minus-1", "consume-offset-minus-1"])
 def test_a_zero_count_or_two_starting_points_is_a_usage_error(argv, message, no_connect, capsys):
     command, *flags = argv
     assert _refused([command, "--zookeeper", ZK, "--topic", "t", *flags], capsys) == f"kreplica {command}: error: {message}"
@@ -1261,3 +1260,32 @@ def test_a_sweep_run_from_a_thread_other_than_the_main_one_leaves_signals_alone(
     thread.join(30)
     assert status == [0]
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+# The hundred-and-seventy-sixth review (docs/engine-audit.md, TL9-..).
+@pytest.mark.parametrize("timeout", ["-1", "-2147483648"])
+def test_consume_takes_a_negative_timeout_as_none_as_kafka_console_consumer_does(tools_cluster, consume,
+                                                                                 monkeypatch, timeout):
+    """kafka-console-consumer.sh 0.10 reads a negative --timeout-ms as no timeout at all: the
+    command follows the topic (here until --max-messages) through any number of empty polls.
+    kreplica refused it as a usage error.  The clock is the test's, an hour on at each pause,
+    and another producer writes a record at the fifth."""
+    import types
+
+    from kreplica.tools import consume as consume_module
+
+    now = [0.0]
+    pauses = []
+    advance = tools_cluster.advance
+
+    def pause(ms):
+        pauses.append(ms)
+        now[0] += 3600
+        if len(pauses) == 5:
+            tools_cluster.produce("t", 1, [b"late"], acks="all")
+        advance(ms)
+
+    monkeypatch.setattr(tools_cluster, "advance", pause)
+    monkeypatch.setattr(consume_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    assert consume("--timeout-ms", timeout, "--max-messages", "1") == (0, ["late"], "1 records\n")
+    assert pauses == [consume_module.POLL_MS] * 5

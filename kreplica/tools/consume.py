@@ -9,8 +9,8 @@ Only committed records are read: those below the leader's high watermark.
 It starts where new records will land, as Kafka's console consumer does, or at the
 log start with ``--from-beginning``, or at ``--offset`` of one ``--partition``, and
 follows the topic until ``--max-messages`` records are printed, until
-``--timeout-ms`` passes with nothing new, or until Ctrl-C; a reader that leaves
-(``| head``) ends it quietly, with exit status 1.
+``--timeout-ms`` passes with nothing new (a negative one, as Kafka's, is no timeout),
+or until Ctrl-C; a reader that leaves (``| head``) ends it quietly, with exit status 1.
 
 The brokers are ``kreplica broker`` processes sharing the ZooKeeper at ``--zookeeper``.
 """
@@ -20,7 +20,7 @@ import argparse
 import sys
 import time
 
-from ..cli import at_least, reader_left
+from ..cli import at_least, integer, reader_left
 from .produce import add_zookeeper_argument, partition_count
 
 HELP = "print a topic's committed records (like kafka-console-consumer.sh)"
@@ -42,8 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     start.add_argument("--offset", type=at_least(0), default=None,
                        help="start at this offset (needs --partition)")
     p.add_argument("--max-messages", type=at_least(1), default=None, help="stop after this many records")
-    p.add_argument("--timeout-ms", type=at_least(0), default=None,
-                   help="stop once this long passes with no new record (default: follow until Ctrl-C)")
+    p.add_argument("--timeout-ms", type=integer, default=None,
+                   help="stop once this long passes with no new record (default, or negative: follow "
+                        "until Ctrl-C, as kafka-console-consumer.sh takes a negative one)")
     p.add_argument("--print-key", action="store_true", help="print each record's key and a tab before its value")
     p.add_argument("--print-offset", action="store_true",
                    help="print PARTITION:OFFSET and a tab before each record")
@@ -57,6 +58,8 @@ def execute(args: argparse.Namespace) -> int:
     if args.offset is not None and args.partition is None:
         print("Error: --offset needs --partition", file=sys.stderr)
         return 2
+    # kafka-console-consumer.sh 0.10 reads a negative --timeout-ms as no timeout at all.
+    timeout_ms = args.timeout_ms if args.timeout_ms is not None and args.timeout_ms >= 0 else None
     out = sys.stdout.buffer
     printed = 0
     try:
@@ -87,7 +90,7 @@ def execute(args: argparse.Namespace) -> int:
                 out.flush()
                 if found:
                     last_new = time.monotonic()
-                elif args.timeout_ms is not None and (time.monotonic() - last_new) * 1000 >= args.timeout_ms:
+                elif timeout_ms is not None and (time.monotonic() - last_new) * 1000 >= timeout_ms:
                     break
                 else:
                     c.advance(POLL_MS)
