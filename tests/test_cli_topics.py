@@ -148,7 +148,13 @@ def test_a_bad_reassignment_file_is_named_and_explained_before_connecting(tmp_pa
 
 
 # "": an empty list is no plan either (T4-09); ids are decimal, as everywhere (TL7-21)
-@pytest.mark.parametrize("replicas", ["1001,x", "", "0x3e9,1002"])
+@pytest.mark.parametrize("replicas", [
+    "1001,x", "", "0x3e9,1002",
+    # Read as kafka-reassign-partitions.sh reads --broker-list (split(','), then toInt), not by
+    # int(): no blank around an id, no underscore, no digit beyond the BMP, no empty id but a
+    # trailing one (the 176th review).
+    "1001, 1002", "1001,1_002", "1001,100\U000104a2", ",1001", "1001,,1002",
+])
 def test_bad_replicas_are_explained_before_connecting(replicas, capsys):
     assert main(["reassign", "--zookeeper", "127.0.0.1:1", "--topic", "bar", "--partition", "0",
                  "--replicas", replicas]) == 1
@@ -247,6 +253,14 @@ def test_replicas_move_the_partition_named_in_the_order_given(seed003_store, cap
     # The first replica is the preferred leader: the order is the point.
     assert main(["reassign", "--zookeeper", "memory:1", "--topic", "bar", "--partition", "1",
                  "--replicas", "1003,1001,1002"]) == 0
+    assert capsys.readouterr().out == "Successfully started reassignment of bar-1\n"
+    assert seed003_store().get_partition_reassignment() == {TopicPartition("bar", 1): [1003, 1001, 1002]}
+
+
+def test_replicas_drop_a_trailing_comma_as_javas_split_does(seed003_store, capsys):
+    # As kafka-reassign-partitions.sh's --broker-list: Java's split leaves no trailing empty id.
+    assert main(["reassign", "--zookeeper", "memory:1", "--topic", "bar", "--partition", "1",
+                 "--replicas", "+1003,1001,1002,,"]) == 0
     assert capsys.readouterr().out == "Successfully started reassignment of bar-1\n"
     assert seed003_store().get_partition_reassignment() == {TopicPartition("bar", 1): [1003, 1001, 1002]}
 

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from ..cli import integer
+from ..cli import integer, integer_text
 
 HELP = "reassign partitions or elect preferred leaders (like kafka-reassign-partitions.sh)"
 
@@ -17,7 +17,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--reassignment-json-file", metavar="FILE",
                       help='Kafka\'s JSON: {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}')
-    what.add_argument("--replicas", metavar="B1,B2,B3", help="new replicas of --topic/--partition")
+    what.add_argument("--replicas", metavar="B1,B2,B3",
+                      help="new replicas of --topic/--partition, read as kafka-reassign-partitions.sh "
+                           "reads --broker-list")
     what.add_argument("--preferred-election", action="store_true",
                       help="move leadership of --topic's partitions to their preferred replicas")
     what.add_argument("--verify", action="store_true", help="show whether a reassignment is in progress")
@@ -47,8 +49,14 @@ def _plan(args: argparse.Namespace) -> dict[Any, list[int]] | None:
         return None
     if args.topic is None or args.partition is None:
         raise SystemExit("--replicas needs --topic and --partition")
+    from .topics import _java_split
+
     try:
-        replicas = [int(b) for b in args.replicas.split(",")]
+        # As kafka-reassign-partitions.sh reads its one list of broker ids, --broker-list:
+        # Java's split at commas (a trailing comma dropped), each id by Integer.parseInt
+        # with nothing trimmed -- not int(), which takes " 1002", "1_002" and digits of
+        # any plane.
+        replicas = [integer_text(b) for b in _java_split(args.replicas, ",")]
     except ValueError:
         raise ValueError(f"--replicas {args.replicas!r}: expected broker ids, e.g. 1001,1002") from None
     return {TopicPartition(args.topic, args.partition): replicas}
