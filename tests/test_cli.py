@@ -757,15 +757,46 @@ def test_produce_keys_a_line_by_its_first_separator_and_places_it_by_the_key(too
                                           [(b"k3", b"c")]]
 
 
-def test_produce_ends_a_line_at_crlf_as_at_lf(tools_cluster, produce, monkeypatch):
+@pytest.mark.parametrize("read_bytes", [2, 3, 1 << 16])
+def test_produce_ends_a_line_at_crlf_lf_or_a_lone_cr_as_javas_readline(tools_cluster, produce, monkeypatch,
+                                                                        read_bytes):
     """Input typed on Windows, or a file saved with CRLF: the CR is part of the line end,
-    not of the value (it was kept); only that one CR, a CR before it is the value's
-    (TL6-29). Two bytes a read split a CRLF between reads."""
+    not of the value (it was kept). kafka-console-producer.sh reads lines with Java's
+    BufferedReader.readLine, which ends one at a lone CR too, so "in\\rside" is two records
+    and "cr\\r\\r\\n" a record and an empty one (the 176th review; a CR was kept inside a
+    value). Reads of 2 and 3 bytes split a CRLF between reads at each of its places."""
     from kreplica.tools import produce as produce_module
 
-    monkeypatch.setattr(produce_module, "READ_BYTES", 2)
+    monkeypatch.setattr(produce_module, "READ_BYTES", read_bytes)
     assert produce("--partition", "0", stdin=b"a\r\nbc\r\nin\rside\n\r\ncr\r\r\nlast\r")[0] == 0
-    assert _partitions(tools_cluster)[0] == [(None, v) for v in (b"a", b"bc", b"in\rside", b"", b"cr\r", b"last")]
+    assert _partitions(tools_cluster)[0] == [(None, v) for v in (b"a", b"bc", b"in", b"side", b"", b"cr", b"",
+                                                                 b"last")]
+
+
+def test_a_line_ended_by_a_cr_goes_at_once_and_the_lf_after_it_ends_no_other():
+    """As readLine, a CR ends its line when it is read, without waiting for the next read to
+    tell a CRLF from a lone CR: a line typed then is sent then; an LF opening the next read
+    is the CR's, and no empty line."""
+    import os
+
+    from kreplica.tools.produce import lines
+
+    r, w = os.pipe()
+    os.set_blocking(r, False)  # a read that would wait for more input fails at once instead
+    try:
+        read = lines(r)
+        os.write(w, b"typed\r")
+        assert next(read) == [b"typed"]
+        os.write(w, b"\nnext\n")
+        assert next(read) == [b"next"]
+        os.close(w)
+        assert list(read) == []
+    finally:
+        os.close(r)
+        try:
+            os.close(w)
+        except OSError:
+            pass
 
 
 def test_produce_round_robin_goes_on_from_one_read_of_the_input_to_the_next(tools_cluster, produce, monkeypatch):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import sys
 from typing import Any, Iterator
 
@@ -25,6 +26,9 @@ from ..cli import argument, at_least, zookeeper_connect
 
 HELP = "send standard input to a topic, one record per line (like kafka-console-producer.sh)"
 READ_BYTES = 1 << 16
+#: What ends a line for Java's ``BufferedReader.readLine``, which kafka-console-producer.sh
+#: reads its input with: a CRLF, a lone LF or a lone CR.
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def add_zookeeper_argument(p: argparse.ArgumentParser) -> None:
@@ -63,18 +67,25 @@ def partition_count(c: Any, topic: str, partition: int | None) -> int:
 
 def lines(fd: int) -> Iterator[list[bytes]]:
     """The input's complete lines, a list for each read: what was there at the moment (a last
-    line without a newline comes at the end of the input).  A CRLF ends a line as LF does,
-    the CR not kept in the record, as kafka-console-producer.sh reads lines."""
+    line without a newline comes at the end of the input).  A CRLF, an LF or a lone CR ends
+    a line, none of it kept in the record, as kafka-console-producer.sh reads lines (Java's
+    ``BufferedReader.readLine``)."""
     rest = b""
+    after_cr = False
     while True:
         chunk = os.read(fd, READ_BYTES)
         if not chunk:
             if rest:
-                yield [rest.removesuffix(b"\r")]
+                yield [rest]
             return
-        *complete, rest = (rest + chunk).split(b"\n")
+        if after_cr and chunk.startswith(b"\n"):
+            # The read before ended at a CR, which ended its line at once (as readLine does,
+            # not waiting for more input): this LF is that CR's, no empty line of its own.
+            chunk = chunk[1:]
+        after_cr = chunk.endswith(b"\r")
+        *complete, rest = _LINE_END.split(rest + chunk)
         if complete:
-            yield [line.removesuffix(b"\r") for line in complete]
+            yield complete
 
 
 def execute(args: argparse.Namespace) -> int:
