@@ -181,7 +181,8 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
                                                     or args.replication_factor is not None):
             # As kafka-topics.sh refuses it: the assignment gives both counts.
             raise SystemExit("--replica-assignment can't be used with --partitions or --replication-factor")
-        assignment = parse_assignment(args.replica_assignment) if args.replica_assignment else None
+        # Given is given, as kafka-topics.sh's `has`: an empty assignment is a bad one, not none.
+        assignment = parse_assignment(args.replica_assignment) if args.replica_assignment is not None else None
         if assignment is None and (args.partitions is None or args.replication_factor is None):
             raise SystemExit("--create needs --partitions and --replication-factor, or --replica-assignment")
         config = dict(topic_config(kv) for kv in args.config)
