@@ -51,6 +51,7 @@ def memory_client(monkeypatch):
     ("\x07foo\x01", ["foo"]),
     ("\u00a0foo", []),
     ("foo\u3000", []),
+    ("\t'foo'", ["foo"]),  # trimmed first, then the quotes dropped (TL9-06)
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
     flags = ["--topic", topic] if topic is not None else []
@@ -447,9 +448,14 @@ def test_describe_without_filters_still_prints_every_partition_under_its_topic_l
 
 
 @pytest.mark.parametrize("flag", ["--unavailable-partitions", "--under-replicated-partitions"])  # each (TL8-01)
-def test_describe_filters_go_with_describe_only(filter_store, flag):
+@pytest.mark.parametrize("action", [  # every action but --describe, as kafka-topics.sh's checkArgs (TL9-05)
+    ["--list"], ["--create", "--topic", "new", "--partitions", "1", "--replication-factor", "1"],
+    ["--alter", "--topic", "foo", "--config", "retention.ms=1"], ["--delete", "--topic", "foo"]],
+    ids=["list", "create", "alter", "delete"])
+def test_describe_filters_go_with_describe_only(filter_store, action, flag, capsys):
     with pytest.raises(SystemExit, match="go with --describe"):
-        main(["topics", "--zookeeper", "memory:1", "--list", flag])
+        main(["topics", "--zookeeper", "memory:1", *action, flag])
+    assert capsys.readouterr().out == ""
 
 
 # The thirty-eighth review (docs/engine-audit.md, D2-..): the second pass over these tools.
@@ -922,8 +928,9 @@ def test_list_sorts_names_as_java_sorts_strings_capitals_first(memory_client, ca
 
 
 # The hundred-and-seventy-sixth review (docs/engine-audit.md, TL9-..).
-@pytest.mark.parametrize("item", ["retention.ms=1000=", "retention.ms = 1000 =  ", "\tretention.ms\x00=\x011000\n"],
-                         ids=["trailing-equals", "trailing-equals-and-blanks", "java-blanks"])
+@pytest.mark.parametrize("item", ["retention.ms=1000=", "retention.ms = 1000 =  ", "\tretention.ms\x00=\x011000\n",
+                                  "retention.ms=1000== ="],  # every trailing empty piece (TL9-01)
+                         ids=["trailing-equals", "trailing-equals-and-blanks", "java-blanks", "trailing-equals-3"])
 def test_a_config_item_is_split_and_trimmed_as_kafka_topics_reads_it(memory_client, item, capsys):
     """kafka-topics.sh splits a --config item with Java's split at each "=" and its blanks,
     which drops trailing empty pieces (so "k=v=" is k=v), and trims the key and the value
@@ -957,3 +964,30 @@ def test_a_deleted_config_key_is_trimmed_as_kafka_topics_trims_it(memory_client,
     assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo",
                  "--delete-config", "\x00 retention.ms\n"]) == 0
     assert capsys.readouterr().out == 'Updated config for topic "foo": segment.bytes=1024\n'
+
+
+def test_a_state_node_with_an_empty_isr_prints_its_stored_leader_not_none(memory_client, capsys):
+    """0.10 prints "none" only for a partition without a state node: a node holding leader -1
+    and an empty ISR prints its -1 and the empty ISR, and the node counts as a state
+    (TL9-10)."""
+    from kreplica.protocol import LeaderAndIsr
+
+    memory_client.create_partition_states({TopicPartition("foo", 0): LeaderAndIsr(-1, 3, ())})
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "foo"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["\tTopic: foo\tPartition: 0\tLeader: -1\tReplicas: 1001\tIsr: "]
+
+
+@pytest.mark.parametrize("counts, error", [(["--partitions", "0", "--replication-factor", "1"], "INVALID_PARTITIONS"),
+                                           (["--partitions", "1", "--replication-factor", "0"],
+                                            "INVALID_REPLICATION_FACTOR")],
+                         ids=["partitions", "replication-factor"])
+def test_a_count_of_0_is_the_clusters_error_line_as_kafka_topics_says_it(memory_client, counts, error, capsys):
+    """kafka-topics.sh takes any Integer for the two counts and its placement refuses 0 with
+    an error line and exit status 1, not a usage error (TL9-23)."""
+    try:
+        status = main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new", *counts])
+    except SystemExit as e:  # a usage error: exit status 2
+        status = e.code
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert out == "" and err.startswith(f"Error: {error}: ")
