@@ -82,9 +82,12 @@ def _refused(argv, capsys) -> str:
     return refused(cli.main, argv, capsys)
 
 
-def test_shared_argument_types(tmp_path, capsys):
+def test_shared_argument_types(tmp_path, monkeypatch, capsys):
     (tmp_path / "file").write_text("x")
     assert cli.at_least(1)("3") == 3 and cli.directory(str(tmp_path)) == str(tmp_path)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert cli.directory("sub") == "sub"  # kept as written, not made absolute (TL9-22)
     # Decimal, as Java's Integer.valueOf reads Kafka's options: 010 is ten, 0x10 no number (TL6-31).
     assert cli.at_least(0)("010") == 10
     assert cli.integer("-7") == -7 and cli.integer("+7") == 7
@@ -799,6 +802,50 @@ def test_a_line_ended_by_a_cr_goes_at_once_and_the_lf_after_it_ends_no_other():
             pass
 
 
+def test_a_last_line_without_a_line_end_is_a_record_even_a_blank_one():
+    """readLine returns what is left at the end of the input as a line, blanks and all: a
+    last line of a space and a tab is a record (TL9-15)."""
+    import os
+
+    from kreplica.tools.produce import lines
+
+    r, w = os.pipe()
+    try:
+        os.write(w, b"a\n \t")
+        os.close(w)
+        assert list(lines(r)) == [[b"a"], [b" \t"]]
+    finally:
+        os.close(r)
+
+
+def test_a_reader_that_left_costs_no_descriptor(monkeypatch, tmp_path):
+    """reader_left points standard output at /dev/null and closes the descriptor it opened
+    for that: a command run again and again in one process (a test, an embedding program)
+    does not run out of descriptors (TL9-19)."""
+    import os
+    import sys
+    import types
+
+    def devnulls() -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                count += os.readlink(f"/proc/self/fd/{fd}") == os.devnull
+            except OSError:  # closed since the listing (the listing's own fd among them)
+                pass
+        return count
+
+    out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT)
+    monkeypatch.setattr(sys, "stdout", types.SimpleNamespace(fileno=lambda: out))
+    try:
+        before = devnulls()
+        assert cli.reader_left() == 1
+        assert os.readlink(f"/proc/self/fd/{out}") == os.devnull
+    finally:
+        os.close(out)
+    assert devnulls() == before
+
+
 def test_produce_round_robin_goes_on_from_one_read_of_the_input_to_the_next(tools_cluster, produce, monkeypatch):
     from kreplica.tools import produce as produce_module
 
@@ -880,7 +927,11 @@ def test_a_bad_connect_string_is_a_usage_error(command, no_connect, capsys):
      "--replication-factor"),
     (["reassign", "--zookeeper", ZK, "--topic", "t", "--partition", "0_1", "--replicas", "1"], "--partition"),
     (["simulate", "--seed", "1_000"], "--seed"),
-], ids=["partitions", "replication-factor", "reassign-partition", "simulate-seed"])
+    # Consume's and produce's too (TL9-12): kafka-console-consumer.sh's --timeout-ms is an Integer.
+    (["consume", "--zookeeper", ZK, "--topic", "t", "--timeout-ms", "1_000"], "--timeout-ms"),
+    (["consume", "--zookeeper", ZK, "--topic", "t", "--timeout-ms", " -1"], "--timeout-ms"),
+], ids=["partitions", "replication-factor", "reassign-partition", "simulate-seed", "consume-timeout",
+        "consume-timeout-blank"])
 def test_an_integer_option_is_read_as_kafkas_tools_read_it(argv, option, no_connect, capsys):
     # Integer.valueOf refuses what Python's int() takes: digit separators, blanks.
     value = argv[argv.index(option) + 1]
