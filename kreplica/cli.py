@@ -107,7 +107,9 @@ zookeeper_connect = argument(_zookeeper_connect)
 
 
 def _output_file(text: str) -> str:
-    existed = os.path.exists(text)
+    # lexists: a symbolic link to a file not there yet is there; unlinking it after the try
+    # would remove the user's link and keep the file the try created at its target.
+    existed = os.path.lexists(text)
     try:
         with open(text, "a"):
             pass

@@ -115,6 +115,9 @@ def test_shared_argument_types(tmp_path, monkeypatch, capsys):
             convert(text)
     assert cli.output_file(str(tmp_path / "new.json")) and not (tmp_path / "new.json").exists()  # tried, not left
     assert cli.output_file(str(tmp_path / "file")) and (tmp_path / "file").read_text() == "x"  # kept as it was
+    # A link to a file to come is kept: the file is written through it at the end (the 176th review).
+    (tmp_path / "link.json").symlink_to(tmp_path / "later.json")
+    assert cli.output_file(str(tmp_path / "link.json")) and (tmp_path / "link.json").is_symlink()
 
 
 def test_key_value_splits_at_the_first_equals_sign_and_strips_both_sides():
