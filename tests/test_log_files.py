@@ -963,3 +963,24 @@ def test_a_read_of_the_empty_partition_planned_when_everything_was_pruned_yields
     opts = ReadOptions.from_options({"path": str(tmp_path), "topic": "t"})
     assert list(KReplicaReader(opts).read(InputPartition(None))) == []
     assert list(KReplicaStreamReader(opts).read(InputPartition(None))) == []
+
+
+# ---- the hundred-and-seventy-eighth review (docs/engine-audit.md, SP9-..) --------------------
+
+@pytest.mark.parametrize("value, taken", [("false", False), ("FALSE", False), ("True", True), (" false", None),
+                                          ("false ", None), ("\tfalse", None), ("", None), ("no", None)])
+def test_fail_on_data_loss_takes_true_or_false_in_any_case_and_no_blanks_around_them(tmp_path, value, taken):
+    """Spark's Kafka source reads ``failOnDataLoss`` with Scala's ``toBoolean``: true or
+    false in any case, nothing else, and no blank trimmed (``" false"`` fails the query).
+    The kreplica source takes the same values and refuses the rest by name."""
+    import re
+
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import ReadOptions
+
+    options = {"path": str(tmp_path), "topic": "t", "fail_on_data_loss": value}
+    if taken is None:
+        with pytest.raises(InvalidConfig, match=re.escape(f"fail_on_data_loss: {value!r} is not true/false")):
+            ReadOptions.from_options(options)
+    else:
+        assert ReadOptions.from_options(options).fail_on_data_loss is taken

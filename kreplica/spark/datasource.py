@@ -157,9 +157,12 @@ def _positive(opts: dict[str, str], key: str) -> int:
 
 
 def _flag(opts: dict[str, str], key: str, default: bool) -> bool:
-    value = opts.get(key, str(default)).strip().lower()
+    """``true`` or ``false`` in any case and nothing else, no blanks around it: what
+    Spark's Kafka source takes for ``failOnDataLoss`` (Scala's ``toBoolean``)."""
+    given = opts.get(key, str(default))
+    value = given.lower()
     if value not in ("true", "false"):
-        raise InvalidConfig(f"{key}: {value!r} is not true/false")
+        raise InvalidConfig(f"{key}: {given!r} is not true/false")
     return value == "true"
 
 
