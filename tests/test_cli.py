@@ -313,6 +313,7 @@ def no_spark(monkeypatch):
     (["--until", "-5"], "until_ms and liveness_ms must be >= 0"),
     (["--until", "x"], "sweep axis until_ms='x'"),
     (["--grid", "grid.toml"], "give the grid as --grid FILE or as flags, not both"),
+    (["--acks", ""], "acks='': expected 0, 1 or all"),  # an empty axis, not "the scenario's" (178th review)
 ])
 def test_sweep_refuses_a_bad_axis_value_up_front(flags, message, no_spark, tmp_path, capsys):
     argv = ["sweep", "--scenario", "random-chaos", *flags, "--out", str(tmp_path / "out")]
@@ -408,7 +409,10 @@ def _py4j_error():
 ])
 def test_a_sweep_stopped_inside_spark_ends_in_one_line(stop, status, last_line, monkeypatch, tmp_path, capsys):
     """Spark failing to start is a usage error (2), failing later is 1, an interrupt 130;
-    what was already done (2 of 6 runs here) is not counted as left to do."""
+    what was already done (2 of 6 runs here) is not counted as left to do.  Each way, the
+    signal handlers found are given back (the hundred-and-seventy-eighth review)."""
+    import signal
+
     from kreplica.spark.sweep import SweepStats
 
     def local_session(*args, **kwargs):
@@ -423,9 +427,11 @@ def test_a_sweep_stopped_inside_spark_ends_in_one_line(stop, status, last_line, 
     monkeypatch.setattr("kreplica.spark.session.local_session", local_session)
     monkeypatch.setattr("kreplica.spark.sweep.run_sweep", run_sweep)
     out = str(tmp_path / "out")
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     assert cli.main(["sweep", "--scenario", "random-chaos", "--seeds", "1..6", "--out", out]) == status
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == last_line.format(out=out), err
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
 def test_every_scenario_of_repeated_scenario_flags_is_swept(monkeypatch, tmp_path, capsys):
@@ -1374,3 +1380,56 @@ def test_consume_takes_a_negative_timeout_as_none_as_kafka_console_consumer_does
     monkeypatch.setattr(consume_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     assert consume("--timeout-ms", timeout, "--max-messages", "1") == (0, ["late"], "1 records\n")
     assert pauses == [consume_module.POLL_MS] * 5
+
+
+# ---- the hundred-and-seventy-eighth review (docs/engine-audit.md, SP9-..) --------------------
+
+def test_the_jobs_are_cancelled_again_until_the_interrupts_are_restored():
+    """The driver may submit a job just after the signal (the next chunk's, a report's
+    query): the thread cancels every half second until restore(), not once."""
+    import signal
+    import threading
+
+    from kreplica.tools.sweep import _Interrupts
+
+    cancels = []
+    again = threading.Event()
+
+    class Context:
+        def setLogLevel(self, level):
+            pass
+
+        def cancelAllJobs(self):
+            cancels.append(threading.current_thread().name)
+            if len(cancels) == 2:
+                again.set()
+
+    interrupts = _Interrupts()
+    try:
+        interrupts.attach(Context())
+        interrupts._handle(signal.SIGTERM, None)
+        assert again.wait(10), cancels
+    finally:
+        interrupts.restore()
+    assert set(cancels) == {"kreplica-sweep-cancel"}
+
+
+def test_a_signal_while_the_session_starts_stops_the_sweep_before_any_run(monkeypatch, tmp_path, capsys):
+    """Ctrl-C while the JVM starts is only noted (a JVM still starting cannot be stopped
+    cleanly); once the session is up the sweep ends there: no chunk is submitted."""
+    import os
+    import signal
+
+    submitted = []
+
+    def local_session(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # from the starting thread; the main thread notes it
+        return _Session()
+
+    monkeypatch.setattr("kreplica.spark.session.local_session", local_session)
+    monkeypatch.setattr("kreplica.spark.sweep.run_sweep", lambda *a, **k: submitted.append(a))
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert cli.main(["sweep", "--scenario", "random-chaos", "--out", str(tmp_path / "out"), "--no-progress"]) == 130
+    assert submitted == []
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "sweep: interrupted while Spark started; nothing ran"
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

@@ -984,3 +984,17 @@ def test_fail_on_data_loss_takes_true_or_false_in_any_case_and_no_blanks_around_
             ReadOptions.from_options(options)
     else:
         assert ReadOptions.from_options(options).fail_on_data_loss is taken
+
+
+@pytest.mark.parametrize("option", ["path", "topic"])
+def test_an_empty_path_or_topic_is_refused_as_not_given(tmp_path, option):
+    """``option("path", "")`` names no directory (``Path("")`` is the current one, which
+    ``is_dir()`` accepts) and ``option("topic", "")`` no topic: both are refused at once,
+    as if not given, not read as the current directory or planned as a topic of no name."""
+    import re
+
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import ReadOptions
+
+    with pytest.raises(InvalidConfig, match=re.escape(f"needs option({option!r}, ...)")):
+        ReadOptions.from_options({"path": str(tmp_path), "topic": "t", option: ""})

@@ -134,6 +134,8 @@ def test_a_run_that_raises_is_a_failing_row_with_its_history(monkeypatch):
     assert row["truncation"] == "leader-epoch" and row["violations_total"] == 0
     lines = history_text(row["history_gz"]).splitlines()
     assert len(lines) == row["events"] > 1 and hash_lines(lines) == row["history_hash"]
+    # Its wall time too, as any run's: the report's mean wall time counts it (the 178th review).
+    assert isinstance(row.get("wall_ms"), float) and row["wall_ms"] > 0
 
 
 # ---- the host's scratch directories -----------------------------------------------------------
@@ -335,6 +337,8 @@ def test_every_column_of_a_real_row_survives_the_arrow_schema():
 
     row = run(RunSpec("unclean-election", RunConfig(), 2))
     assert row["lost_by_cause"] and row["reelect_ms"]
+    # Reads a loss removed, by cause, as the lost writes are (the 178th review).
+    assert sum(row["superseded_by_cause"].values()) == row["superseded_reads"] > 0
     [back] = pa.RecordBatch.from_pylist([row], schema=_arrow_schema()).to_pylist()
     maps = {"violations", "lost_by_cause", "superseded_by_cause"}
     assert {k: dict(v) if k in maps else v for k, v in back.items()} == row
@@ -1063,3 +1067,88 @@ def test_a_task_waits_for_a_probe_holding_its_scratch_lock_instead_of_failing(tm
     taker.join(10)
     assert [type(x) for x in got] == [int], got
     os.close(got[0])
+
+
+# ---- the hundred-and-seventy-eighth review (docs/engine-audit.md, SP9-..) --------------------
+
+def test_an_until_of_0_is_laid_over_the_scenarios_own_length():
+    """``until_ms`` 0 (the liveness phase at once, as ``kreplica simulate --until 0``) is a
+    value of the axis, not "keep the scenario's": the run and its row both have 0."""
+    config = RunConfig.parse({"until": 0})
+    sc = build_scenario(SCENARIO, config)
+    assert build_scenario(SCENARIO, RunConfig()).until_ms > 0
+    assert sc.until_ms == 0 and effective_config(sc, config)["until_ms"] == 0
+
+
+def test_probing_a_busy_scratch_directory_leaves_no_descriptor_open(tmp_path, monkeypatch):
+    """Each task probes its host's scratch directories; one a live task holds is left,
+    and so is no descriptor of the probe's (a Python worker runs task after task)."""
+    from fd_count import fds_under
+
+    monkeypatch.setattr("kreplica.sim.world.default_data_root", lambda: str(tmp_path))
+    name = "kreplica-sweep-busy"
+    lock = use_scratch(name)
+    try:
+        old = time.time() - 120
+        os.utime(scratch_dir(name), (old, old))
+        for _ in range(3):
+            assert remove_orphaned_scratch(keep="") == []
+        assert fds_under(tmp_path) == 1  # the live task's own lock
+    finally:
+        os.close(lock)
+
+
+@pytest.mark.parametrize("name, axis, value, parsed", [
+    ("min.insync.replicas", "min_isr", 2, 2), ("min_insync_replicas", "min_isr", 2, 2),
+    ("unclean.leader.election.enable", "unclean", "true", True),
+    ("replica.truncation.strategy", "truncation", "leader-epoch", "leader-epoch"),
+    ("replication.factor", "rf", 2, 2), ("replication_factor", "rf", 2, 2),
+    ("fault-rate", "fault_rate", 0.5, 0.5), ("until", "until_ms", 100, 100),
+])
+def test_each_kafka_name_and_spelling_of_an_axis_is_taken_in_a_grid_file(name, axis, value, parsed):
+    """A grid file may name an axis by Kafka's key or the spellings AXIS_ALIASES lists;
+    each gives the configuration its own name gives, under the same key."""
+    try:
+        grid = Grid.from_dict({"scenarios": [SCENARIO], "config": {name: [value]}})
+    except ValueError as e:
+        pytest.fail(f"{name} refused: {e}")
+    assert grid.configs == (RunConfig(**{axis: parsed}),)
+
+
+def test_a_configuration_never_available_shows_0_and_an_unrecorded_read_count_shows_0():
+    """0 mean availability (no live leader in any sample) is a figure, not the "-" of a
+    configuration whose every run raised; a read-then-lost sum that is null (rows of a
+    sweep written before the column) is shown as 0, not "None"."""
+    from kreplica.spark.report import _table_rows
+
+    head, [line] = _table_rows([_summary_row(mean_availability=0.0, superseded_reads=None)])
+    cells = dict(zip(head, line))
+    assert (cells["avail %"], cells["read then lost"]) == ("0.00", "0")
+
+
+def test_a_loss_interval_a_rounding_error_past_its_estimate_still_plots(tmp_path):
+    """Spark's float arithmetic may put the Wilson interval's low end a hair above 0 at 0
+    of n, or its high end a hair below 1 at n of n; matplotlib refuses negative error
+    bars, so the plot clamps them and the three plots are written."""
+    from kreplica.spark.report import plot
+
+    rows = [_summary_row(loss_ci_low=1e-17),
+            _summary_row(truncation="high-watermark", config_key=RunConfig(truncation="high-watermark").key,
+                         loss_runs=4, loss_probability=1.0, loss_ci_low=0.3976, loss_ci_high=1.0 - 1e-16)]
+    try:
+        paths = plot(rows, tmp_path)
+    except ValueError as e:
+        pytest.fail(f"the plot refused its error bars: {e}")
+    assert [p.name for p in paths] == ["loss_probability.png", "availability.png", "reelection.png"]
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_report_md_links_its_plots_by_their_names_beside_it(tmp_path):
+    """The plots are written beside report.md and linked by name, so the report directory
+    can be moved, copied or served and still show them."""
+    from kreplica.spark.report import markdown
+
+    plots = [tmp_path / "report" / "loss_probability.png", tmp_path / "report" / "availability.png"]
+    md = markdown([_summary_row()], [], [], 0, plots, "out")
+    assert "## Plots\n\n![loss_probability](loss_probability.png)\n![availability](availability.png)\n" in md
+    assert str(tmp_path) not in md
