@@ -1152,3 +1152,13 @@ def test_report_md_links_its_plots_by_their_names_beside_it(tmp_path):
     md = markdown([_summary_row()], [], [], 0, plots, "out")
     assert "## Plots\n\n![loss_probability](loss_probability.png)\n![availability](availability.png)\n" in md
     assert str(tmp_path) not in md
+
+
+def test_a_report_that_lists_none_of_its_failing_runs_does_not_say_none_failed():
+    """``--max-failing 0`` lists no failing run: under a headline of 3 failing runs the
+    section says none of them is listed, not "None." as when nothing failed."""
+    from kreplica.spark.report import markdown
+
+    md = markdown([_summary_row(failing_runs=3)], [], [], 3, [], "out")
+    assert "3 failing runs." in md and md.endswith("## Failing runs\n\nNone of the 3 listed.\n")
+    assert markdown([_summary_row()], [], [], 0, [], "out").endswith("## Failing runs\n\nNone.\n")

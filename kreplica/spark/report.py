@@ -287,8 +287,8 @@ def markdown(rows: list[dict[str, Any]], failing: list[dict[str, Any]], commands
     out += [f"- `{r['scenario']}` `{r['config_key']}`" for r in rows]
     out += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     out += ["", "## Failing runs", ""]
-    if not failing:
-        out.append("None.")
+    if not failing:  # none failed, or the report lists none (max_failing 0)
+        out.append(f"None of the {failing_total} listed." if failing_total else "None.")
     else:
         if failing_total > len(failing):
             out.append(f"The first {len(failing)} of {failing_total}:")
