@@ -1162,3 +1162,12 @@ def test_a_report_that_lists_none_of_its_failing_runs_does_not_say_none_failed()
     md = markdown([_summary_row(failing_runs=3)], [], [], 3, [], "out")
     assert "3 failing runs." in md and md.endswith("## Failing runs\n\nNone of the 3 listed.\n")
     assert markdown([_summary_row()], [], [], 0, [], "out").endswith("## Failing runs\n\nNone.\n")
+
+
+def test_axis_values_with_blanks_after_the_commas_are_the_configurations_written_without():
+    """``--truncation "high-watermark, leader-epoch"`` and ``--acks "1, all"`` split into
+    values with a blank in front.  They name the configurations written without it, as
+    ``min_isr`` and ``unclean`` values do, under the same keys: a re-run finds their rows."""
+    spaced = Grid.from_axes([SCENARIO], {"acks": ["1", " all"], "truncation": ["high-watermark", " leader-epoch "]})
+    plain = Grid.from_axes([SCENARIO], {"acks": ["1", "all"], "truncation": ["high-watermark", "leader-epoch"]})
+    assert [c.key for c in spaced.configs] == [c.key for c in plain.configs]

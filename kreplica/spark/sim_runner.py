@@ -54,7 +54,7 @@ CONFIG_KEYS = {
 
 
 def _acks_text(value: Any) -> str:
-    acks = parse_acks(value)
+    acks = parse_acks(value.strip() if isinstance(value, str) else value)
     return "all" if acks == -1 else str(acks)
 
 
@@ -65,6 +65,12 @@ def _bool(value: Any) -> bool:
     if text not in ("true", "false"):
         raise ValueError(f"unclean: expected true or false, got {value!r}")
     return text == "true"
+
+
+def _text(value: Any) -> str:
+    """A text value without the blanks around it, as the broker config reads it (and
+    as a key must name it: ``--truncation "a, b"`` gives `` b``)."""
+    return str(value).strip()
 
 
 def _int(value: Any) -> int:
@@ -87,7 +93,7 @@ _PARSE = {
     "acks": _acks_text,
     "min_isr": _int,
     "unclean": _bool,
-    "truncation": str,
+    "truncation": _text,
     "rf": _int,
     "fault_rate": _fault_rate,
     "until_ms": _int,
