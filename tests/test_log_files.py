@@ -967,11 +967,13 @@ def test_a_read_of_the_empty_partition_planned_when_everything_was_pruned_yields
 
 # ---- the hundred-and-seventy-eighth review (docs/engine-audit.md, SP9-..) --------------------
 
-@pytest.mark.parametrize("value, taken", [("false", False), ("FALSE", False), ("True", True), (" false", None),
+@pytest.mark.parametrize("value, taken", [("false", False), ("FALSE", False), ("True", True), ("fal\u017fe", False),
+                                          (" false", None),
                                           ("false ", None), ("\tfalse", None), ("", None), ("no", None)])
 def test_fail_on_data_loss_takes_true_or_false_in_any_case_and_no_blanks_around_them(tmp_path, value, taken):
     """Spark's Kafka source reads ``failOnDataLoss`` with Scala's ``toBoolean``: true or
-    false in any case, nothing else, and no blank trimmed (``" false"`` fails the query).
+    false in any case, as Java's ``equalsIgnoreCase`` compares (the long s of "fal\u017fe"
+    upper-cases to S), nothing else, and no blank trimmed (``" false"`` fails the query).
     The kreplica source takes the same values and refuses the rest by name."""
     import re
 

@@ -65,6 +65,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from ..arguments import java_boolean
 from ..errors import InvalidConfig, OffsetOutOfRange, UnknownTopicOrPartition
 from .log_files import OffsetBounds, PartitionFiles, list_partitions, read_high_watermarks
 from .segment_reader import SegmentSlice, read_slice
@@ -158,12 +159,13 @@ def _positive(opts: dict[str, str], key: str) -> int:
 
 def _flag(opts: dict[str, str], key: str, default: bool) -> bool:
     """``true`` or ``false`` in any case and nothing else, no blanks around it: what
-    Spark's Kafka source takes for ``failOnDataLoss`` (Scala's ``toBoolean``)."""
+    Spark's Kafka source takes for ``failOnDataLoss`` (Scala's ``toBoolean``, which is
+    Java's ``equalsIgnoreCase``, as :func:`kreplica.arguments.java_boolean` compares)."""
     given = opts.get(key, str(default))
-    value = given.lower()
-    if value not in ("true", "false"):
+    value = java_boolean(given)
+    if value is None:
         raise InvalidConfig(f"{key}: {given!r} is not true/false")
-    return value == "true"
+    return value
 
 
 # ---------------------------------------------------------------- filters
