@@ -314,6 +314,20 @@ class Cluster:
         if wait and not self.run_until(lambda: self._all_have_leaders(topic), 60_000):
             raise errors.RequestTimedOut(f"partitions of {topic} got no leader")
 
+    @_refused_once_closed
+    def add_partitions(self, topic: str, partitions: int, assignment: dict[int, Sequence[int]] | None = None,
+                       wait: bool = True) -> dict[int, list[int]]:
+        """Grow ``topic`` to ``partitions`` partitions (kafka-topics.sh --alter --partitions);
+        returns the new partitions' assignment.  Placed as Kafka 0.10 places them unless an
+        ``assignment`` names each new partition's replicas (see :func:`admin.add_partitions`);
+        with ``wait``, returns once every partition leads.  A key's partition (key hash modulo
+        the count) changes for most keys."""
+        topic = _topic(topic)
+        added = admin.add_partitions(self.zk, topic, partitions, assignment)
+        if wait and not self.run_until(lambda: self._all_have_leaders(topic), 60_000):
+            raise errors.RequestTimedOut(f"new partitions of {topic} got no leader")
+        return added
+
     def _all_have_leaders(self, topic: str) -> bool:
         try:
             d = self.describe(topic)

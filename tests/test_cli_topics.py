@@ -3,6 +3,7 @@
 reassignment plans refused before connecting."""
 import json
 import os
+import re
 
 import pytest
 
@@ -490,7 +491,7 @@ def test_each_describe_filter_keeps_only_its_own_kind_of_partition(monkeypatch, 
 
 
 def test_alter_without_a_config_change_is_refused(memory_client, capsys):
-    with pytest.raises(SystemExit, match="--alter needs --config KEY=VALUE or --delete-config KEY"):
+    with pytest.raises(SystemExit, match="--alter needs --config KEY=VALUE, --delete-config KEY or --partitions N"):
         main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo"])
     assert capsys.readouterr().out == ""
 
@@ -991,3 +992,71 @@ def test_a_count_of_0_is_the_clusters_error_line_as_kafka_topics_says_it(memory_
     out, err = capsys.readouterr()
     assert status == 1
     assert out == "" and err.startswith(f"Error: {error}: ")
+
+
+# Adding partitions (kafka-topics.sh --alter --partitions).
+def test_alter_partitions_grows_the_topic_and_says_where_the_new_ones_went(seed003_store, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", "--partitions", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("WARNING: a key's partition is its hash modulo the partition count")
+    # Partition 0's first replica is 1001 (index 0): p3 starts a round, shift 0 -> 1.
+    assert out[1:] == ['Added partitions to topic "bar": now 5 (3:1001:1003:1002,4:1002:1001:1003).']
+    assert seed003_store().get_topic_assignment("bar") == {
+        0: [1001, 1003, 1002], 1: [1002, 1001, 1003], 2: [1003, 1002, 1001],
+        3: [1001, 1003, 1002], 4: [1002, 1001, 1003]}
+
+
+def test_alter_partitions_with_an_assignment_places_the_added_ones_in_its_order(seed003_store, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", "--partitions", "5",
+                 "--replica-assignment", "1003:1001:1002, 1002:1003:1001", "--config", "retention.ms=1000"]) == 0
+    assert capsys.readouterr().out.splitlines()[::2] == [
+        'Updated config for topic "bar": retention.ms=1000',
+        'Added partitions to topic "bar": now 5 (3:1003:1001:1002,4:1002:1003:1001).']
+    client = seed003_store()
+    assert {p: r for p, r in client.get_topic_assignment("bar").items() if p >= 3} == {
+        3: [1003, 1001, 1002], 4: [1002, 1003, 1001]}
+    assert client.get_topic_config("bar") == {"retention.ms": "1000"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--partitions", "3"], "has 3 partitions: the count can only be increased, not set to 3"),
+    (["--partitions", "2"], "the count can only be increased, not set to 2"),
+    (["--partitions", "4", "--replica-assignment", "1001:1002"], "replication factor is 3"),
+    (["--partitions", "5", "--replica-assignment", "1001:1002:1003"], r"needs an assignment of partitions \[3, 4\]"),
+])
+def test_alter_partitions_refuses_a_count_or_an_assignment_that_does_not_fit(seed003_store, argv, message, capsys):
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", *argv]) == 1
+    assert re.search(message, capsys.readouterr().err)
+    assert sorted(seed003_store().get_topic_assignment("bar")) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("action, option", [
+    (["--list"], ["--partitions", "2"]),
+    (["--describe"], ["--config", "retention.ms=1"]),
+    (["--delete", "--topic", "foo"], ["--replica-assignment", "1001"]),
+    (["--alter", "--topic", "foo"], ["--replication-factor", "2"]),
+    (["--create", "--topic", "new", "--partitions", "1", "--replication-factor", "1"], ["--delete-config", "x"]),
+], ids=["partitions-list", "config-describe", "assignment-delete", "factor-alter", "delete-config-create"])
+def test_an_option_beside_an_action_it_does_not_go_with_is_refused_not_ignored(memory_client, action, option,
+                                                                                 capsys):
+    """As kafka-topics.sh's checkArgs: --config and --partitions go with --create and --alter,
+    --replica-assignment too, --replication-factor with --create, --delete-config with --alter."""
+    with pytest.raises(SystemExit, match=f"{option[0]} can't be used with {action[0]}"):
+        main(["topics", "--zookeeper", "memory:1", *action, *option])
+    assert capsys.readouterr().out == ""
+
+
+def test_a_replica_assignment_with_alter_needs_partitions(memory_client, capsys):
+    with pytest.raises(SystemExit, match="--replica-assignment with --alter places added partitions: give --partitions"):
+        main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo", "--replica-assignment", "1001"])
+
+
+@zookeeper
+def test_alter_partitions_brings_the_new_ones_online_on_zookeeper(zk_cluster, capsys):
+    c = zk_cluster
+    c.create_topic("bar", partitions=1, replication_factor=2)
+    assert main(["topics", "--zookeeper", c.connect, "--alter", "--topic", "bar", "--partitions", "3"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith('Added partitions to topic "bar": now 3 (1:')
+    assert c.run_until(lambda: c._all_have_leaders("bar"), 20_000)
+    assert [p.partition for p in c.describe("bar").partitions] == [0, 1, 2]
+    assert c.produce("bar", 2, [b"x"], acks="all") == 0

@@ -282,6 +282,7 @@ CLOSED_CALLS = {
     "controlled_shutdown": lambda c: c.controlled_shutdown(1001),
     "create_topic": lambda c: c.create_topic("x", 1, 1),
     "alter_topic_config": lambda c: c.alter_topic_config("bar", {"retention.ms": 1000}),
+    "add_partitions": lambda c: c.add_partitions("bar", 2),
     "topic_config_applied": lambda c: c.topic_config_applied("bar"),
     "delete_topic": lambda c: c.delete_topic("bar"),
     "reassign": lambda c: c.reassign("bar", 0, [1001, 1002, 1003]),
@@ -762,6 +763,30 @@ def test_whether_a_missing_topics_config_is_applied_is_an_unknown_topic_not_true
         c.delete_topic("a")
         with pytest.raises(errors.UnknownTopicOrPartition):
             c.topic_config_applied("a")
+
+
+def test_added_partitions_come_online_and_take_records_while_the_old_ones_keep_theirs():
+    """kafka-topics.sh --alter --partitions: the controller sees the topic's assignment grow
+    (AddPartitionsListener) and brings the new partitions online; the old ones keep their
+    leaders and records.  A broker that is down gets none of the new replicas."""
+    with Cluster.embedded(config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("t", assignment={0: [1002, 1003], 1: [1003, 1001]})
+        assert c.produce("t", 0, [b"old"], acks="all") == 0
+        before = {p.partition: (p.leader, p.leader_epoch) for p in c.describe("t").partitions}
+        assert c.add_partitions("t", 3) == {2: [1001, 1003]}
+        d = c.describe("t")
+        assert [p.partition for p in d.partitions] == [0, 1, 2]
+        assert {p.partition: (p.leader, p.leader_epoch) for p in d.partitions[:2]} == before
+        assert (d.partitions[2].leader, list(d.partitions[2].isr)) == (1001, [1001, 1003])
+        assert c.produce("t", 2, [b"new"], acks="all") == 0
+        assert [r.value for r in c.fetch("t", 0, 0)] == [b"old"] and [r.value for r in c.fetch("t", 2, 0)] == [b"new"]
+        c.kill(1001)
+        c.run_until(lambda: 1001 not in c.zk.get_live_broker_ids(), 30_000)
+        added = c.add_partitions("t", 5)
+        assert 1001 not in {b for replicas in added.values() for b in replicas} and sorted(added) == [3, 4]
+        assert all(p.leader in (1002, 1003) for p in c.describe("t").partitions[3:])
+        with pytest.raises(errors.InvalidPartitions, match="can only be increased"):
+            c.add_partitions("t", 5)
 
 
 def test_a_config_change_for_another_entity_than_a_topic_is_skipped():

@@ -416,3 +416,83 @@ def test_placement_draws_the_start_index_before_the_replica_shift() -> None:
     brokers = [1, 2, 3, 4, 5]
     assert admin.assign_replicas(brokers, 10, 3, random.Random(5)) == \
         admin.assign_replicas(brokers, 10, 3, random.Random(0), start_index=start, replica_shift=shift)
+
+
+def test_added_partitions_are_placed_as_kafka_places_them_numbered_on_from_the_last(store_env: StoreEnv) -> None:
+    """Kafka 0.10's AdminUtils.addPartitions: the rack-unaware placement with partition 0's
+    replication factor, started and shifted at the first live broker from partition 0's
+    first replica on (1002: index 1), numbered on from the topic's count, no randomness."""
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1002, 1003], 1: [1003, 1001]})
+    added = admin.add_partitions(c, "bar", 5)
+    # p2: first (2+1)%3 -> 1001, follower 1 + (1+0)%2 = 2 places on; p3 completes a round of
+    # brokers (3 % 3 == 0), so the shift grows to 2: its follower sits 1 place on.
+    assert added == {2: [1001, 1003], 3: [1002, 1003], 4: [1003, 1001]}
+    assert added == admin.assign_replicas(BROKERS, 3, 2, random.Random(0), start_index=1, replica_shift=1,
+                                          first_partition=2)
+    assert c.get_topic_assignment("bar") == {0: [1002, 1003], 1: [1003, 1001], **added}
+    # Partition 0 led from a broker past every live one (1004, gone since): start at index 0.
+    gone = store_env.store.session("b1004")
+    KafkaZkClient(gone, store_env.sched).register_broker(1004)
+    admin.create_topic(c, "far", assignment={0: [1004, 1001]})
+    admin.create_topic(c, "wide", assignment={0: [1001, 1002, 1003, 1004]})
+    gone.close()
+    assert admin.add_partitions(c, "far", 2) == {1: [1002, 1003]}  # (1 + 0) % 3, then 1 + (0 + 0) % 2 on
+    # The live brokers place them: a factor above their number is refused.
+    with pytest.raises(errors.InvalidReplicationFactor, match="replication factor: 4 larger than available brokers: 3"):
+        admin.add_partitions(c, "wide", 2)
+    assert c.get_topic_assignment("wide") == {0: [1001, 1002, 1003, 1004]}
+
+
+def test_an_explicit_assignment_of_added_partitions_names_exactly_them_with_the_topics_factor(
+        store_env: StoreEnv) -> None:
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001, 1002]})
+    bad = errors.InvalidReplicaAssignment
+    for assignment, message in [
+        ({2: [1001, 1002]}, r"partitions \[1\], not \[2\]"),
+        ({1: [1001, 1002], 2: [1002, 1003]}, r"partitions \[1\], not \[1, 2\]"),
+        ({1: [1001]}, "partition 1: 1 replicas, but the topic's replication factor is 2"),
+        ({1: [1001, 1001]}, "duplicate replicas"),
+        ({1: [1001, 1009]}, r"unknown brokers \[1009\]"),
+        ({"1": [1001, 1002]}, "assignment partition"),
+    ]:
+        with pytest.raises(bad, match=message):
+            admin.add_partitions(c, "bar", 2, assignment)
+    assert c.get_topic_assignment("bar") == {0: [1001, 1002]}
+    assert admin.add_partitions(c, "bar", 2, {1: [1003, 1001]}) == {1: [1003, 1001]}
+    assert c.get_topic_assignment("bar") == {0: [1001, 1002], 1: [1003, 1001]}
+
+
+@pytest.mark.parametrize("count", [1, 2, 0, -1])
+def test_the_partition_count_can_only_grow_and_only_of_a_topic_that_exists(store_env: StoreEnv, count) -> None:
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001], 1: [1002]})
+    with pytest.raises(errors.InvalidPartitions, match=f"has 2 partitions: the count can only be increased, "
+                                                       f"not set to {count}"):
+        admin.add_partitions(c, "bar", count)
+    with pytest.raises(errors.UnknownTopicOrPartition, match="topic 'nope' does not exist"):
+        admin.add_partitions(c, "nope", 3)
+    with pytest.raises(errors.InvalidPartitions, match="partitions"):
+        admin.add_partitions(c, "bar", "3")
+    assert c.get_topic_assignment("bar") == {0: [1001], 1: [1002]}
+
+
+def test_partitions_added_meanwhile_by_another_admin_are_not_undone(store_env: StoreEnv) -> None:
+    """The assignment is rewritten on the version it was read at: another admin's growth (or
+    a reassignment's rewrite) in between makes this one fail, not silently drop theirs."""
+    c = _cluster(store_env)
+    other = KafkaZkClient(store_env.store.session("admin2"), store_env.sched)
+    admin.create_topic(c, "bar", assignment={0: [1001]})
+    meanwhile(c, "get_live_broker_ids", lambda: admin.add_partitions(other, "bar", 2, {1: [1003]}))
+    with pytest.raises(errors.InvalidPartitions, match="the assignment of 'bar' changed while partitions were being "
+                                                       "added"):
+        admin.add_partitions(c, "bar", 3)
+    assert c.get_topic_assignment("bar") == {0: [1001], 1: [1003]}
+    # Nor while a reassignment of the topic is in progress: the controller rewrites the
+    # assignment from what it knows as the reassignment completes.
+    admin.reassign_partitions(c, {TP("bar", 0): [1002]})
+    with pytest.raises(errors.ReassignmentInProgress, match="a reassignment of 'bar' is in progress"):
+        admin.add_partitions(c, "bar", 3)
+    admin.create_topic(c, "other", assignment={0: [1001]})
+    assert admin.add_partitions(c, "other", 2, {1: [1002]}) == {1: [1002]}  # another topic's is no bar

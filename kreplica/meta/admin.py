@@ -23,7 +23,7 @@ from .. import config as kconfig
 from ..protocol.common import TopicPartition
 from . import layout
 from .kafka_zk_client import KafkaZkClient
-from .store import NodeExists
+from .store import BadVersion, NodeExists
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -49,12 +49,13 @@ def collision_key(topic: str) -> str:
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int,
                     rng: random.Random, *, start_index: int | None = None,
-                    replica_shift: int | None = None) -> dict[int, list[int]]:
+                    replica_shift: int | None = None, first_partition: int = 0) -> dict[int, list[int]]:
     """Kafka's rack-unaware replica assignment.
 
     Partition p's first replica is broker ``(p + start) % n`` of the sorted list; the
     j-th follower sits ``1 + (shift + j) % (n - 1)`` places after it, and the shift
-    grows by one each time p completes a round of the brokers.
+    grows by one each time p completes a round of the brokers.  Partitions are numbered
+    from ``first_partition`` (partitions added to a topic continue its numbering).
     """
     if partitions <= 0:
         raise errors.InvalidPartitions(f"number of partitions must be larger than 0, got {partitions}")
@@ -68,7 +69,7 @@ def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor:
     start = rng.randrange(n) if start_index is None else start_index
     shift = rng.randrange(n) if replica_shift is None else replica_shift
     out: dict[int, list[int]] = {}
-    for p in range(partitions):
+    for p in range(first_partition, first_partition + partitions):
         if p > 0 and p % n == 0:
             shift += 1
         first = (p + start) % n
@@ -159,6 +160,63 @@ def create_topic(client: KafkaZkClient, topic: str, partitions: int | None = Non
         placed = assign_replicas(live, partitions, replication_factor, rng)
     client.create_topic(topic, placed, config)
     return placed
+
+
+def add_partitions(client: KafkaZkClient, topic: str, partitions: int,
+                   assignment: Mapping[int, Sequence[int]] | None = None) -> dict[int, list[int]]:
+    """Grow ``topic`` to ``partitions`` partitions (kafka-topics.sh --alter --partitions);
+    returns the new partitions' assignment.  The controller brings them online when it
+    sees the topic's assignment change (Kafka's AddPartitionsListener).
+
+    Without an ``assignment`` the new partitions are placed as Kafka 0.10 places them:
+    the rack-unaware assignment over the live brokers with the replication factor of
+    partition 0, numbered on from the topic's last partition, started (and shifted) at
+    the first live broker from partition 0's first replica on, so no randomness is
+    needed.  An explicit ``assignment`` names exactly the new partitions, each with that
+    replication factor.  The count can only grow."""
+    partitions = arguments.integer(partitions, "partitions", errors.InvalidPartitions)
+    if assignment is not None:
+        assignment = _assignment_of(assignment)
+    existing, version = client.get_topic_assignment_and_version(topic)  # UNKNOWN_TOPIC_OR_PARTITION if none
+    if any(tp.topic == topic for tp in client.get_partition_reassignment()):
+        # The controller rewrites the topic's assignment as a reassignment completes, from
+        # what it knows of the topic: partitions it has not yet seen would be written away
+        # (refused as Kafka's CreatePartitions refuses it).
+        raise errors.ReassignmentInProgress(f"a reassignment of {topic!r} is in progress: add partitions after it")
+    if 0 not in existing:
+        raise errors.InvalidReplicaAssignment(f"topic {topic!r} has no partition 0 to take a replication factor from")
+    count, rf = len(existing), len(existing[0])
+    if partitions <= count:
+        raise errors.InvalidPartitions(
+            f"topic {topic!r} has {count} partitions: the count can only be increased, not set to {partitions}")
+    live = client.get_live_broker_ids()
+    wanted = range(count, partitions)
+    if assignment is None:
+        ids = sorted(live)
+        start = next((i for i, b in enumerate(ids) if b >= existing[0][0]), 0)
+        # Fixed start and shift: the placement is a function of the topic and the brokers.
+        added = assign_replicas(live, len(wanted), rf, random.Random(0), start_index=start,
+                                replica_shift=start, first_partition=count)
+    else:
+        if sorted(assignment) != list(wanted):
+            raise errors.InvalidReplicaAssignment(
+                f"growing {topic!r} from {count} to {partitions} partitions needs an assignment of partitions "
+                f"{list(wanted)}, not {sorted(assignment)}")
+        known = set(live)
+        for p, replicas in sorted(assignment.items()):
+            _validate_replicas(TopicPartition(topic, p), replicas, known)
+        odd = sorted(p for p, replicas in assignment.items() if len(replicas) != rf)
+        if odd:
+            raise errors.InvalidReplicaAssignment(
+                f"partition {odd[0]}: {len(assignment[odd[0]])} replicas, but the topic's replication factor is {rf}")
+        added = dict(assignment)
+    try:
+        # Conditional on the version read: a rewrite or another growth in between is not undone.
+        client.set_topic_assignment(topic, {**existing, **added}, expected_version=version)
+    except BadVersion:
+        raise errors.InvalidPartitions(f"the assignment of {topic!r} changed while partitions were being added "
+                                       "(another admin, or a reassignment completing): try again") from None
+    return added
 
 
 def alter_topic_config(client: KafkaZkClient, topic: str, set_config: Mapping[str, object] | None = None,

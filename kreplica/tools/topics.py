@@ -22,14 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     action.add_argument("--create", action="store_true", help="create a topic")
     action.add_argument("--delete", action="store_true", help="mark a topic for deletion")
     action.add_argument("--alter", action="store_true",
-                        help="change a topic's configs (--config, --delete-config); brokers apply them at once")
+                        help="change a topic's configs (--config, --delete-config; brokers apply them at once) "
+                             "or add partitions (--partitions)")
     p.add_argument("--topic", help="the topic; except for --create, a regular expression matching whole "
                                    "names (commas meaning 'or'), as kafka-topics.sh takes it; all topics "
                                    "for --list and --describe when omitted")
-    p.add_argument("--partitions", type=integer, help="partition count for --create")
+    p.add_argument("--partitions", type=integer,
+                   help="partition count for --create; for --alter, the larger count to grow the topic to")
     p.add_argument("--replication-factor", type=integer, help="replication factor for --create")
     p.add_argument("--replica-assignment", metavar="B1:B2,B1:B2",
-                   help="explicit assignment for --create: partitions separated by commas, replicas by colons")
+                   help="explicit assignment for --create, or of the added partitions for --alter --partitions: "
+                        "partitions separated by commas, replicas by colons")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config for --create or --alter (repeatable)")
     p.add_argument("--delete-config", action="append", default=[], metavar="KEY",
@@ -148,6 +151,25 @@ def with_client(connect: str, action: Callable[[Any], int]) -> int:
         store.close()
 
 
+# Which actions each option goes with, as kafka-topics.sh's checkArgs allows them; an option
+# given beside another action is refused rather than silently ignored.
+_OPTION_ACTIONS = {
+    "config": ("--config", ("create", "alter")),
+    "delete_config": ("--delete-config", ("alter",)),
+    "partitions": ("--partitions", ("create", "alter")),
+    "replication_factor": ("--replication-factor", ("create",)),
+    "replica_assignment": ("--replica-assignment", ("create", "alter")),
+}
+
+
+def _check_options_go_with_the_action(args: argparse.Namespace) -> None:
+    action = next(a for a in ("describe", "list", "create", "delete", "alter") if getattr(args, a))
+    for dest, (flag, actions) in _OPTION_ACTIONS.items():
+        value = getattr(args, dest)
+        if value not in (None, []) and action not in actions:
+            raise SystemExit(f"{flag} can't be used with --{action}")
+
+
 def execute(args: argparse.Namespace) -> int:
     return with_client(args.zookeeper, lambda client: _execute(args, client))
 
@@ -161,6 +183,7 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
     if args.under_replicated_partitions and args.unavailable_partitions:
         # As kafka-topics.sh's checkArgs: each filter names the other among its invalid options.
         raise SystemExit("--under-replicated-partitions can't be used with --unavailable-partitions")
+    _check_options_go_with_the_action(args)
     if args.list:
         # An empty --topic is a pattern too (it matches nothing), as Kafka's Whitelist("").
         wanted = topic_filter(args.topic) if args.topic is not None else None
@@ -193,14 +216,27 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
     elif args.alter:
         if not args.topic:
             raise SystemExit("--alter needs --topic")
-        if not args.config and not args.delete_config:
-            raise SystemExit("--alter needs --config KEY=VALUE or --delete-config KEY")
+        if args.replica_assignment is not None and args.partitions is None:
+            raise SystemExit("--replica-assignment with --alter places added partitions: give --partitions")
+        if not args.config and not args.delete_config and args.partitions is None:
+            raise SystemExit("--alter needs --config KEY=VALUE, --delete-config KEY or --partitions N")
         changes = dict(topic_config(kv) for kv in args.config)
         deleted = [k.strip(JAVA_BLANKS) for k in args.delete_config]  # Java's trim, as kafka-topics.sh
+        added = parse_assignment(args.replica_assignment) if args.replica_assignment is not None else None
         for t in matching_topics(client, args.topic):
-            now = admin.alter_topic_config(client, t, changes, deleted)
-            shown = ",".join(f"{k}={v}" for k, v in sorted(now.items())) or "(broker defaults)"
-            print(f'Updated config for topic "{t}": {shown}')
+            if changes or deleted:
+                now = admin.alter_topic_config(client, t, changes, deleted)
+                shown = ",".join(f"{k}={v}" for k, v in sorted(now.items())) or "(broker defaults)"
+                print(f'Updated config for topic "{t}": {shown}')
+            if args.partitions is not None:
+                print("WARNING: a key's partition is its hash modulo the partition count: adding partitions "
+                      "moves most keys to another partition, and their records' order is kept only within one")
+                count = len(client.get_topic_assignment(t))
+                # The assignment lists the added partitions in order, numbered on from the last.
+                placed = admin.add_partitions(client, t, args.partitions,
+                                              None if added is None else {count + i: r for i, r in added.items()})
+                shown = ",".join(f"{p}:{':'.join(map(str, r))}" for p, r in sorted(placed.items()))
+                print(f'Added partitions to topic "{t}": now {args.partitions} ({shown}).')
     elif args.delete:
         if not args.topic:
             raise SystemExit("--delete needs --topic")
