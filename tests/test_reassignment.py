@@ -162,16 +162,19 @@ def test_controller_failover_at_every_step_resumes(crash_at):
 
 
 def test_invalid_reassignments_are_dropped_from_the_admin_path():
-    c = ControllerCluster([1, 2, 3, 4])
-    c.create_topic("r", {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 2, 3]})
+    c = ControllerCluster([1, 2, 3, 4, 5])
+    c.create_topic("r", {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 2, 3], 4: [1, 2, 3]})
     c.kill(4)
+    assert c.controller.shutdown_broker(5) == set()
     # a dead broker, AR unchanged, a broker named twice, no replica at all (Kafka's
-    # reassigned selector finds none in sync, and the request is dropped)
+    # reassigned selector finds none in sync, and the request is dropped), a broker in
+    # controlled shutdown (not among Kafka 0.10's live brokers: about to go)
     c.admin.create_partition_reassignment({TP: [4, 1], TopicPartition("r", 1): [1, 2, 3],
-                                           TopicPartition("r", 2): [3, 3, 1], TopicPartition("r", 3): []})
+                                           TopicPartition("r", 2): [3, 3, 1], TopicPartition("r", 3): [],
+                                           TopicPartition("r", 4): [5, 1]})
     c.settle()
     assert c.admin.get_partition_reassignment() == {}
-    assert c.assignment("r") == {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 2, 3]}
+    assert c.assignment("r") == {p: [1, 2, 3] for p in range(5)}
     assert not c.controller.ctx.partitions_being_reassigned
 
 
@@ -226,6 +229,57 @@ def test_failover_keeps_a_started_reassignment_while_a_new_replica_is_down():
     st = s.c.state(*TP)
     assert (s.c.assignment("r")[0], st.leader, set(st.isr)) == (RAR, 4, set(RAR))
     assert s.pictures == TABLE
+
+
+def test_failover_keeps_a_started_reassignment_onto_a_superset_while_the_new_replica_is_down():
+    # RAR = [3, 1, 2] holds all of OAR = [1, 2]: past step 1 the widened AR [1, 2, 3] is RAR
+    # as a set, which is still "AR already holds RAR" (`<=`, not `<`).  The next controller
+    # resumes it while 3 is down; dropped, 3 never became the preferred replica.
+    tp = TopicPartition("a", 0)
+    c = ControllerCluster([7, 8, 1, 2, 3], candidates=[7, 8])
+    c.create_topic("a", {0: [1, 2]})
+    c.admin.create_partition_reassignment({tp: [3, 1, 2]})
+    c.settle()
+    assert c.assignment("a") == {0: [1, 2, 3]}       # steps 1-3 done, 3 not in the ISR yet
+    c.kill(3, wait_expiry=False)
+    c.kill(7)
+    assert c.controller.broker_id == 8
+    assert c.admin.get_partition_reassignment() == {tp: [3, 1, 2]}
+    assert tp in c.controller.ctx.partitions_being_reassigned
+    c.start(3)
+    c.leader_sets_isr(tp, [1, 2, 3])
+    assert c.wait_for(lambda: c.admin.get_partition_reassignment() == {})
+    st = c.state("a", 0)
+    assert (c.assignment("a")[0], st.leader, set(st.isr)) == ([3, 1, 2], 1, {1, 2, 3})
+
+
+def test_a_step_7_election_that_fails_stops_the_reassignment_before_the_old_replicas_go():
+    # OAR [1, 2], RAR [3, 4].  Between step 4's read (ISR [1, 2, 3, 4]) and step 7's write the
+    # leader shrinks the ISR to [1, 2] (its notification not sent yet): the write conflicts,
+    # the re-read state has no RAR replica in sync, and the reassigned selector fails.  The
+    # reassignment must stop there (the term ends; the next resumes it and waits): carried
+    # on, steps 8-10 took 1 and 2 out and deleted them, leaving [3, 4] with no leader.
+    tp = TopicPartition("m", 0)
+    c = ControllerCluster([9, 1, 2, 3, 4], candidates=[9])
+    c.create_topic("m", {0: [1, 2]})
+    c.admin.create_partition_reassignment({tp: [3, 4]})
+    c.settle()
+
+    def shrink_before_step_7(_tp, step):
+        if step == 6 and c.state("m", 0).isr != (1, 2):
+            cur = c.state("m", 0)
+            shrunk = LeaderAndIsr(cur.leader, cur.leader_epoch, (1, 2), cur.zk_version, cur.controller_epoch)
+            assert c.admin.update_partition_states({tp: shrunk})[0]
+
+    c.controller.reassignment_step_hook = shrink_before_step_7
+    c.channel.clear()
+    c.leader_sets_isr(tp, [1, 2, 3, 4])
+    c.sched.advance(3000)                    # the failed term ends; 9 is elected again
+    st = c.state("m", 0)
+    assert (c.assignment("m")[0], st.leader, st.isr) == ([1, 2, 3, 4], 1, (1, 2))
+    assert c.admin.get_partition_reassignment() == {tp: [3, 4]}
+    assert c.controller.epoch == 2 and tp in c.controller.ctx.partitions_being_reassigned
+    assert not [p for r in c.channel.requests(StopReplicaRequest) for p in r.partitions if p.delete]
 
 
 def test_a_new_request_naming_a_dead_broker_is_dropped_even_within_the_assignment():
