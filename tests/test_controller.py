@@ -10,7 +10,8 @@ from kreplica import errors
 from kreplica.controller import PartitionState, ReplicaState
 from kreplica.controller.context import ControllerContext, PartitionReplica
 from kreplica.controller.state_writer import write_states
-from kreplica.meta import BadVersion
+from kreplica.controller.controller import ELECTION_RETRY_MS
+from kreplica.meta import BadVersion, ConnectionLoss
 from kreplica.meta import layout
 from kreplica.protocol import (
     ControlledShutdownRequest,
@@ -141,6 +142,31 @@ def test_deleted_controller_node_triggers_reelection():
     c.settle()
     assert c.controller.epoch == 2
     assert first.failovers + c.controllers[2].failovers == 2
+
+
+def test_a_store_error_reading_the_controller_node_after_its_watch_ends_the_term(monkeypatch):
+    """/controller changed (here: removed) and the read that follows meets a store blip:
+    the controller cannot tell whether it still holds the office, and the read's watch on
+    the node is lost with it, so it steps down and stands again.  Kept in office, it stayed
+    active beside the candidate that took the free node (two controllers acting)."""
+    c = cluster(brokers=(1, 2, 8, 9), candidates=[8, 9])
+    first = c.controller
+    assert first.broker_id == 8
+    read = first.zk.get_controller_id
+    blips = [ConnectionLoss("a blip at the watch's read")]
+
+    def get_controller_id(*args, **kwargs):
+        if blips:
+            raise blips.pop()
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(first.zk, "get_controller_id", get_controller_id)
+    c.admin.session.delete(layout.CONTROLLER)
+    c.settle()
+    assert not blips and not first.is_active
+    c.sched.advance(2 * ELECTION_RETRY_MS)          # 8 stands again and finds 9 in office
+    assert c.controller.broker_id == 9 and c.admin.get_controller_id() == 9
+    assert not first.is_active
 
 
 def test_failover_resumes_pending_preferred_election_and_isr_notifications():
@@ -340,6 +366,8 @@ def test_isr_change_notification_refreshes_and_broadcasts():
     for b in (1, 2, 3):
         um = c.channel.requests(UpdateMetadataRequest, b)
         assert any(ps.tp == T0 and ps.isr == (1, 2) for r in um for ps in r.partition_states)
+        # the changed partitions only, as Kafka 0.10's IsrChangeNotificationListener sends
+        assert um and all({ps.tp for ps in r.partition_states} == {T0} for r in um)
     assert c.admin.get_isr_change_notifications() == []
 
 
@@ -1388,9 +1416,11 @@ def test_a_stop_replica_answer_settles_only_the_replicas_its_request_carried():
 
 def test_a_brokers_first_leader_and_isr_of_the_term_is_init_though_it_hosted_nothing_before():
     """The failover marks every live broker's next LeaderAndIsr as its first (seed 001 C.3);
-    a broker that hosted no replica gets none then, and keeps the mark until it does."""
+    a broker that hosted no replica gets none then, and keeps the mark until it does,
+    also through another broker's startup, which marks that broker beside it."""
     c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]), {0: [1, 2]})
     assert not c.channel.requests(LeaderAndIsrRequest, 3)
+    c.start(4)
     c.create_topic("u", {0: [3, 1]})
     lai = c.channel.requests(LeaderAndIsrRequest, 3)
     assert lai and lai[0].is_init and not any(r.is_init for r in lai[1:])
@@ -1634,6 +1664,27 @@ def test_each_expired_config_change_notification_is_deleted_once():
         c.settle()
         c.sched.advance(15 * 60 * 1000)
     assert len(deleted) == 2 and len(set(deleted)) == 2
+
+
+def test_config_change_notifications_found_at_failover_expire_fifteen_minutes_after_it():
+    """A failover stamps the notifications it finds with its own clock's now (it cannot know
+    their age): written while no controller was in office, twenty minutes into the run, one
+    is not purged by the next change, which would take it from brokers not done with it,
+    but fifteen minutes later."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 8, 9), candidates=[8, 9]))
+    c.sched.advance(20 * 60 * 1000)
+    c.kill(8, wait_expiry=False)
+    c.admin.set_topic_config("t", {"retention.ms": 60_000})
+    found = set(c.admin.get_config_changes())
+    assert len(found) == 1
+    assert c.wait_for(lambda: c.controllers[9].is_active, 30_000)
+    c.admin.set_topic_config("t", {"retention.ms": 120_000})
+    c.settle()
+    assert found < set(c.admin.get_config_changes())
+    c.sched.advance(15 * 60 * 1000)
+    c.admin.set_topic_config("t", {"retention.ms": 180_000})
+    c.settle()
+    assert not found & set(c.admin.get_config_changes())
 
 
 def test_a_preferred_election_does_not_hand_leadership_back_to_a_broker_in_controlled_shutdown():
