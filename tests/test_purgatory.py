@@ -243,3 +243,30 @@ def test_an_unbounded_pass_leaves_the_survivors_ordered_for_the_next_bounded_one
     assert p.check_and_complete("k") == 1
     assert [op.need for _, op in answers] == [10, 20]
     assert p.watched("k") == 1
+
+
+# ---- tenth replica-layer mutant pass (hundred-and-eightieth review) -------------------------------
+def test_an_operation_watched_during_a_pass_over_every_watcher_waits_for_the_next_pass():
+    """A pass over all of a key's watchers takes the list out of the table: an operation
+    watched under the key meanwhile (here by a watcher's own check) is not looked at in
+    that pass, and is still watched, beside the survivors, when the pass ends."""
+    s = SimScheduler()
+    p = Purgatory(s, "t")
+    answers = []
+    flags = {"during_pass": False, "late_ready": False}
+    late = Op(1000, lambda: flags["late_ready"], answers)
+
+    def early_ready():
+        if flags["during_pass"]:
+            flags["during_pass"] = False
+            p.try_complete_else_watch(late, ["k"])
+        return False
+
+    early = Op(1000, early_ready, answers)
+    p.try_complete_else_watch(early, ["k"])
+    flags["during_pass"] = True
+    assert p.check_and_complete("k") == 0
+    assert p.watched("k") == 2
+    flags["late_ready"] = True
+    assert p.check_and_complete("k") == 1
+    assert answers == [("done", late)] and p.watched("k") == 1

@@ -1683,3 +1683,103 @@ def test_an_init_leader_and_isr_keeps_a_listed_partition_whose_state_it_refuses(
     assert (p.role, p.leader_epoch, p.log_end_offset) == (Role.FOLLOWER, 1, 1)
     assert (h.data_dir(2) / "bar-0").is_dir()
     h.close()
+
+
+# ---- tenth replica-layer mutant pass (hundred-and-eightieth review) -------------------------------
+def test_a_leader_stopped_with_a_proposal_in_flight_no_longer_awaits_it(tmp_path):
+    """StopReplica without delete leaves the ISR state as it was (pending), but the
+    replica leads nothing now: the broker must not write its dead proposal to the store."""
+    h, leader = _held_shrink(tmp_path)
+    held = h.held[0][0]
+    stop = StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, False),))
+    assert h.brokers[1].handle_stop_replica(stop).partition_errors == ((TP, errors.NONE),)
+    assert leader.isr_state.phase is IsrPhase.PENDING_SHRINK
+    assert not leader.awaits_isr_answer(held)
+    h.close()
+
+
+def test_a_clean_shutdown_checkpoints_the_closed_logs_and_a_crash_writes_no_checkpoint(tmp_path):
+    """Kafka's LogManager.shutdown flushes and closes every log, then checkpoints recovery
+    points and log starts: the file holds each log's end.  A crash (kill -9) writes
+    nothing: the files keep what the last periodic checkpoint wrote, whatever was flushed
+    after it."""
+    from kreplica.replica.replica_manager import LOG_START_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE
+
+    h = _cluster(tmp_path, {"log.flush.offset.checkpoint.interval.ms": 1000})
+    h.produce_sync(TP, [b"a", b"b"])
+    h.settle(TP)
+    h.advance(1000)
+    recovery, start = ({b: OffsetCheckpointFile(h.data_dir(b) / name) for b in (2, 3)}
+                       for name in (RECOVERY_POINT_CHECKPOINT_FILE, LOG_START_CHECKPOINT_FILE))
+    for b in (2, 3):  # nothing flushed yet; the log starts not due for a minute
+        assert recovery[b].read() == {TP: 0} and not start[b].path.exists()
+    h.crash(2, clean=True)
+    assert recovery[2].read() == {TP: 2} and start[2].read() == {TP: 0}
+    h.partition(3, TP).log.flush()
+    assert h.partition(3, TP).log.recovery_point == 2
+    h.crash(3)
+    assert recovery[3].read() == {TP: 0} and not start[3].path.exists()
+    h.close()
+
+
+def test_a_topic_with_dashes_in_its_name_is_found_in_the_data_dir_at_startup(tmp_path):
+    """A topic name may hold dashes; its partition dir ``<topic>-<partition>`` splits at
+    the last one.  Found at startup, a crashed log makes the restart unclean, and an INIT
+    LeaderAndIsr that does not list the partition deletes it."""
+    dashed = TopicPartition("my-topic", 12)
+    h = Harness(tmp_path, (1,))
+    h.create_partition(dashed, (1,))
+    assert h.produce_sync(dashed, [b"a"]).error_code == errors.NONE
+    h.crash(1)
+    rm = h.start(1)
+    assert rm.recovered_uncleanly
+    rm.handle_leader_and_isr(LeaderAndIsrRequest(0, h.controller_epoch, (), is_init=True))
+    assert not (h.data_dir(1) / "my-topic-12").exists()
+    h.close()
+
+
+def test_a_topic_whose_overrides_were_all_removed_goes_back_to_the_brokers_config(tmp_path):
+    """The store reads a topic without overrides as an empty config (the broker hands it
+    on as no pairs): its replicas must drop the overrides they took, not keep them."""
+    h = _cluster(tmp_path, brokers=(1,))
+    rm = h.brokers[1]
+    default = h.partition(1, TP).log.config.retention_ms
+    assert rm.update_topic_configs({"bar": [("retention.ms", "7200000"), ("min.insync.replicas", "2")]}) == 1
+    assert h.partition(1, TP).log.config.retention_ms == 7_200_000
+    assert h.produce_sync(TP, [b"a"]).error_code == errors.NotEnoughReplicas.code
+    assert rm.update_topic_configs({"bar": []}) == 1
+    assert h.partition(1, TP).log.config.retention_ms == default != 7_200_000
+    assert h.produce_sync(TP, [b"a"]).error_code == errors.NONE
+    h.close()
+
+
+def test_retention_keeps_running_on_a_replica_stopped_without_delete(tmp_path):
+    """A replica stopped without delete keeps its log, and Kafka's LogManager keeps
+    cleaning every log it holds: retention still deletes its old segments."""
+    h = _cluster(tmp_path, {"segment.bytes": 4096, "retention.bytes": 8192}, brokers=(1,))
+    for _ in range(60):
+        h.produce_sync(TP, [b"x" * 200])
+    rm = h.brokers[1]
+    rm.handle_stop_replica(StopReplicaRequest(0, h.controller_epoch, (StopReplicaPartition(TP, False),)))
+    log = h.partition(1, TP).log
+    assert h.partition(1, TP).role is Role.NONE and log.log_start_offset == 0
+    assert rm.cleanup_logs() > 0
+    assert log.log_start_offset > 0 and log.size_in_bytes() <= 8192 + 4096
+    h.close()
+
+
+def test_a_newer_leader_epoch_is_applied_whatever_its_zk_version(tmp_path):
+    """The leader epoch decides whether a LeaderAndIsr is new (Kafka compares epochs only);
+    the zk_version tells a replay from an update only within one epoch."""
+    from dataclasses import replace
+
+    h = _cluster(tmp_path)
+    state = h.leader_and_isr_state(TP)
+    rm = h.brokers[2]
+    newer = replace(state, leader=2, leader_epoch=state.leader_epoch + 1)
+    assert newer.zk_version == rm.partitions[TP].zk_version
+    assert rm.handle_leader_and_isr(LeaderAndIsrRequest(0, h.controller_epoch, (newer,))).partition_errors == (
+        (TP, errors.NONE),)
+    p = rm.partitions[TP]
+    assert (p.role, p.leader_epoch) == (Role.LEADER, newer.leader_epoch) and h.fetch_phase(2, TP) is None
+    h.close()
