@@ -2442,6 +2442,41 @@ def test_an_ack_not_yet_seen_committed_that_a_clean_leader_lost_in_its_power_los
         assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
 
 
+@pytest.mark.parametrize("power_lost", [False, True], ids=["nothing-counted-its-loss", "its-power-loss-counted"])
+def test_a_write_acked_where_an_uncounted_acked_write_lies_is_a_loss_even_before_it_commits(make, power_lost):
+    """Two acks at one offset, neither yet seen committed: b's (broker 1, ISR {1, 2}), then X's
+    from broker 2, elected cleanly without b.  With no loss counted for b, X's ack is b's
+    loss found (were X's ack to replace b's, X's commit would then pass, and b's loss would
+    go unreported for good); after broker 2's own power loss counted b, X's ack is the
+    history's."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", *append(old, [b"b"], 0), -1, 2, leader=1)
+    c.set_time(10)
+    if power_lost:
+        c.on_power_loss(2, "t-0", 1)
+        c.on_restart(2)
+    new = make("new", Role.FOLLOWER, 0, isr=(1, 2))
+    append(new, [b"a"], 0, commit=False)
+    x = append(new, [b"X"], 0, commit=False)
+    new.role, new.leader_epoch, new.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", new, None)
+    assert c.violation is None and len(c.losses) == power_lost
+    c.set_time(20)
+    c.on_ack("t-0", *x, -1, 1, leader=2)   # X's ack reaches the checker before its commit is judged
+    new.log.maybe_increment_high_watermark(2)
+    c.observe(2, "t-0", new, None)
+    if power_lost:
+        assert c.violation is None, c.violation.describe()
+        assert c.models["t-0"].canon[1][2] == x[2]
+    else:
+        v = c.violation
+        assert v is not None and (v.invariant, v.time_ms, v.broker) == (Invariant.ACKED_WRITE_LOST, 20, 2)
+        assert "offset 1" in v.message
+
+
 def test_a_read_not_yet_seen_committed_that_an_unclean_election_loses_alone_is_counted_not_a_vanished_record(make):
     """Nothing the checker saw committed is lost (the new leader holds a), but the read of
     b, committed by the deposed leader and not yet judged, is beyond where the new leader

@@ -297,6 +297,15 @@ class Checker:
             self.fail(Invariant.ACKED_WRITE_LOST, tp, None,
                       f"write acked at offset {base} but the committed log holds another batch there")
             return
+        # An ack may reach the checker before the step that committed its batch is judged:
+        # an earlier ack of another batch at this offset is a write lost with no election
+        # counting it (that would have cut it), and replacing it would let the new batch's
+        # commit pass.
+        before = m.acked.get(base)
+        if before is not None and (before.last, before.crc) != (last, crc):
+            self.fail(Invariant.ACKED_WRITE_LOST, tp, leader,
+                      f"write acked at offset {base} where another acked write, not yet seen committed, lies")
+            return
         m.acked[base] = Ack(last, crc, self._now(), isr_size)
 
     @staticmethod
