@@ -2477,6 +2477,36 @@ def test_a_write_acked_where_an_uncounted_acked_write_lies_is_a_loss_even_before
         assert "offset 1" in v.message
 
 
+@pytest.mark.parametrize("unclean", [False, True], ids=["own-power-loss", "unclean"])
+def test_an_acked_batch_ending_past_the_new_leaders_leo_is_lost_from_its_base_with_its_read(make, unclean):
+    """b (offsets 1-2) is acked and read before the step that committed it is judged; the
+    new leader holds a and a producer's X at 1, so its LEO (2) falls inside b.  It holds
+    another batch at b's base: its log leaves the history there, and the read of b is
+    counted with the ack (ended at the LEO, the cut of b's ack took the read uncounted)."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", *append(old, [b"b1", b"b2"], 0), -1, 2, leader=1)
+    c.on_consume("t-0", read_fingerprints(old.log, 1, 3), 3, 1)
+    c.set_time(10)
+    if unclean:
+        c.on_store_state("t-0", -1, 0, (1,))
+    else:
+        c.on_power_loss(2, "t-0", 1)
+        c.on_restart(2)
+    new = make("new", Role.FOLLOWER, 0)
+    append(new, [b"a"], 0, commit=False)
+    append(new, [b"X"], 0, commit=False)
+    new.role, new.leader_epoch, new.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", new, None)
+    cause = "unclean-election" if unclean else "power-loss"
+    assert c.violation is None and c.unclean_elections == unclean
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(1, cause)]
+    assert [(read.offset, read.cause) for read in c.superseded_reads] == [(1, cause)]
+    assert [e.data["from_offset"] for e in c.history.of_kind("superseded")] == [1]
+
+
 def test_a_read_not_yet_seen_committed_that_an_unclean_election_loses_alone_is_counted_not_a_vanished_record(make):
     """Nothing the checker saw committed is lost (the new leader holds a), but the read of
     b, committed by the deposed leader and not yet judged, is beyond where the new leader

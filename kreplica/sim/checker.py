@@ -620,14 +620,15 @@ class Checker:
         Past the committed end it is compared with the acked writes the checker has not yet
         seen committed, as an unclean leader is (_unclean_end): one it dropped in its power
         loss and holds another batch in place of is where the loss starts, or it would be
-        found only when the new leader commits its own batch there, as a violation."""
+        found only when the new leader commits its own batch there, as a violation.  An
+        acked batch starting below the LEO and ending past it is compared too."""
         upto = min(leo, m.canon_end)
         froms = [f for b, f, _t in m.drops if b == broker and f < upto]
         start = max(min(froms), m.expired_below) if froms else upto
         differs = _first_difference(p, m, start, upto) if start < upto else None
         if differs is not None:
             return differs if self._power_loss_cause(m, broker, differs) else leo
-        for base in sorted(b for b, ack in m.acked.items() if b >= max(upto, m.expired_below) and ack.last < leo):
+        for base in sorted(b for b in m.acked if max(upto, m.expired_below) <= b < leo):
             ack = m.acked[base]
             held = read_fingerprints(p.log, base, base + 1)
             if not held or (held[0][0], held[0][1], held[0][3]) != (base, ack.last, ack.crc):
@@ -644,12 +645,14 @@ class Checker:
         yet seen committed (an ack may reach it before the step that committed its batch
         is judged): one it does not hold is where its log leaves the history too, or the
         write would be found lost only when the new leader commits its own batch there,
-        as a violation rather than this election's counted loss."""
+        as a violation rather than this election's counted loss.  So is one that starts
+        below the LEO and ends past it (the replica holds another batch at its base):
+        ended at the LEO, the history would lose a read of that batch uncounted."""
         upto = min(leo, m.canon_end)
         differs = _first_difference(p, m, 0, upto)
         if differs is not None:
             return differs
-        for base in sorted(b for b, ack in m.acked.items() if b >= upto and ack.last < leo):
+        for base in sorted(b for b in m.acked if upto <= b < leo):
             ack = m.acked[base]
             held = read_fingerprints(p.log, base, base + 1)
             if not held or (held[0][0], held[0][1], held[0][3]) != (base, ack.last, ack.crc):
