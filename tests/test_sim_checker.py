@@ -217,6 +217,8 @@ def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_
     _ack_then_elect_an_outsider(c, make)
     assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
     assert "elected outside the ISR" in c.violation.message and not c.losses
+    # The history names the election unclean, allowed or not.
+    assert [e.data["unclean"] for e in c.history.of_kind("election")][-1] is True
 
 
 def test_an_outsider_holding_another_batch_at_an_acked_offset_where_unclean_was_never_enabled_loses_it_at_once(make):
@@ -2359,10 +2361,12 @@ def test_a_read_the_checker_has_not_yet_seen_committed_is_counted_when_an_electi
     assert c.models["t-0"].consumed == {}
 
 
-def _read_before_judged_then_elect_a_holder_of_the_first(make, c: Checker, ack: bool) -> Replica:
+def _read_before_judged_then_elect_a_holder_of_the_first(make, c: Checker, ack: bool,
+                                                        holds=(b"a",)) -> Replica:
     """Broker 1 alone commits a (judged) and b (not yet judged); a consumer's read of both
     reaches the checker first (with b's ack, if ``ack``); broker 3, outside the ISR and
-    holding a alone, is then seen leading epoch 1: the history ends at 1."""
+    holding ``holds`` (a alone by default), is then seen leading epoch 1: the history ends
+    at 1 (at 2 if it holds b too)."""
     old = make("old", Role.LEADER, 0, isr=(1,))
     first = append(old, [b"a"], 0)
     c.observe(1, "t-0", old, None)
@@ -2371,7 +2375,8 @@ def _read_before_judged_then_elect_a_holder_of_the_first(make, c: Checker, ack: 
     if ack:
         c.on_ack("t-0", *second, -1, 1, leader=1)
     outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
-    append(outsider, [b"a"], 0, commit=False)
+    for value in holds:
+        append(outsider, [value], 0, commit=False)
     outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
     c.observe(3, "t-0", outsider, None)
     assert c.violation is None and c.unclean_elections == 1
@@ -2442,6 +2447,98 @@ def test_an_ack_not_yet_seen_committed_that_a_clean_leader_lost_in_its_power_los
         assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
 
 
+def _elect_broker_2_holding(c: Checker, make, values, dropped_from: int | None = None) -> Replica:
+    """Broker 2 (after its power loss from ``dropped_from``, and its restart, if given) is
+    seen leading epoch 1 alone in its ISR, its log holding ``values`` uncommitted."""
+    if dropped_from is not None:
+        c.on_power_loss(2, "t-0", dropped_from)
+        c.on_restart(2)
+    new = make("new", Role.FOLLOWER, 0)
+    for value in values:
+        append(new, [value], 0, commit=False)
+    new.role, new.leader_epoch, new.isr = Role.LEADER, 1, (2,)
+    c.observe(2, "t-0", new, None)
+    return new
+
+
+@pytest.mark.parametrize("dropped_from, holds_b, lost", [(1, False, [1, 2]), (2, True, [2]), (2, False, [])],
+                         ids=["both-dropped", "b-held-c-dropped", "b-missing-above-no-drop"])
+def test_a_clean_leader_is_compared_with_uncommitted_acks_in_offset_order_each_judged_at_its_own_offset(
+        make, dropped_from, holds_b, lost):
+    """Acks of b (1) and c (2), answered c first, reach the checker before the step that
+    committed them is judged; broker 2 drops from ``dropped_from`` in a power loss and is
+    elected cleanly holding a producer's Y at 2 (and b, or X, at 1).  The acks are compared
+    in offset order, each missing one's loss judged by a drop reaching its own offset: both
+    lost when b is, c alone when b is held, and with b missing where no drop reached (an
+    engine bug), nothing counted: b's loss is found when the new leader commits X there."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    b, c_ = append(old, [b"b"], 0), append(old, [b"c"], 0)
+    c.on_ack("t-0", *c_, -1, 2, leader=1)
+    c.on_ack("t-0", *b, -1, 2, leader=1)
+    c.set_time(10)
+    new = _elect_broker_2_holding(c, make, (b"a", b"b" if holds_b else b"X", b"Y"), dropped_from)
+    assert c.violation is None
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(o, "power-loss") for o in lost]
+    new.log.maybe_increment_high_watermark(3)
+    c.observe(2, "t-0", new, None)
+    if lost:
+        assert c.violation is None, c.violation.describe()
+    else:
+        assert c.violation is not None and c.violation.invariant is Invariant.ACKED_WRITE_LOST
+        assert "offset 1" in c.violation.message
+
+
+def test_an_acked_write_expired_before_it_was_seen_committed_is_no_loss_of_a_clean_leader(make):
+    """b's ack reaches the checker before the step that committed b is judged, and in that
+    step the leader's retention also moved its log start past b: the expired mark (2) lies
+    above the committed end (1).  Broker 2, in the ISR, dropped b in a power loss after the
+    ack and is elected cleanly holding a producer's X there.  Below the mark is retention's,
+    not a loss: nothing is counted."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", *append(old, [b"b"], 0), -1, 2, leader=1)
+    assert old.log.maybe_increment_log_start_offset(2)
+    c.observe(1, "t-0", old, None)
+    m = c.models["t-0"]
+    assert (m.canon_end, m.expired_below) == (1, 2)
+    c.set_time(10)
+    _elect_broker_2_holding(c, make, (b"a", b"X"), dropped_from=1)
+    assert c.violation is None and c.losses == [] and list(c.history.of_kind("superseded")) == []
+
+
+def test_a_committed_batch_a_clean_leader_lost_unexplained_ends_nothing_even_where_a_later_ack_is_explained(make):
+    """Broker 2 lost power once before b was committed and was back before the commit (which
+    that loss therefore does not explain), then again from 2 after c's ack.  Elected cleanly
+    holding X where b was committed, its log is not judged to leave the history at c, though
+    its second power loss explains c: b's loss explains nothing, so its end stays its LEO,
+    no loss is counted, and b's loss is found when the new leader commits X."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    c.set_time(1)
+    c.on_power_loss(2, "t-0", 0)
+    c.on_restart(2)
+    c.set_time(2)
+    c.observe(2, "t-0", make("f", Role.FOLLOWER, 0), FetchPhase.FETCHING)   # back
+    c.set_time(5)
+    append(old, [b"b"], 0)
+    c.observe(1, "t-0", old, None)
+    c.set_time(6)
+    c.on_ack("t-0", *append(old, [b"c"], 0), -1, 2, leader=1)
+    c.set_time(8)
+    new = _elect_broker_2_holding(c, make, (b"a", b"X", b"Y"), dropped_from=2)
+    assert c.violation is None and c.losses == [] and c.models["t-0"].canon_end == 2
+    new.log.maybe_increment_high_watermark(3)
+    c.observe(2, "t-0", new, None)
+    assert c.violation is not None and "offset 1" in c.violation.message
+
+
 @pytest.mark.parametrize("power_lost", [False, True], ids=["nothing-counted-its-loss", "its-power-loss-counted"])
 def test_a_write_acked_where_an_uncounted_acked_write_lies_is_a_loss_even_before_it_commits(make, power_lost):
     """Two acks at one offset, neither yet seen committed: b's (broker 1, ISR {1, 2}), then X's
@@ -2455,14 +2552,8 @@ def test_a_write_acked_where_an_uncounted_acked_write_lies_is_a_loss_even_before
     c.observe(1, "t-0", old, None)
     c.on_ack("t-0", *append(old, [b"b"], 0), -1, 2, leader=1)
     c.set_time(10)
-    if power_lost:
-        c.on_power_loss(2, "t-0", 1)
-        c.on_restart(2)
-    new = make("new", Role.FOLLOWER, 0, isr=(1, 2))
-    append(new, [b"a"], 0, commit=False)
-    x = append(new, [b"X"], 0, commit=False)
-    new.role, new.leader_epoch, new.isr = Role.LEADER, 1, (2,)
-    c.observe(2, "t-0", new, None)
+    new = _elect_broker_2_holding(c, make, (b"a", b"X"), dropped_from=1 if power_lost else None)
+    x = next((base, last, crc) for base, last, _epoch, crc in read_fingerprints(new.log, 1, 2))
     assert c.violation is None and len(c.losses) == power_lost
     c.set_time(20)
     c.on_ack("t-0", *x, -1, 1, leader=2)   # X's ack reaches the checker before its commit is judged
@@ -2492,14 +2583,7 @@ def test_an_acked_batch_ending_past_the_new_leaders_leo_is_lost_from_its_base_wi
     c.set_time(10)
     if unclean:
         c.on_store_state("t-0", -1, 0, (1,))
-    else:
-        c.on_power_loss(2, "t-0", 1)
-        c.on_restart(2)
-    new = make("new", Role.FOLLOWER, 0)
-    append(new, [b"a"], 0, commit=False)
-    append(new, [b"X"], 0, commit=False)
-    new.role, new.leader_epoch, new.isr = Role.LEADER, 1, (2,)
-    c.observe(2, "t-0", new, None)
+    _elect_broker_2_holding(c, make, (b"a", b"X"), dropped_from=None if unclean else 1)
     cause = "unclean-election" if unclean else "power-loss"
     assert c.violation is None and c.unclean_elections == unclean
     assert [(loss.offset, loss.cause) for loss in c.losses] == [(1, cause)]
@@ -2520,6 +2604,15 @@ def test_a_read_not_yet_seen_committed_that_an_unclean_election_loses_alone_is_c
     c.observe(3, "t-0", outsider, None)
     assert c.violation is None, c.violation.describe()
     assert c.models["t-0"].canon_end == 2 and sorted(c.models["t-0"].consumed) == [0]
+
+
+def test_a_read_not_yet_seen_committed_that_the_unclean_leader_holds_too_is_kept_not_counted(make):
+    """The outsider holds b as well: the read of b, past the committed end but not past
+    where the new leader ends, lost nothing; it is kept, to be judged when b commits."""
+    c = Checker(History())
+    _read_before_judged_then_elect_a_holder_of_the_first(make, c, ack=False, holds=(b"a", b"b"))
+    assert not c.losses and not c.superseded_reads
+    assert sorted(c.models["t-0"].consumed) == [0, 1]
 
 
 def _acked_with_a_pending_isr(c: Checker, make, isr, leader: int, shrunk) -> Replica:
