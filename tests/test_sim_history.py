@@ -234,6 +234,19 @@ def test_a_history_whose_first_event_is_not_the_run_header_is_refused(tmp_path):
             run_header(events)
 
 
+def test_a_run_header_is_handed_back_as_a_dict_of_its_own():
+    """A header recorded without options is an empty dict, not None, and the dict handed
+    back is a copy: a caller filling in defaults does not change the recorded event."""
+    h = History()
+    h.record(0, "run")
+    assert run_header(h.events) == {}
+    h = History()
+    h.record(0, "run", seed=3)
+    header = run_header(h.events)
+    header["seed"] = 4
+    assert h.events[0].data == {"seed": 3}
+
+
 def test_the_swarm_draws_over_the_bases_config_and_keeps_the_keys_it_does_not_draw():
     drawn = {"min.insync.replicas", "unclean.leader.election.enable", "replica.truncation.strategy", "acks"}
     for name in scenarios.names():
