@@ -191,30 +191,92 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
     from functools import partial
 
     context = multiprocessing.get_context("fork")
-    # Each worker counts itself in as it starts. The pool replaces a worker that dies (the
-    # OOM killer's SIGKILL, a crash in native code) but loses the seed it was running, and
-    # imap would wait for that seed's result for good: a count above --jobs ends the wait.
+    # Each worker counts itself in as it starts and notes, in its slot, its pid and the seed
+    # it runs. The pool replaces a worker that dies (the OOM killer's SIGKILL, a crash in
+    # native code) but loses the seed it was running, and imap would wait for that seed's
+    # result for good: a count above --jobs means a worker died; the seeds before the one it
+    # held are still waited for (other workers finish them), then the wait ends there.
     started = context.Value("i", 0)
-    pool = context.Pool(args.jobs, initializer=_worker_start, initargs=(started,))
+    slots = context.Array("q", 2 * _SLOTS_PER_JOB * args.jobs, lock=False)
+    pool = context.Pool(args.jobs, initializer=_worker_start, initargs=(started, slots))
     try:
         results = pool.imap(partial(_run_in_worker, args, scenario=shared), seeds)
+        position = {seed: i for i, seed in enumerate(seeds)}
+        done = 0
         while True:
             try:
                 r = results.next(timeout=0.2)
             except StopIteration:
                 break
             except multiprocessing.TimeoutError:
-                if started.value > args.jobs:
-                    raise WorkerLost("a worker process died (killed by a signal or crashed) while seeds "
-                                     "were running; the seed it held has no result") from None
+                if started.value > len(slots) // 2:  # more replacements than slots: which seed is unknown
+                    raise WorkerLost("workers died (killed by a signal or crashed) while seeds were running; "
+                                     "the seeds they held have no result") from None
+                if started.value > args.jobs and done in {position.get(seed) for seed in
+                                                         _lost_seeds(started.value, slots)}:
+                    # The next seed in order is one a dead worker held: its result never comes.
+                    # (A worker that died idle held none: the wait goes on.)
+                    raise WorkerLost(f"a worker process died (killed by a signal or crashed) while seeds "
+                                     f"were running; seed {seeds[done]} has no result") from None
                 continue
+            done += 1
             yield r
         pool.close()  # done: the workers finish and leave on their own
     except BaseException:  # Ctrl-C, SIGTERM or an error in this process, or the caller stopped
-        pool.terminate()
+        _terminate(pool)
         raise
     finally:
         pool.join()
+
+
+# How long a pool worker gets to leave after the pool's SIGTERM before it is killed.
+TERMINATE_GRACE_S = 10.0
+
+
+def _terminate(pool: Any) -> None:
+    """``pool.terminate()``, bounded.  A run in flight takes the SIGTERM as SystemExit and
+    removes its data dir; but a worker stuck where the signal's handler never runs (a
+    lock it inherited, held, from a thread of the parent at fork: seen hanging the tests
+    under load) would keep terminate() joining it for good.  Whatever is still alive after
+    TERMINATE_GRACE_S is killed outright (its data dir is then left behind)."""
+    import threading
+
+    def kill_the_rest() -> None:
+        for p in list(pool._pool):  # the pool's own list: replacements included
+            if p.exitcode is None:
+                p.kill()
+
+    timer = threading.Timer(TERMINATE_GRACE_S, kill_the_rest)
+    timer.daemon = True
+    timer.start()
+    try:
+        pool.terminate()
+    finally:
+        timer.cancel()
+
+
+# A worker slot per worker start: --jobs at first, one more for each worker the pool replaces.
+_SLOTS_PER_JOB = 4
+
+
+def _lost_seeds(workers: int, slots: Any) -> set[int]:
+    """The seeds the workers that are gone were running (a slot's seed is -1 before its first)."""
+    lost = set()
+    for i in range(min(workers, len(slots) // 2)):
+        pid, seed = slots[2 * i], slots[2 * i + 1]
+        if pid and seed >= 0 and not _alive(pid):
+            lost.add(seed)
+    return lost
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class WorkerLost(Exception):
@@ -226,15 +288,27 @@ _running = False
 _terminated = False
 
 
-def _worker_start(started: Any) -> None:
+def _worker_start(started: Any, slots: Any = None) -> None:
+    global _slot, _slots
     with started.get_lock():
+        _slot = started.value
         started.value += 1
+    if slots is not None and 2 * _slot + 1 < len(slots):
+        _slots = slots
+        slots[2 * _slot], slots[2 * _slot + 1] = os.getpid(), -1
     _worker_signals()
+
+
+# In a pool worker: its slot in the parent's table (pid, seed it runs), if it has one.
+_slot = -1
+_slots: Any = None
 
 
 def _run_in_worker(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
     global _running
     _running = True
+    if _slots is not None:
+        _slots[2 * _slot + 1] = seed
     try:
         return run_seed(args, seed, scenario)
     except SystemExit as e:  # the pool's terminate(), after World.run removed its data dir
