@@ -45,6 +45,17 @@ def java_integer(text: str) -> bool:
     return _JAVA_INTEGER.fullmatch(text) is not None and all(c < "\U00010000" for c in text)
 
 
+def java_split(text: str, separator: str) -> list[str]:
+    """Java's ``String.split`` (limit 0), which kafka-topics.sh splits with: as str.split,
+    but trailing empty strings are dropped (``"a,b,"`` is two items, ``","`` none); a text
+    without the separator is itself (``""`` is one empty item)."""
+    parts = text.split(separator)
+    if len(parts) > 1:
+        while parts and not parts[-1]:
+            parts.pop()
+    return parts
+
+
 def _one(mapped: str, c: str) -> str:
     # Java's Character case mappings take one char to one char: where Python's would
     # give several (U+00DF to "SS"), Java's leaves the char as it is.

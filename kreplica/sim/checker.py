@@ -181,6 +181,18 @@ def _first_difference(p: Any, m: PartitionModel, start: int, end: int) -> int | 
     return None
 
 
+def _first_ack_not_held(p: Any, m: PartitionModel, start: int, end: int) -> int | None:
+    """The first acked write starting in [start, end) that the replica does not hold as
+    acked: acks the checker has not yet seen committed, which the committed history cannot
+    compare (an ack may reach it before the step that committed its batch is judged)."""
+    for base in sorted(b for b in m.acked if start <= b < end):
+        ack = m.acked[base]
+        held = read_fingerprints(p.log, base, base + 1)
+        if not held or (held[0][0], held[0][1], held[0][3]) != (base, ack.last, ack.crc):
+            return base
+    return None
+
+
 class Checker:
     """``unclean_default`` is the cluster's ``unclean.leader.election.enable``; a topic's
     override is reported with :meth:`on_topic_config`.  An election outside the ISR
@@ -628,12 +640,8 @@ class Checker:
         differs = _first_difference(p, m, start, upto) if start < upto else None
         if differs is not None:
             return differs if self._power_loss_cause(m, broker, differs) else leo
-        for base in sorted(b for b in m.acked if max(upto, m.expired_below) <= b < leo):
-            ack = m.acked[base]
-            held = read_fingerprints(p.log, base, base + 1)
-            if not held or (held[0][0], held[0][1], held[0][3]) != (base, ack.last, ack.crc):
-                return base if self._power_loss_cause(m, broker, base) else leo
-        return leo
+        lacks = _first_ack_not_held(p, m, max(upto, m.expired_below), leo)
+        return lacks if lacks is not None and self._power_loss_cause(m, broker, lacks) else leo
 
     @staticmethod
     def _unclean_end(p: Any, m: PartitionModel, leo: int) -> int:
@@ -652,12 +660,8 @@ class Checker:
         differs = _first_difference(p, m, 0, upto)
         if differs is not None:
             return differs
-        for base in sorted(b for b in m.acked if upto <= b < leo):
-            ack = m.acked[base]
-            held = read_fingerprints(p.log, base, base + 1)
-            if not held or (held[0][0], held[0][1], held[0][3]) != (base, ack.last, ack.crc):
-                return base
-        return leo
+        lacks = _first_ack_not_held(p, m, upto, leo)
+        return lacks if lacks is not None else leo
 
     def _note_back(self, m: PartitionModel, broker: int) -> None:
         """The replica is seen again: the first sighting after a restart that followed its

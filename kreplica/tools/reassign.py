@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any
 
+from ..arguments import java_split
 from ..cli import integer, integer_text
 
 HELP = "reassign partitions or elect preferred leaders (like kafka-reassign-partitions.sh)"
@@ -49,14 +50,12 @@ def _plan(args: argparse.Namespace) -> dict[Any, list[int]] | None:
         return None
     if args.topic is None or args.partition is None:
         raise SystemExit("--replicas needs --topic and --partition")
-    from .topics import _java_split
-
     try:
         # As kafka-reassign-partitions.sh reads its one list of broker ids, --broker-list:
         # Java's split at commas (a trailing comma dropped), each id by Integer.parseInt
         # with nothing trimmed -- not int(), which takes " 1002", "1_002" and digits of
         # any plane.
-        replicas = [integer_text(b) for b in _java_split(args.replicas, ",")]
+        replicas = [integer_text(b) for b in java_split(args.replicas, ",")]
     except ValueError:
         raise ValueError(f"--replicas {args.replicas!r}: expected broker ids, e.g. 1001,1002") from None
     return {TopicPartition(args.topic, args.partition): replicas}

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from ..arguments import JAVA_BLANKS
+from ..arguments import JAVA_BLANKS, java_split
 from ..cli import integer, integer_text
 
 HELP = "create, alter, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
@@ -43,17 +43,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for --describe: only partitions without a leader, or led by a broker that is not live")
 
 
-def _java_split(text: str, separator: str) -> list[str]:
-    """Java's ``String.split`` (limit 0), which kafka-topics.sh splits with: as str.split,
-    but trailing empty strings are dropped (``"a,b,"`` is two items, ``","`` none); a text
-    without the separator is itself (``""`` is one empty item)."""
-    parts = text.split(separator)
-    if len(parts) > 1:
-        while parts and not parts[-1]:
-            parts.pop()
-    return parts
-
-
 def parse_assignment(text: str) -> dict[int, list[int]]:
     """kafka-topics.sh 0.10's ``parseReplicaAssignment``: partitions split at commas,
     replicas at colons, each with Java's ``split``, so a trailing comma or colon is
@@ -62,8 +51,8 @@ def parse_assignment(text: str) -> dict[int, list[int]]:
     try:
         # Each broker id is read with .trim.toInt: Java's trim (U+0000 to U+0020), then
         # Integer.parseInt (no "1_001", which int() alone would take).
-        assignment = {p: [integer_text(b.strip(JAVA_BLANKS)) for b in _java_split(part, ":")]
-                      for p, part in enumerate(_java_split(text, ","))}
+        assignment = {p: [integer_text(b.strip(JAVA_BLANKS)) for b in java_split(part, ":")]
+                      for p, part in enumerate(java_split(text, ","))}
     except ValueError:
         assignment = {}
     if not assignment:  # Kafka 0.10 refuses "," too: its assignment has no partition
