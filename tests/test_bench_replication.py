@@ -427,3 +427,23 @@ def test_a_replicated_round_that_fails_still_shuts_its_brokers_down(fails, tmp_p
         bench_replication.run_replicated(tmp_path, _batches(100, 10, 2, 1), 3, 2)
     [cluster] = clusters
     assert [rm.running for rm in cluster["managers"].values()] == [False, False, False]
+
+
+def test_a_broker_that_fails_to_start_takes_the_started_ones_down_with_it(tmp_path, monkeypatch):
+    """The third broker's startup raising (its directory unusable, say) shuts the two
+    already running down before the error goes up: ``run_replicated`` has no cluster to
+    shut down then, so without it their logs would stay open under a removed directory."""
+    made = []
+
+    class FailingThird(bench_replication.ReplicaManager):
+        def startup(self):
+            made.append(self)
+            if self.broker_id == 3:
+                raise OSError("broker 3: read-only file system")
+            super().startup()
+
+    monkeypatch.setattr(bench_replication, "ReplicaManager", FailingThird)
+    with pytest.raises(OSError, match="read-only"):
+        prepare_replicated(tmp_path)
+    assert [rm.broker_id for rm in made] == [1, 2, 3]
+    assert [rm.running for rm in made[:2]] == [False, False]

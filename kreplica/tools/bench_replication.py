@@ -102,21 +102,25 @@ def prepare_replicated(root: Path) -> dict[str, Any]:
         on_response(AlterIsrResponse(req.tp, NONE, req.leader_epoch, req.new_isr, state["version"]))
 
     config = {"segment.bytes": SEGMENT_BYTES}
-    managers = {}
-    for b in BROKERS:
-        rm = ReplicaManager(
-            b, root / f"broker-{b}", scheduler, config,
-            send=lambda dst, req, cb, b=b: transport.send(b, dst, req, cb),
-            alter_isr=lambda req, cb: scheduler.call_soon(alter_isr, req, cb),
-        )
-        rm.startup()
-        transport.register(b, _handler(rm))
-        managers[b] = rm
-    ps = LeaderAndIsrPartitionState(TP, 1, 1, 0, BROKERS, 0, BROKERS)
-    for rm in managers.values():
-        rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (ps,)))
-    scheduler.advance(1)
-    return {"scheduler": scheduler, "transport": transport, "managers": managers}
+    cluster: dict[str, Any] = {"scheduler": scheduler, "transport": transport, "managers": {}}
+    try:
+        for b in BROKERS:
+            rm = ReplicaManager(
+                b, root / f"broker-{b}", scheduler, config,
+                send=lambda dst, req, cb, b=b: transport.send(b, dst, req, cb),
+                alter_isr=lambda req, cb: scheduler.call_soon(alter_isr, req, cb),
+            )
+            rm.startup()
+            transport.register(b, _handler(rm))
+            cluster["managers"][b] = rm
+        ps = LeaderAndIsrPartitionState(TP, 1, 1, 0, BROKERS, 0, BROKERS)
+        for rm in cluster["managers"].values():
+            rm.handle_leader_and_isr(LeaderAndIsrRequest(0, 1, (ps,)))
+        scheduler.advance(1)
+    except BaseException:
+        _shutdown(cluster)  # the brokers already started (and their open logs) go with the error
+        raise
+    return cluster
 
 
 def produce_replicated(cluster: dict[str, Any], batches: list[bytes], count: int, in_flight: int) -> dict[str, Any]:
