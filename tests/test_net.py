@@ -2118,6 +2118,31 @@ def test_a_port_past_65535_is_a_bad_argument_not_a_traceback_or_a_registration_n
     assert status == 0 and calls[0][1][option[2:].replace("-", "_")] == 65535
 
 
+@pytest.mark.parametrize("ports, message", [
+    ({"listen_ports": {1: 70000}}, "node 1: listen port 70000 is not from 0 to 65535"),
+    ({"listen_ports": {1: -1}}, "listen port -1"),
+    ({"advertised_ports": {2: 65536}}, "node 2: advertised port 65536 is not from 1 to 65535"),
+    ({"advertised_ports": {2: 0}}, "advertised port 0"),
+    ({"listen_ports": {1: "9092"}}, "listen port '9092'"),
+])
+def test_a_transport_refuses_a_port_that_is_none_before_it_starts(tmp_path, ports, message):
+    """From Python, where no command line checks it, ``run(port=70000)`` ended in the
+    listen's OverflowError after the store's session had opened; the transport now refuses
+    a port that is none as it is made, a ValueError naming the node and the port, and no
+    loop thread is left behind. The bounds themselves are ports."""
+    from kreplica.config import validate
+    from kreplica.net import broker_process
+
+    threads = threading.active_count()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TcpTransport(RealScheduler(), **ports)
+    assert threading.active_count() == threads
+    with pytest.raises(ValueError, match="listen port 70000"):
+        broker_process.run(1, "memory", tmp_path, validate({}), quiet=True, port=70000)
+    with TcpTransport(RealScheduler(), listen_ports={1: 0}, advertised_ports={1: 65535}) as t:
+        assert t.register(1, _echo([])) == 65535
+
+
 def test_two_senders_whose_connections_to_one_peer_end_each_forget_it_without_error():
     """Two nodes of this process (a broker and a client, say) each have a connection to a
     peer of another process; it goes away, both connections end and each forgets the

@@ -24,7 +24,7 @@ from ..cli import argument, at_least, integer_at_least, key_value, zookeeper_con
 
 HELP = "run one broker in this process: real sockets, a shared ZooKeeper (a cluster of processes)"
 TICK_MS = 200  # how long the main loop sleeps at most between checks that the broker still runs
-MAX_PORT = 65535
+MAX_PORT = 65535  # tcp_transport.MAX_PORT, not imported: the command line parses without asyncio
 
 
 def _port(low: int) -> Any:

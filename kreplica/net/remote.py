@@ -16,7 +16,7 @@ from ..cluster import Cluster
 from ..meta.kafka_zk_client import KafkaZkClient
 from ..meta.store import StoreError
 from ..meta.uri import parse_metadata_uri
-from .tcp_transport import Address, TcpTransport
+from .tcp_transport import MAX_PORT, Address, TcpTransport
 
 
 def registered_address(zk: KafkaZkClient, broker_id: int) -> Address | None:
@@ -27,7 +27,7 @@ def registered_address(zk: KafkaZkClient, broker_id: int) -> Address | None:
         info = zk.get_broker(broker_id)
     except StoreError:
         return None
-    if info is None or not 0 < info.port <= 65535:
+    if info is None or not 0 < info.port <= MAX_PORT:
         return None
     return info.host, info.port
 

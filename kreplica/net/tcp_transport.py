@@ -56,6 +56,7 @@ Handler = Callable[[int, Any, Respond], None]
 Address = tuple[str, int]
 Resolve = Callable[[int], "Address | None"]
 
+MAX_PORT = 65535
 LOOP_CALL_TIMEOUT_S = 10.0  # listening or closing a port takes milliseconds; 10 s is a hung loop
 
 
@@ -72,6 +73,17 @@ class _Link:
         self.closed = False
 
 
+def _checked_ports(ports: dict[int, int] | None, what: str, low: int) -> dict[int, int]:
+    """A copy of ``ports`` once every one is a TCP port from ``low`` to 65535: past it a
+    listen fails later with OverflowError, and a registered port past it is no usable port
+    to the peers (:func:`~.remote.registered_address`)."""
+    checked = dict(ports or {})
+    for node, port in checked.items():
+        if isinstance(port, bool) or not isinstance(port, int) or not low <= port <= MAX_PORT:
+            raise ValueError(f"node {node}: {what} port {port!r} is not from {low} to {MAX_PORT}")
+    return checked
+
+
 class TcpTransport:
     """See the module's theory of operation.  ``host`` is the address every node listens
     on (loopback by default), ``resolve`` finds nodes of other processes;
@@ -85,8 +97,8 @@ class TcpTransport:
         self.scheduler = scheduler
         self.host = host
         self.resolve = resolve
-        self.listen_ports = dict(listen_ports or {})
-        self.advertised_ports = dict(advertised_ports or {})
+        self.listen_ports = _checked_ports(listen_ports, "listen", 0)
+        self.advertised_ports = _checked_ports(advertised_ports, "advertised", 1)
         self.messages_delivered = 0
         # Scheduler-thread state.
         self._handlers: dict[int, Handler] = {}
