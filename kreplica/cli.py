@@ -159,7 +159,8 @@ def build_parser(commands: dict[str, str], prog: str, argv: list[str]) -> argpar
     parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
                                      epilog=f"'{prog} COMMAND --help' gives a command's options.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    chosen = next((a for a in argv if not a.startswith("-")), None)
+    # The command comes first (the only option before it is --help, which lists them all).
+    chosen = argv[0] if argv else None
     for name, module_name in commands.items():
         if chosen in commands and name != chosen:
             sub.add_parser(name)

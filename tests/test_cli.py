@@ -1247,15 +1247,18 @@ def test_main_runs_a_command_from_a_thread_other_than_the_main_one(monkeypatch):
     assert status == [0]
 
 
-def test_top_level_help_lists_each_command_by_its_help_line(monkeypatch, capsys):
+@pytest.mark.parametrize("argv", [["--help"], ["--help", "topics"], ["-h", "simulate", "--seed", "1"]])
+def test_top_level_help_lists_each_command_by_its_help_line(monkeypatch, capsys, argv):
     """`kreplica --help` names each command beside its module's HELP line (or its
     docstring's first line when it has none) (TL5-21, TL5-22), and ends saying where a
-    command's own options are (TL6-26)."""
+    command's own options are (TL6-26). With a command after it (`kreplica --help
+    topics`) it is the same whole list: only a command in first place is the one chosen,
+    where the first word that is no option was, which listed that command alone."""
     import importlib
 
     monkeypatch.setenv("COLUMNS", "1000")  # one line a command
     with pytest.raises(SystemExit):
-        cli.main(["--help"])
+        cli.main(argv)
     out = capsys.readouterr().out
     assert out.endswith("\n'kreplica COMMAND --help' gives a command's options.\n")
     listed = [line.split() for line in out.splitlines()]
