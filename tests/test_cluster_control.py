@@ -407,6 +407,55 @@ def test_an_isr_change_notification_lost_with_the_store_is_sent_again(make, erro
     assert resent[0] - lost[0] == ALTER_ISR_RETRY_MS
 
 
+def _cut_until_expired(c, client, name):
+    """``client.<name>`` loses the store from its first call (which pauses the session's
+    heartbeats: it expires) until the session has expired, then asks the expired session;
+    returns the times it was called."""
+    real = getattr(client, name)
+    calls = []
+
+    def cut(arg):
+        calls.append(c.now_ms())
+        if len(calls) == 1:
+            client.session.pause_heartbeats()  # a long pause: the session expires
+        if not client.session.expired:
+            raise ConnectionLoss("the store is out of reach")
+        return real(arg)
+
+    setattr(client, name, cut)
+    return calls
+
+
+@pytest.mark.parametrize("call", ["update_partition_states", "create_isr_change_notification"],
+                         ids=["isr-write", "notification"])
+def test_an_isr_change_retried_across_a_session_expiry_goes_through_the_renewed_session(make, call):
+    # The leader's ISR write (or, once it landed, its /isr_change_notification) loses the
+    # store, and the leader's session expires before the store is back.  The retry must go
+    # through the broker's renewed session: the expired one refuses every call for good,
+    # so asked again it kept the expansion pending (the partition could change its ISR no
+    # more) or the controller unaware of it, retried every ALTER_ISR_RETRY_MS for ever
+    # (the hundred-and-eighty-third review's BR10-03, BR10-04).
+    t = RecordingTransport()
+    c = make(transport=t, topic=False)
+    leader_id, follower = [b for b in (1001, 1002, 1003) if b != c.controller_id]
+    c.create_topic("r", assignment={0: [leader_id, follower]})
+    tp = TopicPartition("r", 0)
+    leader = c.brokers[leader_id]
+    c.kill(follower)
+    assert c.run_until(lambda: state(c, 0, "r").isr == (leader_id,), 3 * SESSION_MS)
+    old = leader.zk
+    calls = _cut_until_expired(c, old, call)
+    # The controller's LeaderAndIsr to the leader is held: only the leader's retries decide.
+    t.hold = lambda src, dst, m: dst == leader_id and isinstance(m, LeaderAndIsrRequest)
+    c.start(follower)
+    assert c.run_until(lambda: bool(calls) and leader.zk is not old, 4 * SESSION_MS)
+    part = leader.replica_manager.partitions[tp]
+    assert c.run_until(lambda: not part.isr_state.is_inflight, 10 * ALTER_ISR_RETRY_MS)
+    asked = len(calls)
+    c.advance(10 * ALTER_ISR_RETRY_MS)
+    assert len(calls) == asked  # the expired session is asked no more
+
+
 # ---- LeaderAndIsr INIT, HW checkpoint, reads between HW and LEO, follower min bytes ----------
 def test_a_restarted_broker_deletes_partitions_moved_away_while_it_was_down(make, tmp_path, metadata):
     c = make(metadata=metadata)
@@ -704,13 +753,18 @@ def test_every_controller_request_naming_another_registration_is_refused_as_stal
     c = make(topic=False)
     b = c.brokers[1001]
     current = b.session.session_id
+    assert current > 0
     build = {"LeaderAndIsr": lambda e: LeaderAndIsrRequest(c.controller_id, 1, (), broker_epoch=e),
              "StopReplica": lambda e: StopReplicaRequest(c.controller_id, 1, (), broker_epoch=e),
              "UpdateMetadata": lambda e: UpdateMetadataRequest(c.controller_id, 1, (), (), broker_epoch=e)}[kind]
-    [refused] = _answer_of(b, build(current + 1000))
-    assert refused.error_code == errors.StaleBrokerEpoch.code
-    # Answered in its own response type, as Kafka answers every request (BR6-06).
-    assert type(refused).__name__ == f"{kind}Response"
+    # An earlier session (a request delayed past a restart or a renewal) as well as any
+    # other: refusing only ids above the current one let the old registration's requests in
+    # (the hundred-and-eighty-third review's BR10-17).
+    for other in (current + 1000, current - 1):
+        [refused] = _answer_of(b, build(other))
+        assert refused.error_code == errors.StaleBrokerEpoch.code, other
+        # Answered in its own response type, as Kafka answers every request (BR6-06).
+        assert type(refused).__name__ == f"{kind}Response"
     assert [a.error_code for a in _answer_of(b, build(current))] != [errors.StaleBrokerEpoch.code]
     unchecked = {"LeaderAndIsr": lambda: LeaderAndIsrRequest(c.controller_id, 1, ()),
                  "StopReplica": lambda: StopReplicaRequest(c.controller_id, 1, ()),
@@ -724,6 +778,28 @@ def test_a_controlled_shutdown_sent_to_a_broker_that_is_not_the_controller_is_re
     other = next(b for bid, b in c.brokers.items() if bid != c.controller_id)
     answers = _answer_of(other, ControlledShutdownRequest(1001, c.brokers[1001].broker_epoch))
     assert [a.error_code for a in answers] == [errors.NotController.code]
+
+
+def test_a_controlled_shutdown_sent_to_a_restarted_controller_not_registered_yet_is_refused_and_retried(make):
+    """The controller crashed and came straight back: until its old session expires
+    ``/controller`` still names it, so another broker's controlled shutdown goes to the new
+    process, which has not registered yet and has no controller candidate at all.  It is
+    refused NOT_CONTROLLER like any broker's that is not the controller, and the shutdown
+    tries again until the next controller carries it out (the hundred-and-eighty-third
+    review's BR10-02, where the request was handed to the missing candidate and the
+    AttributeError crashed the process's event loop)."""
+    t = RecordingTransport()
+    c = make(transport=t)
+    ctl = c.controller_id
+    other = next(b for b in (1001, 1002, 1003) if b != ctl)
+    c.kill(ctl)
+    c.start(ctl)
+    restarted = c.brokers[ctl]
+    assert restarted.controller is None and c.controller_id == ctl
+    assert c.controlled_shutdown(other, timeout_ms=4 * SESSION_MS)
+    to_restarted = [r for _, s, d, r in t.requests(ControlledShutdownRequest, src=other) if d == ctl]
+    assert to_restarted  # the first attempt reached the process not registered yet
+    assert other not in {p.leader for p in c.describe("bar").partitions}
 
 
 def test_a_controlled_shutdown_refused_with_an_error_is_not_taken_as_done(make):
@@ -923,6 +999,37 @@ def test_the_late_answer_of_a_timed_out_controlled_shutdown_attempt_is_ignored(m
     assert len(attempts) == 5 and all(b - a >= 1000 for a, b in zip(attempts, attempts[1:]))
 
 
+def test_the_late_answer_of_an_earlier_attempt_is_not_taken_for_the_attempt_in_flight(make):
+    """Attempt 1 ("partitions remain": 1002 is down) times out, its answer held on the wire;
+    1002 comes back meanwhile, and the answer arrives just as the last attempt, 2, is sent.
+    Taken for attempt 2's, it ended the shutdown as failed though attempt 2 moved the
+    leadership (the hundred-and-eighty-third review's BR10-18): each answer counts for the
+    attempt it answers."""
+    from kreplica.protocol import ControlledShutdownResponse
+    c, t = lone_leader(make, retries=2, backoff_ms=5_000)
+    b = c.brokers[1001]
+    b.config["controller.socket.timeout.ms"] = 5_000
+
+    first = []
+
+    def hold(src, dst, m):
+        if isinstance(m, ControlledShutdownResponse) and dst == 1001 and not first:
+            first.append(m)
+            return True  # attempt 1's answer
+        if isinstance(m, ControlledShutdownRequest) and src == 1001 and t.held:
+            t.release()  # attempt 1's answer arrives as attempt 2 leaves
+        return False
+
+    t.hold = hold
+    done = []
+    b.controlled_shutdown(done.append)
+    c.start(1002)
+    assert c.run_until(lambda: bool(done), 60_000)
+    assert first and first[0].partitions_remaining and t.held == []
+    assert done == [True] and len(t.requests(ControlledShutdownRequest, src=1001)) == 2
+    assert state(c, 0, "solo").leader == 1002
+
+
 def test_a_request_of_a_type_no_broker_handles_is_answered_disconnected(make):
     # An unknown request type is answered as a refused connection, at once: the sender's
     # retry logic then treats it like an unreachable broker instead of waiting forever
@@ -998,6 +1105,37 @@ def test_a_registration_that_loses_the_store_is_tried_again_in_place(make, monke
     assert lost and c.brokers[1003].alive
     assert c.run_until(lambda: 1003 in c.zk.get_live_broker_ids(), REGISTRATION_RETRY_MS + 100)
     assert c.brokers[1003].session is session and c.brokers[1003].broker_epoch == session.session_id
+    assert c.run_until(lambda: isr_full(c), 60_000)
+
+
+def test_a_session_that_expires_before_its_first_registration_is_renewed(make, monkeypatch):
+    # A (re)started broker's registration keeps losing the store, and the session expires
+    # before any attempt lands: the broker has no controller candidate yet, and it still
+    # opens a new session and registers through it.  Kept on the expired session, it would
+    # retry the registration there, be refused for good and never join the cluster again
+    # (the hundred-and-eighty-third review's BR10-12).
+    from kreplica.meta.kafka_zk_client import KafkaZkClient
+
+    c = make()
+    c.brokers[1003].stop()
+    real = KafkaZkClient.register_broker
+    cut = [True]
+
+    def unreachable_while_cut(self, broker_id, **kwargs):
+        if broker_id == 1003 and cut[0]:
+            raise ConnectionLoss("the store is out of reach for the registration")
+        return real(self, broker_id, **kwargs)
+
+    monkeypatch.setattr(KafkaZkClient, "register_broker", unreachable_while_cut)
+    c.start(1003)
+    broker = c.brokers[1003]
+    first = broker.session
+    first.pause_heartbeats()  # a long pause too: the session expires unregistered
+    assert c.run_until(lambda: first.expired, 2 * SESSION_MS)
+    assert broker.controller is None
+    cut[0] = False
+    assert c.run_until(lambda: 1003 in c.zk.get_live_broker_ids(), 10 * REGISTRATION_RETRY_MS)
+    assert broker.session is not first and broker.broker_epoch == broker.session.session_id
     assert c.run_until(lambda: isr_full(c), 60_000)
 
 
@@ -1284,18 +1422,7 @@ def test_a_topic_config_read_retried_across_a_session_expiry_uses_the_renewed_se
     bid = next(b for b in (1003, 1002) if b != c.controller_id)
     broker = c.brokers[bid]
     old = broker.zk
-    real = old.get_topic_configs
-    calls = []
-
-    def cut_until_expired(topics):
-        calls.append(c.now_ms())
-        if len(calls) == 1:
-            old.session.pause_heartbeats()  # a long pause: the session expires
-        if not old.session.expired:
-            raise ConnectionLoss("the store is out of reach")
-        return real(topics)
-
-    old.get_topic_configs = cut_until_expired
+    calls = _cut_until_expired(c, old, "get_topic_configs")
     ctl = c.brokers[c.controller_id].controller
     ctl.batch._topic_config = lambda topic: ()  # the LeaderAndIsr carries no overrides
     other = next(b for b in (1001, 1002, 1003) if b != bid)
