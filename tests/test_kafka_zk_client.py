@@ -732,3 +732,29 @@ def test_a_topic_node_of_another_shape_is_a_value_error_naming_its_path(node: by
     with pytest.raises(ValueError) as many:
         c.get_topic_assignments(["foo"])
     assert str(one.value) == str(many.value) == expected
+
+
+# ---- the hundred-and-eighty-sixth review: metadata store mutants, tenth pass ----
+
+def test_memory_the_embedded_store_takes_a_batch_of_any_size_in_one_request() -> None:
+    # ZooKeeper bounds a request (ZK_MAX_BATCH_OPS); the embedded store has no such bound,
+    # so the controller's read and its conditional write of 1200 partition states are one
+    # round trip each, the write one transaction.
+    from kreplica.meta.memory_store import MemoryStore
+    from kreplica.runtime import SimScheduler
+
+    sched = SimScheduler(seed=1)
+    store = MemoryStore(sched, session_timeout_ms=3000)
+    c = KafkaZkClient(store.session("controller"), sched)
+    c.ensure_persistent_paths()
+    tps = [TP("big", p) for p in range(1200)]
+    c.create_topic("big", {tp.partition: [1, 2] for tp in tps})
+    created, failed = c.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), controller_epoch=1) for tp in tps})
+    assert failed == {} and len(created) == 1200
+    before = store.round_trips
+    states = c.get_partition_states(tps)
+    assert len(states) == 1200 and store.round_trips - before == 1
+    before = store.round_trips
+    updated, stale, errs = c.update_partition_states({tp: s.with_leader(2, (2,)) for tp, s in states.items()})
+    assert len(updated) == 1200 and stale == [] and errs == {}
+    assert store.round_trips - before == 1

@@ -1665,14 +1665,20 @@ def test_memory_a_session_closed_while_cut_off_stays_unheard_when_the_cut_heals(
     sched, store = _memory(3000)
     s = store.session("b1")
     s.create("/e", ephemeral=True)
+    seen = Recorder()
+    s.exists("/later", seen)
     s.set_reachable(False)
     s.close()
     sched.advance(1000)
     s.set_reachable(True)
+    with pytest.raises(ConnectionLoss):  # closed by its owner: refused after the heal as before it
+        s.exists("/e")
     other = store.session("b2")
     assert other.exists("/e") is not None
+    other.create("/later")
     sched.advance(2500)
     assert other.exists("/e") is None
+    assert seen.events == []  # neither the creation nor the expiry reaches a closed client
 
 
 # ---- the hundred-and-fifteenth review: ZooKeeper store mutants, sixth pass ----
@@ -2138,3 +2144,70 @@ def test_a_server_waits_half_a_minute_for_a_slow_jvm_before_trying_again(monkeyp
         server.start()
     assert started == [0.0, pytest.approx(30.0, abs=0.1), pytest.approx(60.0, abs=0.1)]
     assert server.data_dir is None and server._proc is None
+
+
+# ---- the hundred-and-eighty-sixth review: metadata store mutants, tenth pass ----
+
+def test_no_session_may_make_a_child_under_another_sessions_ephemeral_node(store_env: StoreEnv) -> None:
+    # ZooKeeper refuses a child of any ephemeral node, whichever session asks: the check is
+    # that the parent has an owner, not who the owner is.
+    a = store_env.store.session("a")
+    b = store_env.store.session("b")
+    a.create("/eph", ephemeral=True)
+    with pytest.raises(NoChildrenForEphemerals):
+        b.create("/eph/child")
+    with pytest.raises(NoChildrenForEphemerals):
+        b.create("/eph/n-", sequential=True)
+    with pytest.raises(NoChildrenForEphemerals) as info:
+        b.multi([Op.create("/b-own"), Op.create("/eph/m")])
+    assert info.value.op_index == 1
+    assert b.get_children("/eph") == [] and b.exists("/b-own") is None
+
+
+def test_memory_every_watch_a_session_left_on_one_node_hears_its_expiry_and_nothing_after() -> None:
+    # Two data watches and two child watches of one session on one node: at the expiry each
+    # is told SESSION_EXPIRED once and then forgotten, so later changes tell none of them.
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    other = store.session("b2")
+    other.create("/w", b"0")
+    watches = [Recorder() for _ in range(4)]
+    s.get("/w", watches[0])
+    s.exists("/w", watches[1])
+    s.get_children("/w", watches[2])
+    s.get_children("/w", watches[3])
+    s.pause_heartbeats()
+    assert sched.run_until(lambda: s.expired, 10_000)
+    other.set("/w", b"1")
+    other.create("/w/c")
+    sched.advance(0)
+    assert [w.types() for w in watches] == [["SESSION_EXPIRED"]] * 4
+
+
+def test_an_op_named_without_a_version_matches_any_version(store_env: StoreEnv) -> None:
+    # -1, the default, is "any version" for an op made with Op.check and for set, check and
+    # delete ops built straight from the dataclass, as it is for the session's own calls.
+    s = store_env.store.session("a")
+    s.create("/v", b"0")
+    s.set("/v", b"1")
+    s.set("/v", b"2")
+    s.create("/d")
+    s.set("/d", b"1")
+    assert s.multi([Op.check("/v"), Op("check", "/v")]) == [True, True]
+    assert s.multi([Op("set", "/v", b"3")])[0].version == 3
+    assert s.multi([Op("delete", "/d")]) == [True]
+    assert s.exists("/d") is None and s.get("/v")[0] == b"3"
+
+
+def test_memory_a_plain_create_of_a_path_ending_in_a_slash_is_refused() -> None:
+    # Only a sequential create may end in "/" (it names a numbered child); a plain one,
+    # alone or in a transaction, is a malformed path and makes no node named "".
+    sched, store = _memory(3000)
+    s = store.session("a")
+    s.create("/p")
+    with pytest.raises(ValueError, match="invalid path"):
+        s.create("/p/", b"x")
+    with pytest.raises(ValueError, match="invalid path"):
+        s.multi([Op.create("/p/", b"x")])
+    assert s.get_children("/p") == [] and s.get("/p")[1].num_children == 0
+    assert s.create("/p/", b"x", sequential=True) == "/p/0000000000"
