@@ -45,6 +45,15 @@ def test_malformed_file_is_a_storage_error(tmp_path, text):
         OffsetCheckpointFile(tmp_path / "cp").read()
 
 
+def test_entries_separated_by_any_run_of_whitespace_are_read(tmp_path):
+    """Kafka's reader splits an entry on any whitespace (``\\s+``): a file written by
+    another tool with tabs or doubled spaces reads as the same entries."""
+    (tmp_path / "cp").write_text("0\n2\nbar  0 7\nfoo\t3\t42 \n")
+    assert OffsetCheckpointFile(tmp_path / "cp").read() == {TopicPartition("bar", 0): 7, TopicPartition("foo", 3): 42}
+    (tmp_path / "le").write_text("0\n2\n0\t0\n3   120\n")
+    assert LeaderEpochCheckpointFile(tmp_path / "le").read() == [(0, 0), (3, 120)]
+
+
 def test_undecodable_file_is_a_storage_error(tmp_path):
     (tmp_path / "cp").write_bytes(b"0\n1\nt\xff 0 1\n")  # a torn or foreign file
     with pytest.raises(KafkaStorageError, match="malformed"):

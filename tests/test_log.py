@@ -1035,6 +1035,51 @@ def test_deleting_an_open_log_lets_go_of_its_descriptors_and_lock(tmp_path):
     assert not (tmp_path / "t-0").exists() and fds_under(tmp_path) == 0
 
 
+def test_deleting_a_log_again_or_after_its_directory_went_is_a_no_op(tmp_path):
+    # A StopReplica with delete repeated (or a delete after the directory was removed
+    # from outside) finds nothing left to remove: no error for the broker to report.
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append_as_leader(values(3))
+    log.delete()
+    log.delete()
+    other = Log.open(tmp_path / "t-1", SMALL)
+    other.close()
+    shutil.rmtree(tmp_path / "t-1")
+    other.delete()
+    assert os.listdir(tmp_path) == [] and fds_under(tmp_path) == 0
+
+
+def test_a_released_answer_no_longer_keeps_its_segment_from_being_cut_in_place(log):
+    # Only an answer still held costs a truncation a replacement of the file: once the
+    # reader released it, the cut is made in place (same inode), as with no reader.
+    log.append_as_leader(values(5))
+    log.append_as_leader(values(5, 5))
+    name = log.segments[0].log_file.filename
+    ino = os.stat(name).st_ino
+    answer = log.read(0)
+    assert len(answer) > 0
+    answer.release()
+    assert log.truncate_to(5)
+    assert os.stat(name).st_ino == ino
+    with pytest.raises(ValueError):
+        answer.view.tobytes()
+    assert [r.offset for r in all_records(log)] == list(range(5))
+
+
+def test_retention_that_deletes_every_segment_rolls_one_aged_from_the_passes_time(tmp_path, clock):
+    # The segment rolled so that every old one may go is created at the pass's time (the
+    # now_ms it was given), as the deletions were decided: segment.ms counts from there.
+    log = Log.open(tmp_path / "t-0", {**SMALL, "retention.ms": 1000, "segment.ms": 60_000}, clock=clock)
+    for i in range(3):
+        log.append_as_leader(values(10, 10 * i))
+    log.update_high_watermark(30)
+    now = clock.now_ms() + 50_000
+    assert log.delete_old_segments(now) == 1
+    assert [(s.base_offset, s.created_ms) for s in log.segments] == [(30, now)]
+    assert log.log_start_offset == 30
+    log.close()
+
+
 class LogMachine(RuleBasedStateMachine):
     """The Log against a model (a list of batches) through appends of both kinds,
     truncations, retention, HW moves, flushes, clean reopens and crashes."""
@@ -1533,20 +1578,25 @@ def test_an_empty_follower_append_changes_nothing(log):
     """An empty fetch answer (a follower caught up) is no append at all, as in Kafka's
     appendAsFollower with no batches: no error, the LEO and the epochs unchanged."""
     log.append_as_leader(values(2), leader_epoch=1)
+    log.update_high_watermark(2)
+    assert log.maybe_increment_log_start_offset(1)
     info = log.append_as_follower(b"")
     assert (info.first_offset, info.last_offset, info.num_records, info.num_batches) == (2, 1, 0, 0)
-    assert log.log_end_offset == 2 and log.leader_epoch_cache.entries == [(1, 0)]
+    assert (info.max_timestamp, info.valid_bytes, info.log_start_offset) == (-1, 0, 1)  # the log start, not a base
+    assert log.log_end_offset == 2 and log.leader_epoch_cache.entries == [(1, 1)]
 
 
 @pytest.mark.parametrize("stop", ["close", "crash"])
-def test_a_closed_or_crashed_log_refuses_reads(tmp_path, stop):
+@pytest.mark.parametrize("query", [lambda log: log.read(0), lambda log: log.offset_for_timestamp(0)],
+                         ids=["read", "offset_for_timestamp"])
+def test_a_closed_or_crashed_log_refuses_reads(tmp_path, stop, query):
     # A read of a stopped log would map its files again, read-only: a broker answering
-    # fetches from a log it has let go of, and a descriptor nobody closes.
+    # fetches (or ListOffsets) from a log it has let go of, and a descriptor nobody closes.
     log = Log.open(tmp_path / "t-0", SMALL)
     log.append_as_leader(values(3))
     getattr(log, stop)()
     with pytest.raises(errors.KafkaStorageError, match="closed"):
-        log.read(0)
+        query(log)
     assert fds_under(tmp_path) == 0
 
 
@@ -1776,7 +1826,11 @@ def _dir_state(path):
     lambda log: log.truncate_to(5),
     lambda log: log.maybe_increment_log_start_offset(15),
     lambda log: log.append_as_follower(encode_batch(values(2), base_offset=log.log_end_offset, leader_epoch=4)),
-], ids=["roll", "truncate_to", "log_start", "follower_append"])
+    lambda log: log.append_batches_as_leader(encode_batch(values(2), base_offset=0), 5),
+    lambda log: log.truncate_fully_and_start_at(40),
+    lambda log: log.flush(),
+    lambda log: log.crash(),
+], ids=["roll", "truncate_to", "log_start", "follower_append", "producer_append", "restart", "flush", "crash"])
 def test_a_stopped_log_refuses_every_change_and_leaves_its_files_alone(tmp_path, stop, op):
     # A broker's late call on a log it has let go of (a fetch answered, a replica
     # truncated, a log start adopted after the shutdown) must not open its files again

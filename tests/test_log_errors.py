@@ -518,6 +518,46 @@ def test_a_clean_open_makes_the_removal_of_its_shutdown_marker_durable(tmp_path,
     assert synced == [(path, True)]
 
 
+def test_a_directory_whose_lock_file_cannot_be_opened_is_refused_as_a_storage_error(tmp_path):
+    """The lock file that cannot be opened (here a directory stands in its place) fails
+    the open as a KafkaStorageError naming the directory, as every other storage fault
+    of an open does: the broker takes the log dir offline instead of crashing."""
+    d = tmp_path / "t-0"
+    (d / ".lock").mkdir(parents=True)
+    with pytest.raises((errors.KafkaStorageError, OSError)) as info:
+        Log.open(d)
+    assert type(info.value) is errors.KafkaStorageError and f"locking {d}" in str(info.value)
+    assert sorted(os.listdir(d)) == [".lock"] and fds_under(tmp_path) == 0
+
+
+def test_a_shutdown_marker_that_cannot_be_made_durable_fails_the_close_as_a_storage_error(tmp_path, monkeypatch):
+    """An I/O error making the clean-shutdown marker durable is a KafkaStorageError naming
+    the log, as every other error of a close is; the log can still be let go of as a
+    crashed one, and the next open then scans it."""
+    import errno
+
+    import kreplica.log.log as log_module
+
+    path = tmp_path / "t-0"
+    log = Log.open(path)
+    log.append_as_leader([b"x" * 100] * 10, leader_epoch=3)
+
+    def failing(p):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(log_module, "fsync_dir", failing)
+    with pytest.raises((errors.KafkaStorageError, OSError)) as info:
+        log.close()
+    assert type(info.value) is errors.KafkaStorageError and f"marking {path} clean" in str(info.value)
+    monkeypatch.undo()
+    log.crash(lose_unflushed=False)
+    assert fds_under(tmp_path) == 0
+    os.unlink(path / ".kafka_cleanshutdown")  # the marker never reached the disk
+    log = Log.open(path)
+    assert log.log_end_offset == 10 and [r.batches for r in log.last_recovery] == [1]
+    log.close()
+
+
 def test_a_close_whose_flush_fails_leaves_no_shutdown_marker(tmp_path):
     """The clean-shutdown marker is written only once the flush succeeded: written first,
     a close whose flush failed (here the leader-epoch checkpoint cannot be written) left

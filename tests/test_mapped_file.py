@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from fd_count import fds_under
 from kreplica.log.mapped_file import MappedFile, zero_tail
 
 
@@ -58,15 +59,14 @@ def test_cut_for_write_cuts_in_place_without_views_and_replaces_the_file_with_th
     assert f.flushed == 100  # the copy was made durable
     del view
     f.close()
+    assert fds_under(tmp_path) == 0  # the replaced file's descriptor went with it
 
 
-def test_a_reservation_refused_a_whole_chunk_still_takes_what_the_write_needs(tmp_path, monkeypatch):
-    """ENOSPC for the chunk reserved ahead is not yet a full disk: the bytes this write
-    needs may still fit, and only their refusal is the error."""
-    import errno
-
-    import pytest
-
+@pytest.mark.parametrize("code", ["ENOSPC", "EFBIG"])
+def test_a_reservation_refused_a_whole_chunk_still_takes_what_the_write_needs(tmp_path, monkeypatch, code):
+    """ENOSPC (a full disk) or EFBIG (a file-size limit) for the chunk reserved ahead is
+    not yet the end: the bytes this write needs may still fit, and only their refusal is
+    the error."""
     from kreplica.errors import KafkaStorageError
 
     f = MappedFile(str(tmp_path / "00000000000000000000.log"))
@@ -75,7 +75,7 @@ def test_a_reservation_refused_a_whole_chunk_still_takes_what_the_write_needs(tm
 
     def room_for_1000_bytes(fd, offset, length):
         if offset + length > 1000:
-            raise OSError(errno.ENOSPC, "No space left on device")
+            raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
         return real(fd, offset, length)
 
     monkeypatch.setattr(os, "posix_fallocate", room_for_1000_bytes)
@@ -83,6 +83,40 @@ def test_a_reservation_refused_a_whole_chunk_still_takes_what_the_write_needs(tm
     assert f.reserved == 500
     with pytest.raises(KafkaStorageError, match="reserving space in"):
         f.write_at(500, b"y" * 600)
+    f.close()
+
+
+@pytest.mark.parametrize("code", ["EOPNOTSUPP", "EINVAL"])
+def test_a_file_system_without_fallocate_still_takes_every_write(tmp_path, monkeypatch, code):
+    """Where the file system cannot reserve blocks ahead (posix_fallocate unsupported),
+    the writes go in unreserved, as on any file system without it: no storage error."""
+    def unsupported(fd, offset, length):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    f = MappedFile(str(tmp_path / "00000000000000000000.log"))
+    f.open_for_write(0, 1 << 20)
+    f.write_at(0, b"x" * 500)
+    f.write_at(500, b"y" * 300_000)
+    assert bytes(f.map(300_500)[:501]) == b"x" * 500 + b"y"
+    f.flush(300_500)
+    f.close()
+    assert os.path.getsize(tmp_path / "00000000000000000000.log") == 1 << 20
+
+
+def test_a_prefault_from_inside_a_page_maps_the_pages_and_keeps_prefaulting_on(tmp_path):
+    """A fetch starts where its batch does, seldom on a page boundary: the madvise starts
+    at that page, and the pages up to the end are mapped (a later call skips them)."""
+    from kreplica.log import mapped_file
+
+    size = 1 << 20
+    name = written(tmp_path, b"z" * size)
+    f = MappedFile(name)
+    f.map(size)
+    assert mapped_file._POPULATE_READ is not None  # Linux >= 5.14
+    f.prefault(100, size - 100)
+    assert mapped_file._POPULATE_READ is not None
+    assert f._prefaulted == (size - 100) - (size - 100) % mapped_file.PAGE
     f.close()
 
 
