@@ -59,6 +59,7 @@ class DirLock:
     """An exclusive ``flock`` on ``<dir>/.lock``: one open Log per directory."""
 
     def __init__(self, path: Path) -> None:
+        self._fd = -1  # before the open: __del__ runs for a lock whose open failed too
         try:
             self._fd = os.open(os.path.join(path, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
