@@ -762,3 +762,67 @@ def test_every_controller_message_and_answer_is_held_by_a_cut_and_never_lost():
     net.heal()
     sched.advance(100)
     assert arrived[len(CONTROL_PLANE):] == [("healed", cls) for cls in CONTROL_PLANE]
+
+
+def test_a_controller_request_a_heal_releases_crosses_its_link_with_that_links_latency():
+    """What a cut link held goes on at the heal as any message on that link does: it takes
+    the link's own profile, or the node's, not the network's default (the 184th review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=1))
+    net.set_link(1, 2, LinkProfile(latency_ms_min=40, latency_ms_max=40))
+    net.set_node(3, LinkProfile(latency_ms_min=100, latency_ms_max=100))
+    net.partition({1}, {2, 3})
+    net.send(1, 2, lair(1), None)
+    net.send(1, 3, lair(2), None)
+    sched.advance(50)
+    assert got == []
+    net.heal()
+    sched.advance(200)
+    assert [(t, node, r.controller_epoch) for t, node, r in got] == [(90, 2, 1), (150, 3, 2)]
+
+
+def test_a_profile_that_neither_loses_nor_duplicates_takes_one_draw_per_request():
+    """Without loss or duplication a request's only draw is its latency: a retry-safe request
+    on such a link takes no loss or duplication draw from the seed, so switching either off
+    leaves every other draw where it was (the 184th review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=2, latency_ms_max=5))
+    for i in range(20):
+        net.send(1, 2, fetch(i), None)
+    expected = random.Random(1)
+    for _ in range(20):
+        expected.random()
+    assert net.rng.getstate() == expected.getstate()
+    sched.advance(100)
+    assert [r.replica_id for _, _, r in got] == list(range(20))
+
+
+def test_messages_delivered_counts_each_message_the_network_puts_on_a_link():
+    """SimNetwork keeps the transport's ``messages_delivered`` as InProcessTransport and
+    TcpTransport do, counting what leaves on a link: a duplicate counts, a message lost to a
+    cut does not, and a controller request a cut held counts when the heal sends it on (the
+    184th review)."""
+    sched, net, _got = world()
+    net.set_link(1, 3, LinkProfile(duplicate_probability=1.0))
+    net.send(1, 2, fetch(0), None)
+    net.send(1, 3, fetch(1), None)
+    net.partition({1}, {2, 3})
+    net.send(1, 2, fetch(2), None)
+    net.send(1, 2, lair(1), None)
+    assert net.messages_delivered == net.stats.delivered == 3
+    net.heal()
+    sched.advance(100)
+    assert net.messages_delivered == net.stats.delivered == 4
+
+
+def test_the_default_profile_takes_one_to_five_ms_and_never_delivers_in_the_sending_instant():
+    """A scenario naming no latency (config-churn, gc-pause-chaos, ...) runs on the default
+    profile: every message takes 1 to 5 ms, never 0, so nothing sent arrives in the instant
+    it left, before the sender's own next step (the 184th review)."""
+    rng = random.Random(7)
+    assert {LinkProfile().draw_latency_ms(rng) for _ in range(400)} == {1, 2, 3, 4, 5}
+    sched, net, got = world()
+    for src, dst in ((1, 2), (2, 1), (1, 3), (3, 1), (2, 3), (3, 2)):
+        net.send(src, dst, fetch(src * 10 + dst), None)
+    sched.advance(0)
+    assert got == []
+    sched.advance(5)
+    assert len(got) == 6
