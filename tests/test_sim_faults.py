@@ -2,6 +2,7 @@
 cut), faults that end on their own timers, and the chaos planner's draws."""
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 from types import SimpleNamespace
@@ -228,6 +229,10 @@ def test_a_chaos_partition_always_leaves_brokers_on_both_sides(brokers):
     assert len(groups) > 50
     assert all(len(g) == 2 and g[0] and g[1] and sorted(g[0] + g[1]) == ids for g in groups)
     assert {len(g[0]) for g in groups} == set(range(1, brokers))
+    # The sides are drawn, not only their sizes: every broker set is a first side at some
+    # point, not just the lowest ids (the 184th review).
+    assert {tuple(g[0]) for g in groups} == {
+        tuple(side) for n in range(1, brokers) for side in itertools.combinations(ids, n)}
 
 
 def test_a_power_loss_after_a_flush_past_a_roll_keeps_every_flushed_segment(tmp_path):
@@ -1187,3 +1192,54 @@ def test_a_refused_fault_leaves_the_one_in_place_to_end_on_its_own_timer(kind):
     assert world.disk_full == set() and world.network.store_cut == set()
     end = {"disk_full": "disk_freed", "cut_store": "heal_store"}[kind]
     assert [(t, k, b) for t, k, b, _ in events] == [(0, kind, 2), (1000, end, 2)]
+
+
+def test_a_fault_max_down_holds_back_takes_nothing_from_the_seed():
+    """With max_down brokers down, a crash, a controlled shutdown and a controller kill are
+    not drawn at all: their chances are not taken from the seed, however high their rates,
+    so a broker going down does not shift the seed's later draws (the 184th review)."""
+    sched, world, events = _stub_world()
+    world.cluster.live_brokers = lambda: [1, 2]
+    rates = FaultRates(**{**_QUIET, **dict.fromkeys(("crash", "controlled_shutdown", "kill_controller"), 600.0)},
+                       max_down=1)
+    planner = ChaosPlanner(world, rates, tick_ms=250)
+    planner.start()
+    sched.advance(40 * 250)
+    planner.stop()
+    expected = random.Random(1)
+    for _ in range(40):
+        expected.choice([1, 2])
+    assert events == [] and world.rng.getstate() == expected.getstate()
+
+
+def test_a_controller_kill_loses_what_the_controller_had_in_flight():
+    """kill_controller is a host failure like the planner's crashes: the LeaderAndIsr or
+    UpdateMetadata the controller had on the wire never arrives, as Kafka's controller
+    failover assumes (the 184th review)."""
+    sched, world, events = _pause_world()
+    world.cluster.brokers[2].replica_manager = None
+    world.cluster.controller_id = 2
+    world.cluster.kill = lambda broker: setattr(world.cluster.brokers[broker], "alive", False)
+    world.disk_full = set()
+    got: list = []
+    world.network.deliver(2, 1, "from the controller", got.append)
+    world.network.deliver(3, 1, "from 3", got.append)
+    assert faults.kill_controller(world)
+    sched.advance(100)
+    assert got == ["from 3"] and world.network.stats.dropped == 1
+    assert [(kind, b, d.get("lose_in_flight")) for _, kind, b, d in events] == [
+        ("kill_controller", 2, None), ("crash", 2, True)]
+
+
+def test_a_partition_of_three_groups_cuts_every_pair_of_them_until_its_end():
+    """A scripted partition may name more than two groups (a split into racks): each group
+    is cut from every other one, the middle ones too, until the partition's end (the 184th
+    review)."""
+    sched, world, events = _stub_world()
+    net = world.network
+    assert faults.partition(world, [[3], [1], [2]], 1000)
+    assert all(net.cut(a, b) for a, b in itertools.permutations((1, 2, 3), 2))
+    sched.advance(1000)
+    assert not net.partitioned and not any(net.cut(a, b) for a, b in itertools.permutations((1, 2, 3), 2))
+    assert [(t, kind, d.get("groups")) for t, kind, _, d in events] == [
+        (0, "partition", [[3], [1], [2]]), (1000, "heal", None)]
