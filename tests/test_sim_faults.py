@@ -606,6 +606,8 @@ def _planned(monkeypatch, rates: FaultRates, live=(1, 2, 3), shutdown_answer: bo
     Returns (world, events, noted: [(time, kind, broker, flags)])."""
     sched, world, events = _stub_world()
     world.cluster.live_brokers = lambda: list(live)
+    # A broker the planner shut down is stopped by the time its restart is due.
+    world.cluster.brokers = {b: SimpleNamespace(alive=b in live, shutting_down=False) for b in (1, 2, 3)}
     noted: list = []
 
     def note(kind, answer):
@@ -1243,3 +1245,41 @@ def test_a_partition_of_three_groups_cuts_every_pair_of_them_until_its_end():
     assert not net.partitioned and not any(net.cut(a, b) for a, b in itertools.permutations((1, 2, 3), 2))
     assert [(t, kind, d.get("groups")) for t, kind, _, d in events] == [
         (0, "partition", [[3], [1], [2]]), (1000, "heal", None)]
+
+
+def test_a_broker_whose_shutdown_outlasts_its_drawn_restart_is_restarted_once_it_stops(monkeypatch):
+    """The planner draws a shut-down broker's restart 2 to downtime_ms_max + 2 s after the
+    shutdown began, but a shutdown can take longer (attempts controlled.shutdown.retry.backoff.ms
+    apart, a controller out of reach). The restart then waits for the broker to stop, looking
+    again each tick, instead of being refused while the broker still runs and leaving it down
+    until the liveness phase (swarm seed 76: 22.8 s; the 184th review)."""
+    sched, world, events = _stub_world()
+    brokers = {b: SimpleNamespace(alive=True, shutting_down=False) for b in (1, 2, 3)}
+    world.cluster.brokers = brokers
+    world.cluster.live_brokers = lambda: [b for b, x in brokers.items() if x.alive]
+    shut, back = [], []
+
+    def shutdown(w, broker):
+        brokers[broker].shutting_down = True
+        shut.append((sched.now_ms(), broker))
+        sched.call_later(9000, setattr, brokers[broker], "alive", False)  # stops 9 s later
+        return True
+
+    def restart(w, broker):
+        if brokers[broker].alive:
+            return False  # as faults.restart refuses a running broker
+        brokers[broker] = SimpleNamespace(alive=True, shutting_down=False)
+        back.append((sched.now_ms(), broker))
+        return True
+
+    monkeypatch.setattr(faults, "controlled_shutdown", shutdown)
+    monkeypatch.setattr(faults, "restart", restart)
+    rates = FaultRates(**{**_QUIET, "controlled_shutdown": 600.0}, downtime_ms_max=1000, max_down=1)
+    planner = ChaosPlanner(world, rates, tick_ms=250)
+    planner.start()
+    sched.advance(250)  # one tick: a shutdown is certain at 2.5 expected a tick
+    planner.stop()
+    sched.advance(30_000)
+    assert len(shut) == 1 and [b for _, b in back] == [b for _, b in shut]
+    (t0, _), (t1, _) = shut[0], back[0]
+    assert t0 + 9000 <= t1 < t0 + 9000 + 250

@@ -375,6 +375,19 @@ class ChaosPlanner:
         if self.running and down < self.rates.max_down and crash(w, leader):
             w.later(self._duration("downtime_ms_max"), restart, w, leader)
 
+    def _restart_shut_down(self, broker: int) -> None:
+        """Bring back a broker the planner shut down.  Its shutdown may outlast the delay
+        drawn for the restart (attempts ``controlled.shutdown.retry.backoff.ms`` apart, a
+        controller out of reach): the restart then waits for the broker to stop, looking
+        again each tick, where it used to be refused and leave the broker down until the
+        liveness phase (swarm seed 76, the 184th review)."""
+        w = self.world
+        b = w.cluster.brokers[broker]
+        if b.alive and b.shutting_down:
+            w.later(self.tick_ms, self._restart_shut_down, broker)
+        else:
+            restart(w, broker)
+
     def _duration(self, bound: str) -> int:
         """A fault's length in ms, drawn between its shortest and its ``FaultRates`` bound."""
         return self.world.rng.randint(SHORTEST_MS[bound], getattr(self.rates, bound))
@@ -396,7 +409,7 @@ class ChaosPlanner:
                     w.later(self._duration("downtime_ms_max"), restart, w, target)
             elif down < r.max_down and self._chance(r.controlled_shutdown):
                 if controlled_shutdown(w, target):
-                    w.later(rng.randint(2000, r.downtime_ms_max + 2000), restart, w, target)
+                    w.later(rng.randint(2000, r.downtime_ms_max + 2000), self._restart_shut_down, target)
             elif down < r.max_down and self._chance(r.kill_controller):
                 cid = w.cluster.controller_id
                 if cid is not None and kill_controller(w):
