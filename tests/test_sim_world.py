@@ -696,7 +696,8 @@ def test_a_partitions_first_leader_is_no_re_election(epoch, counted):
 
 def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None, leads=True, config_gap=None):
     """World._convergence_gap over a stand-in cluster: one partition t-0 on brokers 1-3,
-    ``offsets`` each replica's (HW, LEO), the store's ``isr`` and ``leader_epoch``, the
+    ``offsets`` each replica's (HW, LEO) (None: its broker hosts no t-0; "down": its broker
+    is down, its last replica object left behind), the store's ``isr`` and ``leader_epoch``, the
     leader's own epoch ``leading_epoch``, and ``admin`` ("reassignment" or "deletion") in
     progress in the store, if any; ``leads=False``: the store's leader holds its replica as
     a follower at that epoch; ``config_gap``: the workload alters topic configs and a
@@ -708,14 +709,16 @@ def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None, le
 
     tp = TopicPartition("t", 0)
 
-    def broker(b, hw, leo):
+    def broker(b, offset):
+        hw, leo = offset if isinstance(offset, tuple) else (5, 5)
         p = SimpleNamespace(high_watermark=hw, log_end_offset=leo, is_leader=b == leader and leads,
                             leader_epoch=leading_epoch if b == leader else 0,
                             role=Role.LEADER if b == leader and leads else Role.FOLLOWER)
-        return SimpleNamespace(alive=True, shutting_down=False, replica_manager=SimpleNamespace(partitions={tp: p}))
+        return SimpleNamespace(alive=offset != "down", shutting_down=False,
+                               replica_manager=SimpleNamespace(partitions={} if offset is None else {tp: p}))
 
     world = SimpleNamespace(
-        cluster=SimpleNamespace(brokers={b: broker(b, hw, leo) for b, (hw, leo) in zip((1, 2, 3), offsets)},
+        cluster=SimpleNamespace(brokers={b: broker(b, offset) for b, offset in zip((1, 2, 3), offsets)},
                                 zk=SimpleNamespace(get_topic_deletions=lambda: ["x"] if admin == "deletion" else [],
                                                    reassignment_in_progress=lambda: admin == "reassignment")),
         scenario=SimpleNamespace(workload=SimpleNamespace(alter_configs=config_gap is not None)),
@@ -734,6 +737,10 @@ def test_convergence_needs_the_whole_isr_hw_equal_to_leo_and_the_leader_at_the_s
     assert _gap((1, 2), [(5, 5)] * 3) == "t-0 ISR [1, 2] != replicas [1, 2, 3]"
     assert _gap((1, 2, 4), [(5, 5)] * 3) == "t-0 ISR [1, 2, 4] != replicas [1, 2, 3]"
     assert _gap((1, 2, 3), [(4, 5)] * 3) == "t-0 on 1: HW 4 != LEO 5"
+    # Every assigned replica must be there to compare: a broker hosting no replica of the
+    # partition, or down (whatever replica object it left), is not converged.
+    assert _gap((1, 2, 3), [(5, 5), (5, 5), None]) == "t-0 not hosted on 3"
+    assert _gap((1, 2, 3), [(5, 5), "down", (5, 5)]) == "t-0 not hosted on 2"
     assert _gap((1, 2, 3), [(5, 5)] * 3, leader_epoch=4, leading_epoch=3) == (
         "t-0 leader 1 (epoch 4) is not leading it: Leader at epoch 3")
     # At the store's epoch but a follower (it took the epoch, not the leadership): it serves
@@ -947,6 +954,28 @@ def test_a_steps_time_is_its_at_ms_plus_a_seeded_jitter_within_its_bound():
     assert all(1000 <= t <= 1500 and 0 <= a <= 300 for t, a in drawn)
     assert len({t for t, _ in drawn}) > 10 and len({a for _, a in drawn}) > 10
     assert delays(7) == drawn[6]
+
+
+def test_every_step_armed_on_an_election_runs_at_it_once_and_the_others_stay_armed():
+    """Several steps may wait for the same election (a crash of the new leader and a pause of
+    a follower, say): the election schedules each of them, in the script's order, and
+    disarms them; a step armed on another partition's election stays armed, and the next
+    election of the same partition schedules nothing again."""
+    from kreplica.sim.scenarios import Step
+
+    first = Step("crash", target="leader:t-0", on="election:t-0")
+    second = Step("pause", target="follower:t-0", on="election:t-0", params={"duration_ms": 500})
+    other = Step("crash", target="leader:t-1", on="election:t-1")
+    world = World(replace(scenarios.load("random-chaos"), chaos=None, steps=()), 1)
+    scheduled = []
+    world.later = lambda delay, fn, *args: scheduled.append(args)
+    world._armed = [first, other, second]
+    world.checker.elections.append((100, "t-0", 1, 1))
+    world._note_elections()
+    assert scheduled == [(first,), (second,)] and world._armed == [other]
+    world.checker.elections.append((200, "t-0", 2, 2))
+    world._note_elections()
+    assert scheduled == [(first,), (second,)] and world._armed == [other]
 
 
 def test_a_controller_failing_over_is_a_new_term_that_must_take_a_new_epoch():
@@ -1417,27 +1446,37 @@ def test_the_check_after_an_event_passes_over_topics_being_deleted_and_dead_brok
 def test_only_retention_moving_the_log_start_is_held_to_the_hw_not_a_follower_adopting_its_leaders():
     """A follower back from a long absence adopts its leader's log start (KIP-107), far above
     its own HW: recorded, but not judged as retention, which may delete only what is
-    committed.  Retention's own move is handed to the checker with the HW it had."""
+    committed.  Retention's own move is handed to the checker with the HW it had.  Either
+    move marks the replica for the check after the step (retention runs on a timer, which
+    names no partition); a call that moves nothing marks and records nothing."""
     from types import SimpleNamespace
+
+    from kreplica.protocol import TopicPartition
 
     retained = []
     log = SimpleNamespace(log_start_offset=0, high_watermark=3)
 
     def adopt(start):
-        log.log_start_offset = start
+        log.log_start_offset = max(log.log_start_offset, start)
 
     def retention():
         log.log_start_offset = 12
 
     log.maybe_increment_log_start_offset, log.delete_old_segments = adopt, retention
-    records = _hook(SimpleNamespace(truncate_to=None, truncate_fully_and_start_at=None), log,
+    dirty: dict = {}
+    records = _hook(SimpleNamespace(truncate_to=None, truncate_fully_and_start_at=None), log, dirty,
                     on_retention=lambda *a: retained.append(a))
+    log.maybe_increment_log_start_offset(0)
+    assert (records, dirty) == ([], {})
     log.maybe_increment_log_start_offset(10)
     assert retained == [] and records == [("log_start", {"cause": "leader's log start", "start_before": 0,
                                                          "start": 10})]
+    assert list(dirty) == [(1, TopicPartition("t", 0))]
+    dirty.clear()
     log.high_watermark = 20
     log.delete_old_segments()
     assert retained == [(1, "t-0", 20, 12)] and records[1][1]["cause"] == "retention"
+    assert list(dirty) == [(1, TopicPartition("t", 0))]   # judged again after the timer's step
 
 
 def test_a_sample_shows_a_partition_whose_leader_is_down_with_no_leader_and_no_isr(monkeypatch):
@@ -1463,6 +1502,14 @@ def test_a_sample_shows_a_partition_whose_leader_is_down_with_no_leader_and_no_i
     world._sample(1000)
     assert world.samples == [(1000, "t-0", 1, -1, -1, 2, (1, 2)), (1000, "t-1", 0, -1, -1, 2, ()),
                              (1000, "t-0", 1, 4, 6, 1, (1, 2)), (1000, "t-1", 1, 3, 3, 0, ())]
+    # Without record_samples (every run but a --timeline one) availability is counted the
+    # same, and no row is kept: a long run's result does not carry its whole timeline.
+    quiet = World(scenarios.load("random-chaos"), 1)
+    quiet.cluster = world.cluster
+    monkeypatch.setattr(quiet.network, "is_paused", lambda node: False)
+    quiet.checker.models.update(world.checker.models)
+    quiet._sample(1000)
+    assert quiet.samples == [] and quiet._avail == world._avail == [1, 2]
 
 
 def test_leader_and_follower_targets_name_nobody_without_one_and_the_follower_next_in_line():
@@ -1858,7 +1905,9 @@ def test_a_probe_write_never_acknowledged_or_never_converged_with_is_a_liveness_
     """A partition that took no acks=all write within PROBE_MS fails liveness under its own
     name, so the printed trace is the events touching it, with the last error the probe saw.
     Every probe write acknowledged is not enough: the replicas must converge again with
-    them within PROBE_MS (a follower never learning the new HW fails liveness too)."""
+    them within PROBE_MS (a follower never learning the new HW fails liveness too), and the
+    phase goes on stepping while they have not: the last acknowledgement alone does not
+    end it (a follower a fetch behind would fail liveness it was about to pass)."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -1878,12 +1927,15 @@ def test_a_probe_write_never_acknowledged_or_never_converged_with_is_a_liveness_
     gap = "t-0 on 2: HW 3 != LEO 4" if acknowledged else None
     monkeypatch.setattr(world_module, "Probe", NeverAcknowledged)
     checker = Checker(History())
+    stops = []  # what the phase's stop condition answers while the probe is as above
     world = SimpleNamespace(checker=checker, scenario=SimpleNamespace(workload=None), now_ms=lambda: 0,
                             record=lambda *args, **data: None, _partition_states=lambda: {tp: (None, [1, 2])},
-                            _step_until=lambda end, done: False, _convergence_gap=lambda: gap,
+                            _step_until=lambda end, done: stops.append(done()) or False,
+                            _convergence_gap=lambda: gap, _converged=lambda: gap is None,
                             cluster=SimpleNamespace(config={"min.insync.replicas": 2},
                                                     zk=SimpleNamespace(get_topic_config=lambda topic: {})))
     assert World._probe(world) is False
+    assert stops == [False]
     v = checker.violation
     assert v is not None and v.invariant is Invariant.LIVENESS
     if acknowledged:
@@ -2105,6 +2157,35 @@ def test_a_scripted_restart_of_a_live_broker_is_recorded_as_refused():
         assert world.cluster.brokers[2].alive
     finally:
         world.close()
+
+
+def test_every_fault_step_the_world_refuses_is_recorded_as_refused(monkeypatch):
+    """Whichever fault the world refuses (its broker died meanwhile, no session to expire,
+    no controller to kill), the step is recorded as skipped, refused by the world, not
+    left looking applied; the fault's own function is asked each time.  A refused
+    kill_controller binds no name: a later "$name" step finds nobody and is skipped too."""
+    from types import SimpleNamespace
+
+    from kreplica.sim import faults
+    from kreplica.sim.scenarios import Step
+
+    asked = []
+    for kind in ("crash", "restart", "controlled_shutdown", "pause", "disk_full", "kill_controller",
+                 "expire_session", "cut_store"):
+        monkeypatch.setattr(faults, kind, lambda *args, kind=kind, **kwargs: asked.append(kind) and False)
+    world = World(scenarios.load("random-chaos"), 1)
+    world.cluster = SimpleNamespace(controller_id=1, scheduler=SimpleNamespace(now_ms=lambda: 0))
+    world._phase = "run"
+    steps = [Step("crash", target=2), Step("restart", target=2), Step("controlled_shutdown", target=2),
+             Step("pause", target=2, params={"duration_ms": 700}),
+             Step("disk_full", target=2, params={"duration_ms": 700}), Step("kill_controller", bind="killed"),
+             Step("expire_session", target=2), Step("cut_store", target=2, params={"duration_ms": 700})]
+    for step in steps:
+        world._run_step(step)
+    skipped = [(e.data["action"], e.data["reason"]) for e in world.history.events if e.kind == "step_skipped"]
+    assert asked == [s.action for s in steps]
+    assert skipped == [(s.action, "refused by the world") for s in steps]
+    assert world.bound == {} and world.resolve("$killed") is None
 
 
 def test_a_converged_and_probed_run_ends_comparing_every_partitions_replicas():
