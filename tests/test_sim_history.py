@@ -48,6 +48,9 @@ def test_swarm_draws_everything_from_the_seed():
         assert scenarios.from_dict(sc.to_dict()) == sc
     drawn = [swarm_scenario(s) for s in range(60)]
     assert {sc.config["acks"] for sc in drawn} == {"0", "1", "all"}
+    # acks=all, the level invariant 1 holds to, is drawn twice as often as either other level.
+    levels = [swarm_scenario(s).config["acks"] for s in range(1, 201)]
+    assert levels.count("all") > max(levels.count("1"), levels.count("0")) and levels.count("all") >= 70
     # min.insync.replicas ranges up to the replication factor (acks=all then needs every replica).
     assert {sc.config["min.insync.replicas"] == sc.topics[0].replication_factor for sc in drawn} == {True, False}
 
@@ -314,6 +317,8 @@ def test_the_swarm_draws_each_fault_length_bound_replication_factor_and_torn_fra
     assert {sc.chaos.pause_ms_max for sc in drawn} == {500, 2000, 6000}
     assert {sc.chaos.partition_ms_max for sc in drawn} == {1000, 4000, 8000}
     assert {sc.topics[0].replication_factor for sc in drawn} == {2, 3, 4}
+    # A replica on every broker too (no broker outside the ISR to take over): RF 3 of 3, 4 of 4.
+    assert {(3, 3), (4, 4)} <= {(sc.brokers, sc.topics[0].replication_factor) for sc in drawn}
     torn = [sc.chaos.torn_fraction for sc in drawn]
     assert 0.0 <= min(torn) < 0.1 and 0.9 < max(torn) <= 1.0
 
