@@ -2213,9 +2213,26 @@ def test_a_converged_and_probed_run_ends_comparing_every_partitions_replicas():
     assert {t for _, _, t in compared} == {end}
 
 
+def test_the_build_ends_with_a_sweep_so_the_run_starts_with_every_replica_judged():
+    """The build's last act is a sweep: before the run's first event the checker holds every
+    partition with the store's leader and ISR, and the first availability sample is taken
+    (each partition led by a live broker)."""
+    world = World(replace(scenarios.load("slow-follower"), chaos=None), 1)
+    try:
+        world._build()
+        models = world.checker.models
+        assert sorted(models) == ["t-0", "t-1", "t-2"]
+        assert {name: (m.leader, sorted(m.isr)) for name, m in models.items()} == {
+            "t-0": (1, [1, 2, 3]), "t-1": (2, [1, 2, 3]), "t-2": (1, [1, 2, 3])}
+        assert world._avail == [3, 3] and world.checker.checks >= 9
+    finally:
+        world.close()
+
+
 def test_the_random_admin_first_acts_one_interval_into_the_run():
     """Admin actions every ``admin_interval_ms``, the first one too: one interval after the
-    workload starts, not as it starts; and none at all without an interval."""
+    workload starts, not as it starts; and none at all without an interval.  Each tick,
+    whatever it drew, schedules the next one an interval later (not one action a run)."""
     for interval in (1000, 0):
         world = World(_two_topic_scenario(admin_interval_ms=interval), 5)
         try:
@@ -2226,6 +2243,10 @@ def test_the_random_admin_first_acts_one_interval_into_the_run():
             world._start_workload()
             ticks = [delay for delay, fn in scheduled if fn == world._admin_tick]
             assert ticks == ([1000] if interval else [])
+            if interval:
+                for _ in range(6):
+                    world._admin_tick()
+                assert [delay for delay, fn in scheduled if fn == world._admin_tick] == [1000] * 7
         finally:
             world.close()
 
@@ -2282,8 +2303,9 @@ def test_a_final_comparison_that_finds_a_divergence_leaves_the_run_unconverged()
 
 def test_a_message_marks_the_partitions_it_names_on_its_receiver_for_the_check_after_it():
     """Each arrival names the replicas the step touched: a fetch answer a follower appends
-    from, a fetch or produce a leader serves, an epoch answer a follower truncates by, all
-    marked on the receiving broker; what reaches a client (a negative id) marks nothing."""
+    from, a fetch or produce a leader serves, an epoch answer a follower truncates by, a
+    LeaderAndIsr that makes a replica leader or follower, all marked on the receiving
+    broker; what reaches a client (a negative id) marks nothing."""
     from types import SimpleNamespace
 
     from kreplica.protocol import (
@@ -2291,10 +2313,12 @@ def test_a_message_marks_the_partitions_it_names_on_its_receiver_for_the_check_a
         FetchPartitionData,
         FetchRequest,
         FetchResponse,
+        LeaderAndIsrRequest,
         ProducePartition,
         ProduceRequest,
         TopicPartition,
     )
+    from kreplica.protocol.controller_requests import LeaderAndIsrPartitionState
     from kreplica.protocol.offsets_for_leader_epoch import EpochEndOffset, OffsetsForLeaderEpochResponse
 
     a, b = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -2303,6 +2327,7 @@ def test_a_message_marks_the_partitions_it_names_on_its_receiver_for_the_check_a
         FetchRequest(2, (FetchPartition(a, 0),)),
         ProduceRequest(-1, 1000, (ProducePartition(b, b""),)),
         OffsetsForLeaderEpochResponse((EpochEndOffset(a, 0, 0, 5),)),
+        LeaderAndIsrRequest(1, 1, (LeaderAndIsrPartitionState(b, 1, 1, 0, (1, 2), 0, (1, 2)),)),
     ]
     world = SimpleNamespace(cluster=SimpleNamespace(brokers={}), _dirty={})
     marked, arrived = [], []
@@ -2311,7 +2336,7 @@ def test_a_message_marks_the_partitions_it_names_on_its_receiver_for_the_check_a
         marked.append(sorted(world._dirty, key=lambda k: (k[0], k[1].partition)))
         world._dirty.clear()
     assert arrived == messages
-    assert marked == [[(2, a), (2, b)], [(2, a)], [(2, b)], [(2, a)]]
+    assert marked == [[(2, a), (2, b)], [(2, a)], [(2, b)], [(2, a)], [(2, b)]]
     World._around_arrival(world, 2, -2001, messages[0], arrived.append)
     assert world._dirty == {} and arrived[-1] is messages[0]
 
