@@ -417,6 +417,7 @@ def test_a_topic_named_by_a_str_enum_member_works_as_its_text():
         assert [r.value for r in c.fetch(Topics.EVENTS, 0, 0)] == [b"x"]
         assert c.alter_topic_config(Topics.EVENTS, {"retention.ms": 60_000}) == {"retention.ms": "60000"}
         assert c.topic_config_applied(Topics.EVENTS)
+        assert list(c.add_partitions(Topics.EVENTS, 2)) == [1] and c.produce(Topics.EVENTS, 1, [b"y"]) == 0
         c.delete_topic(Topics.EVENTS)
         assert c.topics() == []
 
@@ -789,6 +790,19 @@ def test_added_partitions_come_online_and_take_records_while_the_old_ones_keep_t
             c.add_partitions("t", 5)
 
 
+def test_added_partitions_go_where_an_explicit_assignment_puts_them():
+    """kafka-topics.sh --alter --partitions --replica-assignment: the replicas named for
+    each new partition are the ones it gets, the first of them its leader, not the 0.10
+    placement the count alone would give (hundred-and-eighty-seventh review)."""
+    with Cluster.embedded(config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("t", assignment={0: [1001, 1002]})
+        added = {1: [1003, 1002], 2: [1002, 1003]}
+        assert c.add_partitions("t", 3, assignment=added) == added
+        assert [(list(p.replicas), p.leader) for p in c.describe("t").partitions[1:]] == [
+            ([1003, 1002], 1003), ([1002, 1003], 1002)]
+        assert c.produce("t", 1, [b"x"], acks="all") == 0 and c.produce("t", 2, [b"y"], acks="all") == 0
+
+
 def test_a_config_change_for_another_entity_than_a_topic_is_skipped():
     """/config/changes also carries Kafka's broker and client config changes: a listing that
     holds one beside a topic's applies the topic's and skips the other (the eighty-eighth
@@ -1123,7 +1137,10 @@ def test_the_zero_latency_guard_reads_latency_ms_only_for_the_transport_the_clus
     (lambda c: c.alter_topic_config("bar", {"retention.ms": 60_000}, wait=False),
      lambda c: not c.topic_config_applied("bar")),
     (lambda c: c.elect_preferred_leaders("bar", wait=False), lambda c: c.zk.get_preferred_replica_election()),
-], ids=["create_topic", "delete_topic", "reassign", "alter_topic_config", "elect_preferred_leaders"])
+    (lambda c: c.add_partitions("bar", 5, wait=False),
+     lambda c: [p.leader for p in c.describe("bar").partitions][3:] == [-1, -1]),
+], ids=["create_topic", "delete_topic", "reassign", "alter_topic_config", "elect_preferred_leaders",
+        "add_partitions"])
 def test_an_admin_call_with_wait_false_returns_at_once_with_its_request_written(cluster, call, pending):
     """wait=False writes the admin path (what kafka-topics.sh does) and returns at the same
     virtual instant: the controller and brokers have not acted on it yet."""
@@ -1188,6 +1205,18 @@ def test_closing_the_cluster_closes_its_store_with_every_session_on_it():
     c.close()
     with pytest.raises(ConnectionLoss, match="is closed"):
         tool.get_children("/")
+
+
+def test_a_bad_shutdown_timeout_is_refused_as_such_for_a_stopped_broker_too():
+    """The wait is checked before the broker's state: a caller's bad timeout is named
+    whether or not the broker runs, not hidden behind BROKER_NOT_AVAILABLE while it is down
+    (hundred-and-eighty-seventh review)."""
+    with Cluster.embedded(brokers=[1, 2]) as c:
+        c.kill(2)
+        with pytest.raises(errors.InvalidRequest, match="timeout_ms must be an integer >= 0, got -5"):
+            c.controlled_shutdown(2, timeout_ms=-5)
+        with pytest.raises(errors.BrokerNotAvailable, match="broker 2 is not running"):
+            c.controlled_shutdown(2)
 
 
 def test_a_controlled_shutdown_that_does_not_finish_in_its_timeout_raises_request_timed_out(cluster):
@@ -1393,6 +1422,25 @@ def test_importing_the_package_loads_no_engine_until_cluster_is_asked_for():
     probe = ("import sys, kreplica; loaded = sorted(m for m in sys.modules if m.startswith('kreplica.')); "
              "assert loaded == [], loaded; kreplica.Cluster; assert 'kreplica.cluster' in sys.modules")
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=Path(kreplica.__file__).parent.parent)
+
+
+def test_an_observer_told_of_a_broker_stopping_at_close_finds_the_cluster_closed():
+    """close stops the brokers, and each stop is an event the observers hear.  An observer
+    that restarts a stopped broker (a supervisor) is refused from the first stop on, so no
+    broker runs on after close against the closed store (hundred-and-eighty-seventh review)."""
+    c = Cluster.embedded(brokers=[1, 2])
+    refused = []
+
+    def supervisor(event):
+        if event.kind == "broker_stopped":
+            try:
+                c.start(event.broker)
+            except errors.ClusterClosed:
+                refused.append(event.broker)
+
+    c.observers.append(supervisor)
+    c.close()
+    assert refused == [1, 2] and c.live_brokers() == []
 
 
 def test_closing_a_cluster_keeps_the_callers_data_dir_and_its_logs(tmp_path):
@@ -1625,17 +1673,25 @@ def test_the_seed_drives_the_randomness_on_wall_clock_time_too(monkeypatch):
     assert len({layout(seed) for seed in range(6)}) > 1
 
 
-def test_create_topic_waits_a_minute_for_leaders_then_raises_request_timed_out():
+@pytest.mark.parametrize("before, call, match, count", [
+    (lambda c: None, lambda c: c.create_topic("t", assignment={0: [1, 2]}), ": partitions of t got no leader", 1),
+    (lambda c: c.create_topic("t", assignment={0: [1, 2]}), lambda c: c.add_partitions("t", 3),
+     ": new partitions of t got no leader", 3),
+], ids=["create_topic", "add_partitions"])
+def test_create_topic_waits_a_minute_for_leaders_then_raises_request_timed_out(before, call, match, count):
     """With no broker left to lead (both crashed, still registered until their sessions
     expire, so the assignment is accepted), create_topic waits 60 s of virtual time for the
-    leaders, then raises; the topic stays written, for a controller to elect later."""
+    leaders, then raises; the topic stays written, for a controller to elect later.
+    add_partitions waits as long for its new partitions, which stay written too
+    (hundred-and-eighty-seventh review)."""
     with Cluster.embedded(brokers=[1, 2], config={"zookeeper.session.timeout.ms": 100_000}) as c:
+        before(c)
         c.kill(1)
         c.kill(2)
         start = c.now_ms()
-        with pytest.raises(errors.RequestTimedOut, match="partitions of t got no leader"):
-            c.create_topic("t", assignment={0: [1, 2]})
-        assert c.now_ms() - start == 60_000 and c.topics() == ["t"]
+        with pytest.raises(errors.RequestTimedOut, match=match):
+            call(c)
+        assert c.now_ms() - start == 60_000 and c.topics() == ["t"] and len(c.describe("t").partitions) == count
 
 
 def test_preferred_election_reports_an_offline_partition_as_not_moved(cluster):
@@ -2120,3 +2176,25 @@ def test_topic_config_applied_passes_a_dead_broker_over_and_asks_the_live_ones_a
         c.kill(1)
         assert c.topic_config_applied("t")
         assert not c.topic_config_applied("t", {"retention.ms": "1"})
+
+
+def test_an_answer_to_a_produce_that_is_no_produce_response_is_a_network_error_and_retried(
+        monkeypatch, tmp_path):
+    """A broker in another process that answers a ProduceRequest with something else (a
+    FetchResponse here) has not answered it: the client takes it as a network error, retries
+    it like one and, with no retry left, raises NETWORK_EXCEPTION; it does not read a base
+    offset out of the wrong answer (hundred-and-eighty-seventh review)."""
+    from kreplica.protocol import FetchPartitionData, FetchResponse
+
+    asked = []
+    with _remote_client_of_broker_7(monkeypatch, tmp_path, lambda request: errors.NONE) as c:
+        tp = TopicPartition("t", 0)
+
+        def confused(src, request, respond):
+            asked.append(type(request).__name__)
+            respond(FetchResponse(errors.NONE, (FetchPartitionData(tp, errors.NONE, 0),)))
+        c.transport.register(7, confused)
+        start = c.now_ms()
+        with pytest.raises(errors.NetworkException, match="gave up after 2 attempts"):
+            c.produce("t", 0, [b"x"], acks=1, retries=1, backoff_ms=100)
+        assert asked == ["ProduceRequest"] * 2 and c.now_ms() - start >= 100
