@@ -320,20 +320,23 @@ class Cluster:
         """Grow ``topic`` to ``partitions`` partitions (kafka-topics.sh --alter --partitions);
         returns the new partitions' assignment.  Placed as Kafka 0.10 places them unless an
         ``assignment`` names each new partition's replicas (see :func:`admin.add_partitions`);
-        with ``wait``, returns once every partition leads.  A key's partition (key hash modulo
-        the count) changes for most keys."""
+        with ``wait``, returns once every new partition leads (an old one that is offline
+        is not waited for, as Kafka's CreatePartitions waits for the new ones only).  A key's
+        partition (key hash modulo the count) changes for most keys."""
         topic = _topic(topic)
         added = admin.add_partitions(self.zk, topic, partitions, assignment)
-        if wait and not self.run_until(lambda: self._all_have_leaders(topic), 60_000):
+        if wait and not self.run_until(lambda: self._all_have_leaders(topic, added), 60_000):
             raise errors.RequestTimedOut(f"new partitions of {topic} got no leader")
         return added
 
-    def _all_have_leaders(self, topic: str) -> bool:
+    def _all_have_leaders(self, topic: str, partitions: Iterable[int] | None = None) -> bool:
+        """Does each partition of ``topic`` (or each of ``partitions``) have a ready leader?"""
         try:
             d = self.describe(topic)
         except errors.UnknownTopicOrPartition:
             return False
-        return all(p.leader != NO_LEADER and self._leader_ready(topic, p) for p in d.partitions)
+        wanted = d.partitions if partitions is None else [p for p in d.partitions if p.partition in partitions]
+        return all(p.leader != NO_LEADER and self._leader_ready(topic, p) for p in wanted)
 
     def _leader_ready(self, topic: str, p: PartitionDescription) -> bool:
         if self._remote:  # elected, and live; produce and fetch retry until it has heard

@@ -790,6 +790,23 @@ def test_added_partitions_come_online_and_take_records_while_the_old_ones_keep_t
             c.add_partitions("t", 5)
 
 
+def test_add_partitions_waits_for_its_new_partitions_not_for_an_old_one_that_is_offline():
+    """The partitions added lead at once on the live brokers; an old partition whose only
+    replica is down stays offline, and add_partitions returns without waiting for it, as
+    Kafka's CreatePartitions waits for the leaders of the partitions it created.  It waited
+    for every partition of the topic: 60 s, then REQUEST_TIMED_OUT saying the new
+    partitions had no leader (hundred-and-eighty-seventh review)."""
+    with Cluster.embedded(config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("t", assignment={0: [1003]})
+        c.kill(1003)
+        assert c.run_until(lambda: c.leader_for("t", 0) == -1, 60_000)
+        start = c.now_ms()
+        assert c.add_partitions("t", 3) == {1: [1002], 2: [1001]}
+        assert c.now_ms() - start < 1000
+        assert [p.leader for p in c.describe("t").partitions] == [-1, 1002, 1001]
+        assert c.produce("t", 2, [b"x"], acks="all") == 0
+
+
 def test_added_partitions_go_where_an_explicit_assignment_puts_them():
     """kafka-topics.sh --alter --partitions --replica-assignment: the replicas named for
     each new partition are the ones it gets, the first of them its leader, not the 0.10
