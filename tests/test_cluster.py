@@ -2195,13 +2195,14 @@ def test_topic_config_applied_passes_a_dead_broker_over_and_asks_the_live_ones_a
         assert not c.topic_config_applied("t", {"retention.ms": "1"})
 
 
-def test_an_answer_to_a_produce_that_is_no_produce_response_is_a_network_error_and_retried(
-        monkeypatch, tmp_path):
-    """A broker in another process that answers a ProduceRequest with something else (a
-    FetchResponse here) has not answered it: the client takes it as a network error, retries
-    it like one and, with no retry left, raises NETWORK_EXCEPTION; it does not read a base
-    offset out of the wrong answer (hundred-and-eighty-seventh review)."""
-    from kreplica.protocol import FetchPartitionData, FetchResponse
+@_each_client_call("t")
+def test_an_answer_of_the_wrong_kind_is_a_network_error_and_retried(monkeypatch, tmp_path, call):
+    """A broker in another process that answers a ProduceRequest with a FetchResponse, or a
+    FetchRequest with a ProduceResponse, has not answered it: the client takes it as a
+    network error, retries it like one and, with no retry left, raises NETWORK_EXCEPTION; it
+    reads no offset or records out of the wrong answer (hundred-and-eighty-seventh review)."""
+    from kreplica.protocol import (FetchPartitionData, FetchResponse, ProducePartitionResult,
+                                   ProduceResponse)
 
     asked = []
     with _remote_client_of_broker_7(monkeypatch, tmp_path, lambda request: errors.NONE) as c:
@@ -2209,9 +2210,11 @@ def test_an_answer_to_a_produce_that_is_no_produce_response_is_a_network_error_a
 
         def confused(src, request, respond):
             asked.append(type(request).__name__)
-            respond(FetchResponse(errors.NONE, (FetchPartitionData(tp, errors.NONE, 0),)))
+            respond(FetchResponse(errors.NONE, (FetchPartitionData(tp, errors.NONE, 0),))
+                    if isinstance(request, ProduceRequest)
+                    else ProduceResponse((ProducePartitionResult(tp, errors.NONE, 0),)))
         c.transport.register(7, confused)
         start = c.now_ms()
         with pytest.raises(errors.NetworkException, match="gave up after 2 attempts"):
-            c.produce("t", 0, [b"x"], acks=1, retries=1, backoff_ms=100)
-        assert asked == ["ProduceRequest"] * 2 and c.now_ms() - start >= 100
+            call(c, retries=1, backoff_ms=100)
+        assert len(asked) == 2 and len(set(asked)) == 1 and c.now_ms() - start >= 100
