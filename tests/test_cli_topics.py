@@ -995,8 +995,12 @@ def test_a_count_of_0_is_the_clusters_error_line_as_kafka_topics_says_it(memory_
 
 
 # Adding partitions (kafka-topics.sh --alter --partitions).
-def test_alter_partitions_grows_the_topic_and_says_where_the_new_ones_went(seed003_store, capsys):
-    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", "--partitions", "5"]) == 0
+@pytest.mark.parametrize("assignment", [[], ["--replica-assignment", ""]], ids=["none", "empty"])
+def test_alter_partitions_grows_the_topic_and_says_where_the_new_ones_went(seed003_store, assignment, capsys):
+    """Placed as AdminUtils.addPartitions (0.10) places them, which takes an empty
+    --replica-assignment (kafka-topics.sh hands on the option's text) for none."""
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", "--partitions", "5",
+                 *assignment]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("WARNING: a key's partition is its hash modulo the partition count")
     # Partition 0's first replica is 1001 (index 0): p3 starts a round, shift 0 -> 1.

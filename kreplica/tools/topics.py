@@ -211,7 +211,9 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
             raise SystemExit("--alter needs --config KEY=VALUE, --delete-config KEY or --partitions N")
         changes = dict(topic_config(kv) for kv in args.config)
         deleted = [k.strip(JAVA_BLANKS) for k in args.delete_config]  # Java's trim, as kafka-topics.sh
-        added = parse_assignment(args.replica_assignment) if args.replica_assignment is not None else None
+        # AdminUtils.addPartitions (0.10) places the added partitions itself when the text
+        # kafka-topics.sh hands on is null or empty, so an empty one is none here.
+        added = parse_assignment(args.replica_assignment) if args.replica_assignment else None
         for t in matching_topics(client, args.topic):
             if changes or deleted:
                 now = admin.alter_topic_config(client, t, changes, deleted)
