@@ -635,6 +635,8 @@ def test_a_replica_assignment_is_split_as_javas_string_split_splits_it(seed003_s
 
 @pytest.mark.parametrize("action, message", [
     (["--create", "--partitions", "1", "--replication-factor", "1"], "--create needs --topic"),
+    # An empty name is no topic either, refused before the store is asked (TL10-06).
+    (["--create", "--topic", "", "--partitions", "1", "--replication-factor", "1"], "--create needs --topic"),
     (["--delete"], "--delete needs --topic"),
     (["--alter", "--config", "retention.ms=1000"], "--alter needs --topic"),  # T4-04
 ])
@@ -1022,29 +1024,113 @@ def test_alter_partitions_with_an_assignment_places_the_added_ones_in_its_order(
     assert client.get_topic_config("bar") == {"retention.ms": "1000"}
 
 
+def _store_of(monkeypatch, brokers, assignments):
+    """`kreplica topics` on a MemoryStore holding these live brokers and topic assignments
+    (no partition states); returns a function opening a fresh client to read what it wrote."""
+    from kreplica.meta import KafkaZkClient, MemoryStore
+    from kreplica.runtime import SimScheduler
+    from kreplica.tools import topics
+
+    scheduler = SimScheduler(0)
+    store = MemoryStore(scheduler)
+    client = KafkaZkClient(store.session("test"), scheduler)
+    for b in brokers:
+        client.register_broker(b)
+    for topic, assignment in assignments.items():
+        client.create_topic(topic, assignment)
+    monkeypatch.setattr(topics, "open_client", lambda connect: (client, store))
+    return lambda: KafkaZkClient(store.session("check"), scheduler)
+
+
+def test_alter_partitions_grows_each_topic_the_pattern_matches_from_its_own_count(monkeypatch, capsys):
+    """kafka-topics.sh's alterTopic adds partitions to every topic --topic matches, each
+    numbered on from its own last partition (TL10-04: the pattern itself taken as a name)."""
+    fresh = _store_of(monkeypatch, [1001], {"foo": {0: [1001]}, "bar2": {0: [1001], 1: [1001]}, "bar": {0: [1001]}})
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo,bar2", "--partitions", "3"]) == 0
+    assert capsys.readouterr().out.splitlines()[1::2] == [
+        'Added partitions to topic "bar2": now 3 (2:1001).',
+        'Added partitions to topic "foo": now 3 (1:1001,2:1001).']
+    check = fresh()
+    assert check.get_topic_assignment("foo") == {0: [1001], 1: [1001], 2: [1001]}
+    assert check.get_topic_assignment("bar2") == {0: [1001], 1: [1001], 2: [1001]}
+    assert check.get_topic_assignment("bar") == {0: [1001]}
+
+
+@pytest.mark.parametrize("topic, existing, count, added", [
+    # Partition 0 led from 1002, index 1 of the live brokers: start 1 and replica shift 1
+    # (a shift left at 0 would put 1001, not 1002, after 1003 in partition 1).
+    ("t", {0: [1002, 1003]}, 4, {1: [1003, 1002], 2: [1001, 1003], 3: [1002, 1003]}),
+    # Partition 0's first replica above every live broker: indexWhere finds none, and
+    # max(0, -1) starts at the first one.
+    ("u", {0: [1004, 1001]}, 3, {1: [1002, 1003], 2: [1003, 1001]}),
+    # Partition 0's replica count is the factor, not the last partition's (one reassigned
+    # to a single replica: TL10-23).
+    ("v", {0: [1001, 1002], 1: [1003]}, 4, {2: [1003, 1001], 3: [1001, 1003]}),
+], ids=["start-at-1002", "start-past-the-last", "factor-of-partition-0"])
+def test_alter_partitions_places_them_from_partition_0s_replicas_as_kafka_0_10(monkeypatch, topic, existing,
+                                                                                 count, added, capsys):
+    """AdminUtils.addPartitions (0.10) places the added partitions with partition 0's
+    replication factor, from the index of the first live broker at or above partition
+    0's first replica, which is also the replica shift, numbering on from the count."""
+    fresh = _store_of(monkeypatch, [1001, 1002, 1003], {topic: existing})
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", topic, "--partitions", str(count)]) == 0
+    shown = ",".join(f"{p}:{':'.join(map(str, r))}" for p, r in added.items())
+    assert capsys.readouterr().out.splitlines()[1] == f'Added partitions to topic "{topic}": now {count} ({shown}).'
+    assert fresh().get_topic_assignment(topic) == {**existing, **added}
+
+
+@pytest.mark.parametrize("partition", [0, 1])
+def test_alter_partitions_waits_for_a_reassignment_of_any_partition_of_the_topic(seed003_store, partition, capsys):
+    """The controller rewrites a topic's assignment from what it knows as a reassignment
+    completes, so a partition added meanwhile would be written away: refused whichever
+    partition is moving (TL10-22: only partition 0's move refused)."""
+    seed003_store().create_partition_reassignment({TopicPartition("bar", partition): [1003, 1001, 1002]})
+    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", "--partitions", "5"]) == 1
+    assert "a reassignment of 'bar' is in progress" in capsys.readouterr().err
+    assert sorted(seed003_store().get_topic_assignment("bar")) == [0, 1, 2]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--partitions", "3"], "has 3 partitions: the count can only be increased, not set to 3"),
     (["--partitions", "2"], "the count can only be increased, not set to 2"),
+    # 0 is a count given, refused by the cluster as kafka-topics.sh's addPartitions refuses
+    # it, not taken for no --partitions at all (TL10-07).
+    (["--partitions", "0"], "^Error: INVALID_PARTITIONS: .*the count can only be increased, not set to 0"),
     (["--partitions", "4", "--replica-assignment", "1001:1002"], "replication factor is 3"),
     (["--partitions", "5", "--replica-assignment", "1001:1002:1003"], r"needs an assignment of partitions \[3, 4\]"),
 ])
 def test_alter_partitions_refuses_a_count_or_an_assignment_that_does_not_fit(seed003_store, argv, message, capsys):
-    assert main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", *argv]) == 1
+    try:
+        status = main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "bar", *argv])
+    except SystemExit as e:  # a usage message instead of the cluster's refusal
+        status = e.code
+    assert status == 1
     assert re.search(message, capsys.readouterr().err)
     assert sorted(seed003_store().get_topic_assignment("bar")) == [0, 1, 2]
 
 
+# Each action with the words it needs, and each option with a value and the actions it goes with.
+_ACTIONS = {"list": ["--list"], "describe": ["--describe"], "delete": ["--delete", "--topic", "foo"],
+            "alter": ["--alter", "--topic", "foo"],
+            "create": ["--create", "--topic", "new", "--partitions", "1", "--replication-factor", "1"]}
+_OPTIONS = {"config": (["--config", "retention.ms=1"], {"create", "alter"}),
+            "delete-config": (["--delete-config", "retention.ms"], {"alter"}),
+            # A count of 0 too: kafka-topics.sh refuses an option it was given, whatever its value (TL10-03).
+            "partitions": (["--partitions", "0"], {"create", "alter"}),
+            "factor": (["--replication-factor", "0"], {"create"}),
+            "assignment": (["--replica-assignment", "1001"], {"create", "alter"})}
+
+
 @pytest.mark.parametrize("action, option", [
-    (["--list"], ["--partitions", "2"]),
-    (["--describe"], ["--config", "retention.ms=1"]),
-    (["--delete", "--topic", "foo"], ["--replica-assignment", "1001"]),
-    (["--alter", "--topic", "foo"], ["--replication-factor", "2"]),
-    (["--create", "--topic", "new", "--partitions", "1", "--replication-factor", "1"], ["--delete-config", "x"]),
-], ids=["partitions-list", "config-describe", "assignment-delete", "factor-alter", "delete-config-create"])
+    (_ACTIONS[a], _OPTIONS[o][0]) for o in _OPTIONS for a in _ACTIONS
+    if a not in _OPTIONS[o][1] and not (o in ("partitions", "factor") and a == "create")],
+    ids=[f"{o}-{a}" for o in _OPTIONS for a in _ACTIONS
+         if a not in _OPTIONS[o][1] and not (o in ("partitions", "factor") and a == "create")])
 def test_an_option_beside_an_action_it_does_not_go_with_is_refused_not_ignored(memory_client, action, option,
                                                                                  capsys):
     """As kafka-topics.sh's checkArgs: --config and --partitions go with --create and --alter,
-    --replica-assignment too, --replication-factor with --create, --delete-config with --alter."""
+    --replica-assignment too, --replication-factor with --create, --delete-config with --alter;
+    every other pairing is refused, not run with the option ignored (TL10-01, -02, -05)."""
     with pytest.raises(SystemExit, match=f"{option[0]} can't be used with {action[0]}"):
         main(["topics", "--zookeeper", "memory:1", *action, *option])
     assert capsys.readouterr().out == ""
