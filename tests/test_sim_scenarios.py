@@ -121,6 +121,16 @@ def test_every_shipped_scenario_is_valid():
     (dict(steps=(Step("crash", target=0),)), "target 0 is not a broker"),
     # An empty name is an unknown one, not an IndexError from looking at its first character.
     (dict(steps=(Step("crash", target=""),)), "unknown target ''"),
+    # "$$a" names the binding "$a", which the World looks up (and finds none) when the step fires.
+    (dict(steps=(Step("crash", target=1, bind="a"), Step("restart", target="$$a"))),
+     "target $$a is bound by no earlier step"),
+    # An empty bind binds nothing in the World, so "$" is bound by no step.
+    (dict(steps=(Step("crash", target=1, bind=""), Step("restart", target="$"))), "target $ is bound by no earlier step"),
+    # A delete_topic step built in code without a table: the loader's answer, not an
+    # AttributeError from the scan for the names steps delete.
+    (dict(steps=(Step("delete_topic", params=None),)), "step 1 (delete_topic): params = None, expected a table"),
+    # A step built in code with a key that is not text: named, not a TypeError from sorting.
+    (dict(steps=(Step("restart", target=1, params={1: True, "x": 2}),)), "unknown parameters ['1', 'x']"),
 ])
 def test_a_scenario_naming_what_does_not_exist_is_refused_before_it_runs(change, message):
     sc = replace(BASE, **change)
@@ -354,6 +364,7 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     ("topics = 5", "topics = 5, expected an array of tables"),
     ('steps = "ab"', "steps = 'ab', expected an array of tables"),
     ("nodes = 4", "nodes = 4, expected a table"),
+    ("links = 5", "links = 5, expected a table"),
     ("[nodes.x]\nreorder = true", "[nodes]: 'x' is not a broker or partition number"),
     ('[links."1-x"]\nreorder = true', '[links."1-x"]: expected "<from broker>-<to broker>"'),
     ('[[topics]]\nname = "t"\nassignment = {x = [1, 2, 3]}', "assignment: 'x' is not a broker or partition number"),
@@ -389,6 +400,7 @@ def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(tom
     ('action = "pause"\ntarget = 1\nduration_ms = 2.5', "duration_ms = 2.5, expected an integer"),
     ('action = "slow_disk"\ntarget = 1\nduration_ms = 10\ndelay_ms = true', "delay_ms = True, expected an integer"),
     ('action = "crash"\ntarget = 1\ntorn = "false"', "torn = 'false', expected true or false"),
+    ('action = "crash"\ntarget = 1\nlose_in_flight = 0', "step 1 (crash): lose_in_flight = 0, expected true or false"),
     ('action = "crash"\ntarget = 1\nlose_unflushd = true', "unknown parameters ['lose_unflushd']; crash takes "
                                                             "lose_unflushed, torn, lose_in_flight"),
     ('action = "restart"\ntarget = 1\nduration_ms = 10', "unknown parameters ['duration_ms']; restart takes none"),
@@ -430,10 +442,12 @@ def test_a_steps_optional_parameters_of_the_right_type_are_taken(tmp_path):
     path.write_text('name = "ok"\nbrokers = 3\n[[steps]]\naction = "crash"\ntarget = 1\nlose_unflushed = true\n'
                     'torn = false\nlose_in_flight = false\n[[steps]]\naction = "slow_disk"\ntarget = 2\n'
                     'duration_ms = 0\ndelay_ms = 80\n[[steps]]\naction = "crash_together"\n'
-                    'crashes = [{broker = 2, torn = true}, {broker = 3}]\n')
+                    'crashes = [{broker = 2, torn = true}, {broker = 3}]\n'
+                    '[[steps]]\naction = "kill_controller"\nlose_unflushed = true\n')
     sc = scenarios.load(str(path))
     assert sc.steps[0].params == {"lose_unflushed": True, "torn": False, "lose_in_flight": False}
     assert sc.steps[2].params["crashes"][0] == {"broker": 2, "torn": True}
+    assert sc.steps[3].params == {"lose_unflushed": True}  # a controller killed by power loss
 
 
 @pytest.mark.parametrize("toml, message", [
@@ -446,6 +460,16 @@ def test_a_scenario_file_without_a_name_or_with_a_bad_one_is_refused(toml, messa
     path.write_text(toml)
     with pytest.raises(ValueError, match=message):
         scenarios.load(str(path))
+
+
+def test_the_shipped_scenarios_are_listed_by_name_in_order():
+    """`kreplica simulate --list` and the unknown-name error list the shipped scenarios
+    alphabetically, not in whatever order the directory gives its files."""
+    listed = scenarios.names()
+    assert listed == sorted(p.stem for p in scenarios.HERE.glob("*.toml")) and "random-chaos" in listed
+    with pytest.raises(ValueError) as e:
+        scenarios.load("no-such-scenario")
+    assert str(e.value).endswith("; known: " + ", ".join(listed))
 
 
 def test_a_scenario_file_with_a_bad_step_is_refused_at_load(tmp_path):
@@ -567,6 +591,10 @@ def test_a_base_mix_without_chaos_or_an_unknown_mix_is_refused(tmp_path):
         scenarios.load(str(path))
     path.write_text('name = "bad"\nswarm_mix = "mine"\n[chaos]\ncrash = 1.0\n')
     with pytest.raises(ValueError, match="swarm_mix = 'mine'; known: swarm, base"):
+        scenarios.load(str(path))
+    # An empty mix is an unknown one, not the default a file without the key gets.
+    path.write_text('name = "bad"\nswarm_mix = ""\n')
+    with pytest.raises(ValueError, match="swarm_mix = ''; known: swarm, base"):
         scenarios.load(str(path))
 
 
@@ -810,13 +838,17 @@ def test_a_scenario_file_can_give_one_direction_of_one_link_its_own_profile(tmp_
 
 def test_a_link_key_may_have_blanks_around_either_broker(tmp_path):
     """`[links."1 - 3"]` is the link from 1 to 3, read as int() reads each side, as
-    `[links."1-3"]` is; neither side's blanks make it "no link"."""
+    `[links."1-3"]` is; neither side's blanks make it "no link".  A node's key and an
+    assignment's partition are read the same way."""
     path = tmp_path / "spaced.toml"
     path.write_text('name = "spaced"\n[links."1 - 3"]\nlatency_ms_min = 7\nlatency_ms_max = 7\n'
-                    '[links." 2-1"]\nreorder = true\n')
+                    '[links." 2-1"]\nreorder = true\n[nodes." 2 "]\nreorder = true\n'
+                    '[[topics]]\nname = "t"\npartitions = 1\nreplication_factor = 1\nassignment = {" 0" = [3]}\n')
     sc = scenarios.load(str(path))
     assert sc.links == {(1, 3): scenarios.LinkProfile(latency_ms_min=7, latency_ms_max=7),
                         (2, 1): scenarios.LinkProfile(reorder=True)}
+    assert sc.nodes == {2: scenarios.LinkProfile(reorder=True)}
+    assert sc.topics == (TopicSpec("t", 1, 1, {0: (3,)}),)
 
 
 @pytest.mark.parametrize("text", [
@@ -982,6 +1014,11 @@ def test_a_relative_extends_is_read_beside_the_extending_file(tmp_path, monkeypa
     (lab / "base.toml").write_text('extends = "random-chaos"\nname = "base"\nbrokers = 4\n')
     (lab / "more.toml").write_text('extends = "base.toml"\nname = "more"\nuntil_ms = 5000\n')
     monkeypatch.chdir(tmp_path)
+    # A base.toml in the working directory too: the one beside the extending file is meant.
+    (tmp_path / "base.toml").write_text('extends = "random-chaos"\nname = "decoy"\nbrokers = 6\n')
+    # A directory beside it named as a shipped scenario (a run's --out random-chaos): a name
+    # without a suffix is still the shipped scenario, not a path.
+    (lab / "random-chaos").mkdir()
     sc = scenarios.load("lab/more.toml")
     assert (sc.name, sc.brokers, sc.until_ms) == ("more", 4, 5000)
     # No such file beside it: the name is read from the working directory, as it was before.
