@@ -365,6 +365,13 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     ('steps = "ab"', "steps = 'ab', expected an array of tables"),
     ("nodes = 4", "nodes = 4, expected a table"),
     ("links = 5", "links = 5, expected a table"),
+    # One number written two ways: both keys were read as broker (or partition) 2, the last
+    # silently winning, where a table named twice is refused.
+    ('[nodes.2]\nreorder = true\n[nodes.02]\nreorder = false', "[nodes]: '2' and '02' are both 2"),
+    ('[links."1-2"]\nreorder = true\n[links."1 - 2"]\nreorder = false',
+     '[links."1-2"] and [links."1 - 2"] are both the link 1-2'),
+    ('[[topics]]\nname = "t"\npartitions = 1\nreplication_factor = 1\nassignment = {0 = [1], 00 = [2]}',
+     "assignment: '0' and '00' are both 0"),
     ("[nodes.x]\nreorder = true", "[nodes]: 'x' is not a broker or partition number"),
     ('[links."1-x"]\nreorder = true', '[links."1-x"]: expected "<from broker>-<to broker>"'),
     ('[[topics]]\nname = "t"\nassignment = {x = [1, 2, 3]}', "assignment: 'x' is not a broker or partition number"),

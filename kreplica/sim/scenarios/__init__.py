@@ -434,12 +434,30 @@ def _tables(value: Any, where: str) -> list[dict[str, Any]]:
 
 
 def _ids(table: dict[str, Any], where: str) -> dict[int, Any]:
-    """A table keyed by broker id (``[nodes.2]``, a topic's ``assignment``): "x" is none."""
-    out = {}
+    """A table keyed by broker id (``[nodes.2]``, a topic's ``assignment``): "x" is none, and
+    "2" and "02" (or " 2") are one number, which the table may give once: two keys of one
+    number were read as one, the last silently winning."""
+    out: dict[int, Any] = {}
+    given: dict[int, Any] = {}
     for k, v in table.items():
         if not digits(str(k).strip()):
             raise ValueError(f"{where}: {k!r} is not a broker or partition number")
-        out[int(k)] = v
+        if int(k) in out:
+            raise ValueError(f"{where}: {given[int(k)]!r} and {k!r} are both {int(k)}")
+        out[int(k)], given[int(k)] = v, k
+    return out
+
+
+def _links(table: dict[str, Any], at: str) -> dict[tuple[int, int], LinkProfile]:
+    """``[links."<from>-<to>"]`` by the pair of brokers; "1-2" and "1 - 2" are one link,
+    which the file may give once (the last was read, silently)."""
+    out: dict[tuple[int, int], LinkProfile] = {}
+    given: dict[tuple[int, int], Any] = {}
+    for k, v in table.items():
+        key = _link_key(k, at)
+        if key in out:
+            raise ValueError(f'{at}[links."{given[key]}"] and [links."{k}"] are both the link {key[0]}-{key[1]}')
+        out[key], given[key] = _build(LinkProfile, v, at + f'[links."{k}"]'), k
     return out
 
 
@@ -478,8 +496,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         network=_build(LinkProfile, data.get("network"), at + "[network]"),
         nodes={k: _build(LinkProfile, v, at + f"[nodes.{k}]")
                for k, v in _ids(_table(data.get("nodes"), at + "nodes"), at + "[nodes]").items()},
-        links={_link_key(k, at): _build(LinkProfile, v, at + f'[links."{k}"]')
-               for k, v in _table(data.get("links"), at + "links").items()},
+        links=_links(_table(data.get("links"), at + "links"), at),
         chaos=_build(FaultRates, chaos, at + "[chaos]") if chaos is not None else None,
         steps=tuple(steps),
         until_ms=_whole(data, "until_ms", 30_000),
