@@ -342,3 +342,16 @@ def test_a_timeline_gives_an_isr_bar_to_a_follower_that_never_leads(tmp_path, mo
                      for bars in lead.collections for e in (p.get_extents() for p in bars.get_paths()))
     assert extents == [(0.0, 0.5, 3.0), (0.0, 0.75, 1.0), (0.0, 0.75, 2.0)]
     assert list(lead.get_yticks()) == [0, 1, 2, 3]
+
+
+def test_a_timeline_draws_a_topics_first_partitions_by_number_not_as_text(tmp_path, monkeypatch):
+    """A topic of 12 partitions drawn 4 at most: the timeline shows partitions 0 to 3, the
+    topic's first, not 0, 1, 10 and 11 (their names sorted as text); a '-' in the topic's
+    name is the name's."""
+    samples = []
+    for t in (0, 250):
+        for p in range(12):
+            samples.append((t, f"orders-eu-{p}", 1, -1, -1, 2, (1,)))
+            samples.append((t, f"orders-eu-{p}", 1, 0, 0, 1, (1,)))
+    fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=samples), max_partitions=4)
+    assert [ax.get_ylabel() for ax in fig.axes[::2]] == [f"orders-eu-{p}\noffset" for p in range(4)]

@@ -149,6 +149,13 @@ def broken_at_gaps(times: list[float], values: list[float], gap: float) -> tuple
     return xs, ys
 
 
+def _by_topic_and_number(tp: str) -> tuple[str, int]:
+    """``orders-10`` as ``("orders", 10)``: a topic's partitions in number order (sorted as
+    text, 10 and 11 came before 2, and a timeline of 4 drew 0, 1, 10 and 11)."""
+    topic, _, number = tp.rpartition("-")
+    return (topic, int(number)) if number.isdigit() else (tp, -1)
+
+
 def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path:
     """Leader/ISR and HW/LEO per replica over virtual time, faults marked (needs samples)."""
     import matplotlib
@@ -157,7 +164,7 @@ def timeline_png(result: Any, path: str | Path, max_partitions: int = 4) -> Path
     import matplotlib.pyplot as plt
 
     samples = result.samples
-    tps = sorted({s[1] for s in samples})[:max_partitions] or ["(none)"]
+    tps = sorted({s[1] for s in samples}, key=_by_topic_and_number)[:max_partitions] or ["(none)"]
     fig, axes = plt.subplots(2 * len(tps), 1, figsize=(11, 3.2 * len(tps)), sharex=True, squeeze=False)
     for i, tp in enumerate(tps):
         ax_off, ax_lead = axes[2 * i][0], axes[2 * i + 1][0]
