@@ -201,7 +201,6 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
     pool = context.Pool(args.jobs, initializer=_worker_start, initargs=(started, slots))
     try:
         results = pool.imap(partial(_run_in_worker, args, scenario=shared), seeds)
-        position = {seed: i for i, seed in enumerate(seeds)}
         done = 0
         while True:
             try:
@@ -212,10 +211,11 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
                 if started.value > len(slots) // 2:  # more replacements than slots: which seed is unknown
                     raise WorkerLost("workers died (killed by a signal or crashed) while seeds were running; "
                                      "the seeds they held have no result") from None
-                if started.value > args.jobs and done in {position.get(seed) for seed in
-                                                         _lost_seeds(started.value, slots)}:
+                if (started.value > args.jobs and done < len(seeds)
+                        and seeds[done] in _lost_seeds(started.value, slots)):
                     # The next seed in order is one a dead worker held: its result never comes.
-                    # (A worker that died idle held none: the wait goes on.)
+                    # (A worker that died idle held none: the wait goes on.)  Looked up by
+                    # its place, not through a table of every seed: a range is not made.
                     raise WorkerLost(f"a worker process died (killed by a signal or crashed) while seeds "
                                      f"were running; seed {seeds[done]} has no result") from None
                 continue

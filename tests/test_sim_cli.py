@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 import pytest
 
@@ -1280,3 +1281,31 @@ def test_cli_a_lost_worker_keeps_the_seeds_that_finished_and_exits_1(tmp_path, c
     assert "1 of 4 seed(s), a worker died" in out
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and [r["seed"] for r in summary["runs"]] == [1]
+
+
+class _SeedsMadeAsTheyRun(Sequence):
+    """10^11 seeds, as ``--seeds 0..99999999999`` gives, made as they are asked for: asking
+    for one far past those running fails the test (all of them made up front would not fit
+    in memory)."""
+
+    def __len__(self):
+        return 10 ** 11
+
+    def __getitem__(self, i):
+        if not isinstance(i, int):
+            raise TypeError(i)
+        assert i < 100_000, "seeds made far ahead of the runs"
+        return i
+
+
+def test_jobs_make_the_seeds_as_they_run_however_many_there_are(monkeypatch):
+    """A range of 10^11 seeds starts at once with --jobs as without: the pool is handed the
+    seeds as it takes them, and finding the seed a dead worker held makes none of them."""
+    import argparse
+
+    monkeypatch.setattr(sim_cli, "run_seed", _seed_and_pid)
+    runs = sim_cli._runs(argparse.Namespace(jobs=2, swarm=True), None, _SeedsMadeAsTheyRun())
+    try:
+        assert [next(runs)[0] for _ in range(3)] == [0, 1, 2]
+    finally:
+        runs.close()  # stops the pool, as Ctrl-C does
