@@ -344,6 +344,37 @@ def test_a_timeline_gives_an_isr_bar_to_a_follower_that_never_leads(tmp_path, mo
     assert list(lead.get_yticks()) == [0, 1, 2, 3]
 
 
+def test_a_timeline_keeps_its_legends_clear_of_the_fault_names_and_labels_time_once_at_the_bottom(
+        tmp_path, monkeypatch):
+    """The fault names hang, written upwards, from the top of the first offsets plot, so
+    each offsets legend sits in the lower right and each leader legend in the upper left,
+    where no name is; and the time axis, shared by every plot, is labelled once, under
+    the last."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    faults = [(500, "crash", 1), (1200, "controlled_shutdown", 2)]
+    fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=_two_partitions(), faults=faults))
+    canvas = FigureCanvasAgg(fig)  # the figure was closed once saved: draw it again to measure it
+    canvas.draw()
+    renderer = canvas.get_renderer()
+
+    def quadrant(ax, artist):
+        box, inner = ax.get_window_extent(renderer), artist.get_window_extent(renderer)
+        middle_x, middle_y = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
+        return ("upper" if inner.y0 > middle_y else "lower" if inner.y1 < middle_y else "middle",
+                "right" if inner.x0 > middle_x else "left" if inner.x1 < middle_x else "centre")
+
+    top = fig.axes[0].get_window_extent(renderer)
+    for name in fig.axes[0].texts:
+        box = name.get_window_extent(renderer)
+        assert top.y1 - 0.1 * top.height < box.y1 <= top.y1, name.get_text()  # hung from the top
+        assert box.height > box.width, name.get_text()  # written upwards: close faults' names do not overlap
+    assert [quadrant(ax, ax.get_legend()) for ax in fig.axes] == [("lower", "right"), ("upper", "left")] * 2
+    assert [ax.get_xlabel() for ax in fig.axes] == [""] * 3 + [
+        "virtual time (s); vertical lines: faults, named at the top (red: crashes)"]
+
+
+
 def test_a_timeline_draws_a_topics_first_partitions_by_number_not_as_text(tmp_path, monkeypatch):
     """A topic of 12 partitions drawn 4 at most: the timeline shows partitions 0 to 3, the
     topic's first, not 0, 1, 10 and 11 (their names sorted as text); a '-' in the topic's
