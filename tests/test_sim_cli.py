@@ -158,10 +158,15 @@ def test_a_huge_seed_range_is_not_materialised(tmp_path, capsys, monkeypatch):
 def test_the_help_says_where_the_hashes_are(capsys):
     with pytest.raises(SystemExit):
         sim_cli.main(["--help"])
-    text = " ".join(capsys.readouterr().out.split())
+    out = capsys.readouterr().out
+    text = " ".join(out.split())
     assert "A single seed (``--seed N``) prints its history hash before the summary table" in text
     assert "each run's hash is in ``summary.json`` under ``--out DIR``" in text
     assert "Every run prints its seed and options first and its history hash last" not in text
+    # The examples stay one command a line, as written, not run together into a paragraph.
+    lines = [line.strip() for line in out.splitlines()]
+    assert "kreplica simulate --scenario kip101-hw-truncation --seed 7" in lines
+    assert "kreplica simulate --replay runs/kip101-hw-truncation-7.jsonl" in lines
 
 
 @pytest.mark.parametrize("jobs,sig", [("2", "SIGINT"), ("1", "SIGTERM")])
@@ -1281,6 +1286,91 @@ def test_cli_a_lost_worker_keeps_the_seeds_that_finished_and_exits_1(tmp_path, c
     assert "1 of 4 seed(s), a worker died" in out
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and [r["seed"] for r in summary["runs"]] == [1]
+
+
+def test_a_workers_slot_names_the_seed_it_runs_seed_0_too_and_none_before_its_first(monkeypatch):
+    """The pool's table of workers: a worker that starts notes its pid and no seed yet, so
+    dying before its first seed loses none; then the seed it runs, 0 as any other, which
+    is the seed lost once its pid is gone (the wait then ends there, not for good)."""
+    import multiprocessing
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no process has any longer
+    context = multiprocessing.get_context("fork")
+    started, slots = context.Value("i", 0), context.Array("q", 8, lock=False)
+    monkeypatch.setattr(sim_cli, "_worker_signals", lambda: None)  # this process is no worker
+    monkeypatch.setattr(sim_cli, "_slot", -1)
+    monkeypatch.setattr(sim_cli, "_slots", None)
+    monkeypatch.setattr(sim_cli, "run_seed", lambda args, seed, scenario=None: seed)
+    with monkeypatch.context() as m:
+        m.setattr(sim_cli.os, "getpid", lambda: gone.pid)
+        sim_cli._worker_start(started, slots)
+    assert started.value == 1 and sim_cli._lost_seeds(1, slots) == set()
+    assert sim_cli._run_in_worker(None, 0) == 0
+    assert sim_cli._lost_seeds(1, slots) == {0}
+
+
+def test_summary_json_has_its_keys_sorted_at_every_level(tmp_path, monkeypatch, capsys):
+    """summary.json is written with sorted keys, as the table's rows are by name: two sweeps
+    that found the same things give the same file, whatever each met first."""
+    _planted_runs(monkeypatch, failing=(2,), losses=1)
+    assert sim_cli.main(["--seeds", "1..3", "--out", str(tmp_path)]) == 1
+    orders = []
+    json.loads((tmp_path / "summary.json").read_text(),
+               object_pairs_hook=lambda pairs: orders.append([k for k, _ in pairs]) or dict(pairs))
+    assert len(orders) == 8  # the file, its summary, the summary's three counts by name, and each run
+    assert all(keys == sorted(keys) for keys in orders), orders
+
+
+
+def _lost_beside_a_slow_seed_0(args, seed, scenario=None):
+    import os
+    import signal
+    import time
+
+    if seed == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if seed == 0:
+        deadline = time.monotonic() + 20
+        while not sim_cli._slots[2 * 2] and time.monotonic() < deadline:  # no replacement worker yet
+            time.sleep(0.05)
+        time.sleep(1.0)  # the command looks every 0.2 s: it has seen the replacement by now
+    return seed
+
+
+def test_a_lost_seed_ends_the_wait_only_after_the_seeds_before_it(monkeypatch):
+    """Seed 1's worker dies while seed 0 still runs in the other: seed 0's result is still
+    waited for and kept, and the wait ends at seed 1, the one with no result."""
+    import argparse
+
+    monkeypatch.setattr(sim_cli, "run_seed", _lost_beside_a_slow_seed_0)
+    got = []
+    with pytest.raises(sim_cli.WorkerLost, match="seed 1 has no result"):
+        for seed in sim_cli._runs(argparse.Namespace(jobs=2, swarm=True), None, range(3)):
+            got.append(seed)
+    assert got == [0]
+
+
+def test_a_swarm_draw_that_cannot_run_is_named_in_one_line_before_any_run(tmp_path, capsys):
+    """The scenario a run gets is checked before it starts, a swarm's draw too: over a base
+    whose [nodes.7] profile names broker 7, seed 0 draws 3 brokers, which cannot run; that
+    is one line with exit status 2, as a bad scenario file is, not a traceback from the run."""
+    base = tmp_path / "seven.toml"
+    base.write_text('extends = "random-chaos"\nname = "seven"\nbrokers = 7\n\n[nodes.7]\nreorder = true\n')
+    assert sim_cli.main(["--swarm", "--scenario", str(base), "--seed", "0", "--until", "100"]) == 2
+    assert capsys.readouterr().err == (
+        "kreplica simulate: error: scenario swarm-0: [nodes.7] names no broker (brokers 1..3)\n")
+
+
+def test_a_config_key_given_twice_takes_the_last_value(monkeypatch, capsys):
+    """As for any option given twice, the last --config of a key is the one the runs use (a
+    command line built by appending an override to a saved one), and the options say so."""
+    _planted_runs(monkeypatch)
+    assert sim_cli.main(["--scenario", "kip101-hw-truncation", "--config", "acks=1", "--config", "acks=all"]) == 0
+    options = json.loads(capsys.readouterr().out.splitlines()[1].removeprefix("options: "))
+    assert (options["config"]["acks"], options["workload"]["acks"]) == ("all", "all")
 
 
 class _SeedsMadeAsTheyRun(Sequence):
