@@ -55,6 +55,23 @@ def test_swarm_draws_everything_from_the_seed():
     assert {sc.config["min.insync.replicas"] == sc.topics[0].replication_factor for sc in drawn} == {True, False}
 
 
+def test_a_swarm_keeps_every_broker_its_bases_link_profiles_name(tmp_path):
+    """Over a base without a script, the swarm draws 3 to 7 brokers; a base's [nodes.7]
+    (or [links."2-6"]) profile names a broker that some draws left out, and those seeds
+    could not run ("[nodes.7] names no broker", a traceback midway through --seeds). Every
+    draw now keeps the brokers the profiles name."""
+    base = tmp_path / "seven.toml"
+    base.write_text('extends = "random-chaos"\nname = "seven"\nbrokers = 7\n\n[nodes.7]\nreorder = true\n')
+    link = tmp_path / "six.toml"
+    link.write_text('extends = "random-chaos"\nname = "six"\nbrokers = 6\n\n[links."2-6"]\nreorder = true\n')
+    for path, fewest in ((base, 7), (link, 6)):
+        loaded = scenarios.load(str(path))
+        drawn = [swarm_scenario(s, loaded) for s in range(40)]
+        assert {sc.brokers for sc in drawn} == set(range(fewest, 8)), path.name
+        for sc in drawn:
+            sc.validate()
+
+
 def test_a_partitions_trace_carries_the_faults_recorded_among_its_events():
     h = History(keep_all=False, tail_per_partition=4)
     h.record(0, "ack", 1, "t-0", offset=0)

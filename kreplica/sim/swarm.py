@@ -15,7 +15,9 @@ swarm seed replays like any other.
 
 A base with a script (``[[steps]]``, or topics with a fixed assignment) keeps its
 topics and steps: the swarm only adds brokers to the ones the script names, and
-draws the configuration and a background of random faults around the story.
+draws the configuration and a background of random faults around the story.  A
+base's ``[nodes.<id>]`` and ``[links."<from>-<to>"]`` profiles likewise keep every
+broker they name.
 
 A base whose point is its mix says ``swarm_mix = "base"``: each fault's drawn rate
 then scales the base's own rate instead (the draw's mean is 1x; a fault the draw
@@ -43,7 +45,10 @@ def swarm_scenario(seed: int, base: Scenario | None = None) -> Scenario:
     base = base or load("random-chaos")
     scripted = bool(base.steps) or any(t.assignment for t in base.topics)
     rng = random.Random(f"swarm:{seed}")
-    fewest = max(3, base.brokers) if scripted else 3
+    # Brokers the base's link profiles name stay, as a script's do: a [nodes.7] profile
+    # over a drawn 6-broker cluster names no broker, and that seed could not run.
+    named = max([*base.nodes, *(b for pair in base.links for b in pair)], default=0)
+    fewest = max(3, base.brokers if scripted else named)
     brokers = rng.randint(fewest, max(fewest, 7))
     rf = rng.randint(2, min(brokers, 4))
     partitions = rng.randint(1, 8)
