@@ -198,6 +198,8 @@ def test_the_wire_format_is_pinned_byte_for_byte():
                                   + q(-1))  # a bool is one byte
     assert codec.decode(codec.encode(stop)).partitions[0].delete is True
     assert codec.encode(DISCONNECTED) == bytes([16])
+    # Immutable bytes, as annotated: a body is hashable and no one holding it can change it.
+    assert type(codec.encode(produce)) is bytes and type(codec.encode(DISCONNECTED)) is bytes
     assert codec.frame(codec.RESPONSE, 7, b"xy") == struct.pack(">IBI", 7, 2, 7) + b"xy"
     # The version is pinned with the format: a build that moved it alone would refuse every
     # process of the build before it (a rolling restart would split the cluster in two).
@@ -2124,6 +2126,7 @@ def test_a_port_past_65535_is_a_bad_argument_not_a_traceback_or_a_registration_n
     ({"advertised_ports": {2: 65536}}, "node 2: advertised port 65536 is not from 1 to 65535"),
     ({"advertised_ports": {2: 0}}, "advertised port 0"),
     ({"listen_ports": {1: "9092"}}, "listen port '9092'"),
+    ({"advertised_ports": {2: True}}, "advertised port True"),  # an int to Python, no port to a peer
 ])
 def test_a_transport_refuses_a_port_that_is_none_before_it_starts(tmp_path, ports, message):
     """From Python, where no command line checks it, ``run(port=70000)`` ended in the
@@ -2141,6 +2144,19 @@ def test_a_transport_refuses_a_port_that_is_none_before_it_starts(tmp_path, port
         broker_process.run(1, "memory", tmp_path, validate({}), quiet=True, port=70000)
     with TcpTransport(RealScheduler(), listen_ports={1: 0}, advertised_ports={1: 65535}) as t:
         assert t.register(1, _echo([])) == 65535
+
+
+def test_a_transport_keeps_the_ports_it_checked_not_the_callers_dicts():
+    """The ports are checked once, as the transport is made: what the caller does with its
+    own dicts afterwards (a config reused for the next broker, say) must not reach ports
+    nobody checked, nor change where a node listens or what it registers."""
+    listen, advertised = {1: 0}, {1: 9092}
+    with TcpTransport(RealScheduler(), listen_ports=listen, advertised_ports=advertised) as t:
+        listen[1], advertised[1] = 70000, 0
+        listen[2] = 1
+        assert t.listen_ports == {1: 0} and t.advertised_ports == {1: 9092}
+        assert t.register(1, _echo([])) == 9092
+        assert t.address(1)[1] not in (0, 70000)
 
 
 def test_two_senders_whose_connections_to_one_peer_end_each_forget_it_without_error():
