@@ -429,21 +429,49 @@ def test_a_replicated_round_that_fails_still_shuts_its_brokers_down(fails, tmp_p
     assert [rm.running for rm in cluster["managers"].values()] == [False, False, False]
 
 
-def test_a_broker_that_fails_to_start_takes_the_started_ones_down_with_it(tmp_path, monkeypatch):
-    """The third broker's startup raising (its directory unusable, say) shuts the two
-    already running down before the error goes up: ``run_replicated`` has no cluster to
-    shut down then, so without it their logs would stay open under a removed directory."""
+@pytest.mark.parametrize("fails, error", [("startup", OSError("broker 3: read-only file system")),
+                                          ("startup", KeyboardInterrupt()),
+                                          ("leader_and_isr", OSError("broker 3: no space left on device"))],
+                         ids=["startup-raises", "startup-interrupted", "leader-and-isr-raises"])
+def test_a_broker_that_fails_to_come_online_takes_the_started_ones_down_with_it(fails, error, tmp_path, monkeypatch):
+    """The third broker's startup raising (its directory unusable, say), or being
+    interrupted (Ctrl-C while the logs load), or its LeaderAndIsr raising once all three
+    run, shuts the brokers already running down before the error goes up:
+    ``run_replicated`` has no cluster to shut down then, so without it their logs would
+    stay open under a removed directory."""
     made = []
 
     class FailingThird(bench_replication.ReplicaManager):
         def startup(self):
             made.append(self)
-            if self.broker_id == 3:
-                raise OSError("broker 3: read-only file system")
+            if self.broker_id == 3 and fails == "startup":
+                raise error
             super().startup()
 
+        def handle_leader_and_isr(self, request):
+            if self.broker_id == 3 and fails == "leader_and_isr":
+                raise error
+            return super().handle_leader_and_isr(request)
+
     monkeypatch.setattr(bench_replication, "ReplicaManager", FailingThird)
-    with pytest.raises(OSError, match="read-only"):
+    with pytest.raises(type(error)) as raised:
         prepare_replicated(tmp_path)
+    assert raised.value is error
     assert [rm.broker_id for rm in made] == [1, 2, 3]
-    assert [rm.running for rm in made[:2]] == [False, False]
+    started = made[:2] if fails == "startup" else made
+    assert [rm.running for rm in started] == [False] * len(started)
+
+
+def test_the_followers_are_fetching_before_the_produce_clock_starts(tmp_path):
+    """``prepare_replicated`` brings the partition online on virtual time before it
+    returns: each follower has already found the leader and sent its first fetches, so the
+    produce's clock (:func:`produce_replicated`) times the produce and not the followers'
+    start-up."""
+    cluster = prepare_replicated(tmp_path)
+    try:
+        managers = cluster["managers"]
+        assert list(managers[1].fetchers) == []
+        assert [(list(managers[b].fetchers), managers[b].fetchers[1].fetches_sent >= 1) for b in (2, 3)] == [
+            ([1], True), ([1], True)]
+    finally:
+        bench_replication._shutdown(cluster)

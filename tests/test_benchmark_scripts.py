@@ -444,8 +444,18 @@ def test_side_by_side_stops_at_a_child_that_fails_and_says_why(bench_sim, tmp_pa
     assert "No module named 'bench_sim'" in e.value.stderr
 
 
-@pytest.mark.parametrize("option, name", [("--check", "missing.txt"), ("--record", "no-such-dir/hashes.txt"),
-                                          ("--record", ".")], ids=["check-missing", "record-no-dir", "record-a-dir"])
+def test_history_hashes_needs_a_recording_to_write_or_to_check(history_hashes, monkeypatch, capsys):
+    """Neither --record nor --check is a usage error before any run, not minutes of runs
+    and then a traceback on a recording path of None."""
+    monkeypatch.setattr(history_hashes, "hashes", lambda *args: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as e:
+        history_hashes.main(["--seeds", "2"])
+    assert e.value.code == 2 and "one of the arguments --record --check is required" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, name", [("--check", "missing.txt"), ("--check", "."),
+                                          ("--record", "no-such-dir/hashes.txt"), ("--record", ".")],
+                         ids=["check-missing", "check-a-dir", "record-no-dir", "record-a-dir"])
 def test_history_hashes_refuses_a_recording_it_cannot_use_before_the_runs(option, name, history_hashes, tmp_path,
                                                                           monkeypatch, capsys):
     """The runs take minutes: a --check recording that cannot be read, or a --record file

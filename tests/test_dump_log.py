@@ -352,6 +352,31 @@ def test_log_demo_rates_are_records_and_bytes_over_the_appends_time(tmp_path, mo
     assert f"in 0.00 s: 3.00 M records/s, {gbps:.2f} GB/s, 1 segments" in " ".join(out.getvalue().split())
 
 
+def _stand_in_writer(monkeypatch, path):
+    """log-demo's writer process replaced: it reports 1,000 more records a line and a flush
+    at 150,000 from its 100th line on, and is killed (and reaped) where the demo kills it.
+    The list returned records the kill and the reaping."""
+    from kreplica.tools import log_demo
+
+    lines = "".join(f"{1000 * n + 999} {150_000 if n >= 99 else 0}\n" for n in range(300))
+    killed = []
+
+    class Writer:
+        pid = 4242
+        stdout = io.StringIO(lines)
+
+        def __init__(self, argv, stdout, text):
+            assert argv[-2:] == ["--writer", str(path)]
+
+        def wait(self):
+            killed.append("reaped")  # before the log is reopened: the writer's lock is gone with it
+            return -9
+
+    monkeypatch.setattr(log_demo.subprocess, "Popen", Writer)
+    monkeypatch.setattr(log_demo.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    return killed
+
+
 @pytest.mark.parametrize("records, value", [(2000, None), (150_000, b"x" * 100)],
                          ids=["short-of-the-flush", "other-values"])
 def test_log_demo_kills_the_writer_past_a_flush_and_fails_a_log_short_of_what_was_flushed(records, value, tmp_path,
@@ -371,22 +396,7 @@ def test_log_demo_kills_the_writer_past_a_flush_and_fails_a_log_short_of_what_wa
     for start in range(0, records, 1000):
         log.append_as_leader(others if value else [log_demo._value(i) for i in range(start, start + 1000)])
     log.close()
-    lines = "".join(f"{1000 * n + 999} {150_000 if n >= 99 else 0}\n" for n in range(300))
-    killed = []
-
-    class Writer:
-        pid = 4242
-        stdout = io.StringIO(lines)
-
-        def __init__(self, argv, stdout, text):
-            assert argv[-2:] == ["--writer", str(path)]
-
-        def wait(self):
-            killed.append("reaped")  # before the log is reopened: the writer's lock is gone with it
-            return -9
-
-    monkeypatch.setattr(log_demo.subprocess, "Popen", Writer)
-    monkeypatch.setattr(log_demo.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    killed = _stand_in_writer(monkeypatch, path)
     out = io.StringIO()
     assert log_demo._kill_and_recover(Console(file=out, width=200), path) is False
     text = " ".join(out.getvalue().split())
@@ -599,3 +609,49 @@ def test_a_partition_directory_of_a_dotted_topic_is_a_directory(tmp_path):
     out = io.StringIO()
     assert dump([tmp_path / "my.topic-0"], False, out) == 0
     assert sum(line.startswith("baseOffset:") for line in out.getvalue().splitlines()) == 12
+
+
+def test_log_demo_dumps_the_first_two_batches_the_last_and_three_records_of_the_first_segment(tmp_path, monkeypatch):
+    """Step 4 shows what its heading says: the dump's first two batches, then its last
+    line, then three records with --print-data from the log's first segment (offsets 0 to
+    2), however many segments the killed writer left (here 5 batches in 3 segments)."""
+    from rich.console import Console
+
+    from kreplica.tools import log_demo
+
+    monkeypatch.setattr(log_demo, "CONFIG", {**log_demo.CONFIG, "segment.bytes": 250_000})  # two batches a segment
+    path = tmp_path / "demo-0"
+    log = Log.open(path, log_demo.CONFIG)
+    for start in range(0, 5000, 1000):
+        log.append_as_leader([log_demo._value(i) for i in range(start, start + 1000)])
+    assert len(log.segments) == 3
+    log.close()
+    _stand_in_writer(monkeypatch, path)
+    out = io.StringIO()
+    log_demo._kill_and_recover(Console(file=out, width=1000), path)
+    step4 = out.getvalue().split("4. kreplica dump-log")[1].splitlines()[1:]
+    assert [line.split(" count:")[0] for line in step4[:6]] == [
+        f"Dumping {path / '00000000000000000000.log'}", "Log starting offset: 0",
+        "baseOffset: 0 lastOffset: 999", "baseOffset: 1000 lastOffset: 1999", "...",
+        "baseOffset: 4000 lastOffset: 4999"]
+    assert [line.split(" CreateTime")[0] for line in step4[6:]] == ["| offset: 0", "| offset: 1", "| offset: 2"]
+
+
+def test_log_demo_takes_a_log_holding_exactly_what_was_flushed_as_a_clean_recovery(tmp_path, monkeypatch):
+    """Records past the recovery point were acknowledged but may be lost: a recovered log
+    ending at the recovery point itself (150,000, every record in place) holds everything
+    flushed, the demo's promise, and passes."""
+    from rich.console import Console
+
+    from kreplica.tools import log_demo
+
+    path = tmp_path / "demo-0"
+    log = Log.open(path, log_demo.CONFIG)
+    for start in range(0, 150_000, 1000):
+        log.append_as_leader([log_demo._value(i) for i in range(start, start + 1000)])
+    log.close()
+    _stand_in_writer(monkeypatch, path)
+    out = io.StringIO()
+    assert log_demo._kill_and_recover(Console(file=out, width=200), path) is True
+    assert ("log end offset 150,000 (acknowledged up to 174,999, flushed 150,000); 150,000 records read back: "
+            "a gap-free prefix holding everything flushed") in " ".join(out.getvalue().split())
