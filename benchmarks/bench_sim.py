@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.side_by_side:
         other, *rest = args.side_by_side
-        if len(rest) > 1 or (rest and not (rest[0].isdigit() and int(rest[0]) > 0)):
+        if len(rest) > 1 or (rest and not (rest[0].isascii() and rest[0].isdigit() and int(rest[0]) > 0)):
             ap.error("--side-by-side takes a checkout and at most one positive whole number of rounds")
         side_by_side(other, int(rest[0]) if rest else 3)
         return

@@ -120,8 +120,12 @@ def test_side_by_side_takes_a_checkout_and_optional_rounds(argv, call, bench_sim
 
 @pytest.mark.parametrize("argv", [["--side-by-side"], ["--side-by-side", "../x", "many"],
                                   ["--side-by-side", "../x", "0"], ["--side-by-side", "../x", "3", "4"],
-                                  ["--by-kind", "--side-by-side", "../x"], ["--rounds"]])
+                                  ["--by-kind", "--side-by-side", "../x"], ["--rounds"],
+                                  ["--side-by-side", "../x", "\u00b2"], ["--side-by-side", "../x", "\u0663"]])
 def test_a_bad_command_line_is_a_usage_error_not_a_traceback(argv, bench_sim, monkeypatch, capsys):
+    """Rounds are a positive whole number in ASCII digits, as history_hashes.py's seeds: a
+    superscript "\u00b2" is a digit to ``str.isdigit`` that ``int`` cannot read (a traceback
+    before the fix), an Arabic-Indic "\u0663" one it reads as 3."""
     monkeypatch.setattr(bench_sim, "side_by_side", lambda *args: pytest.fail("ran"))
     monkeypatch.setattr(bench_sim, "by_kind", lambda: pytest.fail("ran"))
     with pytest.raises(SystemExit) as e:
