@@ -449,8 +449,8 @@ def test_side_by_side_stops_at_a_child_that_fails_and_says_why(bench_sim, tmp_pa
 
 
 def test_history_hashes_needs_a_recording_to_write_or_to_check(history_hashes, monkeypatch, capsys):
-    """Neither --record nor --check is a usage error before any run, not minutes of runs
-    and then a traceback on a recording path of None."""
+    """Neither --record nor --check is a usage error naming both, before any run, not a
+    TypeError traceback from the recording check on a path of None."""
     monkeypatch.setattr(history_hashes, "hashes", lambda *args: pytest.fail("ran"))
     with pytest.raises(SystemExit) as e:
         history_hashes.main(["--seeds", "2"])
