@@ -437,8 +437,9 @@ def test_a_broker_that_fails_to_come_online_takes_the_started_ones_down_with_it(
     """The third broker's startup raising (its directory unusable, say), or being
     interrupted (Ctrl-C while the logs load), or its LeaderAndIsr raising once all three
     run, shuts the brokers already running down before the error goes up:
-    ``run_replicated`` has no cluster to shut down then, so without it their logs would
-    stay open under a removed directory."""
+    ``run_replicated`` has no cluster to shut down then, so without it they would keep
+    running, their timers armed and, once a LeaderAndIsr has opened them, their logs open,
+    under a removed directory."""
     made = []
 
     class FailingThird(bench_replication.ReplicaManager):
