@@ -2,7 +2,7 @@
 import pytest
 
 from kreplica.runtime import SimScheduler
-from kreplica.transport import DISCONNECTED, InProcessTransport
+from kreplica.transport import DISCONNECTED, InProcessTransport, answer_once
 
 
 def _echo(src, request, respond):
@@ -61,6 +61,26 @@ def test_answering_twice_is_a_handler_bug():
     # The node whose handler answered twice is named, not the node that asked.
     with pytest.raises(RuntimeError, match="^node 1 answered str twice$"):
         s.advance(1)
+
+
+def test_an_answer_counts_from_the_call_even_when_carrying_it_raises():
+    """answer_once marks the request answered before it carries the answer: an answer
+    whose carrying raised (over TCP, a response the codec refuses) was still given, so a
+    handler that catches the error and answers again is refused, and its second answer
+    is never carried."""
+    carried = []
+
+    def carry(response):
+        if response == "unencodable":
+            raise ValueError("cannot encode")
+        carried.append(response)
+
+    respond = answer_once(1, "x", carry)
+    with pytest.raises(ValueError, match="cannot encode"):
+        respond("unencodable")
+    with pytest.raises(RuntimeError, match="^node 1 answered str twice$"):
+        respond("fine")
+    assert carried == []
 
 
 def test_a_simulator_overrides_deliver_for_faults():
