@@ -105,6 +105,17 @@ def test_every_message_type_built_with_its_defaults_round_trips(cls):
     message = _told(cls)
     assert codec.decode(codec.encode(message)) == message
 
+
+def test_a_partition_state_is_new_only_when_its_builder_says_so():
+    """Kafka's LeaderAndIsr IsNew is false unless set: the controller sets it only for a
+    partition it has just created (partition_state_machine's NEW to ONLINE).  A state
+    built without it, as the replication bench and the test harnesses build theirs, must
+    not claim a new replica."""
+    from kreplica.protocol import LeaderAndIsrPartitionState
+
+    state = LeaderAndIsrPartitionState(TopicPartition("t", 0), 1, 1, 0, (1,), 0, (1,))
+    assert state.is_new is False and state.topic_config == ()
+
 def test_every_message_type_is_on_the_wire_and_disconnected_too():
     import kreplica.protocol as protocol
 
