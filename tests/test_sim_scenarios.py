@@ -336,6 +336,9 @@ def test_with_config_acks_is_what_the_producers_ask_for(given, acks):
     ("brokers = 3.7", "brokers = 3.7, expected an integer"),  # once 3 brokers
     ('until_ms = "100"', "until_ms = '100', expected an integer"),
     ("liveness_ms = true", "liveness_ms = True, expected an integer"),
+    # description was printed by `simulate --list` (an AttributeError there), swarm_mix made "5".
+    ("description = 5", "description = 5, expected a string"),
+    ("swarm_mix = 5", "swarm_mix = 5, expected a string"),
     ('[[steps]]\naction = "crash"\ntarget = 1\non = 5', "step 1: on = 5, expected a string"),
     ('[[steps]]\naction = "crash_together"\ncrashes = [1, 2]', "crash 1, expected a table {broker = <id>, ...}"),
     # A created topic's counts go to the admin call as written, where "2" or 2.0 failed mid-run.

@@ -488,7 +488,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
     chaos = data.get("chaos")
     return Scenario(
         name=data["name"],
-        description=data.get("description", ""),
+        description=_text(data, "description", ""),
         brokers=_whole(data, "brokers", 3),
         config=dict(_table(data.get("config"), at + "config")),
         topics=tuple(topics),
@@ -501,7 +501,7 @@ def from_dict(data: dict[str, Any]) -> Scenario:
         steps=tuple(steps),
         until_ms=_whole(data, "until_ms", 30_000),
         liveness_ms=_whole(data, "liveness_ms", 60_000),
-        swarm_mix=str(data.get("swarm_mix", "swarm")),
+        swarm_mix=_text(data, "swarm_mix", "swarm"),
     ).validate()
 
 
@@ -509,6 +509,14 @@ def _whole(data: dict[str, Any], key: str, default: int) -> int:
     """``data[key]`` as given, an integer: 3.7 brokers or "100" ms are refused, not made 3 or 100."""
     value = data.get(key, default)
     _check_scalar(f"scenario {data.get('name')}", key, value, "int")
+    return value
+
+
+def _text(data: dict[str, Any], key: str, default: str) -> str:
+    """``data[key]`` as given, a string: ``description = 5`` failed later in ``--list``
+    and ``swarm_mix = 5`` was read as "5"."""
+    value = data.get(key, default)
+    _check_scalar(f"scenario {data.get('name')}", key, value, "str")
     return value
 
 
