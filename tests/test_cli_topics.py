@@ -635,8 +635,9 @@ def test_a_replica_assignment_is_split_as_javas_string_split_splits_it(seed003_s
 
 @pytest.mark.parametrize("action, message", [
     (["--create", "--partitions", "1", "--replication-factor", "1"], "--create needs --topic"),
-    # An empty name is no topic either, refused before the store is asked (TL10-06).
-    (["--create", "--topic", "", "--partitions", "1", "--replication-factor", "1"], "--create needs --topic"),
+    # An empty name is refused before the store is asked (TL10-06), as Kafka words it.
+    (["--create", "--topic", "", "--partitions", "1", "--replication-factor", "1"],
+     "--create: topic name is illegal, it can't be empty"),
     (["--delete"], "--delete needs --topic"),
     (["--alter", "--config", "retention.ms=1000"], "--alter needs --topic"),  # T4-04
 ])

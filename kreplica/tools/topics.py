@@ -187,6 +187,8 @@ def _execute(args: argparse.Namespace, client: Any) -> int:
         for t in topics:
             sys.stdout.write(format_describe(describe_topic(client, t), args.under_replicated_partitions, live))
     elif args.create:
+        if args.topic == "":  # kafka-topics.sh 0.10's Topic.validate says so too
+            raise SystemExit("--create: topic name is illegal, it can't be empty")
         if not args.topic:
             raise SystemExit("--create needs --topic")
         if args.replica_assignment is not None and (args.partitions is not None
