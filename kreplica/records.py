@@ -35,8 +35,9 @@ oracle tests check it.
   ``Record`` objects of every batch, CRCs checked, optionally only an offset range.
   Gzip batches are read (every gzip member; at most ``MAX_DECOMPRESSED_BYTES`` of records
   each, else ``RecordTooLarge``); other codecs raise ``InvalidRecord``.
-- Other .pyx modules cimport the C-level ``encode_into`` / ``decode_into`` and the C
-  helpers from ``kreplica/_records.pxd``.
+- ``kreplica/_records.pxd`` declares the C level for other .pyx modules: the log's
+  ``_batch_run.pyx`` cimports the scan, CRC-32C and byte-order helpers from it;
+  ``encode_into`` / ``decode_into`` are declared there too, though nothing cimports them yet.
 
 Bad input raises ``errors.CorruptMessage`` (framing, CRC) or ``errors.InvalidRecord``
 (record contents), with the byte position in the message.
