@@ -296,7 +296,7 @@ def test_the_end_of_a_sealed_segment_before_its_next_offset_is_named_by_what_is_
         _offsets(_slice(path, need=18))
 
 
-def test_a_skipped_batch_is_reported_with_the_offsets_read_before_it_and_where_reading_resumed(tmp_path):
+def test_a_skipped_batch_is_reported_with_the_offsets_read_before_it_and_where_reading_resumed(tmp_path, capsys):
     import json
 
     path, positions, sizes = _sealed(tmp_path)
@@ -311,6 +311,9 @@ def test_a_skipped_batch_is_reported_with_the_offsets_read_before_it_and_where_r
                       "skipped_bytes": sizes[3], "reason": region["reason"], "offsets_read_before": 9,
                       "next_offset": 12}
     assert region["reason"].startswith(f"crc mismatch at position {positions[3]}:")
+    # The notice goes to stderr, beside the task's other warnings; stdout stays the caller's.
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"kreplica: skipped corrupt data in {path} at position {positions[3]}: {region['reason']}\n"
 
 
 def test_a_skip_whose_declared_length_lands_inside_a_batch_resumes_at_the_next_index_entry(tmp_path):
@@ -571,6 +574,8 @@ def test_time_pruning_trusts_a_trimmed_time_index_only_while_every_offset_index_
     os.truncate(path, int(scan.positions[3]))  # batches 3..5 gone, their index entries left
     assert seg.offset_index()[0].tolist() == [3, 6]  # the entries of batches 1 and 2 still check out
     assert len(seg.time_index()[0]) == 0 and planned_lo() == 0
+    os.truncate(path, int(scan.positions[2]))  # only the first entry, batch 1's, still checks out
+    assert seg.offset_index()[0].tolist() == [3]
 
 
 def test_a_time_index_ending_in_a_torn_entry_is_not_taken_as_trimmed(tmp_path):
@@ -1000,3 +1005,102 @@ def test_an_empty_path_or_topic_is_refused_as_not_given(tmp_path, option):
 
     with pytest.raises(InvalidConfig, match=re.escape(f"needs option({option!r}, ...)")):
         ReadOptions.from_options({"path": str(tmp_path), "topic": "t", option: ""})
+
+
+# ---- the hundred-and-ninety-fifth review (docs/engine-audit.md, SP10-..) ---------------------
+
+def test_a_committed_read_stops_at_a_clean_log_end_below_the_hw_checkpoint(tmp_path):
+    """A follower truncated below its HW checkpoints the lower HW later: the file says 24
+    while the log ends cleanly at 18.  The read's upper bound is the log end, and all 18
+    records come back without a corruption error about offsets that are not there."""
+    from kreplica.spark.datasource import Pushdown, ReadOptions, _partitions_of, _upper_bounds, plan_slices
+
+    _sealed(tmp_path)
+    _write(str(tmp_path), "replication-offset-checkpoint", {("t", 0): 24})
+    opts = ReadOptions.from_options({"path": str(tmp_path), "topic": "t"})
+    assert _upper_bounds(opts, _partitions_of(opts)) == {0: 18}
+    [s] = plan_slices(opts, Pushdown(), _upper_bounds(opts, _partitions_of(opts)))
+    assert _offsets(s) == list(range(18))
+
+
+def test_a_partition_a_stream_has_read_keeps_its_offset_once_its_directory_is_gone(tmp_path):
+    """Deleting a topic renames ``t-1`` away between two triggers: the next end offsets keep
+    partition 1 where the query's checkpoint has it, instead of failing the trigger with a
+    KeyError, and a stream that skips lost data plans only what partition 0 has new."""
+    from kreplica.spark.datasource import KReplicaStreamReader, ReadOptions
+
+    d = str(tmp_path)
+    for p in (0, 1):
+        _log(d, f"t-{p}", batches=2).close()
+    _write(d, "replication-offset-checkpoint", {("t", 0): 6, ("t", 1): 6})
+    reader = KReplicaStreamReader(ReadOptions.from_options({"path": d, "topic": "t", "fail_on_data_loss": "false"}))
+    start = {"0": 3, "1": 6}
+    os.rename(os.path.join(d, "t-1"), os.path.join(d, f"t-1.{UID}-delete"))
+    try:
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    except KeyError as e:
+        pytest.fail(f"the trigger failed on the partition whose directory is gone: KeyError {e}")
+    assert end == {"0": 6, "1": 6}
+    assert [(p.value.partition, p.value.offset_lo, p.value.offset_hi) for p in reader.partitions(start, end)] == [
+        (0, 3, 6)]
+
+
+def test_a_topic_with_no_partition_directory_is_refused_by_name_not_read_as_empty(tmp_path):
+    """A misspelt topic (or the wrong data dir) is an error naming both, from the batch
+    reader's plan and from a stream's first offsets, not an empty DataFrame."""
+    import re
+
+    from kreplica.errors import UnknownTopicOrPartition
+    from kreplica.spark.datasource import KReplicaReader, KReplicaStreamReader, ReadOptions
+
+    d = str(tmp_path)
+    _log(d, "t-0").close()
+    opts = ReadOptions.from_options({"path": d, "topic": "T"})
+    message = re.escape(f"no partition directories for topic 'T' in {d}")
+    with pytest.raises(UnknownTopicOrPartition, match=message):
+        KReplicaReader(opts).partitions()
+    with pytest.raises(UnknownTopicOrPartition, match=message):
+        KReplicaStreamReader(opts).initialOffset()
+
+
+def test_a_slice_that_skips_two_corrupt_batches_counts_both_in_its_one_report(tmp_path):
+    """One slice (no ``max_partition_bytes``) stepping over two bad batches writes one report
+    file that counts two skipped batches, one region each."""
+    import json
+
+    from kreplica.spark.datasource import skipped_batches
+
+    path, positions, sizes = _sealed(tmp_path)
+    with open(path, "r+b") as f:  # CRC mismatches in batches 1 and 3 (offsets 3..5, 9..11)
+        for b in (1, 3):
+            f.seek(positions[b] + sizes[b] - 5)
+            f.write(b"\xff\xfe")
+    report = tmp_path / "report"
+    s = _slice(path, need=18, on_corrupt="skip", corrupt_report=str(report))
+    assert _offsets(s) == [0, 1, 2, 6, 7, 8, *range(12, 18)]
+    [written] = report.glob("*.json")
+    assert [r["position"] for r in json.loads(written.read_text())["regions"]] == [positions[1], positions[3]]
+    assert skipped_batches(report) == 2
+
+
+def test_a_committed_read_is_not_failed_by_an_unreadable_batch_starting_at_the_high_watermark(tmp_path):
+    """Past the HW is not the committed read's business: a batch starting exactly there
+    whose records do not match its header (its CRC holds) is in the chunk read, but it is
+    not decoded, and the 9 committed records come back without an error."""
+    from kreplica.spark.datasource import Pushdown, ReadOptions, _partitions_of, _upper_bounds, plan_slices
+
+    from kreplica.records import scan_batches
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=6).close()  # no offset-index entry: the slice's reads are not cut at the HW
+    path = os.path.join(d, "t-0", "00000000000000000000.log")
+    with open(path, "rb") as f:
+        _recount(path, int(scan_batches(f.read()).positions[3]), 2)  # batch 3, offsets 9..11
+    _write(d, "replication-offset-checkpoint", {("t", 0): 9})
+    opts = ReadOptions.from_options({"path": d, "topic": "t"})
+    [s] = plan_slices(opts, Pushdown(), _upper_bounds(opts, _partitions_of(opts)))
+    assert (s.offset_hi, s.need_offset, s.end_position) == (9, 9, None)
+    try:
+        assert _offsets(s) == list(range(9))
+    except CorruptMessage as e:
+        pytest.fail(f"the read failed on a batch past the HW: {e}")

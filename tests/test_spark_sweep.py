@@ -639,7 +639,7 @@ def test_report_tells_losses_other_violations_and_errors_apart(spark, tmp_path):
                     first_violation="3-replica-divergence: replicas differ", history_gz=history),
         _result_row(3, error="RuntimeError: boom", virtual_ms=None, availability=None, converged=False,
                     history_gz=history),
-        _result_row(4, lost_acks=2, lost_by_cause={"unclean-election": 2}, unclean_elections=1,
+        _result_row(4, lost_acks=2, lost_by_cause={"unclean-election": 2}, unclean_elections=2,
                     history_gz=history),
     ]
     # Given in reverse: the failing runs are listed by seed, not in the order they were written
@@ -650,10 +650,16 @@ def test_report_tells_losses_other_violations_and_errors_apart(spark, tmp_path):
         4, 1, 1, 1, 3)
     assert row["loss_probability"] == 0.25 and row["violations"] == {"3-replica-divergence": 1}
     assert row["mean_availability"] == 1.0  # over the runs that measured it
+    assert row["unclean_elections"] == 2  # elections, not runs with one (the 195th review)
     assert report.failing_total == 3 and [f["seed"] for f in report.failing] == [2, 3, 4]
     md = report.markdown.read_text()
     assert f"seed 3 (hash `{'3' * 16}`): RuntimeError: boom" in md
     assert all(f["replay"] in md and Path(f["replay"].split()[-1]).is_file() for f in report.failing)
+    # Listing fewer failing runs does not make fewer of them fail.
+    first = build_report(spark, spark.createDataFrame(rows[::-1], result_schema()), tmp_path / "first",
+                         show=False, max_failing=1)
+    assert (first.failing_total, [f["seed"] for f in first.failing]) == (3, [2])
+    assert "The first 1 of 3:" in first.markdown.read_text()
 
 
 def test_cli_report_only(spark, swept, tmp_path, capsys):  # noqa: F811

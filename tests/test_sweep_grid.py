@@ -708,6 +708,11 @@ def test_the_bars_total_counts_the_expected_tasks_before_the_first_poll_and_it_s
         bar.note("sweep: chunk 2/3")
         bar.refresh()
         assert task.description == "sweep: chunk 2/3"
+        # Each poll sizes the bar again from the jobs seen and the jobs still to come.
+        assert (task.completed, task.total) == (0, 12)
+        tracker.jobs = {1: ("RUNNING", {10: (1, 4)})}
+        bar.refresh()
+        assert (task.completed, task.total) == (1, 4 + 2 * 4)
 
 
 class _StageForgettingTracker(_Tracker):
@@ -1118,12 +1123,13 @@ def test_each_kafka_name_and_spelling_of_an_axis_is_taken_in_a_grid_file(name, a
 def test_a_configuration_never_available_shows_0_and_an_unrecorded_read_count_shows_0():
     """0 mean availability (no live leader in any sample) is a figure, not the "-" of a
     configuration whose every run raised; a read-then-lost sum that is null (rows of a
-    sweep written before the column) is shown as 0, not "None"."""
+    sweep written before the column) is shown as 0, not "None".  No write completed in
+    all its virtual time is 0.0 writes/s, a figure too (the hundred-and-ninety-fifth review)."""
     from kreplica.spark.report import _table_rows
 
-    head, [line] = _table_rows([_summary_row(mean_availability=0.0, superseded_reads=None)])
+    head, [line] = _table_rows([_summary_row(mean_availability=0.0, superseded_reads=None, throughput=0.0)])
     cells = dict(zip(head, line))
-    assert (cells["avail %"], cells["read then lost"]) == ("0.00", "0")
+    assert (cells["avail %"], cells["read then lost"], cells["writes/s"]) == ("0.00", "0", "0.0")
 
 
 def test_a_loss_interval_a_rounding_error_past_its_estimate_still_plots(tmp_path):
@@ -1171,3 +1177,18 @@ def test_axis_values_with_blanks_after_the_commas_are_the_configurations_written
     spaced = Grid.from_axes([SCENARIO], {"acks": ["1", " all"], "truncation": ["high-watermark", " leader-epoch "]})
     plain = Grid.from_axes([SCENARIO], {"acks": ["1", "all"], "truncation": ["high-watermark", "leader-epoch"]})
     assert [c.key for c in spaced.configs] == [c.key for c in plain.configs]
+
+
+# ---- the hundred-and-ninety-fifth review (docs/engine-audit.md, SP10-..) ---------------------
+
+@pytest.mark.parametrize("scenario, min_isr, unclean, truncation, until_ms", [
+    ("unclean-election", 1, True, "leader-epoch", 25000),  # set by the scenario file
+    (SCENARIO, 2, False, "high-watermark", 20000),  # the file's min.insync.replicas, the broker default truncation
+])
+def test_a_row_names_the_scenarios_own_value_of_each_axis_the_grid_leaves_alone(
+        scenario, min_isr, unclean, truncation, until_ms):
+    """A grid that sweeps no axis still records what each run had, as the report labels and
+    a query of the Parquet rows read it: the scenario's values, not null."""
+    got = effective_config(build_scenario(scenario, RunConfig()), RunConfig())
+    assert {k: got[k] for k in ("acks", "min_isr", "unclean", "truncation", "rf", "until_ms", "brokers")} == dict(
+        acks="all", min_isr=min_isr, unclean=unclean, truncation=truncation, rf=3, until_ms=until_ms, brokers=3)
