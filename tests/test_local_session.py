@@ -78,6 +78,10 @@ def _executable(path):
 
 
 def test_java_is_found_under_java_home_bin_or_on_the_path(tmp_path, monkeypatch):
+    """Where Spark's launcher (bin/spark-class) looks: ``$JAVA_HOME/bin/java`` when JAVA_HOME
+    is set and not empty, and then nowhere else; otherwise ``java`` on PATH.  A JAVA_HOME
+    without a launcher fails the JVM's start whatever PATH holds, so Spark is not available
+    (the hundred-and-ninety-fifth review)."""
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -87,8 +91,11 @@ def test_java_is_found_under_java_home_bin_or_on_the_path(tmp_path, monkeypatch)
     assert session.java_available()
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "notjdk"))  # a launcher not under bin/
     assert not session.java_available()
-    monkeypatch.delenv("JAVA_HOME")
     monkeypatch.setenv("PATH", f"{empty}{os.pathsep}{tmp_path / 'jdk' / 'bin'}")
+    assert not session.java_available()  # spark-class runs $JAVA_HOME/bin/java, not PATH's
+    monkeypatch.setenv("JAVA_HOME", "")  # set but empty: spark-class's `-n` test is false
+    assert session.java_available()
+    monkeypatch.delenv("JAVA_HOME")
     assert session.java_available()
 
 

@@ -64,10 +64,13 @@ BASE_CONF: dict[str, str] = {
 
 
 def java_available() -> bool:
-    """True when a ``java`` launcher is on PATH or under JAVA_HOME."""
+    """True when Spark's launcher will find ``java``.  bin/spark-class runs
+    ``$JAVA_HOME/bin/java`` whenever JAVA_HOME is set and not empty, looking nowhere else,
+    and ``java`` on PATH only without it: a JAVA_HOME with no launcher fails the JVM's
+    start even with a java on PATH."""
     java_home = os.environ.get("JAVA_HOME")
-    if java_home and Path(java_home, "bin", "java").exists():
-        return True
+    if java_home:
+        return Path(java_home, "bin", "java").exists()
     return shutil.which("java") is not None
 
 
