@@ -731,6 +731,22 @@ def test_a_leader_gives_a_producer_batch_its_records_max_timestamp(tmp_path):
     log.close()
 
 
+def test_a_leader_takes_the_largest_record_timestamp_not_the_last_records(tmp_path):
+    """A producer's records need not be in time order: the batch's max timestamp the
+    leader checks the header against is the largest record's, wherever it stands, so an
+    honest header naming the middle record's is kept as sent and a time lookup between
+    the last record's and the largest finds the largest's offset."""
+    clock = ManualClock(10_000_000)
+    log = Log.open(tmp_path / "t-0", clock=clock)
+    now = clock.now_ms()
+    honest = encode_batch([(None, v, None, now + d) for v, d in ((b"a", 5), (b"b", 9), (b"c", 7))], leader_epoch=3)
+    assert next(decode_batches(honest)).max_timestamp == now + 9
+    assert log.append_batches_as_leader(honest, 3).max_timestamp == now + 9
+    assert bytes(log.read(0).view) == honest
+    assert log.offset_for_timestamp(now + 8) == 1 and log.offset_for_timestamp(now + 10) is None
+    log.close()
+
+
 def test_flush_messages_moves_the_recovery_point(tmp_path):
     log = Log.open(tmp_path / "t-0", {"flush.messages": 10})
     log.append_as_leader(values(5))
