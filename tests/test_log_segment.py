@@ -242,6 +242,23 @@ def test_recovery_keeps_no_batch_below_the_segments_base_offset(tmp_path):
     seg.close()
 
 
+def test_recovery_cuts_a_batch_whose_last_offset_wraps_past_the_largest_offset(tmp_path):
+    """Offsets are int64s: a batch based just below 2**63 - 1 whose lastOffsetDelta carries
+    its last offset past it (the sum wraps negative) holds offsets no log can have. The
+    relative bound does not see it (the wrapped last offset minus the base wraps back to a
+    small number), so recovery must cut it for ending below its own base, as it does a
+    batch out of order, and keep the batches before it."""
+    base = 2**63 - 10
+    first = encode_batch([b"a"] * 3, base_offset=base, timestamp_ms=1)
+    data = first + encode_batch([b"b"] * 10, base_offset=base + 3, timestamp_ms=2)  # would end at 2**63 + 2
+    (tmp_path / ("%020d.log" % base)).write_bytes(data)
+    seg = LogSegment(tmp_path, base, CONFIG, 0)
+    result = seg.recover()
+    assert (result.error, result.batches, result.valid_bytes) == ("offsets out of order at batch 1", 1, len(first))
+    assert (seg.size, seg.next_offset) == (len(first), base + 3)
+    seg.close()
+
+
 def test_recovery_reports_each_leader_epoch_once_where_it_first_rises(tmp_path):
     epochs = [-1, 1, 1, 3, 3, 2, 4]
     data = b"".join(encode_batch([b"v"] * 2, base_offset=2 * i, leader_epoch=e) for i, e in enumerate(epochs))
