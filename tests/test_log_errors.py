@@ -231,6 +231,21 @@ def test_a_leader_refuses_header_keys_no_reader_could_decode(tmp_path):
     log.close()
 
 
+def test_a_leader_takes_header_values_that_are_not_utf8(tmp_path):
+    # Only a header's key is a string; its value is bytes (Kafka's Header.value() is a
+    # byte[]), so a value no UTF-8 decoder takes is the producer's to send, plain or gzip.
+    from kreplica.records import encode_batch, scan_batches
+
+    value = b"\xff\xfe\xc0\x80"
+    plain = encode_batch([(None, b"v", [("k", value)], 10)])
+    assert scan_batches(plain, check_records=True).error is None  # the leader's record checks
+    log = Log.open(tmp_path / "t-0")
+    assert log.append_batches_as_leader(plain, leader_epoch=0).last_offset == 0
+    assert log.append_batches_as_leader(_gzip_of(plain[61:], record_count=1), leader_epoch=0).last_offset == 1
+    assert [r.headers for r in decode_records(log.read(0).view)] == [(("k", value),)] * 2
+    log.close()
+
+
 def test_a_leader_takes_gzip_batches_checked_and_refuses_codecs_it_cannot_read(tmp_path):
     log = Log.open(tmp_path / "t-0")
     info = log.append_batches_as_leader(bytes(_gzip_batch()), leader_epoch=0)
