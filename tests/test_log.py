@@ -731,19 +731,21 @@ def test_a_leader_gives_a_producer_batch_its_records_max_timestamp(tmp_path):
     log.close()
 
 
-def test_a_leader_takes_the_largest_record_timestamp_not_the_last_records(tmp_path):
-    """A producer's records need not be in time order: the batch's max timestamp the
-    leader checks the header against is the largest record's, wherever it stands, so an
-    honest header naming the middle record's is kept as sent and a time lookup between
-    the last record's and the largest finds the largest's offset."""
+@pytest.mark.parametrize("deltas", [(5, 9, 7), (0, 2**31 + 5, 1)], ids=["out-of-order", "past-int32"])
+def test_a_leader_takes_the_largest_record_timestamp_not_the_last_records(tmp_path, deltas):
+    """A producer's records need not be in time order, nor within 2**31 ms (24.8 days) of
+    the batch's base timestamp: the max timestamp the leader checks the header against is
+    the largest record's, wherever it stands and however far, so an honest header is kept
+    as sent and a time lookup just below the largest finds that record's offset."""
     clock = ManualClock(10_000_000)
     log = Log.open(tmp_path / "t-0", clock=clock)
-    now = clock.now_ms()
-    honest = encode_batch([(None, v, None, now + d) for v, d in ((b"a", 5), (b"b", 9), (b"c", 7))], leader_epoch=3)
-    assert next(decode_batches(honest)).max_timestamp == now + 9
-    assert log.append_batches_as_leader(honest, 3).max_timestamp == now + 9
+    now, top = clock.now_ms(), max(deltas)
+    honest = encode_batch([(None, b"v%d" % i, None, now + d) for i, d in enumerate(deltas)], leader_epoch=3)
+    assert next(decode_batches(honest)).max_timestamp == now + top
+    assert log.append_batches_as_leader(honest, 3).max_timestamp == now + top
     assert bytes(log.read(0).view) == honest
-    assert log.offset_for_timestamp(now + 8) == 1 and log.offset_for_timestamp(now + 10) is None
+    assert log.offset_for_timestamp(now + top - 1) == deltas.index(top)
+    assert log.offset_for_timestamp(now + top + 1) is None
     log.close()
 
 
