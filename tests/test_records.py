@@ -159,6 +159,18 @@ def test_headers_that_change_between_the_passes_are_refused_not_overrun():
     with pytest.raises(RuntimeError, match="changed while it was being encoded"):
         encode_batch([(None, b"v", Growing())])
 
+    class Shrinking(list):
+        walks = 0
+
+        def __iter__(self):
+            Shrinking.walks += 1
+            return iter([("k", b"Z" * (3 - Shrinking.walks))])
+
+    # Written shorter than measured: refused too, not returned with a tail never written.
+    with pytest.raises(RuntimeError, match="changed while it was being encoded"):
+        encode_batch([(None, b"v", Shrinking())])
+    assert Shrinking.walks == 2
+
 
 def test_encode_into_a_buffer_and_report_the_space_needed():
     items = [b"a" * 100] * 10
@@ -1268,10 +1280,17 @@ def test_a_tuple_subclass_item_is_read_as_the_tuple_it_is():
     assert encode_batch(items, timestamp_ms=3) == encode_batch([tuple(i) for i in items], timestamp_ms=3)
 
 
+class _Blob(bytes):
+    """A bytes subclass. The encoder's header values are exact bytes or None, as its
+    message says: a subclass is refused by the fast path's check and the checked path
+    alike (Record() instead copies one to bytes)."""
+
+
 @pytest.mark.parametrize("headers, message", [
     ([("a", b"1"), ("b", bytearray(b"2"))], "record 0: header value must be bytes or None"),
+    ([("a", b"1"), ("b", _Blob(b"2"))], "record 0: header value must be bytes or None, not _Blob"),
     ([("a", b"1"), (b"b", b"2")], "record 0: header key must be str"),
-], ids=["bytearray-value", "bytes-key"])
+], ids=["bytearray-value", "bytes-subclass-value", "bytes-key"])
 def test_every_header_pair_is_checked_not_only_the_first(headers, message):
     # The fast path takes a list of exact (str, bytes | None) pairs as it is: one pair
     # that is not must send the whole list through the checks, wherever it stands.
