@@ -951,6 +951,11 @@ def test_a_crc_mismatch_quotes_the_stored_and_the_computed_crc():
     assert scan_batches(buf).error == msg
     with pytest.raises(errors.CorruptMessage, match=msg):
         decode_records(buf)
+    # A CRC is four bytes, quoted as eight hex digits whatever its value: this batch's
+    # stored CRC and the one computed after the flip both start with zero digits.
+    buf = bytearray(encode_batch([b"a"], timestamp_ms=62))
+    buf[HEADER_SIZE + 1] ^= 26
+    assert scan_batches(buf).error == "crc mismatch at position 0: stored 0x0002755e, computed 0x02722b3b"
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4, 7])
@@ -1479,6 +1484,10 @@ def test_views_and_scan_results_come_only_from_the_codec_and_say_what_they_hold(
                            f"size={first.size}, position=0)")
     res = scan_batches(buf, first.size)
     assert repr(res) == f"ScanResult(count=2, valid_bytes={len(buf) - first.size}, error=None)"
+    # A compacted batch (offsets 0 and 2 of 0..2) holds two records, not its offset range.
+    compacted = batch_at(_raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=2))
+    assert repr(compacted) == (f"RecordBatch(base_offset=0, last_offset=2, leader_epoch=0, records=2, "
+                               f"size={compacted.size}, position=0)")
 
 
 def test_a_header_key_no_reader_could_decode_is_named_at_its_batchs_position():
@@ -1538,6 +1547,16 @@ def test_a_scan_reads_an_unstamped_leader_epoch_as_kafkas_minus_one():
     assert res.leader_epochs.dtype == np.int32
     assert res.leader_epochs.tolist() == [-1, 2**31 - 1]
     assert [f[2] for f in batch_fingerprints(buf)] == res.leader_epochs.tolist()
+
+
+def test_a_scan_reads_a_batch_without_a_timestamp_as_a_max_timestamp_of_minus_one():
+    # maxTimestamp is a signed int64: NO_TIMESTAMP (-1) stays below every real time, as
+    # the Spark reader's `scan.max_timestamps >= timestamp_lo` batch filter needs it to.
+    buf = encode_batch([b"a"]) + encode_batch([b"b"], base_offset=1, timestamp_ms=1)
+    res = scan_batches(buf)
+    assert res.max_timestamps.dtype == np.int64
+    assert res.max_timestamps.tolist() == [-1, 1]
+    assert (res.max_timestamps >= 0).tolist() == [False, True]
 
 
 @pytest.mark.parametrize("keep", [HEADER_SIZE - 1, 40])
@@ -1605,3 +1624,28 @@ def test_a_fetch_from_a_compacted_batchs_last_offset_finds_its_last_record():
                                 last_offset_delta=2), 10)
     assert [(r.offset, r.value) for r in decode_records(buf, start_offset=12)] == [(12, b"c")]
     assert decode_records(buf, start_offset=13) == []
+
+
+def test_a_gzip_batch_may_decompress_to_far_more_than_a_mebibyte():
+    # MAX_DECOMPRESSED_BYTES is a gibibyte: a 3 MiB record that gzip takes to a few KiB
+    # is read whole, not refused as too large.
+    from kreplica.records import MAX_DECOMPRESSED_BYTES
+
+    [rec] = decode_records(_gzip_batch(_raw_record(0, value=bytes(3 << 20)), 1))
+    assert rec.value == bytes(3 << 20)
+    assert MAX_DECOMPRESSED_BYTES == 1 << 30
+
+
+def test_the_public_module_exports_every_name_it_takes_from_the_compiled_one():
+    # records.py is the public face of the compiled module: every name it re-exports
+    # from kreplica._records is in __all__ (what `import *` gives), and nothing else is.
+    import kreplica._records as compiled
+    import kreplica.records as records
+
+    taken = {n for n, v in vars(records).items()
+             if not n.startswith("_") and getattr(compiled, n, None) is v}
+    assert "batch_fingerprints" in taken and "encode_batch" in taken
+    namespace = {}
+    exec("from kreplica.records import *", namespace)
+    assert set(namespace) - {"__builtins__"} == taken
+    assert sorted(records.__all__) == sorted(taken)
