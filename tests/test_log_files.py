@@ -1045,6 +1045,35 @@ def test_a_partition_a_stream_has_read_keeps_its_offset_once_its_directory_is_go
         (0, 3, 6)]
 
 
+def test_a_partition_gone_under_a_stream_stops_it_unless_data_loss_is_allowed(tmp_path):
+    """A partition the query has read whose directory went (its topic deleted, its replica
+    moved) may have held records the query never read: by default the next trigger stops
+    the query naming it, as Spark's Kafka source counts a deleted topic as data loss (it
+    used to be carried at its offset and silently never read again). With
+    fail_on_data_loss=false a topic gone whole is no data, not an error."""
+    from kreplica.errors import UnknownTopicOrPartition
+    from kreplica.spark.datasource import KReplicaStreamReader, ReadOptions
+
+    d = str(tmp_path)
+    for p in (0, 1):
+        _log(d, f"t-{p}", batches=2).close()
+    _write(d, "replication-offset-checkpoint", {("t", 0): 6, ("t", 1): 6})
+    strict = KReplicaStreamReader(ReadOptions.from_options({"path": d, "topic": "t"}))
+    lenient = KReplicaStreamReader(ReadOptions.from_options({"path": d, "topic": "t", "fail_on_data_loss": "false"}))
+    start = {"0": 3, "1": 4}
+    os.rename(os.path.join(d, "t-1"), os.path.join(d, f"t-1.{UID}-delete"))
+    with pytest.raises(UnknownTopicOrPartition, match="t-1: gone from .*fail_on_data_loss=false"):
+        strict.latestOffset(start, strict.getDefaultReadLimit())
+    with pytest.raises(UnknownTopicOrPartition, match="t-1: gone from"):
+        strict.partitions(start, {"0": 6, "1": 4})
+    os.rename(os.path.join(d, "t-0"), os.path.join(d, f"t-0.{UID}-delete"))
+    with pytest.raises(UnknownTopicOrPartition, match=": t-0, t-1: gone from"):
+        strict.latestOffset(start, strict.getDefaultReadLimit())
+    # The whole topic gone: nothing new, and a batch planned before it went reads nothing.
+    assert lenient.latestOffset(start, lenient.getDefaultReadLimit()) == start
+    assert lenient.partitions(start, {"0": 6, "1": 4}) == []
+
+
 def test_a_topic_with_no_partition_directory_is_refused_by_name_not_read_as_empty(tmp_path):
     """A misspelt topic (or the wrong data dir) is an error naming both, from the batch
     reader's plan and from a stream's first offsets, not an empty DataFrame."""

@@ -9,8 +9,11 @@ Options: ``path`` (a broker's data dir), ``topic``; ``isolation`` =
 one input partition per segment); ``on_corrupt`` = ``fail`` (default) | ``skip``
 with ``corrupt_report`` = a directory for the count; streaming only:
 ``starting_offsets`` = ``earliest`` (default) | ``latest``, ``fail_on_data_loss``
-(default true: records retention deleted before the query read them stop it;
-false skips them, a segment deleted while being read included),
+(default true: records retention deleted before the query read them stop it, and so
+does a partition the query has read whose directory is gone, its topic deleted or its
+replica moved off the broker, as Spark's Kafka source counts a deleted topic; false
+skips them, a segment deleted while being read included, and goes on without the
+partition),
 ``max_records_per_trigger``.  Needs pyspark 4.2 or later (filter
 pushdown and read limits of the Python Data Source API).  ``timestamp`` is the record's Kafka timestamp in ms since the
 epoch, a long, so rows equal the log exactly and pushdown compares integers.
@@ -261,10 +264,12 @@ def _upper_bounds(opts: ReadOptions, parts: Sequence[PartitionFiles]) -> dict[in
 
 
 def plan_slices(opts: ReadOptions, pushdown: Pushdown, hi_by_partition: dict[int, int | None],
-                lo_by_partition: dict[int, int] | None = None) -> list[SegmentSlice]:
-    """Byte ranges of segments that may hold the selected records, in log order."""
+                lo_by_partition: dict[int, int] | None = None,
+                parts: Sequence[PartitionFiles] | None = None) -> list[SegmentSlice]:
+    """Byte ranges of segments that may hold the selected records, in log order, over
+    ``parts`` (the topic's partitions listed now when not given)."""
     slices: list[SegmentSlice] = []
-    for part in _partitions_of(opts):
+    for part in _partitions_of(opts) if parts is None else parts:
         if part.partition not in hi_by_partition or not pushdown.allows_partition(part.partition):
             continue
         bounds = OffsetBounds(
@@ -322,7 +327,7 @@ class KReplicaReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         parts = _partitions_of(self.opts)
-        slices = plan_slices(self.opts, self.pushdown, _upper_bounds(self.opts, parts))
+        slices = plan_slices(self.opts, self.pushdown, _upper_bounds(self.opts, parts), parts=parts)
         return [InputPartition(s) for s in slices]
 
     def read(self, partition: InputPartition) -> Iterator:
@@ -351,8 +356,26 @@ class KReplicaStreamReader(DataSourceStreamReader):
         n = self.opts.max_records_per_trigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
+    def _listing(self, start: dict | None) -> list[PartitionFiles]:
+        """The topic's partitions now.  One the query has read from (in ``start``) whose
+        directory is gone may have held records it never read: that stops the query
+        unless ``fail_on_data_loss`` is false, which goes on without it (with no
+        partition at all when the whole topic went).  Before anything was read, no
+        directory is a misspelt topic or data dir, refused by name."""
+        if not start:
+            return _partitions_of(self.opts)
+        parts = list_partitions(self.opts.path, self.opts.topic)
+        listed = {p.partition for p in parts}
+        gone = sorted(int(p) for p in start if int(p) not in listed)
+        if gone and self.opts.fail_on_data_loss:
+            names = ", ".join(f"{self.opts.topic}-{p}" for p in gone)
+            raise UnknownTopicOrPartition(
+                f"{names}: gone from {self.opts.path} (topic deleted or replica moved); records "
+                "after the query's offsets may have been missed (set fail_on_data_loss=false to go on without them)")
+        return parts
+
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
-        parts = _partitions_of(self.opts)
+        parts = self._listing(start)
         latest = self._available(parts)
         begin = {**{str(p.partition): p.log_start_offset for p in parts}, **(start or {})}
         # Never move a partition backwards: offsets Spark has checkpointed were
@@ -365,10 +388,11 @@ class KReplicaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         lo = {int(p): off for p, off in start.items()}
+        parts = self._listing(start)  # none when the whole topic went and fail_on_data_loss=false
         if self.opts.fail_on_data_loss:
             # Retention deleted records the query has not read yet: as Kafka's own
             # Spark source, stop rather than skip them silently.
-            for part in _partitions_of(self.opts):
+            for part in parts:
                 if lo.get(part.partition, part.log_start_offset) < part.log_start_offset:
                     raise OffsetOutOfRange(
                         f"{self.opts.topic}-{part.partition}: the query's next offset "
@@ -376,7 +400,7 @@ class KReplicaStreamReader(DataSourceStreamReader):
                         "those records were deleted (set fail_on_data_loss=false to skip them)")
         hi = {int(p): off for p, off in end.items() if off > lo.get(int(p), 0)}
         # A partition created after the query started begins at its log start.
-        slices = plan_slices(self.opts, Pushdown(), hi, lo)
+        slices = plan_slices(self.opts, Pushdown(), hi, lo, parts)
         return [InputPartition(s) for s in slices]
 
     def read(self, partition: InputPartition) -> Iterator:
