@@ -1332,6 +1332,8 @@ def test_a_batched_read_the_servers_acl_refuses_is_an_error_not_an_absent_node(z
     with pytest.raises(StoreError, match="/secret") as batched:
         a.get_many(["/open", "/secret"])
     assert type(batched.value) is type(single.value) is StoreError
+    # the server's answer is named, or the caller could not tell a refusal from any other
+    assert "NoAuthError" in str(single.value) and "NoAuthError" in str(batched.value)
 
 
 @pytest.mark.zookeeper
@@ -2144,6 +2146,12 @@ def test_a_server_waits_half_a_minute_for_a_slow_jvm_before_trying_again(monkeyp
         server.start()
     assert started == [0.0, pytest.approx(30.0, abs=0.1), pytest.approx(60.0, abs=0.1)]
     assert server.data_dir is None and server._proc is None
+    # A caller's own bound is each try's, in place of the half minute.
+    started.clear()
+    clock.now = 0.0
+    with pytest.raises(RuntimeError, match="did not start"):
+        server.start(timeout_s=5.0)
+    assert started == [0.0, pytest.approx(5.0, abs=0.1), pytest.approx(10.0, abs=0.1)]
 
 
 # ---- the hundred-and-eighty-sixth review: metadata store mutants, tenth pass ----
@@ -2211,3 +2219,82 @@ def test_memory_a_plain_create_of_a_path_ending_in_a_slash_is_refused() -> None:
         s.multi([Op.create("/p/", b"x")])
     assert s.get_children("/p") == [] and s.get("/p")[1].num_children == 0
     assert s.create("/p/", b"x", sequential=True) == "/p/0000000000"
+
+
+# ---- the hundred-and-ninety-fourth review: ZooKeeper store mutants, tenth pass ----
+
+def test_a_jar_is_not_enough_without_java_on_the_path(tmp_path, monkeypatch) -> None:
+    # The package's jar may outlive the JRE it needs (java removed, or a PATH without it):
+    # that is as unavailable as a missing jar, so the suites skip instead of failing on a
+    # missing `java` executable, and start() runs nothing.
+    from kreplica.meta import zk_server as zs
+
+    jar = tmp_path / "zookeeper.jar"
+    jar.write_bytes(b"PK")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-java-here"))
+    assert not zs.zookeeper_available(str(jar))
+    server = zs.ZooKeeperServer(jar=str(jar))
+    with pytest.raises(zs.ZooKeeperUnavailable, match="or java not found"):
+        server.start()
+    assert server._proc is None and server.data_dir is None
+
+
+def test_a_port_that_answers_bytes_that_are_not_text_is_read_with_replacements_and_not_ready() -> None:
+    # Whatever answers on the port (another service that took it, a JVM half up) may send
+    # any bytes: the word's answer is read with replacement characters, and readiness
+    # takes it as "not yet" until its deadline instead of failing on a decoding error.
+    from kreplica.meta.zk_server import four_letter_word
+
+    with _FourLetterServer({"ruok": [b"\xffimok"], "srvr": [b"\xfe\xff"]}) as fake:
+        assert four_letter_word("127.0.0.1", fake.port, "ruok") == "\ufffdimok"
+        assert _server_on(fake.port, _AliveProcess())._wait_ready(0.5) is False
+
+
+def test_a_server_whose_directory_was_removed_meanwhile_stops_quietly_and_has_no_log(tmp_path) -> None:
+    # A temporary-files cleaner (systemd-tmpfiles, tmpreaper) may take a long-running
+    # server's directory away; stop() still ends it without an error. A server without a
+    # directory (never started, or stopped) names no log file.
+    from kreplica.meta.zk_server import ZooKeeperServer
+
+    server = ZooKeeperServer()
+    assert server.log_path is None
+    server.data_dir = tmp_path / "kreplica-zk-gone"
+    assert server.log_path == tmp_path / "kreplica-zk-gone" / "zookeeper.log"
+    server._proc = _AliveProcess(0)  # type: ignore[assignment]  # its JVM has ended too
+    server.stop()
+    assert server.data_dir is None and server.log_path is None and server._proc is None
+
+
+def test_a_server_that_cannot_start_quotes_a_log_that_is_not_text_with_replacements(monkeypatch) -> None:
+    # A JVM's log may hold bytes that are not UTF-8 (a file name in another locale, a
+    # crash report): the error still quotes the log's end, with replacement characters,
+    # instead of failing on a decoding error. A stand-in process that exits at once.
+    from kreplica.meta import zk_server as zs
+
+    class Exited:
+        def poll(self) -> int:
+            return 1
+
+    def popen(*args: object, stdout, **kwargs: object) -> Exited:
+        stdout.write(b"\xfe/var/lib/\xff: java.net.BindException: Address already in use\n")
+        return Exited()
+
+    monkeypatch.setattr(zs.subprocess, "Popen", popen)
+    monkeypatch.setattr(zs, "zookeeper_available", lambda jar: True)
+    server = zs.ZooKeeperServer()
+    with pytest.raises(RuntimeError, match="did not start") as failed:
+        server.start()
+    assert "\ufffd/var/lib/\ufffd: java.net.BindException" in str(failed.value)
+    assert server.data_dir is None and server._proc is None
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_error_keeps_kazoos_own_as_its_cause_and_a_session_shows_its_name(zk_store_factory) -> None:
+    # A traceback shows what kazoo (and the server) answered under the store's error; a
+    # session's repr names its id, as the server's `cons` does, and its owner's name.
+    from kazoo import exceptions as kz
+
+    s = zk_store_factory().session("broker-1001")
+    with pytest.raises(NoNode, match="/missing") as missing:
+        s.get("/missing")
+    assert isinstance(missing.value.__cause__, kz.NoNodeError)
+    assert repr(s) == f"ZooKeeperSession(id={s.session_id:#x}, name='broker-1001')"

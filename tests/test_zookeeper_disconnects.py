@@ -221,20 +221,30 @@ def test_a_session_reconnects_promptly_after_a_long_outage(zk_server, monkeypatc
     assert _reconnection_delay_s(zk_server, monkeypatch, 14.0, "reconnect") < 3.0
 
 
-def _reconnection_delay_s(zk_server, monkeypatch, outage_s: float, chroot: str) -> float:
+def _reconnection_delay_s(zk_server, monkeypatch, outage_s: float, chroot: str,
+                          tries: list[float] | None = None) -> float:
     """How long after its link to ZooKeeper is back a session cut off for ``outage_s``
-    takes to be connected again (kazoo's retry pauses without jitter)."""
+    takes to be connected again (kazoo's retry pauses without jitter). ``tries``, when
+    given, gets the time of each failed try, in seconds from when the cut was seen."""
     import kazoo.retry
 
     from kreplica.meta.zookeeper_store import ZooKeeperStore
 
-    monkeypatch.setattr(kazoo.retry.random, "uniform", lambda a, b: 1.0)  # no jitter: the same pauses every run
+    seen_cut = [float("inf")]
+
+    def no_jitter(a: float, b: float) -> float:  # the same pauses every run; called once per failed try
+        if tries is not None:
+            tries.append(time.monotonic() - seen_cut[0])
+        return 1.0
+
+    monkeypatch.setattr(kazoo.retry.random, "uniform", no_jitter)
     relay = CuttableRelay(zk_server.port)
     store = ZooKeeperStore(relay.hosts, f"/{chroot}-{os.getpid()}", RealScheduler(), session_timeout_ms=30_000)
     try:
         session = store.session("broker-1")
         relay.cut()
         _wait(lambda: not session.client.connected)
+        seen_cut[0] = time.monotonic()
         time.sleep(outage_s)
         relay.heal()
         healed = time.monotonic()
@@ -442,9 +452,6 @@ def test_an_application_that_configures_no_logging_hears_nothing_from_a_killed_s
     """kill() makes kazoo warn that its connection dropped, by design. Those warnings go to
     the store's logger, which stays quiet unless the application configures logging;
     kazoo's own logger would reach Python's last-resort handler and print to stderr."""
-    import subprocess
-    import sys
-
     code = (
         "from kreplica.meta.zookeeper_store import ZooKeeperStore\n"
         "from kreplica.runtime import RealScheduler\n"
@@ -455,9 +462,18 @@ def test_an_application_that_configures_no_logging_hears_nothing_from_a_killed_s
         "store.close()\n"
         "print('done')\n"
     )
+    assert _run_without_logging_configured(code) == (0, "done\n", "")
+
+
+def _run_without_logging_configured(code: str) -> tuple[int, str, str]:
+    """Run ``code`` in a fresh interpreter that configures no logging, from the tree's
+    top: (exit status, stdout, stderr)."""
+    import subprocess
+    import sys
+
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=here)
-    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "done\n", "")
+    return ran.returncode, ran.stdout, ran.stderr
 
 
 @pytest.mark.zookeeper
@@ -574,3 +590,65 @@ def test_a_session_cut_off_briefly_is_back_well_within_a_second(zk_server, monke
     The first pause is 0.1 s and doubles (1 s at most), so a link back 0.2 s after the
     drop is found by the try at 0.3 s."""
     assert _reconnection_delay_s(zk_server, monkeypatch, 0.2, "blink") < 0.6
+
+
+# ---- the hundred-and-ninety-fourth review: ZooKeeper store mutants, tenth pass ----
+
+@pytest.mark.zookeeper
+def test_a_kill_between_an_expiry_and_its_clean_up_leaves_kazoos_fresh_session_to_be_closed(
+        zk_store_factory, zk_server) -> None:
+    """kazoo opens a fresh session once the old one expired, before the owner's scheduler
+    runs the expiry's clean-up. An expired session is over, so a kill() then (its owner
+    crashing) does nothing: the clean-up still closes the fresh session at once, rather
+    than the kill dropping its connection and leaving it on the server for a timeout."""
+    from kazoo.client import KazooClient
+
+    sched = RealScheduler()
+    store = zk_store_factory(sched, session_timeout_ms=10_000)
+    told: list[bool] = []
+    s = store.session("b1", on_expired=lambda: told.append(True))
+    old_id = s.client.client_id[0]
+    expire_from_a_twin(s, zk_server.hosts + zk_store_factory.chroot)
+    _wait(lambda: s.expired and s.client.connected and s.client.client_id[0] != old_id)
+    fresh = s.client.client_id
+    s.kill()
+    assert sched.run_until(lambda: bool(told), 20_000)
+    # Presenting the fresh session's id and password: the server no longer knows it, so
+    # the presenter is given a session of its own.
+    presenter = KazooClient(hosts=zk_server.hosts, client_id=fresh)
+    presenter.start(timeout=15)
+    try:
+        assert presenter.client_id[0] != fresh[0]
+    finally:
+        presenter.stop()
+        presenter.close()
+
+
+@pytest.mark.zookeeper
+def test_an_application_that_configures_no_logging_hears_nothing_from_a_store_that_cannot_connect() -> None:
+    """A store made while its server is down (a CLI run against a stopped ensemble) fails
+    with ConnectionLoss; the client that makes its chroot warns of each refused try too,
+    and those warnings go to the store's quiet logger, not to stderr through kazoo's."""
+    from kreplica.meta.zk_server import free_port
+
+    code = (
+        "from kreplica.meta.store import ConnectionLoss\n"
+        "from kreplica.meta.zookeeper_store import ZooKeeperStore\n"
+        "from kreplica.runtime import RealScheduler\n"
+        "try:\n"
+        f"    ZooKeeperStore('127.0.0.1:{free_port()}', '/down', RealScheduler(), connect_timeout_s=1.0)\n"
+        "except ConnectionLoss:\n"
+        "    print('connection loss')\n"
+    )
+    assert _run_without_logging_configured(code) == (0, "connection loss\n", "")
+
+
+@pytest.mark.zookeeper
+def test_a_session_cut_off_for_long_tries_about_once_a_second_not_ten_times(zk_server, monkeypatch) -> None:
+    """The pause between tries starts at 0.1 s and doubles to its 1 s ceiling, as
+    ZooKeeper's own client waits up to a second before its next server: over 3 s cut off
+    a session tries about five times, not thirty (a hundred brokers each trying ten times
+    a second would hammer an ensemble that is coming back)."""
+    tries: list[float] = []
+    _reconnection_delay_s(zk_server, monkeypatch, 3.0, "tries", tries)
+    assert 3 <= len([t for t in tries if 0.0 <= t <= 3.0]) <= 9, tries
