@@ -362,6 +362,9 @@ def test_reassignment_node_writes_honour_the_expected_version(store_env: StoreEn
     ctl.set_partition_reassignment({TP("bar", 1): [2]}, expected_version=0)
     ctl.set_partition_reassignment({}, expected_version=1)
     assert not ctl.reassignment_in_progress()
+    ctl.delete_partition_reassignment()  # already gone (its last partition done): fine, as Kafka's
+    ctl.set_partition_reassignment({})
+    assert not ctl.reassignment_in_progress()
 
 
 def test_a_config_change_is_announced_only_once_the_config_is_written(store_env: StoreEnv) -> None:
@@ -758,3 +761,32 @@ def test_memory_the_embedded_store_takes_a_batch_of_any_size_in_one_request() ->
     updated, stale, errs = c.update_partition_states({tp: s.with_leader(2, (2,)) for tp, s in states.items()})
     assert len(updated) == 1200 and stale == [] and errs == {}
     assert store.round_trips - before == 1
+
+
+# ---- the hundred-and-ninety-fourth review: ZooKeeper store mutants, tenth pass ----
+
+def test_a_new_topics_partition_states_take_one_read_and_one_transaction(store_env: StoreEnv) -> None:
+    # The parents the states need (the topic's `partitions` node once, each partition's
+    # node) are read in one batch and made with the states in one transaction: a topic of
+    # many partitions names its `partitions` node once, not once per partition (a repeated
+    # create fails the transaction and costs a round trip each).
+    c = _client(store_env, "controller")
+    c.create_topic("bar", {p: [1, 2] for p in range(4)})
+    states = {TP("bar", p): LeaderAndIsr(1, 0, (1, 2), controller_epoch=1) for p in range(4)}
+    before = store_env.store.round_trips
+    created, failed = c.create_partition_states(states)
+    assert failed == {} and set(created) == set(states)
+    assert store_env.store.round_trips - before == 2
+
+
+def test_the_topics_of_config_changes_line_up_with_the_names_asked_for(store_env: StoreEnv) -> None:
+    # One answer per name, in order, None for a notification already gone (another
+    # listener's clean-up): a caller pairs each name with its topic.
+    admin, observer = _client(store_env, "admin"), _client(store_env, "observer")
+    admin.create_topic("bar", {0: [1]}, {})
+    admin.create_topic("baz", {0: [1]}, {})
+    admin.set_topic_config("bar", {"retention.ms": 1})
+    admin.set_topic_config("baz", {"retention.ms": 2})
+    names = observer.get_config_changes()
+    admin.delete_config_changes(names[:1])
+    assert observer.get_config_change_topics(names) == [None, "baz"]
