@@ -249,10 +249,10 @@ def _terminate(pool: Any) -> None:
     timer = threading.Timer(TERMINATE_GRACE_S, kill_the_rest)
     timer.daemon = True
     timer.start()
-    try:
-        pool.terminate()
-    finally:
-        timer.cancel()
+    pool.terminate()
+    # Returned: every worker was joined.  A stop interrupted (a second Ctrl-C) keeps the
+    # timer, so a worker deaf to SIGTERM is still killed instead of holding the final join.
+    timer.cancel()
 
 
 # A worker slot per worker start: --jobs at first, one more for each worker the pool replaces.

@@ -1268,6 +1268,32 @@ def test_a_worker_the_pools_sigterm_cannot_stop_is_killed_after_the_grace(monkey
     assert got == [0] and time.monotonic() - t0 < 15
 
 
+def test_a_stop_interrupted_by_a_second_ctrl_c_still_kills_a_deaf_worker(monkeypatch):
+    """A second Ctrl-C inside ``pool.terminate()`` used to cancel the grace timer on its way
+    out, so a worker deaf to SIGTERM was then joined for good by ``_runs``' final join
+    (the 188th review's SC10-19); the timer now outlives an interrupted stop."""
+    import threading
+
+    killed = threading.Event()
+
+    class Deaf:
+        exitcode = None
+
+        def kill(self):
+            killed.set()
+
+    class Pool:
+        _pool = [Deaf()]
+
+        def terminate(self):
+            raise KeyboardInterrupt  # the second Ctrl-C, while terminate() joins
+
+    monkeypatch.setattr(sim_cli, "TERMINATE_GRACE_S", 0.05)
+    with pytest.raises(KeyboardInterrupt):
+        sim_cli._terminate(Pool())
+    assert killed.wait(5)
+
+
 def test_cli_a_lost_worker_keeps_the_seeds_that_finished_and_exits_1(tmp_path, capsys, monkeypatch):
     real = sim_cli.run_seed
 
