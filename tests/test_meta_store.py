@@ -2059,6 +2059,23 @@ def test_a_path_naming_a_node_dot_or_dot_dot_is_refused_and_makes_nothing(store_
     assert s.create("/d/.e..", b"y", makepath=True) == "/d/.e.."  # dots inside a name are fine
 
 
+@pytest.mark.parametrize("path", ["/a\x01b", "/a\x00", "/a\x7f", "/a\x85", "/a\ue000", "/a\ufffe",
+                                  "/a\U0001f600", "/a\ud800"])
+def test_a_path_with_a_character_zookeeper_refuses_is_refused_by_name(store_env: StoreEnv, path: str) -> None:
+    # ZooKeeper's server refuses control characters, U+D800-U+F8FF and U+FFF0 up, counted in
+    # UTF-16 (so anything past U+FFFF too): the memory store made such nodes, and through
+    # kazoo it was an UNKNOWN_SERVER_ERROR, a lone surrogate even a lost connection.
+    s = store_env.store.session("a")
+    with pytest.raises(ValueError, match="invalid character"):
+        s.create(path, b"x")
+    with pytest.raises(ValueError, match="invalid character"):
+        s.multi([Op.create(path, b"x")])
+    assert s.get_children("/") == []
+    # What ZooKeeper takes: accents, a no-break space, CJK compatibility, a plain space.
+    for ok in ("/\u00e9", "/\u00a0", "/\uf900", "/a b"):
+        assert s.create(ok, b"y") == ok and s.get(ok)[0] == b"y"
+
+
 @pytest.mark.zookeeper
 def test_a_node_another_zookeeper_client_made_with_null_data_reads_as_empty_bytes(
         zk_store_factory, kazoo_client) -> None:

@@ -43,6 +43,7 @@ from .store import (
     StoreError,
     Watch,
     WatchEvent,
+    check_path_characters,
 )
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms default
@@ -85,6 +86,7 @@ def _check_path(path: str) -> None:
     if "/." in path and any(name in (".", "..") for name in path.split("/")):
         # As kazoo (and ZooKeeper's PathUtils) refuse them: no node is named . or ..
         raise ValueError(f"invalid path {path!r}: relative paths not allowed")
+    check_path_characters(path)
 
 
 class MemoryStore(MetadataStore):

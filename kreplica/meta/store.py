@@ -17,11 +17,26 @@ from __future__ import annotations
 
 import abc
 import enum
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..errors import KReplicaError
 from ..fast_init import fast_init
+
+
+# The characters ZooKeeper's server refuses in a path.  It checks UTF-16 code units, so a
+# character past U+FFFF (a surrogate pair there) is refused as well.
+_REFUSED_IN_PATHS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
+
+
+def check_path_characters(path: str) -> None:
+    """ValueError for a path holding a character ZooKeeper refuses: the memory store made
+    such nodes, and through kazoo the refusal came back as UNKNOWN_SERVER_ERROR (a lone
+    surrogate, which UTF-8 cannot encode, even dropped the connection)."""
+    bad = _REFUSED_IN_PATHS.search(path)
+    if bad is not None:
+        raise ValueError(f"invalid path {path!r}: invalid character {bad.group()!r} at {bad.start()}")
 
 
 class StoreError(KReplicaError):
