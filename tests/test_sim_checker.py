@@ -205,6 +205,19 @@ def test_unclean_election_losses_are_counted_and_attributed(make):
     assert c.violation is None and c.models["t-0"].canon_end == 1
 
 
+def test_an_election_superseding_one_partitions_history_judges_again_only_that_partitions_replicas(make):
+    """The verified prefix is per replica and partition: an election that supersedes t-0's
+    history from 0 sends t-0's replicas back there, not another partition's replica on
+    the same broker, whose batches below its prefix have not changed."""
+    c = Checker(History())
+    other = make("other", Role.LEADER, 0, isr=(1,))
+    append(other, [b"a", b"b"], 0)
+    c.observe(1, "t-1", other, None)
+    _ack_then_elect_an_outsider(c, make)
+    assert c.violation is None and [loss.offset for loss in c.losses] == [0]
+    assert c.views[(1, "t-0")].verified == 0 and c.views[(1, "t-1")].verified == 2
+
+
 @pytest.mark.parametrize("enabled_by", ["nothing", "another topic's override", "a later override to false"])
 def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_is_a_loss(make, enabled_by):
     """The same election, with unclean.leader.election.enable false for the topic all
@@ -1243,6 +1256,12 @@ def test_after_convergence_followers_are_compared_with_the_leaders_whole_log_not
     c.final_check("t-0", {1: leader, 2: same, 3: short})
     v = c.violation
     assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 3
+    # Followers are compared in broker order, whatever order they are handed in: of two
+    # that differ, the lower is named.
+    again = Checker(History())
+    again.observe(1, "t-0", leader, None)
+    again.final_check("t-0", {3: short, 2: short, 1: leader})
+    assert again.violation is not None and again.violation.broker == 2
 
 
 @pytest.mark.parametrize("damaged", ["leader", "follower"])
@@ -1640,6 +1659,10 @@ def test_a_deposed_leaders_read_and_ack_of_the_batch_straddling_the_superseded_o
     assert [(r.offset, r.cause, r.leader) for r in c.superseded_reads] == [(0, "unclean-election", 3)]
     assert [(loss.offset, loss.cause, loss.leader) for loss in c.losses] == [(0, "unclean-election", 3)]
     assert not c.models["t-0"].consumed and not c.models["t-0"].acked
+    # The history's superseded event says where the new leader's log leaves the history
+    # (its LEO, 1); the excuse above starts lower, at the base of the batch cut whole.
+    assert [(e.data["from_offset"], e.data["committed_batches"]) for e in c.history.of_kind("superseded")] == [
+        (1, 1)]
 
 
 def test_a_leader_whose_log_starts_inside_a_committed_batch_leaves_the_history_at_that_batch(make):
@@ -1693,9 +1716,10 @@ def test_a_read_batch_the_leader_then_commits_otherwise_is_a_vanished_record(mak
     assert c.violation is None
     leader = make("l", Role.LEADER, 0)
     append(leader, [b"other"], 0)
-    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", leader, None)
     v = c.violation
     assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED and "offset 0" in v.message
+    assert v.broker == 2  # the leader that committed the other batch
 
 
 def test_after_convergence_the_committed_batch_holding_the_leaders_log_start_is_compared(make):

@@ -380,11 +380,33 @@ def test_a_partitions_trace_is_in_recorded_order_even_within_one_millisecond():
 
 
 def test_a_history_counts_its_events_by_kind_and_hands_back_those_of_the_kinds_asked_for():
-    h = History()
+    h, lean = History(), History(keep_all=False)
     for kind in ("ack", "crash", "ack", "restart", "ack"):
         h.record(0, kind, 1)
+        lean.record(0, kind, 1)
     assert h.counts == {"ack": 3, "crash": 1, "restart": 1}
     assert [e.seq for e in h.of_kind("crash", "restart")] == [1, 3]
+    # Without keep_all the events are not kept, but every one is still counted.
+    assert lean.counts == h.counts and lean.events == []
+
+
+def test_a_partitions_trace_carries_only_the_last_n_faults_recorded_among_its_events():
+    """Events touching no partition are kept, like each partition's, only the last
+    ``tail_per_partition`` of them (a bounded memory without keep_all): a trace gets the
+    newest of the faults recorded since its partition's first kept event."""
+    h = History(keep_all=False, tail_per_partition=2)
+    h.record(0, "ack", 1, "t-0", offset=0)
+    for broker in range(4):
+        h.record(1 + broker, "crash", broker)
+    assert [(e.kind, e.broker) for e in h.tail("t-0")] == [("ack", 1), ("crash", 2), ("crash", 3)]
+
+
+def test_an_event_with_empty_data_is_written_as_one_without_data():
+    """An event's line has no data key unless there is data: an empty dict (a line read
+    back with ``"data":{}``, an Event made by hand) gives the line of an event without."""
+    bare = Event(0, 5, "crash", broker=2)
+    assert Event(0, 5, "crash", broker=2, data={}).to_json() == bare.to_json() == '{"broker":2,"kind":"crash","seq":0,"t":5}'
+    assert Event.from_json('{"broker":2,"data":{},"kind":"crash","seq":0,"t":5}').to_json() == bare.to_json()
 
 
 def test_a_history_line_is_ascii_whatever_its_text_holds(tmp_path):
