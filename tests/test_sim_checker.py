@@ -234,6 +234,29 @@ def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_
     assert [e.data["unclean"] for e in c.history.of_kind("election")][-1] is True
 
 
+@pytest.mark.parametrize("unclean_default", [True, False])
+def test_an_election_outside_the_isr_is_judged_by_the_topics_setting_even_where_the_winner_lost_the_write_in_a_power_loss(
+        make, unclean_default):
+    """Broker 3 lost the acked write in its own power loss, then was elected outside the
+    ISR.  Where unclean elections were allowed that is the election's counted loss; where
+    they were never enabled the controller should not have elected it, and its own power
+    loss excuses nothing: the loss is a violation, as without the power loss."""
+    c = Checker(History(), unclean_default=unclean_default)
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 1)
+    c.on_power_loss(3, "t-0", 0)
+    c.observe(3, "t-0", make("outsider", Role.LEADER, 1, isr=(3,)), None)
+    assert c.unclean_elections == 1
+    if unclean_default:
+        assert c.violation is None and [(loss.offset, loss.cause) for loss in c.losses] == [(0, "unclean-election")]
+    else:
+        v = c.violation
+        assert v is not None and v.invariant is Invariant.ACKED_WRITE_LOST and v.broker == 3
+        assert "elected outside the ISR" in v.message and not c.losses
+
+
 def test_an_outsider_holding_another_batch_at_an_acked_offset_where_unclean_was_never_enabled_loses_it_at_once(make):
     """Swarm seed 23's outsider (it never truncated a deposed epoch's batches), where
     unclean.leader.election.enable was never true: its log ends past both acked offsets but

@@ -588,7 +588,11 @@ class Checker:
                     del m.consumed[base]
             return
         first = min(lost[:1] + tail[:1])
-        cause = "unclean-election" if allowed else self._power_loss_cause(m, broker, first)
+        # An election outside the ISR where unclean elections were never enabled is the
+        # controller's bug: the replica's own power loss explains what it lacks, not why
+        # it was elected, so it excuses nothing there.
+        cause = ("unclean-election" if allowed else None if unclean
+                 else self._power_loss_cause(m, broker, first))
         if cause is None:
             if lost:
                 why = (", elected outside the ISR while unclean.leader.election.enable was never "
