@@ -114,10 +114,16 @@ def test_an_ordered_key_rechecks_only_operations_the_bound_covers():
     assert p.watched("k") == 0
 
 
-def test_an_ordered_key_rechecks_with_the_bound_a_completion_moved():
+def _bounded():
+    """A scheduler and a purgatory whose every key is bounded by ``state["bound"]``;
+    ``state["level"]`` is what the ``Counted`` operations wait for."""
     s = SimScheduler()
     state = {"level": 0, "bound": 0}
-    p = Purgatory(s, "t", bound=lambda key: state["bound"])
+    return s, Purgatory(s, "t", bound=lambda key: state["bound"]), state
+
+
+def test_an_ordered_key_rechecks_with_the_bound_a_completion_moved():
+    _, p, state = _bounded()
     answers = []
     second = Counted(2, state, answers)
     first = Counted(1, state, answers)
@@ -270,3 +276,94 @@ def test_an_operation_watched_during_a_pass_over_every_watcher_waits_for_the_nex
     flags["late_ready"] = True
     assert p.check_and_complete("k") == 1
     assert answers == [("done", late)] and p.watched("k") == 1
+
+
+# ---- eleventh replica-layer mutant pass (hundred-and-ninety-ninth review) ----------------------
+def test_a_re_entry_during_a_bounded_pass_that_empties_the_key_ends_the_check():
+    """A completion re-enters ``check_and_complete`` for its key (its answer moved the HW
+    again) and the same bounded pass then completes the key's last watcher: the key is
+    gone from the table, so the second pass the re-entry asked for has nothing to look
+    at and must not look the key up."""
+    _, p, state = _bounded()
+    answers = []
+    first = Counted(1, state, answers)
+    last = Counted(1, state, answers)
+    first.on_done = lambda: p.check_and_complete("k")  # re-entrant: noted for a second pass
+    p.try_complete_else_watch(first, ["k"])
+    p.try_complete_else_watch(last, ["k"])
+    state["level"] = state["bound"] = 1
+    try:
+        done = p.check_and_complete("k")
+    except KeyError as gone:  # the second pass looked up the key the first one removed
+        done = gone
+    assert done == 2
+    assert [op for _, op in answers] == [first, last]
+    assert p.watched("k") == 0
+    # The key works as before: a new watcher is found by the next check.
+    again = Counted(2, state, answers)
+    p.try_complete_else_watch(again, ["k"])
+    state["level"] = state["bound"] = 2
+    assert p.check_and_complete("k") == 1
+
+
+def test_the_purge_leaves_each_key_ordered_for_the_next_bounded_pass():
+    """The sweep drops completed entries from the middle of a key's heap; what is left must
+    be a heap again, or a bounded pass stops at a larger order in front and never reaches
+    an operation its bound covers.  Expirations count towards the sweep like completions."""
+    s, p, state = _bounded()
+    p._PURGE_EVERY = 1
+    answers = []
+    expiring = Counted(1, state, answers)
+    expiring.timeout_ms = 10
+    p.try_complete_else_watch(expiring, ["k"])
+    late, covered = Counted(5, state, answers), Counted(2, state, answers)
+    p.try_complete_else_watch(late, ["k"])
+    p.try_complete_else_watch(covered, ["k"])
+    s.advance(10)  # the first expires: the sweep runs and drops it from the heap's top
+    assert answers == [("expired", expiring)]
+    assert sorted(e[0] for e in p._watchers["k"]) == [2, 5]  # swept: only the live are left
+    state["level"] = state["bound"] = 2
+    assert p.check_and_complete("k") == 1
+    assert answers[-1] == ("done", covered) and p.watched("k") == 1
+
+
+def test_an_operation_completed_by_a_check_leaves_no_timer_behind():
+    """Completion cancels the timeout at once: nothing of the answered operation stays due on
+    the scheduler (an acks=all produce's timer would otherwise keep it, and its answer's
+    callback, until ``timeout.ms``, and wake the loop then for nothing)."""
+    s = SimScheduler()
+    p = Purgatory(s, "t")
+    flag = {"ready": False}
+    answers = []
+    op = Op(30_000, lambda: flag["ready"], answers)
+    p.try_complete_else_watch(op, ["k"])
+    assert s.next_due_ms() == 30_000
+    flag["ready"] = True
+    assert p.check_and_complete("k") == 1
+    assert s.next_due_ms() is None and op._timer is None
+    assert answers == [("done", op)]
+
+
+def test_a_re_entry_asks_for_one_more_pass_not_for_passes_until_the_key_is_empty():
+    """A completion re-enters for its key: the outer call makes exactly one more pass, so
+    an operation that stays waiting is checked once more and the call returns (a pass
+    that kept the re-entry's mark would go round as long as anything waits)."""
+    s = SimScheduler()
+    p = Purgatory(s, "t")
+    answers = []
+    flags = {"first": False}
+    waiting = Counted(1, {"level": 0}, answers)
+
+    def counted_try_complete(op=waiting, check=Counted.try_complete):
+        assert op.checks < 10, "the key is checked round and round"
+        return check(op)
+
+    waiting.try_complete = counted_try_complete
+    first = Op(1000, lambda: flags["first"], answers, on_done=lambda: p.check_and_complete("k"))
+    p.try_complete_else_watch(first, ["k"])
+    p.try_complete_else_watch(waiting, ["k"])
+    assert waiting.checks == 1  # its first try, when it was watched
+    flags["first"] = True
+    assert p.check_and_complete("k") == 1
+    assert waiting.checks == 3  # the pass, and the one more the re-entry asked for
+    assert answers == [("done", first)] and p.watched("k") == 1

@@ -1783,3 +1783,25 @@ def test_a_newer_leader_epoch_is_applied_whatever_its_zk_version(tmp_path):
     p = rm.partitions[TP]
     assert (p.role, p.leader_epoch) == (Role.LEADER, newer.leader_epoch) and h.fetch_phase(2, TP) is None
     h.close()
+
+
+# ---- eleventh replica-layer mutant pass (hundred-and-ninety-ninth review) --------------------------
+def test_a_partition_dir_the_hw_checkpoint_never_named_is_written_with_hw_0_before_it_opens(tmp_path):
+    """A broker crashed before its first HW checkpoint named the partition; restarted, its
+    HW timer fires before any LeaderAndIsr.  The file names every partition dir it holds,
+    as Kafka 0.10's does (an HW never checkpointed reads as 0), and the entries the last
+    run wrote for the others stay."""
+    from kreplica.replica.replica_manager import HW_CHECKPOINT_FILE
+
+    h = _cluster(tmp_path)
+    other = _another_partition(h, TopicPartition("bar", 1))
+    h.produce_sync(other, [b"a", b"b"])
+    h.settle(other)
+    h.brokers[2].checkpoint_high_watermarks()
+    path = h.data_dir(2) / HW_CHECKPOINT_FILE
+    OffsetCheckpointFile(path).write({other: 2})  # as if TP were created after this checkpoint
+    h.crash(2)  # no final checkpoint
+    rm = h.start(2)
+    rm.checkpoint_high_watermarks()
+    assert OffsetCheckpointFile(path).read() == {TP: 0, other: 2}
+    h.close()
