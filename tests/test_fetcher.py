@@ -545,3 +545,19 @@ def test_an_epoch_the_follower_never_had_cuts_to_the_end_of_its_own_earlier_epoc
     assert _asked_epochs(leader) == [2, 0]
     assert leader.fetches() == [(0, 3)]
     assert rm.partitions[TP].log_end_offset == 3
+
+
+# ---- eleventh replica-layer mutant pass (hundred-and-ninety-ninth review) -------------------------
+def test_out_of_range_from_a_leader_ending_between_our_hw_and_our_end_truncates_to_its_end(tmp_path):
+    """Our log ends at 3, the leader's HW has brought ours down to 1, and the leader (elected
+    from behind) ends at 2: OFFSET_OUT_OF_RANGE means it has less than we fetch from, so we
+    cut back to its end, 2, keeping what lies below; only a fetch below the leader's log
+    start starts over there, with nothing kept."""
+    h, rm, leader = _follower_with_records(tmp_path, 3)
+    answers = iter([_answer(errors.NONE, hw=1, leo=3), _answer(errors.OffsetOutOfRange.code, hw=1, leo=2)])
+    leader.answer = lambda req: next(answers, lambda r: None)(req)
+    _follow(rm)
+    assert h.run_until(lambda: len(leader.fetches()) == 3, 1000)
+    p = rm.partitions[TP]
+    assert [o for _, o in leader.fetches()] == [3, 3, 2]
+    assert (p.log_start_offset, p.high_watermark, p.log_end_offset) == (0, 1, 2)

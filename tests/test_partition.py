@@ -414,3 +414,17 @@ def test_a_same_epoch_state_leaves_the_epoch_start_where_the_epoch_began(rig):
     assert (rig.p.high_watermark, rig.p.log_end_offset, rig.p.leader_epoch_start_offset) == (3, 5, 0)
     rig.fetch(3, 3)
     assert [req.new_isr for req, _ in rig.proposals] == [(1, 2, 3)]
+
+
+# ---- eleventh replica-layer mutant pass (hundred-and-ninety-ninth review) -------------------------
+def test_a_shrink_proposes_the_isr_less_the_laggards_never_a_replica_outside_it(rig):
+    """Broker 3 is assigned but out of the ISR (down, or far behind).  When broker 2 lags
+    too, the shrink proposes the ISR without 2, the leader alone: it must not bring 3
+    back in with it, an ISR member that never caught up (it would hold the HW, and could
+    be elected with committed records missing)."""
+    rig.lead(isr=(1, 2))
+    rig.append(1)
+    rig.clock.advance(LAG + 1)
+    assert rig.p.out_of_sync_replicas() == (2,)
+    assert rig.p.maybe_shrink_isr() is True
+    assert [req.new_isr for req, _ in rig.proposals] == [(1,)]
