@@ -692,3 +692,28 @@ def test_step_7_tells_a_leader_in_controlled_shutdown_that_it_no_longer_leads():
     assert st.leader == 4
     told = [ps for r in c.channel.requests(LeaderAndIsrRequest, 3) for ps in r.partition_states if ps.tp == TP]
     assert any(ps.leader == 4 and ps.leader_epoch == st.leader_epoch for ps in told)
+
+
+def test_a_reassignment_of_a_partition_created_with_no_live_replica_ends_the_term_then_completes():
+    # n-0 was created on [1] while 1 was down: no leader/ISR state.  A request moving it to
+    # live broker 2 widens AR to [1, 2]; step 2's epoch bump then finds no state to bump.
+    # That failure ends the term as any Kafka error in a watch handler does; the next term
+    # brings n-0 online led by 2 (now in AR) and finishes the move.
+    tp = TopicPartition("n", 0)
+    c = ControllerCluster([9, 1, 2], candidates=[9])
+    c.kill(1)
+    c.create_topic("n", {0: [1]})
+    assert c.admin.get_partition_states([tp]) == {}
+    c.admin.create_partition_reassignment({tp: [2]})
+    escaped = []
+    try:
+        c.settle()
+    except Exception as e:                    # an error the controller did not expect
+        escaped.append(e)
+    assert escaped == [] and not c.controllers[9].is_active
+    assert c.admin.get_controller_id() == 9   # kept: 9 stands again after ELECTION_RETRY_MS
+    c.sched.advance(3000)
+    assert c.controller.epoch == 2
+    st = c.state("n", 0)
+    assert (c.assignment("n")[0], st.leader, st.isr) == ([2], 2, (2,))
+    assert c.admin.get_partition_reassignment() == {}
