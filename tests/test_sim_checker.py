@@ -1400,6 +1400,23 @@ def test_forgetting_a_topic_keeps_the_partitions_of_a_topic_its_name_prefixes(ma
     assert [k for k in c.views] == [(1, "t-x-0")]
 
 
+def test_a_re_created_topic_does_not_inherit_its_predecessors_overrides():
+    """Deleting a topic removes its config node, so a topic re-created under its name runs
+    with the defaults: an unclean election there is the controller's bug again, and an
+    acks=all answer below the default min.insync.replicas breaks its promise. The overrides
+    the deleted topic ever had used to stay, excusing both."""
+    c = Checker(History(), unclean_default=False, min_isr_default=2)
+    c.on_topic_config("t", "unclean.leader.election.enable", "true")
+    c.on_topic_config("t", "min.insync.replicas", "1")
+    c.on_topic_config("u", "unclean.leader.election.enable", "true")
+    assert c.unclean_allowed("t-0")
+    c.forget_topic("t")
+    assert not c.unclean_allowed("t-0") and c.unclean_allowed("u-0")
+    c.on_acks_all_answered(1, "t-0", 0, (1,))
+    v = c.violation
+    assert v is not None and "below min.insync.replicas=2" in v.message
+
+
 def test_topic_overrides_apply_to_topics_whose_names_hold_dashes(make):
     """A partition's topic is its name up to the last dash: ``my-topic-0`` is partition 0
     of ``my-topic``, whose min.insync.replicas and unclean election overrides apply."""

@@ -255,6 +255,10 @@ class Checker:
             del self.models[tp]
         for key in [k for k in self.views if k[1].startswith(prefix) and k[1][len(prefix):].isdigit()]:
             del self.views[key]
+        # Its overrides go with it: deleting a topic removes /config/topics/<topic>, and a
+        # re-created one runs with what its creation wrote (the world's creates write none).
+        self._unclean_topics.pop(topic, None)
+        self._min_isr_floor.pop(topic, None)
 
     def on_topic_config(self, topic: str, key: str, value: str) -> None:
         """An admin set a topic's config (asked for: the change may yet be refused)."""
