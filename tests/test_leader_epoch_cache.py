@@ -169,3 +169,19 @@ def test_a_truncation_from_a_negative_end_keeps_every_epoch_and_writes_nothing(t
     before = cp.path.stat().st_ino  # a write replaces the file: a new inode
     c.truncate_from_end(-1)
     assert c.entries == [(1, 0), (3, 10)] and cp.path.stat().st_ino == before
+
+
+def test_a_cache_read_back_from_its_checkpoint_is_not_rewritten_by_a_flush(tmp_path):
+    """What was read from the checkpoint is already durable: a flush of a freshly loaded
+    cache (a log's first flush after every open) leaves the file alone until an epoch is
+    learnt from appended batches."""
+    c, _, cp = make(tmp_path)
+    c.assign(1, 0)
+    c.assign(3, 10)
+    loaded = LeaderEpochCache(cp, lambda: 100)
+    before = cp.path.stat().st_ino  # a write replaces the file: a new inode
+    loaded.flush()
+    assert cp.path.stat().st_ino == before
+    loaded.assign(4, 20, durable=False)
+    loaded.flush()
+    assert cp.path.stat().st_ino != before and cp.read() == [(1, 0), (3, 10), (4, 20)]

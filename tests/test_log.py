@@ -1904,3 +1904,21 @@ def test_rolling_an_empty_active_segment_starts_its_age_over(tmp_path, clock):
     log.append_as_leader(values(1, 1))
     assert [s.base_offset for s in log.segments] == [0]
     log.close()
+
+
+def test_a_segment_remembers_where_only_its_latest_appends_began(tmp_path, clock):
+    """The follower's shortcut (a fetch from where its previous one began) keeps the
+    latest RECENT_APPENDS appends, dropping the oldest: memory stays bounded however
+    many batches a segment takes, and the older offsets are still found by the index."""
+    from kreplica.log.log_segment import RECENT_APPENDS
+
+    n = RECENT_APPENDS + 10
+    lg = Log.open(tmp_path / "t-0", {"segment.bytes": 1 << 20}, clock=clock)
+    for i in range(n):
+        lg.append_as_leader([b"%04d" % i])
+    seg = lg.segments[-1]
+    assert len(lg.segments) == 1
+    assert list(seg._recent) == list(range(10, n))
+    assert decode_records(lg.read(3, 1).view)[0].value == b"0003"
+    assert decode_records(lg.read(n - 1, 1).view)[0].value == b"%04d" % (n - 1)
+    lg.close()

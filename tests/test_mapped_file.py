@@ -216,3 +216,53 @@ def test_a_view_once_released_no_longer_keeps_its_file_from_being_cut_in_place(t
     zero_tail(name, 150, 200)
     f.truncate_file(120)
     assert os.stat(name).st_ino == ino and open(name, "rb").read() == b"a" * 100 + b"b" * 20
+
+
+def test_a_map_made_again_after_its_release_is_prefaulted_from_its_start(tmp_path):
+    """What prefault mapped belongs to one map: after the file's map is let go (a seal, a
+    close, a truncation) the next read map's pages are populated again, not skipped as
+    if the old map's were still there."""
+    size = 1 << 20
+    name = written(tmp_path, b"z" * size)
+
+    class Spy:
+        def __init__(self, mm):
+            self.mm, self.calls = mm, []
+
+        def madvise(self, *args):
+            self.calls.append(args[1:])
+            return self.mm.madvise(*args)
+
+    f = MappedFile(name)
+    for _ in range(2):
+        real = f.map(size)
+        f._mm = spy = Spy(real)
+        f.prefault(0, size)
+        assert spy.calls == [(0, size)]
+        f._mm = real
+        f.close()
+    assert f._prefaulted == 0
+
+
+def test_the_orphan_maps_remembered_for_a_file_are_only_those_a_view_still_holds(tmp_path):
+    """A map closed under a reader's view is remembered until the view goes; once one
+    view is released its map is forgotten at the next look even while another lives,
+    so a file truncated again and again under live views keeps no growing list."""
+    from kreplica.log import mapped_file
+
+    size = 1 << 16
+    name = written(tmp_path, b"z" * size)
+    key = os.path.abspath(name)
+    f = MappedFile(name)
+    views = []
+    for _ in range(3):
+        views.append(memoryview(f.map(size)))
+        f.close()  # the map is exported: kept as an orphan
+    assert len(mapped_file._ORPHANS[key]) == 3
+    views.pop(0).release()
+    views.pop(0).release()
+    assert f.has_live_views()
+    assert len(mapped_file._ORPHANS[key]) == 1
+    views.pop().release()
+    assert not f.has_live_views()
+    assert key not in mapped_file._ORPHANS

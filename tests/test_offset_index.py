@@ -213,12 +213,16 @@ def test_entries_written_over_truncated_ones_are_fsynced_by_the_next_flush(tmp_p
 
 def test_entries_get_their_disk_blocks_before_they_are_written_through_the_map(tmp_path, monkeypatch):
     """Entries are copied in through a map of a sparse file, where a page with no disk
-    block on a full disk is a SIGBUS at the copy: both append paths reserve the blocks
+    block on a full disk is a SIGBUS at the copy: every append path (the segment's encoded
+    entries, one entry, and the arrays of entries both indexes take) reserves the blocks
     first, and a full disk is a KafkaStorageError with the entries unchanged."""
     import errno
     import struct
 
+    from kreplica.log.time_index import TimeIndex
+
     idx = OffsetIndex(tmp_path / "i", 0, 1 << 16, writable=True)
+    tix = TimeIndex(tmp_path / "t", 0, 1 << 16, writable=True)
 
     def full(fd, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -228,8 +232,13 @@ def test_entries_get_their_disk_blocks_before_they_are_written_through_the_map(t
         idx.append_encoded(struct.pack(">II", 1, 100))
     with pytest.raises(KafkaStorageError, match="reserving space in"):
         idx.append(1, 100)
-    assert idx.entries == 0
+    with pytest.raises(KafkaStorageError, match="reserving space in"):
+        idx.append_many(np.array([1, 2]), np.array([100, 200]))
+    with pytest.raises(KafkaStorageError, match="reserving space in"):
+        tix.maybe_append_many(np.array([1000, 2000]), np.array([1, 2]))
+    assert idx.entries == 0 and tix.entries == 0
     idx.close()
+    tix.close()
 
 
 def test_an_array_of_the_entries_is_a_copy_that_later_writes_leave_alone(tmp_path):
