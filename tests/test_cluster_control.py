@@ -677,13 +677,33 @@ def test_a_session_renewal_that_cannot_reach_the_store_is_tried_again(make):
         return real_session(name, on_expired)
 
     c.store.session = flaky
+    mark = len(c.timeline)
     c.brokers[1003].session.pause_heartbeats()  # a long pause: the session expires
     assert c.run_until(lambda: len(refused) == 2 and 1003 in c.zk.get_live_broker_ids(), 60_000)
+    # One expiry, told once: a refused renewal is tried again, not the expiry handled again.
+    assert [e.kind for e in c.timeline[mark:] if e.kind == "session_expired"] == ["session_expired"]
     # A second apart, the broker's renewal backoff: an unreachable store is not asked twice
     # as often (the hundred-and-seventh review's BR6-11).
     assert refused[1] - refused[0] >= 1000
     assert c.brokers[1003].broker_epoch == c.zk.get_broker_epoch(1003) != -1
     assert c.run_until(lambda: isr_full(c), 60_000)
+
+def test_an_observer_hears_a_broker_stopped_or_killed_once_it_no_longer_runs(make):
+    """``broker_killed`` and ``broker_stopped`` are told once the broker is down: an
+    observer that asks, as it hears one, which brokers run is not told the one it has
+    just heard go."""
+    c = make()
+    heard = []
+
+    def observe(event):
+        if event.kind in ("broker_killed", "broker_stopped"):
+            heard.append((event.kind, event.broker, c.live_brokers()))
+
+    c.observers.append(observe)
+    c.kill(1003)
+    c.controlled_shutdown(1002)
+    assert heard == [("broker_killed", 1003, [1001, 1002]), ("broker_stopped", 1002, [1001])]
+
 
 def _start_with_the_store_out_of_reach(c, broker: int) -> None:
     """``c.start(broker)`` while no store session can be opened: it raises ConnectionLoss
