@@ -826,3 +826,17 @@ def test_the_default_profile_takes_one_to_five_ms_and_never_delivers_in_the_send
     assert got == []
     sched.advance(5)
     assert len(got) == 6
+
+
+def test_a_slow_disk_delays_what_reaches_its_node_and_not_what_the_node_sends():
+    """A slow node handles each request ``slow_ms`` late: the delay is taken once, on the
+    way in.  What the slow node sends (its answers, its own fetches) crosses its link at
+    the link's latency; charged again on the way out, a slow follower's fetch round trip
+    would take the delay twice (the 203rd review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=1, latency_ms_max=1))
+    net.slow_ms[3] = 250
+    net.send(3, 1, fetch(31), None)
+    net.send(1, 3, fetch(13), None)
+    net.send(1, 2, fetch(12), None)
+    sched.advance(1000)
+    assert sorted((t, node, r.replica_id) for t, node, r in got) == [(1, 1, 31), (1, 2, 12), (251, 3, 13)]
