@@ -123,6 +123,26 @@ def test_callbacks_held_again_before_their_release_ran_keep_their_order():
     assert ran == [0, 1, 2]
 
 
+def test_a_callback_held_while_an_earlier_release_is_still_queued_runs_behind_it():
+    """A resume releases its held callbacks behind those an earlier resume released and
+    that have not run yet: a pause and a resume in one instant, with a timer coming due
+    between them, keep the order the callbacks came due (the 203rd review)."""
+    shared = SimScheduler(1)
+    view = PausableScheduler(shared)
+    ran = []
+    view.call_later(0, ran.append, 0)
+    view.pause()
+    shared.advance(1)  # 0 held
+    view.call_later(0, ran.append, 1)  # due now, ahead of the release the resume queues
+    assert view.resume() == 1
+    view.pause()
+    shared.run_next(shared.now_ms())  # 1 comes due and is held; 0 is still queued
+    assert ran == [] and view.held == 1
+    assert view.resume() == 1
+    shared.advance(1000)
+    assert ran == [0, 1]
+
+
 def test_kill_drops_held_callbacks_and_everything_scheduled_later():
     shared = SimScheduler(1)
     view = PausableScheduler(shared)
