@@ -665,10 +665,14 @@ def test_a_tick_with_every_broker_down_draws_nothing_and_the_planner_goes_on():
     planner.start()
     sched.advance(5000)
     assert events == []
+    live[:] = [2]  # one broker back: the only target, still drawn for (the 203rd review)
+    sched.advance(10_000)
+    assert {broker for _, kind, broker, _ in events if kind == "slow_disk"} == {2}
+    assert sum(kind == "slow_disk" for _, kind, _, _ in events) > 5
     live[:] = [1, 2, 3]  # the brokers are back
     sched.advance(10_000)
     planner.stop()
-    assert sum(kind == "slow_disk" for _, kind, _, _ in events) > 5
+    assert {broker for _, kind, broker, _ in events if kind == "slow_disk"} == {1, 2, 3}
 
 
 def test_a_fault_kind_at_rate_zero_takes_nothing_from_the_seed():
