@@ -840,3 +840,18 @@ def test_a_slow_disk_delays_what_reaches_its_node_and_not_what_the_node_sends():
     net.send(1, 2, fetch(12), None)
     sched.advance(1000)
     assert sorted((t, node, r.replica_id) for t, node, r in got) == [(1, 1, 31), (1, 2, 12), (251, 3, 13)]
+
+
+def test_at_resume_the_socket_buffer_goes_before_what_the_node_sent_during_its_pause():
+    """Even over links of no latency, a resumed node first reads its socket buffer, then what
+    it sent during the pause leaves: the sends go through the network after the hand-over
+    was queued, whatever order the two were held in (the 203rd review)."""
+    sched, net, got = world(LinkProfile(latency_ms_min=0, latency_ms_max=0))
+    net.send(3, 1, fetch(31), None)  # on the wire when 1 pauses: it reaches 1's buffer
+    net.pause(1)
+    net.send(1, 2, fetch(12), None)  # held by the pause, ahead of the buffered arrival
+    sched.advance(10)
+    assert got == []
+    net.resume(1)
+    sched.advance(10)
+    assert [(node, r.replica_id) for _, node, r in got] == [(1, 31), (2, 12)]
