@@ -284,9 +284,11 @@ def test_a_consumer_reads_committed_offsets_each_once_from_where_it_left_off_one
     assert [d["first"] for d in reads[1:]] == [d["last"] + 1 for d in reads[:-1]]
 
 
-def test_a_consumer_past_the_log_end_resets_to_the_committed_end_the_leader_reports():
+@pytest.mark.parametrize("reported, reset", [(25, 25), (-1, 0)], ids=["hw 25", "no hw"])
+def test_a_consumer_past_the_log_end_resets_to_the_committed_end_the_leader_reports(reported, reset):
     """auto.offset.reset=latest: an OFFSET_OUT_OF_RANGE answer moves the position to the HW
-    the answer carries, not back to the log's start; reading then goes on from there."""
+    the answer carries, not back to the log's start; reading then goes on from there.  An
+    answer carrying no HW (-1) resets to offset 0, never to the -1 itself."""
     from kreplica.protocol import FetchPartitionData, FetchResponse
 
     first = [True]
@@ -295,13 +297,14 @@ def test_a_consumer_past_the_log_end_resets_to_the_committed_end_the_leader_repo
     def answer(request):
         if first[0]:  # say, retention moved the log start past the position
             first[0] = False
-            return FetchResponse(0, (FetchPartitionData(request.partitions[0].tp, errors.OffsetOutOfRange.code, 25),))
+            return FetchResponse(0, (FetchPartitionData(request.partitions[0].tp, errors.OffsetOutOfRange.code,
+                                                        reported),))
         return inner(request)
 
     requests, events, consumed = _consumer(answer, intervals=5)
-    assert events[0] == ("consumer_reset", {"position": 0, "to": 25})
-    assert [r.partitions[0].fetch_offset for r in requests[:2]] == [0, 25]
-    assert [base for base, *_ in consumed] == [25, 26, 27, 28, 29]
+    assert events[0] == ("consumer_reset", {"position": 0, "to": reset})
+    assert [r.partitions[0].fetch_offset for r in requests[:2]] == [0, reset]
+    assert [base for base, *_ in consumed] == list(range(reset, 30))
 
 
 def test_a_producer_draws_its_keys_from_every_one_of_its_keys():
