@@ -524,11 +524,27 @@ def test_a_path_that_is_a_file_is_refused_as_not_a_directory(tmp_path):
 
 
 @pytest.mark.parametrize("text, size", [("512", 512), ("3k", 3 << 10), ("2MB", 2 << 20), ("1g", 1 << 30),
-                                        ("1gb", 1 << 30)])
+                                        ("1gb", 1 << 30), (" 2t ", 2 << 40), ("1PB", 1 << 50)])
 def test_a_partition_size_takes_each_unit_as_a_power_of_1024(text, size):
     from kreplica.spark.datasource import parse_size
 
     assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("option, value", [
+    ("max_partition_bytes", "4 m"), ("max_partition_bytes", "+4m"), ("max_partition_bytes", "1_000"),
+    ("max_partition_bytes", "1.5g"), ("max_partition_bytes", "\u0664m"), ("max_partition_bytes", "4mib"),
+    ("max_records_per_trigger", " 30"), ("max_records_per_trigger", "30\n"),
+    ("max_records_per_trigger", "1_000")])
+def test_a_number_option_is_read_as_spark_reads_its_own(tmp_path, option, value):
+    """Sizes as Spark's ``byteStringAs`` (ASCII digits, then a unit), a record limit as
+    its ``maxOffsetsPerTrigger`` (``Long.parseLong``: nothing around the number):
+    ``int()``'s leniencies (blanks, signs inside a size, underscores) are refused."""
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import ReadOptions
+
+    with pytest.raises(InvalidConfig, match=option):
+        ReadOptions.from_options({"path": str(tmp_path), "topic": "t", option: value})
 
 
 def test_a_small_read_limit_moves_the_partition_that_has_a_backlog():

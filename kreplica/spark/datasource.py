@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -81,17 +82,19 @@ SCHEMA = (
 ISOLATION = ("committed", "uncommitted")
 ON_CORRUPT = ("fail", "skip")
 _SIZE_SUFFIX = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-                "g": 1 << 30, "gb": 1 << 30}
+                "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "p": 1 << 50, "pb": 1 << 50}
+_SIZE = re.compile(r"([0-9]+)([a-z]*)")
 
 
 def parse_size(text: str) -> int:
-    """``"4m"`` -> 4194304; the unit suffix is optional (bytes)."""
-    raw = text.strip().lower()
-    digits = raw.rstrip("kmgb")
-    try:
-        value = int(digits) * _SIZE_SUFFIX[raw[len(digits):]]
-    except (KeyError, ValueError):
-        raise InvalidConfig(f"max_partition_bytes: not a size: {text!r}") from None
+    """``"4m"`` -> 4194304; the unit suffix is optional (bytes).  Read as Spark reads its
+    own sizes (``spark.sql.files.maxPartitionBytes``): ASCII digits then a unit, blanks
+    only around the whole, so ``"4 m"``, ``"+4m"``, ``"1_000"`` and ``"1.5g"`` are refused
+    (``int()`` alone would take all but the last)."""
+    match = _SIZE.fullmatch(text.strip().lower())
+    if match is None or match.group(2) not in _SIZE_SUFFIX:
+        raise InvalidConfig(f"max_partition_bytes: not a size: {text!r}")
+    value = int(match.group(1)) * _SIZE_SUFFIX[match.group(2)]
     if value <= 0:
         raise InvalidConfig(f"max_partition_bytes: must be positive, got {text!r}")
     return value
@@ -151,8 +154,12 @@ class ReadOptions:
 
 
 def _positive(opts: dict[str, str], key: str) -> int:
+    """A positive whole number as Spark reads ``maxOffsetsPerTrigger`` (Java's
+    ``Long.parseLong``): a sign and digits, nothing around them; ``int()`` alone would
+    also take blanks and ``1_000``."""
+    text = opts[key]
     try:
-        value = int(opts[key])
+        value = int(text) if "_" not in text and text == text.strip() else 0
     except ValueError:
         value = 0
     if value <= 0:
