@@ -1090,6 +1090,29 @@ def test_a_partition_gone_under_a_stream_stops_it_unless_data_loss_is_allowed(tm
     assert lenient.partitions(start, {"0": 6, "1": 4}) == []
 
 
+def test_a_checkpointed_hw_below_the_log_start_is_read_as_the_log_start(tmp_path):
+    """A restarted broker writes HW 0 for a partition its last checkpoint never named (a
+    replica that came in at the leader's log start, KIP-107, then crashed before its
+    first checkpoint). Nothing below the log start is readable, so a stream starting at
+    ``latest`` begins at the log start, not at 0, and the next trigger, once the HW has
+    moved on, reads what was committed instead of stopping the query for records
+    "deleted" below an offset it never had."""
+    from kreplica.spark.datasource import KReplicaStreamReader, ReadOptions
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=3).close()
+    _write(d, "log-start-offset-checkpoint", {("t", 0): 6})
+    _write(d, "replication-offset-checkpoint", {("t", 0): 0})
+    reader = KReplicaStreamReader(ReadOptions.from_options({"path": d, "topic": "t", "starting_offsets": "latest"}))
+    start = reader.initialOffset()
+    assert start == {"0": 6}
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {"0": 6}
+    _write(d, "replication-offset-checkpoint", {("t", 0): 9})
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert [(s.value.partition, o) for s in reader.partitions(start, end) for o in _offsets(s.value)] == [
+        (0, o) for o in range(6, 9)]
+
+
 def test_a_topic_with_no_partition_directory_is_refused_by_name_not_read_as_empty(tmp_path):
     """A misspelt topic (or the wrong data dir) is an error naming both, from the batch
     reader's plan and from a stream's first offsets, not an empty DataFrame."""

@@ -351,7 +351,10 @@ class KReplicaStreamReader(DataSourceStreamReader):
         if self.opts.isolation == "uncommitted":
             return {str(p.partition): p.log_end_offset() for p in parts}
         hws = read_high_watermarks(self.opts.path, self.opts.topic)
-        return {str(p.partition): p.committed_end(hws.get(p.partition, p.log_start_offset)) for p in parts}
+        # An HW below the log start (a restarted broker writes 0 for a partition its last
+        # checkpoint never named) commits nothing readable: the stream's end is the log
+        # start, never an offset below it that would read as deleted records.
+        return {str(p.partition): p.committed_end(max(hws.get(p.partition, 0), p.log_start_offset)) for p in parts}
 
     def initialOffset(self) -> dict:
         parts = _partitions_of(self.opts)
