@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kreplica.meta.store import (
@@ -16,6 +16,7 @@ from kreplica.meta.store import (
     Op,
     Session,
     SessionExpired,
+    StoreError,
 )
 from meta_env import Recorder, StoreEnv, expire_from_a_twin, killed_with_an_ephemeral_and_a_watch, meanwhile
 
@@ -499,6 +500,74 @@ def test_memory_killed_session_gets_no_callbacks() -> None:
     assert store.session("b2").exists("/e") is None
 
 
+def test_memory_a_session_expires_a_whole_timeout_after_it_was_last_heard() -> None:
+    # 1000 ms is no multiple of 3: the pings are 333 ms apart, and three of them (999 ms)
+    # fall short of the timeout. Heard last at 333, killed at 400: expired at 1333, no sooner.
+    sched, store = _memory(1000)
+    s = store.session("a")
+    sched.advance(400)
+    s.kill()
+    sched.advance(932)
+    assert sched.now_ms() == 1332 and not s.expired
+    sched.advance(1)
+    assert s.expired
+
+
+@pytest.mark.parametrize("timeout_ms", [1, 2])
+def test_memory_a_session_timeout_under_three_ms_pings_every_ms(timeout_ms: int) -> None:
+    # A third of the timeout rounds down to 0 here: the ping interval is held at 1 ms, or
+    # the ping would come round again at the same instant for ever and the clock never move.
+    sched, store = _memory(timeout_ms)
+    s = store.session("a")
+    for _ in range(60):
+        assert sched.run_next()
+    assert sched.now_ms() >= 20
+    assert not s.expired and s.exists("/") is not None
+
+
+def test_memory_a_call_refused_before_it_reaches_the_store_is_no_round_trip() -> None:
+    # round_trips counts the requests sent (bench_failover reports them): a cut-off, killed,
+    # closed or expired session's call is refused on the client's side and sends nothing.
+    sched, store = _memory(3000)
+    cut, killed, closed, expired = (store.session(n) for n in ("cut", "killed", "closed", "expired"))
+    cut.set_reachable(False)
+    killed.kill()
+    closed.close()
+    expired.pause_heartbeats()
+    sched.advance(3000)
+    assert expired.expired
+    before = store.round_trips
+    for s, error in ((cut, ConnectionLoss), (killed, ConnectionLoss), (closed, ConnectionLoss),
+                     (expired, SessionExpired)):
+        for call in (lambda: s.get("/"), lambda: s.multi([]), lambda: s.get_many(["/"]),
+                     lambda: s.create("/x")):
+            with pytest.raises(error):
+                call()
+    assert store.round_trips == before
+    assert store.session("live").get_many(["/"])[0] is not None and store.round_trips == before + 1
+
+
+def test_memory_each_store_error_reads_as_the_servers_code_name() -> None:
+    # The names are KeeperException's code names, which ZooKeeper's own tools and logs
+    # print, and each message starts with its name: a log tells a BADVERSION from a NONODE.
+    sched, store = _memory(3000)
+    s = store.session("a")
+    s.create("/v")
+    s.create("/e", ephemeral=True)
+    s.create("/p/c", makepath=True)
+    cut, gone = store.session("cut"), store.session("gone")
+    cut.set_reachable(False)
+    gone.pause_heartbeats()
+    sched.advance(3000)
+    for call, name in ((lambda: s.get("/none"), "NONODE"), (lambda: s.create("/v"), "NODEEXISTS"),
+                       (lambda: s.set("/v", b"", 3), "BADVERSION"), (lambda: s.delete("/p"), "NOTEMPTY"),
+                       (lambda: s.create("/e/c"), "NOCHILDRENFOREPHEMERALS"),
+                       (lambda: cut.get("/"), "CONNECTIONLOSS"), (lambda: gone.get("/"), "SESSIONEXPIRED")):
+        with pytest.raises(StoreError) as failed:
+            call()
+        assert failed.value.name == name and str(failed.value).startswith(f"{name}: ")
+
+
 def test_memory_store_is_deterministic() -> None:
     def run() -> list[tuple[int, str, str]]:
         sched, store = _memory(2000)
@@ -753,6 +822,9 @@ def test_memory_partitioned_session_gets_its_watch_events_after_healing(cut_firs
 
 @settings(max_examples=400, deadline=None)
 @given(ops=st.lists(st.sampled_from(["notice", "cut", "heal", "step", "tick"]), max_size=60))
+# Two cuts, each with notices still on their way when it began: the held ones wait in
+# number order whatever order they came back in (3 and 4 must not block behind 5).
+@example(ops=["notice", "notice", "notice", "cut", "notice", "tick", "heal", "cut", "notice", "tick", "heal"])
 def test_memory_session_notices_run_once_each_in_order_through_cuts(ops) -> None:
     """ZooKeeper's promise to one client: watch notifications arrive in the order the
     server sent them, and a client cut off learns of them after it reconnects. A notice
