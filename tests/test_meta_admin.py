@@ -201,8 +201,12 @@ def test_delete_reassign_and_elect(store_env: StoreEnv) -> None:
         admin.reassign_partitions(c, {TP("bar", 0): [1002, 1002, 1003]})
     with pytest.raises(errors.InvalidReplicaAssignment):
         admin.reassign_partitions(c, {TP("bar", 0): [1002, 4242]})
-    admin.reassign_partitions(c, {TP("bar", 0): [1002, 1003, 1001]})
-    assert c.get_partition_reassignment() == {TP("bar", 0): [1002, 1003, 1001]}
+    admin.reassign_partitions(c, {TP("bar", 1): [1003, 1001, 1002], TP("bar", 0): [1002, 1003, 1001]})
+    assert c.get_partition_reassignment() == {TP("bar", 0): [1002, 1003, 1001], TP("bar", 1): [1003, 1001, 1002]}
+    # Written in partition order, whatever order it was asked in: one reassignment, one node.
+    assert store_env.store.session("raw").get("/admin/reassign_partitions")[0] == (
+        b'{"version":1,"partitions":[{"topic":"bar","partition":0,"replicas":[1002,1003,1001]},'
+        b'{"topic":"bar","partition":1,"replicas":[1003,1001,1002]}]}')
     with pytest.raises(errors.ReassignmentInProgress):
         admin.reassign_partitions(c, {TP("bar", 1): [1001, 1002, 1003]})
     with pytest.raises(errors.ReassignmentInProgress):  # checked first, as Kafka's tool does
@@ -249,7 +253,10 @@ def test_metadata_uris() -> None:
     # A port is ASCII digits: "\u0662\u0661\u0668\u0661" (Arabic-Indic 2181) is no port kazoo or ZooKeeper reads.
     with pytest.raises(ValueError, match="expected host:port"):
         parse_zookeeper_connect("h:\u0662\u0661\u0668\u0661/x")
-    for bad in ["zookeeper://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x", "zookeeper+local://h:1/x",
+    # zookeeper+local takes its chroot after a third slash, as zookeeper+local:/// shows (no
+    # slash at all is no chroot form, as zookeeper:// is no connect string).
+    for bad in ["zookeeper://", "zookeeper+local://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x",
+                "zookeeper+local://h:1/x",
                 "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x",
                 "zookeeper://h:/x"]:  # an empty port is no number
         with pytest.raises(ValueError):
