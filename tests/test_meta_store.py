@@ -2156,6 +2156,26 @@ def test_a_path_with_a_character_the_server_refuses_is_refused_by_name(store_env
         assert s.create(ok, b"y") == ok and s.get(ok)[0] == b"y"
 
 
+def test_every_call_naming_a_path_the_server_refuses_is_refused_by_name(store_env: StoreEnv) -> None:
+    # Not creates alone: the ZooKeeper store refuses such a path for every call before
+    # anything is sent (a lone surrogate dropped kazoo's connection whatever the call).
+    # The embedded store answered NoNode, None or "done" instead, and left an exists
+    # watch on a node that no create could ever make.
+    s = store_env.store.session("a")
+    bad = "/a\x01b"
+    told = "invalid path '/a\\x01b': invalid character '\\x01' at 2"
+    for call in (lambda: s.get(bad), lambda: s.get(bad, Recorder()), lambda: s.exists(bad),
+                 lambda: s.exists(bad, Recorder()), lambda: s.get_children(bad), lambda: s.get_many(["/", bad]),
+                 lambda: s.set(bad, b"x"), lambda: s.set(bad, b"x", 0), lambda: s.delete(bad),
+                 lambda: s.delete(bad, recursive=True), lambda: s.delete(bad, 0, recursive=True),
+                 lambda: s.multi([Op.check(bad)]), lambda: s.multi([Op.set(bad, b"x")]),
+                 lambda: s.multi([Op.delete(bad)])):
+        with pytest.raises(ValueError) as refused:
+            call()
+        assert str(refused.value) == told
+    assert s.get_children("/") == []
+
+
 @pytest.mark.zookeeper
 def test_a_node_another_zookeeper_client_made_with_null_data_reads_as_empty_bytes(
         zk_store_factory, kazoo_client) -> None:

@@ -156,6 +156,7 @@ class MemoryStore(MetadataStore):
     def _node_at(self, path: str, version: int) -> _Node:
         node = self._nodes.get(path)
         if node is None:
+            check_path_characters(path)  # never made here: ZooKeeperStore refuses it by name
             raise NoNode(path)
         # Only -1 matches any version: ZooKeeper compares every other number (so -2 never matches).
         if version != -1 and node.version != version:
@@ -415,6 +416,7 @@ class MemorySession(Session):
         store = self._enter()
         node = store._nodes.get(path)
         if node is None:
+            check_path_characters(path)
             raise NoNode(path)
         if watch is not None:
             store._add_watch(table, path, self, watch)
@@ -430,6 +432,8 @@ class MemorySession(Session):
         out: list[tuple[bytes, Stat] | None] = []
         for path in paths:
             node = nodes.get(path)
+            if node is None:
+                check_path_characters(path)
             out.append(None if node is None else (node.data, Stat(node.version, node.owner, len(node.children))))
         return out
 
@@ -448,6 +452,7 @@ class MemorySession(Session):
                 if version == -1 and path not in store._nodes:
                     # As kazoo's recursive delete (and ZooKeeperStore): the tree is gone
                     # already. A named version cannot match a missing node: NoNode below.
+                    check_path_characters(path)
                     return
                 store._node_at(path, version)
                 self._delete_tree(store, path, events)
@@ -465,10 +470,12 @@ class MemorySession(Session):
 
     def exists(self, path: str, watch: Watch | None = None) -> Stat | None:
         store = self._enter()
+        node = store._nodes.get(path)
+        if node is None:
+            check_path_characters(path)  # no watch on a node no create can make
         if watch is not None:
             # An exists watch is set whether or not the node is there (fires on creation).
             store._add_watch(_DATA, path, self, watch)
-        node = store._nodes.get(path)
         return None if node is None else Stat(node.version, node.owner, len(node.children))
 
     def get_children(self, path: str, watch: Watch | None = None) -> list[str]:

@@ -33,7 +33,9 @@ _REFUSED_IN_PATHS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010fff
 def check_path_characters(path: str) -> None:
     """ValueError for a path holding a character ZooKeeper refuses: the memory store made
     such nodes, and through kazoo the refusal came back as UNKNOWN_SERVER_ERROR (a lone
-    surrogate, which UTF-8 cannot encode, even dropped the connection)."""
+    surrogate, which UTF-8 cannot encode, even dropped the connection).  Both stores raise
+    it for every call naming such a path, reads included; the memory store, which never
+    makes such a node, checks a path only when it finds no node there."""
     bad = _REFUSED_IN_PATHS.search(path)
     if bad is not None:
         raise ValueError(f"invalid path {path!r}: invalid character {bad.group()!r} at {bad.start()}")
