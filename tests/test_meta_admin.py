@@ -255,7 +255,7 @@ def test_metadata_uris() -> None:
         parse_zookeeper_connect("h:\u0662\u0661\u0668\u0661/x")
     # zookeeper+local takes its chroot after a third slash, as zookeeper+local:/// shows (no
     # slash at all is no chroot form, as zookeeper:// is no connect string).
-    for bad in ["zookeeper://", "zookeeper+local://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x",
+    for bad in ["memoryx", "memory/x", "zookeeper://", "zookeeper+local://", "zookeeper://host/x", "zookeeper://h:p/x", "etcd://x",
                 "zookeeper+local://h:1/x",
                 "zookeeper:///x", "zookeeper://[::1]/x", "zookeeper://:2181/x",
                 "zookeeper://h:/x"]:  # an empty port is no number
@@ -399,8 +399,11 @@ def test_reassign_and_elect_refuse_no_partitions_and_negative_ones(store_env: St
 def test_alter_topic_config_answers_the_overrides_as_stored(store_env: StoreEnv) -> None:
     c = _cluster(store_env)
     admin.create_topic(c, "bar", assignment={0: [1001]})
-    got = admin.alter_topic_config(c, "bar", {"retention.ms": 5, "unclean.leader.election.enable": True})
+    got = admin.alter_topic_config(c, "bar", {"unclean.leader.election.enable": True, "retention.ms": 5})
     assert got == {"retention.ms": "5", "unclean.leader.election.enable": "true"} == c.get_topic_config("bar")
+    # The node holds the keys in name order, whatever order they were given in.
+    assert store_env.store.session("raw").get("/config/topics/bar")[0] == (
+        b'{"version":1,"config":{"retention.ms":"5","unclean.leader.election.enable":"true"}}')
     got = admin.alter_topic_config(c, "bar", {"unclean.leader.election.enable": False})
     assert got["unclean.leader.election.enable"] == "false" == c.get_topic_config("bar")["unclean.leader.election.enable"]
 

@@ -352,6 +352,13 @@ def test_a_transaction_with_an_op_of_the_wrong_type_or_kind_changes_nothing(stor
     with pytest.raises(ValueError):
         s.multi([Op.create("/t-new"), Op.set("/t", b"1"), Op("frob", "/t")])
     assert s.exists("/t-new") is None
+    # The data is checked before the node is looked up, as kazoo checks it before sending:
+    # TypeError, not NoNode or BadVersion, whether or not the node is there at that version.
+    for call in (lambda: s.set("/none", "text"), lambda: s.set("/t", "text", 5),  # type: ignore[arg-type]
+                 lambda: s.multi([Op.set("/none", "text")])):  # type: ignore[arg-type]
+        with pytest.raises((TypeError, NoNode, BadVersion)) as refused:
+            call()
+        assert refused.type is TypeError
     data, stat = s.get("/t")
     assert (data, stat.version) == (b"0", 0)
 
@@ -511,6 +518,19 @@ def test_memory_a_session_expires_a_whole_timeout_after_it_was_last_heard() -> N
     assert sched.now_ms() == 1332 and not s.expired
     sched.advance(1)
     assert s.expired
+
+
+def test_memory_a_fractional_session_timeout_counts_whole_milliseconds() -> None:
+    # Kept as a float, the deadline fell half a millisecond after the instant the timer
+    # can name: the expiry check came round again at that instant for ever.
+    sched, store = _memory(1000.5)  # type: ignore[arg-type]
+    assert store.session_timeout_ms == 1000
+    s = store.session("a")
+    s.kill()
+    for _ in range(20):
+        if s.expired or not sched.run_next():
+            break
+    assert s.expired and sched.now_ms() == 1000
 
 
 @pytest.mark.parametrize("timeout_ms", [1, 2])
