@@ -43,7 +43,7 @@ from .store import (
     StoreError,
     Watch,
     WatchEvent,
-    check_path_characters,
+    check_path,
 )
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms default
@@ -78,15 +78,6 @@ class _Node:
 def _parent(path: str) -> str:
     i = path.rfind("/")
     return path[:i] if i > 0 else "/"
-
-
-def _check_path(path: str) -> None:
-    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
-        raise ValueError(f"invalid path {path!r}")
-    if "/." in path and any(name in (".", "..") for name in path.split("/")):
-        # As kazoo (and ZooKeeper's PathUtils) refuse them: no node is named . or ..
-        raise ValueError(f"invalid path {path!r}: relative paths not allowed")
-    check_path_characters(path)
 
 
 class MemoryStore(MetadataStore):
@@ -127,7 +118,7 @@ class MemoryStore(MetadataStore):
             raise TypeError("node data must be bytes")
         # As ZooKeeper's PathUtils: a sequential path is checked with a digit after it, so
         # "/p/" is fine there (it names /p's child /p/0000000000) and "/" too.
-        _check_path(path + "1" if sequential else path)
+        check_path(path + "1" if sequential else path)
         if path == "/" and not sequential:
             raise NodeExists(path)
         ppath = _parent(path)
@@ -156,7 +147,7 @@ class MemoryStore(MetadataStore):
     def _node_at(self, path: str, version: int) -> _Node:
         node = self._nodes.get(path)
         if node is None:
-            check_path_characters(path)  # never made here: ZooKeeperStore refuses it by name
+            check_path(path)  # never made here: ZooKeeperStore refuses it by name
             raise NoNode(path)
         # Only -1 matches any version: ZooKeeper compares every other number (so -2 never matches).
         if version != -1 and node.version != version:
@@ -402,7 +393,7 @@ class MemorySession(Session):
     def _make_parents(self, store: MemoryStore, path: str, sequential: bool,
                       events: list[tuple[int, str, EventType]]) -> None:
         # Checked as the create will check it: "/p/q/" is a sequential child of /p/q.
-        _check_path(path + "1" if sequential else path)
+        check_path(path + "1" if sequential else path)
         missing: list[str] = []
         p = _parent(path)
         while p != "/" and p not in store._nodes:
@@ -416,7 +407,7 @@ class MemorySession(Session):
         store = self._enter()
         node = store._nodes.get(path)
         if node is None:
-            check_path_characters(path)
+            check_path(path)
             raise NoNode(path)
         if watch is not None:
             store._add_watch(table, path, self, watch)
@@ -433,7 +424,7 @@ class MemorySession(Session):
         for path in paths:
             node = nodes.get(path)
             if node is None:
-                check_path_characters(path)
+                check_path(path)
             out.append(None if node is None else (node.data, Stat(node.version, node.owner, len(node.children))))
         return out
 
@@ -452,7 +443,7 @@ class MemorySession(Session):
                 if version == -1 and path not in store._nodes:
                     # As kazoo's recursive delete (and ZooKeeperStore): the tree is gone
                     # already. A named version cannot match a missing node: NoNode below.
-                    check_path_characters(path)
+                    check_path(path)
                     return
                 store._node_at(path, version)
                 self._delete_tree(store, path, events)
@@ -472,7 +463,7 @@ class MemorySession(Session):
         store = self._enter()
         node = store._nodes.get(path)
         if node is None:
-            check_path_characters(path)  # no watch on a node no create can make
+            check_path(path)  # no watch on a node no create can make
         if watch is not None:
             # An exists watch is set whether or not the node is there (fires on creation).
             store._add_watch(_DATA, path, self, watch)

@@ -30,12 +30,22 @@ from ..fast_init import fast_init
 _REFUSED_IN_PATHS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
 
 
-def check_path_characters(path: str) -> None:
-    """ValueError for a path holding a character ZooKeeper refuses: the memory store made
-    such nodes, and through kazoo the refusal came back as UNKNOWN_SERVER_ERROR (a lone
-    surrogate, which UTF-8 cannot encode, even dropped the connection).  Both stores raise
-    it for every call naming such a path, reads included; the memory store, which never
-    makes such a node, checks a path only when it finds no node there."""
+def check_path(path: str) -> None:
+    """ValueError for a path ZooKeeper's own client refuses: one not starting with ``/``,
+    ending with one (but the root), naming an empty node (``//``) or a node ``.`` or
+    ``..``, or holding a character the server refuses.  kazoo normalises some of these
+    instead (``/p/`` and ``p`` were taken for ``/p``, and ``//`` for the root, so a
+    recursive delete of ``//`` emptied the store), and through kazoo a refused
+    character came back as UNKNOWN_SERVER_ERROR (a lone surrogate, which UTF-8 cannot
+    encode, even dropped the connection).  Both stores raise it for every call naming
+    such a path, reads included; the memory store, which never makes such a node,
+    checks a path only when it finds no node there.  A sequential create's path is
+    checked with a digit after it, as ZooKeeper's PathUtils checks it: ``/p/`` names
+    ``/p``'s child there."""
+    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
+        raise ValueError(f"invalid path {path!r}")
+    if "/." in path and any(name in (".", "..") for name in path.split("/")):
+        raise ValueError(f"invalid path {path!r}: relative paths not allowed")
     bad = _REFUSED_IN_PATHS.search(path)
     if bad is not None:
         raise ValueError(f"invalid path {path!r}: invalid character {bad.group()!r} at {bad.start()}")

@@ -65,7 +65,7 @@ from .store import (
     StoreError,
     Watch,
     WatchEvent,
-    check_path_characters,
+    check_path,
 )
 
 # kazoo's connection warnings (e.g. on kill(), by design) go here; a library stays quiet
@@ -346,13 +346,13 @@ class ZooKeeperSession(Session):
 
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                sequential: bool = False, makepath: bool = False) -> str:
-        check_path_characters(path)
+        check_path(path + "1" if sequential else path)
         c = self._enter()
         return self._wait(c.create_async(path, data, ephemeral=ephemeral, sequence=sequential,
                                          makepath=makepath), path)
 
     def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Stat]:
-        check_path_characters(path)
+        check_path(path)
         c = self._enter()
         w = None if watch is None else self._wrap(watch, path, False)
         data, stat = self._wait(c.get_async(path, w), path)
@@ -360,7 +360,7 @@ class ZooKeeperSession(Session):
 
     def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         for path in paths:
-            check_path_characters(path)
+            check_path(path)
         c = self._enter()
         if not paths:
             return []
@@ -377,12 +377,12 @@ class ZooKeeperSession(Session):
         return out
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
-        check_path_characters(path)
+        check_path(path)
         c = self._enter()
         return _stat(self._wait(c.set_async(path, data, version), path))
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        check_path_characters(path)
+        check_path(path)
         c = self._enter()
         if not recursive:
             self._wait(c.delete_async(path, version), path)
@@ -412,21 +412,21 @@ class ZooKeeperSession(Session):
             self._wait(c.delete_async(path), path)
 
     def exists(self, path: str, watch: Watch | None = None) -> Stat | None:
-        check_path_characters(path)
+        check_path(path)
         c = self._enter()
         w = None if watch is None else self._wrap(watch, path, False)
         stat = self._wait(c.exists_async(path, w), path)
         return None if stat is None else _stat(stat)
 
     def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
-        check_path_characters(path)
+        check_path(path)
         c = self._enter()
         w = None if watch is None else self._wrap(watch, path, True)
         return sorted(self._wait(c.get_children_async(path, w), path))
 
     def multi(self, ops: Sequence[Op]) -> list[object]:
         for op in ops:
-            check_path_characters(op.path)
+            check_path(op.path + "1" if op.kind == "create" and op.sequential else op.path)
         c = self._enter()
         t = c.transaction()
         for op in ops:
