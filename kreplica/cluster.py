@@ -52,7 +52,7 @@ from .protocol import (
     TopicPartition,
 )
 from .protocol.common import NO_LEADER
-from .records import Record, decode_records, encode_batch
+from .records import Record, decode_batches, decode_records, encode_batch
 from .runtime import RealScheduler, Scheduler, SimScheduler
 from .transport import DISCONNECTED, InProcessTransport, Transport
 
@@ -568,11 +568,14 @@ class Cluster:
 
             data = self._with_retries(topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
             # The first batch may start before ``position`` (a fetch from mid-batch).
-            records = decode_records(data.records, start_offset=position)
-            if not records:
+            out.extend(decode_records(data.records, start_offset=position))
+            # The next fetch starts after the last batch answered, not after its last record,
+            # as a Kafka consumer moves on: a compacted batch ends past its last record (or
+            # holds none), and a fetch from inside it is answered that batch again.
+            batches = list(decode_batches(data.records))
+            if not batches or batches[-1].next_offset <= position:
                 return out
-            out.extend(records)
-            position = records[-1].offset + 1
+            position = batches[-1].next_offset
 
     @_refused_once_closed
     def offset_range(self, topic: str, partition: int, retries: int | None = None, backoff_ms: int = 100,

@@ -970,6 +970,46 @@ def test_fetch_reads_every_batch_up_to_the_hw_whatever_max_bytes(cluster):
     assert [(r.offset, r.value) for r in recs] == [(0, b"a"), (1, b"b"), (2, b"c")]
 
 
+def _compacted(batch, **fields):
+    """``batch`` with header fields overwritten and its CRC redone, as compaction leaves
+    batches: a lastOffsetDelta past the last record, or no record at all."""
+    import struct
+
+    from kreplica.records import crc32c
+
+    b = bytearray(batch)
+    at = {"length": 8, "last_offset_delta": 23, "record_count": 57}
+    for name, value in fields.items():
+        struct.pack_into(">i", b, at[name], value)
+    b[17:21] = struct.pack(">I", crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+@pytest.mark.parametrize("max_bytes", [0, 1 << 20])
+def test_a_fetch_goes_on_past_a_compacted_batch_that_ends_after_its_last_record(max_bytes):
+    """A compacted batch (in a log that holds one: the log takes them, as Kafka's followers
+    do) ends past its last record, or holds none.  The next round of a read started one
+    past the last record, inside that batch, was answered the same batch, found no record
+    in it past the position and ended the read there: with one batch a request, fetch
+    returned [0, 1] and missed offset 6, and reads from 2 and from 4 (an empty batch)
+    returned nothing.  A Kafka consumer moves on to the batch's next offset.  (With the
+    default max_bytes one answer holds every batch, and the read was right already.)"""
+    from kreplica.records import encode_batch
+
+    with Cluster.embedded(brokers=[1]) as c:
+        c.create_topic("t", assignment={0: [1]})
+        assert c.produce("t", 0, [b"a"], acks="all") == 0
+        log = c.brokers[1].replica_manager.partitions[TopicPartition("t", 0)].log
+        log.append_as_follower(_compacted(encode_batch([b"b"], base_offset=1), last_offset_delta=2))  # 1..3
+        log.append_as_follower(_compacted(encode_batch([b"x"], base_offset=4)[:61], length=49,
+                                          last_offset_delta=1, record_count=0))                      # 4..5
+        assert c.produce("t", 0, [b"z"], acks="all") == 6
+        assert c.offset_range("t", 0) == (0, 7)
+        read = {start: [(r.offset, r.value) for r in c.fetch("t", 0, start, max_bytes=max_bytes)]
+                for start in (0, 2, 4)}
+        assert read == {0: [(0, b"a"), (1, b"b"), (6, b"z")], 2: [(6, b"z")], 4: [(6, b"z")]}
+
+
 def test_a_reassignment_that_does_not_finish_in_its_timeout_raises_request_timed_out(cluster):
     cluster.create_topic("solo", assignment={0: [1001]})
     with pytest.raises(errors.RequestTimedOut):  # a new replica must copy the log first
