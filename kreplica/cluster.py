@@ -547,7 +547,8 @@ class Cluster:
         """Records from ``offset`` up to the leader's HW (committed), each with
         .offset .timestamp .key .value .headers.  ``isolation="uncommitted"`` reads to
         the leader's log end instead (what is not yet replicated)."""
-        if isolation not in ISOLATION_LEVELS:
+        # A str first: a list or a dict is unhashable, and ``in`` a frozenset raised a bare TypeError.
+        if not isinstance(isolation, str) or isolation not in ISOLATION_LEVELS:
             raise errors.InvalidRequest(f"isolation={isolation!r}: expected one of {sorted(ISOLATION_LEVELS)}")
         tp = _partition_of(topic, partition)
         if type(offset) is not int or offset < 0:  # no offset is negative (a consumer's seek refuses one)

@@ -1441,13 +1441,18 @@ def test_a_produce_to_a_leader_that_has_not_heard_of_its_partition_yet_is_retrie
         assert codes[0] == errors.UnknownTopicOrPartition.code and codes[-1] == errors.NONE
 
 
+@pytest.mark.parametrize("isolation", ["read_committed", ["committed"], {"committed": 1}])
 @pytest.mark.parametrize("topic", ["bar", "nope"])
-def test_a_misspelt_isolation_level_is_refused_before_any_request(shared_cluster, topic):
+def test_a_misspelt_isolation_level_is_refused_before_any_request(shared_cluster, topic, isolation):
     """The client refuses it itself, naming the levels it knows, with no round trip and
-    before the topic is even looked up (the broker's own INVALID_REQUEST is a second line)."""
+    before the topic is even looked up (the broker's own INVALID_REQUEST is a second line).
+    A list or a dict, unhashable, was a bare TypeError from the set lookup (206th review)."""
+    import re
+
     now = shared_cluster.now_ms()
-    with pytest.raises(errors.InvalidRequest, match=r"isolation='read_committed': expected one of \['committed'"):
-        shared_cluster.fetch(topic, 0, isolation="read_committed")
+    refused = re.escape(f"isolation={isolation!r}: expected one of ['committed'")
+    with pytest.raises(errors.InvalidRequest, match=refused):
+        shared_cluster.fetch(topic, 0, isolation=isolation)
     assert shared_cluster.now_ms() == now
 
 
