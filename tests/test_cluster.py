@@ -1249,6 +1249,12 @@ def test_leaving_a_with_block_closes_the_cluster():
     assert c.live_brokers() == [] and not c.data_dir.exists()
     with pytest.raises(errors.ClusterClosed):
         c.describe("t")
+    # Left by an exception, the block closes the cluster and the exception goes on: the
+    # cluster does not swallow its caller's errors (206th review).
+    with pytest.raises(errors.UnknownTopicOrPartition, match="nope"):
+        with Cluster.embedded(brokers=[1]) as c:
+            c.describe("nope")
+    assert c.live_brokers() == [] and not c.data_dir.exists()
 
 
 def test_closing_the_cluster_closes_its_store_with_every_session_on_it():
@@ -1549,6 +1555,24 @@ def test_an_interrupt_while_the_brokers_start_still_closes_the_cluster(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         Cluster.embedded(brokers=[1, 2], broker_scheduler=hook)
     assert started == [1] and list(tmp_path.iterdir()) == []
+
+
+def test_each_start_of_a_broker_asks_the_broker_scheduler_hook_again():
+    """``broker_scheduler`` gives the scheduler of each incarnation, a restart's too: the
+    simulator pauses a broker process by the scheduler it hands out, and a restarted
+    process is a new one (206th review)."""
+    calls = []
+
+    def hook(bid, scheduler):
+        calls.append(bid)
+        return scheduler
+
+    with Cluster.embedded(brokers=[1, 2], broker_scheduler=hook) as c:
+        c.kill(2)
+        c.start(2)
+        c.controlled_shutdown(1)
+        c.start(1)
+        assert calls == [1, 2, 2, 1] and c.live_brokers() == [1, 2]
 
 
 def test_describe_text_of_every_topic_is_each_topics_text_one_after_another(cluster):
