@@ -1575,6 +1575,21 @@ def test_each_start_of_a_broker_asks_the_broker_scheduler_hook_again():
         assert calls == [1, 2, 2, 1] and c.live_brokers() == [1, 2]
 
 
+def test_embedded_builds_the_subclass_it_is_called_on():
+    """``embedded`` is a classmethod: a subclass of Cluster (one that adds to a call, say)
+    gets an instance of itself, its overrides in force, not a plain Cluster (206th review)."""
+    class Counting(Cluster):
+        produced = 0
+
+        def produce(self, *args, **kwargs):
+            self.produced += 1
+            return super().produce(*args, **kwargs)
+
+    with Counting.embedded(brokers=[1]) as c:
+        c.create_topic("t", assignment={0: [1]})
+        assert type(c) is Counting and c.produce("t", 0, [b"x"]) == 0 and c.produced == 1
+
+
 def test_describe_text_of_every_topic_is_each_topics_text_one_after_another(cluster):
     cluster.create_topic("solo", assignment={0: [1002]})
     assert cluster.describe_text() == cluster.describe_text("bar") + cluster.describe_text("solo")
