@@ -89,6 +89,23 @@ def test_topic_assignment_and_config(store_env: StoreEnv) -> None:
         c.get_topic_assignment("nope")
 
 
+@pytest.mark.parametrize("topic", ["", ".", "..", "a\x01", "a/"])
+def test_a_topic_no_node_can_be_named_after_does_not_exist(store_env: StoreEnv, topic: str) -> None:
+    # Both stores refuse a path no ZooKeeper node can have (InvalidPath, before anything is
+    # sent); a topic read under such a name is a topic that does not exist, as for any
+    # other absent topic (describe "" is "no such topic", not a ValueError), and a batch
+    # naming it beside a real topic still answers for the real one.
+    c = _client(store_env)
+    c.create_topic("bar", {0: [1001]})
+    c.create_partition_states({TP("bar", 0): LeaderAndIsr(1001, 0, [1001], 0, 0)})
+    assert not c.topic_exists(topic)
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        c.get_topic_assignment(topic, Recorder())
+    assert c.get_topic_assignments([topic, "bar"]) == {"bar": {0: [1001]}}
+    assert c.get_topic_configs([topic, "bar"]) == {topic: {}, "bar": {}}
+    assert list(c.get_partition_states([TP(topic, 0), TP("bar", 0)])) == [TP("bar", 0)]
+
+
 def test_partition_states_batched_and_conditional(store_env: StoreEnv) -> None:
     c = _client(store_env, "controller")
     leader = _client(store_env, "leader")

@@ -21,7 +21,7 @@ from .. import errors
 from ..protocol.common import LeaderAndIsr, TopicPartition
 from ..runtime import Clock
 from . import layout
-from .store import BadVersion, NodeExists, NoNode, Op, Session, Stat, StoreError, Watch
+from .store import BadVersion, InvalidPath, NodeExists, NoNode, Op, Session, Stat, StoreError, Watch
 
 T = TypeVar("T")
 
@@ -39,14 +39,28 @@ class KafkaZkClient:
         for i in range(0, len(items), n):
             yield items[i:i + n]
 
+    # A topic a caller names that no node can be named after ("", ".", "..", or one
+    # holding a character ZooKeeper refuses) does not exist: the reads below answer as
+    # for an absent node instead of the store's InvalidPath.  Legal names never reach
+    # these fallbacks (creating a topic checks its name first).
+
     def _get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         out: list[tuple[bytes, Stat] | None] = []
         for chunk in self._chunks(paths):
-            out.extend(self.session.get_many(chunk))
+            try:
+                out.extend(self.session.get_many(chunk))
+            except InvalidPath:
+                out.extend(self._get_or_watch(path, None) for path in chunk)
         return out
 
     def _get_or_watch(self, path: str, watch: Watch | None) -> tuple[bytes, Stat] | None:
         """Read a node that may be absent; a watch is left either way (exists-watch semantics)."""
+        try:
+            return self._read(path, watch)
+        except InvalidPath:
+            return None
+
+    def _read(self, path: str, watch: Watch | None) -> tuple[bytes, Stat] | None:
         if watch is None:
             try:
                 return self.session.get(path)
@@ -170,7 +184,10 @@ class KafkaZkClient:
         return self._children(layout.BROKER_TOPICS, watch)
 
     def topic_exists(self, topic: str) -> bool:
-        return self.session.exists(layout.topic_path(topic)) is not None
+        try:
+            return self.session.exists(layout.topic_path(topic)) is not None
+        except InvalidPath:
+            return False
 
     def get_topic_assignment(self, topic: str, watch: Watch | None = None) -> dict[int, list[int]]:
         """The topic's {partition: replicas}; raises UnknownTopicOrPartition when absent."""

@@ -30,6 +30,10 @@ from ..fast_init import fast_init
 _REFUSED_IN_PATHS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
 
 
+class InvalidPath(ValueError):
+    """A path no ZooKeeper node can have (:func:`check_path`); no call is sent with it."""
+
+
 def check_path(path: str) -> None:
     """ValueError for a path ZooKeeper's own client refuses: one not starting with ``/``,
     ending with one (but the root), naming an empty node (``//``) or a node ``.`` or
@@ -43,12 +47,12 @@ def check_path(path: str) -> None:
     checked with a digit after it, as ZooKeeper's PathUtils checks it: ``/p/`` names
     ``/p``'s child there."""
     if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
-        raise ValueError(f"invalid path {path!r}")
+        raise InvalidPath(f"invalid path {path!r}")
     if "/." in path and any(name in (".", "..") for name in path.split("/")):
-        raise ValueError(f"invalid path {path!r}: relative paths not allowed")
+        raise InvalidPath(f"invalid path {path!r}: relative paths not allowed")
     bad = _REFUSED_IN_PATHS.search(path)
     if bad is not None:
-        raise ValueError(f"invalid path {path!r}: invalid character {bad.group()!r} at {bad.start()}")
+        raise InvalidPath(f"invalid path {path!r}: invalid character {bad.group()!r} at {bad.start()}")
 
 
 class StoreError(KReplicaError):
