@@ -191,16 +191,18 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
     from functools import partial
 
     context = multiprocessing.get_context("fork")
-    # Each worker counts itself in as it starts and notes, in its slot, its pid and the seed
-    # it runs. The pool replaces a worker that dies (the OOM killer's SIGKILL, a crash in
-    # native code) but loses the seed it was running, and imap would wait for that seed's
-    # result for good: a count above --jobs means a worker died; the seeds before the one it
-    # held are still waited for (other workers finish them), then the wait ends there.
+    # Each worker counts itself in as it starts and notes, in its slot, its pid and the place
+    # (in run order) of the seed it runs: a seed itself may be any integer, -1 (the slots'
+    # "none yet") or wider than a slot, where a place runs from 0. The pool replaces a worker
+    # that dies (the OOM killer's SIGKILL, a crash in native code) but loses the seed it was
+    # running, and imap would wait for that seed's result for good: a count above --jobs
+    # means a worker died; the seeds before the one it held are still waited for (other
+    # workers finish them), then the wait ends there.
     started = context.Value("i", 0)
     slots = context.Array("q", 2 * _SLOTS_PER_JOB * args.jobs, lock=False)
     pool = context.Pool(args.jobs, initializer=_worker_start, initargs=(started, slots))
     try:
-        results = pool.imap(partial(_run_in_worker, args, scenario=shared), seeds)
+        results = pool.imap(partial(_run_task, args, scenario=shared), enumerate(seeds))
         done = 0
         while True:
             try:
@@ -212,10 +214,10 @@ def _runs(args: argparse.Namespace, first: Any, seeds: Sequence[int]) -> Any:
                     raise WorkerLost("workers died (killed by a signal or crashed) while seeds were running; "
                                      "the seeds they held have no result") from None
                 if (started.value > args.jobs and done < len(seeds)
-                        and seeds[done] in _lost_seeds(started.value, slots)):
+                        and done in _lost_places(started.value, slots)):
                     # The next seed in order is one a dead worker held: its result never comes.
-                    # (A worker that died idle held none: the wait goes on.)  Looked up by
-                    # its place, not through a table of every seed: a range is not made.
+                    # (A worker that died idle held none: the wait goes on.)  By its place,
+                    # not through a table of every seed: a range is not made.
                     raise WorkerLost(f"a worker process died (killed by a signal or crashed) while seeds "
                                      f"were running; seed {seeds[done]} has no result") from None
                 continue
@@ -259,13 +261,14 @@ def _terminate(pool: Any) -> None:
 _SLOTS_PER_JOB = 4
 
 
-def _lost_seeds(workers: int, slots: Any) -> set[int]:
-    """The seeds the workers that are gone were running (a slot's seed is -1 before its first)."""
+def _lost_places(workers: int, slots: Any) -> set[int]:
+    """The places (in run order) of the seeds the workers that are gone were running (a
+    slot's place is -1 before its first)."""
     lost = set()
     for i in range(min(workers, len(slots) // 2)):
-        pid, seed = slots[2 * i], slots[2 * i + 1]
-        if pid and seed >= 0 and not _alive(pid):
-            lost.add(seed)
+        pid, place = slots[2 * i], slots[2 * i + 1]
+        if pid and place >= 0 and not _alive(pid):
+            lost.add(place)
     return lost
 
 
@@ -299,16 +302,22 @@ def _worker_start(started: Any, slots: Any = None) -> None:
     _worker_signals()
 
 
-# In a pool worker: its slot in the parent's table (pid, seed it runs), if it has one.
+# In a pool worker: its slot in the parent's table (pid, place of the seed it runs), if it has one.
 _slot = -1
 _slots: Any = None
 
 
-def _run_in_worker(args: argparse.Namespace, seed: int, scenario: Any = None) -> Any:
+def _run_task(args: argparse.Namespace, task: tuple[int, int], scenario: Any = None) -> Any:
+    """A pool's task: ``(place, seed)``, the place being the seed's index in run order."""
+    place, seed = task
+    return _run_in_worker(args, seed, scenario, place)
+
+
+def _run_in_worker(args: argparse.Namespace, seed: int, scenario: Any = None, place: int = -1) -> Any:
     global _running
     _running = True
     if _slots is not None:
-        _slots[2 * _slot + 1] = seed
+        _slots[2 * _slot + 1] = place
     try:
         return run_seed(args, seed, scenario)
     except SystemExit as e:  # the pool's terminate(), after World.run removed its data dir

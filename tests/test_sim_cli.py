@@ -1237,6 +1237,41 @@ def test_a_pool_worker_killed_mid_seed_ends_the_wait_instead_of_hanging(monkeypa
     assert got == [0, 1] and time.monotonic() - t0 < 20
 
 
+def _killed_at(seed_killed):
+    """A run that kills its worker as the OOM killer does at ``seed_killed``."""
+    def run_seed(args, seed, scenario=None):
+        if seed == seed_killed:
+            _killed_at_seed_two(args, 2)
+        return seed
+    return run_seed
+
+
+@pytest.mark.parametrize("killed", [-1, -7, 2 ** 31 + 1, 2 ** 64 + 1])
+def test_a_seed_a_dead_worker_held_ends_the_wait_whatever_integer_it_is(monkeypatch, killed):
+    """A seed is any integer (``--seed -1``, ``--seeds=-9..9``, 2**64 + 1), and the one a
+    killed worker held ends the wait as seed 2 does. The workers' slots noted the seed
+    itself: a negative one (-1 was the slots' "none yet") was never taken as lost, and
+    one wider than 64 bits was noted cut to its low bits, so the wait went on for good."""
+    import argparse
+    import signal
+
+    def too_long(signum, frame):
+        raise AssertionError(f"the wait for seed {killed}, lost with its worker, never ended")
+
+    monkeypatch.setattr(sim_cli, "run_seed", _killed_at(killed))
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(30)
+    got = []
+    try:
+        with pytest.raises(sim_cli.WorkerLost, match=f"; seed {killed} has no result"):
+            for seed in sim_cli._runs(argparse.Namespace(jobs=2, swarm=True), None, range(killed - 2, killed + 4)):
+                got.append(seed)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == [killed - 2, killed - 1]
+
+
 def _deaf_at_seed_two(args, seed, scenario=None):
     import os
     import signal
@@ -1316,8 +1351,9 @@ def test_cli_a_lost_worker_keeps_the_seeds_that_finished_and_exits_1(tmp_path, c
 
 def test_a_workers_slot_names_the_seed_it_runs_seed_0_too_and_none_before_its_first(monkeypatch):
     """The pool's table of workers: a worker that starts notes its pid and no seed yet, so
-    dying before its first seed loses none; then the seed it runs, 0 as any other, which
-    is the seed lost once its pid is gone (the wait then ends there, not for good)."""
+    dying before its first seed loses none; then the place in run order of the seed it
+    runs, 0 as any other, which is the one lost once its pid is gone (the wait then ends
+    there, not for good)."""
     import multiprocessing
     import subprocess
     import sys
@@ -1333,9 +1369,9 @@ def test_a_workers_slot_names_the_seed_it_runs_seed_0_too_and_none_before_its_fi
     with monkeypatch.context() as m:
         m.setattr(sim_cli.os, "getpid", lambda: gone.pid)
         sim_cli._worker_start(started, slots)
-    assert started.value == 1 and sim_cli._lost_seeds(1, slots) == set()
-    assert sim_cli._run_in_worker(None, 0) == 0
-    assert sim_cli._lost_seeds(1, slots) == {0}
+    assert started.value == 1 and sim_cli._lost_places(1, slots) == set()
+    assert sim_cli._run_task(None, (0, 7)) == 7
+    assert sim_cli._lost_places(1, slots) == {0}
 
 
 def test_summary_json_has_its_keys_sorted_at_every_level(tmp_path, monkeypatch, capsys):
