@@ -420,14 +420,14 @@ def test_plain_progress_reckons_the_time_left_from_the_seeds_left():
     assert printed == ["progress: 10/40 seeds (25%), 2 with a violation, 1m00s elapsed, about 3m00s left"]
 
 
-def _progress_lines_at(total, seconds_at):
+def _progress_lines_at(total, seconds_at, start=0.0):
     """The seed counts PlainProgress prints lines at, over ``total`` seeds, the clock
-    reading ``seconds_at(done)`` as each finishes."""
+    reading ``start`` as they start and ``seconds_at(done)`` as each finishes."""
     from collections import Counter
     from types import SimpleNamespace
 
     printed = []
-    now = [0.0]
+    now = [start]
     console = SimpleNamespace(print=lambda text, **_: printed.append(text))
     progress = sim_cli.PlainProgress(total, console, clock=lambda: now[0])
     summary = SimpleNamespace(runs=0, violations=Counter())
@@ -569,6 +569,15 @@ def test_timeline_partitions_is_how_many_partitions_each_runs_timeline_draws(tmp
     with open(tmp_path / "seed003-controlled-shutdown-1.png", "rb") as f:
         width, height = struct.unpack(">II", f.read(24)[16:24])  # the IHDR chunk
     assert height == round(3.2 * drawn * 90)
+
+
+def test_a_timeline_draws_4_partitions_unless_told_as_the_help_says(capsys):
+    """--timeline-partitions is 4 when not given (the test above runs 3 partitions, all
+    drawn under any default of 3 or more), as the help says."""
+    assert _parsed(["--out", "runs", "--timeline"]).timeline_partitions == 4
+    with pytest.raises(SystemExit):
+        sim_cli.main(["--help"])
+    assert "partitions drawn in each timeline (default 4)" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
@@ -821,10 +830,12 @@ def test_a_second_ctrl_c_still_interrupts_the_run_in_flights_clean_up(monkeypatc
         signal.signal(signal.SIGINT, previous)
 
 
-def test_plain_progress_holds_each_line_a_second_after_the_last_one_printed():
+@pytest.mark.parametrize("start", [0.0, 5000.0])
+def test_plain_progress_holds_each_line_a_second_after_the_last_one_printed(start):
     """Every 5% of 100 seeds comes half a second after the one before: a line every 10
-    seeds, each a second after the last printed, not each a second after the start."""
-    assert _progress_lines_at(100, lambda done: done // 5 * 0.5) == list(range(10, 101, 10))
+    seeds, each a second after the last printed, not each a second after the start; the
+    first a second after the start, whatever a monotonic clock reads then (5000 s here)."""
+    assert _progress_lines_at(100, lambda done: start + done // 5 * 0.5, start) == list(range(10, 101, 10))
 
 
 def test_a_runs_result_comes_back_without_its_timeline_samples(tmp_path, capsys):
@@ -1006,6 +1017,18 @@ def test_a_scenario_name_that_cannot_name_a_file_is_refused_with_out_before_any_
     assert err == ("kreplica simulate: error: scenario 'team/shutdown': with --out its name names the run's "
                    "files, and cannot hold '/'\n")
     assert not out.exists()
+
+
+def test_a_scenario_file_whose_description_is_not_text_is_refused_in_one_line(tmp_path, capsys):
+    """``description = 5`` is bad input like any other: one line and exit status 2 before
+    any run (128d385), not a run whose options print a number where text goes and a
+    scenario that ``--list`` could not print."""
+    path = tmp_path / "five.toml"
+    path.write_text('extends = "seed003-controlled-shutdown"\nname = "five"\ndescription = 5\n')
+    assert sim_cli.main(["--scenario", str(path), "--until", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kreplica simulate: error: ") and err.count("\n") == 1, err
+    assert "description = 5, expected a string" in err
 
 
 def test_a_scenario_name_holding_a_slash_runs_without_out(tmp_path, monkeypatch, capsys):
@@ -1329,6 +1352,42 @@ def test_a_stop_interrupted_by_a_second_ctrl_c_still_kills_a_deaf_worker(monkeyp
     assert killed.wait(5)
 
 
+def test_a_stop_interrupted_by_a_second_ctrl_c_does_not_hold_the_exit_for_the_grace():
+    """The kill timer an interrupted stop keeps is a daemon thread: the command, its summary
+    printed, leaves at once, not when TERMINATE_GRACE_S (60 s here) has passed."""
+    import subprocess
+    import sys
+    import time
+
+    code = """
+from kreplica import sim_cli
+sim_cli.TERMINATE_GRACE_S = 60.0
+
+class Worker:
+    exitcode = 0  # gone by the time the timer would look
+
+class Pool:
+    _pool = [Worker()]
+
+    def terminate(self):
+        raise KeyboardInterrupt  # the second Ctrl-C, while terminate() joins
+
+try:
+    sim_cli._terminate(Pool())
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+"""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the interrupted stop held the exit for its kill timer") from None
+    assert (proc.returncode, out) == (0, "stopped\n") and time.monotonic() - t0 < 20
+
+
 def test_cli_a_lost_worker_keeps_the_seeds_that_finished_and_exits_1(tmp_path, capsys, monkeypatch):
     real = sim_cli.run_seed
 
@@ -1376,7 +1435,8 @@ def test_a_workers_slot_names_the_seed_it_runs_seed_0_too_and_none_before_its_fi
 
 def test_summary_json_has_its_keys_sorted_at_every_level(tmp_path, monkeypatch, capsys):
     """summary.json is written with sorted keys, as the table's rows are by name: two sweeps
-    that found the same things give the same file, whatever each met first."""
+    that found the same things give the same file, whatever each met first, laid out one
+    item a line."""
     _planted_runs(monkeypatch, failing=(2,), losses=1)
     assert sim_cli.main(["--seeds", "1..3", "--out", str(tmp_path)]) == 1
     orders = []
@@ -1384,6 +1444,9 @@ def test_summary_json_has_its_keys_sorted_at_every_level(tmp_path, monkeypatch, 
                object_pairs_hook=lambda pairs: orders.append([k for k, _ in pairs]) or dict(pairs))
     assert len(orders) == 8  # the file, its summary, the summary's three counts by name, and each run
     assert all(keys == sorted(keys) for keys in orders), orders
+    # And one item a line, indented by its depth: for a reader, and for diff between two sweeps.
+    text = (tmp_path / "summary.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=1, sort_keys=True)
 
 
 

@@ -347,9 +347,9 @@ def test_a_timeline_gives_an_isr_bar_to_a_follower_that_never_leads(tmp_path, mo
 def test_a_timeline_keeps_its_legends_clear_of_the_fault_names_and_labels_time_once_at_the_bottom(
         tmp_path, monkeypatch):
     """The fault names hang, written upwards, from the top of the first offsets plot, so
-    each offsets legend sits in the lower right and each leader legend in the upper left,
-    where no name is; and the time axis, shared by every plot, is labelled once, under
-    the last."""
+    each offsets legend sits in the lower right, its entries in a row, and each leader
+    legend in the upper left, where no name is; and the time axis, shared by every plot,
+    is labelled once, under the last."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     faults = [(500, "crash", 1), (1200, "controlled_shutdown", 2)]
@@ -370,6 +370,8 @@ def test_a_timeline_keeps_its_legends_clear_of_the_fault_names_and_labels_time_o
         assert top.y1 - 0.1 * top.height < box.y1 <= top.y1, name.get_text()  # hung from the top
         assert box.height > box.width, name.get_text()  # written upwards: close faults' names do not overlap
     assert [quadrant(ax, ax.get_legend()) for ax in fig.axes] == [("lower", "right"), ("upper", "left")] * 2
+    for ax in fig.axes[::2]:  # an offsets legend's entries side by side (six a row), not a column over the lines
+        assert len({round(entry.get_window_extent(renderer).y0) for entry in ax.get_legend().get_texts()}) == 1
     assert [ax.get_xlabel() for ax in fig.axes] == [""] * 3 + [
         "virtual time (s); vertical lines: faults, named at the top (red: crashes)"]
 
