@@ -1019,16 +1019,17 @@ def test_a_scenario_name_that_cannot_name_a_file_is_refused_with_out_before_any_
     assert not out.exists()
 
 
-def test_a_scenario_file_whose_description_is_not_text_is_refused_in_one_line(tmp_path, capsys):
-    """``description = 5`` is bad input like any other: one line and exit status 2 before
-    any run (128d385), not a run whose options print a number where text goes and a
-    scenario that ``--list`` could not print."""
+@pytest.mark.parametrize("key", ["description", "swarm_mix"])
+def test_a_scenario_files_text_given_as_a_number_is_refused_in_one_line(tmp_path, capsys, key):
+    """``description = 5`` or ``swarm_mix = 5`` is bad input like any other: one line
+    naming it, exit status 2, before any run (128d385), not a run whose options print a
+    number where text goes, nor a mix refused as an unknown "5"."""
     path = tmp_path / "five.toml"
-    path.write_text('extends = "seed003-controlled-shutdown"\nname = "five"\ndescription = 5\n')
+    path.write_text(f'extends = "seed003-controlled-shutdown"\nname = "five"\n{key} = 5\n')
     assert sim_cli.main(["--scenario", str(path), "--until", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("kreplica simulate: error: ") and err.count("\n") == 1, err
-    assert "description = 5, expected a string" in err
+    assert f"{key} = 5, expected a string" in err
 
 
 def test_a_scenario_name_holding_a_slash_runs_without_out(tmp_path, monkeypatch, capsys):

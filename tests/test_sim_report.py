@@ -242,13 +242,15 @@ def test_a_timeline_marks_each_fault_on_every_plot_and_names_it_once_at_its_time
 
 
 def test_a_timeline_names_each_partition_dashes_its_hws_and_takes_the_usual_sample_period(tmp_path, monkeypatch):
-    """Each offsets plot is labelled with its partition; HW lines are dashed, LEO lines
-    solid; and one sampling instant off the beat (1.1 s) does not make the sample period
-    0.1 s, which would break every line at every ordinary 0.25 s step."""
+    """Each offsets plot is labelled with its partition, each leader plot "broker"; HW
+    lines are dashed, LEO lines solid; and one sampling instant off the beat (1.1 s) does
+    not make the sample period 0.1 s, which would break every line at every ordinary
+    0.25 s step."""
     import math
 
     fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=_two_partitions(offbeat=True)))
     assert [ax.get_ylabel() for ax in fig.axes[::2]] == ["t-0\noffset", "t-1\noffset"]
+    assert [ax.get_ylabel() for ax in fig.axes[1::2]] == ["broker", "broker"]  # what the leader plots count in
     for ax in fig.axes[::2]:
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert sorted(lines) == ["HW 1", "HW 2", "LEO 1", "LEO 2"]
@@ -346,10 +348,10 @@ def test_a_timeline_gives_an_isr_bar_to_a_follower_that_never_leads(tmp_path, mo
 
 def test_a_timeline_keeps_its_legends_clear_of_the_fault_names_and_labels_time_once_at_the_bottom(
         tmp_path, monkeypatch):
-    """The fault names hang, written upwards, from the top of the first offsets plot, so
-    each offsets legend sits in the lower right, its entries in a row, and each leader
-    legend in the upper left, where no name is; and the time axis, shared by every plot,
-    is labelled once, under the last."""
+    """The fault names hang, written upwards, from the top of the first offsets plot, each
+    just left of its line, so each offsets legend sits in the lower right, its entries in
+    a row, and each leader legend in the upper left, where no name is; and the time axis,
+    shared by every plot, is labelled once, under the last."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     faults = [(500, "crash", 1), (1200, "controlled_shutdown", 2)]
@@ -369,11 +371,17 @@ def test_a_timeline_keeps_its_legends_clear_of_the_fault_names_and_labels_time_o
         box = name.get_window_extent(renderer)
         assert top.y1 - 0.1 * top.height < box.y1 <= top.y1, name.get_text()  # hung from the top
         assert box.height > box.width, name.get_text()  # written upwards: close faults' names do not overlap
+        # Just before its line, ending there: over what came before the fault, not what it did.
+        line_x = fig.axes[0].transData.transform((name.xy[0], 0))[0]
+        assert line_x - 2 <= box.x1 <= line_x + 0.5, (name.get_text(), box.x1, line_x)
     assert [quadrant(ax, ax.get_legend()) for ax in fig.axes] == [("lower", "right"), ("upper", "left")] * 2
     for ax in fig.axes[::2]:  # an offsets legend's entries side by side (six a row), not a column over the lines
         assert len({round(entry.get_window_extent(renderer).y0) for entry in ax.get_legend().get_texts()}) == 1
     assert [ax.get_xlabel() for ax in fig.axes] == [""] * 3 + [
         "virtual time (s); vertical lines: faults, named at the top (red: crashes)"]
+    # Laid out tight: the plots and their labels span the figure's width but for a thin margin.
+    spans = [ax.get_tightbbox(renderer) for ax in fig.axes]
+    assert min(b.x0 for b in spans) < 0.03 * fig.bbox.width and max(b.x1 for b in spans) > 0.97 * fig.bbox.width
 
 
 
