@@ -1227,6 +1227,8 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
                 remote.connect(private)  # the argument named, as the config's checks name theirs
         assert made == []
         assert {th for th in threading.enumerate() if th.name == "kreplica-tcp"} <= threads  # refused first
+        shared = "zookeeper://127.0.0.1:1/k"
+        assert remote.require_shared_store(shared) == shared  # what the caller passes on is what it gave
         cluster = remote.connect("zookeeper://127.0.0.1:1/k", {"acks": "all"}, seed=5)
         assert cluster.transport.resolve(3) == ("127.0.0.1", 9003)
         assert cluster.given == ((), "zookeeper://127.0.0.1:1/k", 5, {"acks": "all"}, True)
@@ -1234,6 +1236,14 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
         renewed.base = 9100
         cluster.zk = renewed
         assert cluster.transport.resolve(3) == ("127.0.0.1", 9103)  # looked up on the session it has now
+        # The transport connect made is the client's own, open once connect returns: a
+        # request to a broker listening where its registration says is answered.
+        sched = cluster.transport.scheduler = RealScheduler()
+        with TcpTransport(sched) as brokers:
+            renewed.base = brokers.register(3, _echo([])) - 3
+            answers = []
+            cluster.transport.send(-1, 3, _fetch(), answers.append)
+            assert sched.run_until(lambda: answers, 5_000) and answers[0] is not DISCONNECTED, answers
     finally:
         for cluster in made:
             cluster.transport.close()
@@ -1477,10 +1487,12 @@ def test_the_broker_command_says_which_part_failed_and_exits_1(tmp_path, monkeyp
 
 def test_the_broker_listens_on_its_port_and_quietly_prints_only_that(tmp_path, monkeypatch, capsys):
     """--port is where the broker's transport listens; with --quiet the listening line is
-    all it prints."""
-    wanted = _free_port()
-    _run_in_process(tmp_path, monkeypatch, port=wanted)
-    assert capsys.readouterr().out.splitlines() == [f"broker 1 listening on 127.0.0.1:{wanted}"]
+    all it prints, also when --advertised-port names that same port (nothing else is
+    registered, so no "registered as" follows)."""
+    for advertised in (None, "the same"):
+        wanted = _free_port()
+        _run_in_process(tmp_path, monkeypatch, port=wanted, advertised_port=advertised and wanted)
+        assert capsys.readouterr().out.splitlines() == [f"broker 1 listening on 127.0.0.1:{wanted}"], advertised
 
 
 def test_the_broker_prints_its_state_changes_unless_quiet(tmp_path, monkeypatch, capsys):
@@ -2123,10 +2135,14 @@ def test_a_port_past_65535_is_a_bad_argument_not_a_traceback_or_a_registration_n
     failed with an OverflowError traceback; ``--advertised-port 65536`` was registered, and
     every peer, which takes a registration past 65535 as no usable port, found the broker
     unregistered while it ran. Both are refused as ``--advertised-port 0`` is: exit 2,
-    the option named, the run never tried; 65535 itself is a port."""
+    the option named with the reason, the run never tried; 65535 itself is a port."""
     with pytest.raises(SystemExit) as e:
         _broker_command(tmp_path, monkeypatch, option, "65536")
-    assert e.value.code == 2 and option in capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {option}: 65536: must be at most 65535" in capsys.readouterr().err
+    low = 0 if option == "--port" else 1  # the reason for a port below the option's own bound too
+    with pytest.raises(SystemExit) as e:
+        _broker_command(tmp_path, monkeypatch, option, str(low - 1))
+    assert e.value.code == 2 and f"argument {option}: {low - 1}: must be at least {low}" in capsys.readouterr().err
     status, calls = _broker_command(tmp_path, monkeypatch, option, "65535")
     assert status == 0 and calls[0][1][option[2:].replace("-", "_")] == 65535
 
@@ -2262,3 +2278,42 @@ def test_a_node_going_away_closes_its_end_of_a_peers_connection_not_only_its_sen
             return False
 
         assert _eventually(refused), "the gone node's end still reads what the peer sends"
+
+
+# ---- refusals on the scheduler's turn, an idle broker, a client's open transport (2026-11-28,
+# ---- eleventh mutation review)
+def test_a_request_still_connecting_when_its_peer_goes_away_is_refused_on_the_schedulers_turn(net):
+    """A request whose connection was still being made when its peer went away is refused,
+    DISCONNECTED, as every answer is: on the scheduler's thread when it runs, not on the
+    socket thread inside the ``unregister`` that stopped the peer (where the sender's state
+    would change under the caller, from a thread the sans-I/O code never runs on)."""
+    sched, t = net
+    t.register(2, _echo([]))
+    answers = []
+    release = threading.Event()
+    t._loop.call_soon_threadsafe(release.wait, 3)  # the send and the stop reach the loop together
+    t.send(1, 2, _fetch(), lambda answer: answers.append((answer, threading.current_thread())))
+    threading.Timer(0.1, release.set).start()
+    t.unregister(2)  # the stop runs while the link's task is still connecting
+    t._on_loop(asyncio.sleep(0.05))  # whatever the stop handed over is queued
+    assert answers == []  # the scheduler has not run yet
+    assert sched.run_until(lambda: answers, 5_000)
+    assert answers == [(DISCONNECTED, threading.current_thread())]
+
+
+def test_an_idle_broker_sleeps_between_its_checks_rather_than_spinning(tmp_path, monkeypatch):
+    """While it waits for a signal, the broker's main loop sleeps a tick between its checks
+    that the broker still runs (a handful a second), rather than spinning a core at 100%
+    on a broker with nothing to do."""
+    checks = []
+
+    def count_then_signal(broker):
+        advance = broker.scheduler.advance
+        broker.scheduler.advance = lambda ms: (checks.append(ms), advance(ms))[-1]
+        broker.scheduler.call_later(1_000, os.kill, os.getpid(), signal.SIGTERM)
+
+    status, closed = _run_in_process(tmp_path, monkeypatch, after_start=count_then_signal,
+                                     signal_after_start=False)
+    assert status in (0, 1) and closed == [True]
+    assert 0 < len(checks) < 20, f"{len(checks)} checks in a second"
+
