@@ -537,10 +537,12 @@ def test_replicas_without_a_partition_is_refused(seed003_store, named, capsys):
     assert capsys.readouterr().out == ""
 
 
-def test_preferred_election_without_a_topic_is_refused(seed003_store, capsys):
-    # Not looked up as a topic named "None", nor as an unknown topic's error.
+@pytest.mark.parametrize("topic", [[], ["--topic", ""]], ids=["none", "empty"])
+def test_preferred_election_without_a_topic_is_refused(seed003_store, topic, capsys):
+    # Not looked up as a topic named "None", nor as an unknown topic's error; an empty
+    # --topic names no topic either, as for `topics --alter` and `--delete` (TL11-07).
     with pytest.raises(SystemExit, match="--preferred-election needs --topic"):
-        main(["reassign", "--zookeeper", "memory:1", "--preferred-election"])
+        main(["reassign", "--zookeeper", "memory:1", "--preferred-election", *topic])
     assert capsys.readouterr().out == ""
 
 
@@ -583,6 +585,7 @@ def test_replication_factor_is_the_first_partitions_replica_count():
     ("1001:1002,1002:1001", ["--replication-factor", "2"]),
     ("1001:1002,1002:1001", ["--partitions", "2", "--replication-factor", "2"]),
     ("", ["--partitions", "1", "--replication-factor", "1"]),  # given, though empty (TL7-04)
+    ("1001:1002,1002:1001", ["--partitions", "0"]),  # given, though 0 (TL11-02)
 ])
 def test_a_replica_assignment_is_refused_beside_a_count_as_kafka_topics_refuses_it(text, counts, seed003_store):
     """The counts agree with the assignment here, and kafka-topics.sh still refuses: the
@@ -1119,7 +1122,9 @@ _OPTIONS = {"config": (["--config", "retention.ms=1"], {"create", "alter"}),
             # A count of 0 too: kafka-topics.sh refuses an option it was given, whatever its value (TL10-03).
             "partitions": (["--partitions", "0"], {"create", "alter"}),
             "factor": (["--replication-factor", "0"], {"create"}),
-            "assignment": (["--replica-assignment", "1001"], {"create", "alter"})}
+            "assignment": (["--replica-assignment", "1001"], {"create", "alter"}),
+            # Given, though empty: `has` asks whether it is there, not what it says (TL11-06).
+            "empty-assignment": (["--replica-assignment", ""], {"create", "alter"})}
 
 
 @pytest.mark.parametrize("action, option", [
@@ -1137,9 +1142,14 @@ def test_an_option_beside_an_action_it_does_not_go_with_is_refused_not_ignored(m
     assert capsys.readouterr().out == ""
 
 
-def test_a_replica_assignment_with_alter_needs_partitions(memory_client, capsys):
+@pytest.mark.parametrize("text", ["1001", ""], ids=["assignment", "empty"])
+def test_a_replica_assignment_with_alter_needs_partitions(memory_client, text, capsys):
+    # An empty one too, beside a config change it would leave unread (TL11-04): only
+    # --partitions reads it, and there the empty text places the partitions as none does.
     with pytest.raises(SystemExit, match="--replica-assignment with --alter places added partitions: give --partitions"):
-        main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo", "--replica-assignment", "1001"])
+        main(["topics", "--zookeeper", "memory:1", "--alter", "--topic", "foo", "--replica-assignment", text,
+              "--config", "retention.ms=1000"])
+    assert capsys.readouterr().out == ""
 
 
 @zookeeper
@@ -1151,3 +1161,14 @@ def test_alter_partitions_brings_the_new_ones_online_on_zookeeper(zk_cluster, ca
     assert c.run_until(lambda: c._all_have_leaders("bar"), 20_000)
     assert [p.partition for p in c.describe("bar").partitions] == [0, 1, 2]
     assert c.produce("bar", 2, [b"x"], acks="all") == 0
+
+
+# The two-hundred-and-ninth review (docs/engine-audit.md, TL11-..).
+@pytest.mark.parametrize("action", [["--create", "--topic", "new", "--replica-assignment", "1001:1002"],
+                                    ["--alter", "--topic", "bar"]], ids=["create", "alter"])
+def test_a_config_key_given_twice_keeps_its_last_value_as_kafka_topics_keeps_it(seed003_store, action, capsys):
+    """kafka-topics.sh 0.10 sets the --config items into one Properties in the order
+    given, so a key given twice keeps the value given last (TL11-03, TL11-14)."""
+    assert main(["topics", "--zookeeper", "memory:1", *action,
+                 "--config", "retention.ms=1000", "--config", "retention.ms=2000"]) == 0
+    assert seed003_store().get_topic_config(action[2]) == {"retention.ms": "2000"}

@@ -655,3 +655,21 @@ def test_log_demo_takes_a_log_holding_exactly_what_was_flushed_as_a_clean_recove
     assert log_demo._kill_and_recover(Console(file=out, width=200), path) is True
     assert ("log end offset 150,000 (acknowledged up to 174,999, flushed 150,000); 150,000 records read back: "
             "a gap-free prefix holding everything flushed") in " ".join(out.getvalue().split())
+
+
+# The two-hundred-and-ninth review (docs/engine-audit.md, TL11-..).
+def test_a_batchs_size_is_its_bytes_in_the_segment_offset_and_length_included(tmp_path):
+    """kafka-dump-log prints a batch's sizeInBytes: its length field's count and the 12
+    bytes of its offset and length before it, so each batch starts where the one before
+    started plus its size, and the last ends at the file's end (TL11-10)."""
+    from kreplica.records import encode_batch
+
+    first = encode_batch([(None, b"a", None, 1_000)], base_offset=0)
+    second = encode_batch([(b"k", b"bc", None, 2_000), (None, b"d", None, 3_000)], base_offset=1)
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(first + second)
+    out = io.StringIO()
+    assert dump([seg], False, out) == 0
+    placed = [tuple(map(int, re.search(r" position: (\d+) .* size: (\d+) ", line).groups()))
+              for line in out.getvalue().splitlines() if line.startswith("baseOffset: ")]
+    assert placed == [(0, len(first)), (len(first), len(second))]
