@@ -1172,3 +1172,19 @@ def test_a_config_key_given_twice_keeps_its_last_value_as_kafka_topics_keeps_it(
     assert main(["topics", "--zookeeper", "memory:1", *action,
                  "--config", "retention.ms=1000", "--config", "retention.ms=2000"]) == 0
     assert seed003_store().get_topic_config(action[2]) == {"retention.ms": "2000"}
+
+
+@pytest.mark.parametrize("option", ["--partitions", "--replication-factor"])
+def test_a_count_past_a_java_int_is_a_usage_error_as_kafka_topics_cannot_read_it(memory_client, option, capsys):
+    """kafka-topics.sh declares both counts java.lang.Integer, so joptsimple cannot read
+    3000000000 and the command fails; kreplica took it and placed 3000000000 partitions
+    one by one, never ending.  The ends of the range are still read (the command then
+    refuses the option beside --describe, which only a read value reaches)."""
+    for text in ("2147483648", "-2147483649", "3000000000"):
+        with pytest.raises(SystemExit) as e:
+            main(["topics", "--zookeeper", "memory:1", "--create", "--topic", "new", option, text])
+        assert e.value.code == 2
+        assert f"argument {option}: '{text}' is not a Java int" in capsys.readouterr().err
+    for text in ("2147483647", "-2147483648"):
+        with pytest.raises(SystemExit, match=f"{option} can't be used with --describe"):
+            main(["topics", "--zookeeper", "memory:1", "--describe", option, text])

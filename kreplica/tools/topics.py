@@ -8,9 +8,20 @@ import sys
 from typing import Any, Callable
 
 from ..arguments import JAVA_BLANKS, java_split
-from ..cli import integer, integer_text
+from ..cli import argument, integer_text
 
 HELP = "create, alter, delete, list or describe topics (like kafka-topics.sh --zookeeper)"
+
+
+def java_int(text: str) -> int:
+    """``--partitions`` and ``--replication-factor`` as kafka-topics.sh declares them, a
+    java.lang.Integer: outside -2**31 to 2**31 - 1 joptsimple cannot read the number and
+    the command fails, where taking it would place, say, 3000000000 partitions one by one,
+    never ending.  ValueError naming the text."""
+    n = integer_text(text)
+    if not -2**31 <= n < 2**31:
+        raise ValueError(f"{text!r} is not a Java int (-2147483648 to 2147483647)")
+    return n
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,9 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="the topic; except for --create, a regular expression matching whole "
                                    "names (commas meaning 'or'), as kafka-topics.sh takes it; all topics "
                                    "for --list and --describe when omitted")
-    p.add_argument("--partitions", type=integer,
+    p.add_argument("--partitions", type=argument(java_int),
                    help="partition count for --create; for --alter, the larger count to grow the topic to")
-    p.add_argument("--replication-factor", type=integer, help="replication factor for --create")
+    p.add_argument("--replication-factor", type=argument(java_int), help="replication factor for --create")
     p.add_argument("--replica-assignment", metavar="B1:B2,B1:B2",
                    help="explicit assignment for --create, or of the added partitions for --alter --partitions: "
                         "partitions separated by commas, replicas by colons")
