@@ -3,7 +3,7 @@ base's story runnable."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -283,7 +283,17 @@ def test_an_empty_chaos_table_is_chaos_at_the_default_rates(tmp_path):
 def test_a_scenario_file_leaving_things_out_gets_the_scenarios_defaults(tmp_path):
     path = tmp_path / "m.toml"
     path.write_text('name = "m"\n')
-    assert scenarios.load(str(path)) == scenarios.Scenario("m")
+    sc = scenarios.load(str(path))
+    assert sc == scenarios.Scenario("m")
+    # The defaults themselves, the workload's too: every scenario leaving a key out runs with
+    # it, so changing one moves those runs' histories (and no recorded one replays).
+    assert (sc.brokers, sc.topics, sc.until_ms, sc.liveness_ms, sc.swarm_mix) == (
+        3, (TopicSpec("t", 3, 3),), 30_000, 60_000, "swarm")
+    assert asdict(sc.workload) == {
+        "acks": "all", "produce_interval_ms": 50, "batch_records": 2, "producers_per_partition": 1,
+        "retries": 5, "retry_backoff_ms": 100, "request_timeout_ms": 3000, "consumers": True,
+        "consumer_interval_ms": 100, "keys": 16, "admin_interval_ms": 0, "alter_configs": False,
+        "max_in_flight": 1}
 
 
 def test_with_config_types_each_value_as_the_config_does():
@@ -480,6 +490,31 @@ def test_the_shipped_scenarios_are_listed_by_name_in_order():
     with pytest.raises(ValueError) as e:
         scenarios.load("no-such-scenario")
     assert str(e.value).endswith("; known: " + ", ".join(listed))
+
+
+def test_a_name_without_a_suffix_is_a_shipped_scenario_whatever_the_working_directory_holds(tmp_path, monkeypatch):
+    """`kreplica simulate rolling-restart --out rolling-restart` leaves a directory of the
+    scenario's name where the command runs; the next run of that name is still the shipped
+    file, not a path to what the working directory holds under it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rolling-restart").mkdir()
+    (tmp_path / "slow-follower").write_text('name = "notes"\nbrokers = 6\n')
+    assert scenarios.load("slow-follower") == scenarios.load(str(scenarios.HERE / "slow-follower.toml"))
+    assert scenarios.load("rolling-restart") == scenarios.load(str(scenarios.HERE / "rolling-restart.toml"))
+
+
+def test_rolling_restart_brings_each_broker_back_before_stopping_the_next():
+    """What its description says: each broker in turn shut down, restarted, and given time
+    to rejoin before the next goes.  A restart aimed at a broker that is up is recorded as
+    skipped and the run stays clean (the liveness phase restarts the one left down), so
+    only the steps themselves show that two brokers were down at once."""
+    sc = scenarios.load("rolling-restart")
+    steps = sorted(sc.steps, key=lambda s: s.at_ms)
+    assert [(s.action, s.target) for s in steps] == [
+        (action, b) for b in sc.broker_ids for action in ("controlled_shutdown", "restart")]
+    for stop, start, following in zip(steps[0::2], steps[1::2], [*steps[2::2], None]):
+        assert stop.at_ms + stop.jitter_ms < start.at_ms
+        assert following is None or start.at_ms + start.jitter_ms < following.at_ms
 
 
 def test_a_scenario_file_with_a_bad_step_is_refused_at_load(tmp_path):
@@ -996,6 +1031,21 @@ def test_a_scenario_extending_another_replaces_its_steps_and_topics(tmp_path):
     sc = scenarios.load(str(tmp_path / "more.toml"))
     assert [t.name for t in sc.topics] == ["c"]
     assert [(s.action, s.target) for s in sc.steps] == [("pause", 2)]
+    # An empty list too: no topics of its own (its steps create them), not the default topic t.
+    (tmp_path / "none.toml").write_text(
+        f'extends = "{tmp_path / "base.toml"}"\nname = "none"\ntopics = []\n'
+        '[[steps]]\naction = "create_topic"\ntopic = "x"\n')
+    sc = scenarios.load(str(tmp_path / "none.toml"))
+    assert sc.topics == () and [(s.action, s.params) for s in sc.steps] == [("create_topic", {"topic": "x"})]
+
+
+def test_an_empty_extends_names_no_scenario_and_is_refused(tmp_path):
+    """`extends = ""` (a base's name lost in an edit) is refused as any unknown name is, not
+    read as no base: the file would run alone, without the scenario it was written over."""
+    path = tmp_path / "more.toml"
+    path.write_text('extends = ""\nname = "more"\nbrokers = 5\n')
+    with pytest.raises(ValueError, match="no scenario ''; known: "):
+        scenarios.load(str(path))
 
 
 def test_an_extends_cycle_written_two_ways_is_still_found(tmp_path, monkeypatch):
@@ -1014,6 +1064,11 @@ def test_a_header_with_a_null_where_a_value_goes_is_refused():
         scenarios.from_dict({"name": "h", "workload": {"batch_records": None}})
     with pytest.raises(ValueError, match=r"\[network\]: drop_probability = None, expected a number"):
         scenarios.from_dict({"name": "h", "network": {"drop_probability": None}})
+    # Nor the description (`simulate --list` splits it) or the swarm mix, strings as written (128d385).
+    with pytest.raises(ValueError, match=r"scenario h: description = None, expected a string"):
+        scenarios.from_dict({"name": "h", "description": None})
+    with pytest.raises(ValueError, match=r"scenario h: swarm_mix = None, expected a string"):
+        scenarios.from_dict({"name": "h", "swarm_mix": None})
 
 
 def test_a_relative_extends_is_read_beside_the_extending_file(tmp_path, monkeypatch):
