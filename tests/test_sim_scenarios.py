@@ -126,6 +126,8 @@ def test_every_shipped_scenario_is_valid():
      "target $$a is bound by no earlier step"),
     # An empty bind binds nothing in the World, so "$" is bound by no step.
     (dict(steps=(Step("crash", target=1, bind=""), Step("restart", target="$"))), "target $ is bound by no earlier step"),
+    # The World reads a role's partition after the first ':', as "x:t-0": no partition of any topic.
+    (dict(steps=(Step("crash", target="leader:x:t-0"),)), "no partition 'x:t-0'"),
     # A delete_topic step built in code without a table: the loader's answer, not an
     # AttributeError from the scan for the names steps delete.
     (dict(steps=(Step("delete_topic", params=None),)), "step 1 (delete_topic): params = None, expected a table"),
@@ -490,6 +492,17 @@ def test_the_shipped_scenarios_are_listed_by_name_in_order():
     with pytest.raises(ValueError) as e:
         scenarios.load("no-such-scenario")
     assert str(e.value).endswith("; known: " + ", ".join(listed))
+
+
+def test_controller_failover_mid_reassignment_kills_the_controller_after_the_reassignment_is_written():
+    """Its story: /admin/reassign_partitions written, then the controller killed a few ms
+    later, while the move is under way, and the next controller completing it.  A kill
+    before the write runs clean too (the next controller is simply the one that reassigns),
+    so only the steps show that the failover no longer lands mid-reassignment."""
+    sc = scenarios.load("controller-failover-mid-reassignment")
+    [reassign] = [s for s in sc.steps if s.action == "reassign"]
+    [kill] = [s for s in sc.steps if s.action == "kill_controller"]
+    assert reassign.at_ms + reassign.jitter_ms < kill.at_ms
 
 
 def test_a_name_without_a_suffix_is_a_shipped_scenario_whatever_the_working_directory_holds(tmp_path, monkeypatch):
