@@ -128,6 +128,12 @@ def test_every_shipped_scenario_is_valid():
     (dict(steps=(Step("crash", target=1, bind=""), Step("restart", target="$"))), "target $ is bound by no earlier step"),
     # The World reads a role's partition after the first ':', as "x:t-0": no partition of any topic.
     (dict(steps=(Step("crash", target="leader:x:t-0"),)), "no partition 'x:t-0'"),
+    # Only a step's target (or the controller a kill_controller step kills) is bound: a step
+    # with neither bound nothing in the World, which skipped "$x" as "no such broker now".
+    (dict(steps=(Step("elect_preferred", bind="x", params={"topic": "t"}), Step("restart", target="$x"))),
+     "step 1 (elect_preferred): bind = 'x' binds no broker"),
+    (dict(steps=(Step("partition", bind="x", params={"groups": [[1], [2, 3]], "duration_ms": 5}),)),
+     "step 1 (partition): bind = 'x' binds no broker"),
     # A delete_topic step built in code without a table: the loader's answer, not an
     # AttributeError from the scan for the names steps delete.
     (dict(steps=(Step("delete_topic", params=None),)), "step 1 (delete_topic): params = None, expected a table"),

@@ -8,9 +8,10 @@ and a list of scripted ``[[steps]]``.  A step names an ``action`` (a fault or an
 admin call), when (``at_ms`` plus a seeded random ``jitter_ms``), and a
 ``target``: a broker id, ``"leader:<topic>-<p>"``, ``"follower:<topic>-<p>"``,
 ``"controller"``, ``"random"``, or ``"$name"`` for a broker an earlier step bound
-with ``bind = "name"``.  A step with ``on = "election:<topic>-<p>"`` is armed at
-``at_ms`` and fires ``jitter_ms`` (random) after the next election of that
-partition -- the timing KIP-101's double failures need.  Everything else in the step is passed to the action.
+with ``bind = "name"`` (its target, or the controller a ``kill_controller`` step
+kills).  A step with ``on = "election:<topic>-<p>"`` is armed at ``at_ms`` and
+fires ``jitter_ms`` (random) after the next election of that partition -- the
+timing KIP-101's double failures need.  Everything else in the step is passed to the action.
 
 ``swarm_mix`` says what ``--swarm`` varies for this scenario: ``"swarm"`` (the
 default) draws its own fault rates and admin cadence; ``"base"`` scales this
@@ -318,6 +319,11 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
         _check_partition(where, target.partition(":")[2], partitions)
     elif target not in ("controller", "random"):
         raise ValueError(f"{where}: unknown target {target!r}")
+    # The World binds a step's broker (its target, or the controller a kill_controller step
+    # kills): with neither, the name stays unbound and a step naming "$<name>" is skipped.
+    if step.bind and target is None and step.action != "kill_controller":
+        raise ValueError(f"{where}: bind = {step.bind!r} binds no broker: a {step.action} step "
+                         "without a target names none")
     if step.on is not None:
         kind, _, name = step.on.partition(":") if isinstance(step.on, str) else ("", "", "")
         if kind != "election":
