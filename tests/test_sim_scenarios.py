@@ -302,6 +302,10 @@ def test_a_scenario_file_leaving_things_out_gets_the_scenarios_defaults(tmp_path
         "retries": 5, "retry_backoff_ms": 100, "request_timeout_ms": 3000, "consumers": True,
         "consumer_interval_ms": 100, "keys": 16, "admin_interval_ms": 0, "alter_configs": False,
         "max_in_flight": 1}
+    # A topic giving only its name: one partition of replication factor 3, as the World's
+    # create_topic step makes one.
+    path.write_text('name = "m"\n[[topics]]\nname = "u"\n')
+    assert scenarios.load(str(path)).topics == (TopicSpec("u", 1, 3),)
 
 
 def test_with_config_types_each_value_as_the_config_does():
@@ -509,6 +513,22 @@ def test_controller_failover_mid_reassignment_kills_the_controller_after_the_rea
     [reassign] = [s for s in sc.steps if s.action == "reassign"]
     [kill] = [s for s in sc.steps if s.action == "kill_controller"]
     assert reassign.at_ms + reassign.jitter_ms < kill.at_ms
+
+
+def test_seed003_controlled_shutdown_stops_a_leader_whose_partitions_move_cleanly():
+    """Its story: the broker stopped is the leader of bar-1, whose leadership the controller
+    moves to another replica of the ISR (not elected uncleanly) before the broker goes.
+    Stopping a follower runs clean too, with no leadership to move."""
+    world = World(scenarios.load("seed003-controlled-shutdown"), 1)
+    assert world.run().ok
+    events = world.history.events
+    [stop] = [i for i, e in enumerate(events) if e.kind == "controlled_shutdown"]
+    stopped = events[stop].broker
+    led = [e.broker for e in events[:stop] if e.kind == "election" and e.tp == "bar-1"]
+    after = [e for e in events[stop:] if e.kind == "election" and e.tp == "bar-1"]
+    assert led[-1] == stopped
+    assert after and after[0].broker != stopped and stopped not in after[0].data["isr"]
+    assert not after[0].data["unclean"]
 
 
 def test_a_name_without_a_suffix_is_a_shipped_scenario_whatever_the_working_directory_holds(tmp_path, monkeypatch):
