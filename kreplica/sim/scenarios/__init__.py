@@ -322,8 +322,8 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
     # The World binds a step's broker (its target, or the controller a kill_controller step
     # kills): with neither, the name stays unbound and a step naming "$<name>" is skipped.
     if step.bind and target is None and step.action != "kill_controller":
-        raise ValueError(f"{where}: bind = {step.bind!r} binds no broker: a {step.action} step "
-                         "without a target names none")
+        raise ValueError(f"{where}: bind = {step.bind!r} binds no broker: the step has no target "
+                         "to bind")
     if step.on is not None:
         kind, _, name = step.on.partition(":") if isinstance(step.on, str) else ("", "", "")
         if kind != "election":
