@@ -9,6 +9,7 @@ from kreplica.meta.store import (
     BadVersion,
     ConnectionLoss,
     EventType,
+    InvalidPath,
     NoChildrenForEphemerals,
     NoNode,
     NodeExists,
@@ -2465,3 +2466,25 @@ def test_a_path_with_an_empty_node_name_is_refused_by_every_call_on_both_stores(
     assert answered == {}
     assert [c for c in s.get_children("/") if c != "zookeeper"] == ["q"]
     assert s.get_children("/q") == ["p"] and s.get("/q/p")[0] == b"p"
+
+
+@pytest.mark.parametrize("path", ["/d/.", "/d/..", "/.."])
+def test_a_sequential_create_whose_last_name_is_dot_or_dot_dot_is_refused_by_name_on_both_stores(
+        store_env: StoreEnv, path: str) -> None:
+    # ZooKeeper checks a sequential path with a digit after it and would number "/d/." as
+    # "/d/.0000000000", but kazoo refuses the path (a bare ValueError naming no path), so
+    # the ZooKeeper store could not make what the memory store made: both refuse it by
+    # name, whichever way the create is asked for, and make nothing.
+    s = store_env.store.session("a")
+    s.create("/d")
+    told = f"invalid path {path!r}: relative paths not allowed"
+    for call in (lambda: s.create(path, b"x", sequential=True),
+                 lambda: s.create(path, b"x", ephemeral=True, sequential=True),
+                 lambda: s.create(path, b"x", sequential=True, makepath=True),
+                 lambda: s.multi([Op.create(path, b"x", sequential=True)])):
+        with pytest.raises(InvalidPath) as refused:
+            call()
+        assert str(refused.value) == told
+    assert s.get_children("/") == ["d"] and s.get_children("/d") == []
+    # A name that only begins with dots is numbered as any other.
+    assert s.create("/d/..x", sequential=True) == "/d/..x0000000000"

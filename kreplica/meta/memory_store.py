@@ -43,6 +43,7 @@ from .store import (
     StoreError,
     Watch,
     WatchEvent,
+    check_create_path,
     check_path,
 )
 
@@ -118,7 +119,7 @@ class MemoryStore(MetadataStore):
             raise TypeError("node data must be bytes")
         # As ZooKeeper's PathUtils: a sequential path is checked with a digit after it, so
         # "/p/" is fine there (it names /p's child /p/0000000000) and "/" too.
-        check_path(path + "1" if sequential else path)
+        check_create_path(path, sequential)
         if path == "/" and not sequential:
             raise NodeExists(path)
         ppath = _parent(path)
@@ -393,7 +394,7 @@ class MemorySession(Session):
     def _make_parents(self, store: MemoryStore, path: str, sequential: bool,
                       events: list[tuple[int, str, EventType]]) -> None:
         # Checked as the create will check it: "/p/q/" is a sequential child of /p/q.
-        check_path(path + "1" if sequential else path)
+        check_create_path(path, sequential)
         missing: list[str] = []
         p = _parent(path)
         while p != "/" and p not in store._nodes:

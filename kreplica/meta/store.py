@@ -55,6 +55,20 @@ def check_path(path: str) -> None:
         raise InvalidPath(f"invalid path {path!r}: invalid character {bad.group()!r} at {bad.start()}")
 
 
+def check_create_path(path: str, sequential: bool) -> None:
+    """:func:`check_path` for a create: a sequential one is checked with a digit after it,
+    and its last name may not be ``.`` or ``..`` either.  ZooKeeper itself would number
+    ``/p/.`` as ``/p/.0000000000``, but kazoo, through which ZooKeeperStore sends every
+    create, refuses the path (a bare ValueError naming no path), so neither store makes
+    such a node."""
+    if not sequential:
+        check_path(path)
+        return
+    check_path(path + "1")
+    if path.endswith(("/.", "/..")):
+        raise InvalidPath(f"invalid path {path!r}: relative paths not allowed")
+
+
 class StoreError(KReplicaError):
     """Base of metadata-store failures (named as ZooKeeper's).
 

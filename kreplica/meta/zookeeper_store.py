@@ -65,6 +65,7 @@ from .store import (
     StoreError,
     Watch,
     WatchEvent,
+    check_create_path,
     check_path,
 )
 
@@ -346,7 +347,7 @@ class ZooKeeperSession(Session):
 
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                sequential: bool = False, makepath: bool = False) -> str:
-        check_path(path + "1" if sequential else path)
+        check_create_path(path, sequential)
         c = self._enter()
         return self._wait(c.create_async(path, data, ephemeral=ephemeral, sequence=sequential,
                                          makepath=makepath), path)
@@ -426,7 +427,7 @@ class ZooKeeperSession(Session):
 
     def multi(self, ops: Sequence[Op]) -> list[object]:
         for op in ops:
-            check_path(op.path + "1" if op.kind == "create" and op.sequential else op.path)
+            check_create_path(op.path, op.kind == "create" and op.sequential)
         c = self._enter()
         t = c.transaction()
         for op in ops:
