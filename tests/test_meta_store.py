@@ -647,13 +647,18 @@ def test_a_chroot_is_slash_name_or_the_root(zk_server) -> None:
     from kreplica.meta.zookeeper_store import ZooKeeperStore
     from kreplica.runtime import RealScheduler
 
-    for bad in ["kreplica", "/kreplica/", "/a/b/", "//"]:
+    # The whole path rule, as ZooKeeper's own client checks a chroot: kazoo took "/a//b"
+    # for /a/b, and the rest came back as ConnectionLoss ("cannot reach ZooKeeper") from a
+    # server that was reached.
+    for bad in ["kreplica", "/kreplica/", "/a/b/", "//", "/bad-chroot//b", "/bad-chroot/./b",
+                "/bad-chroot/..", "/bad-chroot\x01"]:
         with pytest.raises(ValueError, match="chroot must look like /name"):
             ZooKeeperStore(zk_server.hosts, bad, RealScheduler())
     for root in ["", "/"]:
         store = ZooKeeperStore(zk_server.hosts, root, RealScheduler())
         try:
             assert store.chroot == "" and "zookeeper" in store.session("x").get_children("/")
+            assert "bad-chroot" not in store.session("y").get_children("/")
         finally:
             store.close()
 

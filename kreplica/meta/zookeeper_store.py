@@ -53,6 +53,7 @@ from .store import (
     BadVersion,
     ConnectionLoss,
     EventType,
+    InvalidPath,
     MetadataStore,
     NoChildrenForEphemerals,
     NoNode,
@@ -160,8 +161,14 @@ class ZooKeeperStore(MetadataStore):
     def __init__(self, hosts: str, chroot: str = "/kreplica", scheduler: Scheduler | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  connect_timeout_s: float = 15.0, op_timeout_s: float = OP_TIMEOUT_S) -> None:
-        if chroot not in ("", "/") and (not chroot.startswith("/") or chroot.endswith("/")):
-            raise ValueError(f"chroot must look like /name, got {chroot!r}")
+        if chroot not in ("", "/"):
+            # As ZooKeeper's own client checks a connect string's chroot.  kazoo took "/a//b"
+            # for /a/b, and a "." or ".." name or a character the server refuses came back
+            # as ConnectionLoss ("cannot reach ZooKeeper"), though the server was reached.
+            try:
+                check_path(chroot)
+            except InvalidPath as exc:
+                raise InvalidPath(f"chroot must look like /name, got {chroot!r}: {exc}") from None
         self.hosts = hosts
         self.chroot = chroot if chroot != "/" else ""
         self.scheduler = scheduler if scheduler is not None else RealScheduler()
