@@ -106,6 +106,19 @@ def test_a_topic_no_node_can_be_named_after_does_not_exist(store_env: StoreEnv, 
     assert list(c.get_partition_states([TP(topic, 0), TP("bar", 0)])) == [TP("bar", 0)]
 
 
+def test_a_batch_whose_later_chunk_names_a_topic_no_node_can_have_reads_only_that_chunk_again(
+        store_env: StoreEnv) -> None:
+    # The batch goes in chunks of max_batch_ops; a refused chunk is read again path by path,
+    # and only that chunk, so the answer still lines up with the names asked for.
+    c = _client(store_env)
+    for t in ("a", "b", "c"):
+        c.create_topic(t, {0: [1001 + ord(t) - ord("a")]})
+    c.set_topic_config("c", {"retention.ms": 1000})
+    c.session.max_batch_ops = 2
+    assert c.get_topic_assignments(["a", "b", "c", "."]) == {"a": {0: [1001]}, "b": {0: [1002]}, "c": {0: [1003]}}
+    assert c.get_topic_configs(["a", "b", "c", ""]) == {"a": {}, "b": {}, "c": {"retention.ms": "1000"}, "": {}}
+
+
 def test_partition_states_batched_and_conditional(store_env: StoreEnv) -> None:
     c = _client(store_env, "controller")
     leader = _client(store_env, "leader")

@@ -2149,10 +2149,11 @@ def test_a_path_naming_a_node_dot_or_dot_dot_is_refused_and_makes_nothing(store_
     # No node is named . or ..: kazoo refuses such a path ("relative paths not allowed")
     # before anything reaches ZooKeeper, parents included. The memory store made them.
     s = store_env.store.session("a")
-    with pytest.raises(ValueError):
-        s.create(path, b"x", makepath=True)
-    with pytest.raises(ValueError):
-        s.multi([Op.create(path, b"x")])
+    # Refused by name (InvalidPath, which KafkaZkClient's reads take for an absent node).
+    for call in (lambda: s.create(path, b"x", makepath=True), lambda: s.multi([Op.create(path, b"x")])):
+        with pytest.raises(InvalidPath) as refused:
+            call()
+        assert str(refused.value) == f"invalid path {path!r}: relative paths not allowed"
     assert s.exists("/d") is None and s.get_children("/") == []
     assert s.create("/d/.e..", b"y", makepath=True) == "/d/.e.."  # dots inside a name are fine
 
@@ -2262,14 +2263,14 @@ def test_a_server_waits_half_a_minute_for_a_slow_jvm_before_trying_again(monkeyp
 
     clock = Clock()
     started: list[float] = []
-    ready_at = [25.0]
+    ready_at = [25.02]
 
     def popen(*args: object, **kwargs: object) -> Starting:
         started.append(clock.now)
         return Starting()
 
     def answer(host: str, port: int, word: str = "ruok", timeout_s: float = 1.0) -> str:
-        if clock.now < ready_at[0]:
+        if host != "127.0.0.2" or clock.now < ready_at[0]:  # it listens on the address it was given
             raise ConnectionRefusedError(111, "Connection refused")
         return "imok" if word == "ruok" else "Zookeeper version: 3.8.0"
 
@@ -2277,9 +2278,12 @@ def test_a_server_waits_half_a_minute_for_a_slow_jvm_before_trying_again(monkeyp
     monkeypatch.setattr(zs.subprocess, "Popen", popen)
     monkeypatch.setattr(zs, "four_letter_word", answer)
     monkeypatch.setattr(zs, "zookeeper_available", lambda jar: True)
-    server = zs.ZooKeeperServer()
+    server = zs.ZooKeeperServer(host="127.0.0.2")
     try:
         assert server.start() is server and started == [0.0]  # serving after 25 s: one JVM
+        # It asks again every 50 ms: a JVM serving at 25.02 s is in use by 25.1 s, not a
+        # second later (each start of a test server, or of `zookeeper+local://`, waited).
+        assert 25.02 <= clock.now < 25.1
     finally:
         server.stop()
     started.clear()
@@ -2493,3 +2497,17 @@ def test_a_sequential_create_whose_last_name_is_dot_or_dot_dot_is_refused_by_nam
     assert s.get_children("/") == ["d"] and s.get_children("/d") == []
     # A name that only begins with dots is numbered as any other.
     assert s.create("/d/..x", sequential=True) == "/d/..x0000000000"
+
+
+@pytest.mark.parametrize("kind", ["check", "set", "delete"])
+def test_an_op_that_is_no_create_is_checked_as_its_path_whatever_its_sequential_flag(
+        store_env: StoreEnv, kind: str) -> None:
+    # Only a create is numbered, so only a create's path is checked with a digit after it.
+    # An op built by hand (Op is a plain dataclass) with sequential=True on a check, set or
+    # delete names "/p/" as given: refused as for any op, not taken for /p (as kazoo would
+    # take it), which would have deleted /p, rewritten it or passed its check.
+    s = store_env.store.session("a")
+    s.create("/p", b"p")
+    with pytest.raises(InvalidPath, match="invalid path '/p/'"):
+        s.multi([Op(kind, "/p/", b"x", sequential=True)])
+    assert s.get("/p")[0] == b"p" and s.get("/p")[1].version == 0
