@@ -664,6 +664,29 @@ def test_a_chroot_is_slash_name_or_the_root(zk_server) -> None:
 
 
 @pytest.mark.zookeeper
+def test_a_store_at_zookeepers_root_connects_only_for_its_sessions(zk_server, monkeypatch) -> None:
+    # Only a chroot has to be made before the first session: a store at ZooKeeper's root
+    # ("" or "/") opens no client of its own, where each such client is one more session
+    # the server creates and closes.
+    from kreplica.meta import zookeeper_store as zs
+    from kreplica.runtime import RealScheduler
+
+    made: list[str] = []
+    real = zs.KazooClient
+
+    def counted(*args: object, **kwargs: object) -> object:
+        made.append(str(kwargs["hosts"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zs, "KazooClient", counted)
+    for root in ["", "/"]:
+        zs.ZooKeeperStore(zk_server.hosts, root, RealScheduler()).close()
+    assert made == []
+    zs.ZooKeeperStore(zk_server.hosts, "/made-by-its-own-client", RealScheduler()).close()
+    assert made == [zk_server.hosts]
+
+
+@pytest.mark.zookeeper
 def test_the_test_server_listens_on_loopback_only_and_grants_short_sessions(zk_server, zk_store_factory) -> None:
     import socket
 
