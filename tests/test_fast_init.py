@@ -86,6 +86,18 @@ def test_post_init_still_validates():
         ProduceRequest(acks=0.5, timeout_ms=1, partitions=())
 
 
+def test_a_state_with_an_empty_isr_is_built_not_refused():
+    """Only a repeated replica is refused: a state node holding leader -1 and no ISR member
+    (one the topics tool describes, TL9-10, as Kafka's own LeaderAndIsr takes an empty ISR)
+    is read back from the store and carried through an election, not a ValueError for every
+    reader of the node."""
+    from kreplica.meta.layout import decode_partition_state, encode_partition_state
+
+    state = LeaderAndIsr(-1, 3, (), 0, 2)
+    assert decode_partition_state(encode_partition_state(state), 5) == LeaderAndIsr(-1, 3, (), 5, 2)
+    assert state.with_leader(-1, ()) == LeaderAndIsr(-1, 4, (), 0, 2)
+
+
 def test_every_message_is_a_frozen_slotted_dataclass():
     """As kreplica.protocol promises: a message carries no per-instance dict (the brokers
     and the simulator build millions of them) and cannot be changed once sent; and it is

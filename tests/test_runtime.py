@@ -186,6 +186,14 @@ def test_next_due_skips_cancelled_timers(monkeypatch):
     only = RealScheduler(0)
     only.call_later(5, lambda: None).cancel()
     assert only.next_due_ms() is None
+    # Nor what the loop sleeps towards, also when the timer is cancelled after the pass that
+    # ran what was due (a run_until predicate that gives up a retry): with nothing else
+    # pending, run_until(p, 30) sleeps its 30 ms in one wait, not 5 ms towards nothing first.
+    sched, clock = _real_scheduler_on_a_held_clock(monkeypatch)
+    sched._wake = sleeps = _SleepMovesTheClock(clock)
+    retry = sched.call_later(5, lambda: None)
+    assert not sched.run_until(lambda: retry.cancel(), 30)
+    assert sleeps.waits == [0.03] and sched.events_run == 0
 
 
 class _SleepMovesTheClock:

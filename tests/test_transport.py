@@ -160,6 +160,24 @@ def test_an_answer_and_a_refusal_come_back_over_the_reverse_link():
     assert t.messages_delivered == 4
 
 
+def test_whether_the_addressee_is_there_is_read_as_the_request_arrives():
+    """A request finds what is at its destination when it gets there, as a connection is
+    refused or taken by whatever listens at that moment: a node that went away while the
+    request was on its way refuses it (its old handler never sees it), and one that came
+    up meanwhile serves it."""
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    served = []
+    t.register(1, lambda src, req, respond: (served.append(req), respond("old")))
+    got = []
+    t.send(2, 1, "to 1", got.append)
+    t.send(2, 3, "to 3", got.append)
+    t.unregister(1)  # crashes before the request arrives
+    t.register(3, _echo)  # starts before the request arrives
+    s.advance(20)
+    assert got == [DISCONNECTED, ("echo", 2, "to 3")] and served == []
+
+
 def test_a_node_registered_again_gets_the_answers_to_its_requests():
     s = SimScheduler()
     t = InProcessTransport(s)
@@ -186,11 +204,12 @@ def test_a_produce_request_leaves_with_copies_of_every_view_it_carries(acks):
     t = InProcessTransport(s, latency_ms=5)
     arrived = []
     t.register(1, lambda src, request, respond: arrived.append(request))
-    buffer = bytearray(b"first")
+    buffer = bytearray(b"[first]")
+    # A view onto part of the buffer: what crosses is the part viewed, not the buffer under it.
     request = ProduceRequest(acks, 1000, (ProducePartition(TopicPartition("t", 0), b"bytes"),
-                                          ProducePartition(TopicPartition("t", 1), memoryview(buffer))))
+                                          ProducePartition(TopicPartition("t", 1), memoryview(buffer)[1:-1])))
     t.send(2, 1, request, None)
-    buffer[:] = b"again"
+    buffer[:] = b"[again]"
     s.advance(5)
     assert [bytes(p.records) for p in arrived[0].partitions] == [b"bytes", b"first"]
     assert type(arrived[0].partitions[1].records) is bytes
