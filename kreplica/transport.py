@@ -117,14 +117,22 @@ class InProcessTransport:
         handler = self._handlers.get(dst)
         if handler is None:
             if on_response is not None and src not in self._down:
-                self.deliver(dst, src, DISCONNECTED, on_response)
+                self.deliver(dst, src, DISCONNECTED, self._back_to(src, on_response))
             return
 
         def carry(response: Any) -> None:
             if on_response is not None and src not in self._down:
-                self.deliver(dst, src, on_the_wire(response), on_response)
+                self.deliver(dst, src, on_the_wire(response), self._back_to(src, on_response))
 
         handler(src, request, answer_once(dst, request, carry))
+
+    def _back_to(self, src: int, on_response: Respond) -> Callable[[Any], None]:
+        """The arrival of an answer (or a refusal) at ``src``: lost if ``src`` went away while it
+        was on its way, as an answer on a socket dies with the process that was to read it."""
+        def arrive(response: Any) -> None:
+            if src not in self._down:
+                on_response(response)
+        return arrive
 
     def deliver(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None]) -> None:
         """Carry one message across the link ``src -> dst``; ``arrive(message)`` is its arrival.

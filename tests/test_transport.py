@@ -48,6 +48,23 @@ def test_down_nodes_refuse_and_lose_answers():
     assert got == [DISCONNECTED]
 
 
+def test_an_answer_on_its_way_to_a_node_that_went_away_is_lost_when_it_arrives():
+    """Whether the asker is there is also read when its answer gets there: a node that went
+    away after its answer (or a refusal) left never sees it, as an answer on a socket dies
+    with the process that was to read it, rather than running the dead node's callback."""
+    s = SimScheduler()
+    t = InProcessTransport(s, latency_ms=5)
+    t.register(1, _echo)
+    t.register(2, _echo)
+    got = []
+    t.send(2, 1, "answered", got.append)
+    t.send(2, 3, "refused", got.append)  # 3 is not there
+    s.advance(5)  # both requests arrive; the answer and the refusal leave for node 2
+    t.unregister(2)  # which goes away before they get there
+    s.advance(10)
+    assert got == [] and t.messages_delivered == 4
+
+
 def test_answering_twice_is_a_handler_bug():
     s = SimScheduler()
     t = InProcessTransport(s)
