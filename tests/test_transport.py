@@ -368,6 +368,22 @@ def test_a_message_counts_when_it_leaves_not_when_it_arrives():
     assert t.messages_delivered == 2
 
 
+def test_a_node_that_went_away_from_one_transport_is_not_down_on_another():
+    """Each transport keeps its own nodes that went away: two clusters in one process (two
+    tests, an embedder's two Cluster objects) share node ids, and broker 2 stopped in one
+    must not lose the answers of broker 2 in the other."""
+    s = SimScheduler()
+    first, second = InProcessTransport(s), InProcessTransport(s)
+    for t in (first, second):
+        t.register(1, _echo)
+        t.register(2, _echo)
+    first.unregister(2)
+    got = []
+    second.send(2, 1, "x", got.append)
+    s.advance(1)
+    assert got == [("echo", 2, "x")]
+
+
 def test_a_node_registered_again_takes_only_itself_off_the_down_list():
     """A restarted node gets its answers again; the nodes still down do not: registering
     node 2 again leaves node 3, which went away with it, without answers or refusals."""
