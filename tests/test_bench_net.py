@@ -24,11 +24,14 @@ def test_the_broker_process_row(request):
     assert secs is not None and secs > 0
 
 
-def test_a_short_read_back_is_an_error_not_a_figure(monkeypatch):
+@pytest.mark.parametrize("read_back", [0, 7], ids=["short", "a-batch-twice"])
+def test_a_read_back_of_other_than_every_record_sent_is_an_error_not_a_figure(read_back, monkeypatch):
+    """Fewer records than sent (one lost), or more (a batch appended twice, a retry
+    committed as well as its first try): either way the figure is not of the work asked."""
     from kreplica.cluster import Cluster
 
-    monkeypatch.setattr(Cluster, "fetch", lambda self, *a, **k: [])
-    with pytest.raises(AssertionError, match="read back 0 committed records, expected 6"):
+    monkeypatch.setattr(Cluster, "fetch", lambda self, *a, **k: [b""] * read_back)
+    with pytest.raises(AssertionError, match=f"read back {read_back} committed records, expected 6"):
         bench_net.in_process(bench_net.batches(2, 2, 8))
 
 
@@ -200,6 +203,32 @@ def test_the_timed_batches_wait_for_all_three_replicas_in_sync():
 
     bench_net._produce_all(Cluster(), bench_net.batches(2, 2, 8))
     assert seen == [[1, 2], [1, 2, 3]] and produced == [2, 2, 2]
+
+
+def test_a_replica_that_never_joins_the_isr_stops_the_run_before_any_batch():
+    """The wait for the third replica times out: the run fails there, rather than timing
+    batches committed by two replicas (min.insync.replicas 2 lets them through)."""
+    produced = []
+
+    class Cluster:
+        def create_topic(self, topic, partitions, replication_factor):
+            pass
+
+        def run_until(self, condition, timeout_ms):
+            return condition()  # the wait's 30 s over: the ISR still [1, 2]
+
+        def describe(self, topic):
+            return SimpleNamespace(partitions=[SimpleNamespace(isr=[1, 2])])
+
+        def produce(self, topic, partition, batch, acks):
+            produced.append(batch)
+
+        def fetch(self, topic, partition, offset):
+            return [b""] * 6
+
+    with pytest.raises(AssertionError):
+        bench_net._produce_all(Cluster(), bench_net.batches(2, 2, 8))
+    assert produced == []
 
 
 # The hundred-and-first review (docs/engine-audit.md, BH5-..): the fifth pass over the harness.

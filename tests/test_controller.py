@@ -804,6 +804,10 @@ def test_failover_bench_judges_linearity_smallest_against_largest_at_2x():
     # "at most 2x": exactly twice the smallest size's cost per partition passes (BH6-18)
     assert verdicts([row(1000, 0.125), row(8000, 2.0)])[1] == (
         "target: linear in partitions: 125.0 -> 250.0 us/partition from 1,000 to 8,000, PASS")
+    # three sizes (the default 1000 5000 10000): the largest is judged, not the one after the
+    # smallest, which here stays within 2x (40 us) while the largest does not
+    assert verdicts([row(1000, 0.025), row(5000, 0.2), row(10000, 0.625)])[1] == (
+        "target: linear in partitions: 25.0 -> 62.5 us/partition from 1,000 to 10,000, FAIL")
 
 
 # The eighty-second review (docs/engine-audit.md, BH4-..): the fourth pass over the harness.
@@ -837,6 +841,7 @@ def test_failover_bench_is_not_done_until_the_failed_broker_is_gone():
     """``done`` stops the ZooKeeper run's clock: before the session closes every leader is
     live already (2 of 3 partitions do not move), so only the failed broker's absence from
     the live brokers tells the failover has happened."""
+    import dataclasses
     from types import SimpleNamespace
 
     from kreplica.tools import bench_failover
@@ -847,6 +852,14 @@ def test_failover_bench_is_not_done_until_the_failed_broker_is_gone():
         bench_failover.teardown(state)
     bench_failover.fail(state)
     assert state["done"]()
+    # and not while any partition is left without a live leader, though every other one
+    # has one (a partition whose ISR held only the failed broker, unclean election off):
+    # the ZooKeeper clock would stop before that election, or with none at all
+    ctx = next(c for c in state["controllers"].values() if c.is_active).ctx
+    tp, before = next(iter(ctx.leadership.items()))
+    ctx.leadership[tp] = dataclasses.replace(before, leader=-1, isr=(state["failed"],))
+    assert not state["done"]()
+    ctx.leadership[tp] = before
     # the store is closed too (on ZooKeeper its client and every session, the admin's that
     # made the topics among them; the hundred-and-thirty-ninth review's BH7-30)
     store, closed = state["store"], []
