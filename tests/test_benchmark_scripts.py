@@ -291,10 +291,12 @@ def test_side_by_sides_child_keeps_each_seeds_better_run_of_two_after_a_warm_up(
     assert out.stdout.split() == ["6.0"]  # 1 + 2 + 3
 
 
-def test_the_recording_names_each_run_by_label_and_seed_for_the_seeds_asked(history_hashes, tmp_path, monkeypatch):
+def test_the_recording_names_each_run_by_label_and_seed_for_the_seeds_asked(history_hashes, tmp_path, monkeypatch,
+                                                                           capsys):
     """``--seeds`` and ``--swarm-seeds`` reach the runs (3 and 12 by default), and each line is
-    the run's label, its seed and its history's hash: a check names the run that differs."""
-    asked = []
+    the run's label, its seed and its history's hash: a check names the run that differs.
+    Each line is printed as its run ends, before the next starts (the runs take minutes)."""
+    asked, printed = [], []
 
     def runs(seeds, swarm_seeds):
         asked.append((seeds, swarm_seeds))
@@ -305,12 +307,16 @@ def test_the_recording_names_each_run_by_label_and_seed_for_the_seeds_asked(hist
             self.sc = sc
 
         def run(self):
+            printed.append(capsys.readouterr().out)
             return SimpleNamespace(history_hash=f"hash-of-{self.sc}")
 
     monkeypatch.setattr(history_hashes, "runs", runs)
     monkeypatch.setattr(history_hashes, "World", World)
     recording = tmp_path / "hashes.txt"
     assert history_hashes.main(["--record", str(recording), "--seeds", "2", "--swarm-seeds", "5"]) == 0
+    assert printed + [capsys.readouterr().out] == [
+        "", "a/leader-epoch 1 hash-of-sc1\n", "a/leader-epoch 2 hash-of-sc2\n",
+        f"swarm/random-chaos 1 hash-of-sc3\n3 runs recorded in {recording}\n"]
     assert history_hashes.main(["--record", str(recording)]) == 0
     assert asked == [(2, 5), (3, 12)]
     assert recording.read_text() == (

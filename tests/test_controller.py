@@ -869,6 +869,23 @@ def test_failover_bench_is_not_done_until_the_failed_broker_is_gone():
 
 
 
+def test_failover_bench_run_checks_the_outcome_and_closes_the_store(monkeypatch):
+    """``run`` (what the table and the ZooKeeper rows call) ends with the teardown: the
+    outcome is checked -- on MemoryStore nothing else checks it, ``fail`` only advances the
+    clock -- and the store is closed (on ZooKeeper a client and four sessions a run)."""
+    from kreplica.meta import MemoryStore
+    from kreplica.tools import bench_failover
+
+    closed = []
+    close = MemoryStore.close
+    monkeypatch.setattr(MemoryStore, "close", lambda self: closed.append(close(self)))
+    assert bench_failover.run(9).reelected == 3
+    assert closed == [None]
+    monkeypatch.setattr(bench_failover, "fail", lambda state: "no failover at all")
+    with pytest.raises(AssertionError, match="leaders were not re-elected"):
+        bench_failover.run(9)
+
+
 def test_failover_bench_counts_the_round_trips_made_while_the_session_closes():
     """On ZooKeeper the controller's watch fires on kazoo's thread and its reads can start
     before ``close()`` returns: the count starts before the close.  A stand-in close makes

@@ -657,6 +657,29 @@ def test_log_demo_takes_a_log_holding_exactly_what_was_flushed_as_a_clean_recove
             "a gap-free prefix holding everything flushed") in " ".join(out.getvalue().split())
 
 
+def test_log_demo_fails_a_recovered_log_missing_a_batch_inside_a_read(tmp_path, monkeypatch):
+    """Step 3 promises a gap-free prefix: a log whose offsets jump over one batch (149,000
+    to 149,999 missing; recovery takes the gap, as a compacted log's) is read back 4 MiB at a
+    time, each read starting where one should and ending on the right value, yet holds
+    150,000 records for a log end offset of 151,000: not clean."""
+    from rich.console import Console
+
+    from kreplica.records import encode_batch
+    from kreplica.tools import log_demo
+
+    path = tmp_path / "demo-0"
+    path.mkdir()
+    with open(path / "00000000000000000000.log", "wb") as f:
+        for base in [*range(0, 149_000, 1000), 150_000]:
+            f.write(encode_batch([log_demo._value(i) for i in range(base, base + 1000)], base_offset=base,
+                                 leader_epoch=0, timestamp_ms=1_700_000_000_000))
+    _stand_in_writer(monkeypatch, path)
+    out = io.StringIO()
+    assert log_demo._kill_and_recover(Console(file=out, width=200), path) is False
+    assert "log end offset 151,000 (acknowledged up to 174,999, flushed 150,000); 150,000 records read back: " \
+           "NOT a clean prefix" in " ".join(out.getvalue().split())
+
+
 # The two-hundred-and-ninth review (docs/engine-audit.md, TL11-..).
 def test_a_batchs_size_is_its_bytes_in_the_segment_offset_and_length_included(tmp_path):
     """kafka-dump-log prints a batch's sizeInBytes: its length field's count and the 12
