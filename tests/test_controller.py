@@ -886,6 +886,18 @@ def test_failover_bench_run_checks_the_outcome_and_closes_the_store(monkeypatch)
         bench_failover.run(9)
 
 
+def test_failover_bench_refuses_to_fail_a_broker_before_every_partition_is_online(monkeypatch):
+    """The setup waits for the controller to lead all ``n`` partitions: with three of nine
+    never created (a stand-in assignment), it stops there, naming the setup, rather than
+    timing a failover over six and blaming the failover for the three."""
+    from kreplica.tools import bench_failover
+
+    whole = bench_failover._assignment
+    monkeypatch.setattr(bench_failover, "_assignment", lambda n: {"t0": dict(list(whole(n)["t0"].items())[:6])})
+    with pytest.raises(AssertionError, match="topics did not come online"):
+        bench_failover.prepare(9)
+
+
 def test_failover_bench_counts_the_round_trips_made_while_the_session_closes():
     """On ZooKeeper the controller's watch fires on kazoo's thread and its reads can start
     before ``close()`` returns: the count starts before the close.  A stand-in close makes
