@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from kreplica import errors
 from kreplica.records import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
     Record,
     batch_at,
     batch_fingerprints,
@@ -78,6 +80,8 @@ def test_no_timestamp_means_kafka_minus_one():
     rb = next(decode_batches(encode_batch([b"x"])))
     assert rb.first_timestamp == rb.max_timestamp == -1
     assert decode_records(encode_batch([b"x"]))[0].timestamp == -1
+    # The exported constants say what the codec writes: a caller compares with them.
+    assert (NO_TIMESTAMP, LOG_OVERHEAD, HEADER_SIZE) == (-1, 12, 61)
     # 0 is a timestamp (the epoch), not "none".
     assert next(decode_batches(encode_batch([b"x"], timestamp_ms=0))).max_timestamp == 0
 
@@ -140,6 +144,11 @@ def test_headers_are_read_once_whatever_their_type_does(encode):
     assert encode([(None, b"v", [_LyingPair(("k", b"x"))])]) == expected
     assert encode([(None, b"v", (_LyingPair(("k", b"x")),))]) == expected
 
+    class Pairs(tuple):  # a tuple subclass of headers is a tuple of headers
+        pass
+
+    assert encode([(None, b"v", Pairs([("k", b"x")]))]) == expected
+
     class Key(str):
         pass
 
@@ -170,6 +179,36 @@ def test_headers_that_change_between_the_passes_are_refused_not_overrun():
     with pytest.raises(RuntimeError, match="changed while it was being encoded"):
         encode_batch([(None, b"v", Shrinking())])
     assert Shrinking.walks == 2
+
+
+@pytest.mark.parametrize("encode", [
+    lambda items: encode_batch(items, timestamp_ms=1),
+    lambda items: encode_batch_into(bytearray(1 << 10), 0, items, 0, -1, 1),
+    lambda items: batch_size(items, 1),
+])
+def test_an_item_list_shortened_while_it_is_encoded_is_refused(encode):
+    # A header list whose iteration drops the last item from the list being encoded:
+    # every entry point reads the caller's list itself and refuses it, none encodes a copy.
+    class Dropping(list):
+        def __iter__(self):
+            if len(items) > 1:
+                items.pop()
+            return list.__iter__(self)
+
+    items = [(None, b"v", Dropping([("k", b"x")])), b"tail"]
+    with pytest.raises(RuntimeError, match="the item list changed while it was being encoded"):
+        encode(items)
+    assert items == [items[0]]
+
+
+def test_a_view_is_judged_by_the_bytes_under_it_now():
+    # A view reads through to its buffer: a batch of no records whose magic is later
+    # overwritten (a segment's bytes written again under a held view) is no longer valid.
+    buf = bytearray(_raw_batch([], count=0, last_offset_delta=0))
+    view = batch_at(buf)
+    assert view.valid() and view.records() == []
+    buf[16] = 1  # the magic, outside the CRC
+    assert not view.valid()
 
 
 def test_encode_into_a_buffer_and_report_the_space_needed():
@@ -216,7 +255,11 @@ def test_scan_reports_every_batch():
     assert res.leader_epochs.tolist() == [1, 1, 2]
     assert res.positions.tolist() == [0, res.sizes[0], res.sizes[0] + res.sizes[1]]
     assert res.sizes.sum() == len(buf)
-    assert res.positions.dtype == np.int64 and res.sizes.dtype == np.int32
+    # Signed columns, as Kafka's fields are: arithmetic between them stays integral.
+    assert [getattr(res, c).dtype for c in ("positions", "base_offsets", "last_offsets", "max_timestamps")] \
+        == [np.int64] * 4
+    assert [getattr(res, c).dtype for c in ("sizes", "record_counts", "leader_epochs")] == [np.int32] * 3
+    assert (res.last_offsets - res.base_offsets).dtype == np.int64
     assert res.next_offset == 9 and type(res.next_offset) is int
 
 
@@ -632,6 +675,29 @@ def test_a_length_at_a_varint_width_boundary_encodes_as_kafka_spells_it(n):
     assert batch_size([b"x" * n], 0) == len(_raw_batch([_raw_record(0, value=b"x" * n)]))
 
 
+def test_a_general_records_offset_delta_past_63_takes_two_bytes():
+    # Records with headers (or given as Record objects) take the encoder's general path;
+    # from the 65th on, the offset delta's zigzag varint is two bytes long, as Kafka spells it.
+    items = [(None, b"v", [("h", None)])] * 65
+    raw = _raw_batch([_raw_record(i, headers=[(b"h", None)]) for i in range(65)],
+                     base_timestamp=5, max_timestamp=5)
+    assert batch_size(items, 5) == len(raw)
+    assert encode_batch(items, leader_epoch=0, timestamp_ms=5) == raw
+    records = [Record(0, 5, None, b"v", [("h", None)])] * 65
+    assert encode_batch(records, leader_epoch=0) == raw
+
+
+def test_a_record_subclass_is_encoded_as_the_record_it_is():
+    class Tagged(Record):
+        pass
+
+    item = Tagged(0, 9, b"k", b"v", [("h", b"x")])
+    assert encode_batch([item], timestamp_ms=1) == encode_batch([Record(0, 9, b"k", b"v", [("h", b"x")])],
+                                                                timestamp_ms=1)
+    assert decode_records(encode_batch([item, b"w"], timestamp_ms=1))[0] == Record(0, 9, b"k", b"v",
+                                                                                   [("h", b"x")])
+
+
 def test_a_batch_of_records_of_the_least_size_frames():
     # Null key and value, no headers, deltas below 64: seven bytes a record, the least the
     # header check allows for its record count.
@@ -1000,6 +1066,16 @@ def test_each_offset_delta_must_rise_above_the_one_just_before_it_not_only_the_f
                                    "bad record 2 in the batch at position 0")
 
 
+def test_a_first_record_below_the_batchs_base_offset_is_refused():
+    # The first offset delta must be 0 or more too: -1 would give a record the offset
+    # before the batch's base offset, below the range its header claims.
+    buf = _raw_batch([_raw_record(-1), _raw_record(0)], last_offset_delta=1)
+    _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0",
+                                   "bad record 0 in the batch at position 0")
+    with pytest.raises(errors.InvalidRecord, match="bad record 0 in the batch at position 0"):
+        batch_at(buf).records()
+
+
 def test_an_offset_delta_outside_an_int32_is_a_bad_record():
     # A five-byte varint holds 35 bits: 2**32 fits the varint but not an int32, and cut to
     # 32 bits it would read as delta 0, a record the batch never held at that offset.
@@ -1171,6 +1247,9 @@ def test_restamp_writes_all_four_bytes_of_the_leader_epoch(epoch):
     assert restamp_batches(buf, 10, epoch) == 11
     assert scan_batches(buf).leader_epochs.tolist() == [epoch]
     assert next(decode_batches(buf)).leader_epoch == epoch
+    into = bytearray(len(buf))  # and so does encoding into a buffer
+    assert encode_batch_into(into, 0, [b"a", b"b"], 10, epoch, 1) == len(into)
+    assert bytes(into) == bytes(buf)
 
 
 @pytest.mark.parametrize("codec, name", [(2, "snappy"), (3, "lz4"), (4, "zstd"), (5, "5"), (6, "6"), (7, "7")])
@@ -1484,6 +1563,12 @@ def test_views_and_scan_results_come_only_from_the_codec_and_say_what_they_hold(
                            f"size={first.size}, position=0)")
     res = scan_batches(buf, first.size)
     assert repr(res) == f"ScanResult(count=2, valid_bytes={len(buf) - first.size}, error=None)"
+    # A scan stopped by an error shows the error quoted, as the string it is.
+    sizes = [b.size for b in decode_batches(buf)]
+    stop = sizes[0] + sizes[1]  # the third batch, one byte short
+    assert repr(scan_batches(buf[:-1])) == (
+        f"ScanResult(count=2, valid_bytes={stop}, "
+        f"error='torn batch at position {stop}: needs {sizes[2]} bytes, {sizes[2] - 1} available')")
     # A compacted batch (offsets 0 and 2 of 0..2) holds two records, not its offset range.
     compacted = batch_at(_raw_batch([_raw_record(0), _raw_record(2)], last_offset_delta=2))
     assert repr(compacted) == (f"RecordBatch(base_offset=0, last_offset=2, leader_epoch=0, records=2, "
