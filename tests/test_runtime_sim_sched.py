@@ -166,6 +166,20 @@ def test_run_until_answers_its_predicate_as_it_stands_at_the_deadline():
     assert s.now_ms() == 200
 
 
+def test_run_until_runs_a_timer_due_exactly_at_its_deadline():
+    """The deadline belongs to the wait, as the end of advance's span does: a timer due
+    exactly at it runs before run_until gives up, so the predicate it makes true holds
+    (a reply timed to land on a request's timeout is not lost to it); one due a
+    millisecond later waits."""
+    s = SimScheduler(start_ms=100)
+    seen = []
+    s.call_later(50, seen.append, "at the deadline")
+    s.call_later(51, seen.append, "past it")
+    assert s.run_until(lambda: bool(seen), 50)
+    assert seen == ["at the deadline"] and s.now_ms() == 150 and s.events_run == 1
+    assert not s.run_until(lambda: len(seen) == 2, 0) and s.now_ms() == 150
+
+
 @pytest.mark.parametrize("scheduler", [SimScheduler, "real"])
 def test_every_threadsafe_call_made_so_far_goes_ahead_of_what_the_first_one_schedules(scheduler):
     """The inbox is drained whole before an event: threadsafe calls waiting together get
