@@ -417,6 +417,18 @@ def test_restamp_leaves_bad_input_untouched():
         restamp_batches(bytes(buf), 0, 0)
 
 
+def test_restamp_counts_a_compacted_batchs_offsets_by_its_last_offset_delta():
+    # Compaction leaves batches with fewer records than offsets: lastOffsetDelta keeps the
+    # batch's last offset, so the next batch is placed after it, not after the records
+    # that are left (Kafka's in-place assignment counts offsets the same way).
+    compacted = _raw_batch([_raw_record(0, value=b"a"), _raw_record(3, value=b"d")], last_offset_delta=4)
+    buf = bytearray(compacted + encode_batch([b"f"], timestamp_ms=1))
+    assert restamp_batches(buf, 100, 7) == 105
+    after = scan_batches(buf)
+    assert (after.error, after.base_offsets.tolist(), after.leader_epochs.tolist()) == (None, [100, 105], [7, 7])
+    assert [(r.offset, r.value) for r in decode_records(buf)] == [(100, b"a"), (103, b"d"), (105, b"f")]
+
+
 def test_batch_views_are_zero_copy_and_carry_the_header():
     buf = three_batches()
     batches = list(decode_batches(buf))
@@ -1127,6 +1139,19 @@ def test_a_continuation_byte_must_be_10xxxxxx_for_the_leader_as_for_the_decoder(
             key.decode("utf-8")
         _refused_by_leader_and_decoder(_raw_batch([_raw_record(0, headers=[(key, b"h")])]),
                                        "header key of record 0 is not UTF-8 in the batch at position 0", "not UTF-8")
+
+
+@pytest.mark.parametrize("key", [b"\xc3", b"\xe2\x82", b"\xf0\x9f\x99"])
+def test_a_header_key_cut_inside_a_character_is_refused_though_a_continuation_byte_follows_it(key):
+    # A character must end inside its key.  Here the byte after the key, the first byte of
+    # the 64-byte value's length varint (0x80), has a continuation byte's form: taken as
+    # the character's last byte it would complete one in range.
+    value = b"h" * 64
+    assert _field(value)[:2] == b"\x80\x01"
+    with pytest.raises(UnicodeDecodeError):
+        key.decode("utf-8")
+    _refused_by_leader_and_decoder(_raw_batch([_raw_record(0, headers=[(key, value)])]),
+                                   "header key of record 0 is not UTF-8 in the batch at position 0", "not UTF-8")
 
 
 def test_a_negative_record_count_is_a_bad_header():
