@@ -524,8 +524,10 @@ def test_a_path_that_is_a_file_is_refused_as_not_a_directory(tmp_path):
 
 
 @pytest.mark.parametrize("text, size", [("512", 512), ("3k", 3 << 10), ("2MB", 2 << 20), ("1g", 1 << 30),
-                                        ("1gb", 1 << 30), (" 2t ", 2 << 40), ("1PB", 1 << 50)])
+                                        ("1gb", 1 << 30), (" 2t ", 2 << 40), ("3tb", 3 << 40), ("1PB", 1 << 50),
+                                        ("2p", 2 << 50)])
 def test_a_partition_size_takes_each_unit_as_a_power_of_1024(text, size):
+    """Each of Spark's units, k to p, with or without ``b``, in any case."""
     from kreplica.spark.datasource import parse_size
 
     assert parse_size(text) == size
@@ -1172,3 +1174,52 @@ def test_a_committed_read_is_not_failed_by_an_unreadable_batch_starting_at_the_h
         assert _offsets(s) == list(range(9))
     except CorruptMessage as e:
         pytest.fail(f"the read failed on a batch past the HW: {e}")
+
+
+# ---- the two-hundred-and-sixteenth review (docs/engine-audit.md, SP11-..) ------------------------
+
+@pytest.mark.parametrize("text", ["m", "KB", " t "])
+def test_a_unit_without_a_number_is_not_a_size(text):
+    """Spark's ``byteStringAs`` wants digits before the unit: a unit alone is refused as not
+    a size, naming the option, not a bare ValueError from ``int('')``."""
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import parse_size
+
+    try:
+        parse_size(text)
+    except InvalidConfig as e:
+        assert str(e).endswith(f"max_partition_bytes: not a size: {text!r}")
+    except ValueError as e:
+        pytest.fail(f"{text!r} failed as a bare ValueError: {e}")
+    else:
+        pytest.fail(f"{text!r} was taken as a size")
+
+
+def test_a_size_is_trimmed_of_tabs_and_newlines_as_java_trims_it():
+    """Spark trims a size with Java's ``trim`` before reading it, which drops tabs and line
+    ends as well as blanks: a size pasted with a newline after it is that size."""
+    from kreplica.errors import InvalidConfig
+    from kreplica.spark.datasource import parse_size
+
+    try:
+        size = parse_size("\t4m\n")
+    except InvalidConfig as e:
+        pytest.fail(f"a tab and a newline around the size were refused: {e}")
+    assert size == 4 << 20
+
+
+def test_partitions_gone_under_a_stream_are_named_in_partition_order(tmp_path):
+    """The error naming the partitions gone lists them by number (2 before 10), as every
+    other listing of partitions is ordered, not as their names sort as strings."""
+    from kreplica.errors import UnknownTopicOrPartition
+    from kreplica.spark.datasource import KReplicaStreamReader, ReadOptions
+
+    d = str(tmp_path)
+    for p in (0, 2, 10):
+        _log(d, f"t-{p}").close()
+    reader = KReplicaStreamReader(ReadOptions.from_options({"path": d, "topic": "t", "isolation": "uncommitted"}))
+    for p in (10, 2):
+        os.rename(os.path.join(d, f"t-{p}"), os.path.join(d, f"t-{p}.{UID}-delete"))
+    with pytest.raises(UnknownTopicOrPartition) as e:
+        reader.latestOffset({"0": 3, "10": 3, "2": 3}, reader.getDefaultReadLimit())
+    assert ": t-2, t-10: gone from " in str(e.value)
