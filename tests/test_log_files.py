@@ -1223,3 +1223,34 @@ def test_partitions_gone_under_a_stream_are_named_in_partition_order(tmp_path):
     with pytest.raises(UnknownTopicOrPartition) as e:
         reader.latestOffset({"0": 3, "10": 3, "2": 3}, reader.getDefaultReadLimit())
     assert ": t-2, t-10: gone from " in str(e.value)
+
+
+
+def test_a_committed_streams_end_is_never_below_a_log_start_past_the_data(tmp_path):
+    """The log start checkpoint may name an offset past the data (it lags, as after a
+    follower truncated below its log start), with the HW checkpoint at or past it: the
+    committed end the HW clamp finds (the clean log end, 3) is below the log start (5).
+    A committed stream starting at ``latest`` begins at the log start, as an uncommitted
+    one does, and once the log and its HW reach 9 the next trigger reads from there
+    instead of stopping the query for records "deleted" below an offset it never had."""
+    from kreplica.spark.datasource import KReplicaStreamReader, ReadOptions
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=1).close()  # offsets 0..2
+    _write(d, "log-start-offset-checkpoint", {("t", 0): 5})
+    _write(d, "replication-offset-checkpoint", {("t", 0): 5})
+    reader = KReplicaStreamReader(ReadOptions.from_options({"path": d, "topic": "t", "starting_offsets": "latest"}))
+    start = reader.initialOffset()
+    assert start == {"0": 5}
+    log = Log.open(os.path.join(d, "t-0"), {}, clock=ManualClock(T0))
+    for _ in range(2):
+        log.append_as_leader([(b"k", b"v")] * 3)  # offsets 3..8
+    log.close()
+    _write(d, "replication-offset-checkpoint", {("t", 0): 9})
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end == {"0": 9}
+    try:
+        planned = reader.partitions(start, end)
+    except OffsetOutOfRange as e:
+        pytest.fail(f"the stream stopped for records below where it started: {e}")
+    assert [o for s in planned for o in _offsets(s.value)] == [5, 6, 7, 8]

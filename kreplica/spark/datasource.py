@@ -352,9 +352,12 @@ class KReplicaStreamReader(DataSourceStreamReader):
             return {str(p.partition): p.log_end_offset() for p in parts}
         hws = read_high_watermarks(self.opts.path, self.opts.topic)
         # An HW below the log start (a restarted broker writes 0 for a partition its last
-        # checkpoint never named) commits nothing readable: the stream's end is the log
-        # start, never an offset below it that would read as deleted records.
-        return {str(p.partition): p.committed_end(max(hws.get(p.partition, 0), p.log_start_offset)) for p in parts}
+        # checkpoint never named) commits nothing readable, nor does a log whose data ends
+        # below the log start (the log start checkpoint lags, as the HW's does): the
+        # stream's end is the log start, never an offset below it that would read as
+        # deleted records.  The clamp comes after ``committed_end``: its own clamp to a clean
+        # log end may land below the log start, as an HW below the log start does.
+        return {str(p.partition): max(p.committed_end(hws.get(p.partition, 0)), p.log_start_offset) for p in parts}
 
     def initialOffset(self) -> dict:
         parts = _partitions_of(self.opts)
