@@ -1254,3 +1254,34 @@ def test_a_committed_streams_end_is_never_below_a_log_start_past_the_data(tmp_pa
     except OffsetOutOfRange as e:
         pytest.fail(f"the stream stopped for records below where it started: {e}")
     assert [o for s in planned for o in _offsets(s.value)] == [5, 6, 7, 8]
+
+
+def test_a_bad_length_reaching_exactly_the_end_of_the_data_does_not_hide_the_batches_indexed_inside_it(tmp_path):
+    """A skipped batch whose length field was damaged to reach exactly the end of the file
+    proves nothing there (there is nothing past it to check): the batches the offset index
+    names inside the span it declares are valid, so reading resumes at the first of them
+    and only the bad batch's offsets are lost, not every batch after it."""
+    import json
+    import struct
+
+    from kreplica.records import scan_batches
+    from kreplica.spark.datasource import Pushdown, ReadOptions, plan_slices
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=6, **{"index.interval.bytes": 1}).close()  # offsets 0..17, an entry per batch
+    path = os.path.join(d, "t-0", "00000000000000000000.log")
+    with open(path, "rb") as f:
+        data = f.read()
+    bad = int(scan_batches(data).positions[1])  # offsets 3..5
+    with open(path, "r+b") as f:
+        f.seek(bad + 8)
+        f.write(struct.pack(">i", len(data) - bad - 12))
+    _write(d, "replication-offset-checkpoint", {("t", 0): 18})
+    report = str(tmp_path / "report")
+    opts = ReadOptions.from_options({"path": d, "topic": "t", "on_corrupt": "skip", "corrupt_report": report})
+    [s] = plan_slices(opts, Pushdown(), {0: 18})
+    assert _offsets(s) == [0, 1, 2, *range(6, 18)]
+    [name] = os.listdir(report)
+    [region] = json.loads((tmp_path / "report" / name).read_text())["regions"]
+    assert (region["position"], region["resume_position"], region["next_offset"]) == (
+        bad, int(scan_batches(data).positions[2]), 6)

@@ -258,7 +258,10 @@ def _skip(fd: int, s: SegmentSlice, cur: _Cursor, reason: str) -> dict:
     bad, before = cur.position, cur.covered
     limit = s.end_position if s.end_position is not None else os.fstat(fd).st_size
     declared = _declared_size(os.pread(fd, BATCH_OVERHEAD, bad))
-    candidates = [bad + declared] if declared is not None and bad + declared <= limit else []
+    # A declared end at the limit itself is no candidate: nothing past it may be probed, so
+    # an empty probe would pass for a clean end however wrong the length is, hiding every
+    # batch the index names inside the span; with none there, reading resumes at the limit.
+    candidates = [bad + declared] if declared is not None and bad + declared < limit else []
     candidates += [p for p in _index_positions(s).tolist() if bad < p < limit]
     resume, next_offset = limit, None
     for p in candidates:
