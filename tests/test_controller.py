@@ -13,6 +13,7 @@ from kreplica.controller.state_writer import write_states
 from kreplica.controller.controller import ELECTION_RETRY_MS
 from kreplica.meta import BadVersion, ConnectionLoss
 from kreplica.meta import layout
+from kreplica.meta.kafka_zk_client import KafkaZkClient
 from kreplica.protocol import (
     ControlledShutdownRequest,
     LeaderAndIsr,
@@ -146,6 +147,78 @@ def test_a_controller_that_finds_the_office_still_its_own_keeps_it_under_a_new_e
     c.sched.advance(2 * ELECTION_RETRY_MS)
     assert c.controller is ctrl and ctrl.epoch == 2 and c.controllers[8].failovers == 0
     assert c.admin.get_controller_epoch() == (2, 1)
+
+
+def _end_term_and_race_the_epoch_bump(c, ctrl, *, lose_store_at_abdication=False):
+    """End ``ctrl``'s term on a store blip (its /controller node stays), and make its
+    retry's read of /controller_epoch race a bump from elsewhere, so that its own
+    conditional bump fails with BadVersion (Kafka's ControllerMovedException).
+    ``lose_store_at_abdication``: its read of /controller when stepping down then fails."""
+    c.sessions[ctrl.broker_id].set_reachable(False)
+    with pytest.raises(errors.NotController):
+        ctrl.shutdown_broker(1)
+    c.sessions[ctrl.broker_id].set_reachable(True)
+    read_epoch = ctrl.zk.get_controller_epoch
+
+    def racing_read():
+        del ctrl.zk.get_controller_epoch
+        got = read_epoch()
+        c.admin.increment_controller_epoch(got[1])
+        if lose_store_at_abdication:
+            ctrl.zk.get_controller_id = failing_holder_read
+        return got
+
+    def failing_holder_read(*args, **kw):
+        del ctrl.zk.get_controller_id
+        raise ConnectionLoss("cut off while stepping down")
+
+    ctrl.zk.get_controller_epoch = racing_read
+
+
+def test_a_candidate_whose_epoch_bump_loses_a_race_frees_the_controller_node_at_once():
+    """9's retry finds /controller still its own, but /controller_epoch moves between its
+    read and its conditional bump.  It gives the office up there and then: /controller is
+    freed and an election runs at once (the epoch is 3 after the outside bump to 2).
+    Retrying later instead, it sat on /controller without acting, and the cluster had no
+    controller for ELECTION_RETRY_MS."""
+    c = with_topic(cluster(brokers=(9, 8, 1, 2, 3), candidates=[9, 8]))
+    ctrl = c.controllers[9]
+    _end_term_and_race_the_epoch_bump(c, ctrl)
+    c.sched.advance(ELECTION_RETRY_MS)
+    c.settle()
+    assert c.admin.get_controller_epoch()[0] == 3
+    assert c.controller.epoch == 3 and c.admin.get_controller_id() == c.controller.broker_id
+
+
+def test_a_candidate_stepping_down_that_cannot_read_the_controller_node_stands_again():
+    """As above, but 9 also loses the store at the read of /controller that decides whether
+    to free it: it keeps the node (it cannot tell it is its own) and stands again after
+    ELECTION_RETRY_MS, winning epoch 3.  Giving up there left /controller held by a
+    candidate that never stood again: no controller until 9's session ended."""
+    c = with_topic(cluster(brokers=(9, 8, 1, 2, 3), candidates=[9, 8]))
+    ctrl = c.controllers[9]
+    _end_term_and_race_the_epoch_bump(c, ctrl, lose_store_at_abdication=True)
+    c.sched.advance(ELECTION_RETRY_MS)
+    c.settle()
+    assert not ctrl.is_active and c.admin.get_controller_id() == 9
+    c.sched.advance(ELECTION_RETRY_MS)
+    assert c.controller is ctrl and ctrl.epoch == 3 and c.admin.get_controller_epoch()[0] == 3
+
+
+def test_a_retry_that_meets_the_store_still_unreachable_is_retried_again():
+    """9's term ends on a store blip that outlasts the first retry (still well inside the
+    session timeout): that retry fails too and schedules the next, which wins epoch 2.
+    Not rescheduled, 9 held /controller without acting for the rest of its session."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    c.sessions[9].set_reachable(False)
+    with pytest.raises(errors.NotController):
+        ctrl.shutdown_broker(1)
+    c.sched.advance(ELECTION_RETRY_MS + 100)          # the first retry meets ConnectionLoss
+    assert not ctrl.is_active
+    c.sessions[9].set_reachable(True)
+    c.sched.advance(ELECTION_RETRY_MS)
+    assert ctrl.is_active and ctrl.epoch == 2 and c.admin.get_controller_epoch()[0] == 2
 
 
 def test_a_new_term_of_the_same_controller_starts_from_a_fresh_context():
@@ -295,6 +368,30 @@ def test_broker_failure_reelects_and_shrinks_isr():
     assert any(ps.tp == T0 and ps.leader == 2 for r in um for ps in r.partition_states)
 
 
+def test_a_broker_gone_between_the_listing_and_the_read_of_registrations_is_handled_as_dead():
+    """A broker change: the controller lists /brokers/ids, and broker 3's session closes
+    before it reads the registrations.  3 is skipped (its own removal fires the watch
+    again), handled as dead in the same term.  Read as if present, the missing
+    registration raised a TypeError that ended the term, freed /controller and escaped
+    the scheduler."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    list_brokers = ctrl.zk.get_live_broker_ids
+
+    def listing_then_3_goes(*args, **kw):
+        del ctrl.zk.get_live_broker_ids
+        got = list_brokers(*args, **kw)
+        c.sessions.pop(3).close()
+        return got
+
+    ctrl.zk.get_live_broker_ids = listing_then_3_goes
+    c.start(4)                       # fires the broker watch; its listing still names 3
+    assert ctrl.is_active and ctrl.epoch == 1 and ctrl.failovers == 1
+    assert ctrl.ctx.live_broker_ids == {1, 2, 4, 9}
+    assert 3 not in c.state("t", 0).isr and 3 not in c.state("t", 1).isr
+    assert ctrl.rsm.state(PartitionReplica(T0, 3)) is ReplicaState.OFFLINE
+
+
 def test_no_live_replica_leaves_partition_offline_until_one_returns():
     c = with_topic(cluster(brokers=(1, 2, 9), candidates=[9]), {0: [1]})
     c.kill(1)
@@ -399,6 +496,31 @@ def test_a_controlled_shutdown_from_an_earlier_registration_is_refused_as_stale(
     assert 1 not in c.controller.ctx.shutting_down_broker_ids
     response = c.controller.handle_controlled_shutdown(ControlledShutdownRequest(1, new))
     assert response.error_code == 0 and 1 in c.controller.ctx.shutting_down_broker_ids
+
+
+def test_a_controlled_shutdown_from_an_earlier_registration_with_a_higher_session_id_is_refused():
+    """Session ids need not grow (ZooKeeper's carry the server id in their high bits): broker
+    1 registers under one session, then again under a session with a lower id.  A late
+    request carrying the earlier, higher id is stale like any other.  Refused only when
+    lower, it was carried out against the new registration: 1 out of every ISR, sent
+    StopReplica, and counted as shutting down."""
+    c = with_topic(cluster(brokers=(1, 2, 3)))
+    c.kill(1)
+    later, earlier = c.store.session("broker-1-later"), c.store.session("broker-1-earlier")
+    assert earlier.session_id > later.session_id
+    KafkaZkClient(earlier, c.sched).register_broker(1)
+    c.settle()
+    earlier.close()
+    c.settle()
+    KafkaZkClient(later, c.sched).register_broker(1)
+    c.settle()
+    ctrl = c.controller
+    assert ctrl.ctx.broker_epochs[1] == later.session_id and 1 in ctrl.ctx.live_broker_ids
+    c.channel.clear()
+    response = ctrl.handle_controlled_shutdown(ControlledShutdownRequest(1, earlier.session_id))
+    assert response.error_code == errors.StaleBrokerEpoch.code
+    assert 1 not in ctrl.ctx.shutting_down_broker_ids and not c.channel.requests(StopReplicaRequest)
+    later.close()
 
 
 def test_shutdown_broker_errors():
@@ -586,6 +708,30 @@ def test_topic_deletion_waits_for_a_dead_broker_and_resumes():
     assert ctrl.rsm.state(PartitionReplica(T0, 1)) is ReplicaState.DELETION_SUCCESSFUL
     c.start(3)
     assert not c.admin.topic_exists("t")
+
+
+def test_a_store_lost_while_a_deletion_removes_the_topics_nodes_leaves_the_request_for_the_next_term():
+    """The deletion's last step removes the topic's nodes and only then the deletion
+    request, so a controller cut off in between leaves the request for the next term,
+    which deletes the topic.  Request first, a cut-off there left the topic in the store
+    with no request: every replica deleted from the brokers, the topic still listed, and
+    no controller ever finishing it."""
+    c = with_topic(cluster(brokers=(1, 2, 3, 9), candidates=[9]))
+    ctrl = c.controller
+    c.sched.advance(1500)
+
+    def cut_off(topic):
+        del ctrl.zk.delete_topic_znodes
+        raise ConnectionLoss("cut off while removing the topic's nodes")
+
+    ctrl.zk.delete_topic_znodes = cut_off
+    c.admin.create_topic_deletion("t")
+    c.settle()
+    assert not ctrl.is_active and c.admin.topic_exists("t")
+    assert c.admin.get_topic_deletions() == ["t"]
+    c.sched.advance(2 * ELECTION_RETRY_MS)
+    assert ctrl.is_active and ctrl.epoch == 2
+    assert not c.admin.topic_exists("t") and c.admin.get_topic_deletions() == []
 
 
 def test_topic_deletion_resumes_after_controller_failover():
