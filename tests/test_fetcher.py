@@ -561,3 +561,37 @@ def test_out_of_range_from_a_leader_ending_between_our_hw_and_our_end_truncates_
     p = rm.partitions[TP]
     assert [o for _, o in leader.fetches()] == [3, 3, 2]
     assert (p.log_start_offset, p.high_watermark, p.log_end_offset) == (0, 1, 2)
+
+
+# ---- twelfth replica-layer mutant pass (two-hundred-and-eighteenth review) -----------------------
+def test_a_round_that_truncates_a_new_partition_locally_still_fetches_the_others(tmp_path):
+    """TP is fetching when f-1 joins (high-watermark strategy: truncated locally).  The round
+    after TP's answer truncates f-1 and fetches both in one request, not f-1 alone."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    other = TopicPartition("f", 1)
+
+    def handle(src, request, respond):  # every fetch answered empty 10 ms later (a long-poll)
+        leader.requests.append((h.scheduler.now_ms(), request))
+        datas = tuple(FetchPartitionData(fp.tp, errors.NONE, 0, 0, 0) for fp in request.partitions)
+        h.scheduler.call_later(10, respond, FetchResponse(errors.NONE, datas))
+
+    h.transport.register(LEADER, handle)
+    _follow(rm)
+    h.advance(5)
+    _another_partition_keeps_the_fetcher(rm)
+    h.advance(10)
+    assert [(t, sorted(fp.tp.partition for fp in r.partitions)) for t, r in leader.requests] == [(0, [0]), (10, [0, 1])]
+    h.close()
+
+
+def test_a_lost_request_backs_off_its_partitions_even_when_another_joins_meanwhile(tmp_path):
+    """The fetch of TP is lost (abandoned at 1050); f-1 joins at 1080, inside the backoff.
+    f-1 is fetched at once, alone: TP waits out its backoff to 1150 rather than going
+    back to a leader that has just failed to answer."""
+    h, rm, leader = _follower_with_records(tmp_path, 0)
+    _follow(rm)  # the scripted leader never answers
+    h.advance(1080)
+    _another_partition_keeps_the_fetcher(rm)
+    h.advance(1)
+    assert [(t, [fp.tp.partition for fp in r.partitions]) for t, r in leader.requests] == [(0, [0]), (1080, [1])]
+    h.close()

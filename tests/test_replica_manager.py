@@ -1805,3 +1805,35 @@ def test_a_partition_dir_the_hw_checkpoint_never_named_is_written_with_hw_0_befo
     rm.checkpoint_high_watermarks()
     assert OffsetCheckpointFile(path).read() == {TP: 0, other: 2}
     h.close()
+
+
+# ---- twelfth replica-layer mutant pass (two-hundred-and-eighteenth review) -----------------------
+def test_a_fetch_naming_another_epoch_is_answered_by_its_epoch_before_its_offset(tmp_path):
+    """A fetcher of an older epoch whose offset the leader does not hold is told it is
+    fenced (it must wait for the newer LeaderAndIsr), never OFFSET_OUT_OF_RANGE, which would
+    make it cut its log to a leader it does not follow; a newer epoch is UNKNOWN likewise."""
+    h = _cluster(tmp_path)
+    h.elect(TP, 1)  # same leader, epoch 1, empty log
+    assert h.fetch(TP, 5, current_leader_epoch=1).error_code == errors.OffsetOutOfRange.code
+    assert h.fetch(TP, 5, current_leader_epoch=0).error_code == errors.FencedLeaderEpoch.code
+    assert h.fetch(TP, 5, current_leader_epoch=2).error_code == errors.UnknownLeaderEpoch.code
+    h.close()
+
+
+def test_a_leader_and_isr_arriving_over_a_pending_shrink_replaces_it(tmp_path):
+    """The controller shrinks the ISR itself (new version) while the leader's own shrink is
+    parked: its LeaderAndIsr is the state now, the proposal is over (its late answer is
+    stale), and the leader proposes again from the new ISR when broker 3 returns."""
+    h, leader = _held_shrink(tmp_path)
+    st = h.states[TP]
+    st.isr = (1, 2)
+    st.zk_version += 1
+    h.send_leader_and_isr(TP, [1, 2])
+    assert leader.isr == (1, 2) and leader.isr_state.phase is IsrPhase.COMMITTED
+    assert leader.isr_state.maximal_isr == {1, 2}
+    h.release_alter_isr()
+    assert leader.isr == (1, 2) and leader.zk_version == st.zk_version
+    h.start(3)
+    h.send_leader_and_isr(TP, [3])
+    assert h.run_until(lambda: h.states[TP].isr == (1, 2, 3) and leader.isr == (1, 2, 3), 5000)
+    h.close()
