@@ -1360,17 +1360,22 @@ def test_a_follower_append_split_across_segments_answers_as_one_append(tmp_path)
     log.close()
 
 
-def test_truncating_below_the_log_start_brings_the_log_start_down_to_the_new_end(log):
+@pytest.mark.parametrize("target", [50, 55])
+def test_truncating_below_the_log_start_brings_the_log_start_down_to_the_new_end(log, target):
     """A follower truncated below its log start (inside the first segment) restarts its
     log start at the new LEO, as Kafka's truncateTo takes min(target, logStartOffset):
     left above the LEO, the invariant log start <= HW <= LEO broke, and a read at the
-    LEO, where the next append lands, was refused as out of range."""
+    LEO, where the next append lands, was refused as out of range.  Only a target below
+    the first segment's base empties the log: above it, a target inside a batch still
+    cuts at that batch's base (a batch is never split) and the segment stays, as
+    Kafka's does, its older batches left to retention."""
     for i in range(10):
         log.append_as_leader(values(10, 10 * i))
     log.update_high_watermark(100)
     assert log.maybe_increment_log_start_offset(60)
-    assert log.truncate_to(50)
+    assert log.truncate_to(target)
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (50, 50, 50)
+    assert log.segments[0].base_offset == 0 and log.size_in_bytes() > 0
     assert len(log.read(50).view) == 0
     assert log.append_as_leader(values(1, 50)).first_offset == 50
     assert all_records(log)[0].offset == 50

@@ -295,6 +295,28 @@ def test_epochs_learnt_from_appended_batches_survive_a_crash_before_any_flush(tm
     again.close()
 
 
+def test_an_epoch_of_batches_kept_before_a_torn_tail_survives_a_power_loss(tmp_path):
+    """Recovery cut the segment at a torn batch: the epochs of the whole batches before
+    it were learnt after the last flush and never reached the checkpoint, so the cache
+    must still learn them from the batches it kept, error or not."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, {"segment.bytes": 64 * 1024})
+    log.append_as_follower(encode_batch([b"a" * 100] * 5, base_offset=0, leader_epoch=1))
+    log.flush()
+    kept = encode_batch([b"b" * 100] * 5, base_offset=5, leader_epoch=2)
+    log.append_as_follower(kept)
+    log.append_as_follower(encode_batch([b"c" * 100] * 5, base_offset=10, leader_epoch=3))
+    assert (path / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    log.crash(torn_bytes=len(kept) + 30)  # the epoch-3 batch torn 30 bytes in
+    log = Log.open(path, {"segment.bytes": 64 * 1024})
+    assert log.last_recovery[-1].error is not None
+    assert log.log_end_offset == 10
+    assert log.leader_epoch_cache.entries == [(1, 0), (2, 5)]
+    assert log.leader_epoch_cache.end_offset_for(2) == (2, 10)
+    assert (path / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 5\n"
+    log.close()
+
+
 def test_a_segment_tail_read_back_as_zeros_drops_the_later_segments(tmp_path):
     # After a power loss a segment's last pages can read back as zeros while later
     # segments survive: recovery cuts the zeros, and the later segments (written after
@@ -459,6 +481,29 @@ def test_garbage_after_a_trusted_segments_data_is_cut_and_costs_no_later_segment
     assert log.last_recovery[0].error is not None and os.path.getsize(first) == size
     assert_prefix(log, 200, 200)
     assert log.log_end_offset == 200
+    log.close()
+
+
+def test_a_recovered_active_segment_is_cut_to_its_data_and_takes_a_smaller_segment_bytes(tmp_path):
+    """After a kill the active segment's file still has the length it was preallocated
+    to; recovery cuts it to its batches even when the scan ended cleanly on zeros, so the
+    segment is mapped again at the ``segment.bytes`` the log is opened with now.  Left at
+    its old length, a segment.bytes lowered across the restart was not honoured: the
+    segment grew to the old size before it rolled."""
+    path = tmp_path / "t-0"
+    first = path / ("%020d.log" % 0)
+    log = Log.open(path, {"segment.bytes": 64 * 1024})
+    append_range(log, 0, 50)
+    size = log.segments[-1].size
+    log.crash(lose_unflushed=False)
+    assert os.path.getsize(first) == 64 * 1024
+    log = Log.open(path, {"segment.bytes": 16 * 1024})
+    assert log.last_recovery[-1].error is None and log.last_recovery[-1].valid_bytes == size
+    append_range(log, 50, 500)
+    assert len(log.segments) > 1
+    assert log.segments[0].size <= 16 * 1024 and os.path.getsize(first) == log.segments[0].size
+    log.flush()
+    assert_prefix(log, 500, 500)
     log.close()
 
 
@@ -790,6 +835,29 @@ def test_an_unclean_open_fsyncs_what_recovery_kept_before_its_recovery_point_pas
     segment = os.path.realpath(log.segments[-1].log_file.path)
     checkpoint = synced.index(os.path.realpath(path / "recovery-point-checkpoint") + ".tmp")
     assert segment in synced[:checkpoint]
+    log.close()
+
+
+def test_an_unclean_open_writes_the_epochs_it_learnt_once_after_the_data_is_durable(tmp_path, monkeypatch):
+    """Epochs recovery learns from the batches after the last flush go to the
+    leader-epoch checkpoint with the open's flush: once, however many there are, and
+    after the batches that carry them were fsynced.  Written epoch by epoch at once,
+    each cost a checkpoint write and two fsyncs, and the checkpoint vouched for epochs
+    whose batches the disk did not hold yet."""
+    path = tmp_path / "t-0"
+    log = Log.open(path, CONFIG)
+    log.append_as_follower(encode_batch([value(i) for i in range(10)], base_offset=0, leader_epoch=1))
+    log.flush()
+    for epoch in range(2, 6):
+        log.append_as_follower(encode_batch([value(i) for i in range(10 * epoch, 10 * epoch + 10)],
+                                            base_offset=10 * epoch - 10, leader_epoch=epoch))
+    log.crash(lose_unflushed=False)
+    synced = fsynced(monkeypatch)
+    log = Log.open(path, CONFIG)
+    assert log.leader_epoch_cache.entries == [(1, 0), (2, 10), (3, 20), (4, 30), (5, 40)]
+    epochs = os.path.realpath(path / "leader-epoch-checkpoint") + ".tmp"
+    assert synced.count(epochs) == 1
+    assert synced.index(os.path.realpath(log.segments[-1].log_file.path)) < synced.index(epochs)
     log.close()
 
 
