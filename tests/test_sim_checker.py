@@ -110,6 +110,34 @@ def test_a_follower_holding_a_damaged_copy_of_a_committed_batch_is_divergence(ma
     assert "do not match" in v.message
 
 
+
+def test_a_followers_batches_beyond_the_committed_history_wait_for_it_a_damaged_one_too(make):
+    """Below its HW a follower may hold batches the checker has not yet seen a leader
+    commit: it judges them, a damaged copy among them, once that commit is seen."""
+    c = Checker(History())
+    leader, follower = make("l", Role.LEADER, 0), make("f", Role.FOLLOWER, 0)
+    append(leader, [b"a"], 0)
+    c.observe(1, "t-0", leader, None)
+    for values in ([b"b"], [b"c"]):
+        append(leader, values, 0)
+    for values in ([b"a"], [b"b"], [b"c"]):
+        append(follower, values, 0)
+    end = len(follower.log.read(0).view)  # a, b and c, from the segment's first byte
+    follower.log.flush()
+    segment = next(follower.log.segments[0].log_file.path.parent.glob("*.log"))
+    with open(segment, "r+b") as f:  # the last byte of c, its last record's
+        f.seek(end - 1)
+        byte = f.read(1)
+        f.seek(end - 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    assert c.violation is None and c.views[(2, "t-0")].verified == 1
+    c.observe(1, "t-0", leader, None)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
+    assert "offset 2" in v.message and "do not match" in v.message
+
 def test_retention_may_delete_only_what_is_committed():
     c = Checker(History())
     c.on_retention(1, "t-0", hw=120, start=100)
@@ -217,6 +245,31 @@ def test_an_election_superseding_one_partitions_history_judges_again_only_that_p
     assert c.violation is None and [loss.offset for loss in c.losses] == [0]
     assert c.views[(1, "t-0")].verified == 0 and c.views[(1, "t-1")].verified == 2
 
+
+
+def test_a_replica_verified_short_of_where_an_election_supersedes_the_history_keeps_its_prefix(make):
+    """A supersession sends back only the replicas verified past its offset: one verified
+    less far (a follower that had fetched nothing yet) is still judged from its own
+    prefix, so a batch it then holds differently below that offset is divergence."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a", b"b"], 0)
+    base, last, crc = append(old, [b"acked"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", base, last, crc, -1, 2)
+    follower = make("f", Role.FOLLOWER, 0)
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    outsider = make("outsider", Role.LEADER, 1, isr=(3,))
+    append(outsider, [b"a", b"b"], 0, commit=False)  # the committed 0..1, not the acked write at 2
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and [(loss.offset, loss.cause) for loss in c.losses] == [(2, "unclean-election")]
+    assert c.views[(1, "t-0")].verified == 2 and c.views[(2, "t-0")].verified == 0
+    append(follower, [b"X", b"Y"], 1)
+    follower.leader_epoch = 1
+    c.observe(2, "t-0", follower, FetchPhase.FETCHING)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
+    assert "offset 0" in v.message
 
 @pytest.mark.parametrize("enabled_by", ["nothing", "another topic's override", "a later override to false"])
 def test_an_election_outside_the_isr_where_unclean_elections_were_never_enabled_is_a_loss(make, enabled_by):
@@ -1705,6 +1758,42 @@ def test_a_deposed_leaders_read_and_ack_of_the_batch_straddling_the_superseded_o
         (1, 1)]
 
 
+
+def test_the_excuse_starts_at_the_straddling_committed_batch_even_where_the_first_lost_ack_lies_above_it(make):
+    """The straddling batch 0..2 was committed but its ack never came; the write acked
+    at 3 is the first ack lost.  The excuse still starts at the first batch cut, 0, not
+    at that ack: the deposed leader's read of 0..2 is this election's loss seen late."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(old, [b"a", b"b", b"c"], 0)
+    acked = append(old, [b"d"], 0)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", *acked, -1, 1, leader=1)
+    outsider = make("outsider", Role.FOLLOWER, 0, isr=(1,))
+    outsider.log.truncate_fully_and_start_at(1)
+    outsider.role, outsider.leader_epoch, outsider.isr = Role.LEADER, 1, (3,)
+    c.observe(3, "t-0", outsider, None)
+    assert c.violation is None and [loss.offset for loss in c.losses] == [3]
+    c.on_consume("t-0", [(base, last, 0, crc)], old.log.high_watermark, 1)
+    assert c.violation is None and not c.models["t-0"].consumed
+    assert [(r.offset, r.cause, r.leader) for r in c.superseded_reads] == [(0, "unclean-election", 3)]
+
+
+def test_of_two_reads_at_one_offset_before_its_commit_is_seen_the_later_one_is_judged(make):
+    """Reads of a and then of another batch at offset 0 reach the checker before the step
+    that committed a there is judged: the later read is what the commit is compared with,
+    and it vanished."""
+    c = Checker(History())
+    leader = make("l", Role.LEADER, 0, isr=(1,))
+    base, last, crc = append(leader, [b"a"], 0)
+    other = fingerprints(bytes(encode_batch([b"X"], base_offset=0)))[0]
+    c.on_consume("t-0", [(base, last, 0, crc)], 1, 1)
+    c.on_consume("t-0", [other], 1, 1)
+    c.observe(1, "t-0", leader, None)
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.CONSUMED_RECORD_VANISHED
+    assert "offset 0" in v.message
+
 def test_a_leader_whose_log_starts_inside_a_committed_batch_leaves_the_history_at_that_batch(make):
     """The unclean leader's log starts at 2, inside the committed batch 1..2, and holds
     another batch there: the history is superseded from that batch's base, 1, so a
@@ -2015,6 +2104,53 @@ def test_a_never_seen_late_leaders_commits_count_from_where_its_log_enters_its_o
     assert _late_zombie(make, c, None, enters=1) == [1]
     assert c.models["t-0"].late == {5}
 
+
+
+def test_the_newest_leader_seen_leading_an_older_epoch_is_no_late_zombie(make):
+    """Only another broker first seen leading an epoch a newer election ended is a late
+    leader whose commits an unclean election excuses: the newest leader itself, seen
+    (alone in its ISR) in an older epoch no one was seen serving, is judged there like
+    any deposed replica, and a batch it holds differently below its HW is divergence."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    append(old, [b"a"], 0)
+    c.observe(1, "t-0", old, None)
+    new = make("new", Role.LEADER, 2, isr=(2,))
+    append(new, [b"a"], 0)
+    c.observe(2, "t-0", new, None)
+    assert c.violation is None and c.unclean_elections == 0 and c.models["t-0"].leader == 2
+    again = make("again", Role.LEADER, 1, isr=(2,))
+    append(again, [b"X"], 1)
+    c.observe(2, "t-0", again, None)
+    assert not c.models["t-0"].late and not list(c.history.of_kind("late_leader"))
+    v = c.violation
+    assert v is not None and v.invariant is Invariant.REPLICA_DIVERGENCE and v.broker == 2
+    assert "offset 0" in v.message
+
+
+def test_a_power_lost_batch_below_every_committed_one_is_explained_by_the_power_loss(make):
+    """The history began at the leader's log start, 2; broker 2, which lost its log from
+    1 in a power loss after the commit, holds another batch, 1..2, across that start.  No
+    batch the history holds starts at or below 1, so the difference has no commit time:
+    the power loss explains it all the same, and the write acked at 2 is its counted loss."""
+    c = Checker(History())
+    old = make("old", Role.LEADER, 0, isr=(1, 2))
+    old.log.truncate_fully_and_start_at(2)
+    acked = append(old, [b"a"], 0)
+    c.set_time(100)
+    c.observe(1, "t-0", old, None)
+    c.on_ack("t-0", *acked, -1, 2, leader=1)
+    c.set_time(150)
+    c.on_power_loss(2, "t-0", 1)
+    new = make("new", Role.FOLLOWER, 0, isr=(1, 2))
+    new.log.truncate_fully_and_start_at(1)
+    append(new, [b"x", b"y"], 0)
+    new.role, new.leader_epoch, new.isr = Role.LEADER, 1, (2,)
+    c.set_time(200)
+    c.observe(2, "t-0", new, None)
+    assert c.violation is None and c.unclean_elections == 0
+    assert [(loss.offset, loss.cause) for loss in c.losses] == [(2, "power-loss")]
+    assert [e.data["from_offset"] for e in c.history.of_kind("superseded")] == [1]
 
 def test_read_fingerprints_keeps_the_batch_holding_the_last_offset_wanted(make):
     """[start, end) is read by the batches holding those offsets: one that starts below
