@@ -35,11 +35,11 @@ class InvalidPath(ValueError):
 
 
 def check_path(path: str) -> None:
-    """ValueError for a path ZooKeeper's own client refuses: one not starting with ``/``,
-    ending with one (but the root), naming an empty node (``//``) or a node ``.`` or
-    ``..``, or holding a character the server refuses.  kazoo normalises some of these
-    instead (``/p/`` and ``p`` were taken for ``/p``, and ``//`` for the root, so a
-    recursive delete of ``//`` emptied the store), and through kazoo a refused
+    """:class:`InvalidPath` for a path ZooKeeper's own client refuses: one not starting
+    with ``/``, ending with one (but the root), naming an empty node (``//``) or a node
+    ``.`` or ``..``, or holding a character the server refuses.  kazoo normalises some of
+    these instead (``/p/`` and ``p`` were taken for ``/p``, and ``//`` for the root, so a
+    recursive delete of ``//`` deleted the store's chroot node), and through kazoo a refused
     character came back as UNKNOWN_SERVER_ERROR (a lone surrogate, which UTF-8 cannot
     encode, even dropped the connection).  Both stores raise it for every call naming
     such a path, reads included; the memory store, which never makes such a node,
