@@ -115,8 +115,13 @@ def test_a_batch_whose_later_chunk_names_a_topic_no_node_can_have_reads_only_tha
         c.create_topic(t, {0: [1001 + ord(t) - ord("a")]})
     c.set_topic_config("c", {"retention.ms": 1000})
     c.session.max_batch_ops = 2
+    read_alone: list[str] = []
+    get = c.session.get
+    c.session.get = lambda path, watch=None: read_alone.append(path) or get(path, watch)
     assert c.get_topic_assignments(["a", "b", "c", "."]) == {"a": {0: [1001]}, "b": {0: [1002]}, "c": {0: [1003]}}
     assert c.get_topic_configs(["a", "b", "c", ""]) == {"a": {}, "b": {}, "c": {"retention.ms": "1000"}, "": {}}
+    # The first chunk [a, b] was answered in one batch each time and is not read again.
+    assert read_alone == ["/brokers/topics/c", "/brokers/topics/.", "/config/topics/c", "/config/topics/"]
 
 
 def test_partition_states_batched_and_conditional(store_env: StoreEnv) -> None:
@@ -819,4 +824,23 @@ def test_the_topics_of_config_changes_line_up_with_the_names_asked_for(store_env
     admin.set_topic_config("baz", {"retention.ms": 2})
     names = observer.get_config_changes()
     admin.delete_config_changes(names[:1])
+    before = store_env.store.round_trips
     assert observer.get_config_change_topics(names) == [None, "baz"]
+    assert store_env.store.round_trips - before == 1  # one batched read, however many names
+
+
+# ---- the two-hundred-and-twenty-fourth review: metadata store mutants, twelfth pass ----
+
+@pytest.mark.parametrize("room", [0, -1])
+def test_a_session_that_says_a_batch_has_no_room_still_carries_one_op_a_request(store_env: StoreEnv, room: int) -> None:
+    # max_batch_ops bounds a batch; a bound of 0 or less (set by hand, or miscalculated)
+    # still lets one op through per request: nothing is dropped and nothing fails.
+    c = _client(store_env)
+    c.create_topic("bar", {p: [1] for p in range(3)})
+    tps = [TP("bar", p) for p in range(3)]
+    c.session.max_batch_ops = room
+    created, failed = c.create_partition_states({tp: LeaderAndIsr(1, 0, (1,)) for tp in tps})
+    assert set(created) == set(tps) and failed == {}
+    before = store_env.store.round_trips
+    assert set(c.get_partition_states(tps)) == set(tps)
+    assert store_env.store.round_trips - before == 3

@@ -506,3 +506,41 @@ def test_partitions_added_meanwhile_by_another_admin_are_not_undone(store_env: S
         admin.add_partitions(c, "bar", 3)
     admin.create_topic(c, "other", assignment={0: [1001]})
     assert admin.add_partitions(c, "other", 2, {1: [1002]}) == {1: [1002]}  # another topic's is no bar
+
+
+# ---- the two-hundred-and-twenty-fourth review: metadata store mutants, twelfth pass ----
+
+@pytest.mark.parametrize("uri, hosts, private", [("zookeeper://h:1/x", "h:1", False),
+                                                 ("zookeeper+local:///x", "127.0.0.1:1", True)],
+                         ids=["remote", "private"])  # ids without the word -k "not zookeeper" deselects
+def test_an_ensemble_store_gets_the_timeout_asked_for_and_a_private_one_owns_its_server(
+        monkeypatch, uri, hosts, private) -> None:
+    # Both ensemble forms hand the session timeout on (the broker's and the CLI's setting),
+    # and the private form gives the store its server to stop when the store closes. A
+    # stand-in store and server: no JVM is needed to see what open_store hands them.
+    import kreplica.meta.zk_server as zk
+    import kreplica.meta.zookeeper_store as zs
+    from kreplica.runtime import RealScheduler
+
+    servers: list[object] = []
+    made: list[tuple[str, str, int]] = []
+
+    class FakeServer:
+        hosts = "127.0.0.1:1"
+
+        def start(self):
+            servers.append(self)
+            return self
+
+    class FakeStore:
+        owned_server = None
+
+        def __init__(self, hosts, chroot, scheduler, session_timeout_ms=zs.DEFAULT_SESSION_TIMEOUT_MS):
+            made.append((hosts, chroot, session_timeout_ms))
+
+    monkeypatch.setattr(zk, "ZooKeeperServer", FakeServer)
+    monkeypatch.setattr(zs, "ZooKeeperStore", FakeStore)
+    store = open_store(uri, RealScheduler(), 4000)
+    assert made == [(hosts, "/x", 4000)]
+    assert len(servers) == int(private)
+    assert store.owned_server is (servers[0] if private else None)

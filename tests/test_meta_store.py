@@ -2167,6 +2167,15 @@ def test_a_sequential_create_with_makepath_and_a_trailing_slash_makes_the_parent
     assert s.get("/q/r/0000000000")[0] == b"c"
 
 
+def _made(create) -> str:
+    """What a create answered: the path made, or the refusal's message (so a path refused
+    wrongly fails the assertion that names it, not the call)."""
+    try:
+        return create()
+    except InvalidPath as refused:
+        return f"refused: {refused}"
+
+
 @pytest.mark.parametrize("path", ["/d/./e", "/d/../e", "/d/.", "/.."])
 def test_a_path_naming_a_node_dot_or_dot_dot_is_refused_and_makes_nothing(store_env: StoreEnv, path: str) -> None:
     # No node is named . or ..: kazoo refuses such a path ("relative paths not allowed")
@@ -2179,6 +2188,8 @@ def test_a_path_naming_a_node_dot_or_dot_dot_is_refused_and_makes_nothing(store_
         assert str(refused.value) == f"invalid path {path!r}: relative paths not allowed"
     assert s.exists("/d") is None and s.get_children("/") == []
     assert s.create("/d/.e..", b"y", makepath=True) == "/d/.e.."  # dots inside a name are fine
+    # Only "." and ".." are relative: a name of three dots is a name (ZooKeeper and kazoo take it).
+    assert _made(lambda: s.create("/d/...", b"z")) == "/d/..." and s.get("/d/...")[0] == b"z"
 
 
 # Each refused range's first and last character (and some inside); the name avoids the
@@ -2470,7 +2481,7 @@ def test_a_zookeeper_error_keeps_kazoos_own_as_its_cause_and_a_session_shows_its
     assert repr(s) == f"ZooKeeperSession(id={s.session_id:#x}, name='broker-1001')"
 
 
-@pytest.mark.parametrize("path", ["/p/", "/q/p/", "/a//b", "//", "p", ""])
+@pytest.mark.parametrize("path", ["/p/", "/q/p/", "/a//b", "//", "//q", "p", ""])
 def test_a_path_with_an_empty_node_name_is_refused_by_every_call_on_both_stores(store_env: StoreEnv,
                                                                               path: str) -> None:
     # ZooKeeper's own client refuses a path that does not start with "/", ends with one or
@@ -2508,7 +2519,6 @@ def test_a_sequential_create_whose_last_name_is_dot_or_dot_dot_is_refused_by_nam
     # the ZooKeeper store could not make what the memory store made: both refuse it by
     # name, whichever way the create is asked for, and make nothing.
     s = store_env.store.session("a")
-    s.create("/d")
     told = f"invalid path {path!r}: relative paths not allowed"
     for call in (lambda: s.create(path, b"x", sequential=True),
                  lambda: s.create(path, b"x", ephemeral=True, sequential=True),
@@ -2517,9 +2527,13 @@ def test_a_sequential_create_whose_last_name_is_dot_or_dot_dot_is_refused_by_nam
         with pytest.raises(InvalidPath) as refused:
             call()
         assert str(refused.value) == told
-    assert s.get_children("/") == ["d"] and s.get_children("/d") == []
-    # A name that only begins with dots is numbered as any other.
-    assert s.create("/d/..x", sequential=True) == "/d/..x0000000000"
+    # Refused before anything is made: makepath made no missing /d on its way.
+    assert s.get_children("/") == []
+    s.create("/d")
+    # A name that only begins or ends with dots is numbered as any other.
+    made = [_made(lambda: s.create(prefix, sequential=True)) for prefix in ("/d/..x", "/d/x.", "/d/x..")]
+    assert made == ["/d/..x0000000000", "/d/x.0000000001", "/d/x..0000000002"]
+    assert s.get_children("/") == ["d"]
 
 
 @pytest.mark.parametrize("kind", ["check", "set", "delete"])
@@ -2534,3 +2548,22 @@ def test_an_op_that_is_no_create_is_checked_as_its_path_whatever_its_sequential_
     with pytest.raises(InvalidPath, match="invalid path '/p/'"):
         s.multi([Op(kind, "/p/", b"x", sequential=True)])
     assert s.get("/p")[0] == b"p" and s.get("/p")[1].version == 0
+
+
+# ---- the two-hundred-and-twenty-fourth review: metadata store mutants, twelfth pass ----
+
+def test_memory_an_exists_refused_for_its_path_leaves_no_watch_to_hear_the_expiry() -> None:
+    # ZooKeeperStore refuses such a path before anything is sent, so its exists leaves no
+    # watch. The embedded store must not leave one either: the session's expiry tells every
+    # watch it holds, and would tell this one of a node no create could ever make.
+    sched, store = _memory(3000)
+    s = store.session("b1")
+    refused, kept = Recorder(), Recorder()
+    for bad in ("/a\x01b", "/p/", "/d/.."):
+        with pytest.raises(InvalidPath):
+            s.exists(bad, refused)
+    assert s.exists("/absent", kept) is None  # an absent node's exists watch is left
+    s.pause_heartbeats()
+    assert sched.run_until(lambda: bool(kept.events), 10_000)
+    sched.advance(100)
+    assert s.expired and kept.types() == ["SESSION_EXPIRED"] and refused.events == []
