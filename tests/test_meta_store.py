@@ -2511,6 +2511,20 @@ def test_a_path_with_an_empty_node_name_is_refused_by_every_call_on_both_stores(
     assert s.get_children("/q") == ["p"] and s.get("/q/p")[0] == b"p"
 
 
+def _sequential_create_refusals(s: Session, path: str) -> list[str]:
+    """The InvalidPath message of each way a sequential create of ``path`` can be asked for:
+    plain, ephemeral, with makepath, and as a transaction's op."""
+    told = []
+    for call in (lambda: s.create(path, b"x", sequential=True),
+                 lambda: s.create(path, b"x", ephemeral=True, sequential=True),
+                 lambda: s.create(path, b"x", sequential=True, makepath=True),
+                 lambda: s.multi([Op.create(path, b"x", sequential=True)])):
+        with pytest.raises(InvalidPath) as refused:
+            call()
+        told.append(str(refused.value))
+    return told
+
+
 @pytest.mark.parametrize("path", ["/d/.", "/d/..", "/.."])
 def test_a_sequential_create_whose_last_name_is_dot_or_dot_dot_is_refused_by_name_on_both_stores(
         store_env: StoreEnv, path: str) -> None:
@@ -2520,13 +2534,7 @@ def test_a_sequential_create_whose_last_name_is_dot_or_dot_dot_is_refused_by_nam
     # name, whichever way the create is asked for, and make nothing.
     s = store_env.store.session("a")
     told = f"invalid path {path!r}: relative paths not allowed"
-    for call in (lambda: s.create(path, b"x", sequential=True),
-                 lambda: s.create(path, b"x", ephemeral=True, sequential=True),
-                 lambda: s.create(path, b"x", sequential=True, makepath=True),
-                 lambda: s.multi([Op.create(path, b"x", sequential=True)])):
-        with pytest.raises(InvalidPath) as refused:
-            call()
-        assert str(refused.value) == told
+    assert _sequential_create_refusals(s, path) == [told] * 4
     # Refused before anything is made: makepath made no missing /d on its way.
     assert s.get_children("/") == []
     s.create("/d")
@@ -2567,3 +2575,16 @@ def test_memory_an_exists_refused_for_its_path_leaves_no_watch_to_hear_the_expir
     assert sched.run_until(lambda: bool(kept.events), 10_000)
     sched.advance(100)
     assert s.expired and kept.types() == ["SESSION_EXPIRED"] and refused.events == []
+
+
+@pytest.mark.parametrize("path, reason", [("/a//b", ""), ("/d/./e", ": relative paths not allowed"),
+                                          ("/a\x01", ": invalid character '\\x01' at 2")])
+def test_a_refused_sequential_create_names_the_path_it_was_given(store_env: StoreEnv, path: str,
+                                                                 reason: str) -> None:
+    # A sequential path is checked with a digit after it, as ZooKeeper checks it, but the
+    # refusal names the path as given, as every other refusal does: "/a//b", not "/a//b1",
+    # a path the caller never named.
+    s = store_env.store.session("a")
+    told = f"invalid path {path!r}{reason}"
+    assert _sequential_create_refusals(s, path) == [told] * 4
+    assert s.get_children("/") == []

@@ -60,11 +60,16 @@ def check_create_path(path: str, sequential: bool) -> None:
     and its last name may not be ``.`` or ``..`` either.  ZooKeeper itself would number
     ``/p/.`` as ``/p/.0000000000``, but kazoo, through which ZooKeeperStore sends every
     create, refuses the path (a bare ValueError naming no path), so neither store makes
-    such a node."""
+    such a node.  Checked with the digit, the path is named as given (``/a//b``, not
+    ``/a//b1``, which the caller never named)."""
     if not sequential:
         check_path(path)
         return
-    check_path(path + "1")
+    try:
+        check_path(path + "1")
+    except InvalidPath as exc:
+        checked = f"invalid path {path + '1'!r}"
+        raise InvalidPath(f"invalid path {path!r}{str(exc)[len(checked):]}") from None
     if path.endswith(("/.", "/..")):
         raise InvalidPath(f"invalid path {path!r}: relative paths not allowed")
 
