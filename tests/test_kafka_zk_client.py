@@ -89,12 +89,14 @@ def test_topic_assignment_and_config(store_env: StoreEnv) -> None:
         c.get_topic_assignment("nope")
 
 
-@pytest.mark.parametrize("topic", ["", ".", "..", "a\x01", "a/"])
+@pytest.mark.parametrize("topic", ["", ".", "..", "a\x01", "a/", "bar/partitions", "bar/partitions/0"])
 def test_a_topic_no_node_can_be_named_after_does_not_exist(store_env: StoreEnv, topic: str) -> None:
     # Both stores refuse a path no ZooKeeper node can have (InvalidPath, before anything is
     # sent); a topic read under such a name is a topic that does not exist, as for any
     # other absent topic (describe "" is "no such topic", not a ValueError), and a batch
-    # naming it beside a real topic still answers for the real one.
+    # naming it beside a real topic still answers for the real one. So is a name holding
+    # "/", whose path names a node under another topic's: "bar/partitions" is no topic,
+    # not bar's partitions node (which exists, and is no assignment).
     c = _client(store_env)
     c.create_topic("bar", {0: [1001]})
     c.create_partition_states({TP("bar", 0): LeaderAndIsr(1001, 0, [1001], 0, 0)})

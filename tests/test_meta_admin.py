@@ -11,7 +11,7 @@ from kreplica import errors
 from kreplica.meta import admin, open_store, parse_metadata_uri, parse_zookeeper_connect
 from kreplica.meta.kafka_zk_client import KafkaZkClient
 from kreplica.meta.memory_store import MemoryStore
-from kreplica.protocol.common import TopicPartition as TP
+from kreplica.protocol.common import LeaderAndIsr, TopicPartition as TP
 from kreplica.runtime import SimScheduler
 from meta_env import StoreEnv, meanwhile
 
@@ -544,3 +544,34 @@ def test_an_ensemble_store_gets_the_timeout_asked_for_and_a_private_one_owns_its
     assert made == [(hosts, "/x", 4000)]
     assert len(servers) == int(private)
     assert store.owned_server is (servers[0] if private else None)
+
+
+@pytest.mark.parametrize("topic", ["bar/partitions", "bar/partitions/0"])
+def test_a_topic_named_with_a_slash_is_unknown_to_every_admin_call_and_touches_no_other_topic(
+        store_env: StoreEnv, topic: str) -> None:
+    # "bar/partitions" names bar's partitions node. Taken for a topic, deleting it marked
+    # /admin/delete_topics/bar/partitions, whose parent "bar" the controller took for a
+    # request to delete bar; altering its config wrote a node under bar's config and
+    # announced it; growing or describing it read bar's partitions node as an assignment
+    # (a JSONDecodeError). Kafka finds a topic by its name (a broker's metadata, the match
+    # kafka-topics.sh makes against the topics listed), never by a path built from it: such
+    # a name is a topic it does not have, UNKNOWN_TOPIC_OR_PARTITION, and nothing is written.
+    c = _cluster(store_env)
+    admin.create_topic(c, "bar", assignment={0: [1001, 1002]})
+    c.create_partition_states({TP("bar", 0): LeaderAndIsr(1001, 0, (1001, 1002), 0, 0)})
+    changes = c.get_config_changes()
+    calls = [lambda: admin.delete_topic(c, topic),
+             lambda: admin.alter_topic_config(c, topic, {"retention.ms": 5}),
+             lambda: admin.add_partitions(c, topic, 3),
+             lambda: admin.reassign_partitions(c, {TP(topic, 0): [1002, 1001]}),
+             lambda: admin.elect_preferred_leaders(c, [TP(topic, 0)])]
+    answered = []
+    for call in calls:
+        try:
+            answered.append(repr(call()))
+        except Exception as e:  # noqa: BLE001 -- collected: the assertion names every call
+            answered.append(type(e).__name__)
+    assert answered == ["UnknownTopicOrPartition"] * 5
+    assert c.get_topic_deletions() == [] and c.get_config_changes() == changes
+    assert c.session.get_children("/config/topics/bar") == [] and not c.reassignment_in_progress()
+    assert c.get_topic_assignment("bar") == {0: [1001, 1002]}

@@ -41,8 +41,9 @@ class KafkaZkClient:
 
     # A topic a caller names that no node can be named after ("", ".", "..", or one
     # holding a character ZooKeeper refuses) does not exist: the reads below answer as
-    # for an absent node instead of the store's InvalidPath.  Legal names never reach
-    # these fallbacks (creating a topic checks its name first).
+    # for an absent node instead of the store's InvalidPath.  Nor does one holding "/"
+    # (:func:`_names_a_topic`), whose path names a node under another topic's.  Legal
+    # names never reach these fallbacks (creating a topic checks its name first).
 
     def _get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         out: list[tuple[bytes, Stat] | None] = []
@@ -184,6 +185,8 @@ class KafkaZkClient:
         return self._children(layout.BROKER_TOPICS, watch)
 
     def topic_exists(self, topic: str) -> bool:
+        if not _names_a_topic(topic):
+            return False
         try:
             return self.session.exists(layout.topic_path(topic)) is not None
         except InvalidPath:
@@ -195,14 +198,14 @@ class KafkaZkClient:
 
     def get_topic_assignment_and_version(self, topic: str, watch: Watch | None = None
                                          ) -> tuple[dict[int, list[int]], int]:
-        got = self._get_or_watch(layout.topic_path(topic), watch)
+        got = self._get_or_watch(layout.topic_path(topic), watch) if _names_a_topic(topic) else None
         if got is None:
             raise errors.UnknownTopicOrPartition(f"topic {topic!r} does not exist")
         return layout.decode_topic_assignment(got[0], layout.topic_path(topic)), got[1].version
 
     def get_topic_assignments(self, topics: Sequence[str]) -> dict[str, dict[int, list[int]]]:
         """Many topics' assignments in one batched read (absent topics are left out)."""
-        topics = list(topics)
+        topics = [t for t in topics if _names_a_topic(t)]
         got = self._get_many([layout.topic_path(t) for t in topics])
         return {t: layout.decode_topic_assignment(g[0], layout.topic_path(t)) for t, g in zip(topics, got)
                 if g is not None}
@@ -481,6 +484,13 @@ class KafkaZkClient:
     def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
         keyed = [(n, Op.delete(layout.isr_change_path(n))) for n in names]
         self._multi_dropping(keyed, _ignore_no_node)
+
+
+def _names_a_topic(topic: str) -> bool:
+    """False for a name holding "/": no topic's name holds one (Kafka's legal characters
+    are ``[a-zA-Z0-9._-]``), and its path would name a node under another topic's --
+    ``bar/partitions`` is bar's partitions node, and deleting it as a topic marked bar."""
+    return "/" not in str(topic)
 
 
 def _with_version(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:
