@@ -34,7 +34,7 @@ class InvalidPath(ValueError):
     """A path no ZooKeeper node can have (:func:`check_path`); no call is sent with it."""
 
 
-def check_path(path: str) -> None:
+def check_path(path: str, named: str | None = None) -> None:
     """:class:`InvalidPath` for a path ZooKeeper's own client refuses: one not starting
     with ``/``, ending with one (but the root), naming an empty node (``//``) or a node
     ``.`` or ``..``, or holding a character the server refuses.  kazoo normalises some of
@@ -45,14 +45,16 @@ def check_path(path: str) -> None:
     such a path, reads included; the memory store, which never makes such a node,
     checks a path only when it finds no node there.  A sequential create's path is
     checked with a digit after it, as ZooKeeper's PathUtils checks it: ``/p/`` names
-    ``/p``'s child there."""
+    ``/p``'s child there.  The error names ``named`` (the path as the caller gave it, when
+    that is not the text checked), else ``path``."""
+    shown = path if named is None else named
     if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
-        raise InvalidPath(f"invalid path {path!r}")
+        raise InvalidPath(f"invalid path {shown!r}")
     if "/." in path and any(name in (".", "..") for name in path.split("/")):
-        raise InvalidPath(f"invalid path {path!r}: relative paths not allowed")
+        raise InvalidPath(f"invalid path {shown!r}: relative paths not allowed")
     bad = _REFUSED_IN_PATHS.search(path)
     if bad is not None:
-        raise InvalidPath(f"invalid path {path!r}: invalid character {bad.group()!r} at {bad.start()}")
+        raise InvalidPath(f"invalid path {shown!r}: invalid character {bad.group()!r} at {bad.start()}")
 
 
 def check_create_path(path: str, sequential: bool) -> None:
@@ -65,11 +67,7 @@ def check_create_path(path: str, sequential: bool) -> None:
     if not sequential:
         check_path(path)
         return
-    try:
-        check_path(path + "1")
-    except InvalidPath as exc:
-        checked = f"invalid path {path + '1'!r}"
-        raise InvalidPath(f"invalid path {path!r}{str(exc)[len(checked):]}") from None
+    check_path(path + "1", named=path)
     if path.endswith(("/.", "/..")):
         raise InvalidPath(f"invalid path {path!r}: relative paths not allowed")
 
