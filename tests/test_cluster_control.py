@@ -256,6 +256,8 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(make, metadat
     assert set(after.isr) == {1001, 1002, 1003}
     # ...so the old leader's conditional write, arriving now, loses and is dropped.
     del leader._apply_alter_isr
+    real_notify, notified = leader.zk.create_isr_change_notification, []
+    leader.zk.create_isr_change_notification = lambda tps: notified.extend(tps) or real_notify(tps)
     answers = []
     leader._apply_alter_isr(proposal, answers.append, leader.replica_manager)
     part = leader.replica_manager.partitions[tp]
@@ -264,6 +266,11 @@ def test_controller_wins_against_a_leaders_isr_shrink_it_overtakes(make, metadat
     else:  # on ZooKeeper's wall clock the LeaderAndIsr may be there first: nothing is sent
         assert answers == []
     assert state(c, 1) == after
+    # Nor announced: /isr_change_notification is for an ISR the leader stored, as in Kafka;
+    # one for a lost write had the controller re-read the partition and send every broker
+    # an UpdateMetadata for a change that never happened (the 221st review's BR12-05).
+    assert notified == []
+    del leader.zk.create_isr_change_notification
     c.advance(10)
     assert not part.is_leader and part.leader_epoch == after.leader_epoch
     # The new leader makes its own proposal, from the controller's state.
@@ -1814,3 +1821,30 @@ def test_brokers_start_in_the_order_given_and_are_reported_in_id_order(tmp_path)
         c.create_topic("t", assignment={0: [1002, 1003, 1001]})
         c.produce("t", 0, [b"x"], acks="all")
         assert list(c.offsets("t", 0)) == [1001, 1002, 1003]
+
+
+def test_a_broker_built_without_the_cluster_takes_kafkas_defaults_refuses_bad_keys_and_needs_no_observer(tmp_path):
+    """The Broker validates its own config and runs with no observer, as `kreplica broker
+    --quiet` builds it: the Cluster's validation and timeline are not what make it work.
+    Unvalidated, a bad value went in unnoticed and a missing key was a KeyError later, deep in
+    a shutdown; with no stand-in observer, the first event raised out of start()."""
+    from kreplica.broker import Broker
+    from kreplica.config import validate
+    from kreplica.meta.memory_store import MemoryStore
+    from kreplica.runtime import SimScheduler
+    from kreplica.transport import InProcessTransport
+
+    scheduler = SimScheduler(0)
+    store = MemoryStore(scheduler, session_timeout_ms=SESSION_MS)
+    transport = InProcessTransport(scheduler)
+    with pytest.raises(errors.InvalidConfig, match="controlled.shutdown.max.retries=-1: out of range"):
+        Broker(1, tmp_path / "b1", store, transport, scheduler, {"controlled.shutdown.max.retries": -1})
+    b = Broker(1, tmp_path / "b1", store, transport, scheduler)
+    assert b.config == validate(None)
+    b.start()  # no observer: nothing to tell it
+    assert scheduler.run_until(lambda: b.controller is not None and b.controller.is_active, 10_000)
+    done = []
+    b.controlled_shutdown(done.append)
+    assert scheduler.run_until(lambda: bool(done), 60_000)
+    assert done == [True] and not b.alive
+    store.close()
