@@ -2188,6 +2188,27 @@ def test_every_fault_step_the_world_refuses_is_recorded_as_refused(monkeypatch):
     assert world.bound == {} and world.resolve("$killed") is None
 
 
+def test_each_crash_of_a_crash_together_step_the_world_refuses_is_recorded_as_refused(monkeypatch):
+    """A crash_together step whose broker is already down (a chaos crash got there first)
+    crashes the others and records the one refused as skipped, naming its broker, as any
+    refused fault step is: the history must not read as if the double failure happened."""
+    from types import SimpleNamespace
+
+    from kreplica.sim import faults
+    from kreplica.sim.scenarios import Step
+
+    asked = []
+    monkeypatch.setattr(faults, "crash", lambda world, broker, *args: asked.append((broker, *args)) or broker != 3)
+    world = World(scenarios.load("random-chaos"), 1)
+    world.cluster = SimpleNamespace(scheduler=SimpleNamespace(now_ms=lambda: 0))
+    world._phase = "run"
+    world._run_step(Step("crash_together", params={"crashes": [{"broker": 3, "lose_unflushed": True},
+                                                               {"broker": 2, "torn": True}]}))
+    assert asked == [(3, True, False, True), (2, False, True, True)]
+    skipped = [e.data for e in world.history.events if e.kind == "step_skipped"]
+    assert skipped == [{"action": "crash_together", "target": "3", "reason": "refused by the world"}]
+
+
 def test_a_converged_and_probed_run_ends_comparing_every_partitions_replicas():
     """The liveness phase's last act, after convergence and the probe: every partition's
     whole log compared across its replicas (the checker's final check), each partition once

@@ -588,9 +588,12 @@ class World:
             applied = faults.crash(self, target, prm.get("lose_unflushed", False), prm.get("torn", False),
                                    prm.get("lose_in_flight", True))
         elif a == "crash_together":
+            # Each crash refused (its broker down already) is recorded on its own; the others go on.
             for crash in prm["crashes"]:
-                faults.crash(self, crash["broker"], crash.get("lose_unflushed", False), crash.get("torn", False),
-                             crash.get("lose_in_flight", True))
+                if not faults.crash(self, crash["broker"], crash.get("lose_unflushed", False),
+                                    crash.get("torn", False), crash.get("lose_in_flight", True)):
+                    self.record("step_skipped", None, action=a, target=str(crash["broker"]),
+                                reason="refused by the world")
         elif a == "restart":
             applied = faults.restart(self, target)
         elif a == "controlled_shutdown":
