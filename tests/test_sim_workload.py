@@ -385,15 +385,16 @@ def test_a_disconnected_answer_is_retried_like_a_network_error():
 def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partition_at_its_own_level():
     """The liveness probe: one batch per partition, the same bytes at every retry (a retry
     after a timeout must not add a second probe record), the cached leader dropped after
-    each failure, the last error kept for the liveness message, and each ack reported to
-    the checker at the acks it was sent with (1 where min.insync.replicas cannot be met,
-    in the request as in the report), marked as the probe's (held to invariant 1, not counted in the workload's writes)."""
+    each failure (finding no leader is one: retried like the others), the last error kept
+    for the liveness message, and each ack reported to the checker at the acks it was sent
+    with (1 where min.insync.replicas cannot be met, in the request as in the report),
+    marked as the probe's (held to invariant 1, not counted in the workload's writes)."""
     from kreplica.protocol import TopicPartition
     from kreplica.sim.workload import Probe
 
     sched = SimScheduler(1)
-    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
-    script = {a: ["timeout", errors.NotLeaderOrFollower.code, errors.NONE], b: [errors.NONE]}
+    a, b, c = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
+    script = {a: ["timeout", errors.NotLeaderOrFollower.code, errors.NONE], b: [errors.NONE], c: [errors.NONE]}
     sent, forgets, acked = [], [], []
 
     def send(src, dst, request, respond):
@@ -403,26 +404,35 @@ def test_the_probe_retries_the_same_batch_at_a_fresh_leader_and_acks_each_partit
         if step != "timeout":
             respond(ProduceResponse((ProducePartitionResult(part.tp, step, 9),)))
 
+    looked_up = []
+
+    def leader_of(tp):  # t-2 has no leader at its first lookup
+        looked_up.append(tp)
+        return NO_LEADER if tp == c and looked_up.count(c) == 1 else 1
+
     world = SimpleNamespace(
         later=sched.call_later, now_ms=sched.now_ms, record=lambda *args, **kwargs: None,
-        leader_of=lambda tp: 1, forget_leader=forgets.append, network=SimpleNamespace(send=send),
+        leader_of=leader_of, forget_leader=forgets.append, network=SimpleNamespace(send=send),
         isr_size=lambda tp: 3,
         checker=SimpleNamespace(on_ack=lambda name, first, last, crc, acks, *rest, **kw: acked.append((name, acks))
                                 if kw.get("probe") is True else None))
-    probe = Probe(world, {a: -1, b: 1}, WorkloadSpec(request_timeout_ms=1000, retry_backoff_ms=100))
+    probe = Probe(world, {a: -1, b: 1, c: -1}, WorkloadSpec(request_timeout_ms=1000, retry_backoff_ms=100))
     probe.start()
+    # t-2 found no leader: it is retried after the backoff like any failure, not left unsent.
+    assert probe.pending == {a: "not sent", c: "LEADER_NOT_AVAILABLE"}
     sched.advance(1600)  # past the first attempt's timeout (1500 ms): the retry is answered NOT_LEADER
     assert probe.pending == {a: "NOT_LEADER_OR_FOLLOWER"}
     sched.advance(1000)
-    assert probe.pending == {} and sorted(acked) == [("t-0", -1), ("t-1", 1)]
-    assert forgets == [a, a]
+    assert probe.pending == {} and sorted(acked) == [("t-0", -1), ("t-1", 1), ("t-2", -1)]
+    assert forgets == [c, a, a] and [tp for tp, _, _ in sent if tp == c] == [c]
     tries = [(acks, records) for tp, acks, records in sent if tp == a]
     assert len(tries) == 3 and len({r for _, r in tries}) == 1 and {k for k, _ in tries} == {-1}
     # The request asks for the partition's own level too: acks=all where min ISR cannot be met
     # would be refused NOT_ENOUGH_REPLICAS at every retry, the probe never acknowledged.
     assert [acks for tp, acks, _ in sent if tp == b] == [1]
-    # Each partition's probe is its own batch (the value names it), even made in the same ms.
-    assert len({records for _, _, records in sent}) == 2
+    # Each partition's probe is its own batch (the value names it), even made in the same ms
+    # (t-0's and t-1's, at 0).
+    assert len({records for _, _, records in sent}) == 3
 
 
 def test_a_producer_sends_nothing_more_once_its_topic_is_deleted():

@@ -43,8 +43,13 @@ def test_kip101_truncation_to_the_hw_loses_acked_writes_and_leader_epoch_does_no
 
 
 def test_kip101_divergence_after_a_double_failure():
-    hw = run("kip101-divergence", 3, **{"replica.truncation.strategy": "high-watermark"})
+    sc = scenarios.load("kip101-divergence").with_config(**{"replica.truncation.strategy": "high-watermark"})
+    world = World(sc, 3)
+    hw = world.run()
     assert hw.violation.invariant is Invariant.REPLICA_DIVERGENCE
+    # The run ends at its violation: no liveness phase after it (its heals, resumes and
+    # verdict are not the run's story), the violation the history's last event.
+    assert world.history.events[-1].kind == "violation" and not hw.converged
     le = run("kip101-divergence", 3, **{"replica.truncation.strategy": "leader-epoch"})
     assert le.ok and le.converged
     # What B lost with the power cut and its unclean election is counted, and attributed.
@@ -701,7 +706,7 @@ def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None, le
     leader's own epoch ``leading_epoch``, and ``admin`` ("reassignment" or "deletion") in
     progress in the store, if any; ``leads=False``: the store's leader holds its replica as
     a follower at that epoch; ``config_gap``: the workload alters topic configs and a
-    broker has not applied one (this gap)."""
+    broker has not applied one (this gap).  ``isr=None``: the store holds no state node for t-0."""
     from types import SimpleNamespace
 
     from kreplica.protocol import TopicPartition
@@ -723,7 +728,8 @@ def _gap(isr, offsets, leader_epoch=3, leading_epoch=3, leader=1, admin=None, le
                                                    reassignment_in_progress=lambda: admin == "reassignment")),
         scenario=SimpleNamespace(workload=SimpleNamespace(alter_configs=config_gap is not None)),
         _config_gap=lambda: config_gap,
-        _partition_states=lambda: {tp: (SimpleNamespace(leader=leader, leader_epoch=leader_epoch, isr=isr), [1, 2, 3])})
+        _partition_states=lambda: {tp: (None if isr is None else
+                                        SimpleNamespace(leader=leader, leader_epoch=leader_epoch, isr=isr), [1, 2, 3])})
     world._leader_gap = lambda tp, state: World._leader_gap(world, tp, state)
     return World._convergence_gap(world)
 
@@ -747,6 +753,20 @@ def test_convergence_needs_the_whole_isr_hw_equal_to_leo_and_the_leader_at_the_s
     # no produce, so the probe could never be acknowledged.
     assert _gap((1, 2, 3), [(5, 5)] * 3, leads=False) == (
         "t-0 leader 1 (epoch 3) is not leading it: Follower at epoch 3")
+
+
+def test_a_partition_with_no_state_node_or_no_leader_in_it_is_not_converged():
+    """A partition the store assigns but holds no state node for (a topic just created,
+    its controller not done) or whose state names no leader is the first gap, whatever
+    its replicas show: it is waited for, not an error out of the check."""
+    from kreplica.protocol.common import NO_LEADER
+
+    try:
+        gap = _gap(None, [(5, 5)] * 3)
+    except AttributeError as e:  # the liveness phase's check would end the run with it
+        gap = f"AttributeError: {e}"
+    assert gap == "t-0 has no leader"
+    assert _gap((1, 2, 3), [(5, 5)] * 3, leader=NO_LEADER) == "t-0 has no leader"
 
 
 @pytest.mark.parametrize("admin", ["reassignment", "deletion"])
@@ -908,12 +928,42 @@ def test_a_clients_leader_lookup_caches_a_leader_but_never_the_absence_of_one():
     assert world.leader_of(tp) == 3
 
 
-def test_a_scenarios_link_profile_applies_to_its_own_direction():
+def test_a_leader_lookup_of_a_partition_the_store_holds_no_state_for_finds_no_leader():
+    """A client looking up a partition with no state node (its topic deleted under a retry,
+    or just created, no leader elected yet) gets NO_LEADER, which it retries, and nothing
+    is cached; once the controller writes the node, the next lookup reads its leader."""
+    from types import SimpleNamespace
+
+    from kreplica.meta import layout
+    from kreplica.protocol import TopicPartition
+    from kreplica.protocol.common import NO_LEADER, LeaderAndIsr
+
+    nodes = {}
+    world = World(scenarios.load("random-chaos"), 1)
+    world.cluster = SimpleNamespace(zk=SimpleNamespace(session=SimpleNamespace(
+        get_many=lambda paths: [nodes.get(path) for path in paths])))
+    tp = TopicPartition("t", 0)
+    try:
+        leader = world.leader_of(tp)
+    except TypeError as e:  # out of a producer's retry: the run would end in an unhandled exception
+        leader = f"TypeError: {e}"
+    assert leader == NO_LEADER and world._leaders == {}
+    state = layout.encode_partition_state(LeaderAndIsr(2, 1, (2, 3)))
+    nodes[layout.partition_state_path("t", 0)] = (state, SimpleNamespace(version=0))
+    assert world.leader_of(tp) == 2 and world._leaders == {tp: 2}
+
+
+def test_a_scenarios_link_profile_applies_to_its_own_direction_and_a_nodes_to_its_every_link():
+    """``[links."1-2"]`` is the link from 1 to 2 only; ``[nodes.3]`` is every link to or
+    from broker 3 (a slow or lossy host); the other links keep the scenario's network."""
     from kreplica.sim.network import LinkProfile
 
     slow = LinkProfile(latency_ms_min=40, latency_ms_max=50)
-    world = World(replace(scenarios.load("random-chaos"), links={(1, 2): slow}), 1)
+    far = LinkProfile(latency_ms_min=90, latency_ms_max=90)
+    world = World(replace(scenarios.load("random-chaos"), links={(1, 2): slow}, nodes={3: far}), 1)
     assert world.network.profile_for(1, 2) == slow and world.network.profile_for(2, 1) != slow
+    assert world.network.profile_for(3, 1) == far and world.network.profile_for(2, 3) == far
+    assert world.network.profile_for(2, 1) == world.network.profile_for(1, 4) == world.scenario.network
 
 
 def test_every_kind_of_fault_event_enters_the_runs_fault_list():
@@ -1312,7 +1362,8 @@ def test_a_run_makes_its_data_dir_under_its_data_root_and_never_in_one_already_t
 def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_scheduler_events():
     """``events`` is the history's length even when the history keeps no events (sweeps run
     with keep_history=False); ``scheduler_events`` leaves out the setup's events; availability
-    is the share of sampled partitions that had a leader up, 1 when nothing was sampled."""
+    is the share of sampled partitions that had a leader up, 1 when nothing was sampled; the
+    checker's counts and losses are handed on as they are."""
     from types import SimpleNamespace
 
     world = World(scenarios.load("random-chaos"), 1, keep_history=False)
@@ -1325,6 +1376,17 @@ def test_a_runs_result_counts_every_history_event_and_only_the_run_phases_schedu
     assert r.availability == 1.0
     world._avail = [3, 4]
     assert world._result(True, 0.0, 400).availability == 0.75
+    # The checker's figures each reach their own field: writes completed at any level apart
+    # from acks=all acks, lost acks apart from reads a later election took back.
+    from kreplica.sim.checker import CountedLoss
+
+    c = world.checker
+    c.writes_completed, c.acked_writes = 9, 4
+    c.losses.append(CountedLoss("t-0", 5, "power-loss", 1, 2, 150))
+    c.superseded_reads.append(CountedLoss("t-0", 7, "unclean-election", 2, 3, 180))
+    r = world._result(True, 0.0, 400)
+    assert (r.writes_completed, r.acked_writes) == (9, 4)
+    assert r.losses == c.losses[:1] and r.superseded_reads == c.superseded_reads[:1]
 
 
 def test_the_liveness_phase_ends_pauses_slow_and_full_disks_at_once_not_at_their_own_timers():
@@ -1989,7 +2051,7 @@ def test_an_exception_out_of_the_cluster_names_the_innermost_frames_where_it_was
 
 def test_the_workload_starts_its_clients_per_partition_and_arms_an_election_step_at_its_time():
     """Each topic gets producers_per_partition producers for each of its partitions and a
-    consumer for each partition, polling at consumer_interval_ms; a step armed on an election is armed at its at_ms, so an
+    consumer for each partition (unless the workload has none), polling at consumer_interval_ms; a step armed on an election is armed at its at_ms, so an
     election before then does not run it."""
     from kreplica.sim.scenarios import Step
 
@@ -2007,6 +2069,11 @@ def test_the_workload_starts_its_clients_per_partition_and_arms_an_election_step
     assert [c.tp.partition for c in world.consumers] == list(range(t.partitions))
     assert {c.interval_ms for c in world.consumers} == {300}  # the consumers' own interval
     assert world._armed == [] and (4000, world._armed.append, (armed,)) in scheduled
+    # A workload with consumers = false (a produce-only scenario) starts its producers alone.
+    quiet = World(replace(sc, workload=replace(sc.workload, consumers=False)), 1)
+    quiet.later = lambda delay, fn, *args: None
+    quiet._start_workload()
+    assert len(quiet.producers) == 2 * t.partitions and quiet.consumers == []
 
 
 def test_an_election_a_sweep_finds_is_noted_at_that_sweep_with_no_event_after_it():
@@ -2435,3 +2502,42 @@ def test_runs_default_to_a_memory_backed_root_when_the_host_has_one(monkeypatch,
     assert world.data_dir is not None and os.path.dirname(world.data_dir) == str(tmp_path)
     monkeypatch.setattr(world_module, "_default_root", lambda: None)
     assert world_module.default_data_root() == tempfile.gettempdir()
+
+
+def test_an_expire_session_step_holds_the_heartbeats_for_the_clusters_own_session_timeout():
+    """The world takes zookeeper.session.timeout.ms from the cluster it built: an
+    expire_session stops the broker's heartbeats for that long and 10 ms more, so the
+    session does expire, whatever timeout the scenario configures."""
+    from kreplica.sim import faults
+
+    sc = replace(scenarios.load("random-chaos"), chaos=None).with_config(**{"zookeeper.session.timeout.ms": 4000})
+    world = World(sc, 1)
+    try:
+        world._build()
+        delays = []
+        world.later = lambda delay, fn, *args: delays.append(delay)
+        assert faults.expire_session(world, 2) and delays == [4010]
+    finally:
+        world.close()
+
+
+def test_a_cluster_that_fails_to_close_still_lets_the_world_close_and_its_data_dir_go(tmp_path):
+    """World.close (the end of every run) frees the run's files whatever the cluster's own
+    close raises (a crashed world, a broker left half-stopped): the run's result is handed
+    back, not an error out of the cleanup, and the data dir goes."""
+    from types import SimpleNamespace
+
+    world = World(scenarios.load("random-chaos"), 1, data_root=str(tmp_path))
+    world._make_data_dir()
+    closes = []
+
+    def broken_close():
+        closes.append(world.data_dir)
+        raise RuntimeError("a broker's log would not close")
+    world.cluster = SimpleNamespace(close=broken_close)
+    try:
+        world.close()
+        raised = None
+    except RuntimeError as e:
+        raised = e
+    assert closes and raised is None and list(tmp_path.iterdir()) == []
