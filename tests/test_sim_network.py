@@ -531,14 +531,26 @@ def test_a_dropped_request_is_never_duplicated_into_an_arrival():
 
 def test_a_session_a_paused_broker_opens_stays_unreachable_until_its_resume():
     """attach_store follows sessions opened later: one opened by a broker while its process
-    is paused hears nothing from it until the resume, as a cut from the store would."""
+    is paused hears nothing from it until the resume, as a cut from the store would.  Each
+    is opened with the broker's own expiry callback (the 222nd review: dropped, a broker
+    whose session expired never registered again)."""
     _sched, net, _got = world()
-    store = SimpleNamespace(session=lambda name="", on_expired=None: _Session())
+
+    def open_session(name="", on_expired=None):
+        s = _Session()
+        s.on_expired = on_expired
+        return s
+
+    store = SimpleNamespace(session=open_session)
     net.attach_store(store)
     net.pause(2)
-    paused_session = store.session("broker-2")
-    other = store.session("broker-3")
+    def expired():
+        pass
+
+    paused_session = store.session("broker-2", expired)
+    other = store.session("broker-3", on_expired=expired)
     assert not paused_session.reachable and other.reachable
+    assert paused_session.on_expired is expired and other.on_expired is expired
     net.resume(2)
     assert paused_session.reachable
 
