@@ -867,3 +867,64 @@ def test_at_resume_the_socket_buffer_goes_before_what_the_node_sent_during_its_p
     net.resume(1)
     sched.advance(10)
     assert [(node, r.replica_id) for _, node, r in got] == [(1, 31), (2, 12)]
+
+
+def _answering(net: SimNetwork, node: int, pending: list | None = None) -> None:
+    """Register ``node`` to answer each fetch with its replica id, at once or, given ``pending``,
+    when the test calls the kept ``respond`` (a long poll)."""
+    def handler(src, req, respond):
+        if pending is None:
+            respond(req.replica_id)
+        else:
+            pending.append(lambda: respond(req.replica_id))
+    net.register(node, handler)
+
+
+def test_what_a_paused_askers_buffer_holds_for_it_dies_with_its_process_and_not_with_the_answerer():
+    """An answer or refusal that reached a paused asker's socket buffer is read only if the
+    asker is still there at the hand-over: a crash during the pause (the network resumed, then
+    the node gone, as ``faults.crash`` does) loses both.  Whether the asker is there is what
+    counts, not the answerer: an answer from a node that stopped after sending it (no host
+    failure) still arrives (the 222nd review: the arrival check of d175317)."""
+    sched = SimScheduler(1)
+    net = SimNetwork(None, random.Random(1), LinkProfile(latency_ms_min=10, latency_ms_max=10))
+    net.scheduler = sched
+    for node in (1, 2, 3):
+        _answering(net, node)
+    got2: list = []
+    got3: list = []
+    net.send(2, 1, fetch(21), got2.append)  # answered at 10, in 2's buffer at 20
+    net.send(2, 9, fetch(29), got2.append)  # nobody at 9: refused at 10, in 2's buffer at 20
+    net.send(3, 1, fetch(31), got3.append)  # answered at 10, reaches 3 at 20
+    sched.advance(15)
+    net.pause(2)
+    net.unregister(1)                       # 1 stops with its answer to 3 on the wire
+    sched.advance(10)
+    assert got2 == [] and got3 == [31]
+    net.resume(2)                           # 2 crashes: resumed, then gone
+    net.unregister(2)
+    sched.advance(100)
+    assert got2 == [] and net.stats.delivered == 6
+
+
+def test_an_answer_to_an_asker_gone_before_it_was_given_never_goes_on_a_link():
+    """A long-poll answer given after its asker went away is not sent: it takes no latency
+    draw from the seed and is not counted, as a write to a closed connection sends nothing;
+    put on a link and lost only on arrival, it would move every later draw of the network."""
+    sched = SimScheduler(1)
+    net = SimNetwork(None, random.Random(1))
+    net.scheduler = sched
+    pending: list = []
+    _answering(net, 1, pending)
+    net.register(2, lambda src, req, respond: None)
+    got: list = []
+    net.send(2, 1, fetch(0), got.append)
+    net.send(-1, 1, fetch(1), got.append)   # a client, never registered: always answered
+    sched.advance(10)
+    net.unregister(2)
+    state, sent = net.rng.getstate(), net.messages_delivered
+    pending[0]()
+    assert net.rng.getstate() == state and net.messages_delivered == sent == 2
+    pending[1]()
+    sched.advance(10)
+    assert got == [1] and net.messages_delivered == 3
