@@ -840,7 +840,8 @@ def test_the_planner_kills_no_controller_with_max_down_brokers_down(monkeypatch)
 def test_the_planners_faults_last_between_their_shortest_and_their_bounds(monkeypatch):
     """Each drawn length lies in its own range: a pause in [50, pause_ms_max], a partition and
     a cut from the store in [100, partition_ms_max], a slow disk's delay in [5, 200] for
-    [500, 5000] ms, a full disk in [200, 3000] ms."""
+    [500, 5000] ms, a full disk in [200, 3000] ms; and each spreads over its whole range, not a
+    corner of it (the 222nd review: a full disk drawn from 2000 ms stayed within its bounds)."""
     drawn: dict = {}
 
     def note(kind):
@@ -864,6 +865,11 @@ def test_the_planners_faults_last_between_their_shortest_and_their_bounds(monkey
         assert 100 <= min(lengths) and 400 < max(lengths) <= 3000, kind
     assert all(5 <= delay <= 200 and 500 <= length <= 5000 for delay, length in drawn["slow_disk"])
     assert all(200 <= length <= 3000 for (length,) in drawn["disk_full"])
+    delays, slow_lengths = zip(*drawn["slow_disk"])
+    full_lengths = [length for (length,) in drawn["disk_full"]]
+    assert (min(delays), max(delays)) == (5, 200)
+    assert min(slow_lengths) < 600 and max(slow_lengths) > 4900
+    assert min(full_lengths) < 300 and max(full_lengths) > 2900
 
 
 # ---- the hundred-and-eighth review -----------------------------------------------------------
