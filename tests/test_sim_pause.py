@@ -104,7 +104,8 @@ def test_a_held_callback_cancelled_after_resume_but_before_it_runs_stays_cancell
 def test_callbacks_held_again_before_their_release_ran_keep_their_order():
     """A pause that begins after a resume released its held callbacks, but before all of
     them ran, holds the ones not yet run; the next resume runs them in their first order,
-    not the ones held again behind those still queued (the eighty-ninth review)."""
+    not the ones held again behind those still queued (the eighty-ninth review), and each of
+    them once: the resume that releases them again lets go of them."""
     shared = SimScheduler(1)
     view = PausableScheduler(shared)
     ran = []
@@ -119,6 +120,11 @@ def test_callbacks_held_again_before_their_release_ran_keep_their_order():
     shared.run_next(shared.now_ms())  # the first released callback, held again
     assert ran == [] and view.held == 1
     assert view.resume() == 1  # 1 and 2 are still queued from the first resume
+    shared.advance(1000)
+    assert ran == [0, 1, 2]
+    view.pause()  # each ran once: a later pause holds nothing of theirs (the 222nd review)
+    shared.advance(1000)
+    assert view.held == 0 and view.resume() == 0
     shared.advance(1000)
     assert ran == [0, 1, 2]
 
