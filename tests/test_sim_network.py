@@ -928,3 +928,23 @@ def test_an_answer_to_an_asker_gone_before_it_was_given_never_goes_on_a_link():
     pending[1]()
     sched.advance(10)
     assert got == [1] and net.messages_delivered == 3
+
+
+def test_a_host_failure_loses_the_controller_requests_a_cut_link_held_for_it():
+    """A controller request a cut link holds is on its sender's host still (its socket's
+    queue): the host failing loses it as anything else in flight, and the heal delivers only
+    what the sender's new process sent and what other nodes sent (the 222nd review: the
+    heal delivered a crashed controller's requests)."""
+    sched, net, got = world()
+    net.partition({1}, {2, 3})
+    net.send(1, 2, lair(5), None)
+    net.send(3, 1, lair(6), None)
+    sched.advance(50)
+    net.lose_in_flight(1)
+    net.send(1, 2, lair(7), None)  # the restarted process, still cut off
+    sched.advance(50)
+    assert got == []
+    net.heal()
+    sched.advance(100)
+    assert [(node, r.controller_epoch) for _, node, r in got] == [(1, 6), (2, 7)]
+    assert net.stats.dropped == 1

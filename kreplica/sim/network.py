@@ -102,7 +102,8 @@ class SimNetwork(InProcessTransport):
         self.node_profiles: dict[int, LinkProfile] = {}
         self.stats = NetworkStats()
         self._groups: dict[int, int] | None = None  # node -> partition group
-        self._held: dict[tuple[int, int], deque[tuple[Any, Callable[[Any], None]]]] = {}
+        # Controller messages a cut link holds, each with its sender's incarnation then.
+        self._held: dict[tuple[int, int], deque[tuple[Any, Callable[[Any], None], int]]] = {}
         self._paused: set[int] = set()
         # (src, dst, message, arrive, sent while paused): see _arrive for the order.
         self._paused_queue: deque[tuple[int, int, Any, Callable[[Any], None], bool]] = deque()
@@ -155,14 +156,16 @@ class SimNetwork(InProcessTransport):
         self._release_held()
 
     def _release_held(self) -> None:
-        """Send on, in order, the controller messages held on links no longer cut."""
+        """Send on, in order, the controller messages held on links no longer cut.  Each
+        goes as sent by the incarnation that sent it: one whose host failed meanwhile is
+        lost on arrival, as anything else it had in flight."""
         held, self._held = self._held, {}
         for (src, dst), queue in sorted(held.items()):
             if self._groups is not None and self.cut(src, dst):
                 self._held[(src, dst)] = queue
             else:
-                for message, arrive in queue:
-                    self._schedule(src, dst, message, arrive)
+                for message, arrive, sent_by in queue:
+                    self._schedule(src, dst, message, arrive, None, sent_by)
 
     @property
     def partitioned(self) -> bool:
@@ -281,7 +284,9 @@ class SimNetwork(InProcessTransport):
         if self._groups is not None and self.cut(src, dst):
             if control:
                 self.stats.held += 1
-                self._held.setdefault((src, dst), deque()).append((message, arrive))
+                incarnation = self._incarnation
+                self._held.setdefault((src, dst), deque()).append(
+                    (message, arrive, incarnation.get(src, 0) if incarnation else 0))
             else:
                 self.stats.dropped += 1
             return
@@ -297,7 +302,9 @@ class SimNetwork(InProcessTransport):
         self._schedule(src, dst, message, arrive, profile)
 
     def _schedule(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
-                  profile: LinkProfile | None = None) -> None:
+                  profile: LinkProfile | None = None, sent_by: int | None = None) -> None:
+        """Put ``message`` on the wire; ``sent_by`` is the sender's incarnation that sent it
+        (its current one unless given), checked again on arrival."""
         profile = profile or self.profile_for(src, dst)
         scheduler = self.scheduler
         delay = profile.draw_latency_ms(self.rng)
@@ -318,9 +325,10 @@ class SimNetwork(InProcessTransport):
             last_due[link] = due
         self.messages_delivered += 1
         self.stats.delivered += 1
-        incarnation = self._incarnation
-        scheduler.call_later(delay, self._arrive, src, dst, message, arrive,
-                             incarnation.get(src, 0) if incarnation else 0)
+        if sent_by is None:
+            incarnation = self._incarnation
+            sent_by = incarnation.get(src, 0) if incarnation else 0
+        scheduler.call_later(delay, self._arrive, src, dst, message, arrive, sent_by)
 
     def _arrive(self, src: int, dst: int, message: Any, arrive: Callable[[Any], None],
                 incarnation: int = 0) -> None:
