@@ -363,6 +363,22 @@ def test_a_base_mix_without_admin_operations_gets_the_swarms_draw_of_them():
 
 
 
+def test_a_history_without_keep_all_holds_each_partitions_last_40_events_for_its_traces():
+    """Without keep_all, as a run without --out keeps it, a history still holds each
+    partition's last 40 events: more than the checker's trace asks for (30), so a
+    violation's trace is never cut short of what it asks."""
+    import inspect
+
+    from kreplica.sim.checker import Checker
+
+    h = History(keep_all=False)
+    for i in range(50):
+        h.record(i, "ack", 1, "t-0", offset=i)
+    assert [e.data["offset"] for e in h.tail("t-0")] == list(range(10, 50))
+    asked = inspect.signature(Checker).parameters["trace_events"].default
+    assert asked == 30 and [e.data["offset"] for e in h.tail("t-0", asked)] == list(range(20, 50))
+
+
 def test_a_trace_of_a_partition_with_no_events_is_empty():
     """A violation may name a partition that nothing was recorded for: its trace is empty,
     not an IndexError."""

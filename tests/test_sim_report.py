@@ -151,17 +151,19 @@ def test_the_table_lists_invariants_and_causes_by_name_whatever_came_first():
         "  power-loss", "  unclean-election"]
 
 
-def test_a_timeline_draws_each_replicas_hw_and_leo_and_breaks_them_while_it_is_down(tmp_path, monkeypatch):
+@pytest.mark.parametrize("back", [2000, 1500])
+def test_a_timeline_draws_each_replicas_hw_and_leo_and_breaks_them_while_it_is_down(tmp_path, monkeypatch, back):
     """The offsets plot of a partition: an LEO and an HW line for the leader's replica and the
-    follower's, each with its own values, and the follower's broken (a NaN) across the
-    second it was down and had no samples; the title names the run and its verdict."""
+    follower's, each with its own values, and the follower's two broken (a NaN) across the
+    time it was down and had no samples, be it a second or a single sample missed (a gap
+    of two sample periods); the title names the run and its verdict."""
     import math
 
     import matplotlib.pyplot as plt
 
     samples = []
     for t in range(0, 3000, 250):
-        up = not 1000 < t < 2000  # broker 2 is down from 1.0 s to 2.0 s
+        up = not 1000 < t < back  # broker 2 is down from 1.0 s until it is sampled again at `back`
         samples.append((t, "t-0", 1, -1, -1, 2, (1, 2) if up else (1,)))
         samples.append((t, "t-0", 1, t // 250, t // 250 + 1, 1, (1, 2)))  # the leader: HW one below its LEO
         if up:
@@ -175,8 +177,10 @@ def test_a_timeline_draws_each_replicas_hw_and_leo_and_breaks_them_while_it_is_d
     assert sorted(lines) == ["HW 1", "HW 2", "LEO 1", "LEO 2"]
     assert list(lines["LEO 1"].get_ydata()) == [t // 250 + 1 for t in range(0, 3000, 250)]
     assert list(lines["HW 1"].get_ydata()) == [t // 250 for t in range(0, 3000, 250)]
-    xs = list(lines["LEO 2"].get_xdata())
-    assert xs[:5] == [0.0, 0.25, 0.5, 0.75, 1.0] and math.isnan(xs[5]) and xs[6:] == [2.0, 2.25, 2.5, 2.75]
+    for label in ("LEO 2", "HW 2"):
+        xs = list(lines[label].get_xdata())
+        assert xs[:5] == [0.0, 0.25, 0.5, 0.75, 1.0] and math.isnan(xs[5]), label
+        assert xs[6:] == [t / 1000 for t in range(back, 3000, 250)], label
 
 
 def _timeline_figure(tmp_path, monkeypatch, r, max_partitions=4):
@@ -387,12 +391,13 @@ def test_a_timeline_keeps_its_legends_clear_of_the_fault_names_and_labels_time_o
 
 def test_a_timeline_draws_a_topics_first_partitions_by_number_not_as_text(tmp_path, monkeypatch):
     """A topic of 12 partitions drawn 4 at most: the timeline shows partitions 0 to 3, the
-    topic's first, not 0, 1, 10 and 11 (their names sorted as text); a '-' in the topic's
-    name is the name's."""
+    topic's first, not 0, 1, 10 and 11 (their names sorted as text), and a topic named
+    after it only after them, not its partition 0 beside theirs; a '-' in the topic's name
+    is the name's."""
     samples = []
     for t in (0, 250):
-        for p in range(12):
-            samples.append((t, f"orders-eu-{p}", 1, -1, -1, 2, (1,)))
-            samples.append((t, f"orders-eu-{p}", 1, 0, 0, 1, (1,)))
+        for tp in [*(f"orders-eu-{p}" for p in range(12)), "payments-0", "payments-1"]:
+            samples.append((t, tp, 1, -1, -1, 2, (1,)))
+            samples.append((t, tp, 1, 0, 0, 1, (1,)))
     fig = _timeline_figure(tmp_path, monkeypatch, result(1, samples=samples), max_partitions=4)
     assert [ax.get_ylabel() for ax in fig.axes[::2]] == [f"orders-eu-{p}\noffset" for p in range(4)]
