@@ -103,7 +103,8 @@ def _scenario(args: argparse.Namespace, seed: int) -> Any:
     from .sim import scenarios
     from .sim.swarm import swarm_scenario
 
-    base = scenarios.load(args.scenario or DEFAULT_SCENARIO)
+    # Given, even as "": an empty name is refused by the loader, as --replay takes it for given.
+    base = scenarios.load(DEFAULT_SCENARIO if args.scenario is None else args.scenario)
     sc = swarm_scenario(seed, base) if args.swarm else base
     if args.until is not None:
         sc = replace(sc, until_ms=args.until)
@@ -122,7 +123,7 @@ def _options(args: argparse.Namespace, first: Any) -> dict[str, Any]:
     seed, drawn from it) the overrides laid over every seed's draw."""
     if not args.swarm:
         return first.to_dict()
-    options: dict[str, Any] = {"swarm": True, "base": args.scenario or DEFAULT_SCENARIO}
+    options: dict[str, Any] = {"swarm": True, "base": DEFAULT_SCENARIO if args.scenario is None else args.scenario}
     if args.until is not None:
         options["until_ms"] = args.until
     if args.config:

@@ -1033,6 +1033,18 @@ def test_a_scenario_files_text_given_as_a_number_is_refused_in_one_line(tmp_path
     assert f"{key} = 5, expected a string" in err
 
 
+@pytest.mark.parametrize("swarm", [[], ["--swarm"]])
+def test_an_empty_scenario_name_is_refused_not_taken_as_the_default(monkeypatch, capsys, swarm):
+    """``--scenario ""`` (a shell variable left empty) names no scenario: it is refused in
+    one line with exit status 2 before any run, as the loader refuses an empty name and as
+    --replay counts it a --scenario given; it ran the default, random-chaos, instead."""
+    _worlds_made_up(monkeypatch)
+    assert sim_cli.main(["--scenario", "", "--seed", "1", *swarm]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("kreplica simulate: error: no scenario ''; known: ")
+    assert captured.err.count("\n") == 1
+
+
 def test_a_scenario_name_holding_a_slash_runs_without_out(tmp_path, monkeypatch, capsys):
     """Only --out names files after the scenario: without it a name holding a "/" names
     nothing and the run goes ahead as any other (the refusal is --out's, not the name's)."""
