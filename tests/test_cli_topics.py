@@ -267,6 +267,15 @@ def test_replicas_drop_a_trailing_comma_as_javas_split_does(seed003_store, capsy
     assert seed003_store().get_partition_reassignment() == {TopicPartition("bar", 1): [1003, 1001, 1002]}
 
 
+def test_replicas_of_commas_alone_are_no_ids_as_javas_split_reads_them(seed003_store, capsys):
+    # Java's split of ",," is no item (each item a trailing empty one), not one empty id: the
+    # list is read as empty, and the admin call's empty-list check is what refuses it.
+    assert main(["reassign", "--zookeeper", "memory:1", "--topic", "bar", "--partition", "1",
+                 "--replicas", ",,"]) == 1
+    assert capsys.readouterr().err == "Error: INVALID_REPLICA_ASSIGNMENT: bar-1: empty replica list\n"
+    assert seed003_store().get_partition_reassignment() == {}
+
+
 def test_preferred_election_names_every_partition_of_the_topic(seed003_store, capsys):
     assert main(["reassign", "--zookeeper", "memory:1", "--preferred-election", "--topic", "bar"]) == 0
     assert capsys.readouterr().out == "Started preferred replica election for bar.\n"

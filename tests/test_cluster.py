@@ -581,6 +581,8 @@ def test_alter_topic_config_refuses_unknown_keys_values_and_topics():
             c.alter_topic_config("t", delete="retention.ms")  # not "r", "e", "t", ...
         with pytest.raises(errors.InvalidConfig, match="delete must be a list of str"):
             c.alter_topic_config("t", delete={"retention.ms": 5})  # a dict's keys are not a list
+        with pytest.raises(errors.InvalidConfig, match=r"delete\[1\] must be a str, got int 5"):
+            c.alter_topic_config("t", delete=["retention.ms", 5])  # each name checked, each a str
         with pytest.raises(errors.InvalidConfig, match="both set and deleted"):
             c.alter_topic_config("t", {"retention.ms": 5}, delete=["retention.ms"])
         assert c.zk.get_topic_config("t") == {}

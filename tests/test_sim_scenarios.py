@@ -1129,3 +1129,22 @@ def test_a_relative_extends_is_read_beside_the_extending_file(tmp_path, monkeypa
     (tmp_path / "elsewhere.toml").write_text('extends = "random-chaos"\nname = "elsewhere"\nbrokers = 5\n')
     (lab / "far.toml").write_text('extends = "elsewhere.toml"\nname = "far"\n')
     assert scenarios.load("lab/far.toml").brokers == 5
+
+
+# What World._run_step reads from a step of each action with no default to fall back on: a
+# step without one must be refused at load, or the run fails with a KeyError as it fires.
+READS = {"crash_together": {"crashes": [{"broker": 1}]}, "pause": {"duration_ms": 10},
+         "slow_disk": {"duration_ms": 10}, "disk_full": {"duration_ms": 10}, "isolate": {"duration_ms": 10},
+         "partition": {"groups": [[1], [2, 3]], "duration_ms": 10}, "cut_store": {"duration_ms": 10},
+         "reassign": {"topic": "t", "partition": 0, "replicas": [1, 2, 3]}, "elect_preferred": {"topic": "t"},
+         "create_topic": {"topic": "x"}, "delete_topic": {"topic": "t"}}
+
+
+@pytest.mark.parametrize("action, name", [(a, n) for a, given in READS.items() for n in given])
+def test_a_step_leaving_out_a_parameter_its_action_reads_is_refused_at_load(action, name):
+    target = 2 if action in AIMED else None
+    whole = replace(BASE, steps=(Step(action, target=target, params=READS[action]),))
+    assert whole.validate() is whole
+    params = {k: v for k, v in READS[action].items() if k != name}
+    with pytest.raises(ValueError, match=f"step 1 \\({action}\\): missing {name}$"):
+        replace(BASE, steps=(Step(action, target=target, params=params),)).validate()
