@@ -456,6 +456,9 @@ def test_a_scenario_files_values_of_the_wrong_type_are_refused_not_converted(tom
     # No list at all, not only a list of no lists: once a TypeError from iterating a number.
     ('action = "partition"\ngroups = 5\nduration_ms = 10', "groups = 5, expected a list of lists"),
     ('action = "crash_together"\ncrashes = 5', "crashes = 5, expected a list of tables"),
+    # The second crash of one broker finds it down and is refused: the step cannot run as written.
+    ('action = "crash_together"\ncrashes = [{broker = 1}, {broker = 2}, {broker = 1, torn = true}]',
+     "crashes name broker 1 twice"),
 ])
 def test_a_steps_parameters_are_typed_and_named_at_load(step, message, tmp_path):
     """A step's parameters reach the faults as written: a string duration compared with

@@ -348,6 +348,10 @@ def _check_step(where: str, step: Step, ids: set[int], partitions: dict[str, int
             for name in _CRASH_KEYS[1:]:
                 if name in crash:
                     _check_scalar(f"{where}: crash of {crash['broker']}", name, crash[name], "bool")
+        named = [crash["broker"] for crash in prm["crashes"]]
+        twice = sorted({b for b in named if named.count(b) > 1})
+        if twice:  # the broker is down by its second crash, which the World refuses and skips
+            raise ValueError(f"{where}: crashes name broker {twice[0]} twice")
     elif step.action == "partition":
         groups = prm["groups"]
         if not isinstance(groups, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in groups):
