@@ -91,10 +91,11 @@ def _span(value: Any, name: str = "timeout_ms") -> int:
     return arguments.integer(value, name, errors.InvalidRequest, minimum=0)
 
 
-def _topic(topic: Any) -> Any:
+def _topic(topic: Any) -> str:
     """A topic name as the store and the brokers key it: a str subclass as its plain text.
-    Anything else is left for the admin checks to refuse with their own message."""
-    return arguments.text(topic, "topic") if isinstance(topic, str) else topic
+    Anything else is INVALID_TOPIC, as in :func:`_partition_of`: the store's paths are
+    built from a name's text, so 7 or None named the topic "7" or "None"."""
+    return arguments.text(topic, "topic", errors.InvalidTopic)
 
 
 def _partition_of(topic: str, partition: int) -> TopicPartition:

@@ -422,6 +422,41 @@ def test_a_topic_named_by_a_str_enum_member_works_as_its_text():
         assert c.topics() == []
 
 
+@pytest.mark.parametrize("name", [7, 7.0, None, True, b"7"], ids=["int", "float", "none", "bool", "bytes"])
+def test_a_topic_that_is_no_str_is_invalid_topic_not_the_topic_its_text_names(name):
+    """The store's paths are built from a name's text, so 7 named the topic "7" and None
+    the topic "None": delete_topic(None) deleted "None", alter_topic_config(7) rewrote
+    "7"'s overrides, and add_partitions(7.0) grew "7.0", then waited its minute for
+    leaders it looked for under the float.  A topic that is no str is INVALID_TOPIC for
+    every topic call, as it is for create_topic and the client calls, and touches nothing."""
+    with Cluster.embedded(brokers=[1], config={"auto.leader.rebalance.enable": False}) as c:
+        for t in ("7", "7.0", "None", "True"):
+            c.create_topic(t, partitions=1, replication_factor=1)
+        before = c.describe_text()
+        calls = {
+            "create_topic": lambda: c.create_topic(name, partitions=1, replication_factor=1),
+            "describe": lambda: c.describe(name),
+            "delete_topic": lambda: c.delete_topic(name),
+            "alter_topic_config": lambda: c.alter_topic_config(name, {"retention.ms": 1000}),
+            "topic_config_applied": lambda: c.topic_config_applied(name),
+            "add_partitions": lambda: c.add_partitions(name, 2),
+            "elect_preferred_leaders": lambda: c.elect_preferred_leaders(name),
+        }
+        if name is not None:  # describe_text(None) is every topic
+            calls["describe_text"] = lambda: c.describe_text(name)
+        answers = {}
+        for call, fn in calls.items():
+            try:
+                answers[call] = fn()
+            except errors.KReplicaError as e:
+                answers[call] = (type(e), str(e).split(": ", 1)[1])
+        refused = (errors.InvalidTopic, f"topic must be a str, got {type(name).__name__} {name!r}")
+        assert answers == dict.fromkeys(calls, refused)
+        assert c.describe_text() == before
+        assert c.zk.session.get_children("/admin/delete_topics") == []
+        assert all(c.zk.get_topic_config(t) == {} for t in c.topics())
+
+
 def test_counts_left_out_of_create_topic_come_from_the_broker_config():
     with Cluster.embedded(config={"num.partitions": 3, "default.replication.factor": 2}) as c:
         c.create_topic("both")
