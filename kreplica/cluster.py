@@ -411,6 +411,7 @@ class Cluster:
         and raises REQUEST_TIMED_OUT when the controller has not taken the request in
         ``timeout_ms``.  Without ``wait``, returns {} at once."""
         timeout_ms = _span(timeout_ms)
+        topic = _topic(topic)  # a str subclass as its text, in the request and the errors alike
         d = self.describe(topic)
         admin.elect_preferred_leaders(self.zk, [TopicPartition(topic, p.partition) for p in d.partitions])
         if not wait:
@@ -539,7 +540,7 @@ class Cluster:
             r = resp.partitions[0]
             return r.error_code, r.base_offset
 
-        return self._with_retries(topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
+        return self._with_retries(tp.topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
 
     @_refused_once_closed
     def fetch(self, topic: str, partition: int, offset: int = 0, max_bytes: int = 1 << 20,
@@ -568,7 +569,7 @@ class Cluster:
                     return errors.NetworkException.code, None
                 return resp.partitions[0].error_code, resp.partitions[0]
 
-            data = self._with_retries(topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
+            data = self._with_retries(tp.topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
             # The first batch may start before ``position`` (a fetch from mid-batch).
             out.extend(decode_records(data.records, start_offset=position))
             # The next fetch starts after the last batch answered, not after its last record,
@@ -598,7 +599,7 @@ class Cluster:
             code = errors.NONE if d.error_code == errors.OffsetOutOfRange.code else d.error_code
             return code, (d.log_start_offset, d.high_watermark)
 
-        return self._with_retries(topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
+        return self._with_retries(tp.topic, tp.partition, attempt, retries, backoff_ms, delivery_timeout_ms)
 
     # ---- teardown ------------------------------------------------------------------
     def close(self) -> None:

@@ -457,6 +457,37 @@ def test_a_topic_that_is_no_str_is_invalid_topic_not_the_topic_its_text_names(na
         assert all(c.zk.get_topic_config(t) == {} for t in c.topics())
 
 
+def test_the_errors_of_calls_naming_a_topic_by_a_str_enum_member_name_its_text():
+    """The calls take a ``(str, Enum)`` member as its text, and their errors name the
+    partition by that text too: the member's own str() is "Topics.EVENTS", a partition
+    "Topics.EVENTS-0" no store or tool knows."""
+    import enum
+
+    class Topics(str, enum.Enum):
+        EVENTS = "events"
+
+    with Cluster.embedded(config=CONFIG) as c:
+        c.create_topic(Topics.EVENTS, assignment={0: [1001, 1002, 1003]})
+        with pytest.raises(errors.OffsetOutOfRange) as raised:
+            c.fetch(Topics.EVENTS, 0, 10**6)
+        said = [str(raised.value)]
+        c.kill(1001)  # the leader: every request to it is refused until its session expires
+        for call in (lambda: c.produce(Topics.EVENTS, 0, [b"x"], retries=0),
+                     lambda: c.fetch(Topics.EVENTS, 0, retries=0),
+                     lambda: c.offset_range(Topics.EVENTS, 0, retries=0)):
+            with pytest.raises(errors.NetworkException) as raised:
+                call()
+            said.append(str(raised.value))
+        if c.controller_id != 1001:
+            c.kill(c.controller_id)  # a dead controller takes no election up
+        with pytest.raises(errors.RequestTimedOut) as raised:
+            c.elect_preferred_leaders(Topics.EVENTS, timeout_ms=1000)
+        said.append(str(raised.value))
+    assert said == ["OFFSET_OUT_OF_RANGE: events-0"] + [
+        "NETWORK_EXCEPTION: events-0: gave up after 1 attempts"] * 3 + [
+        "REQUEST_TIMED_OUT: preferred leader election for events was not taken up"]
+
+
 def test_counts_left_out_of_create_topic_come_from_the_broker_config():
     with Cluster.embedded(config={"num.partitions": 3, "default.replication.factor": 2}) as c:
         c.create_topic("both")
