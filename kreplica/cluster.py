@@ -274,8 +274,12 @@ class Cluster:
     @_refused_once_closed
     def start(self, broker_id: int) -> None:
         """(Re)start a broker, recovering its logs from disk."""
-        if self._broker(broker_id).alive:
+        old = self._broker(broker_id)
+        if old.alive:
             raise errors.InvalidRequest(f"broker {broker_id} is already running")
+        # The id it was built with (a plain int), not the one given: a NumPy integer names
+        # the broker, but would reach the store's JSON as numpy.int64.
+        broker_id = old.broker_id
         self.brokers[broker_id] = self._new_broker(broker_id)
         self.brokers[broker_id].start()
 

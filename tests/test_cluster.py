@@ -1625,6 +1625,22 @@ def test_an_interrupt_while_the_brokers_start_still_closes_the_cluster(tmp_path,
     assert started == [1] and list(tmp_path.iterdir()) == []
 
 
+def test_a_broker_restarted_by_a_numpy_integer_id_runs_under_the_plain_int():
+    """start checked a NumPy id and then built the new incarnation from the id as given:
+    the broker ran as numpy.int64 1001, and standing for controller it failed to write
+    /controller (a TypeError from json), left half started."""
+    import numpy as np
+
+    with Cluster.embedded(brokers=[1001], config={"zookeeper.session.timeout.ms": 6000}) as c:
+        c.create_topic("bar", partitions=1, replication_factor=1)
+        c.kill(1001)
+        c.advance(7000)  # its session has expired: the restarted broker stands for controller
+        c.start(np.int64(1001))
+        assert type(c.brokers[1001].broker_id) is int and list(c.brokers) == [1001]
+        assert c.run_until(lambda: c.controller_id == 1001 and c.leader_for("bar", 0) == 1001, 30_000)
+        assert c.produce("bar", 0, [b"x"], acks="all") == 0
+
+
 def test_each_start_of_a_broker_asks_the_broker_scheduler_hook_again():
     """``broker_scheduler`` gives the scheduler of each incarnation, a restart's too: the
     simulator pauses a broker process by the scheduler it hands out, and a restarted
