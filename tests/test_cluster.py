@@ -176,6 +176,21 @@ def test_delete_topic_removes_it_everywhere(cluster, tmp_path):
         cluster.describe("bar")
 
 
+def test_delete_topic_waits_for_its_own_topic_not_for_another_deletion_still_pending():
+    """A deletion waits for the topic's replicas; one whose replica is down stays queued
+    (Kafka 0.10's ineligible topic) until the broker is back.  Deleting another topic
+    meanwhile returns once that topic is gone, not once no deletion is pending."""
+    with Cluster.embedded(config=CONFIG) as c:
+        c.create_topic("stuck", assignment={0: [1003]})
+        c.create_topic("gone", assignment={0: [1001]})
+        c.kill(1003)
+        c.delete_topic("stuck", wait=False)
+        start = c.now_ms()
+        c.delete_topic("gone")
+        assert c.now_ms() - start < 5_000
+        assert c.topics() == ["stuck"] and c.zk.get_topic_deletions() == ["stuck"]
+
+
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
     """One cluster for the calls that are refused: a refusal changes nothing."""
@@ -632,6 +647,20 @@ def test_deleting_a_topics_last_override_puts_the_broker_defaults_back_on_its_re
         assert applied == [(1, ["t"]), (2, ["t"])]
 
 
+def test_whether_a_config_is_applied_is_asked_of_the_topics_own_replicas_not_of_those_its_name_begins():
+    """Only the replicas of the topic named answer for it: "ab" (and "a.b") keep overrides
+    of their own, and altering "a" waits for "a"'s replicas alone, not for theirs to take
+    "a"'s overrides, which they never do."""
+    with Cluster.embedded(brokers=[1], config={"auto.leader.rebalance.enable": False}) as c:
+        for t in ("a", "ab", "a.b"):
+            c.create_topic(t, partitions=1, replication_factor=1)
+        c.alter_topic_config("ab", {"retention.ms": 60_000})
+        c.alter_topic_config("a", {"retention.ms": 120_000}, wait=False)
+        assert c.run_until(lambda: c.topic_config_applied("a"), 30_000)
+        assert c.topic_config_applied("ab") and c.topic_config_applied("a.b", {})
+        assert not c.topic_config_applied("a", {"retention.ms": "60000"})
+
+
 def test_alter_topic_config_refuses_unknown_keys_values_and_topics():
     with Cluster.embedded(brokers=[1, 2, 3]) as c:
         c.create_topic("t", partitions=1, replication_factor=3)
@@ -888,6 +917,23 @@ def test_added_partitions_go_where_an_explicit_assignment_puts_them():
         assert c.produce("t", 1, [b"x"], acks="all") == 0 and c.produce("t", 2, [b"y"], acks="all") == 0
 
 
+@pytest.mark.parametrize("leaders", [(1001, 1002, 1003), (1003, 1002, 1001)], ids=["up", "down"])
+def test_add_partitions_returns_once_each_new_partition_leads_not_just_the_first(leaders):
+    """Each new partition's leader hears of it in a request of its own; add_partitions
+    returns once every one of them leads it (hosts it, as leader), whatever order the
+    requests are taken in."""
+    with Cluster.embedded(config={"auto.leader.rebalance.enable": False}) as c:
+        c.create_topic("t", assignment={0: [1001]})
+        added = {p: [b] for p, b in enumerate(leaders, start=1)}
+        assert c.add_partitions("t", 4, assignment=added) == added
+        ready = {}
+        for broker_id, broker in sorted(c.brokers.items()):
+            for tp, part in broker.replica_manager.partitions.items():
+                if tp.topic == "t" and part.is_leader:
+                    ready[tp.partition] = [broker_id]
+        assert ready == {0: [1001], **added}
+
+
 def test_a_config_change_for_another_entity_than_a_topic_is_skipped():
     """/config/changes also carries Kafka's broker and client config changes: a listing that
     holds one beside a topic's applies the topic's and skips the other (the eighty-eighth
@@ -1019,6 +1065,16 @@ def test_acks_all_that_times_out_on_the_broker_raises_its_answer_not_a_network_e
     with pytest.raises(errors.RequestTimedOut):
         cluster.produce("bar", 0, [b"x"], acks="all", timeout_ms=1000, retries=0)
     assert cluster.offsets("bar", 0)[1001][0] == 1  # appended once, not again by a retry
+
+
+def test_an_empty_value_is_a_record_like_any_other(cluster):
+    """Kafka takes a record whose value is empty (zero bytes): it is produced, counted in
+    the offsets and fetched back as b"", alone or among others, keyed or not."""
+    base = cluster.produce("bar", 1, [b"", b"x", (b"k", b"")], acks="all")
+    assert [(r.offset - base, r.key, r.value) for r in cluster.fetch("bar", 1, base)] == [
+        (0, None, b""), (1, None, b"x"), (2, b"k", b"")]
+    assert cluster.produce("bar", 1, [b""], acks="all") == base + 3
+    assert cluster.fetch("bar", 1, base + 3)[0].value == b""
 
 
 def test_uncommitted_fetch_reads_past_the_high_watermark(cluster):
@@ -1456,7 +1512,8 @@ def test_partition_for_key_is_the_keys_crc32_modulo_the_partition_count():
 
     from kreplica.cluster import partition_for_key
 
-    keys = [b"", b"k1", b"user-42", bytes(range(256))]
+    # Every byte of the key counts, blanks at its ends too (the produce tool keeps them).
+    keys = [b"", b"k1", b"user-42", bytes(range(256)), b" k1", b"k1\n", b"\tuser-42 "]
     for n in (1, 3, 7):
         assert [partition_for_key(k, n) for k in keys] == [zlib.crc32(k) % n for k in keys]
     for n in (0, -3):
