@@ -419,13 +419,20 @@ def test_a_node_that_is_not_listening_refuses(net):
 
 
 def test_a_node_going_away_disconnects_what_it_had_not_answered(net):
+    """Each request it held is refused once, in the order it was sent (the order the link
+    carried them, and the order an answer would have kept), not the reverse."""
     sched, t = net
-    held, answers = _held_request(sched, t)
+    held, answers = [], []
+    t.register(2, lambda src, request, respond: held.append(respond))
+    for i in range(3):
+        t.send(1, 2, _fetch(i), lambda answer, i=i: answers.append((i, answer)))
+    assert sched.run_until(lambda: len(held) == 3, 5_000)
     t.unregister(2)
-    assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+    assert sched.run_until(lambda: len(answers) == 3, 5_000)
+    assert answers == [(0, DISCONNECTED), (1, DISCONNECTED), (2, DISCONNECTED)]
     held[0](UpdateMetadataResponse(0))  # a crashed process's late answer goes nowhere
     sched.advance(100)
-    assert answers == [DISCONNECTED]
+    assert len(answers) == 3
 
 
 def test_answers_on_their_way_to_a_node_that_went_away_are_lost(net):
@@ -633,16 +640,24 @@ def _two_processes(sched):
 
 def test_a_node_of_another_process_going_away_disconnects_what_it_had_not_answered():
     """Closing the server's side of each connection is what tells a client in another
-    process: the listening socket closing alone leaves accepted connections open."""
+    process: the listening socket closing alone leaves accepted connections open. The
+    client's cache of looked-up addresses is the scheduler's state, as the lookups are:
+    the connection's end, seen on the socket thread, hands the forgetting to the
+    scheduler with the refusal, not done there and then from the socket thread (under a
+    ``send`` reading and filling the cache on the scheduler's thread)."""
     sched = RealScheduler()
-    server, client, _ = _two_processes(sched)
+    server, client, lookups = _two_processes(sched)
     with server, client:
         held, answers = [], []
         server.register(2, lambda src, request, respond: held.append(respond))
         client.send(1, 2, _fetch(), answers.append)
-        assert sched.run_until(lambda: held, 5_000)
+        assert sched.run_until(lambda: held, 5_000) and client._resolved == {2: server.address(2)}
+        link = client._links[(1, 2)]
         server.unregister(2)
+        assert _eventually(lambda: link.task.done())  # the socket thread has seen the end
+        assert 2 in client._resolved and answers == []  # both handed over; the scheduler has not run
         assert sched.run_until(lambda: answers, 5_000) and answers == [DISCONNECTED]
+        assert client._resolved == {} and lookups == [2]
 
 
 def test_a_peers_address_is_kept_until_its_connection_ends_then_looked_up_again():
@@ -784,18 +799,29 @@ def test_a_hung_loop_times_the_caller_out(monkeypatch):
         t.close()
 
 
-def test_a_listen_that_ran_before_its_register_gave_up_is_closed():
+def test_a_listen_that_ran_before_its_register_gave_up_is_closed(monkeypatch):
     """The other order of the race above: the listen finished just as the caller's wait
-    ran out, so the loop learns it was abandoned after the server is up. It is stopped."""
-    import asyncio
-    import socket
-
-    t = TcpTransport(RealScheduler())
+    ran out, so the loop learns it was abandoned after the server is up. It is stopped by
+    the loop on its own: the abandon is handed to the socket thread, which owns the servers
+    and is woken by the handing. Run on the caller's thread instead, it read the loop's
+    state from outside (a listen finishing meanwhile was missed, its port left open for
+    good), and the stop it started sat in the loop's queue, the port open, until something
+    else woke the loop."""
+    port = _free_port()
+    t = TcpTransport(RealScheduler(), listen_ports={4: port})
     try:
-        port = t._on_loop(t._listen(4, 1, 0))
-        t._loop.call_soon_threadsafe(t._abandon_listen, 4, 1)
-        t._on_loop(asyncio.sleep(0.05))
-        assert not t._servers and 4 not in t._addresses
+        on_loop = t._on_loop
+
+        def listened_as_the_wait_ran_out(coro):
+            on_loop(coro)
+            raise TimeoutError
+
+        with monkeypatch.context() as m:
+            m.setattr(t, "_on_loop", listened_as_the_wait_ran_out)
+            with pytest.raises(TimeoutError):
+                t.register(4, _echo([]))
+        assert _eventually(lambda: not t._servers, 2.0)  # nothing here calls into the loop
+        assert t.address(4) is None and 4 not in t._addresses
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
     finally:
@@ -1120,10 +1146,18 @@ def _a_request_from_the_server(correlation_id):
     return codec.frame(codec.REQUEST, correlation_id, codec.encode(UpdateMetadataResponse(2)))
 
 
+def _an_answer_that_does_not_decode(correlation_id):
+    """An answer whose body is no message (a peer of another build, a broken stream): the
+    link ends and its request is refused, not left waiting for an answer that will not
+    come while the connection stays up."""
+    return codec.frame(codec.RESPONSE, correlation_id, codec.encode(UpdateMetadataResponse(2))[:-1])
+
+
 @pytest.mark.parametrize("reply, answer", [
     (_stray_answer_then_the_real_one, UpdateMetadataResponse(2)),
     (_a_request_from_the_server, DISCONNECTED),
-], ids=["unknown-correlation-id", "request-from-a-server"])
+    (_an_answer_that_does_not_decode, DISCONNECTED),
+], ids=["unknown-correlation-id", "request-from-a-server", "answer-that-does-not-decode"])
 def test_a_peer_of_another_process_is_answered_by_frame_kind_and_correlation_id(reply, answer):
     """A plain socket stands in for a broker process; a link it breaks is closed at the
     client's end as the link ends, not later by the collector ("unclosed <StreamWriter>")."""
@@ -1223,8 +1257,11 @@ def test_a_client_needs_a_shared_store_and_finds_the_brokers_at_their_registrati
     threads = {th for th in threading.enumerate() if th.name == "kreplica-tcp"}
     try:
         for private in ("memory", "zookeeper+local:///k"):  # the latter's server is this process's own
-            with pytest.raises(errors.InvalidConfig, match=re.escape(f"metadata={private!r}: broker processes share")):
+            said = re.escape(f"metadata={private!r}: broker processes share")
+            with pytest.raises(errors.InvalidConfig, match=said) as e:
                 remote.connect(private)  # the argument named, as the config's checks name theirs
+            # The refusal is the whole story: no ValueError of the check's own chained to it.
+            assert e.value.__cause__ is None and e.value.__suppress_context__
         assert made == []
         assert {th for th in threading.enumerate() if th.name == "kreplica-tcp"} <= threads  # refused first
         shared = "zookeeper://127.0.0.1:1/k"
@@ -1590,13 +1627,21 @@ def test_a_state_change_is_one_line_stamped_to_the_millisecond(monkeypatch, caps
 def test_the_exit_status_is_the_controllers_answer_to_the_controlled_shutdown(
         tmp_path, monkeypatch, capsys, moved, status, said):
     """The answer comes after a while (a controller round trip) and is waited for; only an
-    answer that every leadership moved is 0."""
+    answer that every leadership moved is 0. That the shutdown began is said at once."""
     from kreplica.broker import Broker
 
-    monkeypatch.setattr(Broker, "controlled_shutdown",
-                        lambda self, done: self.scheduler.call_later(200, done, moved))
+    said_when_asked = []
+
+    def answer_later(self, done):
+        said_when_asked.append(capsys.readouterr().err)
+        self.scheduler.call_later(200, done, moved)
+
+    monkeypatch.setattr(Broker, "controlled_shutdown", answer_later)
     got, _ = _run_in_process(tmp_path, monkeypatch)
     assert got == status and said in capsys.readouterr().err
+    # The shutdown is said as it begins, before the controller is asked, not once the
+    # wait for it (minutes at most by default) is over.
+    assert said_when_asked == ["broker 1: controlled shutdown\n"]
 
 
 def test_the_controlled_shutdown_is_waited_for_through_its_backoffs(tmp_path, monkeypatch, capsys):
@@ -2102,11 +2147,15 @@ def test_a_state_changes_stamp_is_one_reading_of_the_clock_its_milliseconds_cut(
 
 
 # ---- answers given as their node goes away (2026-11-27, eighth mutation review) ---------------
-def test_an_answer_given_just_before_its_node_goes_away_reaches_its_sender(net):
+@pytest.mark.parametrize("given", [b"given", bytes(range(256)) * (40 * 1024)], ids=["small", "10-mib"])
+def test_an_answer_given_just_before_its_node_goes_away_reaches_its_sender(net, given):
     """What a node answered before it went away is on the wire and reaches its sender, as
     in-process and as from a node of another process; only what it had not answered comes
     back DISCONNECTED. Here the answer and the unregister come in one scheduler step: the
-    sender's end of the connection is not closed under the answer, unread."""
+    sender's end of the connection is not closed under the answer, unread. A large answer
+    (10 MiB, more than the sockets' buffers take at once) is still being written when the
+    node goes away: the node's end is closed once what it holds is sent, not aborted with
+    the rest of the answer thrown away."""
     sched, t = net
     answers = {}
     held = []
@@ -2115,7 +2164,7 @@ def test_an_answer_given_just_before_its_node_goes_away_reaches_its_sender(net):
         if request.partitions[0].fetch_offset == 0:
             held.append(respond)  # never answered
         else:
-            respond(FetchResponse(0, (_data(b"given"),)))
+            respond(FetchResponse(0, (_data(given),)))
             t.unregister(2)  # a crash right after answering
 
     t.register(2, handler)
@@ -2124,7 +2173,37 @@ def test_an_answer_given_just_before_its_node_goes_away_reaches_its_sender(net):
     t.send(1, 2, _fetch(4), lambda answer: answers.setdefault(4, answer))
     assert sched.run_until(lambda: len(answers) == 2, 5_000)
     assert answers[0] is DISCONNECTED
-    assert answers[4] is not DISCONNECTED and answers[4].partitions[0].records == b"given"
+    assert answers[4] is not DISCONNECTED and answers[4].partitions[0].records == given
+
+
+def test_a_client_that_stops_sending_still_reads_what_it_was_answered(net):
+    """A client (of another process, or any that speaks the format) may shut its sending
+    side once it has asked, and read on. The server's end of the connection ends when it
+    reads that, and closes once what it had written is sent: a large answer still in its
+    buffer reaches the client whole, then the connection ends, rather than being aborted
+    with the answer cut short."""
+    sched, t = net
+    records = bytes(range(256)) * (40 * 1024)  # 10 MiB: the sockets' buffers take part of it
+    answered = []
+
+    def handler(src, request, respond):
+        respond(FetchResponse(0, (_data(records),)))
+        answered.append(src)
+
+    t.register(2, handler)
+    with socket.create_connection(t.address(2), timeout=5) as s:
+        s.sendall(codec.hello(7) + codec.frame(codec.REQUEST, 1, codec.encode(_fetch())))
+        assert sched.run_until(lambda: answered, 5_000) and answered == [7]
+        t._on_loop(asyncio.sleep(0))  # the answer's write has run: the rest of it is buffered
+        s.shutdown(socket.SHUT_WR)
+        assert _eventually(lambda: not t._accepted[2])  # the server read the end, and ended its side
+        data = bytearray()
+        with contextlib.suppress(ConnectionResetError):  # an aborted connection: checked below
+            while chunk := s.recv(1 << 20):
+                data += chunk
+    length, kind, correlation_id = codec.FRAME_HEADER.unpack_from(data)
+    assert (kind, correlation_id) == (codec.RESPONSE, 1) and len(data) == 4 + length, len(data)
+    assert codec.decode(bytes(data[codec.FRAME_HEADER.size:])).partitions[0].records == records
 
 
 # ---- ports past 65535, a peer forgotten twice, down marks (2026-11-28, ninth mutation review) ----
@@ -2154,6 +2233,8 @@ def test_a_port_past_65535_is_a_bad_argument_not_a_traceback_or_a_registration_n
     ({"advertised_ports": {2: 0}}, "advertised port 0"),
     ({"listen_ports": {1: "9092"}}, "listen port '9092'"),
     ({"advertised_ports": {2: True}}, "advertised port True"),  # an int to Python, no port to a peer
+    ({"listen_ports": {1: 9092.5}}, "listen port 9092.5"),  # asyncio would listen on 9092
+    ({"advertised_ports": {2: 9092.0}}, "advertised port 9092.0"),  # registered as 9092.0
 ])
 def test_a_transport_refuses_a_port_that_is_none_before_it_starts(tmp_path, ports, message):
     """From Python, where no command line checks it, ``run(port=70000)`` ended in the
