@@ -696,3 +696,43 @@ def test_a_batchs_size_is_its_bytes_in_the_segment_offset_and_length_included(tm
     placed = [tuple(map(int, re.search(r" position: (\d+) .* size: (\d+) ", line).groups()))
               for line in out.getvalue().splitlines() if line.startswith("baseOffset: ")]
     assert placed == [(0, len(first)), (len(first), len(second))]
+
+
+# The two-hundred-and-twenty-eighth review (docs/engine-audit.md, TL12-..).
+@pytest.mark.parametrize("suffix, entry, lines", [
+    (".index", ">II", ["offset: 40 position: 0", "offset: 45 position: 166"]),
+    (".timeindex", ">qI", ["timestamp: 1000 offset: 40", "timestamp: 2000 offset: 45"]),
+])
+def test_an_index_ends_where_its_preallocated_zero_fill_begins(tmp_path, suffix, entry, lines):
+    """An active index is preallocated and mapped, zeros past its entries, and a crash
+    leaves it so; each zero slot reads as the base offset.  As kafka-dump-log, the dump
+    stops at the first entry after the first whose offset is the base offset (an entry
+    at the base offset may only come first): it printed a line for each empty slot."""
+    import struct
+
+    index = tmp_path / f"00000000000000000040{suffix}"
+    values = [(0, 0), (5, 166)] if suffix == ".index" else [(1000, 0), (2000, 5)]
+    index.write_bytes(b"".join(struct.pack(entry, *v) for v in values) + bytes(struct.calcsize(entry) * 100))
+    out = io.StringIO()
+    assert dump([index], False, out) == 0
+    assert out.getvalue().splitlines() == [f"Dumping {index}", *lines]
+
+
+def test_the_active_segments_indexes_of_an_open_log_dump_only_their_entries(tmp_path):
+    """`kreplica dump-log` on the .index and .timeindex of a running broker's active
+    segment: each is 10 MiB of preallocated slots, a few of them used.  Their dump is the
+    entries, offsets rising, not some two million lines of the base offset."""
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 1024, "index.interval.bytes": 100})
+    try:
+        for i in range(12):
+            log.append_as_leader([(b"key-%d" % i, b"value-%d-%d" % (i, j)) for j in range(5)], leader_epoch=7,
+                                 timestamp_ms=1_600_000_000_000 + i)
+        active = sorted((tmp_path / "t-0").glob("*.index"))[-1]
+        assert active.stat().st_size > 1_000_000  # preallocated
+        for index in (active, active.with_suffix(".timeindex")):
+            out = io.StringIO()
+            assert dump([index], False, out) == 0
+            offsets = [int(_fields(line)["offset"]) for line in out.getvalue().splitlines()[1:]]
+            assert 0 < len(offsets) <= 12 and offsets == sorted(set(offsets)) and offsets[0] >= 30, index
+    finally:
+        log.close()

@@ -1,7 +1,8 @@
 """``kreplica dump-log DIR|FILE...``: print segments, batches and records, as kafka-dump-log.
 
 For a partition directory every ``.log`` is dumped in offset order; ``.index`` and
-``.timeindex`` files given by name print their entries.  Batches are read with the
+``.timeindex`` files given by name print their entries (up to the zero fill of an
+active, preallocated one).  Batches are read with the
 codec's framing check; a CRC failure is reported as ``isvalid: false`` and the dump
 goes on, bad framing ends the file with the position and reason.  Either makes the
 exit status 1, as do a missing file, a directory without segments and an index
@@ -162,11 +163,21 @@ def _dump_index(path: Path, out: TextIO) -> int:
         print(f"  base offset {_NOT_AN_OFFSET}: the offsets below are relative to it", file=out)
         base = 0
     if path.suffix == ".index":
-        rows = np.frombuffer(data, dtype=[("rel", ">u4"), ("pos", ">u4")])
+        rows = _entries(np.frombuffer(data, dtype=[("rel", ">u4"), ("pos", ">u4")]))
         for rel, pos in rows.tolist():
             print(f"offset: {base + rel} position: {pos}", file=out)
     else:
-        rows = np.frombuffer(data, dtype=[("ts", ">i8"), ("rel", ">u4")])
+        rows = _entries(np.frombuffer(data, dtype=[("ts", ">i8"), ("rel", ">u4")]))
         for ts, rel in rows.tolist():
             print(f"timestamp: {ts} offset: {base + rel}", file=out)
     return 0
+
+
+def _entries(rows):
+    """An index's entries up to its zero fill.  An active index is preallocated (to
+    segment.index.bytes) and mapped, and one a crash left is still that size: past its
+    entries it is zeros, each of which reads as the base offset.  As kafka-dump-log, the
+    entries end at the first one after the first whose offset is the base offset (no later
+    entry can be: offsets only grow), rather than printing a line for every empty slot."""
+    zero = (rows["rel"][1:] == 0).nonzero()[0]
+    return rows[:zero[0] + 1] if len(zero) else rows
