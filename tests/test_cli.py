@@ -801,6 +801,11 @@ def test_a_line_ended_by_a_cr_goes_at_once_and_the_lf_after_it_ends_no_other():
         assert next(read) == [b"typed"]
         os.write(w, b"\nnext\n")
         assert next(read) == [b"next"]
+        # Only that one LF: a second one after it ends an empty line (TL12-07).
+        os.write(w, b"again\r")
+        assert next(read) == [b"again"]
+        os.write(w, b"\n\nlast\n")
+        assert next(read) == [b"", b"last"]
         os.close(w)
         assert list(read) == []
     finally:

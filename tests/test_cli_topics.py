@@ -53,6 +53,8 @@ def memory_client(monkeypatch):
     ("\u00a0foo", []),
     ("foo\u3000", []),
     ("\t'foo'", ["foo"]),  # trimmed first, then the quotes dropped (TL9-06)
+    # Every quote of either kind at either end, mixed, as Whitelist's ^["']+ and ["']+$ (TL12-05).
+    ("\"'foo'\"", ["foo"]),
 ])
 def test_list_marks_deletions_and_filters_by_topic_as_kafka(memory_client, topic, listed, capsys):
     flags = ["--topic", topic] if topic is not None else []
@@ -589,6 +591,21 @@ def test_replication_factor_is_the_first_partitions_replica_count():
     assert format_describe(d).splitlines()[0] == "Topic:q\tPartitionCount:2\tReplicationFactor:2\tConfigs:"
 
 
+def test_describe_counts_the_partitions_the_store_holds_and_takes_the_factor_from_partition_0(memory_client,
+                                                                                              capsys):
+    """kafka-topics.sh 0.10's header: PartitionCount is the size of the topic's assignment
+    and ReplicationFactor partition 0's replica count, whatever the partitions' numbers
+    (a topic node another tool wrote, with no partition 1) or the other partitions' counts
+    (one being reassigned to more replicas): not one past the last partition's number
+    (TL12-02), nor the largest replica count (TL12-01)."""
+    memory_client.create_topic("gap", {0: [1001], 2: [1002, 1001]})
+    assert main(["topics", "--zookeeper", "memory:1", "--describe", "--topic", "gap"]) == 0
+    assert capsys.readouterr().out == (
+        "Topic:gap\tPartitionCount:2\tReplicationFactor:1\tConfigs:\n"
+        "\tTopic: gap\tPartition: 0\tLeader: none\tReplicas: 1001\tIsr: \n"
+        "\tTopic: gap\tPartition: 2\tLeader: none\tReplicas: 1002,1001\tIsr: \n")
+
+
 @pytest.mark.parametrize("text, counts", [
     ("1001:1002,1002:1001", ["--partitions", "2"]),
     ("1001:1002,1002:1001", ["--replication-factor", "2"]),
@@ -1079,7 +1096,9 @@ def test_alter_partitions_grows_each_topic_the_pattern_matches_from_its_own_coun
     # Partition 0's replica count is the factor, not the last partition's (one reassigned
     # to a single replica: TL10-23).
     ("v", {0: [1001, 1002], 1: [1003]}, 4, {2: [1003, 1001], 3: [1001, 1003]}),
-], ids=["start-at-1002", "start-past-the-last", "factor-of-partition-0"])
+    # Past partition 9 the added ones are still listed by number, 10 after 9 (TL12-06).
+    ("w", {p: [1001] for p in range(9)}, 12, {9: [1001], 10: [1002], 11: [1003]}),
+], ids=["start-at-1002", "start-past-the-last", "factor-of-partition-0", "past-partition-9"])
 def test_alter_partitions_places_them_from_partition_0s_replicas_as_kafka_0_10(monkeypatch, topic, existing,
                                                                                  count, added, capsys):
     """AdminUtils.addPartitions (0.10) places the added partitions with partition 0's
@@ -1118,7 +1137,11 @@ def test_alter_partitions_refuses_a_count_or_an_assignment_that_does_not_fit(see
     except SystemExit as e:  # a usage message instead of the cluster's refusal
         status = e.code
     assert status == 1
-    assert re.search(message, capsys.readouterr().err)
+    out, err = capsys.readouterr()
+    assert re.search(message, err)
+    # kafka-topics.sh's alterTopic warns before it tries to add them, so a refusal comes
+    # after the warning too (TL12-10).
+    assert len(out.splitlines()) == 1 and out.startswith("WARNING: a key's partition is its hash modulo")
     assert sorted(seed003_store().get_topic_assignment("bar")) == [0, 1, 2]
 
 
