@@ -721,13 +721,19 @@ def test_a_reassignment_file_that_cannot_be_read_is_an_error_line_before_connect
     assert capsys.readouterr().err == f"Error: {reason}: '{path}'\n"
 
 
-def test_preferred_election_of_a_topic_without_partitions_names_none(memory_client, capsys):
+@pytest.mark.parametrize("topic, error", [
+    ("empty", "INVALID_REQUEST: no partitions named for preferred leader election"),
+    # A topic the store lacks is said to be unknown, not an election naming no partition
+    # (TL12-14: its absent assignment read as an empty one).
+    ("nope", "UNKNOWN_TOPIC_OR_PARTITION: topic 'nope' does not exist"),
+])
+def test_preferred_election_of_a_topic_without_partitions_names_none(memory_client, topic, error, capsys):
     # As test_a_topic_whose_assignment_names_no_partition_is_not_described: a store may
     # hold one.  The election is refused for naming no partition, not for a partition 0
     # the topic does not have.
     memory_client.create_topic("empty", {})
-    assert main(["reassign", "--zookeeper", "memory:1", "--preferred-election", "--topic", "empty"]) == 1
-    assert capsys.readouterr() == ("", "Error: INVALID_REQUEST: no partitions named for preferred leader election\n")
+    assert main(["reassign", "--zookeeper", "memory:1", "--preferred-election", "--topic", topic]) == 1
+    assert capsys.readouterr() == ("", f"Error: {error}\n")
 
 
 # The eighty-first review (docs/engine-audit.md, T4-..): the fourth pass over these tools.
