@@ -84,6 +84,19 @@ def test_post_init_still_validates():
         ProduceRequest(acks=2, timeout_ms=1, partitions=())
     with pytest.raises(ValueError, match="acks"):  # between -1 and 1 is not one of them
         ProduceRequest(acks=0.5, timeout_ms=1, partitions=())
+    # Nor is the config's spelling of -1: "all" is parsed to -1 before a request is built
+    # (config.parse_acks); taken as it was, a broker comparing acks with -1 read it as 1.
+    with pytest.raises(ValueError, match="^acks must be 0, 1 or -1, not all$"):
+        ProduceRequest(acks="all", timeout_ms=1, partitions=())
+
+
+def test_a_topic_partition_is_built_only_with_both_its_topic_and_its_partition():
+    """As Kafka's TopicPartition(topic, partition): a caller that leaves the partition out
+    is refused, not handed partition 0 (a produce, a fetch or a state change aimed at
+    another partition than the one meant, with nothing to say so)."""
+    with pytest.raises(TypeError):
+        TopicPartition("t")
+    assert TopicPartition("t", 3) == ("t", 3)
 
 
 def test_a_state_with_an_empty_isr_is_built_not_refused():
