@@ -148,6 +148,9 @@ def test_headers_are_read_once_whatever_their_type_does(encode):
         pass
 
     assert encode([(None, b"v", Pairs([("k", b"x")]))]) == expected
+    # A null header value is a header value on the checked path too.
+    assert encode([(None, b"v", Pairs([("k", None)]))]) == encode_batch([(None, b"v", [("k", None)])],
+                                                                       timestamp_ms=1)
 
     class Key(str):
         pass
@@ -1336,6 +1339,18 @@ def test_batches_are_read_from_a_view_of_wider_items_by_their_bytes(fmt):
     assert batch_at(wide, want[1][1]).base_offset == want[1][0]
 
 
+@pytest.mark.parametrize("fmt", ["b", "c"])
+def test_a_view_of_one_byte_items_of_another_format_gives_batches_of_unsigned_bytes(fmt):
+    # Signed chars or chars are bytes too, but a batch's data is a view of unsigned bytes
+    # whatever the buffer said: its items read as ints 0..255, as from bytes.
+    buf = three_batches()
+    views = list(decode_batches(memoryview(buf).cast(fmt)))
+    assert [(b.base_offset, bytes(b.data)) for b in views] == [(b.base_offset, bytes(b.data))
+                                                                 for b in decode_batches(buf)]
+    assert [b.data.format for b in views] == ["B"] * 3
+    assert [b.data.tolist() for b in views] == [list(bytes(b.data)) for b in views]
+
+
 def _second_batch_with_magic_1():
     """three_batches() with the second batch's magic 1, and where that batch starts."""
     buf = bytearray(three_batches())
@@ -1759,3 +1774,65 @@ def test_the_public_module_exports_every_name_it_takes_from_the_compiled_one():
     exec("from kreplica.records import *", namespace)
     assert set(namespace) - {"__builtins__"} == taken
     assert sorted(records.__all__) == sorted(taken)
+
+
+# ---- two-hundred-and-thirty-second review: what the eleven earlier codec passes left alone
+
+def test_a_header_key_that_is_not_utf8_is_refused_without_the_decoders_own_error_behind_it():
+    # The InvalidRecord replaces the UnicodeDecodeError it was raised from: a traceback
+    # shows the batch's position, not "during handling of the above exception".
+    bad = _raw_batch([_raw_record(0, headers=[(b"\xff", b"h")])])
+    for decode in (decode_records, lambda buf: batch_at(buf).records()):
+        with pytest.raises(errors.InvalidRecord, match="header key is not UTF-8") as info:
+            decode(bad)
+        assert info.value.__cause__ is None and info.value.__suppress_context__ is True
+
+
+def test_a_batch_iteration_that_reached_zero_fill_stays_over_when_a_batch_is_written_there():
+    # An iterator that has said StopIteration says it again (Python's iterator protocol),
+    # even when a batch is later written into the zero fill it stopped at (a mapped
+    # segment being appended to); a new iteration reads the new batch.
+    first = encode_batch([b"a"], timestamp_ms=1)
+    second = encode_batch([b"b"], base_offset=1, timestamp_ms=1)
+    buf = bytearray(first + bytes(len(second)))
+    it = decode_batches(buf)
+    assert [b.base_offset for b in it] == [0]
+    buf[len(first):] = second
+    assert list(it) == []
+    assert [b.base_offset for b in decode_batches(buf)] == [0, 1]
+
+
+def test_record_subclasses_compare_and_hash_as_the_records_they_are():
+    class Tagged(Record):
+        pass
+
+    a, b = Tagged(0, 9, b"k", b"v", [("h", b"x")]), Tagged(0, 9, b"k", b"v", [("h", b"x")])
+    plain = Record(0, 9, b"k", b"v", [("h", b"x")])
+    assert a == b and a == plain and plain == a and not a != b
+    assert hash(a) == hash(b) == hash(plain) and len({a, b, plain}) == 1
+    assert a != Tagged(1, 9, b"k", b"v", [("h", b"x")])
+
+
+def test_a_gzip_batch_the_leader_or_a_reader_cannot_inflate_is_named_at_its_own_position():
+    # A producer's run (or a log) of an uncompressed batch then a gzip batch whose stream
+    # is cut before its trailer (the CRC is right): the refusal names the second batch.
+    from kreplica.log._batch_run import frame_producer_append
+
+    first = encode_batch([b"a"], timestamp_ms=1)
+    buf = first + _at_offset(_gzip_batch(_raw_record(0), 1, cut=8), 1)
+    message = f"gzip data of the batch at position {len(first)} is truncated$"
+    with pytest.raises(errors.CorruptMessage, match=message):
+        decode_records(buf)
+    with pytest.raises(errors.CorruptMessage, match=message):
+        batch_at(buf, len(first)).records()
+    with pytest.raises(errors.CorruptMessage, match=message):
+        frame_producer_append(buf)
+
+
+def test_records_that_differ_only_in_their_headers_hash_apart():
+    # The hash covers every field __eq__ compares: records told apart by their headers
+    # alone (a trace header per message) spread over a set or a dict instead of all
+    # landing on one hash.  256 distinct 64-bit hashes collide with odds near 2**-49.
+    records = [Record(0, 0, None, b"v", [("trace", bytes([i]))]) for i in range(256)]
+    assert len({hash(r) for r in records}) == 256
+    assert len(set(records)) == 256
