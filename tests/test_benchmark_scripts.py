@@ -475,3 +475,70 @@ def test_history_hashes_refuses_a_recording_it_cannot_use_before_the_runs(option
     with pytest.raises(SystemExit) as e:
         history_hashes.main([option, str(tmp_path / name)])
     assert e.value.code == 2 and f"error: argument {option}: {tmp_path / name}: " in capsys.readouterr().err
+
+
+# -- the pytest-benchmark files ------------------------------------------------------------
+
+class _Benchmark:
+    """pytest-benchmark 5's ``benchmark`` fixture without a clock: ``pedantic`` makes each
+    round's arguments with ``setup``, runs the target, then ``teardown``, for every warm-up
+    round and every round; ``disabled`` (``--benchmark-disable``) runs ``setup`` and the
+    target once and no teardown, as pytest-benchmark's ``_raw_pedantic`` does."""
+
+    def __init__(self, disabled: bool) -> None:
+        self.disabled = disabled
+        self.extra_info: dict = {}
+
+    def pedantic(self, target, args=(), kwargs=None, setup=None, teardown=None, rounds=1, warmup_rounds=0,
+                 iterations=1):
+        def made():
+            return setup() if setup is not None else (args, kwargs or {})
+
+        if self.disabled:
+            a, k = made()
+            return target(*a, **k)
+        for _ in range(warmup_rounds + rounds):
+            a, k = made()
+            result = target(*a, **k)
+            if teardown is not None:
+                teardown(*a, **k)
+        return result
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["timed", "benchmark-disable"])
+def test_the_replication_benchmark_checks_and_shuts_down_every_round_it_produced(disabled, tmp_path, monkeypatch):
+    """``benchmarks/bench_replication.py`` times the produce alone; each round's check (every
+    batch acknowledged, the replicas converged) and the brokers' shutdown are the round's
+    teardown. Under --benchmark-disable pytest-benchmark runs no teardown, so the benchmark
+    finishes its one round itself: without that the three brokers stay up with their logs
+    open and the run ends on an IndexError, nothing checked (BH12-17)."""
+    from kreplica.tools import bench_replication as tool
+
+    module = _script("bench_replication")
+    monkeypatch.setattr(module, "BATCHES", 3)
+    finished = []
+    finish = tool.finish_replicated
+    monkeypatch.setattr(tool, "finish_replicated", lambda *a: finished.append(finish(*a)) or finished[-1])
+    benchmark = _Benchmark(disabled)
+    module.test_replicated_acks_all_rf3(benchmark, tool._batches(100, 1000, 3, 100), tmp_path)
+    assert [r["records"] for r in finished] == [3000] * (1 if disabled else 1 + 3)  # the warm-up, 3 rounds
+    assert benchmark.extra_info == {"records": 3000}
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["timed", "benchmark-disable"])
+def test_the_failover_benchmark_checks_and_closes_every_cluster_it_failed_over(disabled, monkeypatch):
+    """``benchmarks/bench_failover.py`` times ``fail`` alone: every cluster ``prepare`` built
+    is checked (every leader re-elected) and closed by ``teardown`` after its round, the
+    last one by the benchmark itself under --benchmark-disable (BH12-18)."""
+    from kreplica.tools import bench_failover as tool
+
+    module = _script("bench_failover")
+    prepared, torn = [], []
+    prepare, teardown = tool.prepare, tool.teardown
+    monkeypatch.setattr(tool, "prepare", lambda n: prepared.append(prepare(n)) or prepared[-1])
+    monkeypatch.setattr(tool, "teardown", lambda state: torn.append(state) or teardown(state))
+    benchmark = _Benchmark(disabled)
+    module.test_memory_failover(benchmark, 9)
+    assert len(prepared) == (1 if disabled else 3)
+    assert [id(s) for s in torn] == [id(s) for s in prepared]
+    assert set(benchmark.extra_info) == {"controller_seconds", "round_trips"}
