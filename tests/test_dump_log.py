@@ -311,7 +311,7 @@ def test_log_demo_progress_reaches_the_last_record_and_sizes_are_in_mb(tmp_path,
     assert f"appended 51,500 records ({sizes[0] / 1e6:,.0f} MB) in " in out.getvalue()
 
 
-def test_a_demo_whose_writer_dies_says_so_fails_and_leaves_no_temporary_directory(tmp_path, monkeypatch):
+def test_a_demo_whose_writer_dies_says_so_fails_and_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
     from rich.console import Console
 
     from kreplica.tools import log_demo
@@ -327,6 +327,9 @@ def test_a_demo_whose_writer_dies_says_so_fails_and_leaves_no_temporary_director
     monkeypatch.setattr(log_demo, "_kill_and_recover", lambda console, path: False)
     assert log_demo.execute(argparse.Namespace(records=1000, dir=None, writer=None)) == 1
     assert list(temp.iterdir()) == []
+    # and, without --dir, it does not send anyone to dump-log a log it has just deleted (BH12-14)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "appended 1,000 records" in out and "is kept in" not in out
 
 
 
