@@ -652,8 +652,15 @@ def test_a_chroot_is_slash_name_or_the_root(zk_server) -> None:
     # server that was reached.
     for bad in ["kreplica", "/kreplica/", "/a/b/", "//", "/bad-chroot//b", "/bad-chroot/./b",
                 "/bad-chroot/..", "/bad-chroot\x01"]:
-        with pytest.raises(ValueError, match="chroot must look like /name"):
+        with pytest.raises(ValueError, match="chroot must look like /name") as refused:
             ZooKeeperStore(zk_server.hosts, bad, RealScheduler())
+        # ...and says which rule it breaks, as the path rule says it for a call's path.
+        assert f"invalid path {bad!r}" in str(refused.value), str(refused.value)
+    for bad, why in [("/bad-chroot/./b", "relative paths not allowed"),
+                     ("/bad-chroot\x01", "invalid character '\\x01' at 11")]:
+        with pytest.raises(ValueError) as refused:
+            ZooKeeperStore(zk_server.hosts, bad, RealScheduler())
+        assert str(refused.value) == f"chroot must look like /name, got {bad!r}: invalid path {bad!r}: {why}"
     for root in ["", "/"]:
         store = ZooKeeperStore(zk_server.hosts, root, RealScheduler())
         try:
@@ -913,6 +920,10 @@ def test_a_recursive_delete_of_zookeepers_own_root_spares_its_reserved_node(zk_s
         store = ZooKeeperStore(server.hosts, "", RealScheduler(), session_timeout_ms=4000)
         s = store.session("a")
         s.create("/x/y", b"", makepath=True)
+        # Nodes on both sides of /zookeeper in the server's listing (a hash order, not the
+        # names'): skipping it must not end the listing's walk.
+        for name in "abcdefghij":
+            s.create(f"/{name}")
         s.delete("/", recursive=True)
         assert s.get_children("/") == ["zookeeper"]
         store.close()
@@ -1283,6 +1294,11 @@ def test_the_error_of_a_transaction_names_the_op_that_failed(store_env: StoreEnv
     with pytest.raises(NoNode) as info:
         a.multi([Op.create("/made"), Op.set("/here", b"x"), Op.set("/absent", b"x")])
     assert info.value.op_index == 2 and "/absent" in str(info.value)
+    # The failing op in the middle: named, not the op after it.
+    with pytest.raises(NoNode) as middle:
+        a.multi([Op.create("/made"), Op.set("/absent", b"x"), Op.set("/here", b"x")])
+    assert middle.value.op_index == 1 and str(middle.value) == "NONODE: /absent"
+    assert a.exists("/made") is None
     with pytest.raises(NoNode) as single:
         a.get("/absent")
     assert "/absent" in str(single.value)
@@ -1701,6 +1717,20 @@ def test_a_server_without_its_jar_is_unavailable_before_anything_runs(tmp_path) 
     with pytest.raises(ZooKeeperUnavailable, match="apt-get install zookeeper"):
         server.start()
     assert server._proc is None and server.data_dir is None
+
+
+def test_a_jar_path_naming_a_directory_is_no_zookeeper(tmp_path) -> None:
+    # KREPLICA_ZK_JAR pointed at the install's directory, not its jar: ZooKeeper is not
+    # there to run (the ZooKeeper tests skip), not three JVMs failing on a class path.
+    from kreplica.meta.zk_server import ZooKeeperServer, ZooKeeperUnavailable, zookeeper_available
+
+    (tmp_path / "zookeeper.jar").mkdir()
+    for directory in [tmp_path, tmp_path / "zookeeper.jar"]:
+        assert zookeeper_available(str(directory)) is False
+        server = ZooKeeperServer(jar=str(directory))
+        with pytest.raises(ZooKeeperUnavailable, match="apt-get install zookeeper"):
+            server.start()
+        assert server._proc is None and server.data_dir is None
 
 
 @pytest.mark.zookeeper

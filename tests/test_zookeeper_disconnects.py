@@ -63,6 +63,24 @@ def _killed_at_once_keeping_its_ephemeral(session, observer) -> None:
     assert observer.exists("/eph") is not None
 
 
+def _told_within(call, seconds: float) -> list[object]:
+    """What ``call`` told its caller ("answered" or the exception it raised), run on a
+    thread of its own for at most ``seconds``: an empty list if it had not returned."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append("answered")
+        except Exception as exc:  # noqa: BLE001 -- what the caller was told
+            outcome.append(exc)
+
+    caller = threading.Thread(target=run, daemon=True)
+    caller.start()
+    caller.join(seconds)
+    return outcome
+
+
 def _heal(env, session) -> None:
     env.relay.heal()
     _wait(lambda: session.client.connected)
@@ -267,11 +285,13 @@ def test_a_drop_notice_delivered_after_the_reconnection_is_told_to_re_read_at_on
     sched = RealScheduler()
     s = zk_store_factory(sched).session("broker")
     watch = Recorder()
-    wrapper = s._wrap(watch, "/", False)
+    wrapper = s._wrap(watch, "/w", False)
     assert s.client.connected
     wrapper(WatchedEvent(KzEventType.NONE, KeeperState.CONNECTING, None))  # the late notice
     assert sched.run_until(lambda: watch.events, 2_000)
     assert watch.types() == ["RECONNECTED"] and not s._dropped
+    # ...for the node it watched, though kazoo's notice of a drop names none.
+    assert watch.events[0].path == "/w"
 
 
 @pytest.mark.zookeeper
@@ -507,23 +527,11 @@ def test_a_transaction_cut_off_once_let_through_fails_in_time_and_is_never_appli
     a, b = relayed.via.session("controller"), relayed.direct.session("admin")
     a.create("/request", b"old")
     meanwhile(a, "_enter", lambda: _cut(relayed, a), after=True)
-    outcome: list[object] = []
-
-    def call() -> None:
-        try:
-            a.multi([Op.check("/request", 0), Op.set("/request", b"mine")])
-            outcome.append("answered")
-        except Exception as exc:  # noqa: BLE001 -- what the caller was told
-            outcome.append(exc)
-
-    caller = threading.Thread(target=call, daemon=True)
-    caller.start()
-    caller.join(5.0)
+    outcome = _told_within(lambda: a.multi([Op.check("/request", 0), Op.set("/request", b"mine")]), 5.0)
     assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLoss)
     del a._enter
     b.set("/request", b"new")
     _heal(relayed, a)
-    caller.join(5.0)
     assert b.get("/request")[0] == b"new"
 
 
@@ -652,3 +660,42 @@ def test_a_session_cut_off_for_long_tries_about_once_a_second_not_ten_times(zk_s
     tries: list[float] = []
     _reconnection_delay_s(zk_server, monkeypatch, 3.0, "tries", tries)
     assert 3 <= len([t for t in tries if 0.0 <= t <= 3.0]) <= 9, tries
+
+
+# ---- the two-hundred-and-thirtieth review: ZooKeeper store mutants, twelfth pass ----
+
+@pytest.mark.zookeeper
+def test_a_batched_read_cut_off_after_its_connected_check_names_its_batch(relayed) -> None:
+    """As the transaction above, through get_many(): the ConnectionLoss the caller hears
+    names the batch by its first path, as every other call's error names its path."""
+    from meta_env import meanwhile
+
+    a = relayed.via.session("controller")
+    a.create("/p0", b"0")
+    a.create("/p1", b"1")
+    meanwhile(a, "_enter", lambda: _cut(relayed, a), after=True)
+    with pytest.raises(ConnectionLoss) as lost:
+        a.get_many(["/p0", "/p1"])
+    assert "/p0" in str(lost.value), str(lost.value)
+    del a._enter
+    _heal(relayed, a)
+    assert [data for data, _ in a.get_many(["/p0", "/p1"])] == [b"0", b"1"]
+
+
+@pytest.mark.zookeeper
+def test_a_store_whose_server_accepts_but_never_answers_gives_up_within_its_own_session_timeout() -> None:
+    """A port that accepts connections and says nothing (a hung JVM, another service):
+    the client that makes the chroot waits for the server's answer to its connect request
+    one session timeout, then the store refuses with ConnectionLoss.  The session timeout
+    is the store's, in seconds to kazoo: read as milliseconds it would be a thousand times
+    longer, and stopping that client would wait it out."""
+    import socket
+
+    from kreplica.meta.zookeeper_store import ZooKeeperStore
+
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # the kernel accepts; nobody reads
+        hosts = f"127.0.0.1:{mute.getsockname()[1]}"
+        outcome = _told_within(lambda: ZooKeeperStore(
+            hosts, "/never", RealScheduler(), session_timeout_ms=1000, connect_timeout_s=0.3).close(), 8.0)
+    assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLoss), outcome
+    assert f"cannot reach ZooKeeper at {hosts}" in str(outcome[0])
