@@ -538,7 +538,7 @@ def test_a_partition_size_takes_each_unit_as_a_power_of_1024(text, size):
     ("max_partition_bytes", "1.5g"), ("max_partition_bytes", "\u0664m"), ("max_partition_bytes", "4mib"),
     ("max_records_per_trigger", " 30"), ("max_records_per_trigger", "30\n"),
     ("max_records_per_trigger", "1_000")])
-def test_a_number_option_is_read_as_spark_reads_its_own(tmp_path, option, value):
+def test_a_number_option_is_read_as_the_jvm_reads_its_own(tmp_path, option, value):
     """Sizes as Spark's ``byteStringAs`` (ASCII digits, then a unit), a record limit as
     its ``maxOffsetsPerTrigger`` (``Long.parseLong``: nothing around the number):
     ``int()``'s leniencies (blanks, signs inside a size, underscores) are refused."""
