@@ -1285,3 +1285,39 @@ def test_a_bad_length_reaching_exactly_the_end_of_the_data_does_not_hide_the_bat
     [region] = json.loads((tmp_path / "report" / name).read_text())["regions"]
     assert (region["position"], region["resume_position"], region["next_offset"]) == (
         bad, int(scan_batches(data).positions[2]), 6)
+
+
+# ---- the two-hundred-and-thirty-fifth review (docs/engine-audit.md, SP12-..) -------------------
+
+def test_a_partition_in_list_holding_only_nulls_prunes_every_partition(tmp_path):
+    """``partition IN (NULL)`` matches no row (NULL equals nothing): the plan reads no
+    partition for it, as for an IN list naming none of the topic's partitions, rather
+    than taking the list for no filter and reading every partition for nothing."""
+    from pyspark.sql.datasource import In
+
+    from kreplica.spark.datasource import Pushdown, ReadOptions, plan_slices
+
+    d = str(tmp_path)
+    for p in range(3):
+        _log(d, f"t-{p}", batches=1).close()
+    opts = ReadOptions.from_options({"path": d, "topic": "t", "isolation": "uncommitted"})
+    for values in ((None,), (None, None), (7,)):
+        pushdown = Pushdown()
+        pushdown.absorb(In(("partition",), values))
+        assert plan_slices(opts, pushdown, dict.fromkeys(range(3))) == [], values
+
+
+def test_a_committed_read_ends_at_the_base_of_an_empty_active_segment_below_the_hw_checkpoint(tmp_path):
+    """A follower truncated to the start of its active segment (left empty) checkpoints its
+    lower HW later: the file says 9 while the data ends, cleanly, at the segment's base 6.
+    The committed end is 6 (the records of the sealed segment), not the log start."""
+    from kreplica.spark.datasource import Pushdown, ReadOptions, _partitions_of, _upper_bounds, plan_slices
+
+    d = str(tmp_path)
+    _log(d, "t-0", batches=2, records=3, rolls=2).close()  # 0..5 sealed, the active segment 6 empty
+    _write(d, "replication-offset-checkpoint", {("t", 0): 9})
+    opts = ReadOptions.from_options({"path": d, "topic": "t"})
+    [part] = _partitions_of(opts)
+    assert [s.base_offset for s in part.segments] == [0, 6] and part.log_start_offset == 0
+    assert _upper_bounds(opts, [part]) == {0: 6}
+    assert [o for s in plan_slices(opts, Pushdown(), {0: 6}) for o in _offsets(s)] == list(range(6))

@@ -1192,3 +1192,26 @@ def test_a_row_names_the_scenarios_own_value_of_each_axis_the_grid_leaves_alone(
     got = effective_config(build_scenario(scenario, RunConfig()), RunConfig())
     assert {k: got[k] for k in ("acks", "min_isr", "unclean", "truncation", "rf", "until_ms", "brokers")} == dict(
         acks="all", min_isr=min_isr, unclean=unclean, truncation=truncation, rf=3, until_ms=until_ms, brokers=3)
+
+
+# ---- the two-hundred-and-thirty-fifth review (docs/engine-audit.md, SP12-..) -------------------
+
+@pytest.mark.parametrize("text", ["", "# every line commented out\n"], ids=["empty", "comments"])
+def test_a_yaml_grid_with_nothing_in_it_is_refused_for_its_missing_scenarios(text, tmp_path):
+    """A YAML file holding no document is null to the parser: it names no scenario, as an
+    empty TOML file does, and is refused for that, not as a file that is no table."""
+    for name, content in (("g.yaml", text), ("g.toml", "")):
+        (tmp_path / name).write_text(content)
+        with pytest.raises(ValueError, match=r"^grid: 'scenarios' must name at least one scenario$"):
+            Grid.load(tmp_path / name)
+
+
+def test_a_boolean_axis_is_labelled_as_its_key_writes_it():
+    """``unclean`` varies: the table's configuration cells say ``unclean=true`` and
+    ``unclean=false``, the words the keys listed under the table use."""
+    from kreplica.spark.report import _table_rows
+
+    rows = [_summary_row(unclean=u, config_key=RunConfig(unclean=u).key) for u in (True, False)]
+    head, body = _table_rows(rows)
+    assert [dict(zip(head, line))["configuration"] for line in body] == ["unclean=true", "unclean=false"]
+    assert all(f"{line[1]}," in row["config_key"] for line, row in zip(body, rows))
