@@ -1123,6 +1123,23 @@ def test_a_negative_header_count_is_a_bad_record():
     _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0", "bad record 0")
 
 
+@pytest.mark.parametrize("field", ["key", "value", "header value"])
+def test_a_length_below_minus_one_is_a_bad_record_not_a_null(field):
+    # kreplica's contract: -1 is the one spelling of null for a key, a value or a header
+    # value, and -2 (varint 0x03) no length at all.  (Kafka's Java reader takes any
+    # negative size as null; no client writes one.)  Read as null, it would be
+    # acknowledged by the leader and handed to consumers as a null nobody wrote.
+    def body(length):
+        key = length if field == "key" else _field(None)
+        value = length if field == "value" else _field(b"v")
+        headers = _varint(1) + _field(b"h") + length if field == "header value" else _varint(0)
+        return b"\x00" + _varint(0) + _varint(0) + key + value + headers
+    null = decode_records(_raw_batch([_raw_record(0, body=body(_varint(-1)))]))[0]
+    assert {"key": null.key, "value": null.value, "header value": dict(null.headers).get("h", 0)}[field] is None
+    buf = _raw_batch([_raw_record(0, body=body(_varint(-2)))])
+    _refused_by_leader_and_decoder(buf, "bad record 0 in the batch at position 0", "bad record 0")
+
+
 @pytest.mark.parametrize("key", [b"\xf8\x90\x80\x80", b"\xfc\x90\x80\x80", b"\xff\x90\x80\x80"])
 def test_a_header_key_with_a_lead_byte_no_utf8_has_is_refused_by_the_leader(key):
     # 0xF8-0xFF never start a UTF-8 sequence; read with a four-byte lead's low bits these
