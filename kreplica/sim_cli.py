@@ -99,12 +99,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep each run's broker log dirs (printed) for kreplica dump-log")
 
 
+def _base_name(args: argparse.Namespace) -> str:
+    """The scenario named, or the default when none is: one given as "" stays given (the
+    loader refuses it), as --replay takes it for given."""
+    return DEFAULT_SCENARIO if args.scenario is None else args.scenario
+
+
 def _scenario(args: argparse.Namespace, seed: int) -> Any:
     from .sim import scenarios
     from .sim.swarm import swarm_scenario
 
-    # Given, even as "": an empty name is refused by the loader, as --replay takes it for given.
-    base = scenarios.load(DEFAULT_SCENARIO if args.scenario is None else args.scenario)
+    base = scenarios.load(_base_name(args))
     sc = swarm_scenario(seed, base) if args.swarm else base
     if args.until is not None:
         sc = replace(sc, until_ms=args.until)
@@ -123,7 +128,7 @@ def _options(args: argparse.Namespace, first: Any) -> dict[str, Any]:
     seed, drawn from it) the overrides laid over every seed's draw."""
     if not args.swarm:
         return first.to_dict()
-    options: dict[str, Any] = {"swarm": True, "base": DEFAULT_SCENARIO if args.scenario is None else args.scenario}
+    options: dict[str, Any] = {"swarm": True, "base": _base_name(args)}
     if args.until is not None:
         options["until_ms"] = args.until
     if args.config:
